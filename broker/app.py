@@ -1,0 +1,50 @@
+"""The Starlette application: `create_app(settings)`."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.routing import BaseRoute
+
+from broker import errors
+from broker.routes import fetch, health, push, queues
+from broker.state import BrokerState
+from core.db import Database
+from core.embedded import EmbeddedPostgres
+from core.push import Pusher
+from core.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+def database_dsn(settings: Settings) -> str:
+    """The configured server, or the embedded one that lives in the data directory."""
+    if settings.database_url is not None:
+        return settings.database_url
+    return EmbeddedPostgres(settings.data_dir).dsn
+
+
+def create_app(settings: Settings) -> Starlette:
+    all_routes: list[BaseRoute] = [
+        *push.routes, *queues.routes, *fetch.routes, *health.routes,
+    ]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        db = await Database.open(settings, database_dsn(settings))
+        pusher = Pusher(db, max_flush_messages=settings.max_flush_messages,
+                        max_pending_messages=settings.max_pending_messages)
+        app.state.broker = BrokerState(settings, db, pusher)
+        try:
+            yield
+        finally:
+            # Shutdown order: stop accepting writes and let queued flushes commit (they need
+            # the pool), then close the pool.
+            await pusher.close()
+            await db.close()
+
+    return Starlette(routes=all_routes, exception_handlers=errors.HANDLERS,  # type: ignore[arg-type]
+                     lifespan=lifespan)

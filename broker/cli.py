@@ -1,0 +1,75 @@
+"""The `queen-broker` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from core.settings import Settings, SettingsError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="queen-broker",
+        description="A partitioned message broker on PostgreSQL speaking the Queen MQ HTTP API.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the whole broker in the foreground")
+    web = sub.add_parser("web", help="run only the web workers (for a Procfile)")
+    for p in (serve, web):
+        p.add_argument("--host", help="listen address (env HOST, default 0.0.0.0)")
+        p.add_argument("--port", type=int, help="listen port (env PORT, default 6632)")
+        p.add_argument("--workers", type=int,
+                       help="web worker processes (env WORKERS, default: CPU count)")
+    for p in (serve, web, sub.add_parser("postgres", help="run the embedded PostgreSQL "
+                                                          "in the foreground (for a Procfile)"),
+              sub.add_parser("migrate", help="apply schema migrations and exit")):
+        p.add_argument("--data-dir",
+                       help="embedded database directory (env QUEEN_DATA_DIR, default "
+                            "./.queen-data); unused when DATABASE_URL or PG_* is set")
+    return parser
+
+
+def _apply_overrides(args: argparse.Namespace) -> None:
+    """Command-line options win over the environment; children inherit them through it."""
+    for attr, env in (("host", "HOST"), ("port", "PORT"), ("workers", "WORKERS"),
+                      ("data_dir", "QUEEN_DATA_DIR")):
+        value = getattr(args, attr, None)
+        if value is not None:
+            os.environ[env] = str(value)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    _apply_overrides(args)
+    try:
+        settings = Settings.from_env()
+    except SettingsError as exc:
+        print(f"queen-broker: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=settings.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.command == "serve":
+        from broker.supervisor import serve
+        return serve(settings, with_reaper=False)
+    if args.command == "web":
+        from broker.supervisor import web_command
+        command = web_command(settings)
+        os.execv(command[0], command)
+    if args.command == "postgres":
+        from core.embedded import EmbeddedPostgres
+        return EmbeddedPostgres(settings.data_dir).run_foreground()
+    if args.command == "migrate":
+        from broker.app import database_dsn
+        from broker.supervisor import _migrate
+        asyncio.run(_migrate(settings, database_dsn(settings)))
+        return 0
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

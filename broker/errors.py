@@ -1,0 +1,80 @@
+"""One table from core error classes to HTTP status, and the app's exception handlers."""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from broker.wire import json_response
+from core.errors import (
+    BadRequest,
+    ClientError,
+    NotFound,
+    Overloaded,
+    PayloadTooLarge,
+    QueenError,
+    ServiceError,
+    StorageError,
+    StorageUnavailable,
+)
+
+log = logging.getLogger(__name__)
+
+STATUS: dict[type[QueenError], int] = {
+    BadRequest: 400,
+    PayloadTooLarge: 413,
+    NotFound: 404,
+    ClientError: 400,
+    Overloaded: 429,
+    StorageUnavailable: 503,
+    StorageError: 503,
+    ServiceError: 503,
+}
+
+
+def status_for(exc: QueenError) -> int:
+    for cls in type(exc).__mro__:
+        if cls in STATUS:
+            return STATUS[cls]  # type: ignore[index]
+    return 500
+
+
+def error_response(exc: QueenError) -> Response:
+    status = status_for(exc)
+    headers = {}
+    if isinstance(exc, ServiceError):
+        headers["Retry-After"] = str(exc.retry_after_seconds)
+    if status >= 500 or isinstance(exc, StorageError):
+        log.warning("%s: %s", type(exc).__name__, exc.message)
+    return json_response({"error": exc.message}, status, headers=headers)
+
+
+async def queen_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, QueenError)
+    return error_response(exc)
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 404:
+        text = f"no route for {request.method} {request.url.path}"
+    elif exc.status_code == 405:
+        text = f"method {request.method} is not allowed on {request.url.path}"
+    else:
+        text = str(exc.detail)
+    return json_response({"error": text}, exc.status_code, headers=dict(exc.headers or {}))
+
+
+async def unexpected_error(request: Request, exc: Exception) -> Response:
+    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    return json_response({"error": "internal error"}, 500)
+
+
+HANDLERS = {
+    QueenError: queen_error,
+    HTTPException: http_error,
+    Exception: unexpected_error,
+}

@@ -1,0 +1,23 @@
+"""What a web process holds for its lifetime: settings, the pool and the write path."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from starlette.requests import Request
+
+from core.db import Database
+from core.push import Pusher
+from core.settings import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerState:
+    settings: Settings
+    db: Database
+    pusher: Pusher
+
+
+def state_of(request: Request) -> BrokerState:
+    state: BrokerState = request.app.state.broker
+    return state

@@ -1,0 +1,68 @@
+"""The errors the core raises. Two trees: the client asked wrong, or we could not.
+
+    QueenError
+    ├── ClientError            the request cannot succeed as sent; retrying will not help
+    │   ├── BadRequest         malformed body, wrong types, bad names or parameters
+    │   ├── PayloadTooLarge    body over the size limit, or too many items
+    │   └── NotFound           the addressed resource does not exist
+    └── ServiceError           the request was fine; the broker could not serve it now
+        ├── Overloaded         the write backlog is full; retry after a pause
+        ├── StorageUnavailable the database cannot be reached
+        └── StorageError       the database answered with an unexpected failure
+    SegmentError               a stored segment cannot be decoded (a bug or corruption)
+
+The message defaults to the class docstring. `broker/errors.py` maps each class to a status.
+"""
+
+from __future__ import annotations
+
+
+class QueenError(Exception):
+    """The broker could not complete the request."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (type(self).__doc__ or "").strip())
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0])
+
+
+class ClientError(QueenError):
+    """The request is not valid."""
+
+
+class BadRequest(ClientError):
+    """The request is malformed."""
+
+
+class PayloadTooLarge(ClientError):
+    """The request is larger than the broker accepts."""
+
+
+class NotFound(ClientError):
+    """Not found."""
+
+
+class ServiceError(QueenError):
+    """The broker cannot serve the request right now."""
+
+    retry_after_seconds = 1
+
+
+class Overloaded(ServiceError):
+    """Too many messages are waiting to be written; retry shortly."""
+
+
+class StorageUnavailable(ServiceError):
+    """The database is unavailable."""
+
+    retry_after_seconds = 2
+
+
+class StorageError(ServiceError):
+    """The database failed to complete the operation."""
+
+
+class SegmentError(QueenError):
+    """A stored segment cannot be decoded."""

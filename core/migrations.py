@@ -1,0 +1,62 @@
+"""Versioned schema migrations, applied at start-up.
+
+Files `schema/NNN_name.sql` are applied in order, each in its own transaction, and recorded in
+`queen.schema_migrations`. A session advisory lock makes concurrent start-ups (several web
+workers, the reaper) safe: one applies, the others wait and then find nothing to do.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+import asyncpg
+
+from core.queries import SCHEMA_DIR
+
+log = logging.getLogger(__name__)
+
+_MIGRATION_FILE = re.compile(r"^(\d{3})_[a-z0-9_]+\.sql$")
+# An arbitrary constant shared by every broker process: "queen" in ASCII.
+_ADVISORY_LOCK_KEY = 0x717565656E
+
+
+def migration_files(directory: Path = SCHEMA_DIR) -> list[tuple[int, Path]]:
+    found = []
+    for path in directory.iterdir():
+        match = _MIGRATION_FILE.match(path.name)
+        if match:
+            found.append((int(match.group(1)), path))
+    found.sort()
+    versions = [v for v, _ in found]
+    if len(set(versions)) != len(versions):
+        raise RuntimeError(f"two migrations share a version number in {directory}")
+    return found
+
+
+async def apply_migrations(conn: asyncpg.Connection, directory: Path = SCHEMA_DIR) -> list[int]:
+    """Apply every migration not yet recorded; answer the versions applied now."""
+    applied_now: list[int] = []
+    await conn.execute("SELECT pg_advisory_lock($1)", _ADVISORY_LOCK_KEY)
+    try:
+        await conn.execute(
+            "CREATE SCHEMA IF NOT EXISTS queen;"
+            "CREATE TABLE IF NOT EXISTS queen.schema_migrations ("
+            " version integer PRIMARY KEY, name text NOT NULL,"
+            " applied_at timestamptz NOT NULL DEFAULT now())")
+        done = {r["version"] for r in await conn.fetch(
+            "SELECT version FROM queen.schema_migrations")}
+        for version, path in migration_files(directory):
+            if version in done:
+                continue
+            async with conn.transaction():
+                await conn.execute(path.read_text())
+                await conn.execute(
+                    "INSERT INTO queen.schema_migrations (version, name) VALUES ($1, $2)",
+                    version, path.name)
+            log.info("applied migration %s", path.name)
+            applied_now.append(version)
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock($1)", _ADVISORY_LOCK_KEY)
+    return applied_now

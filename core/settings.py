@@ -1,0 +1,165 @@
+"""Settings: one frozen object built from the environment once per process.
+
+Names follow the Queen server where one exists (wire-protocol §10). A bad value stops start-up
+with a `SettingsError` naming the variable and the value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TypeVar
+from urllib.parse import quote
+
+T = TypeVar("T")
+
+
+class SettingsError(ValueError):
+    """A setting in the environment has a value the broker cannot use."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Everything a broker process needs to know, read once from the environment."""
+
+    host: str = "0.0.0.0"
+    port: int = 6632
+    # None means "no database configured": start the embedded PostgreSQL.
+    database_url: str | None = None
+    data_dir: Path = Path(".queen-data")
+    workers: int = 0  # 0 = one per CPU
+    db_pool_size: int = 20
+    db_connection_timeout_ms: int = 2000
+    db_statement_timeout_ms: int = 30000
+    db_lock_timeout_ms: int = 10000
+    max_body_bytes: int = 16 * 1024 * 1024
+    max_push_items: int = 10000
+    # Coalescer: the most messages one flush writes as one segment, and the most messages a
+    # process holds waiting for a flush before pushes are answered 429.
+    max_flush_messages: int = 5000
+    max_pending_messages: int = 100_000
+    default_timeout_ms: int = 30000
+    default_batch_size: int = 1
+    default_subscription_mode: str = "all"
+    pop_wait_initial_interval_ms: int = 100
+    pop_wait_backoff_threshold: int = 3
+    pop_wait_backoff_multiplier: float = 2.0
+    pop_wait_max_interval_ms: int = 1000
+    retention_interval_ms: int = 300000
+    retention_batch_size: int = 1000
+    reaper_interval_ms: int = 1000
+    log_level: str = "info"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        read = _Reader(env)
+        return cls(
+            host=read.text("HOST", cls.host),
+            port=read.integer("PORT", cls.port, low=0, high=65535),
+            database_url=database_url_from_env(env),
+            data_dir=Path(read.text("QUEEN_DATA_DIR", str(cls.data_dir))),
+            workers=read.integer("WORKERS", cls.workers, low=0, high=256),
+            db_pool_size=read.integer("DB_POOL_SIZE", cls.db_pool_size, low=1, high=1000),
+            db_connection_timeout_ms=read.integer(
+                "DB_CONNECTION_TIMEOUT", cls.db_connection_timeout_ms, low=1),
+            db_statement_timeout_ms=read.integer(
+                "DB_STATEMENT_TIMEOUT",
+                read.integer("QUEEN_STMT_TIMEOUT_MS", cls.db_statement_timeout_ms, low=0),
+                low=0),
+            db_lock_timeout_ms=read.integer("DB_LOCK_TIMEOUT", cls.db_lock_timeout_ms, low=0),
+            max_body_bytes=read.integer("MAX_BODY_BYTES", cls.max_body_bytes, low=1024),
+            max_push_items=read.integer("MAX_PUSH_ITEMS", cls.max_push_items, low=1),
+            max_flush_messages=read.integer(
+                "COALESCER_MAX_FLUSH_MESSAGES", cls.max_flush_messages, low=1),
+            max_pending_messages=read.integer(
+                "COALESCER_MAX_PENDING_MESSAGES", cls.max_pending_messages, low=1),
+            default_timeout_ms=read.integer(
+                "DEFAULT_TIMEOUT",
+                read.integer("POP_DEFAULT_TIMEOUT_MS", cls.default_timeout_ms, low=0), low=0),
+            default_batch_size=read.integer("DEFAULT_BATCH_SIZE", cls.default_batch_size, low=1),
+            default_subscription_mode=read.text(
+                "DEFAULT_SUBSCRIPTION_MODE", cls.default_subscription_mode),
+            pop_wait_initial_interval_ms=read.integer(
+                "POP_WAIT_INITIAL_INTERVAL_MS", cls.pop_wait_initial_interval_ms, low=1),
+            pop_wait_backoff_threshold=read.integer(
+                "POP_WAIT_BACKOFF_THRESHOLD", cls.pop_wait_backoff_threshold, low=1),
+            pop_wait_backoff_multiplier=read.number(
+                "POP_WAIT_BACKOFF_MULTIPLIER", cls.pop_wait_backoff_multiplier, low=1.0),
+            pop_wait_max_interval_ms=read.integer(
+                "POP_WAIT_MAX_INTERVAL_MS", cls.pop_wait_max_interval_ms, low=1),
+            retention_interval_ms=read.integer(
+                "RETENTION_INTERVAL", cls.retention_interval_ms, low=100),
+            retention_batch_size=read.integer(
+                "RETENTION_BATCH_SIZE", cls.retention_batch_size, low=1),
+            reaper_interval_ms=read.integer("REAPER_INTERVAL_MS", cls.reaper_interval_ms, low=10),
+            log_level=read.choice(
+                "LOG_LEVEL", cls.log_level, ("debug", "info", "warning", "error", "critical")),
+        )
+
+    @property
+    def uses_embedded_database(self) -> bool:
+        return self.database_url is None
+
+
+def database_url_from_env(env: Mapping[str, str]) -> str | None:
+    """DATABASE_URL wins; else any PG_* variable builds a URL; else None (embedded)."""
+    url = env.get("DATABASE_URL", "").strip()
+    if url:
+        if not url.startswith(("postgres://", "postgresql://")):
+            raise SettingsError(
+                f"DATABASE_URL={url.split('@')[-1]!r} is not a postgres:// or postgresql:// URL")
+        return url
+    names = ("PG_HOST", "PG_PORT", "PG_USER", "PG_PASSWORD", "PG_DATABASE", "PG_DB")
+    if not any(env.get(name) for name in names):
+        return None
+    read = _Reader(env)
+    host = read.text("PG_HOST", "localhost")
+    port = read.integer("PG_PORT", 5432, low=1, high=65535)
+    user = read.text("PG_USER", "postgres")
+    password = env.get("PG_PASSWORD", "postgres")
+    database = env.get("PG_DATABASE") or env.get("PG_DB") or "postgres"
+    auth = quote(user, safe="") + (":" + quote(password, safe="") if password else "")
+    if host.startswith("/"):  # a Unix-socket directory
+        return f"postgresql://{auth}@/{quote(database, safe='')}?host={host}&port={port}"
+    return f"postgresql://{auth}@{host}:{port}/{quote(database, safe='')}"
+
+
+class _Reader:
+    """Typed access to environment variables that names the culprit on failure."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self._env = env
+
+    def text(self, name: str, default: str) -> str:
+        return self._env.get(name, default)
+
+    def integer(self, name: str, default: int, *, low: int | None = None,
+                high: int | None = None) -> int:
+        return self._parse(name, default, int, "an integer", low, high)
+
+    def number(self, name: str, default: float, *, low: float | None = None) -> float:
+        return self._parse(name, default, float, "a number", low, None)
+
+    def choice(self, name: str, default: str, allowed: tuple[str, ...]) -> str:
+        value = self._env.get(name, default).strip().lower()
+        if value not in allowed:
+            raise SettingsError(f"{name}={self._env.get(name)!r}: expected one of {allowed}")
+        return value
+
+    def _parse(self, name: str, default: T, parse: Callable[[str], T], kind: str,
+               low: float | None, high: float | None) -> T:
+        raw = self._env.get(name)
+        if raw is None or raw.strip() == "":
+            return default
+        try:
+            value = parse(raw.strip())
+        except ValueError:
+            raise SettingsError(f"{name}={raw!r}: expected {kind}") from None
+        if low is not None and value < low:  # type: ignore[operator]
+            raise SettingsError(f"{name}={raw!r}: must be at least {low}")
+        if high is not None and value > high:  # type: ignore[operator]
+            raise SettingsError(f"{name}={raw!r}: must be at most {high}")
+        return value

@@ -1,0 +1,21 @@
+"""The broker's one wire timestamp format, and parsing of client-given timestamps."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from core.errors import BadRequest
+
+
+def iso(ts: datetime) -> str:
+    """ISO-8601 UTC with microseconds and a trailing Z."""
+    return ts.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_iso(text: str, what: str) -> datetime:
+    """A client-given ISO-8601 timestamp; naive values are taken as UTC."""
+    try:
+        ts = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except (ValueError, AttributeError):
+        raise BadRequest(f"{what} must be an ISO-8601 timestamp") from None
+    return ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)

@@ -1,0 +1,97 @@
+"""The write path below the coalescer: what one flush does to one partition.
+
+`append_flush` turns the items of a flush into one segment: duplicates inside the flush are
+settled here (first wins), duplicates already stored are settled by `queen.append_segment`
+under the partition lock, which writes nothing when it finds any; the blob is then rebuilt
+without them and appended. One autocommitted statement per attempt, so the partition lock is
+never held across a round trip to this process.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+import asyncpg
+
+from core import segments
+from core.db import Database, translate
+from core.errors import QueenError
+from core.ids import PartitionId
+from core.queries import QUERIES
+
+
+class PartitionGone(QueenError):
+    """The partition was deleted (with its queue) after it was resolved."""
+
+
+@dataclass(frozen=True, slots=True)
+class NewMessage:
+    """One message to append, validated, with its broker-minted id."""
+
+    message_id: uuid.UUID
+    transaction_id: str
+    payload: bytes  # JSON bytes as received
+    trace_id: uuid.UUID | None = None
+    producer_sub: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    status: Literal["queued", "duplicate"]
+    message_id: uuid.UUID
+    offset: int | None = None  # for queued items
+    created_at: datetime | None = None
+
+
+def first_occurrences(items: list[NewMessage]) -> list[int]:
+    """For each item, the index of the first item with its transactionId (itself if first)."""
+    seen: dict[str, int] = {}
+    return [seen.setdefault(item.transaction_id, i) for i, item in enumerate(items)]
+
+
+async def append_flush(db: Database, partition_id: PartitionId,
+                       items: list[NewMessage]) -> list[Verdict]:
+    first = first_occurrences(items)
+    verdicts: list[Verdict | None] = [None] * len(items)
+    pending = [i for i, f in enumerate(first) if f == i]
+    sql = QUERIES["append_segment"]
+    async with db.connection() as conn:
+        while pending:
+            batch = [items[i] for i in pending]
+            blob = segments.pack([
+                segments.Frame(m.message_id, m.transaction_id, m.payload, m.trace_id,
+                               m.producer_sub) for m in batch])
+            try:
+                row = await conn.fetchrow(
+                    sql, partition_id, [m.transaction_id for m in batch],
+                    [m.message_id for m in batch], blob)
+            except asyncpg.PostgresError as exc:
+                if getattr(exc, "sqlstate", None) == "QN001":
+                    raise PartitionGone() from exc
+                raise translate(exc) from exc
+            except (asyncpg.InterfaceError, OSError, ConnectionError) as exc:
+                raise translate(exc) from exc
+            assert row is not None
+            if row["dup_positions"]:
+                for pos, stored_id in zip(row["dup_positions"], row["dup_message_ids"]):
+                    verdicts[pending[pos - 1]] = Verdict("duplicate", stored_id)
+                pending = [i for i in pending if verdicts[i] is None]
+                continue
+            base, stamp = row["base_offset"], row["created_at"]
+            for k, i in enumerate(pending):
+                verdicts[i] = Verdict("queued", items[i].message_id, base + k, stamp)
+            pending = []
+    out: list[Verdict] = []
+    for i, f in enumerate(first):
+        if f == i:
+            v = verdicts[i]
+            assert v is not None
+            out.append(v)
+        else:
+            original = verdicts[f]
+            assert original is not None
+            out.append(Verdict("duplicate", original.message_id))
+    return out
