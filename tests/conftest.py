@@ -1,0 +1,64 @@
+"""Shared fixtures: one PostgreSQL per session, one migrated database, one broker (2 workers).
+
+Set DATABASE_URL or PG_* to run against an existing server instead of the embedded one.
+Tests isolate themselves by using unique queue names (the `queue_name` fixture).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pytest
+
+from core.embedded import stop_process
+from tests.support import BrokerProcess, create_database, external_database_url, start_embedded
+
+
+@pytest.fixture(scope="session")
+def pg_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    external = external_database_url()
+    if external:
+        yield external
+        return
+    import signal
+
+    pg, proc = start_embedded(Path(tmp_path_factory.mktemp("pg")))
+    try:
+        yield pg.dsn
+    finally:
+        stop_process(proc, signal.SIGINT)
+
+
+@pytest.fixture(scope="session")
+async def database_url(pg_server_url: str) -> str:
+    return await create_database(pg_server_url)
+
+
+@pytest.fixture(scope="session")
+def broker(database_url: str) -> Iterator[BrokerProcess]:
+    with BrokerProcess(database_url, workers=2, reaper=False) as proc:
+        yield proc
+
+
+@pytest.fixture
+async def http(broker: BrokerProcess) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=broker.url, timeout=30) as client:
+        yield client
+
+
+@pytest.fixture
+async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
+    conn = await asyncpg.connect(database_url)
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+def queue_name() -> str:
+    return "q-" + uuid.uuid4().hex[:12]
