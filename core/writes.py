@@ -54,36 +54,45 @@ def first_occurrences(items: list[NewMessage]) -> list[int]:
 
 async def append_flush(db: Database, partition_id: PartitionId,
                        items: list[NewMessage]) -> list[Verdict]:
+    """One coalescer flush: each attempt is one autocommitted statement."""
+    async with db.connection() as conn:
+        return await append_on(conn, partition_id, items)
+
+
+async def append_on(conn: asyncpg.Connection, partition_id: PartitionId,
+                    items: list[NewMessage]) -> list[Verdict]:
+    """Append items to a partition on `conn`: autocommitted when `conn` is idle, or part of
+    the caller's transaction (transactions, DLQ retry), which then holds the partition lock
+    until it commits."""
     first = first_occurrences(items)
     verdicts: list[Verdict | None] = [None] * len(items)
     pending = [i for i, f in enumerate(first) if f == i]
     sql = QUERIES["append_segment"]
-    async with db.connection() as conn:
-        while pending:
-            batch = [items[i] for i in pending]
-            blob = segments.pack([
-                segments.Frame(m.message_id, m.transaction_id, m.payload, m.trace_id,
-                               m.producer_sub) for m in batch])
-            try:
-                row = await conn.fetchrow(
-                    sql, partition_id, [m.transaction_id for m in batch],
-                    [m.message_id for m in batch], blob)
-            except asyncpg.PostgresError as exc:
-                if getattr(exc, "sqlstate", None) == "QN001":
-                    raise PartitionGone() from exc
-                raise translate(exc) from exc
-            except (asyncpg.InterfaceError, OSError, ConnectionError) as exc:
-                raise translate(exc) from exc
-            assert row is not None
-            if row["dup_positions"]:
-                for pos, stored_id in zip(row["dup_positions"], row["dup_message_ids"]):
-                    verdicts[pending[pos - 1]] = Verdict("duplicate", stored_id)
-                pending = [i for i in pending if verdicts[i] is None]
-                continue
-            base, stamp = row["base_offset"], row["created_at"]
-            for k, i in enumerate(pending):
-                verdicts[i] = Verdict("queued", items[i].message_id, base + k, stamp)
-            pending = []
+    while pending:
+        batch = [items[i] for i in pending]
+        blob = segments.pack([
+            segments.Frame(m.message_id, m.transaction_id, m.payload, m.trace_id,
+                           m.producer_sub) for m in batch])
+        try:
+            row = await conn.fetchrow(
+                sql, partition_id, [m.transaction_id for m in batch],
+                [m.message_id for m in batch], blob)
+        except asyncpg.PostgresError as exc:
+            if getattr(exc, "sqlstate", None) == "QN001":
+                raise PartitionGone() from exc
+            raise translate(exc) from exc
+        except (asyncpg.InterfaceError, OSError, ConnectionError) as exc:
+            raise translate(exc) from exc
+        assert row is not None
+        if row["dup_positions"]:
+            for pos, stored_id in zip(row["dup_positions"], row["dup_message_ids"]):
+                verdicts[pending[pos - 1]] = Verdict("duplicate", stored_id)
+            pending = [i for i in pending if verdicts[i] is None]
+            continue
+        base, stamp = row["base_offset"], row["created_at"]
+        for k, i in enumerate(pending):
+            verdicts[i] = Verdict("queued", items[i].message_id, base + k, stamp)
+        pending = []
     out: list[Verdict] = []
     for i, f in enumerate(first):
         if f == i:
