@@ -1,0 +1,92 @@
+"""Settings.from_env: defaults, database selection, and errors that name the variable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from core.settings import Settings, SettingsError
+
+
+def test_empty_environment_gives_the_defaults_and_the_embedded_database() -> None:
+    s = Settings.from_env({})
+    assert s == Settings()
+    assert s.port == 6632 and s.host == "0.0.0.0"
+    assert s.database_url is None and s.uses_embedded_database
+    assert s.max_body_bytes == 16 * 1024 * 1024
+
+
+def test_values_are_parsed_from_text() -> None:
+    s = Settings.from_env({"PORT": " 7000 ", "WORKERS": "3", "MAX_BODY_BYTES": "2048",
+                           "MAX_PUSH_ITEMS": "5", "POP_WAIT_BACKOFF_MULTIPLIER": "1.5",
+                           "LOG_LEVEL": "DEBUG", "QUEEN_DATA_DIR": "/srv/q", "PORT_UNUSED": "x"})
+    assert (s.port, s.workers, s.max_body_bytes, s.max_push_items) == (7000, 3, 2048, 5)
+    assert s.pop_wait_backoff_multiplier == 1.5
+    assert s.log_level == "debug"
+    assert s.data_dir == Path("/srv/q")
+
+
+def test_empty_value_means_default() -> None:
+    assert Settings.from_env({"PORT": "", "DB_POOL_SIZE": "  "}).port == 6632
+
+
+def test_alias_is_used_when_the_main_name_is_absent() -> None:
+    assert Settings.from_env({"QUEEN_STMT_TIMEOUT_MS": "500"}).db_statement_timeout_ms == 500
+    assert Settings.from_env({"QUEEN_STMT_TIMEOUT_MS": "500", "DB_STATEMENT_TIMEOUT": "700"}
+                             ).db_statement_timeout_ms == 700
+    assert Settings.from_env({"POP_DEFAULT_TIMEOUT_MS": "900"}).default_timeout_ms == 900
+
+
+@pytest.mark.parametrize(("env", "fragment"), [
+    ({"PORT": "http"}, "PORT='http': expected an integer"),
+    ({"PORT": "70000"}, "PORT='70000': must be at most 65535"),
+    ({"DB_POOL_SIZE": "0"}, "DB_POOL_SIZE='0': must be at least 1"),
+    ({"MAX_BODY_BYTES": "100"}, "MAX_BODY_BYTES='100': must be at least 1024"),
+    ({"MAX_PUSH_ITEMS": "1.5"}, "MAX_PUSH_ITEMS='1.5': expected an integer"),
+    ({"POP_WAIT_BACKOFF_MULTIPLIER": "fast"}, "POP_WAIT_BACKOFF_MULTIPLIER='fast'"),
+    ({"LOG_LEVEL": "loud"}, "LOG_LEVEL='loud': expected one of"),
+    ({"PG_PORT": "abc"}, "PG_PORT='abc': expected an integer"),
+    ({"DATABASE_URL": "mysql://u:secret@db/x"}, "DATABASE_URL='db/x' is not a postgres://"),
+])
+def test_bad_value_raises_settings_error_naming_the_variable(env: dict[str, str],
+                                                            fragment: str) -> None:
+    with pytest.raises(SettingsError) as info:
+        Settings.from_env(env)
+    assert fragment in str(info.value)
+
+
+def test_bad_database_url_error_does_not_leak_the_password() -> None:
+    with pytest.raises(SettingsError) as info:
+        Settings.from_env({"DATABASE_URL": "mysql://user:hunter2@db/x"})
+    assert "hunter2" not in str(info.value)
+
+
+def test_database_url_wins_over_pg_variables() -> None:
+    s = Settings.from_env({"DATABASE_URL": "postgresql://a@h/d", "PG_HOST": "other"})
+    assert s.database_url == "postgresql://a@h/d"
+    assert not s.uses_embedded_database
+
+
+def test_pg_variables_build_a_url_with_quoted_parts() -> None:
+    s = Settings.from_env({"PG_HOST": "db.local", "PG_PORT": "6543", "PG_USER": "app",
+                           "PG_PASSWORD": "p@ss/word", "PG_DATABASE": "queen"})
+    assert s.database_url == "postgresql://app:p%40ss%2Fword@db.local:6543/queen"
+
+
+def test_pg_db_is_the_fallback_name_and_defaults_fill_the_rest() -> None:
+    assert Settings.from_env({"PG_DB": "legacy"}).database_url == \
+        "postgresql://postgres:postgres@localhost:5432/legacy"
+    assert Settings.from_env({"PG_DB": "legacy", "PG_DATABASE": "new"}).database_url == \
+        "postgresql://postgres:postgres@localhost:5432/new"
+
+
+def test_pg_host_that_is_a_directory_uses_the_unix_socket() -> None:
+    url = Settings.from_env({"PG_HOST": "/run/pg", "PG_PASSWORD": ""}).database_url
+    assert url == "postgresql://postgres@/postgres?host=/run/pg&port=5432"
+
+
+def test_settings_are_frozen() -> None:
+    s = Settings()
+    with pytest.raises(AttributeError):
+        s.port = 1  # type: ignore[misc]
