@@ -134,3 +134,37 @@ async def wait_for(predicate, timeout: float = 10.0, interval: float = 0.05):  #
 
 
 PYTHON = sys.executable
+
+
+async def fetch_records(client: httpx.AsyncClient, queue: str, partition: str = "Default",
+                        offset: int = 0) -> dict:  # type: ignore[type-arg]
+    """Every record of one partition from `offset` via /api/v1/fetch (follows maxBytes pages)."""
+    records: list[dict] = []  # type: ignore[type-arg]
+    while True:
+        r = await client.post("/api/v1/fetch", json={
+            "entries": [{"queue": queue, "partition": partition, "offset": offset}]})
+        assert r.status_code == 200, r.text
+        entry = r.json()["entries"][0]
+        records += entry["records"]
+        if not entry["records"] or entry.get("error"):
+            return {**entry, "records": records}
+        offset = entry["records"][-1]["offset"] + 1
+        if offset >= entry["highWatermark"]:
+            return {**entry, "records": records}
+
+
+async def queue_counts(conn: asyncpg.Connection, queue: str) -> dict[str, int]:
+    """Rows the queue owns, table by table (all zero once it is deleted or never created)."""
+    row = await conn.fetchrow(
+        """
+        WITH q AS (SELECT id FROM queen.queues WHERE name = $1),
+             p AS (SELECT id FROM queen.log_partitions WHERE queue_id IN (SELECT id FROM q))
+        SELECT (SELECT count(*) FROM q) AS queues,
+               (SELECT count(*) FROM p) AS partitions,
+               (SELECT count(*) FROM queen.log_segments
+                 WHERE partition_id IN (SELECT id FROM p)) AS segments,
+               (SELECT count(*) FROM queen.log_txn_index
+                 WHERE partition_id IN (SELECT id FROM p)) AS txn_index
+        """, queue)
+    assert row is not None
+    return dict(row)
