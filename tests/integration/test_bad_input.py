@@ -1,0 +1,246 @@
+"""Bad input: a 4xx with a JSON error naming the problem, and nothing written (§1, §4.1, §4.9)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+
+from tests.support import queue_counts
+
+Q = "{queue}"  # replaced by the test's own queue name
+
+
+def _fill(value: Any, queue: str) -> Any:
+    if isinstance(value, str):
+        return value.replace(Q, queue)
+    if isinstance(value, list):
+        return [_fill(v, queue) for v in value]
+    if isinstance(value, dict):
+        return {k: _fill(v, queue) for k, v in value.items()}
+    return value
+
+
+async def _assert_error(r: httpx.Response, status: int, fragment: str) -> None:
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"] == "application/json"
+    body = r.json()
+    assert set(body) == {"error"}
+    assert fragment in body["error"], body["error"]
+
+
+async def _assert_nothing_written(db: asyncpg.Connection, queue: str) -> None:
+    assert await queue_counts(db, queue) == {
+        "queues": 0, "partitions": 0, "segments": 0, "txn_index": 0}
+
+
+BAD_PUSH_BODIES: list[tuple[str, Any, str]] = [
+    ("items_not_array", {"items": {"queue": Q}}, "bad body"),
+    ("items_string", {"items": Q}, "bad body"),
+    ("item_not_object", {"items": [{"queue": Q, "payload": 1}, 5]}, "items[1]"),
+    ("missing_items", {"queue": Q, "payload": 1}, "items array is required"),
+    ("items_null", {"items": None}, "items array is required"),
+    ("body_is_array", [{"queue": Q}], "bad body"),
+    ("missing_queue", {"items": [{"queue": Q, "payload": 1}, {"payload": 2}]},
+     "items[1].queue is required"),
+    ("queue_null", {"items": [{"queue": None}]}, "items[0].queue is required"),
+    ("queue_number", {"items": [{"queue": Q}, {"queue": 7}]}, "items[1].queue must be a string"),
+    ("queue_object", {"items": [{"queue": {"name": Q}}]}, "items[0].queue must be a string"),
+    ("partition_number", {"items": [{"queue": Q, "partition": 3}]},
+     "items[0].partition must be a string"),
+    ("transaction_id_number", {"items": [{"queue": Q, "transactionId": 12}]},
+     "items[0].transactionId must be a string"),
+    ("trace_id_number", {"items": [{"queue": Q, "traceId": 1}]},
+     "items[0].traceId must be a string"),
+    ("trace_id_not_uuid", {"items": [{"queue": Q, "traceId": "not-a-uuid"}]},
+     "items[0].traceId must be a UUID"),
+    ("queue_with_nul", {"items": [{"queue": Q + "\x00x"}]}, "items[0].queue contains control"),
+    ("queue_with_newline", {"items": [{"queue": Q + "\nx"}]}, "items[0].queue contains control"),
+    ("queue_with_del", {"items": [{"queue": Q + "\x7f"}]}, "items[0].queue contains control"),
+    ("partition_with_tab", {"items": [{"queue": Q, "partition": "a\tb"}]},
+     "items[0].partition contains control"),
+    ("transaction_id_with_escape", {"items": [{"queue": Q, "transactionId": "t\x1b"}]},
+     "items[0].transactionId contains control"),
+    ("queue_over_255_bytes", {"items": [{"queue": Q + "x" * 256}]},
+     "items[0].queue is longer than 255 bytes"),
+    ("queue_over_255_bytes_multibyte", {"items": [{"queue": Q + "é" * 125}]},
+     "items[0].queue is longer than 255 bytes"),
+    ("partition_over_255_bytes", {"items": [{"queue": Q, "partition": "p" * 256}]},
+     "items[0].partition is longer than 255 bytes"),
+    ("transaction_id_over_65535_bytes", {"items": [{"queue": Q, "transactionId": "t" * 65536}]},
+     "items[0].transactionId is longer than 65535 bytes"),
+]
+
+
+@pytest.mark.parametrize(("body", "fragment"), [(b, f) for _, b, f in BAD_PUSH_BODIES],
+                         ids=[name for name, _, _ in BAD_PUSH_BODIES])
+async def test_bad_push_body_answers_400_naming_the_problem_and_writes_nothing(
+        http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str, body: Any,
+        fragment: str) -> None:
+    r = await http.post("/api/v1/push", json=_fill(body, queue_name))
+    await _assert_error(r, 400, fragment)
+    await _assert_nothing_written(db, queue_name)
+
+
+@pytest.mark.parametrize(("raw", "fragment"), [
+    (b'{"items": [', "bad body"),
+    (b"not json at all", "bad body"),
+    (b'{"items": [{"queue": "\xff\xfe"}]}', "bad body"),
+    (b"\x00\x01", "bad body"),
+])
+async def test_malformed_json_push_answers_400_bad_body(
+        http: httpx.AsyncClient, raw: bytes, fragment: str) -> None:
+    r = await http.post("/api/v1/push", content=raw,
+                        headers={"content-type": "application/json"})
+    await _assert_error(r, 400, fragment)
+
+
+async def test_one_bad_item_rejects_the_whole_push_before_anything_is_written(
+        http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
+    good = [{"queue": queue_name, "payload": i} for i in range(5)]
+    r = await http.post("/api/v1/push", json={"items": [*good, {"queue": queue_name,
+                                                                 "partition": ["x"]}]})
+    await _assert_error(r, 400, "items[5].partition must be a string")
+    await _assert_nothing_written(db, queue_name)
+
+
+async def test_empty_push_body_answers_items_array_is_required(
+        http: httpx.AsyncClient) -> None:
+    r = await http.post("/api/v1/push")
+    await _assert_error(r, 400, "items array is required")
+    r = await http.post("/api/v1/push", content=b"{}",
+                        headers={"content-type": "application/json"})
+    await _assert_error(r, 400, "items array is required")
+
+
+async def test_empty_items_answers_201_with_an_empty_array(http: httpx.AsyncClient) -> None:
+    r = await http.post("/api/v1/push", json={"items": []})
+    assert r.status_code == 201
+    assert r.headers["content-type"] == "application/json"
+    assert r.json() == []
+
+
+async def test_boundary_lengths_are_accepted(
+        http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
+    queue = queue_name + "é" * ((255 - len(queue_name)) // 2)  # at most 255 bytes
+    txid = "t" * 65535
+    r = await http.post("/api/v1/push", json={"items": [
+        {"queue": queue, "partition": "p" * 255, "transactionId": txid, "payload": 1}]})
+    assert r.status_code == 201, r.text
+    (entry,) = r.json()
+    assert entry["status"] == "queued" and entry["transaction_id"] == txid
+    r = await http.post("/api/v1/push", json={"items": [
+        {"queue": queue, "partition": "p" * 255, "transactionId": txid, "payload": 2}]})
+    assert r.json()[0]["status"] == "duplicate"
+    stored = await db.fetchval(
+        """SELECT length(i.transaction_id) FROM queen.log_txn_index i
+             JOIN queen.log_partitions p ON p.id = i.partition_id
+             JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = $1""", queue)
+    assert stored == 65535
+
+
+async def test_unknown_route_answers_404_json(http: httpx.AsyncClient) -> None:
+    for method, path in [("GET", "/api/v1/nothing-here"), ("POST", "/api/v2/push"),
+                         ("GET", "/")]:
+        r = await http.request(method, path)
+        await _assert_error(r, 404, "no route for")
+
+
+async def test_wrong_method_on_a_known_route_answers_405_json(http: httpx.AsyncClient) -> None:
+    r = await http.get("/api/v1/push")
+    await _assert_error(r, 405, "method GET is not allowed on /api/v1/push")
+
+
+BAD_CONFIGURE_BODIES: list[tuple[str, Any, str]] = [
+    ("queue_missing", {"options": {"leaseTime": 5}}, "queue is required"),
+    ("queue_number", {"queue": 5}, "queue is required"),
+    ("queue_null", {"queue": None}, "queue is required"),
+    ("queue_control_char", {"queue": Q + "\x01"}, "queue contains control characters"),
+    ("queue_too_long", {"queue": Q + "q" * 256}, "queue is longer than 255 bytes"),
+    ("namespace_number", {"queue": Q, "namespace": 1}, "namespace must be a string"),
+    ("task_control_char", {"queue": Q, "task": "a\nb"}, "task contains control characters"),
+    ("options_not_object", {"queue": Q, "options": [1]}, "options must be an object"),
+    ("option_string", {"queue": Q, "options": {"leaseTime": "10"}},
+     "option leaseTime must be a number"),
+    ("option_bool_for_number", {"queue": Q, "options": {"retryLimit": True}},
+     "option retryLimit must be a number"),
+    ("option_number_for_bool", {"queue": Q, "options": {"encryptionEnabled": 1}},
+     "option encryptionEnabled must be a boolean"),
+    ("option_negative", {"queue": Q, "options": {"dedupWindowSeconds": -1}},
+     "option dedupWindowSeconds must not be negative"),
+    ("option_fraction", {"queue": Q, "options": {"leaseTime": 1.5}},
+     "option leaseTime must be a whole number"),
+    ("top_level_option_negative", {"queue": Q, "retryLimit": -3},
+     "option retryLimit must not be negative"),
+    ("bad_mode", {"queue": Q, "mode": "upsert"}, 'mode must be "merge" or "replace"'),
+    ("body_is_array", [Q], "bad body"),
+]
+
+
+@pytest.mark.parametrize(("body", "fragment"), [(b, f) for _, b, f in BAD_CONFIGURE_BODIES],
+                         ids=[name for name, _, _ in BAD_CONFIGURE_BODIES])
+async def test_bad_configure_answers_400_naming_the_problem_and_creates_nothing(
+        http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str, body: Any,
+        fragment: str) -> None:
+    r = await http.post("/api/v1/configure", json=_fill(body, queue_name))
+    await _assert_error(r, 400, fragment)
+    await _assert_nothing_written(db, queue_name)
+
+
+async def test_bad_configure_of_an_existing_queue_leaves_its_options_unchanged(
+        http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
+    r = await http.post("/api/v1/configure", json={"queue": queue_name,
+                                                   "options": {"leaseTime": 42}})
+    assert r.status_code == 200
+    r = await http.post("/api/v1/configure", json={
+        "queue": queue_name, "options": {"retryLimit": 1, "leaseTime": -1}})
+    await _assert_error(r, 400, "option leaseTime must not be negative")
+    stored = json.loads(await db.fetchval(
+        "SELECT options::text FROM queen.queues WHERE name = $1", queue_name))
+    assert stored["leaseTime"] == 42 and stored["retryLimit"] == 3
+
+
+BAD_FETCH_BODIES: list[tuple[str, Any, str]] = [
+    ("negative_offset", {"entries": [{"queue": Q, "offset": -1}]},
+     "entries[0].offset must be at least 0"),
+    ("string_offset", {"entries": [{"queue": Q, "offset": "abc"}]},
+     "entries[0].offset must be an integer"),
+    ("numeric_string_offset", {"entries": [{"queue": Q, "offset": "3"}]},
+     "entries[0].offset must be an integer"),
+    ("float_offset", {"entries": [{"queue": Q, "offset": 1.5}]},
+     "entries[0].offset must be an integer"),
+    ("too_many_entries", {"entries": [{"queue": Q, "offset": 0}] * 1025},
+     "1025 entries is over the limit of 1024"),
+    ("missing_entries", {}, "entries array is required"),
+    ("entries_not_array", {"entries": {"queue": Q}}, "entries array is required"),
+    ("entry_not_object", {"entries": [3]}, "entries[0] must be an object"),
+    ("entry_missing_queue", {"entries": [{"offset": 0}]}, "entries[0].queue is required"),
+    ("entry_queue_number", {"entries": [{"queue": 9}]}, "entries[0].queue must be a string"),
+    ("max_bytes_too_big", {"entries": [{"queue": Q, "maxBytes": 9 * 1024 * 1024}]},
+     "entries[0].maxBytes must be between 1 and 8388608"),
+    ("max_wait_negative", {"entries": [{"queue": Q}], "maxWaitMs": -1},
+     "maxWaitMs must be between 0 and 30000"),
+]
+
+
+@pytest.mark.parametrize(("body", "fragment"), [(b, f) for _, b, f in BAD_FETCH_BODIES],
+                         ids=[name for name, _, _ in BAD_FETCH_BODIES])
+async def test_bad_fetch_answers_400_naming_the_problem(
+        http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str, body: Any,
+        fragment: str) -> None:
+    r = await http.post("/api/v1/fetch", json=_fill(body, queue_name))
+    await _assert_error(r, 400, fragment)
+    await _assert_nothing_written(db, queue_name)
+
+
+async def test_fetch_of_unknown_queue_is_a_per_entry_error_not_a_failure(
+        http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
+    r = await http.post("/api/v1/fetch", json={"entries": [{"queue": queue_name}]})
+    assert r.status_code == 200
+    (entry,) = r.json()["entries"]
+    assert entry["error"] == "UNKNOWN_TOPIC_OR_PARTITION"
+    assert entry["records"] == [] and entry["highWatermark"] == 0
+    await _assert_nothing_written(db, queue_name)

@@ -1,0 +1,89 @@
+"""Size limits, on a broker of its own started with small MAX_BODY_BYTES / MAX_PUSH_ITEMS."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import asyncpg
+import httpx
+import pytest
+
+from tests.support import BrokerProcess, queue_counts
+
+MAX_BODY = 4096
+MAX_ITEMS = 5
+
+
+@pytest.fixture(scope="module")
+def small_broker(database_url: str) -> Iterator[BrokerProcess]:
+    env = {"MAX_BODY_BYTES": str(MAX_BODY), "MAX_PUSH_ITEMS": str(MAX_ITEMS)}
+    with BrokerProcess(database_url, workers=1, env=env) as proc:
+        yield proc
+
+
+@pytest.fixture
+async def small(small_broker: BrokerProcess) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=small_broker.url, timeout=30) as client:
+        yield client
+
+
+async def _nothing_written(db: asyncpg.Connection, queue: str) -> None:
+    assert (await queue_counts(db, queue))["queues"] == 0
+
+
+async def test_body_over_the_limit_answers_413_and_writes_nothing(
+        small: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
+    body = {"items": [{"queue": queue_name, "payload": "x" * MAX_BODY}]}
+    r = await small.post("/api/v1/push", json=body)
+    assert r.status_code == 413
+    assert r.headers["content-type"] == "application/json"
+    assert "over the limit of 4096 bytes" in r.json()["error"]
+    await _nothing_written(db, queue_name)
+
+
+async def test_chunked_body_over_the_limit_answers_413(
+        small: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b'{"items": [{"queue": "' + queue_name.encode() + b'", "payload": "'
+        for _ in range(10):
+            yield b"y" * 1000
+        yield b'"}]}'
+
+    r = await small.post("/api/v1/push", content=chunks(),
+                         headers={"content-type": "application/json"})
+    assert "content-length" not in r.request.headers  # really sent without a declared size
+    assert r.status_code == 413
+    assert "body is over the limit of 4096 bytes" in r.json()["error"]
+    await _nothing_written(db, queue_name)
+
+
+async def test_body_just_under_the_limit_is_accepted(
+        small: httpx.AsyncClient, queue_name: str) -> None:
+    head = {"items": [{"queue": queue_name, "payload": ""}]}
+    overhead = len(httpx.Request("POST", "/", json=head).content)
+    body = {"items": [{"queue": queue_name, "payload": "z" * (MAX_BODY - overhead)}]}
+    assert len(httpx.Request("POST", "/", json=body).content) == MAX_BODY
+    r = await small.post("/api/v1/push", json=body)
+    assert r.status_code == 201, r.text
+    assert r.json()[0]["status"] == "queued"
+
+
+async def test_more_items_than_the_limit_answers_413_and_writes_nothing(
+        small: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
+    items = [{"queue": queue_name, "payload": i} for i in range(MAX_ITEMS + 1)]
+    r = await small.post("/api/v1/push", json={"items": items})
+    assert r.status_code == 413
+    assert r.json() == {"error": "6 items is over the limit of 5 per push"}
+    await _nothing_written(db, queue_name)
+    r = await small.post("/api/v1/push", json={"items": items[:MAX_ITEMS]})
+    assert r.status_code == 201
+    assert [e["status"] for e in r.json()] == ["queued"] * MAX_ITEMS
+
+
+async def test_configure_and_fetch_bodies_obey_the_same_limit(
+        small: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
+    r = await small.post("/api/v1/configure", json={"queue": queue_name, "pad": "p" * MAX_BODY})
+    assert r.status_code == 413 and "over the limit" in r.json()["error"]
+    await _nothing_written(db, queue_name)
+    r = await small.post("/api/v1/fetch", json={"entries": [{"queue": queue_name}] * 200})
+    assert r.status_code == 413 and "over the limit" in r.json()["error"]
