@@ -10,10 +10,11 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
 from broker import errors
-from broker.routes import fetch, health, push, queues
+from broker.routes import ack, fetch, health, lease, pop, push, queues, transaction
 from broker.state import BrokerState
-from core.db import Database
+from core.db import Database, server_settings
 from core.embedded import EmbeddedPostgres
+from core.listener import WakeupHub
 from core.push import Pusher
 from core.settings import Settings
 
@@ -30,20 +31,26 @@ def database_dsn(settings: Settings) -> str:
 def create_app(settings: Settings) -> Starlette:
     all_routes: list[BaseRoute] = [
         *push.routes, *queues.routes, *fetch.routes, *health.routes,
+        *pop.routes, *ack.routes, *lease.routes, *transaction.routes,
     ]
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        db = await Database.open(settings, database_dsn(settings))
+        dsn = database_dsn(settings)
+        db = await Database.open(settings, dsn)
+        hub = WakeupHub(dsn, server_settings(settings))
         pusher = Pusher(db, max_flush_messages=settings.max_flush_messages,
-                        max_pending_messages=settings.max_pending_messages)
-        app.state.broker = BrokerState(settings, db, pusher)
+                        max_pending_messages=settings.max_pending_messages,
+                        on_appended=lambda ref: hub.announce([ref.queue_id]))
+        await hub.start()
+        app.state.broker = BrokerState(settings, db, pusher, hub)
         try:
             yield
         finally:
             # Shutdown order: stop accepting writes and let queued flushes commit (they need
-            # the pool), then close the pool.
+            # the pool and may announce), then stop the wake-up hub, then close the pool.
             await pusher.close()
+            await hub.close()
             await db.close()
 
     return Starlette(routes=all_routes, exception_handlers=errors.HANDLERS,  # type: ignore[arg-type]

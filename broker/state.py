@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from starlette.requests import Request
 
 from core.db import Database
+from core.listener import WakeupHub
 from core.push import Pusher
 from core.settings import Settings
 
@@ -16,6 +17,7 @@ class BrokerState:
     settings: Settings
     db: Database
     pusher: Pusher
+    hub: WakeupHub
 
 
 def state_of(request: Request) -> BrokerState:
