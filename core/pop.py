@@ -10,6 +10,7 @@ to deliver (budget spent, or messages still hidden by delayedProcessing) are not
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -154,7 +155,7 @@ async def _claim(conn: asyncpg.Connection, request: PopRequest,
     wanted = 1 if request.partition is not None else request.max_partitions
     limit = wanted * _CANDIDATE_FACTOR + _CANDIDATE_EXTRA
     candidates = await conn.fetch(QUERIES["pop_candidates"], list(queues), request.group,
-                                  request.partition, limit)
+                                  request.partition, limit, random.random())
     if not candidates:
         return []
     locked: dict[int, asyncpg.Record] = {}
