@@ -10,7 +10,8 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
 from broker import errors
-from broker.routes import ack, fetch, health, lease, pop, push, queues, transaction
+from broker.routes import (ack, dlq, fetch, groups, health, lease, messages, metrics, pop, push,
+                           queues, resources, transaction)
 from broker.state import BrokerState
 from core.db import Database, server_settings
 from core.embedded import EmbeddedPostgres
@@ -31,6 +32,7 @@ def database_dsn(settings: Settings) -> str:
 def create_app(settings: Settings) -> Starlette:
     all_routes: list[BaseRoute] = [
         *push.routes, *queues.routes, *fetch.routes, *health.routes,
+        *dlq.routes, *messages.routes, *groups.routes, *resources.routes, *metrics.routes,
         *pop.routes, *ack.routes, *lease.routes, *transaction.routes,
     ]
 
@@ -53,5 +55,5 @@ def create_app(settings: Settings) -> Starlette:
             await hub.close()
             await db.close()
 
-    return Starlette(routes=all_routes, exception_handlers=errors.HANDLERS,  # type: ignore[arg-type]
+    return Starlette(routes=all_routes, exception_handlers=errors.HANDLERS,
                      lifespan=lifespan)

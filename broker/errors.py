@@ -38,7 +38,7 @@ STATUS: dict[type[QueenError], int] = {
 def status_for(exc: QueenError) -> int:
     for cls in type(exc).__mro__:
         if cls in STATUS:
-            return STATUS[cls]  # type: ignore[index]
+            return STATUS[cls]
     return 500
 
 

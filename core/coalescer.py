@@ -17,7 +17,7 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from core.errors import Overloaded, StorageUnavailable
 
@@ -143,7 +143,7 @@ def _fail(batch: list[_Request[Item, Result]], exc: BaseException) -> None:
             request.future.set_exception(exc)
 
 
-def _mark_retrieved(future: asyncio.Future[object]) -> None:
+def _mark_retrieved(future: asyncio.Future[Any]) -> None:
     # A caller that went away never reads its future; reading the exception here keeps
     # asyncio from logging "exception was never retrieved" for an error already reported.
     if not future.cancelled():

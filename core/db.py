@@ -95,14 +95,14 @@ class Database:
     async def connection(self) -> AsyncIterator[asyncpg.Connection]:
         with storage_errors():
             async with self.pool.acquire(timeout=self._acquire_timeout) as conn:
-                yield conn
+                yield conn  # type: ignore[misc]  # a pool proxy behaves as a Connection
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[asyncpg.Connection]:
         with storage_errors():
             async with self.pool.acquire(timeout=self._acquire_timeout) as conn:
                 async with conn.transaction():
-                    yield conn
+                    yield conn  # type: ignore[misc]
 
     async def fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
         async with self.connection() as conn:
@@ -112,7 +112,7 @@ class Database:
     async def fetchrow(self, query: str, *args: Any) -> asyncpg.Record | None:
         async with self.connection() as conn:
             with storage_errors():
-                return await conn.fetchrow(QUERIES[query], *args)  # type: ignore[no-any-return]
+                return await conn.fetchrow(QUERIES[query], *args)
 
     async def fetchval(self, query: str, *args: Any) -> Any:
         async with self.connection() as conn:

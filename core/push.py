@@ -70,6 +70,7 @@ class Pusher:
                 for i in indexes:
                     outcomes[i] = PushOutcome(items[i], None, exc, pid)
                 return
+            assert ref is not None
             for i, verdict in zip(indexes, verdicts):
                 outcomes[i] = PushOutcome(items[i], verdict, None, ref.partition_id)
 
