@@ -55,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "serve":
         from broker.supervisor import serve
-        return serve(settings, with_reaper=False)
+        return serve(settings)
     if args.command == "web":
         from broker.supervisor import web_command
         command = web_command(settings)

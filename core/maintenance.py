@@ -1,0 +1,130 @@
+"""The reaper's steps: lease expiry, transactionId-index pruning and segment retention.
+
+Each step is a short statement (or a few, each bounded by a batch size) that is safe to run
+from several processes at once and safe to interrupt at any point: all state lives in the
+rows themselves, so a killed reaper loses nothing and a restarted one simply finds the work
+still there. Double application is prevented in the database:
+
+- lease expiry locks the rows it releases with `FOR UPDATE SKIP LOCKED`;
+- index pruning and retention run under transaction-scoped advisory locks
+  (`pg_try_advisory_xact_lock`), so a second reaper skips a unit another one is doing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.db import Database, storage_errors
+from core.queries import QUERIES
+from core.wakeup import notify_queues
+
+# Advisory lock keys: "qreap" in ASCII in the high bytes, the unit in the low ones. Far from
+# the migration lock (0x717565656E) and from anything keyed by a small integer.
+_LOCK_BASE = 0x7172656170 << 20
+INDEX_PRUNE_LOCK = _LOCK_BASE
+_RETENTION_LOCK_BASE = _LOCK_BASE + (1 << 19)
+
+# Index rows younger than this are kept even when the queue's dedup window is shorter (or 0 =
+# dedup off): the index also resolves ack addresses, and keeping it for an hour keeps acks of
+# recently pushed messages an index lookup instead of a segment scan. The dedup check compares
+# created_at with the window itself, so keeping rows longer never causes false duplicates.
+INDEX_KEEP_FLOOR_SECONDS = 3600
+
+LEASE_BATCH = 1000
+INDEX_PRUNE_BATCH = 10_000
+# Upper bound of batches per step per pass, so one pass stays short and the loop keeps its
+# cadence even with a large backlog; the next pass continues where this one stopped.
+MAX_BATCHES_PER_PASS = 20
+
+
+@dataclass(slots=True)
+class PassReport:
+    """What one reaper pass did (counts), for logs and tests."""
+
+    leases_expired: int = 0
+    index_rows_pruned: int = 0
+    segments_deleted: int = 0
+    partitions_trimmed: int = 0
+
+
+def retention_lock_key(partition_id: int) -> int:
+    # 2**19 partitions share no key; beyond that keys wrap, which only makes two reapers
+    # occasionally skip each other's partition for one pass.
+    return _RETENTION_LOCK_BASE + (partition_id % (1 << 19))
+
+
+async def expire_leases(db: Database, *, batch: int = LEASE_BATCH) -> int:
+    """Release every lease past its expiry; wake parked pops of the affected queues.
+
+    Answers the number of leases released by this call."""
+    released = 0
+    for _ in range(MAX_BATCHES_PER_PASS):
+        async with db.connection() as conn:
+            with storage_errors():
+                rows = await conn.fetch(QUERIES["reaper_expire_leases"], batch)
+                # The UPDATE above committed on its own; the NOTIFY goes in its own statement
+                # afterwards (see core/wakeup.py for why never inside the write).
+                await notify_queues(conn, [r["queue_id"] for r in rows
+                                           if r["queue_id"] is not None])
+        released += len(rows)
+        if len(rows) < batch:
+            break
+    return released
+
+
+async def prune_txn_index(db: Database, *, batch: int = INDEX_PRUNE_BATCH,
+                          floor_seconds: int = INDEX_KEEP_FLOOR_SECONDS) -> int:
+    """Delete transactionId index rows outside their queue's keep horizon, in batches.
+
+    The horizon is greatest(dedupWindowSeconds, floor_seconds). Answers rows deleted; 0 when
+    another reaper holds the pruning lock."""
+    pruned = 0
+    for _ in range(MAX_BATCHES_PER_PASS):
+        async with db.transaction() as conn:
+            with storage_errors():
+                if not await conn.fetchval(QUERIES["reaper_try_lock"], INDEX_PRUNE_LOCK):
+                    return pruned
+                status = await conn.execute(
+                    QUERIES["reaper_prune_txn_index"], batch, floor_seconds)
+        count = int(status.split()[-1])
+        pruned += count
+        if count < batch:
+            break
+    return pruned
+
+
+async def apply_retention(db: Database, *, segment_batch: int) -> tuple[int, int]:
+    """Delete whole segments released by retention, advancing each partition's log_start.
+
+    Answers (segments deleted, partitions trimmed) by this call."""
+    deleted = trimmed = 0
+    for part in await db.fetch("reaper_retention_partitions"):
+        pid = part["partition_id"]
+        before = deleted
+        for _ in range(MAX_BATCHES_PER_PASS):
+            async with db.transaction() as conn:
+                with storage_errors():
+                    if not await conn.fetchval(QUERIES["reaper_try_lock"],
+                                               retention_lock_key(pid)):
+                        break
+                    row = await conn.fetchrow(
+                        QUERIES["reaper_apply_retention"], pid, part["retention"],
+                        part["completed_retention"], segment_batch)
+            assert row is not None
+            count = int(row["segments"])
+            deleted += count
+            if count < segment_batch:
+                break
+        trimmed += deleted > before
+    return deleted, trimmed
+
+
+async def run_pass(db: Database, *, retention: bool, segment_batch: int) -> PassReport:
+    """One reaper pass: leases, index, and (when due) retention."""
+    report = PassReport()
+    report.leases_expired = await expire_leases(db)
+    report.index_rows_pruned = await prune_txn_index(db)
+    if retention:
+        report.segments_deleted, report.partitions_trimmed = await apply_retention(
+            db, segment_batch=segment_batch)
+    return report

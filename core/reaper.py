@@ -1,0 +1,143 @@
+"""The reaper process: `python -m core.reaper`.
+
+One small asyncio process (uvloop) with one loop: every REAPER_INTERVAL_MS (jittered) it
+expires leases and prunes the transactionId index; every RETENTION_INTERVAL ms it also applies
+retention. The steps live in `core/maintenance.py`. The process holds no state: it can be
+killed at any moment and restarted, and two copies at once are harmless.
+
+A database outage does not stop the process: the pass fails, is logged, and the next pass
+tries again, so `queen-broker serve` (which stops everything when a child dies) survives a
+PostgreSQL restart. Any other exception is a bug and ends the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import random
+import signal
+import sys
+import time
+
+import uvloop
+
+from core import maintenance
+from core.db import Database, storage_errors
+from core.embedded import EmbeddedPostgres
+from core.errors import ServiceError
+from core.settings import Settings, SettingsError
+
+log = logging.getLogger("queen.reaper")
+
+# The reaper runs one statement at a time; two connections leave room for the notify.
+_POOL_SIZE = 2
+# Spread passes of several reapers (and of many brokers' reapers) apart: ±20 %.
+_JITTER = 0.2
+
+
+def database_dsn(settings: Settings) -> str:
+    if settings.database_url is not None:
+        return settings.database_url
+    return EmbeddedPostgres(settings.data_dir).dsn
+
+
+class Reaper:
+    """The maintenance loop over one Database; `run` returns when `stop` is set."""
+
+    def __init__(self, db: Database, settings: Settings) -> None:
+        self._db = db
+        self._interval = settings.reaper_interval_ms / 1000
+        self._retention_interval = settings.retention_interval_ms / 1000
+        self._segment_batch = settings.retention_batch_size
+        self._next_retention = 0.0  # monotonic; 0 = due on the first pass
+
+    async def run_pass(self) -> maintenance.PassReport:
+        now = time.monotonic()
+        retention = now >= self._next_retention
+        report = await maintenance.run_pass(self._db, retention=retention,
+                                            segment_batch=self._segment_batch)
+        # Scheduled only after a pass that went through, so a failed retention is retried on
+        # the next pass instead of a whole RETENTION_INTERVAL later.
+        if retention:
+            self._next_retention = now + self._retention_interval
+        return report
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                report = await self.run_pass()
+                if report.leases_expired or report.index_rows_pruned or report.segments_deleted:
+                    log.info("reaper pass: %s", report)
+            except asyncio.CancelledError:
+                raise
+            except ServiceError as exc:
+                log.warning("reaper pass failed, will retry: %s", exc.message)
+            delay = self._interval * random.uniform(1 - _JITTER, 1 + _JITTER)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), delay)
+
+
+async def _open_database(settings: Settings, stop: asyncio.Event) -> Database | None:
+    """Wait for the server (it may start after us) and apply migrations; None if stopped."""
+    dsn = database_dsn(settings)
+
+    async def open_once() -> Database:
+        with storage_errors():
+            return await Database.open(settings, dsn, wait_seconds=30)
+
+    stopping = asyncio.create_task(stop.wait(), name="reaper-stop-wait")
+    try:
+        while not stop.is_set():
+            opening = asyncio.create_task(open_once(), name="reaper-open-database")
+            # The open retries for up to 30 s on its own; a SIGTERM must not wait for that.
+            await asyncio.wait({opening, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not opening.done():
+                opening.cancel()
+                with contextlib.suppress(asyncio.CancelledError, ServiceError):
+                    await opening
+                return None
+            try:
+                return opening.result()
+            except ServiceError as exc:
+                log.warning("database not available yet: %s", exc.message)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 2.0)
+        return None
+    finally:
+        stopping.cancel()
+
+
+async def serve(settings: Settings) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    db = await _open_database(settings, stop)
+    if db is None:
+        return
+    try:
+        log.info("reaper running (interval %d ms, retention every %d ms)",
+                 settings.reaper_interval_ms, settings.retention_interval_ms)
+        await Reaper(db, settings).run(stop)
+    finally:
+        await db.close()
+    log.info("reaper stopped")
+
+
+def main() -> int:
+    try:
+        settings = Settings.from_env()
+    except SettingsError as exc:
+        print(f"queen-reaper: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=settings.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = dataclasses.replace(settings, db_pool_size=_POOL_SIZE)
+    uvloop.run(serve(settings))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
