@@ -168,3 +168,65 @@ async def queue_counts(conn: asyncpg.Connection, queue: str) -> dict[str, int]:
         """, queue)
     assert row is not None
     return dict(row)
+
+
+# --- read path helpers (pop / ack / leases) ------------------------------------------------
+
+async def push_items(client: httpx.AsyncClient, queue: str, payloads: list, *,  # type: ignore[type-arg]
+                     partition: str = "Default", prefix: str = "t") -> list[str]:
+    """Push `payloads` to one partition with transactionIds `<prefix>0..n-1`; answer the ids."""
+    ids = [f"{prefix}{i}" for i in range(len(payloads))]
+    r = await client.post("/api/v1/push", json={"items": [
+        {"queue": queue, "partition": partition, "payload": p, "transactionId": t}
+        for p, t in zip(payloads, ids)]})
+    assert r.status_code == 201, r.text
+    assert [e["status"] for e in r.json()] == ["queued"] * len(ids), r.text
+    return ids
+
+
+async def configure(client: httpx.AsyncClient, queue: str, **options: object) -> dict:  # type: ignore[type-arg]
+    r = await client.post("/api/v1/configure", json={"queue": queue, "options": options})
+    assert r.status_code == 200, r.text
+    return r.json()  # type: ignore[no-any-return]
+
+
+async def pop_json(client: httpx.AsyncClient, queue: str, **params: object) -> dict | None:  # type: ignore[type-arg]
+    """A non-waiting pop by default; answers the JSON body, or None for a 204."""
+    query = {"wait": "false", **{k: str(v).lower() if isinstance(v, bool) else str(v)
+                                 for k, v in params.items()}}
+    r = await client.get(f"/api/v1/pop/queue/{queue}", params=query)
+    assert r.status_code in (200, 204), r.text
+    if r.status_code == 204:
+        assert r.content == b""
+        return None
+    return r.json()  # type: ignore[no-any-return]
+
+
+async def cursor_row(conn: asyncpg.Connection, queue: str, group: str = "__QUEUE_MODE__",
+                     partition: str = "Default") -> asyncpg.Record | None:
+    """The group's cursor row on one partition (committed, batch_end, worker_id, ...)."""
+    return await conn.fetchrow(
+        """SELECT c.*, (c.worker_id IS NOT NULL AND c.lease_expires_at > now()) AS lease_live
+             FROM queen.log_consumers c
+             JOIN queen.log_partitions p ON p.id = c.partition_id
+             JOIN queen.queues q ON q.id = p.queue_id
+            WHERE q.name = $1 AND p.name = $3 AND c.consumer_group = $2""",
+        queue, group, partition)
+
+
+async def expire_leases_of(conn: asyncpg.Connection, queue: str) -> int:
+    """Back-date every lease on the queue so it is expired now (instead of sleeping)."""
+    status = await conn.execute(
+        """UPDATE queen.log_consumers c SET lease_expires_at = now() - interval '1 second'
+             FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+            WHERE c.partition_id = p.id AND q.name = $1 AND c.worker_id IS NOT NULL""", queue)
+    return int(status.split()[-1])
+
+
+async def dlq_rows(conn: asyncpg.Connection, queue: str) -> list[asyncpg.Record]:
+    return await conn.fetch(
+        """SELECT d.*, convert_from(d.payload, 'UTF8') AS payload_text
+             FROM queen.log_dlq d
+             JOIN queen.log_partitions p ON p.id = d.partition_id
+             JOIN queen.queues q ON q.id = p.queue_id
+            WHERE q.name = $1 ORDER BY d.msg_offset, d.id""", queue)
