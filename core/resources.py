@@ -1,0 +1,162 @@
+"""Figures for the resource routes (§6.2) and metrics: derived from offsets and cursors.
+
+Nothing is stored per message, so every count is arithmetic on offsets: retained messages
+are `last_offset - log_start + 1`; the backlog of a partition is measured from its worst
+(lowest) cursor, or from the start of the log when no group has touched it yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+import msgspec
+
+from core import options as queue_options
+from core.db import Database
+from core.errors import NotFound
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionStats:
+    queue_id: int
+    queue: str
+    namespace: str
+    task: str
+    id: int
+    name: str
+    created_at: datetime
+    last_offset: int
+    log_start: int
+    last_write_at: datetime | None
+    oldest_at: datetime | None
+    segments: int
+    total: int
+    pending: int
+    processing: int
+    completed: int
+    failed: int
+    dead_letter: int
+
+
+def pending_after(last_offset: int, log_start: int, committed: int | None) -> int:
+    """Messages past a cursor that are still retained (§6.2 depth rule)."""
+    cursor = -1 if committed is None else committed
+    return max(last_offset - max(cursor, log_start - 1), 0)
+
+
+def _stats(r: asyncpg.Record) -> PartitionStats:
+    backlog = pending_after(r["last_offset"], r["log_start"], r["min_committed"])
+    processing = min(max(int(r["processing"] or 0), 0), backlog)
+    return PartitionStats(
+        queue_id=r["queue_id"], queue=r["queue"], namespace=r["namespace"], task=r["task"],
+        id=r["id"], name=r["name"], created_at=r["created_at"], last_offset=r["last_offset"],
+        log_start=r["log_start"], last_write_at=r["last_write_at"], oldest_at=r["oldest_at"],
+        segments=int(r["segments"]), total=int(r["total"]), pending=backlog - processing,
+        processing=processing, completed=max(int(r["total"]) - backlog, 0),
+        failed=int(r["failing"] or 0), dead_letter=int(r["dead_letter"]))
+
+
+async def partition_stats(db: Database, queue_ids: list[int] | None = None) -> list[PartitionStats]:
+    return [_stats(r) for r in await db.fetch("admin_partition_stats", queue_ids)]
+
+
+@dataclass(slots=True)
+class Totals:
+    partitions: int = 0
+    total: int = 0
+    pending: int = 0
+    processing: int = 0
+    completed: int = 0
+    failed: int = 0
+    dead_letter: int = 0
+    queues: set[int] = field(default_factory=set)
+
+    def add(self, s: PartitionStats) -> None:
+        self.partitions += 1
+        self.total += s.total
+        self.pending += s.pending
+        self.processing += s.processing
+        self.completed += s.completed
+        self.failed += s.failed
+        self.dead_letter += s.dead_letter
+        self.queues.add(s.queue_id)
+
+
+def totals_by(stats: Iterable[PartitionStats], key: str) -> dict[Any, Totals]:
+    """Sum partition figures grouped by an attribute (queue_id, namespace, task)."""
+    out: dict[Any, Totals] = {}
+    for s in stats:
+        out.setdefault(getattr(s, key), Totals()).add(s)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRow:
+    id: int
+    name: str
+    namespace: str
+    task: str
+    created_at: datetime
+    options: dict[str, Any]
+
+
+def _queue_row(r: asyncpg.Record) -> QueueRow:
+    stored = msgspec.json.decode(r["options"])
+    return QueueRow(r["id"], r["name"], r["namespace"], r["task"], r["created_at"],
+                    {**queue_options.DEFAULTS, **stored})
+
+
+async def queue_page(db: Database, *, search: str | None, limit: int,
+                     offset: int) -> tuple[list[tuple[QueueRow, Totals]], int]:
+    """A page of queues with their totals, and the number of all matching queues."""
+    rows = await db.fetch("admin_queue_page", search, limit, offset)
+    queues = [_queue_row(r) for r in rows]
+    by_queue = totals_by(await partition_stats(db, [q.id for q in queues]), "queue_id")
+    total = int(rows[0]["total"]) if rows else 0
+    return [(q, by_queue.get(q.id, Totals())) for q in queues], total
+
+
+async def queue_detail(db: Database, name: str) -> tuple[QueueRow, list[PartitionStats]]:
+    row = await db.fetchrow("admin_queue_row", name)
+    if row is None:
+        raise NotFound("Queue not found")
+    queue = _queue_row(row)
+    return queue, await partition_stats(db, [queue.id])
+
+
+@dataclass(frozen=True, slots=True)
+class Depth:
+    partitions: list[tuple[str, int]]  # (partition name, pending)
+
+    @property
+    def pending(self) -> int:
+        return sum(p for _, p in self.partitions)
+
+
+async def queue_depth(db: Database, name: str, group: str | None) -> Depth:
+    """Backlog per partition: of one group, or of the worst cursor when no group is named."""
+    queue_id = await db.fetchval("admin_queue_by_name", name)
+    if queue_id is None:
+        raise NotFound("Queue not found")
+    stats = await partition_stats(db, [queue_id])
+    if group is None:
+        return Depth([(s.name, s.pending + s.processing) for s in stats])
+    committed = {r["partition_id"]: r["committed"]
+                 for r in await db.fetch("admin_group_committed", queue_id, group)}
+    return Depth([(s.name, pending_after(s.last_offset, s.log_start, committed.get(s.id)))
+                  for s in stats])
+
+
+async def partitions(db: Database, *, queue: str | None, limit: int,
+                     offset: int) -> list[asyncpg.Record]:
+    return await db.fetch("admin_partitions_list", queue, limit, offset)
+
+
+async def overview(db: Database) -> asyncpg.Record:
+    row = await db.fetchrow("admin_overview")
+    assert row is not None
+    return row

@@ -1,0 +1,162 @@
+-- Statements of the admin routes: consumer groups (core/groups.py) and resources
+-- (core/resources.py). Loaded by core/queries.py. Lease liveness is judged with now().
+
+-- name: admin_queue_by_name
+-- A queue's id by name (null when unknown).
+-- $1 queue name
+SELECT id FROM queen.queues WHERE name = $1;
+
+-- name: admin_group_cursors
+-- Cursors with their queue, partition, offset lag, lease state and time lag. The time lag is
+-- the age of the first unconsumed message: the created_at of the segment holding
+-- max(committed + 1, log_start), found through the primary key; 0 when nothing is unconsumed.
+-- $1 consumer group or null (all), $2 queue name or null (all)
+SELECT c.consumer_group, q.id AS queue_id, q.name AS queue, p.id AS partition_id,
+       p.name AS partition, c.committed, p.last_offset, p.log_start,
+       greatest(p.last_offset - greatest(c.committed, p.log_start - 1), 0) AS offset_lag,
+       (c.worker_id IS NOT NULL AND c.lease_expires_at > now()) AS lease_active,
+       c.worker_id, c.lease_expires_at, c.retry_count, c.total_consumed, c.last_consumed_at,
+       lag.created_at AS oldest_unconsumed_at,
+       coalesce(extract(epoch FROM now() - lag.created_at), 0)::float8 AS time_lag_seconds
+  FROM queen.log_consumers c
+  JOIN queen.log_partitions p ON p.id = c.partition_id
+  JOIN queen.queues q ON q.id = p.queue_id
+  LEFT JOIN LATERAL (
+        SELECT s.created_at FROM queen.log_segments s
+         WHERE p.last_offset > greatest(c.committed, p.log_start - 1)
+           AND s.partition_id = p.id
+           AND s.base_offset <= greatest(c.committed + 1, p.log_start)
+         ORDER BY s.base_offset DESC LIMIT 1) lag ON true
+ WHERE ($1::text IS NULL OR c.consumer_group = $1)
+   AND ($2::text IS NULL OR q.name = $2)
+ ORDER BY q.name, c.consumer_group, p.name;
+
+-- name: admin_subscriptions
+-- Stored subscriptions with their queue name.
+-- $1 consumer group or null (all)
+SELECT s.consumer_group, q.name AS queue, s.mode, s.subscription_from, s.created_at
+  FROM queen.consumer_subscriptions s JOIN queen.queues q ON q.id = s.queue_id
+ WHERE ($1::text IS NULL OR s.consumer_group = $1)
+ ORDER BY q.name, s.consumer_group;
+
+-- name: admin_delete_group_cursors
+-- Remove a group's cursors (and with them its leases); answers the queue of each row.
+-- $1 consumer group, $2 queue name or null (every queue)
+DELETE FROM queen.log_consumers c
+ USING queen.log_partitions p, queen.queues q
+ WHERE c.consumer_group = $1 AND p.id = c.partition_id AND q.id = p.queue_id
+   AND ($2::text IS NULL OR q.name = $2)
+RETURNING p.queue_id;
+
+-- name: admin_delete_group_subscriptions
+-- Remove a group's stored subscriptions; answers one row per subscription removed.
+-- $1 consumer group, $2 queue name or null (every queue)
+DELETE FROM queen.consumer_subscriptions s
+ USING queen.queues q
+ WHERE s.consumer_group = $1 AND q.id = s.queue_id AND ($2::text IS NULL OR q.name = $2)
+RETURNING s.queue_id;
+
+-- name: admin_seek
+-- Move a group's cursors on a queue (or one of its partitions) and create missing ones:
+-- to the last offset, or to just before the first message created at or after $4 (segments
+-- carry one created_at for all their messages, so the first such segment's base offset is
+-- exact), or to the last offset when nothing is that recent. Releases any lease and resets
+-- the retry counter. Answers each cursor with its partition name.
+-- $1 queue id, $2 consumer group, $3 partition name or null (all), $4 timestamp or null (end)
+WITH target AS (
+    SELECT p.id, p.name,
+           CASE WHEN $4::timestamptz IS NULL THEN p.last_offset
+                ELSE coalesce((SELECT s.base_offset - 1 FROM queen.log_segments s
+                                WHERE s.partition_id = p.id AND s.created_at >= $4
+                                ORDER BY s.base_offset LIMIT 1), p.last_offset)
+           END AS committed
+      FROM queen.log_partitions p
+     WHERE p.queue_id = $1 AND ($3::text IS NULL OR p.name = $3)),
+moved AS (
+    INSERT INTO queen.log_consumers AS c (partition_id, consumer_group, committed)
+    SELECT t.id, $2, t.committed FROM target t
+    ON CONFLICT (partition_id, consumer_group) DO UPDATE
+       SET committed = excluded.committed, batch_end = NULL, worker_id = NULL,
+           lease_expires_at = NULL, retry_count = 0
+    RETURNING c.partition_id, c.committed)
+SELECT t.name AS partition, m.committed FROM moved m JOIN target t ON t.id = m.partition_id
+ ORDER BY t.name;
+
+-- name: admin_set_subscription_timestamp
+-- Store a new first-contact instant for every subscription of a group (cursors untouched).
+-- $1 consumer group, $2 timestamp
+UPDATE queen.consumer_subscriptions
+   SET mode = 'timestamp', subscription_from = $2
+ WHERE consumer_group = $1;
+
+-- name: admin_queue_page
+-- One page of queues by name, optionally only names containing $1 (case-insensitive), with
+-- the number of all matching queues.
+-- $1 search text or null, $2 limit, $3 offset
+SELECT id, name, namespace, task, created_at, options::text AS options,
+       count(*) OVER () AS total
+  FROM queen.queues
+ WHERE $1::text IS NULL OR strpos(lower(name), lower($1)) > 0
+ ORDER BY name
+ LIMIT $2 OFFSET $3;
+
+-- name: admin_partition_stats
+-- Per-partition figures for the resource routes: retained messages, the worst (lowest)
+-- cursor, the largest live leased span, dead letters, failing cursors and retained time span.
+-- $1 queue ids or null (every queue)
+SELECT p.queue_id, q.name AS queue, q.namespace, q.task, p.id, p.name, p.created_at,
+       p.last_offset, p.log_start, p.last_write_at,
+       greatest(p.last_offset - p.log_start + 1, 0) AS total,
+       cur.min_committed, cur.groups, cur.processing, cur.failing,
+       (SELECT count(*) FROM queen.log_dlq d WHERE d.partition_id = p.id) AS dead_letter,
+       (SELECT s.created_at FROM queen.log_segments s WHERE s.partition_id = p.id
+         ORDER BY s.base_offset LIMIT 1) AS oldest_at,
+       (SELECT count(*) FROM queen.log_segments s WHERE s.partition_id = p.id) AS segments
+  FROM queen.log_partitions p
+  JOIN queen.queues q ON q.id = p.queue_id
+  LEFT JOIN LATERAL (
+        SELECT min(c.committed) AS min_committed, count(*) AS groups,
+               coalesce(max(CASE WHEN c.worker_id IS NOT NULL AND c.lease_expires_at > now()
+                                 THEN c.batch_end - c.committed END), 0) AS processing,
+               count(*) FILTER (WHERE c.retry_count > 0) AS failing
+          FROM queen.log_consumers c WHERE c.partition_id = p.id) cur ON true
+ WHERE $1::bigint[] IS NULL OR p.queue_id = ANY($1::bigint[])
+ ORDER BY q.name, p.name;
+
+-- name: admin_group_committed
+-- A group's cursor per partition of a queue (missing cursors absent).
+-- $1 queue id, $2 consumer group
+SELECT c.partition_id, c.committed
+  FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
+ WHERE p.queue_id = $1 AND c.consumer_group = $2;
+
+-- name: admin_queue_row
+-- A queue's row by name.
+-- $1 queue name
+SELECT id, name, namespace, task, created_at, options::text AS options
+  FROM queen.queues WHERE name = $1;
+
+-- name: admin_partitions_list
+-- Partitions with their queue, optionally of one queue.
+-- $1 queue name or null, $2 limit, $3 offset
+SELECT p.id, p.name, q.name AS queue, p.last_offset, p.log_start, p.last_write_at,
+       p.created_at
+  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+ WHERE $1::text IS NULL OR q.name = $1
+ ORDER BY q.name, p.name
+ LIMIT $2 OFFSET $3;
+
+-- name: admin_overview
+-- System-wide counts for the overview and the metrics routes.
+SELECT (SELECT count(*) FROM queen.queues) AS queues,
+       (SELECT count(*) FROM queen.log_partitions) AS partitions,
+       (SELECT coalesce(sum(last_offset + 1), 0)::bigint FROM queen.log_partitions) AS appended,
+       (SELECT coalesce(sum(greatest(last_offset - log_start + 1, 0)), 0)::bigint
+          FROM queen.log_partitions) AS retained,
+       (SELECT count(*) FROM queen.log_segments) AS segments,
+       (SELECT count(*) FROM queen.log_consumers) AS cursors,
+       (SELECT count(*) FROM queen.log_consumers
+         WHERE worker_id IS NOT NULL AND lease_expires_at > now()) AS live_leases,
+       (SELECT count(DISTINCT consumer_group) FROM queen.log_consumers) AS groups,
+       (SELECT count(*) FROM queen.log_dlq) AS dead_letters,
+       now() AS db_now;
