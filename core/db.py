@@ -35,14 +35,18 @@ def translate(exc: BaseException) -> Exception:
         if state[:2] in _UNAVAILABLE_CLASSES and state != "57014":  # 57014 = statement timeout
             return StorageUnavailable()
         return StorageError(f"database error {state}: {exc}")
-    if isinstance(exc, (OSError, asyncpg.InterfaceError, asyncio.TimeoutError, ConnectionError)):
+    if isinstance(exc, (OSError, asyncpg.InterfaceError, asyncpg.InternalClientError,
+                        asyncio.TimeoutError, ConnectionError)):
         return StorageUnavailable()
     return StorageError(f"database failure: {exc!r}")
 
 
 # Errors `storage_errors` converts; anything else (our own bugs) passes through untouched.
-DRIVER_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, asyncio.TimeoutError,
-                 ConnectionError)
+# InternalClientError is included because the pool raises it when it resets (on release) a
+# connection whose server died in the middle of a statement ("cannot switch to state 15;
+# another operation is in progress"): during a database crash that is an outage, not a bug.
+DRIVER_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError,
+                 OSError, asyncio.TimeoutError, ConnectionError)
 
 
 @contextlib.contextmanager
@@ -84,7 +88,7 @@ class Database:
             dsn, min_size=1, max_size=settings.db_pool_size,
             timeout=settings.db_connection_timeout_ms / 1000,
             server_settings=server_settings(settings),
-            max_inactive_connection_lifetime=300)
+            max_inactive_connection_lifetime=300, reset=_reset_connection)
         assert pool is not None
         return cls(pool, settings)
 
@@ -128,6 +132,18 @@ class Database:
             return True
         except (StorageUnavailable, StorageError, TimeoutError):
             return False
+
+
+async def _reset_connection(conn: asyncpg.Connection) -> None:
+    """What a pooled connection needs before reuse.
+
+    asyncpg's default reset runs RESET ALL / UNLISTEN / advisory unlock / CLOSE ALL: a round
+    trip on every release, i.e. on every statement of the hot path. Pool connections never
+    LISTEN, take session advisory locks, SET parameters or declare cursors (those live on
+    dedicated connections), so the only state that can leak is an open transaction.
+    """
+    if conn.is_in_transaction():
+        await conn.execute("ROLLBACK")
 
 
 async def connect_with_retry(dsn: str, settings: Settings,

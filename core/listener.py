@@ -24,6 +24,7 @@ from core.wakeup import CHANNEL, notify_queues
 
 log = logging.getLogger(__name__)
 _RECONNECT_DELAY = 1.0
+_ANNOUNCE_GATHER_SECONDS = 0.003
 
 
 class Waiter:
@@ -148,6 +149,9 @@ class WakeupHub:
                 if conn is None or conn.is_closed():
                     conn = await asyncpg.connect(self._dsn, server_settings=settings, timeout=2)
                 await notify_queues(conn, sorted(batch))
+                # Let announcements gather for a moment: one NOTIFY per few milliseconds
+                # wakes waiters just as well as one per push, at a fraction of the cost.
+                await asyncio.sleep(_ANNOUNCE_GATHER_SECONDS)
             except asyncio.CancelledError:
                 raise
             except DRIVER_ERRORS as exc:
