@@ -88,7 +88,11 @@ class Database:
             dsn, min_size=1, max_size=settings.db_pool_size,
             timeout=settings.db_connection_timeout_ms / 1000,
             server_settings=server_settings(settings),
-            max_inactive_connection_lifetime=300, reset=_reset_connection)
+            max_inactive_connection_lifetime=300, reset=_reset_connection,
+            # A server that stops answering (stopped, partitioned) must not hang requests
+            # forever: give up a little after the server-side statement timeout would have.
+            command_timeout=settings.db_statement_timeout_ms / 1000 + 5
+            if settings.db_statement_timeout_ms else None)
         assert pool is not None
         return cls(pool, settings)
 
