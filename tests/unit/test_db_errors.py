@@ -1,0 +1,37 @@
+"""Driver errors become core errors at the database boundary."""
+
+from __future__ import annotations
+
+import asyncpg
+import pytest
+
+from core.db import storage_errors, translate
+from core.errors import StorageError, StorageUnavailable
+
+
+@pytest.mark.parametrize("exc", [
+    ConnectionRefusedError(111, "refused"),
+    FileNotFoundError(2, "no socket"),
+    TimeoutError(),
+    asyncpg.InterfaceError("connection is closed"),
+    asyncpg.ConnectionDoesNotExistError("connection was closed in the middle of operation"),
+    # Raised by the pool when it resets a connection whose server died mid-statement.
+    asyncpg.InternalClientError("cannot switch to state 15; another operation (2) is in progress"),
+    asyncpg.CannotConnectNowError("the database system is starting up"),
+    asyncpg.AdminShutdownError("terminating connection due to administrator command"),
+])
+def test_outage_errors_become_storage_unavailable(exc: BaseException) -> None:
+    assert isinstance(translate(exc), StorageUnavailable)
+    with pytest.raises(StorageUnavailable) as info, storage_errors():
+        raise exc
+    assert info.value.__cause__ is exc
+
+
+def test_statement_timeout_is_a_storage_error_not_an_outage() -> None:
+    result = translate(asyncpg.QueryCanceledError("canceling statement due to statement timeout"))
+    assert type(result) is StorageError
+
+
+def test_our_own_bugs_pass_through_storage_errors_untouched() -> None:
+    with pytest.raises(KeyError), storage_errors():
+        raise KeyError("bug")
