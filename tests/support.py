@@ -81,7 +81,8 @@ class BrokerProcess:
         self.web: subprocess.Popen[bytes] | None = None
         self.reaper: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = 30.0) -> BrokerProcess:
+    def start(self, timeout: float = 30.0, *, wait: bool = True) -> BrokerProcess:
+        """Spawn the processes; with `wait`, answer once /health says 200."""
         from broker.supervisor import reaper_command, web_command
         from core.settings import Settings
 
@@ -91,7 +92,8 @@ class BrokerProcess:
         if self.with_reaper:
             self.reaper = subprocess.Popen(reaper_command(), env=self.env, cwd=ROOT,
                                            start_new_session=True)
-        self.wait_healthy(timeout)
+        if wait:
+            self.wait_healthy(timeout)
         return self
 
     def wait_healthy(self, timeout: float = 30.0) -> None:
