@@ -23,16 +23,15 @@ SELECT q.id, q.name, q.options::text AS options, s.mode AS sub_mode,
 -- name: store_subscription
 -- Remember a named group's first-contact choice for a queue; first writer wins. Answers the
 -- stored row (the existing one if another pop stored it first).
+-- The no-op DO UPDATE (not DO NOTHING + a SELECT) is deliberate: when a concurrent first pop
+-- inserts the row and commits while this statement waits on it, a SELECT in the same
+-- statement still reads the old snapshot and finds nothing; DO UPDATE returns the committed
+-- row (tests/integration/test_invariants.py, the concurrent-claim race).
 -- $1 queue id, $2 group, $3 mode (all|new|timestamp), $4 instant for new/timestamp
-WITH ins AS (
-    INSERT INTO queen.consumer_subscriptions (queue_id, consumer_group, mode, subscription_from)
-    VALUES ($1, $2, $3, coalesce($4, now()))
-    ON CONFLICT (queue_id, consumer_group) DO NOTHING
-    RETURNING mode, subscription_from)
-SELECT mode, subscription_from FROM ins
-UNION ALL
-SELECT mode, subscription_from FROM queen.consumer_subscriptions
- WHERE queue_id = $1 AND consumer_group = $2 AND NOT EXISTS (SELECT 1 FROM ins);
+INSERT INTO queen.consumer_subscriptions AS s (queue_id, consumer_group, mode, subscription_from)
+VALUES ($1, $2, $3, coalesce($4, now()))
+ON CONFLICT (queue_id, consumer_group) DO UPDATE SET mode = s.mode
+RETURNING s.mode, s.subscription_from;
 
 -- name: pop_candidates
 -- Partitions that may have something for the group: data past its cursor and no live lease,
