@@ -11,7 +11,7 @@ from starlette.routing import BaseRoute
 
 from broker import errors
 from broker.routes import (ack, dlq, fetch, groups, health, lease, messages, metrics, pop, push,
-                           queues, resources, transaction)
+                           queues, resources, status, transaction)
 from broker.state import BrokerState
 from core.db import Database, server_settings
 from core.embedded import EmbeddedPostgres
@@ -33,6 +33,7 @@ def create_app(settings: Settings) -> Starlette:
     all_routes: list[BaseRoute] = [
         *push.routes, *queues.routes, *fetch.routes, *health.routes,
         *dlq.routes, *messages.routes, *groups.routes, *resources.routes, *metrics.routes,
+        *status.routes,
         *pop.routes, *ack.routes, *lease.routes, *transaction.routes,
     ]
 

@@ -75,9 +75,10 @@ def group_status(offset: int | None, cursor: asyncpg.Record, dead_groups: set[st
 def overall_status(states: list[GroupState]) -> Status:
     """dead_letter beats processing beats pending; completed only when every group is done."""
     found = {s.status for s in states}
-    for status in ("dead_letter", "processing", "pending"):
+    order: tuple[Status, ...] = ("dead_letter", "processing", "pending")
+    for status in order:
         if status in found:
-            return status  # type: ignore[return-value]
+            return status
     return "completed" if found else "pending"
 
 
@@ -114,9 +115,10 @@ async def get_message(db: Database, partition_id: PartitionId,
     dead = await db.fetch("dlq_rows_for_address", partition_id, transaction_id)
     found = await _find_frame(db, partition_id, transaction_id, part["log_start"],
                               part["last_offset"])
-    common = dict(partition_id=part["id"], partition=part["name"], queue=part["queue"],
-                  namespace=part["namespace"], task=part["task"],
-                  options=msgspec.json.decode(part["options"]), transaction_id=transaction_id)
+    common: dict[str, Any] = {
+        "partition_id": part["id"], "partition": part["name"], "queue": part["queue"],
+        "namespace": part["namespace"], "task": part["task"],
+        "options": msgspec.json.decode(part["options"]), "transaction_id": transaction_id}
     if found is not None:
         offset, frame, created = found
         view = MessageView(**common, offset=offset, message_id=frame.message_id,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from starlette.requests import Request
@@ -32,7 +32,7 @@ def _iso_or_none(ts: datetime | None) -> str | None:
 
 async def list_groups(request: Request) -> Response:
     state = state_of(request)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     out = []
     for s in await groups.summaries(state.db):
         out.append({

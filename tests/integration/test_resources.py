@@ -78,3 +78,26 @@ async def test_partitions_namespaces_tasks_overview_metrics(
     r = await http.get("/metrics/prometheus")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
     assert "\nqueen_queues " in r.text and "# TYPE queen_leases_active gauge" in r.text
+
+
+async def test_status_routes_answer_small_objects(
+        broker: BrokerProcess, http: httpx.AsyncClient, db: asyncpg.Connection,
+        queue_name: str) -> None:
+    await setup_queue(http, db, queue_name)
+    client = Queen(broker.url)
+    try:
+        overall = await client.admin.get_status()
+        detail = await client.admin.get_queue_detail(queue_name)
+        stats = await client.admin.get_queue_stats(limit=5)
+        await client.admin.get_analytics(interval="day")
+        refreshed = await client.admin.refresh_consumer_stats()
+    finally:
+        await client.close()
+    assert overall["queues"] >= 1
+    assert detail["totals"] == {"total": 6, "pending": 4, "processing": 0, "completed": 2,
+                                "deadLetter": 0}
+    assert len(stats["queues"]) <= 5 and refreshed["success"] is True
+    r = await http.get(f"/api/v1/status/queues/{queue_name}/messages", params={"limit": 2})
+    assert r.json()["total"] == 6 and len(r.json()["messages"]) == 2
+    r = await http.get("/api/v1/status/queues/missing-" + queue_name)
+    assert r.status_code == 404
