@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -13,6 +14,7 @@ from core.errors import BadRequest, PayloadTooLarge
 
 T = TypeVar("T")
 MAX_NAME_BYTES = 255
+_CONTROL_CHARACTERS = re.compile("[\x00-\x1f\x7f]")
 MAX_TRANSACTION_ID_BYTES = 65535
 
 _encoder = msgspec.json.Encoder()
@@ -70,7 +72,7 @@ def check_name(value: object, what: str, *, required: bool = True,
         raise BadRequest(f"{what} must not be empty")
     if len(value.encode("utf-8", "surrogatepass")) > max_bytes:
         raise BadRequest(f"{what} is longer than {max_bytes} bytes")
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+    if _CONTROL_CHARACTERS.search(value):
         raise BadRequest(f"{what} contains control characters")
     try:
         value.encode("utf-8")
