@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 
 import asyncpg
 import httpx
 import pytest
 
-from tests.support import BrokerProcess, queue_counts
+from tests.support import BrokerProcess, fetch_records, queue_counts, wait_for
 
 MAX_BODY = 4096
 MAX_ITEMS = 5
@@ -87,3 +88,56 @@ async def test_configure_and_fetch_bodies_obey_the_same_limit(
     await _nothing_written(db, queue_name)
     r = await small.post("/api/v1/fetch", json={"entries": [{"queue": queue_name}] * 200})
     assert r.status_code == 413 and "over the limit" in r.json()["error"]
+
+
+@pytest.fixture(scope="module")
+def tight_backlog_broker(database_url: str) -> Iterator[BrokerProcess]:
+    # One process holding at most 2 messages waiting for a flush.
+    env = {"COALESCER_MAX_PENDING_MESSAGES": "2"}
+    with BrokerProcess(database_url, workers=1, env=env) as proc:
+        yield proc
+
+
+async def test_backlog_over_the_bound_answers_429_with_retry_after_and_writes_nothing_for_it(
+        tight_backlog_broker: BrokerProcess, db: asyncpg.Connection, queue_name: str) -> None:
+    async with httpx.AsyncClient(base_url=tight_backlog_broker.url, timeout=30) as client:
+        async def push(txid: str) -> httpx.Response:
+            return await client.post("/api/v1/push", json={"items": [
+                {"queue": queue_name, "transactionId": txid, "payload": txid}]})
+
+        assert (await push("warm")).status_code == 201  # partition exists and is cached
+        # Hold the partition row lock, so the next flush stays in flight until we let go.
+        locker = await asyncpg.connect(tight_backlog_broker.database_url)
+        try:
+            tx = locker.transaction()
+            await tx.start()
+            await locker.execute(
+                """SELECT 1 FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+                    WHERE q.name = $1 FOR UPDATE OF p""", queue_name)
+            in_flight = asyncio.create_task(push("a"))
+
+            async def flush_blocked() -> bool:
+                return bool(await db.fetchval(
+                    """SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+                        AND query LIKE '%append_segment%'"""))
+
+            await wait_for(flush_blocked)
+            waiting = asyncio.create_task(push("b"))  # fills the backlog: 2 messages
+            await asyncio.sleep(0.3)
+            refused = await push("c")  # answered at once, while the lock is still held
+            assert not in_flight.done() and not waiting.done()
+            await tx.rollback()
+        finally:
+            await locker.close()
+        assert refused.status_code == 429
+        assert refused.headers["retry-after"] == "1"
+        assert refused.json() == {
+            "error": "Too many messages are waiting to be written; retry shortly."}
+        for task in (in_flight, waiting):
+            r = await task
+            assert r.status_code == 201 and r.json()[0]["status"] == "queued"
+        # Once the backlog drained, the refused push goes through on retry.
+        assert (await push("c")).json()[0]["status"] == "queued"
+        entry = await fetch_records(client, queue_name)
+    assert [(r["offset"], r["transactionId"]) for r in entry["records"]] == [
+        (0, "warm"), (1, "a"), (2, "b"), (3, "c")]
