@@ -292,3 +292,25 @@ async def test_a_bad_item_in_a_batch_ack_applies_none_of_the_batch(
     assert r.status_code == 400
     row = await cursor_row(db, queue_name)
     assert row is not None and (row["committed"], row["worker_id"]) == (-1, body["leaseId"])
+
+
+async def test_each_mode_partial_acks_keep_the_lease_and_a_later_failure_redelivers_from_it(
+        http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
+    await push_items(http, queue_name, ["m0", "m1", "m2"])
+    body = await pop_json(http, queue_name, batch=3, consumerGroup="g")
+    assert body is not None
+    m0, m1, _ = body["messages"]
+    first = await ack(http, m0, group="g")
+    assert (first["success"], first["leaseReleased"]) == (True, False)
+    assert await pop_json(http, queue_name, consumerGroup="g") is None  # still leased
+    failed = await ack(http, m1, "failed", group="g", error="bad m1")
+    assert (failed["success"], failed["leaseReleased"], failed["dlq"]) == (True, True, False)
+    row = await cursor_row(db, queue_name, "g")
+    assert row is not None
+    assert (row["committed"], row["retry_count"], row["worker_id"]) == (0, 1, None)
+    again = await pop_json(http, queue_name, batch=3, consumerGroup="g")
+    assert again is not None and [m["data"] for m in again["messages"]] == ["m1", "m2"]
+    done = await ack(http, again["messages"][0], group="g")
+    assert done["success"] is True
+    row = await cursor_row(db, queue_name, "g")
+    assert row is not None and (row["committed"], row["retry_count"]) == (1, 0)

@@ -151,3 +151,28 @@ async def test_client_disconnect_drops_the_parked_pop_and_takes_no_lease(
         assert (row["worker_id"], row["committed"]) == (None, 0)
         body = await pop_json(http, queue_name, consumerGroup="g")
         assert body is not None and body["messages"][0]["data"] == "after"
+
+
+async def test_parked_pop_of_the_group_is_woken_when_a_failed_ack_releases_the_span(
+        http: httpx.AsyncClient, queue_name: str) -> None:
+    await push_items(http, queue_name, ["work"])
+    held = await pop_json(http, queue_name, consumerGroup="g")
+    assert held is not None
+    async with httpx.AsyncClient(base_url=str(http.base_url), timeout=30) as other:
+        parked = asyncio.create_task(other.get(
+            f"/api/v1/pop/queue/{queue_name}",
+            params={"wait": "true", "timeout": 10000, "consumerGroup": "g"}))
+        # Re-checks then happen at ~2.7 s and ~3.7 s: answering within 0.4 s of the release
+        # at ~2.8 s takes the wake-up that the release announces.
+        await asyncio.sleep(2.8)
+        assert not parked.done()
+        m = held["messages"][0]
+        r = await http.post("/api/v1/ack", json={
+            "transactionId": m["transactionId"], "partitionId": m["partitionId"],
+            "leaseId": m["leaseId"], "status": "failed", "consumerGroup": "g"})
+        assert r.json()[0]["leaseReleased"] is True
+        released = time.monotonic()
+        r = await asyncio.wait_for(parked, 12)
+        assert r.status_code == 200
+        assert r.json()["messages"][0]["data"] == "work"
+        assert time.monotonic() - released < 0.4

@@ -267,3 +267,21 @@ async def test_bad_pop_parameter_answers_400_naming_it_and_takes_nothing(
         assert r.headers["content-type"].startswith("application/json")
         assert fragment in r.json()["error"]
     assert await cursor_row(db, queue_name, "bad") is None
+
+
+async def test_a_pop_spanning_several_segments_is_contiguous_and_resumes_mid_segment(
+        http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
+    for k in range(3):  # three pushes: segments [0,1], [2,3], [4,5]
+        await push_items(http, queue_name, [f"s{k}a", f"s{k}b"], prefix=f"s{k}-")
+    body = await pop_json(http, queue_name, batch=3)
+    assert body is not None
+    assert [m["data"] for m in body["messages"]] == ["s0a", "s0b", "s1a"]
+    r = await http.post("/api/v1/ack/batch", json={"acknowledgments": [
+        {"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+         "leaseId": m["leaseId"]} for m in body["messages"]]})
+    assert all(e["success"] for e in r.json())
+    body = await pop_json(http, queue_name, batch=10)
+    assert body is not None
+    assert [m["data"] for m in body["messages"]] == ["s1b", "s2a", "s2b"]
+    row = await cursor_row(db, queue_name)
+    assert row is not None and (row["committed"], row["batch_end"]) == (2, 5)
