@@ -10,8 +10,7 @@ import asyncpg
 import httpx
 import pytest
 
-from tests.support import (
-    configure, cursor_row, dlq_rows, expire_leases_of, pop_json, push_items)
+from tests.support import configure, cursor_row, dlq_rows, expire_leases_of, pop_json, push_items
 
 
 def ack_body(message: dict[str, Any], status: str = "completed", *, lease: bool = True,

@@ -16,8 +16,16 @@ import asyncpg
 import httpx
 
 from tests.support import (
-    BrokerProcess, configure, create_database, cursor_row, dlq_rows, expire_leases_of, pop_json,
-    push_items, wait_for)
+    BrokerProcess,
+    configure,
+    create_database,
+    cursor_row,
+    dlq_rows,
+    expire_leases_of,
+    pop_json,
+    push_items,
+    wait_for,
+)
 
 PARTITIONS = 4
 PER_PARTITION = 30

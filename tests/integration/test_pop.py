@@ -8,7 +8,7 @@ back-dating rows in SQL, never by sleeping.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import httpx
@@ -194,7 +194,7 @@ async def test_subscription_from_iso_timestamp_starts_at_the_first_message_at_or
         http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
     for i in range(3):  # three pushes = three segments, back-dated to 3, 2 and 1 hours ago
         await push_items(http, queue_name, [f"m{i}"], prefix=f"t{i}-")
-    base = datetime.now(timezone.utc)
+    base = datetime.now(UTC)
     await db.execute(
         """UPDATE queen.log_segments s
               SET created_at = $2::timestamptz - make_interval(hours => 3 - s.base_offset::int)

@@ -9,7 +9,14 @@ import httpx
 import pytest
 
 from tests.support import (
-    cursor_row, dlq_rows, expire_leases_of, fetch_records, pop_json, push_items, queue_counts)
+    cursor_row,
+    dlq_rows,
+    expire_leases_of,
+    fetch_records,
+    pop_json,
+    push_items,
+    queue_counts,
+)
 
 
 def ack_op(message: dict[str, Any], status: str = "completed", *, lease: bool = True,
