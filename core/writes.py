@@ -63,10 +63,45 @@ async def append_on(conn: asyncpg.Connection, partition_id: PartitionId,
                     items: list[NewMessage]) -> list[Verdict]:
     """Append items to a partition on `conn`: autocommitted when `conn` is idle, or part of
     the caller's transaction (transactions, DLQ retry), which then holds the partition lock
-    until it commits."""
+    until it commits.
+
+    A repeat of a transactionId among `items` (inside one request, or across requests merged
+    into one flush) is settled by the database as if it came after the first occurrence: a
+    duplicate of it while deduplication is on, a new message when `dedupWindowSeconds` is 0.
+    So a push gets the same answer whether or not the coalescer merged it with others. Items
+    are written in their order: those before the first repeat, then that repeat alone (its
+    answer tells whether deduplication is on), then everything else; three statements, plus
+    one more per step that meets ids already stored.
+    """
     first = first_occurrences(items)
     verdicts: list[Verdict | None] = [None] * len(items)
-    pending = [i for i, f in enumerate(first) if f == i]
+    cut = next((i for i, f in enumerate(first) if f != i), len(items))
+    await _append_round(conn, partition_id, items, list(range(cut)), verdicts)
+    if cut < len(items):
+        await _append_round(conn, partition_id, items, [cut], verdicts)
+        rest = list(range(cut + 1, len(items)))
+        probe = verdicts[cut]  # items[cut] repeats an item stored just before
+        if probe is not None and probe.status == "duplicate":
+            # Deduplication is on: write the first occurrences; every repeat is a duplicate
+            # carrying its first occurrence's id.
+            await _append_round(conn, partition_id, items,
+                                [i for i in rest if first[i] == i], verdicts)
+            for i in rest:
+                original = verdicts[first[i]]
+                if verdicts[i] is None and original is not None:
+                    verdicts[i] = Verdict("duplicate", original.message_id)
+        else:  # deduplication is off: nothing is a duplicate
+            await _append_round(conn, partition_id, items, rest, verdicts)
+    out = [v for v in verdicts if v is not None]
+    assert len(out) == len(items)
+    return out
+
+
+async def _append_round(conn: asyncpg.Connection, partition_id: PartitionId,
+                        items: list[NewMessage], indexes: list[int],
+                        verdicts: list[Verdict | None]) -> None:
+    """Append items[indexes] as one segment, settling those the database finds stored."""
+    pending = indexes
     sql = QUERIES["append_segment"]
     while pending:
         batch = [items[i] for i in pending]
@@ -93,14 +128,3 @@ async def append_on(conn: asyncpg.Connection, partition_id: PartitionId,
         for k, i in enumerate(pending):
             verdicts[i] = Verdict("queued", items[i].message_id, base + k, stamp)
         pending = []
-    out: list[Verdict] = []
-    for i, f in enumerate(first):
-        if f == i:
-            v = verdicts[i]
-            assert v is not None
-            out.append(v)
-        else:
-            original = verdicts[f]
-            assert original is not None
-            out.append(Verdict("duplicate", original.message_id))
-    return out
