@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
+from typing import Any
 
-from core.writes import NewMessage, first_occurrences
+from core import segments
+from core.ids import PartitionId
+from core.writes import NewMessage, Verdict, append_on, first_occurrences
 
 
 def _items(*txids: str) -> list[NewMessage]:
@@ -25,3 +29,93 @@ def test_first_occurrences_compares_ids_exactly() -> None:
 
 def test_first_occurrences_of_nothing_is_empty() -> None:
     assert first_occurrences([]) == []
+
+
+class FakeAppendConn:
+    """Plays `queen.append_segment` (schema/002_append.sql) in memory, for one partition."""
+
+    def __init__(self, window: int) -> None:
+        self.window = window
+        self.first_stored: dict[str, uuid.UUID] = {}  # txid -> message id at its lowest offset
+        self.log: list[tuple[int, str, bytes]] = []  # (offset, txid, payload)
+        self.statements: list[list[str]] = []
+
+    async def fetchrow(self, sql: str, partition_id: int, txids: list[str],
+                       message_ids: list[uuid.UUID], blob: bytes) -> dict[str, Any]:
+        assert "append_segment" in sql
+        self.statements.append(list(txids))
+        frames = segments.unpack(blob)
+        assert [f.transaction_id for f in frames] == txids
+        assert [f.message_id for f in frames] == message_ids
+        if self.window > 0:
+            dups = [(pos, self.first_stored[t]) for pos, t in enumerate(txids, 1)
+                    if t in self.first_stored]
+            if dups:
+                return {"dup_positions": [p for p, _ in dups],
+                        "dup_message_ids": [m for _, m in dups],
+                        "base_offset": None, "created_at": None}
+        base = len(self.log)
+        for frame in frames:
+            self.first_stored.setdefault(frame.transaction_id, frame.message_id)
+            self.log.append((len(self.log), frame.transaction_id, frame.payload))
+        return {"dup_positions": None, "dup_message_ids": None, "base_offset": base,
+                "created_at": datetime.now(UTC)}
+
+
+def _numbered(*txids: str) -> list[NewMessage]:
+    return [NewMessage(uuid.uuid4(), t, b'"%s%d"' % (t.encode(), n)) for n, t in enumerate(txids)]
+
+
+async def _append(conn: FakeAppendConn, items: list[NewMessage]) -> list[Verdict]:
+    return await append_on(conn, PartitionId(1), items)  # type: ignore[arg-type]
+
+
+async def test_unique_ids_are_one_statement_with_offsets_in_item_order() -> None:
+    conn = FakeAppendConn(window=3600)
+    items = _numbered("a", "b", "c")
+    verdicts = await _append(conn, items)
+    assert [(v.status, v.offset, v.message_id) for v in verdicts] == [
+        ("queued", n, m.message_id) for n, m in enumerate(items)]
+    assert conn.statements == [["a", "b", "c"]]
+
+
+async def test_with_dedup_on_repeats_are_duplicates_of_the_first_and_written_once() -> None:
+    conn = FakeAppendConn(window=3600)
+    items = _numbered("a", "a", "b", "b", "c", "c", "a", "d", "c")
+    verdicts = await _append(conn, items)
+    assert [v.status for v in verdicts] == [
+        "queued", "duplicate", "queued", "duplicate", "queued", "duplicate", "duplicate",
+        "queued", "duplicate"]
+    for v, item in zip(verdicts, items):
+        original = next(i for i in items if i.transaction_id == item.transaction_id)
+        assert v.message_id == original.message_id
+    assert [(o, t, p) for o, t, p in conn.log] == [
+        (0, "a", b'"a0"'), (1, "b", b'"b2"'), (2, "c", b'"c4"'), (3, "d", b'"d7"')]
+    assert len(conn.statements) <= 3
+
+
+async def test_with_dedup_off_repeats_are_new_messages_in_item_order() -> None:
+    conn = FakeAppendConn(window=0)
+    items = _numbered("a", "a", "b", "a", "c", "b")
+    verdicts = await _append(conn, items)
+    assert [(v.status, v.offset) for v in verdicts] == [("queued", n) for n in range(6)]
+    assert [t for _, t, _ in conn.log] == ["a", "a", "b", "a", "c", "b"]
+    assert len(conn.statements) <= 3
+
+
+async def test_a_thousand_repeats_cost_at_most_three_statements() -> None:
+    for window, written in ((3600, 1), (0, 1000)):
+        conn = FakeAppendConn(window=window)
+        verdicts = await _append(conn, _numbered(*["same"] * 1000))
+        assert len(conn.log) == written
+        assert len(conn.statements) <= 3
+        assert sum(v.status == "queued" for v in verdicts) == written
+
+
+async def test_ids_already_stored_are_duplicates_and_the_rest_is_rewritten_without_them() -> None:
+    conn = FakeAppendConn(window=3600)
+    old = await _append(conn, _numbered("x"))
+    verdicts = await _append(conn, _numbered("n1", "x", "n2", "x"))
+    assert [v.status for v in verdicts] == ["queued", "duplicate", "queued", "duplicate"]
+    assert verdicts[1].message_id == verdicts[3].message_id == old[0].message_id
+    assert [(o, t) for o, t, _ in conn.log] == [(0, "x"), (1, "n1"), (2, "n2")]
