@@ -1,0 +1,124 @@
+"""Self-contained runs: a durable embedded PostgreSQL and broker processes of our own.
+
+The server runs with fsync and synchronous_commit on (the broker's promises rest on them;
+the test suite's speed settings must never leak into a benchmark). Each cell gets a fresh
+database so no cell inherits another's bloat or cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import httpx
+
+from core.embedded import EmbeddedPostgres, stop_process
+
+ROOT = Path(__file__).resolve().parent.parent
+DURABLE = {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on",
+           "max_connections": "400"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Postgres:
+    """A durable embedded PostgreSQL in a temporary directory, removed with it."""
+
+    def __init__(self) -> None:
+        self._tmp = tempfile.TemporaryDirectory(prefix="queen-loadtest-")
+        self.pg = EmbeddedPostgres(Path(self._tmp.name), settings=DURABLE)
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def dsn(self) -> str:
+        return self.pg.dsn
+
+    def __enter__(self) -> Postgres:
+        self.proc = self.pg.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None:
+            stop_process(self.proc, signal.SIGINT)
+        self._tmp.cleanup()
+
+
+def with_database(url: str, database: str) -> str:
+    return urlunsplit(urlsplit(url)._replace(path="/" + database))
+
+
+async def fresh_database(server_url: str, *, migrate: bool = True) -> str:
+    """CREATE DATABASE on the server (schema applied unless told not to); answer its URL."""
+    from core.migrations import apply_migrations
+
+    name = "loadtest_" + uuid.uuid4().hex[:10]
+    conn = await asyncpg.connect(server_url)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    url = with_database(server_url, name)
+    if migrate:
+        conn = await asyncpg.connect(url)
+        try:
+            await apply_migrations(conn)
+        finally:
+            await conn.close()
+    return url
+
+
+class Server:
+    """A hypercorn process tree (broker or null app) on 127.0.0.1, stopped on exit."""
+
+    def __init__(self, app: str, *, workers: int, env: dict[str, str] | None = None) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.command = [sys.executable, "-m", "hypercorn", "--worker-class", "uvloop",
+                        "--workers", str(workers), "--bind", f"127.0.0.1:{self.port}",
+                        "--graceful-timeout", "5", app]
+        self.env = {**os.environ, "HOST": "127.0.0.1", "PORT": str(self.port),
+                    "WORKERS": str(workers), "LOG_LEVEL": "warning", **(env or {})}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> Server:
+        self.proc = subprocess.Popen(self.command, env=self.env, cwd=ROOT,
+                                     start_new_session=True)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.command[-1]} exited with {self.proc.returncode}")
+            try:
+                httpx.get(self.url + "/health", timeout=1)
+                return self
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        self.__exit__()
+        raise RuntimeError(f"{self.command[-1]} did not answer in 30 s")
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None:
+            stop_process(self.proc, signal.SIGTERM, timeout=15)
+            self.proc = None
+
+
+def broker(database_url: str, workers: int) -> Server:
+    return Server("broker.asgi:app_from_env()", workers=workers,
+                  env={"DATABASE_URL": database_url})
+
+
+def run_sync(coro: object) -> object:
+    return asyncio.run(coro)  # type: ignore[arg-type]
