@@ -21,7 +21,7 @@ from broker.wire import (
     read_body,
 )
 from core.errors import BadRequest, PayloadTooLarge, ServiceError
-from core.ids import uuid7
+from core.ids import NIL_UUID, uuid7
 from core.partitions import DEFAULT_PARTITION
 from core.push import PushItem, PushOutcome
 from core.writes import NewMessage
@@ -75,7 +75,8 @@ def outcome_json(index: int, outcome: PushOutcome) -> dict[str, Any]:
     }
     if outcome.verdict is None:
         assert outcome.error is not None
-        entry.update(message_id=None, messageId=None, status="failed",
+        # message_id is always a string on the wire (§4.1); no message exists, so all zeros.
+        entry.update(message_id=NIL_UUID, messageId=NIL_UUID, status="failed",
                      error=outcome.error.message)
         return entry
     verdict = outcome.verdict
