@@ -141,3 +141,52 @@ async def test_backlog_over_the_bound_answers_429_with_retry_after_and_writes_no
         entry = await fetch_records(client, queue_name)
     assert [(r["offset"], r["transactionId"]) for r in entry["records"]] == [
         (0, "warm"), (1, "a"), (2, "b"), (3, "c")]
+
+
+@pytest.fixture(scope="module")
+def short_lock_broker(database_url: str) -> Iterator[BrokerProcess]:
+    with BrokerProcess(database_url, workers=1, env={"DB_LOCK_TIMEOUT": "300"}) as proc:
+        yield proc
+
+
+async def test_a_partition_that_cannot_be_written_fails_only_its_items(
+        short_lock_broker: BrokerProcess, queue_name: str) -> None:
+    async with httpx.AsyncClient(base_url=short_lock_broker.url, timeout=30) as client:
+        r = await client.post("/api/v1/push", json={"items": [
+            {"queue": queue_name, "partition": p, "payload": 0} for p in ("stuck", "free")]})
+        assert [e["status"] for e in r.json()] == ["queued", "queued"]
+        locker = await asyncpg.connect(short_lock_broker.database_url)
+        try:
+            async with locker.transaction():
+                await locker.execute(
+                    """SELECT 1 FROM queen.log_partitions p JOIN queen.queues q
+                         ON q.id = p.queue_id WHERE q.name = $1 AND p.name = 'stuck'
+                        FOR UPDATE OF p""", queue_name)
+                r = await client.post("/api/v1/push", json={"items": [
+                    {"queue": queue_name, "partition": "stuck", "transactionId": "s1",
+                     "payload": 1},
+                    {"queue": queue_name, "partition": "free", "transactionId": "f1",
+                     "payload": 1},
+                    {"queue": queue_name, "partition": "stuck", "transactionId": "s2",
+                     "payload": 2}]})
+        finally:
+            await locker.close()
+        # Partial success: 201 with per-item verdicts, so the client resends only the failed.
+        assert r.status_code == 201, r.text
+        stuck1, free, stuck2 = r.json()
+        assert free["status"] == "queued" and free["transaction_id"] == "f1"
+        for entry, txid in ((stuck1, "s1"), (stuck2, "s2")):
+            assert entry["status"] == "failed"
+            assert entry["transaction_id"] == txid
+            assert entry["queueName"] == queue_name
+            assert "55P03" in entry["error"]  # lock_not_available
+            assert entry["message_id"] == "00000000-0000-0000-0000-000000000000"
+        stuck = await fetch_records(client, queue_name, "stuck")
+        assert [rec["payload"] for rec in stuck["records"]] == [0]
+        free_records = await fetch_records(client, queue_name, "free")
+        assert [rec["payload"] for rec in free_records["records"]] == [0, 1]
+        # Nothing of the failed items was stored, so resending them is safe and queues them.
+        r = await client.post("/api/v1/push", json={"items": [
+            {"queue": queue_name, "partition": "stuck", "transactionId": t, "payload": n}
+            for n, t in ((1, "s1"), (2, "s2"))]})
+        assert [e["status"] for e in r.json()] == ["queued", "queued"]
