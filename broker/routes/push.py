@@ -56,7 +56,13 @@ def to_push_item(index: int, raw: PushItemIn) -> PushItem:
 
 
 def parse_push(body: bytes, max_items: int) -> list[PushItem]:
-    parsed = decode(body, PushBody, PUSH_DECODER)
+    try:
+        parsed = decode(body, PushBody, PUSH_DECODER)
+    except BadRequest as exc:
+        # `items` of the wrong type fails inside the decoder; §4.1 names that error exactly.
+        if exc.message.endswith("at `$.items`"):
+            raise BadRequest("items array is required") from None
+        raise
     if parsed.items is None:
         raise BadRequest("items array is required")
     if len(parsed.items) > max_items:
