@@ -38,9 +38,11 @@ async def _assert_nothing_written(db: asyncpg.Connection, queue: str) -> None:
 
 
 BAD_PUSH_BODIES: list[tuple[str, Any, str]] = [
-    ("items_not_array", {"items": {"queue": Q}}, "bad body"),
-    ("items_string", {"items": Q}, "bad body"),
-    ("item_not_object", {"items": [{"queue": Q, "payload": 1}, 5]}, "items[1]"),
+    ("items_not_array", {"items": {"queue": Q}}, "items array is required"),
+    ("items_string", {"items": Q}, "items array is required"),
+    ("items_number", {"items": 3}, "items array is required"),
+    ("item_not_object", {"items": [{"queue": Q, "payload": 1}, 5]},
+     "bad body: Expected `object`, got `int` - at `$.items[1]`"),
     ("missing_items", {"queue": Q, "payload": 1}, "items array is required"),
     ("items_null", {"items": None}, "items array is required"),
     ("body_is_array", [{"queue": Q}], "bad body"),

@@ -1,4 +1,5 @@
-"""Size limits, on a broker of its own started with small MAX_BODY_BYTES / MAX_PUSH_ITEMS."""
+"""Limits and write failures, on brokers of their own: small MAX_BODY_BYTES / MAX_PUSH_ITEMS,
+a tiny coalescer backlog (429), a short lock timeout (per-item `failed`)."""
 
 from __future__ import annotations
 
