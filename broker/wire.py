@@ -70,6 +70,9 @@ def decode(body: bytes, kind: type[T], decoder: msgspec.json.Decoder[T] | None =
         raise BadRequest(f"bad body: {exc}") from None
     except msgspec.DecodeError as exc:
         raise BadRequest(f"bad body: {exc}") from None
+    except RecursionError:
+        # msgspec walks nested arrays/objects recursively, even inside a Raw payload.
+        raise BadRequest("bad body: JSON is nested too deeply") from None
 
 
 def decode_object(body: bytes) -> dict[str, Any]:
