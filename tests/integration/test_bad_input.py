@@ -100,6 +100,44 @@ async def test_malformed_json_push_answers_400_bad_body(
     await _assert_error(r, 400, fragment)
 
 
+async def test_deeply_nested_json_answers_400_not_500(
+        http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
+    depth = 100_000
+    for route, head, tail in [
+            ("/api/v1/push", b'{"items": [{"queue": "' + queue_name.encode() + b'", "payload": ',
+             b"}]}"),
+            ("/api/v1/configure", b'{"queue": "' + queue_name.encode() + b'", "x": ', b"}"),
+            ("/api/v1/fetch", b'{"entries": ', b"}")]:
+        body = head + b"[" * depth + b"]" * depth + tail
+        r = await http.post(route, content=body, headers={"content-type": "application/json"})
+        await _assert_error(r, 400, "bad body: JSON is nested too deeply")
+    await _assert_nothing_written(db, queue_name)
+
+
+async def test_moderately_nested_payload_is_accepted(
+        http: httpx.AsyncClient, queue_name: str) -> None:
+    payload: object = "leaf"
+    for _ in range(100):
+        payload = {"n": [payload]}
+    r = await http.post("/api/v1/push", json={"items": [{"queue": queue_name,
+                                                         "payload": payload}]})
+    assert r.status_code == 201 and r.json()[0]["status"] == "queued"
+
+
+@pytest.mark.parametrize(("path", "fragment"), [
+    ("/api/v1/resources/queues/a%00b", "queue contains control characters"),
+    ("/api/v1/resources/queues/" + "x" * 256, "queue is longer than 255 bytes"),
+])
+async def test_bad_queue_name_in_delete_path_answers_400(
+        http: httpx.AsyncClient, path: str, fragment: str) -> None:
+    await _assert_error(await http.delete(path), 400, fragment)
+
+
+async def test_empty_configure_body_answers_queue_is_required(
+        http: httpx.AsyncClient) -> None:
+    await _assert_error(await http.post("/api/v1/configure"), 400, "queue is required")
+
+
 async def test_one_bad_item_rejects_the_whole_push_before_anything_is_written(
         http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
     good = [{"queue": queue_name, "payload": i} for i in range(5)]
