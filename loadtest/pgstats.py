@@ -34,7 +34,7 @@ async def snapshot(url: str) -> PgSnapshot:
 async def wal_bytes(url: str, before: str, after: str) -> int:
     conn = await asyncpg.connect(url)
     try:
-        return int(await conn.fetchval("SELECT pg_wal_lsn_diff($1::pg_lsn, $2::pg_lsn)",
+        return int(await conn.fetchval("SELECT pg_wal_lsn_diff($1::text::pg_lsn, $2::text::pg_lsn)::bigint",
                                        after, before))
     finally:
         await conn.close()

@@ -48,6 +48,7 @@ class Shape:
     drain_seconds: float = 60.0
     ack: str = "all"
     max_messages: int = 0
+    consumer_grace: float = 5.0       # consumers outlive producers+drain by this much
 
 
 @dataclass(slots=True)
@@ -87,7 +88,8 @@ def run_cell(url: str, shape: Shape, roots: dict[str, int | None], label: str) -
         offset += n
         spec = ConsumerSpec(url, shape.queue, tuple(g for g, _ in mine),
                             tuple(gi for _, gi in mine), shape.pop_batch, shape.pop_partitions,
-                            shape.wait_ms, duration + shape.drain_seconds + 5, slot, shape.ack)
+                            shape.wait_ms, duration + shape.drain_seconds + shape.consumer_grace, slot,
+                            shape.ack)
         procs.append(ctx.Process(target=run_consumer, args=(spec, board, results), daemon=True))
         slot += 1
     first = 0
@@ -116,16 +118,23 @@ def run_cell(url: str, shape: Shape, roots: dict[str, int | None], label: str) -
         _collect(results, produced, consumed, timeout=1.0)
         now = time.monotonic() - start
         sampler.sample()
-        point = _point(board, now, last)
+        point = _point(board, now, last, len(shape.groups))
         series.append(point)
         _progress(label, point)
-        if shape.steps and now >= (step + 1) * shape.step_seconds and step + 1 < len(shape.steps):
-            step_log.append({"step": step, "offered": shape.steps[step],
-                             "lag_growth": point["lag"] - step_start_lag})
+        if shape.steps and now >= (step + 1) * shape.step_seconds and not board.get("stop"):
+            growth = point["lag"] - step_start_lag
+            step_log.append({"step": step, "offered": shape.steps[step], "lag_growth": growth,
+                             "lag": point["lag"], "e2e_p99_live": point["e2e_p99"]})
             step_start_lag = point["lag"]
-            step += 1
-            board.set("step", step)
-            board.set("rate", shape.steps[step])
+            # Saturated: the backlog grew by more than a second of offered load, or the
+            # live end-to-end p99 passed 1 s. Stop offering more; the drain follows.
+            if (growth > shape.steps[step] or point["e2e_p99"] > 1000
+                    or step + 1 >= len(shape.steps)):
+                board.set("stop", 1)
+            else:
+                step += 1
+                board.set("step", step)
+                board.set("rate", shape.steps[step])
         if now > duration + 60:
             board.set("stop", 1)
         if not any(p.is_alive() for p in procs[len(cons_split):]):
@@ -134,9 +143,6 @@ def run_cell(url: str, shape: Shape, roots: dict[str, int | None], label: str) -
                 sys.stderr.write(f"\n{label}: a producer process died without a result\n")
                 break
     measured = time.monotonic() - start
-    if shape.steps:
-        step_log.append({"step": step, "offered": shape.steps[step],
-                         "lag_growth": series[-1]["lag"] - step_start_lag})
     pushed = Bitmaps()
     uncertain = 0
     hists = {k: Histogram() for k in ("push", "pop", "ack", "e2e")}
@@ -150,7 +156,7 @@ def run_cell(url: str, shape: Shape, roots: dict[str, int | None], label: str) -
            and any(p.is_alive() for p in procs[:len(cons_split)])):
         _collect(results, produced, consumed, timeout=1.0)
         sampler.sample()
-        point = _point(board, time.monotonic() - start, last)
+        point = _point(board, time.monotonic() - start, last, len(shape.groups))
         series.append(point)
         _progress(label + " drain", point)
     sys.stderr.write("\n")
@@ -191,7 +197,7 @@ def _collect(results: Any, produced: dict[int, Any], consumed: dict[int, Any],
         (produced if kind == "producer" else consumed)[slot] = out
 
 
-def _point(board: Board, t: float, last: dict[str, float]) -> dict[str, float]:
+def _point(board: Board, t: float, last: dict[str, float], groups: int = 1) -> dict[str, float]:
     totals = {k: board.total(k) for k in ("pushed", "delivered", "push_reqs", "errors",
                                           "push_errors")}
     point = {"t": round(t, 2),
@@ -199,7 +205,7 @@ def _point(board: Board, t: float, last: dict[str, float]) -> dict[str, float]:
              "req_rate": totals["push_reqs"] - last["push_reqs"],
              "deliver_rate": totals["delivered"] - last["delivered"],
              "pushed": totals["pushed"], "delivered": totals["delivered"],
-             "lag": max(0.0, totals["pushed"] - board.total("acked")),
+             "lag": max(0.0, totals["pushed"] * max(1, groups) - board.total("acked")),
              "push_p99": board.worst("push_p99"), "e2e_p99": board.worst("e2e_p99"),
              "errors": totals["errors"] + totals["push_errors"], "rate": board.get("rate")}
     for k in last:

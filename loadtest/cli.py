@@ -1,0 +1,164 @@
+"""`python -m loadtest`: run workloads, ceilings and peers; install peers on request.
+
+Self-contained (default): a durable embedded PostgreSQL in a temp dir, a fresh database and a
+fresh broker per cell, ceilings in the same run. Against an operator's broker: `--url`
+(and `--database-url` for commit/WAL counters and the L-SQL ceiling, which then writes
+`lsql-*` queues into that database).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from loadtest import launch
+from loadtest.cell import Target, measure
+from loadtest.ceilings import Ceilings
+from loadtest.corpus import build_corpus
+from loadtest.report import write
+from loadtest.workloads import add_knobs, cells
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m loadtest", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run workloads W1..W4 with ceilings")
+    run.add_argument("workloads", nargs="+", choices=("W1", "W2", "W3", "W4"))
+    run.add_argument("--url", help="an already running broker (127.0.0.1 only)")
+    run.add_argument("--database-url", help="the database of --url, for counters and L-SQL")
+    run.add_argument("--workers", type=int, default=os.cpu_count() or 2,
+                     help="broker and L-HTTP web workers (self-contained runs)")
+    run.add_argument("--no-ceilings", action="store_true", help="skip L-SQL and L-HTTP")
+    run.add_argument("--ceiling-seconds", type=float, default=6.0)
+    run.add_argument("--peer", nargs="*", default=[], choices=("rabbitmq", "pgmq"),
+                     help="also measure peers on W2 (install them first: install-peer)")
+    run.add_argument("--no-gate", action="store_true", help="skip the correctness gate")
+    run.add_argument("--out", help="results directory (default loadtest/results)")
+    add_knobs(run)
+    sub.add_parser("corpus", help="describe the corpus (size, zstd ratio)")
+    inst = sub.add_parser("install-peer", help="install a peer for comparison (opt-in)")
+    inst.add_argument("peer", choices=("rabbitmq", "pgmq"))
+    return p
+
+
+@contextlib.contextmanager
+def _target(args: argparse.Namespace, pg: launch.Postgres | None) -> Iterator[Target]:
+    if args.url:
+        from loadtest.procs import pid_listening_on, postmaster_pid
+        from urllib.parse import urlsplit
+
+        port = urlsplit(args.url).port or 80
+        data_dir = (asyncio.run(__import__("loadtest.pgstats", fromlist=["x"]).data_dir(
+            args.database_url)) if args.database_url else None)
+        yield Target(args.url, args.database_url,
+                     {"broker": pid_listening_on(port), "postgres": postmaster_pid(data_dir)})
+        return
+    assert pg is not None
+    url = str(asyncio.run(launch.fresh_database(pg.dsn)))
+    with launch.broker(url, args.workers) as srv:
+        yield Target(srv.url, url, {"broker": srv.proc.pid if srv.proc else None,
+                                    "postgres": pg.proc.pid if pg.proc else None})
+
+
+def _ratios(cell: dict[str, Any], name: str, shape: Any, ceil: Ceilings | None) -> None:
+    t = cell.get("throughput")
+    if not t or ceil is None:
+        return
+    r: dict[str, float] = {}
+    push = t["steady_push_msg_per_s"]
+    deliver = t["steady_deliver_msg_per_s"]
+    if name == "W2" and t.get("steps"):
+        ok = [s for s in t["steps"] if s["ok"]]
+        deliver = max((s["deliver_msg_per_s"] for s in ok), default=0.0)
+        cell["throughput"]["best_ok_deliver_msg_per_s"] = deliver
+    if name in ("W1", "W4"):
+        sql = ceil.sql_push(shape.batch, connections=shape.connections,
+                            partitions=shape.partitions)
+        if sql:
+            r[f"push / L-SQL N={shape.batch}"] = push / sql["msg_per_s"]
+            cell["ceiling_msg_per_s"] = sql["msg_per_s"]
+        if name == "W4" and shape.batch == 1:
+            for fused in (4, 8):
+                f = ceil.sql_push(1, fused=fused, connections=shape.connections,
+                                  partitions=shape.partitions)
+                if f:
+                    r[f"push / L-SQL N=1 fused={fused}"] = push / f["msg_per_s"]
+        http = ceil.http_push(shape)
+        r["push req/s / L-HTTP req/s"] = (push / shape.batch) / http["req_per_s"]
+    if name in ("W2", "W3", "W4") and shape.groups:
+        sql = ceil.sql_pop_ack(shape.pop_batch)
+        if sql:
+            groups = len(shape.groups)
+            r[f"deliveries / ({groups} x L-SQL pop+ack)"] = deliver / (groups * sql["msg_per_s"])
+            cell.setdefault("ceiling_msg_per_s", sql["msg_per_s"] * groups)
+        if name == "W2":
+            p = ceil.sql_push(shape.batch, connections=shape.connections,
+                              partitions=shape.partitions)
+            if p:
+                r[f"push / L-SQL N={shape.batch}"] = push / p["msg_per_s"]
+        http = ceil.http_pop(shape.consumers_per_group * len(shape.groups), shape.pop_batch)
+        r["deliveries / L-HTTP pop msg/s"] = deliver / http["msg_per_s"]
+    cell["ratios"] = {k: round(v, 3) for k, v in r.items()}
+
+
+def run(args: argparse.Namespace) -> int:
+    run_id = time.strftime("%Y%m%d-%H%M%S")
+    corpus = build_corpus(seed=args.seed or 42, message_bytes=args.message_bytes or 1024)
+    result: dict[str, Any] = {
+        "run_id": run_id, "target": args.url or "self-contained (durable embedded PostgreSQL)",
+        "workers": args.workers, "argv": sys.argv,
+        "corpus": {"messages": len(corpus.bodies), "mean_bytes": corpus.mean_bytes,
+                   "zstd_ratio": round(corpus.zstd_ratio, 3)},
+        "cells": [], "ceilings": {}, "peers": []}
+    with contextlib.ExitStack() as stack:
+        pg = None if args.url else stack.enter_context(launch.Postgres())
+        ceil = None if args.no_ceilings else Ceilings(
+            pg.dsn if pg else None, args.database_url, args.workers, args.ceiling_seconds)
+        w1_batch10 = 0.0
+        for name in args.workloads:
+            for label, shape in cells(name, args, run_id):
+                if name == "W3" and not args.rate and w1_batch10:
+                    from dataclasses import replace
+                    shape = replace(shape, rate=w1_batch10 / 2)  # half of W1's batch-10 max
+                with _target(args, pg) as target:
+                    cell = measure(target, shape, label, gate=not args.no_gate)
+                if name == "W1" and shape.batch == 10 and cell.get("throughput"):
+                    w1_batch10 = cell["throughput"]["steady_push_msg_per_s"]
+                _ratios(cell, name, shape, ceil)
+                result["cells"].append(cell)
+                print(f"{label}: {cell['verdict']} {cell.get('throughput', {})}", file=sys.stderr)
+        if "W2" in args.workloads and args.peer:
+            from loadtest.peers import measure_peer
+
+            for peer in args.peer:
+                result["peers"].append(measure_peer(peer, pg, args))
+        if ceil is not None:
+            result["ceilings"] = ceil.results
+    paths = write(result, run_id, **({"out_dir": __import__("pathlib").Path(args.out)}
+                                     if args.out else {}))
+    print(paths["txt"].read_text())
+    print("written: " + ", ".join(str(p) for p in paths.values()))
+    return 0 if all(c["verdict"] == "ok" for c in result["cells"]) else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "corpus":
+        c = build_corpus()
+        print(f"{len(c.bodies)} messages, mean {c.mean_bytes:.0f} B, zstd-1 ratio "
+              f"{c.zstd_ratio:.2f}")
+        return 0
+    if args.command == "install-peer":
+        from loadtest.peers.install import install
+
+        return install(args.peer)
+    if args.url and not args.url.startswith(("http://127.0.0.1", "http://localhost")):
+        print("loadtest: --url must be a broker on this machine (127.0.0.1)", file=sys.stderr)
+        return 2
+    return run(args)

@@ -1,0 +1,115 @@
+"""Results: one JSON file, one PNG plot and a short text summary per run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def write(run: dict[str, Any], run_id: str, out_dir: Path = RESULTS) -> dict[str, Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out_dir / f"{run_id}.json", "png": out_dir / f"{run_id}.png",
+             "txt": out_dir / f"{run_id}.txt"}
+    paths["json"].write_text(json.dumps(run, indent=1, default=str))
+    paths["txt"].write_text(summary(run))
+    try:
+        plot(run, paths["png"])
+    except ImportError:  # matplotlib is in the loadtest extra only
+        paths.pop("png")
+    return paths
+
+
+def _fmt(v: Any, unit: str = "") -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:,.1f}{unit}"
+    return f"{v}{unit}"
+
+
+def summary(run: dict[str, Any]) -> str:
+    lines = [f"run {run['run_id']}  target {run['target']}  workers {run.get('workers')}",
+             f"corpus: {run['corpus']['messages']} messages, mean {run['corpus']['mean_bytes']:.0f} B,"
+             f" zstd-1 ratio {run['corpus']['zstd_ratio']:.2f}"]
+    for key, fig in run.get("ceilings", {}).items():
+        lines.append(f"ceiling {key}: {_fmt(fig.get('msg_per_s'))} msg/s"
+                     + (f", {_fmt(fig.get('req_per_s') or fig.get('pop_req_per_s'))} req/s"
+                        if fig.get('req_per_s') or fig.get('pop_req_per_s') else ""))
+    for cell in run["cells"]:
+        gate = cell["gate"]
+        g = "; ".join(f"{x['group']}: pushed {x['pushed']} delivered {x['delivered']} missing "
+                      f"{x['missing']} dup {x['duplicated']} unexpected {x['unexpected']}"
+                      for x in gate["groups"]) or "not checked"
+        lines.append(f"\n[{cell['cell']}] {cell['verdict']}  gate: {g}")
+        if cell["verdict"] != "ok":
+            lines.append("  FAILURE: no throughput reported for this cell")
+            continue
+        t = cell["throughput"]
+        lines.append(f"  push {_fmt(t['push_msg_per_s'])} msg/s ({_fmt(t['push_req_per_s'])} req/s),"
+                     f" steady push {_fmt(t['steady_push_msg_per_s'])} msg/s,"
+                     f" steady delivery {_fmt(t['steady_deliver_msg_per_s'])} msg/s,"
+                     f" {_fmt(t['messages_per_server_core_second'])} msg per server core-second")
+        lat = cell["latency_ms"]
+        lines.append("  latency p50/p99 ms: " + ", ".join(
+            f"{k} {_fmt(v['p50_ms'])}/{_fmt(v['p99_ms'])}" for k, v in lat.items()))
+        lines.append(f"  cpu s: {cell['cpu_seconds']}  peak RSS MiB: "
+                     + str({k: round(v / 2**20) for k, v in cell['peak_rss_bytes'].items()}))
+        if "db" in cell:
+            d = cell["db"]
+            lines.append(f"  commits/msg {d['commits_per_message']}, WAL B/msg "
+                         f"{d['wal_bytes_per_message']}, segment rows/request {d['segments_per_request']}")
+        for s in t.get("steps", []):
+            lines.append(f"  step offered {s['offered']:.0f}: delivered {s['deliver_msg_per_s']:.0f}"
+                         f" msg/s, e2e p99 {_fmt(s['e2e_p99_ms'])} ms, lag growth "
+                         f"{s['lag_growth']:.0f} {'ok' if s['ok'] else 'SATURATED'}")
+        for name, r in cell.get("ratios", {}).items():
+            lines.append(f"  ratio {name}: {r:.2f}")
+    for peer in run.get("peers", []):
+        lines.append(f"\npeer {peer['peer']}: {peer.get('verdict')} {_fmt(peer.get('msg_per_s'))} msg/s"
+                     f" e2e p99 {_fmt(peer.get('e2e_p99_ms'))} ms {peer.get('note', '')}")
+    return "\n".join(lines) + "\n"
+
+
+def plot(run: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a1, a2, a3) = plt.subplots(3, 1, figsize=(11, 12))
+    for cell in run["cells"]:
+        s = cell["series"]
+        ts = [p["t"] for p in s]
+        a1.plot(ts, [p["push_rate"] for p in s], label=f"{cell['cell']} push")
+        if any(p["deliver_rate"] for p in s):
+            a1.plot(ts, [p["deliver_rate"] for p in s], "--", label=f"{cell['cell']} delivered")
+        a2.plot(ts, [p["push_p99"] for p in s], label=f"{cell['cell']} push p99")
+        if any(p["e2e_p99"] for p in s):
+            a2.plot(ts, [p["e2e_p99"] for p in s], "--", label=f"{cell['cell']} e2e p99")
+    a1.set_title("throughput over time (msg/s)")
+    a1.set_xlabel("s")
+    a1.legend(fontsize=7)
+    a2.set_title("p99 latency over time (ms, 1 s windows)")
+    a2.set_xlabel("s")
+    a2.set_yscale("log")
+    a2.legend(fontsize=7)
+    names, broker, ceiling, peer = [], [], [], []
+    for cell in run["cells"]:
+        t = cell.get("throughput") or {}
+        names.append(cell["cell"])
+        broker.append(t.get("steady_deliver_msg_per_s") or t.get("steady_push_msg_per_s") or 0)
+        ceiling.append(cell.get("ceiling_msg_per_s") or 0)
+        peer.append(cell.get("peer_msg_per_s") or 0)
+    x = range(len(names))
+    a3.bar([i - 0.27 for i in x], broker, 0.27, label="broker")
+    a3.bar(list(x), ceiling, 0.27, label="L-SQL ceiling")
+    a3.bar([i + 0.27 for i in x], peer, 0.27, label="peer")
+    a3.set_xticks(list(x), names, fontsize=8, rotation=15)
+    a3.set_title("per cell: broker vs ceiling vs peer (msg/s); failed cells show 0")
+    a3.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
