@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
                 result["cells"].append(cell)
                 print(f"{label}: {cell['verdict']} {cell.get('throughput', {})}", file=sys.stderr)
         if "W2" in args.workloads and args.peer:
-            from loadtest.peers import measure_peer
+            from loadtest.peers.common import measure_peer
 
             for peer in args.peer:
                 result["peers"].append(measure_peer(peer, pg, args))
