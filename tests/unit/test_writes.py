@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import UTC, datetime
 from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from core import segments
 from core.ids import PartitionId
@@ -119,3 +123,36 @@ async def test_ids_already_stored_are_duplicates_and_the_rest_is_rewritten_witho
     assert [v.status for v in verdicts] == ["queued", "duplicate", "queued", "duplicate"]
     assert verdicts[1].message_id == verdicts[3].message_id == old[0].message_id
     assert [(o, t) for o, t, _ in conn.log] == [(0, "x"), (1, "n1"), (2, "n2")]
+
+
+@settings(max_examples=300, deadline=None)
+@given(requests=st.lists(st.lists(st.sampled_from("abcd"), min_size=1, max_size=6),
+                         min_size=1, max_size=6),
+       window=st.sampled_from([0, 3600]),
+       stored=st.lists(st.sampled_from("abcd"), max_size=3))
+def test_merging_requests_into_one_flush_answers_what_they_get_one_after_another(
+        requests: list[list[str]], window: int, stored: list[str]) -> None:
+    """The coalescer's promise: a flush of several requests is invisible to each of them."""
+    batches = [_numbered(*txids) for txids in requests]
+    history = _numbered(*stored)
+
+    async def run(merge: bool) -> tuple[list[tuple[str, uuid.UUID]], list[tuple[str, bytes]]]:
+        conn = FakeAppendConn(window)
+        if history:
+            await _append(conn, history)
+        if merge:
+            verdicts = await _append(conn, [m for batch in batches for m in batch])
+        else:
+            verdicts = [v for batch in batches for v in await _append(conn, batch)]
+        return ([(v.status, v.message_id) for v in verdicts],
+                [(t, p) for _, t, p in conn.log])
+
+    one_by_one = asyncio.run(run(merge=False))
+    merged = asyncio.run(run(merge=True))
+    assert merged == one_by_one
+    verdicts, log = merged
+    if window == 0:
+        assert all(status == "queued" for status, _ in verdicts)
+    else:  # every id is stored once, by its first write; repeats carry that message's id
+        txids = [t for t, _ in log]
+        assert len(txids) == len(set(txids))
