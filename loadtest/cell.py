@@ -111,6 +111,8 @@ def _steps(out: CellOutcome) -> list[dict[str, Any]]:
                if p.get("rate") == s["offered"] and p["deliver_rate"] > 0]
         rows.append({**s, "e2e_p99_ms": hist.percentile(99) if hist else None,
                      "deliver_msg_per_s": statistics.median(pts) if pts else 0.0,
-                     "ok": bool(s["lag_growth"] <= s["offered"] and hist is not None
-                                and (hist.percentile(99) or 0) <= 1000)})
+                     "warmup": st == 0,
+                     "ok": bool(st > 0 and s["lag_growth"] <= s["offered"]
+                                and s.get("achieved", 0) >= 0.9 * s["offered"]
+                                and hist is not None and (hist.percentile(99) or 0) <= 1000)})
     return rows

@@ -64,7 +64,8 @@ def summary(run: dict[str, Any]) -> str:
         for s in t.get("steps", []):
             lines.append(f"  step offered {s['offered']:.0f}: delivered {s['deliver_msg_per_s']:.0f}"
                          f" msg/s, e2e p99 {_fmt(s['e2e_p99_ms'])} ms, lag growth "
-                         f"{s['lag_growth']:.0f} {'ok' if s['ok'] else 'SATURATED'}")
+                         f"{s['lag_growth']:.0f}, pushed {s.get('achieved', 0):.0f} msg/s "
+                         f"{'warm-up' if s.get('warmup') else 'ok' if s['ok'] else 'SATURATED'}")
         for name, r in cell.get("ratios", {}).items():
             lines.append(f"  ratio {name}: {r:.2f}")
     for peer in run.get("peers", []):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 from loadtest.board import Board, context
@@ -71,7 +72,10 @@ def _split(total: int, parts: int) -> list[int]:
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
-def run_cell(url: str, shape: Shape, roots: dict[str, int | None], label: str) -> CellOutcome:
+def run_cell(url: str, shape: Shape, roots: dict[str, int | None], label: str, *,
+             producer_fn: Callable[..., None] = run_producer,
+             consumer_fn: Callable[..., None] = run_consumer) -> CellOutcome:
+    """Run one cell; the worker functions default to the HTTP ones (peers pass their own)."""
     ctx = context()
     prod_split = _split(shape.connections, shape.producer_procs)
     tasks = [(g, gi) for gi, g in enumerate(shape.groups) for _ in range(shape.consumers_per_group)]
@@ -90,14 +94,14 @@ def run_cell(url: str, shape: Shape, roots: dict[str, int | None], label: str) -
                             tuple(gi for _, gi in mine), shape.pop_batch, shape.pop_partitions,
                             shape.wait_ms, duration + shape.drain_seconds + shape.consumer_grace, slot,
                             shape.ack)
-        procs.append(ctx.Process(target=run_consumer, args=(spec, board, results), daemon=True))
+        procs.append(ctx.Process(target=consumer_fn, args=(spec, board, results), daemon=True))
         slot += 1
     first = 0
     for n in prod_split:
         spec_p = ProducerSpec(url, shape.queue, first, n, shape.batch, shape.partitions,
                               shape.connections, duration, shape.seed, shape.message_bytes, slot,
                               shape.max_messages)
-        procs.append(ctx.Process(target=run_producer, args=(spec_p, board, results), daemon=True))
+        procs.append(ctx.Process(target=producer_fn, args=(spec_p, board, results), daemon=True))
         first += n
         slot += 1
     import os
@@ -110,7 +114,7 @@ def run_cell(url: str, shape: Shape, roots: dict[str, int | None], label: str) -
     step_log: list[dict[str, float]] = []
     last = {"pushed": 0.0, "delivered": 0.0, "push_reqs": 0.0}
     step = 0
-    step_start_lag = 0.0
+    step_start_lag = step_start_pushed = 0.0
     produced: dict[int, Any] = {}
     consumed: dict[int, Any] = {}
     n_prod = len(prod_split)
@@ -123,13 +127,18 @@ def run_cell(url: str, shape: Shape, roots: dict[str, int | None], label: str) -
         _progress(label, point)
         if shape.steps and now >= (step + 1) * shape.step_seconds and not board.get("stop"):
             growth = point["lag"] - step_start_lag
+            achieved = (point["pushed"] - step_start_pushed) / shape.step_seconds
             step_log.append({"step": step, "offered": shape.steps[step], "lag_growth": growth,
-                             "lag": point["lag"], "e2e_p99_live": point["e2e_p99"]})
-            step_start_lag = point["lag"]
+                             "achieved": achieved, "lag": point["lag"],
+                             "e2e_p99_live": point["e2e_p99"]})
+            step_start_lag, step_start_pushed = point["lag"], point["pushed"]
             # Saturated: the backlog grew by more than a second of offered load, or the
             # live end-to-end p99 passed 1 s. Stop offering more; the drain follows.
-            if (growth > shape.steps[step] or point["e2e_p99"] > 1000
-                    or step + 1 >= len(shape.steps)):
+            # Producers that cannot reach the offered rate mean the push path is saturated.
+            # Step 0 doubles as the warm-up and never stops the ramp.
+            saturated = (growth > shape.steps[step] or point["e2e_p99"] > 1000
+                         or achieved < 0.9 * shape.steps[step])
+            if (step > 0 and saturated) or step + 1 >= len(shape.steps):
                 board.set("stop", 1)
             else:
                 step += 1

@@ -44,9 +44,9 @@ def cells(name: str, args: argparse.Namespace, run_id: str) -> list[tuple[str, S
     """(label, shape) for every cell of a workload, knobs applied."""
     q = f"{name.lower()}-{run_id}"
     if name == "W1":
-        return [(f"W1 batch={b}", _common(args, Shape(
-                    queue=f"{q}-b{b}", duration=20, connections=32, batch=b, partitions=100)))
-                for b in (args.batch or [10, 100])]
+        return [(f"W1 batch={b} partitions={p}", _common(args, Shape(
+                    queue=f"{q}-b{b}-p{p}", duration=20, connections=32, batch=b, partitions=p)))
+                for p in (args.partitions or [100]) for b in (args.batch or [10, 100])]
     if name == "W2":
         base = Shape(queue=q, duration=20, connections=32, batch=10, partitions=100,
                      groups=("g1",), consumers_per_group=16, pop_batch=100, pop_partitions=4,
