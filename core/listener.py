@@ -2,11 +2,19 @@
 
 Each web process holds one LISTEN connection (not a pool connection) on `core.wakeup.CHANNEL`
 and one notifier connection. Thousands of parked pops cost one `asyncio.Event` each and no
-database connection. A local commit wakes local waiters at once and is announced to the other
-processes by NOTIFY; notifications that arrive while one NOTIFY is in flight are merged into
-the next, so a burst of pushes costs a handful of NOTIFY statements, not one each.
-Missed notifications (e.g. while the LISTEN connection reconnects) are covered by the pop's
-own backoff re-check.
+database connection.
+
+A commit that makes n spans of a queue deliverable wakes at most n parked pops *per consumer
+group* (oldest first), not every pop parked on the queue: with 16 consumers parked, waking
+all of them for each push would make 15 of them run an empty claim. Groups are counted
+separately because every group receives every message. Pops addressed to one partition form
+their own waiting line, so they are never passed over for a pop of another partition.
+
+Local commits wake local waiters at once and are announced to the other processes by NOTIFY;
+announcements that arrive while one NOTIFY is in flight are merged (with their counts) into
+the next. This process's own notifications are ignored when they come back. Missed
+notifications (e.g. while the LISTEN connection reconnects) are covered by the pop's own
+backoff re-check.
 """
 
 from __future__ import annotations
@@ -14,25 +22,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import asyncpg
 
 from core.db import DRIVER_ERRORS
-from core.wakeup import CHANNEL, notify_queues
+from core.wakeup import CHANNEL, decode_payload, notify_queues
 
 log = logging.getLogger(__name__)
 _RECONNECT_DELAY = 1.0
 _ANNOUNCE_GATHER_SECONDS = 0.003
+ANY_QUEUE = -1  # the waiting line of discovery pops, which any queue's commit may serve
+
+WaitLine = tuple[str, str | None]  # (consumer group, partition name or None for any)
 
 
 class Waiter:
-    """One parked pop: set when any of its queues (or, for `queue_ids=None`, any queue) gets
-    something deliverable."""
+    """One parked pop; its event is set when it should check again."""
 
-    def __init__(self, queue_ids: frozenset[int] | None) -> None:
-        self.queue_ids = queue_ids
+    __slots__ = ("event",)
+
+    def __init__(self) -> None:
         self.event = asyncio.Event()
 
 
@@ -40,12 +52,13 @@ class WakeupHub:
     def __init__(self, dsn: str, server_settings: dict[str, str]) -> None:
         self._dsn = dsn
         self._server_settings = server_settings
-        self._by_queue: dict[int, set[Waiter]] = {}
-        self._any: set[Waiter] = set()
-        self._to_announce: set[int] = set()
+        # queue id (or ANY_QUEUE) -> waiting line -> waiters in arrival order
+        self._lines: dict[int, dict[WaitLine, dict[Waiter, None]]] = {}
+        self._to_announce: Counter[int] = Counter()
         self._announce_ready = asyncio.Event()
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._notifier_pid: int | None = None
         self.listening = False
 
     async def start(self) -> None:
@@ -62,51 +75,71 @@ class WakeupHub:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     @contextlib.contextmanager
-    def parked(self, queue_ids: Iterable[int] | None) -> Iterator[Waiter]:
+    def parked(self, queue_ids: Iterable[int] | None, group: str,
+               partition: str | None = None) -> Iterator[Waiter]:
         """Register a waiter for the duration of the block (register *before* checking for
-        messages, so a commit between the check and the wait is not missed)."""
-        waiter = Waiter(None if queue_ids is None else frozenset(queue_ids))
-        if waiter.queue_ids is None:
-            self._any.add(waiter)
-        else:
-            for q in waiter.queue_ids:
-                self._by_queue.setdefault(q, set()).add(waiter)
+        messages, so a commit between the check and the wait is not missed).
+        `queue_ids=None` waits on every queue."""
+        waiter = Waiter()
+        slots = [ANY_QUEUE] if queue_ids is None else list(queue_ids)
+        line = (group, partition)
+        for slot in slots:
+            self._lines.setdefault(slot, {}).setdefault(line, {})[waiter] = None
         try:
             yield waiter
         finally:
-            if waiter.queue_ids is None:
-                self._any.discard(waiter)
-            else:
-                for q in waiter.queue_ids:
-                    waiters = self._by_queue.get(q)
-                    if waiters is not None:
-                        waiters.discard(waiter)
-                        if not waiters:
-                            del self._by_queue[q]
+            for slot in slots:
+                lines = self._lines.get(slot)
+                if lines is None:
+                    continue
+                waiters = lines.get(line)
+                if waiters is not None:
+                    waiters.pop(waiter, None)
+                    if not waiters:
+                        del lines[line]
+                if not lines:
+                    del self._lines[slot]
 
     @property
     def parked_count(self) -> int:
-        return len(self._any) + len({w for ws in self._by_queue.values() for w in ws})
+        return len({w for lines in self._lines.values() for ws in lines.values() for w in ws})
 
-    def wake(self, queue_id: int) -> None:
-        """Wake this process's waiters of a queue (and every discovery waiter)."""
-        for waiter in self._by_queue.get(queue_id, ()):
-            waiter.event.set()
-        for waiter in self._any:
-            waiter.event.set()
+    def wake(self, queue_id: int, count: int = 1) -> None:
+        """Wake up to `count` not-yet-woken waiters per waiting line of the queue, and as many
+        discovery waiters per line."""
+        for slot in (queue_id, ANY_QUEUE):
+            for waiters in self._lines.get(slot, {}).values():
+                woken = 0
+                for waiter in waiters:
+                    if woken >= count:
+                        break
+                    if not waiter.event.is_set():
+                        waiter.event.set()
+                        woken += 1
 
     def announce(self, queue_ids: Iterable[int]) -> None:
-        """Something became deliverable: wake local waiters now, other processes by NOTIFY."""
+        """Spans became deliverable (one per listed id): wake local waiters now, other
+        processes by NOTIFY."""
         for q in queue_ids:
             self.wake(q)
-            self._to_announce.add(q)
+            self._to_announce[q] += 1
         self._announce_ready.set()
 
     def _on_notification(self, conn: Any, pid: int, channel: str, payload: object) -> None:
+        if pid == self._notifier_pid:
+            return  # our own announcement: local waiters were woken when it was made
         try:
-            self.wake(int(str(payload)))
+            queue_id, count = decode_payload(str(payload))
         except ValueError:
             log.warning("ignoring malformed wake-up payload %r", payload)
+            return
+        self.wake(queue_id, count)
+
+    def _wake_everyone(self) -> None:
+        for lines in self._lines.values():
+            for waiters in lines.values():
+                for waiter in waiters:
+                    waiter.event.set()
 
     async def _listen_forever(self) -> None:
         while not self._stopping.is_set():
@@ -115,10 +148,7 @@ class WakeupHub:
                 conn = await asyncpg.connect(self._dsn, server_settings=self._server_settings)
                 await conn.add_listener(CHANNEL, self._on_notification)
                 self.listening = True
-                # Anything missed while disconnected: let every waiter re-check once.
-                for waiters in list(self._by_queue.values()):
-                    for waiter in waiters:
-                        waiter.event.set()
+                self._wake_everyone()  # anything missed while disconnected: check once
                 while not self._stopping.is_set() and not conn.is_closed():
                     with contextlib.suppress(asyncio.TimeoutError):
                         await asyncio.wait_for(self._stopping.wait(), 5.0)
@@ -139,25 +169,29 @@ class WakeupHub:
         # NOTIFY needs no durability: without this each one would wait for a WAL flush
         # while holding PostgreSQL's global notify lock.
         settings = {**self._server_settings, "synchronous_commit": "off"}
-        while not self._stopping.is_set():
-            await self._announce_ready.wait()
-            self._announce_ready.clear()
-            if not self._to_announce:
-                continue
-            batch, self._to_announce = self._to_announce, set()
-            try:
-                if conn is None or conn.is_closed():
-                    conn = await asyncpg.connect(self._dsn, server_settings=settings, timeout=2)
-                await notify_queues(conn, sorted(batch))
-                # Let announcements gather for a moment: one NOTIFY per few milliseconds
-                # wakes waiters just as well as one per push, at a fraction of the cost.
-                await asyncio.sleep(_ANNOUNCE_GATHER_SECONDS)
-            except asyncio.CancelledError:
-                raise
-            except DRIVER_ERRORS as exc:
-                # Other processes fall back on their backoff re-check; try again next time.
-                log.info("wake-up notify failed (%s)", type(exc).__name__)
-                conn = None
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(conn.close(), 2.0)
+        try:
+            while not self._stopping.is_set():
+                await self._announce_ready.wait()
+                self._announce_ready.clear()
+                if not self._to_announce:
+                    continue
+                batch, self._to_announce = self._to_announce, Counter()
+                try:
+                    if conn is None or conn.is_closed():
+                        conn = await asyncpg.connect(self._dsn, server_settings=settings,
+                                                     timeout=2)
+                        self._notifier_pid = conn.get_server_pid()
+                    await notify_queues(conn, batch.elements())
+                    # Let announcements gather for a moment: one NOTIFY per few milliseconds
+                    # wakes waiters just as well as one per push, at a fraction of the cost.
+                    await asyncio.sleep(_ANNOUNCE_GATHER_SECONDS)
+                except asyncio.CancelledError:
+                    raise
+                except DRIVER_ERRORS as exc:
+                    # Other processes fall back on their backoff re-check; try again next time.
+                    log.info("wake-up notify failed (%s)", type(exc).__name__)
+                    conn = None
+        finally:
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(conn.close(), 2.0)

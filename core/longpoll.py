@@ -37,7 +37,7 @@ async def pop_or_wait(db: Database, hub: WakeupHub, request: PopRequest, *, wait
         if gone is not None and gone.is_set():
             return PopResult(None)  # never lease messages to a client that has left
         # Park before checking, so a commit between the check and the wait still wakes us.
-        with hub.parked(scope) as waiter:
+        with hub.parked(scope, request.group, request.partition) as waiter:
             result = await pop(db, request)
             if result.messages or not wait:
                 return result

@@ -1,0 +1,72 @@
+"""Who a wake-up wakes: at most n parked pops per waiting line, oldest first."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.listener import WakeupHub
+from core.wakeup import decode_payload, encode_payload
+
+
+def hub() -> WakeupHub:
+    return WakeupHub("postgresql://unused", {})
+
+
+async def test_one_push_wakes_one_pop_per_group_oldest_first() -> None:
+    h = hub()
+    with h.parked([7], "g1") as a, h.parked([7], "g1") as b, h.parked([7], "g2") as c:
+        h.wake(7)
+        assert (a.event.is_set(), b.event.is_set(), c.event.is_set()) == (True, False, True)
+        h.wake(7)  # a second span: the next waiter of g1, and g2's only waiter is already up
+        assert b.event.is_set()
+
+
+async def test_a_count_wakes_that_many_per_group() -> None:
+    h = hub()
+    with h.parked([7], "g") as a, h.parked([7], "g") as b, h.parked([7], "g") as c:
+        h.wake(7, 2)
+        assert [w.event.is_set() for w in (a, b, c)] == [True, True, False]
+
+
+async def test_other_queues_are_not_woken_but_discovery_pops_are() -> None:
+    h = hub()
+    with h.parked([8], "g") as other, h.parked(None, "g") as discovery:
+        h.wake(7)
+        assert not other.event.is_set()
+        assert discovery.event.is_set()
+
+
+async def test_pops_of_one_partition_wait_in_their_own_line() -> None:
+    h = hub()
+    with h.parked([7], "g", "p1") as p1, h.parked([7], "g") as any_partition:
+        h.wake(7)
+        assert p1.event.is_set() and any_partition.event.is_set()
+
+
+async def test_leaving_the_block_unregisters_the_waiter() -> None:
+    h = hub()
+    with h.parked([7], "g"):
+        assert h.parked_count == 1
+    assert h.parked_count == 0
+    h.wake(7)  # nobody left: nothing to do, nothing raised
+
+
+async def test_own_notifications_are_ignored_and_others_wake_by_count() -> None:
+    h = hub()
+    h._notifier_pid = 42
+    with h.parked([7], "g") as a, h.parked([7], "g") as b:
+        h._on_notification(None, 42, "queen_wakeup", "7:2")
+        assert not a.event.is_set()
+        h._on_notification(None, 43, "queen_wakeup", "7:2")
+        assert a.event.is_set() and b.event.is_set()
+
+
+@pytest.mark.parametrize("queue_id,count,text", [(7, 1, "7"), (7, 3, "7:3")])
+def test_payload_round_trip(queue_id: int, count: int, text: str) -> None:
+    assert encode_payload(queue_id, count) == text
+    assert decode_payload(text) == (queue_id, count)
+
+
+def test_malformed_payload_is_rejected() -> None:
+    with pytest.raises(ValueError):
+        decode_payload("seven")
