@@ -107,16 +107,21 @@ def requested_seed(mode: str, since: str) -> tuple[str, datetime | None]:
 async def pop(db: Database, request: PopRequest) -> PopResult:
     """Claim and read; answer an empty result when nothing is deliverable."""
     lease_id = None if request.auto_ack else LeaseId(str(uuid7()))
-    async with db.transaction() as conn:
+    async with db.connection() as conn:
         with storage_errors():
+            # The lookups lock nothing and run autocommitted, so an empty poll (the common
+            # case for parked long polls) costs two statements and no transaction.
             queues = await _load_queues(conn, request)
             if not queues:
                 return PopResult(lease_id)
-            claims = await _claim(conn, request, queues)
-            if not claims:
-                return PopResult(lease_id, queue_ids=list(queues))
-            result = await _read_and_lease(conn, request, claims, lease_id)
-    result.queue_ids = list(queues)
+            result = PopResult(lease_id, queue_ids=list(queues))
+            candidates = await _candidates(conn, request, queues)
+            if not candidates:
+                return result
+            async with conn.transaction():
+                claims = await _claim(conn, request, queues, candidates)
+                if claims:
+                    await _read_and_lease(conn, request, claims, result)
     return result
 
 
@@ -150,14 +155,21 @@ async def _load_queues(conn: asyncpg.Connection, request: PopRequest) -> dict[Qu
     return queues
 
 
-async def _claim(conn: asyncpg.Connection, request: PopRequest,
-                 queues: dict[QueueId, _Queue]) -> list[_Claim]:
-    wanted = 1 if request.partition is not None else request.max_partitions
-    limit = wanted * _CANDIDATE_FACTOR + _CANDIDATE_EXTRA
-    candidates = await conn.fetch(QUERIES["pop_candidates"], list(queues), request.group,
-                                  request.partition, limit, random.random())
-    if not candidates:
-        return []
+def _wanted_partitions(request: PopRequest) -> int:
+    return 1 if request.partition is not None else request.max_partitions
+
+
+async def _candidates(conn: asyncpg.Connection, request: PopRequest,
+                      queues: dict[QueueId, _Queue]) -> list[asyncpg.Record]:
+    limit = _wanted_partitions(request) * _CANDIDATE_FACTOR + _CANDIDATE_EXTRA
+    return list(await conn.fetch(QUERIES["pop_candidates"], list(queues), request.group,
+                                 request.partition, limit, random.random()))
+
+
+async def _claim(conn: asyncpg.Connection, request: PopRequest, queues: dict[QueueId, _Queue],
+                 candidates: list[asyncpg.Record]) -> list[_Claim]:
+    """Lock (or create) the candidates' cursors that are still claimable; skip the rest."""
+    wanted = _wanted_partitions(request)
     locked: dict[int, asyncpg.Record] = {}
     existing = [r["partition_id"] for r in candidates if not r["fresh"]]
     if existing:
@@ -185,7 +197,7 @@ async def _claim(conn: asyncpg.Connection, request: PopRequest,
 
 
 async def _read_and_lease(conn: asyncpg.Connection, request: PopRequest, claims: list[_Claim],
-                          lease_id: LeaseId | None) -> PopResult:
+                          result: PopResult) -> None:
     # Every claim may take the whole budget; the budget is then spent in claim order.
     ends = [min(c.last_offset, c.committed + request.batch) for c in claims]
     rows = await conn.fetch(
@@ -194,7 +206,6 @@ async def _read_and_lease(conn: asyncpg.Connection, request: PopRequest, claims:
     by_partition: dict[int, list[asyncpg.Record]] = {}
     for row in rows:
         by_partition.setdefault(row["partition_id"], []).append(row)
-    result = PopResult(lease_id)
     budget = request.batch
     taken: list[tuple[_Claim, int, int]] = []  # claim, span end, count
     for claim, end in zip(claims, ends):
@@ -218,7 +229,7 @@ async def _read_and_lease(conn: asyncpg.Connection, request: PopRequest, claims:
             budget -= delivered
             taken.append((claim, last, delivered))
     if not taken:
-        return result
+        return
     ids = [c.partition_id for c, _, _ in taken]
     his = [hi for _, hi, _ in taken]
     if request.auto_ack:
@@ -226,6 +237,6 @@ async def _read_and_lease(conn: asyncpg.Connection, request: PopRequest, claims:
                            [n for _, _, n in taken])
     else:
         secs = [request.lease_seconds or c.queue.lease_seconds for c, _, _ in taken]
-        await conn.execute(QUERIES["pop_take_leases"], ids, request.group, his, lease_id, secs)
+        await conn.execute(QUERIES["pop_take_leases"], ids, request.group, his,
+                           result.lease_id, secs)
     result.partitions_claimed = len(taken)
-    return result
