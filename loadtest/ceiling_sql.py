@@ -175,5 +175,5 @@ async def pop_ack_loop(dsn: str, *, queue_prefix: str = "lsql-10x1", group: str 
     # Each loop's own rate: the messages it moved over the wall time its statements took,
     # spread over the connections that ran them concurrently.
     share = elapsed / max(1e-9, pop[2] + ack[2])
-    return (SqlFigure(f"pop batch={batch}", pop[0], pop[1], pop[2] * share),
-            SqlFigure("ack (one cursor update)", ack[0], ack[1], ack[2] * share))
+    return (SqlFigure(f"pop batch={batch}", int(pop[0]), int(pop[1]), pop[2] * share),
+            SqlFigure("ack (one cursor update)", int(ack[0]), int(ack[1]), ack[2] * share))

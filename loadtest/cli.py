@@ -18,8 +18,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from loadtest import launch
-from loadtest.cell import Target, measure
 from loadtest.ceilings import Ceilings
+from loadtest.cell import Target, measure
 from loadtest.corpus import build_corpus
 from loadtest.report import write
 from loadtest.workloads import add_knobs, cells
@@ -40,6 +40,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="also measure peers on W2 (install them first: install-peer)")
     run.add_argument("--no-gate", action="store_true", help="skip the correctness gate")
     run.add_argument("--out", help="results directory (default loadtest/results)")
+    run.add_argument("--repeat", type=int, default=1,
+                     help="runs per cell; the median is reported with the range")
     add_knobs(run)
     sub.add_parser("corpus", help="describe the corpus (size, zstd ratio)")
     inst = sub.add_parser("install-peer", help="install a peer for comparison (opt-in)")
@@ -50,8 +52,9 @@ def _parser() -> argparse.ArgumentParser:
 @contextlib.contextmanager
 def _target(args: argparse.Namespace, pg: launch.Postgres | None) -> Iterator[Target]:
     if args.url:
-        from loadtest.procs import pid_listening_on, postmaster_pid
         from urllib.parse import urlsplit
+
+        from loadtest.procs import pid_listening_on, postmaster_pid
 
         port = urlsplit(args.url).port or 80
         data_dir = (asyncio.run(__import__("loadtest.pgstats", fromlist=["x"]).data_dir(
@@ -91,7 +94,7 @@ def _ratios(cell: dict[str, Any], name: str, shape: Any, ceil: Ceilings | None) 
                     r[f"push / L-SQL N=1 fused={fused}"] = push / f["msg_per_s"]
         http = ceil.http_push(shape)
         r["push req/s / L-HTTP req/s"] = (push / shape.batch) / http["req_per_s"]
-    if name in ("W2", "W3", "W4") and shape.groups:
+    if name in ("W2", "W3") and shape.groups:
         sql = ceil.sql_pop_ack(shape.pop_batch)
         if sql:
             groups = len(shape.groups)
@@ -105,6 +108,51 @@ def _ratios(cell: dict[str, Any], name: str, shape: Any, ceil: Ceilings | None) 
         http = ceil.http_pop(shape.consumers_per_group * len(shape.groups), shape.pop_batch)
         r["deliveries / L-HTTP pop msg/s"] = deliver / http["msg_per_s"]
     cell["ratios"] = {k: round(v, 3) for k, v in r.items()}
+
+
+def _across_cells(result: dict[str, Any]) -> None:
+    """Ratios that compare cells of one workload: W3 fan-out and W4 partition count."""
+    by = {c["cell"]: c.get("throughput") for c in result["cells"]}
+    w3 = {int(k.split("=")[1]): v for k, v in by.items() if k.startswith("W3 groups=") and v}
+    if 1 in w3:
+        for g, t in w3.items():
+            if g != 1 and w3[1]["steady_deliver_msg_per_s"]:
+                result.setdefault("cross", {})[f"W3 deliveries {g} groups / 1 group"] = round(
+                    t["steady_deliver_msg_per_s"] / w3[1]["steady_deliver_msg_per_s"], 3)
+                result["cross"][f"W3 producer kept at {g} groups"] = round(
+                    t["steady_push_msg_per_s"] / max(1e-9, w3[1]["steady_push_msg_per_s"]), 3)
+    w4 = {int(k.split("=")[1]): v for k, v in by.items() if k.startswith("W4 partitions=") and v}
+    low = min(w4, default=None)
+    for p, t in w4.items():
+        if low is not None and p != low:
+            for key in ("steady_push_msg_per_s", "steady_deliver_msg_per_s"):
+                base = w4[low][key]
+                if base:
+                    result.setdefault("cross", {})[
+                        f"W4 {key.split('_')[1]} drop {low} -> {p} partitions"] = round(
+                        1 - t[key] / base, 3)
+
+
+def _repeat(args: argparse.Namespace, target_args: Any, shape: Any, label: str,
+            name: str) -> dict[str, Any]:
+    """Run a cell `--repeat` times; keep the median run, record every run's figure."""
+    runs = []
+    for i in range(max(1, args.repeat)):
+        with _target(args, target_args) as target:
+            runs.append(measure(target, shape, label if args.repeat <= 1 else f"{label} #{i + 1}",
+                                gate=not args.no_gate))
+    failed = [r for r in runs if r["verdict"] != "ok"]
+    if failed:
+        return failed[0]  # one failing repeat fails the cell
+    key = "steady_deliver_msg_per_s" if shape.groups else "steady_push_msg_per_s"
+    runs.sort(key=lambda r: r["throughput"][key])
+    chosen = runs[len(runs) // 2]
+    chosen["cell"] = label
+    if len(runs) > 1:
+        values = [r["throughput"][key] for r in runs]
+        chosen["repeats"] = {"figure": key, "values": values, "median": chosen["throughput"][key],
+                             "range": [values[0], values[-1]]}
+    return chosen
 
 
 def run(args: argparse.Namespace) -> int:
@@ -126,8 +174,7 @@ def run(args: argparse.Namespace) -> int:
                 if name == "W3" and not args.rate and w1_batch10:
                     from dataclasses import replace
                     shape = replace(shape, rate=w1_batch10 / 2)  # half of W1's batch-10 max
-                with _target(args, pg) as target:
-                    cell = measure(target, shape, label, gate=not args.no_gate)
+                cell = _repeat(args, pg, shape, label, name)
                 if name == "W1" and shape.batch == 10 and cell.get("throughput"):
                     w1_batch10 = cell["throughput"]["steady_push_msg_per_s"]
                 _ratios(cell, name, shape, ceil)
@@ -140,6 +187,7 @@ def run(args: argparse.Namespace) -> int:
                 result["peers"].append(measure_peer(peer, pg, args))
         if ceil is not None:
             result["ceilings"] = ceil.results
+    _across_cells(result)
     paths = write(result, run_id, **({"out_dir": __import__("pathlib").Path(args.out)}
                                      if args.out else {}))
     print(paths["txt"].read_text())

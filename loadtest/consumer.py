@@ -103,7 +103,7 @@ async def _loop(spec: ConsumerSpec, board: Board, group: str, gi: int, delivered
             start = time.perf_counter()
             try:
                 answer = await conn.request("GET", path, timeout=spec.wait_ms / 1000 + 10)
-            except (HttpError, asyncio.TimeoutError):
+            except (TimeoutError, HttpError):
                 board.add(spec.slot, "errors")
                 await asyncio.sleep(0.2)
                 continue
@@ -159,7 +159,7 @@ async def _ack(conn: Connection, spec: ConsumerSpec, board: Board, group: str,
     start = time.perf_counter()
     try:
         answer = await conn.request("POST", "/api/v1/ack/batch", body, timeout=30)
-    except (HttpError, asyncio.TimeoutError):
+    except (TimeoutError, HttpError):
         board.add(spec.slot, "errors")
         return
     ms = (time.perf_counter() - start) * 1000

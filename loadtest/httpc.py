@@ -64,7 +64,7 @@ class Connection:
                 await self.close()
                 if attempt:
                     raise HttpError(str(exc) or type(exc).__name__) from exc
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 await self.close()
                 raise
         raise HttpError("unreachable")
@@ -97,7 +97,7 @@ class Connection:
 
     async def _read_chunked(self) -> bytes:
         assert self._reader is not None
-        parts = []
+        parts: list[bytes] = []
         while True:
             size = int((await self._reader.readuntil(b"\r\n")).split(b";")[0], 16)
             if size == 0:

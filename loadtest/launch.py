@@ -17,6 +17,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Self
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -47,7 +48,7 @@ class Postgres:
     def dsn(self) -> str:
         return self.pg.dsn
 
-    def __enter__(self) -> Postgres:
+    def __enter__(self) -> Self:
         self.proc = self.pg.start()
         return self
 
@@ -94,7 +95,7 @@ class Server:
                     "WORKERS": str(workers), "LOG_LEVEL": "warning", **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def __enter__(self) -> Server:
+    def __enter__(self) -> Self:
         self.proc = subprocess.Popen(self.command, env=self.env, cwd=ROOT,
                                      start_new_session=True)
         deadline = time.monotonic() + 30

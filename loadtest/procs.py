@@ -7,7 +7,7 @@ time we saw them. Sample about once a second.
 
 from __future__ import annotations
 
-import psutil
+import psutil  # type: ignore[import-untyped]
 
 
 class TreeSampler:
@@ -69,11 +69,11 @@ def pid_listening_on(port: int) -> int | None:
     for conn in psutil.net_connections("tcp"):
         if conn.status == psutil.CONN_LISTEN and conn.laddr.port == port and conn.pid:
             proc = psutil.Process(conn.pid)
-            while proc.parent() is not None and proc.parent().pid != 1:  # type: ignore[union-attr]
+            while proc.parent() is not None and proc.parent().pid != 1:
                 parent = proc.parent()
                 assert parent is not None
                 if "python" not in parent.name() and "hypercorn" not in " ".join(parent.cmdline()):
                     break
                 proc = parent
-            return proc.pid
+            return int(proc.pid)
     return None

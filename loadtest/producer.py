@@ -121,7 +121,7 @@ async def _send(conn: Connection, board: Board, slot: int, body: bytes, hist: Hi
         start = time.perf_counter()
         try:
             answer = await conn.request("POST", "/api/v1/push", body, timeout=30)
-        except (HttpError, asyncio.TimeoutError):
+        except (TimeoutError, HttpError):
             board.add(slot, "push_errors")
             return None
         ms = (time.perf_counter() - start) * 1000

@@ -32,8 +32,8 @@ def _fmt(v: Any, unit: str = "") -> str:
 
 def summary(run: dict[str, Any]) -> str:
     lines = [f"run {run['run_id']}  target {run['target']}  workers {run.get('workers')}",
-             f"corpus: {run['corpus']['messages']} messages, mean {run['corpus']['mean_bytes']:.0f} B,"
-             f" zstd-1 ratio {run['corpus']['zstd_ratio']:.2f}"]
+             (f"corpus: {run['corpus']['messages']} messages, mean "
+              f"{run['corpus']['mean_bytes']:.0f} B, zstd-1 ratio {run['corpus']['zstd_ratio']:.2f}")]
     for key, fig in run.get("ceilings", {}).items():
         lines.append(f"ceiling {key}: {_fmt(fig.get('msg_per_s'))} msg/s"
                      + (f", {_fmt(fig.get('req_per_s') or fig.get('pop_req_per_s'))} req/s"
@@ -68,6 +68,12 @@ def summary(run: dict[str, Any]) -> str:
                          f"{'warm-up' if s.get('warmup') else 'ok' if s['ok'] else 'SATURATED'}")
         for name, r in cell.get("ratios", {}).items():
             lines.append(f"  ratio {name}: {r:.2f}")
+        if cell.get("repeats"):
+            rp = cell["repeats"]
+            lines.append(f"  repeats ({rp['figure']}): median {rp['median']:.0f}, range "
+                         f"{rp['range'][0]:.0f}..{rp['range'][1]:.0f}")
+    for name, v in run.get("cross", {}).items():
+        lines.append(f"cross-cell {name}: {v}")
     for peer in run.get("peers", []):
         lines.append(f"\npeer {peer['peer']}: {peer.get('verdict')} {_fmt(peer.get('msg_per_s'))} msg/s"
                      f" e2e p99 {_fmt(peer.get('e2e_p99_ms'))} ms {peer.get('note', '')}")

@@ -26,8 +26,8 @@ def install(peer: str) -> int:
             if _run(cmd):
                 return 1
         # The Debian package may start a system service; we run our own node per cell.
-        _run(["sh", "-c", "command -v systemctl >/dev/null && systemctl stop rabbitmq-server "
-                          "|| service rabbitmq-server stop || true"])
+        _run(["sh", "-c", ("command -v systemctl >/dev/null && systemctl stop rabbitmq-server "
+                           "|| service rabbitmq-server stop || true")])
         return 0
     if peer == "pgmq":
         return _run([sys.executable, "-m", "pip", "install", "pgmq>=1.1"])

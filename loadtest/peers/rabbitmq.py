@@ -16,7 +16,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 QUEUE = "loadtest-w2"
 
@@ -32,7 +32,7 @@ class RabbitNode:
         self.url = f"amqp://guest:guest@127.0.0.1:{self.port}/"
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def __enter__(self) -> RabbitNode:
+    def __enter__(self) -> Self:
         plugins = Path(self.dir) / "enabled_plugins"
         plugins.write_text("[].\n")
         env = {**os.environ, "HOME": self.dir, "RABBITMQ_NODE_PORT": str(self.port),
@@ -54,14 +54,15 @@ class RabbitNode:
             try:
                 asyncio.run(_ping(self.url))
                 return self
-            except Exception:
+            except Exception:  # noqa: BLE001 - a booting node fails in many driver-specific ways
                 time.sleep(0.5)
         self.__exit__()
         raise RuntimeError("rabbitmq-server did not accept AMQP connections in 90 s")
 
     def __exit__(self, *exc: object) -> None:
-        from core.embedded import stop_process
         import signal
+
+        from core.embedded import stop_process
 
         if self.proc is not None:
             stop_process(self.proc, signal.SIGTERM, timeout=30)
@@ -118,7 +119,7 @@ class _Rabbit:
     async def take(self, limit: int, wait_s: float) -> tuple[list[bytes], Any]:
         try:
             first = await asyncio.wait_for(self.inbox.get(), wait_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return [], None
         got = [first]
         while len(got) < limit and not self.inbox.empty():
