@@ -183,8 +183,16 @@ def run(args: argparse.Namespace) -> int:
         if "W2" in args.workloads and args.peer:
             from loadtest.peers.common import measure_peer
 
+            w2 = next(c for c in result["cells"] if c["cell"].startswith("W2"))
+            mine = (w2.get("throughput") or {}).get("best_ok_deliver_msg_per_s")
             for peer in args.peer:
-                result["peers"].append(measure_peer(peer, pg, args))
+                figure = measure_peer(peer, pg, args)
+                result["peers"].append(figure)
+                theirs = figure.get("msg_per_s")
+                w2.setdefault("peer_msg_per_s", {})[peer] = theirs
+                if mine and theirs:
+                    w2.setdefault("ratios", {})[f"best ok delivery / {peer}"] = round(
+                        mine / theirs, 3)
         if ceil is not None:
             result["ceilings"] = ceil.results
     _across_cells(result)
