@@ -55,6 +55,9 @@ def summary(run: dict[str, Any]) -> str:
         lat = cell["latency_ms"]
         lines.append("  latency p50/p99 ms: " + ", ".join(
             f"{k} {_fmt(v['p50_ms'])}/{_fmt(v['p99_ms'])}" for k, v in lat.items()))
+        if cell.get("generator_bound"):
+            lines.append("  NOTE: generator-bound (the load generator used more CPU than the "
+                         "server side): the figure is a lower bound")
         lines.append(f"  cpu s: {cell['cpu_seconds']}  peak RSS MiB: "
                      + str({k: round(v / 2**20) for k, v in cell['peak_rss_bytes'].items()}))
         if "db" in cell:
@@ -76,7 +79,9 @@ def summary(run: dict[str, Any]) -> str:
         lines.append(f"cross-cell {name}: {v}")
     for peer in run.get("peers", []):
         lines.append(f"\npeer {peer['peer']}: {peer.get('verdict')} {_fmt(peer.get('msg_per_s'))} msg/s"
-                     f" e2e p99 {_fmt(peer.get('e2e_p99_ms'))} ms {peer.get('note', '')}")
+                     f" e2e p99 {_fmt(peer.get('e2e_p99_ms'))} ms, cpu s {peer.get('cpu_seconds')}"
+                     f"{', GENERATOR-BOUND (lower bound)' if peer.get('generator_bound') else ''}"
+                     f"; {peer.get('note', '')}")
     return "\n".join(lines) + "\n"
 
 

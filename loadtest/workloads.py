@@ -50,7 +50,7 @@ def cells(name: str, args: argparse.Namespace, run_id: str) -> list[tuple[str, S
     if name == "W2":
         base = Shape(queue=q, duration=20, connections=32, batch=10, partitions=100,
                      groups=("g1",), consumers_per_group=16, pop_batch=100, pop_partitions=4,
-                     steps=(2000, 4000, 6000, 8000, 10000, 12000, 14000, 16000),
+                     steps=(1000, 2000, 3000, 4000, 5000, 6000, 8000, 10000, 12000, 16000),
                      step_seconds=6)
         b = (args.batch or [10])[0]
         p = (args.partitions or [100])[0]
