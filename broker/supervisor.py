@@ -93,10 +93,11 @@ def serve(settings: Settings, *, with_reaper: bool = True) -> int:
 
 
 def _spawn(command: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(command, env=env, preexec_fn=_term_with_parent)
+    return subprocess.Popen(command, env=env, preexec_fn=terminate_with_parent)
 
 
-def _term_with_parent() -> None:
+def terminate_with_parent() -> None:
+    """Run in a child before exec: SIGTERM it if this process dies, even by SIGKILL."""
     try:
         ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):

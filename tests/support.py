@@ -83,15 +83,17 @@ class BrokerProcess:
 
     def start(self, timeout: float = 30.0, *, wait: bool = True) -> BrokerProcess:
         """Spawn the processes; with `wait`, answer once /health says 200."""
-        from broker.supervisor import reaper_command, web_command
+        from broker.supervisor import reaper_command, terminate_with_parent, web_command
         from core.settings import Settings
 
         settings = Settings.from_env(self.env)
+        # A killed test run must not leave brokers behind: they die with this process.
         self.web = subprocess.Popen(web_command(settings), env=self.env, cwd=ROOT,
-                                    start_new_session=True)
+                                    start_new_session=True, preexec_fn=terminate_with_parent)
         if self.with_reaper:
             self.reaper = subprocess.Popen(reaper_command(), env=self.env, cwd=ROOT,
-                                           start_new_session=True)
+                                           start_new_session=True,
+                                           preexec_fn=terminate_with_parent)
         if wait:
             self.wait_healthy(timeout)
         return self
