@@ -33,7 +33,7 @@ from core.wakeup import CHANNEL, decode_payload, notify_queues
 
 log = logging.getLogger(__name__)
 _RECONNECT_DELAY = 1.0
-_ANNOUNCE_GATHER_SECONDS = 0.003
+_ANNOUNCE_GATHER_SECONDS = 0.005
 ANY_QUEUE = -1  # the waiting line of discovery pops, which any queue's commit may serve
 
 WaitLine = tuple[str, str | None]  # (consumer group, partition name or None for any)

@@ -49,7 +49,7 @@ class PopRequest:
     subscription_from: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per message, and frozen __init__ is slow
 class Delivered:
     queue: str
     partition: str

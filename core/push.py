@@ -13,14 +13,14 @@ from core.partitions import PartitionDirectory, PartitionRef
 from core.writes import NewMessage, PartitionGone, Verdict, append_flush
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per message, and frozen __init__ is slow
 class PushItem:
     queue: str
     partition: str
     message: NewMessage
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per message, and frozen __init__ is slow
 class PushOutcome:
     """One item's fate: a verdict, or the error of the flush that carried it."""
 

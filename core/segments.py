@@ -33,7 +33,7 @@ ZSTD_LEVEL = 1
 _local = threading.local()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per message, and frozen __init__ is slow
 class Frame:
     """One stored message."""
 

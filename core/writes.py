@@ -27,7 +27,7 @@ class PartitionGone(QueenError):
     """The partition was deleted (with its queue) after it was resolved."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per message, and frozen __init__ is slow
 class NewMessage:
     """One message to append, validated, with its broker-minted id."""
 
@@ -38,7 +38,7 @@ class NewMessage:
     producer_sub: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per message, and frozen __init__ is slow
 class Verdict:
     status: Literal["queued", "duplicate"]
     message_id: uuid.UUID
