@@ -175,8 +175,11 @@ async def _claim(conn: asyncpg.Connection, request: PopRequest, queues: dict[Que
     if existing:
         for row in await conn.fetch(QUERIES["pop_lock_cursors"], existing, request.group):
             locked[row["partition_id"]] = row
-    fresh = [r for r in candidates if r["fresh"]]
-    if fresh and len(locked) < wanted:
+    # Create only as many cursors as this pop still needs: a concurrent first pop inserting
+    # the same (partition, group) makes ON CONFLICT wait for its commit, so every extra row
+    # is a chance to queue behind another consumer.
+    fresh = [r for r in candidates if r["fresh"]][:max(0, wanted - len(locked))]
+    if fresh:
         modes = [queues[r["queue_id"]].seed_mode for r in fresh]
         instants = [queues[r["queue_id"]].seed_instant for r in fresh]
         for row in await conn.fetch(QUERIES["pop_create_cursors"],
