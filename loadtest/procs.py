@@ -65,14 +65,21 @@ def postmaster_pid(data_dir: str | None) -> int | None:
 
 
 def pid_listening_on(port: int) -> int | None:
-    """The top process of the tree that listens on a local port (an operator's broker)."""
+    """The top of the broker's process tree that listens on a local port.
+
+    Hypercorn workers share the listening socket with their parent; climb while the parent
+    is still part of the broker (hypercorn or the `queen-broker serve` supervisor), and no
+    further, so a shell or test runner that started it is not counted as broker.
+    """
     for conn in psutil.net_connections("tcp"):
         if conn.status == psutil.CONN_LISTEN and conn.laddr.port == port and conn.pid:
             proc = psutil.Process(conn.pid)
-            while proc.parent() is not None and proc.parent().pid != 1:
+            while True:
                 parent = proc.parent()
-                assert parent is not None
-                if "python" not in parent.name() and "hypercorn" not in " ".join(parent.cmdline()):
+                if parent is None or parent.pid == 1:
+                    break
+                cmdline = " ".join(parent.cmdline())
+                if "hypercorn" not in cmdline and "queen-broker" not in cmdline:
                     break
                 proc = parent
             return int(proc.pid)
