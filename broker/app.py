@@ -10,8 +10,22 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
 from broker import errors
-from broker.routes import (ack, dlq, fetch, groups, health, lease, messages, metrics, pop, push,
-                           queues, resources, status, transaction)
+from broker.routes import (
+    ack,
+    dlq,
+    fetch,
+    groups,
+    health,
+    lease,
+    messages,
+    metrics,
+    pop,
+    push,
+    queues,
+    resources,
+    status,
+    transaction,
+)
 from broker.state import BrokerState
 from core.db import Database, server_settings
 from core.embedded import EmbeddedPostgres

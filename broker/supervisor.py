@@ -80,7 +80,7 @@ def serve(settings: Settings, *, with_reaper: bool = True) -> int:
                     exit_code = 1
                     stop_requested = True
             time.sleep(0.2)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any start-up failure must still stop the children
         log.error("start-up failed: %s", exc)
         exit_code = 1
     finally:
@@ -93,7 +93,7 @@ def serve(settings: Settings, *, with_reaper: bool = True) -> int:
 
 
 def _spawn(command: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(command, env=env, preexec_fn=terminate_with_parent)
+    return subprocess.Popen(command, env=env, preexec_fn=terminate_with_parent)  # noqa: PLW1509 - no threads yet
 
 
 def terminate_with_parent() -> None:

@@ -97,7 +97,7 @@ class WriteCoalescer(Generic[Key, Item, Result]):
                 except asyncio.CancelledError:
                     _fail(batch, StorageUnavailable("the broker is shutting down"))
                     raise
-                except Exception as exc:  # every request of a failed flush learns why
+                except Exception as exc:  # noqa: BLE001 - every request of a failed flush learns why
                     _fail(batch, exc)
                 else:
                     start = 0

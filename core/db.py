@@ -108,9 +108,9 @@ class Database:
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[asyncpg.Connection]:
         with storage_errors():
-            async with self.pool.acquire(timeout=self._acquire_timeout) as conn:
-                async with conn.transaction():
-                    yield conn  # type: ignore[misc]
+            async with self.pool.acquire(timeout=self._acquire_timeout) as conn, \
+                    conn.transaction():
+                yield conn  # type: ignore[misc]
 
     async def fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
         async with self.connection() as conn:

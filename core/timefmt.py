@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from core.errors import BadRequest
 
 
 def iso(ts: datetime) -> str:
     """ISO-8601 UTC with microseconds and a trailing Z."""
-    return ts.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def parse_iso(text: str, what: str) -> datetime:
@@ -18,4 +18,4 @@ def parse_iso(text: str, what: str) -> datetime:
         ts = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
     except (ValueError, AttributeError):
         raise BadRequest(f"{what} must be an ISO-8601 timestamp") from None
-    return ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)
+    return ts if ts.tzinfo else ts.replace(tzinfo=UTC)

@@ -11,6 +11,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Self
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -89,11 +90,12 @@ class BrokerProcess:
         settings = Settings.from_env(self.env)
         # A killed test run must not leave brokers behind: they die with this process.
         self.web = subprocess.Popen(web_command(settings), env=self.env, cwd=ROOT,
-                                    start_new_session=True, preexec_fn=terminate_with_parent)
+                                    start_new_session=True,
+                                    preexec_fn=terminate_with_parent)  # noqa: PLW1509
         if self.with_reaper:
             self.reaper = subprocess.Popen(reaper_command(), env=self.env, cwd=ROOT,
                                            start_new_session=True,
-                                           preexec_fn=terminate_with_parent)
+                                           preexec_fn=terminate_with_parent)  # noqa: PLW1509
         if wait:
             self.wait_healthy(timeout)
         return self
@@ -118,7 +120,7 @@ class BrokerProcess:
                 stop_process(proc, signal.SIGTERM, timeout=15)
         self.web = self.reaper = None
 
-    def __enter__(self) -> BrokerProcess:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
