@@ -58,6 +58,8 @@ def create_app(settings: Settings) -> Starlette:
         hub = WakeupHub(dsn, server_settings(settings))
         pusher = Pusher(db, max_flush_messages=settings.max_flush_messages,
                         max_pending_messages=settings.max_pending_messages,
+                        max_partitions_per_flush=settings.max_partitions_per_flush,
+                        max_concurrent_flushes=settings.max_concurrent_flushes,
                         on_appended=lambda ref: hub.announce([ref.queue_id]))
         await hub.start()
         app.state.broker = BrokerState(settings, db, pusher, hub)

@@ -1,13 +1,20 @@
 """The per-partition write coalescer.
 
 Every web process owns one. Pushes for the same partition that arrive while a flush of that
-partition is in flight wait in the partition's lane and go out together as the next flush:
-one transaction, one segment row. So at most one flush per partition is in flight per
-process, and the number of commits falls as concurrency rises.
+partition is in flight wait in the partition's lane and go out together as its next flush:
+one segment row. So at most one flush per partition is in flight per process, and the
+number of segments falls as concurrency rises.
+
+Lanes that are ready (something waiting, nothing in flight) are dispatched together, up to
+`max_keys_per_flush` of them in one call of the flush function, which writes them in one
+statement and so one commit (design.md, write path step 5): small pushes spread over many
+partitions share a WAL flush instead of paying one each. At most `max_concurrent_flushes`
+calls run at once; while they run, new work gathers for the next one.
 
 A request's future resolves only after its flush committed (or failed: then every request of
-that flush gets the error; nothing is retried behind the caller's back). The number of
-messages held (waiting or in flight) is bounded; past the bound `submit` raises `Overloaded`.
+that partition's flush gets the error; nothing is retried behind the caller's back). The
+number of messages held (waiting or in flight) is bounded; past the bound `submit` raises
+`Overloaded`.
 """
 
 from __future__ import annotations
@@ -27,8 +34,20 @@ Item = TypeVar("Item")
 Result = TypeVar("Result")
 Key = TypeVar("Key")
 
-# Writes one flush: the items of a partition, in arrival order; answers one result per item.
-FlushFn = Callable[[Key, list[Item]], Awaitable[Sequence[Result]]]
+# Writes the flushes of several keys: (key, items in arrival order) each; answers, in the
+# same order, one result per item of each flush, or the exception that flush failed with.
+FlushManyFn = Callable[[list[tuple[Key, list[Item]]]],
+                       Awaitable[Sequence[Sequence[Result] | BaseException]]]
+
+
+def one_by_one(flush: Callable[[Key, list[Item]], Awaitable[Sequence[Result]]]
+               ) -> FlushManyFn[Key, Item, Result]:
+    """A FlushManyFn from a single-key flush, running the keys' flushes concurrently."""
+    async def flush_many(batch: list[tuple[Key, list[Item]]]
+                         ) -> list[Sequence[Result] | BaseException]:
+        return list(await asyncio.gather(*(flush(key, items) for key, items in batch),
+                                         return_exceptions=True))
+    return flush_many
 
 
 @dataclass(slots=True)
@@ -40,23 +59,30 @@ class _Request(Generic[Item, Result]):
 @dataclass(slots=True)
 class _Lane(Generic[Item, Result]):
     waiting: deque[_Request[Item, Result]] = field(default_factory=deque)
-    task: asyncio.Task[None] | None = None
+    busy: bool = False  # a flush of this key is in flight
 
 
 class WriteCoalescer(Generic[Key, Item, Result]):
-    """Merges concurrent submissions per key into flushes, one in flight per key."""
+    """Merges concurrent submissions per key into flushes, one in flight per key, and
+    dispatches ready keys together."""
 
-    def __init__(self, flush: FlushFn[Key, Item, Result], *, max_flush_items: int,
-                 max_pending_items: int,
+    def __init__(self, flush: FlushManyFn[Key, Item, Result], *, max_flush_items: int,
+                 max_pending_items: int, max_keys_per_flush: int = 64,
+                 max_concurrent_flushes: int = 4,
                  on_flushed: Callable[[Key], None] | None = None) -> None:
         self._flush = flush
         self._max_flush_items = max_flush_items
         self._max_pending_items = max_pending_items
+        self._max_keys = max_keys_per_flush
+        self._max_concurrent = max_concurrent_flushes
         self._on_flushed = on_flushed
         self._lanes: dict[Key, _Lane[Item, Result]] = {}
+        self._ready: dict[Key, None] = {}  # keys with waiting work and no flush in flight
+        self._running: set[asyncio.Task[None]] = set()
         self._pending_items = 0
         self._closed = False
-        self.flushes = 0  # flushes attempted, for metrics and tests
+        self.flushes = 0  # per-key flushes attempted, for metrics and tests
+        self.calls = 0  # calls of the flush function (each one commit)
 
     @property
     def pending_items(self) -> int:
@@ -82,42 +108,60 @@ class WriteCoalescer(Generic[Key, Item, Result]):
             lane = self._lanes[key] = _Lane()
         lane.waiting.append(_Request(items, future))
         self._pending_items += len(items)
-        if lane.task is None:
-            lane.task = asyncio.create_task(self._drain(key, lane), name=f"coalescer-flush-{key}")
+        if not lane.busy:
+            self._ready[key] = None
+        self._dispatch()
         return await asyncio.shield(future)
 
-    async def _drain(self, key: Key, lane: _Lane[Item, Result]) -> None:
+    def _dispatch(self) -> None:
+        while self._ready and len(self._running) < self._max_concurrent:
+            batch: list[tuple[Key, list[_Request[Item, Result]]]] = []
+            while self._ready and len(batch) < self._max_keys:
+                key = next(iter(self._ready))
+                del self._ready[key]
+                lane = self._lanes[key]
+                lane.busy = True
+                batch.append((key, self._take(lane)))
+            task = asyncio.create_task(self._run(batch), name="coalescer-flush")
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+
+    async def _run(self, batch: list[tuple[Key, list[_Request[Item, Result]]]]) -> None:
+        flushes = [(key, [item for r in requests for item in r.items]) for key, requests in batch]
         try:
-            while lane.waiting:
-                batch = self._take(lane)
-                items = [item for request in batch for item in request.items]
-                try:
-                    self.flushes += 1
-                    results = await self._flush(key, items)
-                except asyncio.CancelledError:
-                    _fail(batch, StorageUnavailable("the broker is shutting down"))
-                    raise
-                except Exception as exc:  # noqa: BLE001 - every request of a failed flush learns why
-                    _fail(batch, exc)
-                else:
-                    start = 0
-                    for request in batch:
-                        end = start + len(request.items)
-                        if not request.future.done():
-                            request.future.set_result(list(results[start:end]))
-                        start = end
-                    if self._on_flushed is not None:
-                        self._on_flushed(key)
-                finally:
-                    self._pending_items -= len(items)
+            self.calls += 1
+            self.flushes += len(batch)
+            outcomes: Sequence[Sequence[Result] | BaseException]
+            try:
+                outcomes = await self._flush(flushes)
+            except asyncio.CancelledError:
+                for _, requests in batch:
+                    _fail(requests, StorageUnavailable("the broker is shutting down"))
+                raise
+            except Exception as exc:  # noqa: BLE001 - every request of a failed flush learns why
+                outcomes = [exc] * len(batch)
+            for (key, requests), outcome in zip(batch, outcomes):
+                if isinstance(outcome, BaseException):
+                    _fail(requests, outcome)
+                    continue
+                start = 0
+                for request in requests:
+                    end = start + len(request.items)
+                    if not request.future.done():
+                        request.future.set_result(list(outcome[start:end]))
+                    start = end
+                if self._on_flushed is not None:
+                    self._on_flushed(key)
         finally:
-            lane.task = None
-            if not lane.waiting:
-                self._lanes.pop(key, None)
-            else:  # cancelled with requests still waiting
-                _fail(list(lane.waiting), StorageUnavailable("the broker is shutting down"))
-                lane.waiting.clear()
-                self._lanes.pop(key, None)
+            for (key, requests), (_, items) in zip(batch, flushes):
+                self._pending_items -= len(items)
+                lane = self._lanes[key]
+                lane.busy = False
+                if lane.waiting:
+                    self._ready[key] = None
+                else:
+                    del self._lanes[key]
+            self._dispatch()
 
     def _take(self, lane: _Lane[Item, Result]) -> list[_Request[Item, Result]]:
         """Whole requests, oldest first, up to max_flush_items (always at least one)."""
@@ -130,11 +174,10 @@ class WriteCoalescer(Generic[Key, Item, Result]):
         return batch
 
     async def close(self) -> None:
-        """Refuse new submissions and wait for every queued flush to finish."""
+        """Refuse new submissions and wait until everything queued has been flushed."""
         self._closed = True
-        tasks = [lane.task for lane in self._lanes.values() if lane.task is not None]
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        while self._running:
+            await asyncio.gather(*list(self._running), return_exceptions=True)
 
 
 def _fail(batch: list[_Request[Item, Result]], exc: BaseException) -> None:

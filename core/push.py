@@ -10,7 +10,7 @@ from core.coalescer import WriteCoalescer
 from core.db import Database
 from core.errors import QueenError
 from core.partitions import PartitionDirectory, PartitionRef
-from core.writes import NewMessage, PartitionGone, Verdict, append_flush
+from core.writes import NewMessage, PartitionGone, Verdict, append_many
 
 
 @dataclass(slots=True)  # not frozen: one per message, and frozen __init__ is slow
@@ -34,15 +34,18 @@ class Pusher:
     """The write path of one process: partition directory plus write coalescer."""
 
     def __init__(self, db: Database, *, max_flush_messages: int, max_pending_messages: int,
+                 max_partitions_per_flush: int = 64, max_concurrent_flushes: int = 4,
                  on_appended: Callable[[PartitionRef], None] | None = None) -> None:
         self.directory = PartitionDirectory(db)
         self._db = db
         self.coalescer: WriteCoalescer[PartitionRef, NewMessage, Verdict] = WriteCoalescer(
             self._flush, max_flush_items=max_flush_messages,
-            max_pending_items=max_pending_messages, on_flushed=on_appended)
+            max_pending_items=max_pending_messages, max_keys_per_flush=max_partitions_per_flush,
+            max_concurrent_flushes=max_concurrent_flushes, on_flushed=on_appended)
 
-    async def _flush(self, ref: PartitionRef, items: list[NewMessage]) -> list[Verdict]:
-        return await append_flush(self._db, ref.partition_id, items)
+    async def _flush(self, batch: list[tuple[PartitionRef, list[NewMessage]]]
+                     ) -> list[list[Verdict] | QueenError]:
+        return await append_many(self._db, [(ref.partition_id, items) for ref, items in batch])
 
     async def push(self, items: list[PushItem]) -> list[PushOutcome]:
         """Append items; answer one outcome per item, in request order."""

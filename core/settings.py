@@ -40,6 +40,10 @@ class Settings:
     # process holds waiting for a flush before pushes are answered 429.
     max_flush_messages: int = 5000
     max_pending_messages: int = 100_000
+    # Ready partitions written together in one statement (one commit), and how many such
+    # statements one process runs at once.
+    max_partitions_per_flush: int = 64
+    max_concurrent_flushes: int = 4
     default_timeout_ms: int = 30000
     default_batch_size: int = 1
     default_subscription_mode: str = "all"
@@ -76,6 +80,12 @@ class Settings:
                 "COALESCER_MAX_FLUSH_MESSAGES", cls.max_flush_messages, low=1),
             max_pending_messages=read.integer(
                 "COALESCER_MAX_PENDING_MESSAGES", cls.max_pending_messages, low=1),
+            max_partitions_per_flush=read.integer(
+                "COALESCER_MAX_PARTITIONS_PER_FLUSH", cls.max_partitions_per_flush, low=1,
+                high=10_000),
+            max_concurrent_flushes=read.integer(
+                "COALESCER_MAX_CONCURRENT_FLUSHES", cls.max_concurrent_flushes, low=1,
+                high=1000),
             default_timeout_ms=read.integer(
                 "DEFAULT_TIMEOUT",
                 read.integer("POP_DEFAULT_TIMEOUT_MS", cls.default_timeout_ms, low=0), low=0),

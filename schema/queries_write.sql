@@ -50,3 +50,10 @@ DELETE FROM queen.log_dlq WHERE partition_id = ANY($1::bigint[]);
 -- Remove stored consumer-group subscriptions of a queue.
 -- $1 queue id
 DELETE FROM queen.consumer_subscriptions WHERE queue_id = $1;
+
+-- name: append_segments
+-- One segment for each of several partitions, in one transaction (see 004_append_many.sql).
+-- $1 partition ids (ascending), $2 items per partition, $3 transactionIds (flat),
+-- $4 message ids (flat), $5 one zstd blob per partition
+SELECT partition_id, base_offset, created_at, dup_positions, dup_message_ids
+  FROM queen.append_segments($1::bigint[], $2::integer[], $3::text[], $4::uuid[], $5::bytea[]);

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from core.coalescer import WriteCoalescer
+from core.coalescer import WriteCoalescer, one_by_one
 from core.errors import Overloaded, StorageUnavailable
 
 
@@ -42,7 +42,8 @@ class FakeFlush:
 
 def _coalescer(flush: FakeFlush, *, max_flush: int = 1000,
                max_pending: int = 10_000) -> WriteCoalescer[str, int, str]:
-    return WriteCoalescer(flush, max_flush_items=max_flush, max_pending_items=max_pending)
+    return WriteCoalescer(one_by_one(flush), max_flush_items=max_flush,
+                          max_pending_items=max_pending)
 
 
 async def _settle() -> None:
