@@ -12,9 +12,10 @@ RESULTS = Path(__file__).resolve().parent / "results"
 def write(run: dict[str, Any], run_id: str, out_dir: Path = RESULTS) -> dict[str, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"json": out_dir / f"{run_id}.json", "png": out_dir / f"{run_id}.png",
-             "txt": out_dir / f"{run_id}.txt"}
+             "txt": out_dir / f"{run_id}.txt", "md": out_dir / f"{run_id}.md"}
     paths["json"].write_text(json.dumps(run, indent=1, default=str))
     paths["txt"].write_text(summary(run))
+    paths["md"].write_text(table(run))
     try:
         plot(run, paths["png"])
     except ImportError:  # matplotlib is in the loadtest extra only
@@ -83,6 +84,34 @@ def summary(run: dict[str, Any]) -> str:
                      f"{', GENERATOR-BOUND (lower bound)' if peer.get('generator_bound') else ''}"
                      f"; {peer.get('note', '')}")
     return "\n".join(lines) + "\n"
+
+
+def table(run: dict[str, Any]) -> str:
+    """One Markdown row per cell and per peer, ratios included, for the README."""
+    rows = ["| cell | gate (missing / dup) | push msg/s | delivered msg/s | p99 ms push / pop / "
+            "ack / e2e | commits/msg | WAL B/msg | ratios |",
+            "|---|---|---|---|---|---|---|---|"]
+    for cell in run["cells"]:
+        groups = cell["gate"]["groups"]
+        gate = (f"{cell['verdict']} ({sum(g['missing'] for g in groups)} / "
+                f"{sum(g['duplicated'] for g in groups)})")
+        if cell["verdict"] != "ok":
+            rows.append(f"| {cell['cell']} | {gate} | - | - | - | - | - | FAILED: no figures |")
+            continue
+        t, lat, d = cell["throughput"], cell["latency_ms"], cell.get("db", {})
+        p99 = " / ".join(_fmt(lat.get(k, {}).get("p99_ms")) for k in ("push", "pop", "ack", "e2e"))
+        ratios = "; ".join(f"{name} {r:.2f}" for name, r in cell.get("ratios", {}).items())
+        delivered = t.get("steady_deliver_msg_per_s") or None
+        rows.append(f"| {cell['cell']} | {gate} | {_fmt(t['steady_push_msg_per_s'])} | "
+                    f"{_fmt(delivered)} | {p99} | {_fmt(d.get('commits_per_message'))} | "
+                    f"{_fmt(d.get('wal_bytes_per_message'))} | {ratios} |")
+    for peer in run.get("peers", []):
+        rows.append(f"| W2 peer {peer['peer']} | {peer.get('verdict')} | - | "
+                    f"{_fmt(peer.get('msg_per_s'))} | - / - / - / {_fmt(peer.get('e2e_p99_ms'))}"
+                    f" | - | - | {peer.get('note', '')} |")
+    for name, v in run.get("cross", {}).items():
+        rows.append(f"| {name} | | | | | | | {v} |")
+    return "\n".join(rows) + "\n"
 
 
 def plot(run: dict[str, Any], path: Path) -> None:
