@@ -28,19 +28,13 @@ from broker.routes import (
 )
 from broker.state import BrokerState
 from core.db import Database, server_settings
-from core.embedded import EmbeddedPostgres
+from core.embedded import database_dsn
 from core.listener import WakeupHub
 from core.push import Pusher
 from core.settings import Settings
 
 log = logging.getLogger(__name__)
 
-
-def database_dsn(settings: Settings) -> str:
-    """The configured server, or the embedded one that lives in the data directory."""
-    if settings.database_url is not None:
-        return settings.database_url
-    return EmbeddedPostgres(settings.data_dir).dsn
 
 
 def create_app(settings: Settings) -> Starlette:

@@ -64,8 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from core.embedded import EmbeddedPostgres
         return EmbeddedPostgres(settings.data_dir).run_foreground()
     if args.command == "migrate":
-        from broker.app import database_dsn
         from broker.supervisor import _migrate
+        from core.embedded import database_dsn
         asyncio.run(_migrate(settings, database_dsn(settings)))
         return 0
     return 2

@@ -19,6 +19,8 @@ import time
 import warnings
 from pathlib import Path
 
+from core.settings import Settings
+
 with warnings.catch_warnings():
     # Importing the wheel reads a runtime directory we never use and warns when
     # XDG_RUNTIME_DIR is unset (always, under a service manager or CI).
@@ -118,6 +120,13 @@ class EmbeddedPostgres:
             time.sleep(0.05)
         raise RuntimeError(f"PostgreSQL did not become ready in {timeout:.0f} s; "
                            f"see {self.log_file}")
+
+
+def database_dsn(settings: Settings) -> str:
+    """The configured server, or the embedded one that lives in the data directory."""
+    if settings.database_url is not None:
+        return settings.database_url
+    return EmbeddedPostgres(settings.data_dir).dsn
 
 
 def stop_process(proc: subprocess.Popen[bytes], sig: int, timeout: float = 30.0) -> None:

@@ -25,7 +25,7 @@ import uvloop
 
 from core import maintenance
 from core.db import Database, storage_errors
-from core.embedded import EmbeddedPostgres
+from core.embedded import database_dsn
 from core.errors import ServiceError
 from core.settings import Settings, SettingsError
 
@@ -36,11 +36,6 @@ _POOL_SIZE = 2
 # Spread passes of several reapers (and of many brokers' reapers) apart: ±20 %.
 _JITTER = 0.2
 
-
-def database_dsn(settings: Settings) -> str:
-    if settings.database_url is not None:
-        return settings.database_url
-    return EmbeddedPostgres(settings.data_dir).dsn
 
 
 class Reaper:
