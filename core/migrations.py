@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import logging
 import re
+import uuid
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
@@ -60,3 +62,27 @@ async def apply_migrations(conn: asyncpg.Connection, directory: Path = SCHEMA_DI
     finally:
         await conn.execute("SELECT pg_advisory_unlock($1)", _ADVISORY_LOCK_KEY)
     return applied_now
+
+
+def with_database(url: str, database: str) -> str:
+    """The same server URL, naming another database."""
+    return urlunsplit(urlsplit(url)._replace(path="/" + database))
+
+
+async def create_database(server_url: str, *, prefix: str, migrate: bool = True) -> str:
+    """CREATE DATABASE `<prefix><random>` on the server, schema applied unless told not to;
+    answer its URL. For tests and load tests, which want a clean database each."""
+    name = prefix + uuid.uuid4().hex[:12]
+    conn = await asyncpg.connect(server_url)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    url = with_database(server_url, name)
+    if migrate:
+        conn = await asyncpg.connect(url)
+        try:
+            await apply_migrations(conn)
+        finally:
+            await conn.close()
+    return url

@@ -15,12 +15,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Self
-from urllib.parse import urlsplit, urlunsplit
 
-import asyncpg
 import httpx
 
 from core.embedded import EmbeddedPostgres, stop_process
@@ -58,28 +55,11 @@ class Postgres:
         self._tmp.cleanup()
 
 
-def with_database(url: str, database: str) -> str:
-    return urlunsplit(urlsplit(url)._replace(path="/" + database))
-
-
 async def fresh_database(server_url: str, *, migrate: bool = True) -> str:
     """CREATE DATABASE on the server (schema applied unless told not to); answer its URL."""
-    from core.migrations import apply_migrations
+    from core.migrations import create_database
 
-    name = "loadtest_" + uuid.uuid4().hex[:10]
-    conn = await asyncpg.connect(server_url)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    url = with_database(server_url, name)
-    if migrate:
-        conn = await asyncpg.connect(url)
-        try:
-            await apply_migrations(conn)
-        finally:
-            await conn.close()
-    return url
+    return await create_database(server_url, prefix="loadtest_", migrate=migrate)
 
 
 class Server:

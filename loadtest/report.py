@@ -88,9 +88,8 @@ def summary(run: dict[str, Any]) -> str:
 
 def table(run: dict[str, Any]) -> str:
     """One Markdown row per cell and per peer, ratios included, for the README."""
-    rows = ["| cell | gate (missing / dup) | push msg/s | delivered msg/s (stepped: best "
-            "sustained) | p99 ms push / pop / "
-            "ack / e2e | commits/msg | WAL B/msg | ratios |",
+    rows = [("| cell | gate (missing / dup) | push msg/s | delivered msg/s (stepped: best "
+             "sustained) | p99 ms push / pop / ack / e2e | commits/msg | WAL B/msg | ratios |"),
             "|---|---|---|---|---|---|---|---|"]
     for cell in run["cells"]:
         groups = cell["gate"]["groups"]

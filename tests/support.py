@@ -9,16 +9,14 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Self
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import httpx
 
+from core import migrations
 from core.embedded import EmbeddedPostgres, stop_process
-from core.migrations import apply_migrations
 from core.settings import database_url_from_env
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,27 +35,9 @@ def start_embedded(data_dir: Path, **extra: str) -> tuple[EmbeddedPostgres, subp
     return pg, pg.start()
 
 
-def with_database(url: str, database: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path="/" + database))
-
-
 async def create_database(server_url: str, *, migrate: bool = True) -> str:
     """A fresh database on the server, migrated; answers its URL."""
-    name = "queen_test_" + uuid.uuid4().hex[:12]
-    conn = await asyncpg.connect(server_url)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    url = with_database(server_url, name)
-    if migrate:
-        conn = await asyncpg.connect(url)
-        try:
-            await apply_migrations(conn)
-        finally:
-            await conn.close()
-    return url
+    return await migrations.create_database(server_url, prefix="queen_test_", migrate=migrate)
 
 
 def free_port() -> int:
