@@ -54,7 +54,8 @@ def create_app(settings: Settings) -> Starlette:
                         max_pending_messages=settings.max_pending_messages,
                         max_partitions_per_flush=settings.max_partitions_per_flush,
                         max_concurrent_flushes=settings.max_concurrent_flushes,
-                        on_appended=lambda ref: hub.announce([ref.queue_id]))
+                        on_appended=lambda ref: hub.announce([ref.queue_id],
+                                                             ref.partition_id))
         await hub.start()
         app.state.broker = BrokerState(settings, db, pusher, hub)
         try:

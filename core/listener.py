@@ -22,14 +22,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import asyncpg
 
 from core.db import DRIVER_ERRORS
-from core.wakeup import CHANNEL, decode_payload, notify_queues
+from core.wakeup import CHANNEL, MAX_HINTS, decode_payload, notify_hinted
 
 log = logging.getLogger(__name__)
 _RECONNECT_DELAY = 1.0
@@ -40,12 +40,14 @@ WaitLine = tuple[str, str | None]  # (consumer group, partition name or None for
 
 
 class Waiter:
-    """One parked pop; its event is set when it should check again."""
+    """One parked pop; its event is set when it should check again, and `hints` then lists
+    partitions that just became deliverable (if known)."""
 
-    __slots__ = ("event",)
+    __slots__ = ("event", "hints")
 
     def __init__(self) -> None:
         self.event = asyncio.Event()
+        self.hints: list[int] = []
 
 
 class WakeupHub:
@@ -55,6 +57,7 @@ class WakeupHub:
         # queue id (or ANY_QUEUE) -> waiting line -> waiters in arrival order
         self._lines: dict[int, dict[WaitLine, dict[Waiter, None]]] = {}
         self._to_announce: Counter[int] = Counter()
+        self._hints: defaultdict[int, list[int]] = defaultdict(list)
         self._announce_ready = asyncio.Event()
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -104,9 +107,9 @@ class WakeupHub:
     def parked_count(self) -> int:
         return len({w for lines in self._lines.values() for ws in lines.values() for w in ws})
 
-    def wake(self, queue_id: int, count: int = 1) -> None:
+    def wake(self, queue_id: int, count: int = 1, partitions: Sequence[int] = ()) -> None:
         """Wake up to `count` not-yet-woken waiters per waiting line of the queue, and as many
-        discovery waiters per line."""
+        discovery waiters per line, handing each the partitions that became deliverable."""
         for slot in (queue_id, ANY_QUEUE):
             for waiters in self._lines.get(slot, {}).values():
                 woken = 0
@@ -114,26 +117,30 @@ class WakeupHub:
                     if woken >= count:
                         break
                     if not waiter.event.is_set():
+                        waiter.hints = list(partitions)
                         waiter.event.set()
                         woken += 1
 
-    def announce(self, queue_ids: Iterable[int]) -> None:
-        """Spans became deliverable (one per listed id): wake local waiters now, other
-        processes by NOTIFY."""
+    def announce(self, queue_ids: Iterable[int], partition_id: int | None = None) -> None:
+        """Spans became deliverable (one per listed id, in `partition_id` if known): wake
+        local waiters now, other processes by NOTIFY."""
+        hints = [] if partition_id is None else [partition_id]
         for q in queue_ids:
-            self.wake(q)
+            self.wake(q, 1, hints)
             self._to_announce[q] += 1
+            if partition_id is not None and len(self._hints[q]) < MAX_HINTS:
+                self._hints[q].append(partition_id)
         self._announce_ready.set()
 
     def _on_notification(self, conn: Any, pid: int, channel: str, payload: object) -> None:
         if pid == self._notifier_pid:
             return  # our own announcement: local waiters were woken when it was made
         try:
-            queue_id, count = decode_payload(str(payload))
+            queue_id, count, partitions = decode_payload(str(payload))
         except ValueError:
             log.warning("ignoring malformed wake-up payload %r", payload)
             return
-        self.wake(queue_id, count)
+        self.wake(queue_id, count, partitions)
 
     def _wake_everyone(self) -> None:
         for lines in self._lines.values():
@@ -176,12 +183,13 @@ class WakeupHub:
                 if not self._to_announce:
                     continue
                 batch, self._to_announce = self._to_announce, Counter()
+                hints, self._hints = self._hints, defaultdict(list)
                 try:
                     if conn is None or conn.is_closed():
                         conn = await asyncpg.connect(self._dsn, server_settings=settings,
                                                      timeout=2)
                         self._notifier_pid = conn.get_server_pid()
-                    await notify_queues(conn, batch.elements())
+                    await notify_hinted(conn, {q: (n, hints.get(q, [])) for q, n in batch.items()})
                     # Let announcements gather for a moment: one NOTIFY per few milliseconds
                     # wakes waiters just as well as one per push, at a fraction of the cost.
                     await asyncio.sleep(_ANNOUNCE_GATHER_SECONDS)

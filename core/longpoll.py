@@ -33,18 +33,20 @@ async def pop_or_wait(db: Database, hub: WakeupHub, request: PopRequest, *, wait
     # Which queues' wake-ups concern us: None (any) until a named queue's id is known, and
     # always for discovery pops, which any push may serve.
     scope: frozenset[int] | None = None
+    hints: list[int] = []  # partitions the last wake-up named
     while True:
         if gone is not None and gone.is_set():
             return PopResult(None)  # never lease messages to a client that has left
         # Park before checking, so a commit between the check and the wait still wakes us.
         with hub.parked(scope, request.group, request.partition) as waiter:
-            result = await pop(db, request)
+            result = await pop(db, request, hints)
             if result.messages or not wait:
                 return result
             remaining = deadline - time.monotonic()
             if remaining <= 0 or (gone is not None and gone.is_set()):
                 return result
             woke = await _wait_any(waiter.event, gone, min(interval, remaining))
+            hints = waiter.hints if woke else []
         if request.queue is not None and result.queue_ids:
             scope = frozenset(result.queue_ids)
         if woke:

@@ -11,6 +11,7 @@ to deliver (budget spent, or messages still hidden by delayedProcessing) are not
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -84,6 +85,10 @@ class _Queue:
     def delay_seconds(self) -> int:
         return int(self.options.get("delayedProcessing") or 0)
 
+    @property
+    def window_buffer(self) -> int:
+        return int(self.options.get("windowBuffer") or 0)
+
 
 @dataclass(slots=True)
 class _Claim:
@@ -104,8 +109,11 @@ def requested_seed(mode: str, since: str) -> tuple[str, datetime | None]:
     return "all", None
 
 
-async def pop(db: Database, request: PopRequest) -> PopResult:
-    """Claim and read; answer an empty result when nothing is deliverable."""
+async def pop(db: Database, request: PopRequest, hints: Sequence[int] = ()) -> PopResult:
+    """Claim and read; answer an empty result when nothing is deliverable.
+
+    `hints` are partition ids a wake-up said just became deliverable: they are tried first,
+    by primary key, before the scan of the queue's partitions."""
     lease_id = None if request.auto_ack else LeaseId(str(uuid7()))
     async with db.connection() as conn:
         with storage_errors():
@@ -115,14 +123,27 @@ async def pop(db: Database, request: PopRequest) -> PopResult:
             if not queues:
                 return PopResult(lease_id)
             result = PopResult(lease_id, queue_ids=list(queues))
-            candidates = await _candidates(conn, request, queues)
-            if not candidates:
-                return result
-            async with conn.transaction():
-                claims = await _claim(conn, request, queues, candidates)
-                if claims:
-                    await _read_and_lease(conn, request, claims, result)
+            if hints and not any(q.window_buffer for q in queues.values()):
+                hinted = await conn.fetch(QUERIES["pop_hinted_candidates"], list(hints),
+                                          list(queues), request.group, request.partition)
+                if await _claim_and_read(conn, request, queues, list(hinted), result):
+                    return result
+            await _claim_and_read(conn, request, queues,
+                                  await _candidates(conn, request, queues), result)
     return result
+
+
+async def _claim_and_read(conn: asyncpg.Connection, request: PopRequest,
+                          queues: dict[QueueId, _Queue], candidates: list[asyncpg.Record],
+                          result: PopResult) -> bool:
+    """One transaction: claim among the candidates and read; answer whether it delivered."""
+    if not candidates:
+        return False
+    async with conn.transaction():
+        claims = await _claim(conn, request, queues, candidates)
+        if claims:
+            await _read_and_lease(conn, request, claims, result)
+    return bool(result.messages)
 
 
 async def _load_queues(conn: asyncpg.Connection, request: PopRequest) -> dict[QueueId, _Queue]:

@@ -1,9 +1,11 @@
 """Cross-process wake-ups for parked long polls: PostgreSQL LISTEN/NOTIFY.
 
 Anything that makes messages deliverable in a queue (a push commit, a lease expiry or
-release, a DLQ replay, a seek) notifies channel `queen_wakeup` with payload `"<queue id>"` or
-`"<queue id>:<n>"`, n being how many spans became deliverable. Each web process LISTENs on one
-connection and wakes up to n parked pops of that queue per consumer group.
+release, a DLQ replay, a seek) notifies channel `queen_wakeup` with payload `"<queue id>"`,
+`"<queue id>:<n>"` or `"<queue id>:<n>:<partition id>,..."`: n is how many spans became
+deliverable, the partition ids (when known) say where. Each web process LISTENs on one
+connection and wakes up to n parked pops of that queue per consumer group, handing them the
+partition ids so they can claim those first instead of scanning the queue.
 
 The notification is sent *after* the data commit, in its own statement: NOTIFY inside a
 writing transaction serialises commits on a global lock held through the WAL flush, which
@@ -30,11 +32,28 @@ async def notify_queues(conn: asyncpg.Connection, queue_ids: Iterable[int]) -> N
             [encode_payload(q, n) for q, n in sorted(counts.items())])
 
 
-def encode_payload(queue_id: int, count: int) -> str:
+MAX_HINTS = 32  # partition ids carried by one notification (payloads stay far below 8000 B)
+
+
+def encode_payload(queue_id: int, count: int, partitions: Iterable[int] = ()) -> str:
+    hints = ",".join(str(p) for p in list(partitions)[:MAX_HINTS])
+    if hints:
+        return f"{queue_id}:{count}:{hints}"
     return str(queue_id) if count == 1 else f"{queue_id}:{count}"
 
 
-def decode_payload(payload: str) -> tuple[int, int]:
-    """(queue id, count); raises ValueError for anything else."""
-    queue, _, count = payload.partition(":")
-    return int(queue), max(1, int(count)) if count else 1
+def decode_payload(payload: str) -> tuple[int, int, list[int]]:
+    """(queue id, count, partition ids); raises ValueError for anything else."""
+    queue, _, rest = payload.partition(":")
+    count, _, hints = rest.partition(":")
+    partitions = [int(p) for p in hints.split(",")] if hints else []
+    return int(queue), max(1, int(count)) if count else 1, partitions
+
+
+async def notify_hinted(conn: asyncpg.Connection,
+                        queues: dict[int, tuple[int, list[int]]]) -> None:
+    """Like notify_queues, with each queue's count and partition hints."""
+    if queues:
+        await conn.execute(
+            "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", CHANNEL,
+            [encode_payload(q, n, parts) for q, (n, parts) in sorted(queues.items())])

@@ -216,3 +216,17 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11);
 SELECT base_offset, created_at, blob FROM queen.log_segments
  WHERE partition_id = $1 AND base_offset <= $2 AND last_offset >= $2
  ORDER BY base_offset DESC LIMIT 1;
+
+-- name: pop_hinted_candidates
+-- The partitions a wake-up named, shaped like pop_candidates' rows, found by primary key
+-- instead of a scan. Whether each can still be claimed is checked when its cursor is locked
+-- (pop_lock_cursors) or created (pop_create_cursors). Callers skip this for queues with a
+-- windowBuffer, which only pop_candidates applies.
+-- $1 partition ids, $2 queue ids, $3 group, $4 partition name or null (any)
+SELECT p.id AS partition_id, p.queue_id, p.name, p.last_offset,
+       NOT EXISTS (SELECT 1 FROM queen.log_consumers c
+                    WHERE c.partition_id = p.id AND c.consumer_group = $3) AS fresh
+  FROM queen.log_partitions p
+ WHERE p.id = ANY($1::bigint[]) AND p.queue_id = ANY($2::bigint[])
+   AND ($4::text IS NULL OR p.name = $4)
+   AND p.last_offset >= p.log_start;

@@ -61,10 +61,21 @@ async def test_own_notifications_are_ignored_and_others_wake_by_count() -> None:
         assert a.event.is_set() and b.event.is_set()
 
 
-@pytest.mark.parametrize("queue_id,count,text", [(7, 1, "7"), (7, 3, "7:3")])
-def test_payload_round_trip(queue_id: int, count: int, text: str) -> None:
-    assert encode_payload(queue_id, count) == text
-    assert decode_payload(text) == (queue_id, count)
+@pytest.mark.parametrize("queue_id,count,partitions,text", [
+    (7, 1, [], "7"), (7, 3, [], "7:3"), (7, 2, [41, 42], "7:2:41,42")])
+def test_payload_round_trip(queue_id: int, count: int, partitions: list[int], text: str) -> None:
+    assert encode_payload(queue_id, count, partitions) == text
+    assert decode_payload(text) == (queue_id, count, partitions)
+
+
+async def test_woken_waiters_are_handed_the_partitions_that_became_deliverable() -> None:
+    h = hub()
+    with h.parked([7], "g") as a, h.parked([7], "g") as b:
+        h._on_notification(None, 43, "queen_wakeup", "7:1:41")
+        assert a.event.is_set() and a.hints == [41]
+        assert not b.event.is_set() and b.hints == []
+        h.announce([7], partition_id=42)  # a local commit to partition 42
+        assert b.event.is_set() and b.hints == [42]
 
 
 def test_malformed_payload_is_rejected() -> None:
