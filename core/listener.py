@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -34,6 +34,7 @@ from core.wakeup import CHANNEL, MAX_HINTS, decode_payload, notify_hinted
 log = logging.getLogger(__name__)
 _RECONNECT_DELAY = 1.0
 _ANNOUNCE_GATHER_SECONDS = 0.005
+_RECENT_PARTITIONS = 64
 ANY_QUEUE = -1  # the waiting line of discovery pops, which any queue's commit may serve
 
 WaitLine = tuple[str, str | None]  # (consumer group, partition name or None for any)
@@ -58,6 +59,8 @@ class WakeupHub:
         self._lines: dict[int, dict[WaitLine, dict[Waiter, None]]] = {}
         self._to_announce: Counter[int] = Counter()
         self._hints: defaultdict[int, list[int]] = defaultdict(list)
+        # Per queue, the partitions most recently announced (local or remote), newest first.
+        self._recent: dict[int, deque[int]] = {}
         self._announce_ready = asyncio.Event()
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -109,7 +112,17 @@ class WakeupHub:
 
     def wake(self, queue_id: int, count: int = 1, partitions: Sequence[int] = ()) -> None:
         """Wake up to `count` not-yet-woken waiters per waiting line of the queue, and as many
-        discovery waiters per line, handing each the partitions that became deliverable."""
+        discovery waiters per line, handing each the queue's recently written partitions
+        (newest first), so a pop that may take several partitions finds them by key too."""
+        if partitions:
+            recent = self._recent.get(queue_id)
+            if recent is None:
+                recent = self._recent[queue_id] = deque(maxlen=_RECENT_PARTITIONS)
+            for p in partitions:
+                if p in recent:
+                    recent.remove(p)
+                recent.appendleft(p)
+            partitions = list(recent)
         for slot in (queue_id, ANY_QUEUE):
             for waiters in self._lines.get(slot, {}).values():
                 woken = 0

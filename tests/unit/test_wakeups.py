@@ -75,7 +75,7 @@ async def test_woken_waiters_are_handed_the_partitions_that_became_deliverable()
         assert a.event.is_set() and a.hints == [41]
         assert not b.event.is_set() and b.hints == []
         h.announce([7], partition_id=42)  # a local commit to partition 42
-        assert b.event.is_set() and b.hints == [42]
+        assert b.event.is_set() and b.hints == [42, 41]  # the newest first, then the recent
 
 
 def test_malformed_payload_is_rejected() -> None:
