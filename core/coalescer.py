@@ -40,15 +40,6 @@ FlushManyFn = Callable[[list[tuple[Key, list[Item]]]],
                        Awaitable[Sequence[Sequence[Result] | BaseException]]]
 
 
-def one_by_one(flush: Callable[[Key, list[Item]], Awaitable[Sequence[Result]]]
-               ) -> FlushManyFn[Key, Item, Result]:
-    """A FlushManyFn from a single-key flush, running the keys' flushes concurrently."""
-    async def flush_many(batch: list[tuple[Key, list[Item]]]
-                         ) -> list[Sequence[Result] | BaseException]:
-        return list(await asyncio.gather(*(flush(key, items) for key, items in batch),
-                                         return_exceptions=True))
-    return flush_many
-
 
 @dataclass(slots=True)
 class _Request(Generic[Item, Result]):

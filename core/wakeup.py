@@ -25,11 +25,7 @@ CHANNEL = "queen_wakeup"
 async def notify_queues(conn: asyncpg.Connection, queue_ids: Iterable[int]) -> None:
     """Wake parked pops of these queues in every broker process (one autocommitted call).
     A queue id listed n times wakes up to n pops per group."""
-    counts = Counter(queue_ids)
-    if counts:
-        await conn.execute(
-            "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", CHANNEL,
-            [encode_payload(q, n) for q, n in sorted(counts.items())])
+    await notify_hinted(conn, {q: (n, []) for q, n in Counter(queue_ids).items()})
 
 
 MAX_HINTS = 32  # partition ids carried by one notification (payloads stay far below 8000 B)

@@ -56,13 +56,6 @@ def first_occurrences(items: list[NewMessage]) -> list[int]:
     return [seen.setdefault(item.transaction_id, i) for i, item in enumerate(items)]
 
 
-async def append_flush(db: Database, partition_id: PartitionId,
-                       items: list[NewMessage]) -> list[Verdict]:
-    """One coalescer flush: each attempt is one autocommitted statement."""
-    async with db.connection() as conn:
-        return await append_on(conn, partition_id, items)
-
-
 async def append_on(conn: asyncpg.Connection, partition_id: PartitionId,
                     items: list[NewMessage]) -> list[Verdict]:
     """Append items to a partition on `conn`: autocommitted when `conn` is idle, or part of

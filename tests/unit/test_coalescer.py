@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from core.coalescer import WriteCoalescer, one_by_one
+from core.coalescer import FlushManyFn, WriteCoalescer
 from core.errors import Overloaded, StorageUnavailable
 
 
@@ -38,6 +38,15 @@ class FakeFlush:
             return [f"{key}:{item}" for item in items]
         finally:
             self.in_flight[key] -= 1
+
+
+def one_by_one(flush: FakeFlush) -> FlushManyFn[str, int, str]:
+    """The coalescer's many-partition flush, made of concurrent single-key flushes."""
+    async def flush_many(batch: list[tuple[str, list[int]]]
+                         ) -> list[Sequence[str] | BaseException]:
+        return list(await asyncio.gather(*(flush(key, items) for key, items in batch),
+                                         return_exceptions=True))
+    return flush_many
 
 
 def _coalescer(flush: FakeFlush, *, max_flush: int = 1000,
