@@ -34,52 +34,20 @@ ON CONFLICT (queue_id, consumer_group) DO UPDATE SET mode = s.mode
 RETURNING s.mode, s.subscription_from;
 
 -- name: pop_candidates
--- Partitions that may have something for the group: data past its cursor and no live lease,
--- or no cursor yet (first contact). Nothing is locked here; pop_lock_cursors and
--- pop_create_cursors then take each candidate or skip it if another pop was faster.
--- The walk goes in partition-id order from a random pivot and wraps around, so concurrent
--- pops spread over the partitions and every partition gets its turn.
--- windowBuffer holds a partition until it has been quiet for N seconds.
+-- Partitions that may have something for the group (queen.pop_eligible, 005_pop_eligible.sql).
+-- Nothing is locked here; pop_lock_cursors and pop_create_cursors then take each candidate
+-- or skip it if another pop was faster. The walk starts at a random pivot and wraps around,
+-- so concurrent pops spread over the partitions and every partition gets its turn.
 -- $1 queue ids, $2 group, $3 partition name or null (any), $4 candidate limit,
 -- $5 pivot in [0, 1)
--- The two halves are the same walk, from the pivot up and then from the start.
-(SELECT p.id AS partition_id, p.queue_id, p.name, p.last_offset,
-        (c.partition_id IS NULL) AS fresh
-  FROM queen.log_partitions p
-  JOIN queen.queues q ON q.id = p.queue_id
-  LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = $2
- WHERE p.queue_id = ANY($1::bigint[])
-   AND p.id >= (SELECT min(b.id) + floor($5::float8 * (max(b.id) - min(b.id) + 1))::bigint
-                  FROM queen.log_partitions b WHERE b.queue_id = ANY($1::bigint[]))
-   AND ($3::text IS NULL OR p.name = $3)
-   AND p.last_offset >= p.log_start
-   AND (c.partition_id IS NULL
-        OR (c.committed < p.last_offset
-            AND (c.worker_id IS NULL OR c.lease_expires_at <= now())))
-   AND (coalesce((q.options ->> 'windowBuffer')::integer, 0) = 0
-        OR p.last_write_at
-           <= now() - make_interval(secs => (q.options ->> 'windowBuffer')::integer))
- ORDER BY p.id
- LIMIT $4)
+WITH bounds AS (
+    SELECT min(b.id) AS lo, max(b.id) AS hi FROM queen.log_partitions b
+     WHERE b.queue_id = ANY($1::bigint[])),
+pivot AS (
+    SELECT lo, hi, lo + floor($5::float8 * (hi - lo + 1))::bigint AS at FROM bounds)
+(SELECT e.* FROM pivot, queen.pop_eligible($1::bigint[], $2, $3, pivot.at, pivot.hi + 1, $4) e)
 UNION ALL
-(SELECT p.id AS partition_id, p.queue_id, p.name, p.last_offset,
-        (c.partition_id IS NULL) AS fresh
-  FROM queen.log_partitions p
-  JOIN queen.queues q ON q.id = p.queue_id
-  LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = $2
- WHERE p.queue_id = ANY($1::bigint[])
-   AND p.id < (SELECT min(b.id) + floor($5::float8 * (max(b.id) - min(b.id) + 1))::bigint
-                  FROM queen.log_partitions b WHERE b.queue_id = ANY($1::bigint[]))
-   AND ($3::text IS NULL OR p.name = $3)
-   AND p.last_offset >= p.log_start
-   AND (c.partition_id IS NULL
-        OR (c.committed < p.last_offset
-            AND (c.worker_id IS NULL OR c.lease_expires_at <= now())))
-   AND (coalesce((q.options ->> 'windowBuffer')::integer, 0) = 0
-        OR p.last_write_at
-           <= now() - make_interval(secs => (q.options ->> 'windowBuffer')::integer))
- ORDER BY p.id
- LIMIT $4)
+(SELECT e.* FROM pivot, queen.pop_eligible($1::bigint[], $2, $3, pivot.lo, pivot.at, $4) e)
 LIMIT $4;
 
 -- name: pop_lock_cursors
