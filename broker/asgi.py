@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import logging
-
 from starlette.applications import Starlette
 
+from core.logs import configure_logging
 from core.settings import Settings
 
 
@@ -13,6 +12,5 @@ def app_from_env() -> Starlette:
     from broker.app import create_app
 
     settings = Settings.from_env()
-    logging.basicConfig(level=settings.log_level.upper(),
-                        format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
+    configure_logging(settings.log_level)
     return create_app(settings)

@@ -20,6 +20,7 @@ import msgspec
 
 from core import options, segments
 from core.db import Database, storage_errors
+from core.fetch import frame_at
 from core.queries import QUERIES
 
 Status = Literal["completed", "failed", "retry", "dlq"]
@@ -229,10 +230,10 @@ async def _apply(conn: asyncpg.Connection, group: str, cursor: asyncpg.Record,
 
 async def _dead_letter(conn: asyncpg.Connection, group: str, partition_id: int, offset: int,
                        error: str, retries: int) -> None:
-    row = await conn.fetchrow(QUERIES["segment_at"], partition_id, offset)
-    if row is None:  # retention removed it meanwhile: nothing left to copy
+    found = await frame_at(conn, partition_id, offset)
+    if found is None:  # retention removed it meanwhile: nothing left to copy
         return
-    frame = segments.unpack(row["blob"])[offset - row["base_offset"]]
+    frame, created_at = found
     await conn.execute(QUERIES["insert_dlq"], partition_id, group, offset,
                        frame.transaction_id, frame.message_id, frame.trace_id,
-                       frame.producer_sub, frame.payload, error, retries, row["created_at"])
+                       frame.producer_sub, frame.payload, error, retries, created_at)

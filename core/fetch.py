@@ -5,8 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+import asyncpg
+
 from core import segments
 from core.db import Database
+from core.queries import QUERIES
 
 UNKNOWN_TOPIC_OR_PARTITION = "UNKNOWN_TOPIC_OR_PARTITION"
 OFFSET_OUT_OF_RANGE = "OFFSET_OUT_OF_RANGE"
@@ -63,3 +66,13 @@ async def fetch_entry(db: Database, *, queue: str, partition: str, offset: int,
             result.records.append(Record(at, frame.transaction_id, frame.payload,
                                          row["created_at"]))
     return result
+
+
+async def frame_at(conn: asyncpg.Connection, partition_id: int,
+                   offset: int) -> tuple[segments.Frame, datetime] | None:
+    """The stored message at one offset and its append time; None once retention removed it.
+    Takes a connection so callers inside a transaction (dead-lettering) read their own view."""
+    row = await conn.fetchrow(QUERIES["segment_at"], partition_id, offset)
+    if row is None:
+        return None
+    return segments.unpack(row["blob"])[offset - row["base_offset"]], row["created_at"]

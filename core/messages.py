@@ -16,7 +16,8 @@ import asyncpg
 import msgspec
 
 from core import segments
-from core.db import Database
+from core.db import Database, storage_errors
+from core.fetch import frame_at
 from core.ids import PartitionId
 
 Status = Literal["dead_letter", "completed", "processing", "pending"]
@@ -85,11 +86,12 @@ def overall_status(states: list[GroupState]) -> Status:
 async def _find_frame(db: Database, partition_id: int, transaction_id: str, log_start: int,
                       last_offset: int) -> tuple[int, segments.Frame, datetime] | None:
     offsets = await db.fetch("message_offsets", partition_id, transaction_id, log_start)
-    for o in offsets:
-        seg = await db.fetchrow("message_segment_at", partition_id, o["msg_offset"])
-        if seg is not None:
-            frames = segments.unpack(seg["blob"])
-            return o["msg_offset"], frames[o["msg_offset"] - seg["base_offset"]], seg["created_at"]
+    async with db.connection() as conn:
+        with storage_errors():
+            for o in offsets:
+                found = await frame_at(conn, partition_id, o["msg_offset"])
+                if found is not None:
+                    return o["msg_offset"], *found
     # Index row pruned (or never written): scan the newest segments backwards, bounded.
     bound, scanned = last_offset + 1, 0
     while scanned < FALLBACK_SEGMENTS:

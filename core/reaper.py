@@ -27,6 +27,7 @@ from core import maintenance
 from core.db import Database, storage_errors
 from core.embedded import database_dsn
 from core.errors import ServiceError
+from core.logs import configure_logging
 from core.settings import Settings, SettingsError
 
 log = logging.getLogger("queen.reaper")
@@ -127,8 +128,7 @@ def main() -> int:
     except SettingsError as exc:
         print(f"queen-reaper: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=settings.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(settings.log_level)
     settings = dataclasses.replace(settings, db_pool_size=_POOL_SIZE)
     uvloop.run(serve(settings))
     return 0

@@ -76,15 +76,6 @@ SELECT msg_offset FROM queen.log_txn_index
    AND msg_offset >= $3
  ORDER BY msg_offset;
 
--- name: message_segment_at
--- The segment holding one offset.
--- $1 partition id, $2 offset
-SELECT base_offset, last_offset, created_at, blob
-  FROM queen.log_segments
- WHERE partition_id = $1 AND base_offset <= $2 AND last_offset >= $2
- ORDER BY base_offset DESC
- LIMIT 1;
-
 -- name: message_segments_newest
 -- Segments of a partition from the newest backwards, below an exclusive base offset bound;
 -- used to find messages whose index rows were pruned and to list recent messages.

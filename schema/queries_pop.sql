@@ -178,12 +178,6 @@ INSERT INTO queen.log_dlq (partition_id, consumer_group, msg_offset, transaction
                            created_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11);
 
--- name: segment_at
--- The segment holding one offset.
--- $1 partition id, $2 offset
-SELECT base_offset, created_at, blob FROM queen.log_segments
- WHERE partition_id = $1 AND base_offset <= $2 AND last_offset >= $2
- ORDER BY base_offset DESC LIMIT 1;
 
 -- name: pop_hinted_candidates
 -- The partitions a wake-up named, shaped like pop_candidates' rows, found by primary key

@@ -21,3 +21,10 @@ SELECT base_offset, last_offset, created_at, blob
                                  WHERE s.partition_id = $1 AND s.base_offset <= $2), $2)
  ORDER BY base_offset
  LIMIT $3;
+
+-- name: segment_at
+-- The segment holding one offset.
+-- $1 partition id, $2 offset
+SELECT base_offset, created_at, blob FROM queen.log_segments
+ WHERE partition_id = $1 AND base_offset <= $2 AND last_offset >= $2
+ ORDER BY base_offset DESC LIMIT 1;
