@@ -144,6 +144,13 @@ class WriteCoalescer(Generic[Key, Item, Result]):
                 if self._on_flushed is not None:
                     self._on_flushed(key)
         finally:
+            # Leave the running set *before* dispatching: the done-callback that would
+            # discard this task runs only later, and if every slot finished in the same loop
+            # iteration, each would still count the others as running and dispatch nothing,
+            # stranding ready lanes until some unrelated submit came along.
+            current = asyncio.current_task()
+            if current is not None:
+                self._running.discard(current)
             for (key, requests), (_, items) in zip(batch, flushes):
                 self._pending_items -= len(items)
                 lane = self._lanes[key]

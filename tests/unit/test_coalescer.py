@@ -216,3 +216,21 @@ async def test_close_waits_for_queued_flushes_and_then_refuses_new_submissions()
     assert [t.result() for t in tasks] == [["p:0"], ["p:1"], ["p:2"]]
     with pytest.raises(StorageUnavailable):
         await co.submit("p", [3])
+
+
+async def test_work_left_waiting_when_every_flush_slot_finishes_at_once_still_goes_out() -> None:
+    # Every slot busy, two more keys ready behind them, then no further submit: when the
+    # busy flushes finish in the same loop iteration, the waiting keys must still be
+    # flushed (a push must never wait for some later push to wake the coalescer).
+    flush = FakeFlush()
+    co = WriteCoalescer(one_by_one(flush), max_flush_items=1000, max_pending_items=10_000,
+                        max_keys_per_flush=1, max_concurrent_flushes=2)
+    busy = [asyncio.create_task(co.submit(key, [i])) for i, key in enumerate("ab")]
+    await _settle()
+    waiting = [asyncio.create_task(co.submit(key, [i])) for i, key in enumerate("cd", 2)]
+    await _settle()
+    assert [key for key, _ in flush.calls] == ["a", "b"]
+    flush.gate.set()  # both busy flushes complete in the same iteration
+    results = await asyncio.wait_for(asyncio.gather(*busy, *waiting), timeout=2)
+    assert results == [["a:0"], ["b:1"], ["c:2"], ["d:3"]]
+    assert co.pending_items == 0
