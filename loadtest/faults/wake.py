@@ -1,0 +1,72 @@
+"""Cross-broker wake-ups: a long poll parked on one `serve` and a push to the other.
+
+Each trial parks a waiting pop (timeout 5 s) on one instance, pushes one message through
+the other instance half a second later, and measures from the push being sent to the pop's
+answer. A pop that answers 204 although the push was acknowledged while it was parked is a
+missed wake-up. Trials alternate direction; a trial where either side is down is skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+from typing import TYPE_CHECKING, Any
+
+from loadtest.faults.client import Caller
+
+if TYPE_CHECKING:
+    from loadtest.faults.run import Run
+
+WAKE_QUEUE = "wake"
+POLL_MS = 5000
+
+
+async def wake_loop(run: Run) -> None:
+    callers = [Caller([i.url]) for i in run.instances]
+    n = 0
+    try:
+        while True:
+            await asyncio.sleep(1.0)
+            parked, pusher = n % 2, (n + 1) % 2
+            n += 1
+            if any(i.exited() for i in run.instances):
+                continue
+            # A partition per trial: nothing left over from an earlier trial can answer it.
+            pop = asyncio.create_task(callers[parked].call(
+                "GET", f"/api/v1/pop/queue/{WAKE_QUEUE}/partition/t{n}?batch=10&wait=true"
+                f"&timeout={POLL_MS}&consumerGroup=w", deadline=POLL_MS / 1000 + 5))
+            await asyncio.sleep(0.5)
+            push = await callers[pusher].call("POST", "/api/v1/push", {"items": [
+                {"queue": WAKE_QUEUE, "partition": f"t{n}", "payload": n}]})
+            got = await pop
+            rec: dict[str, Any] = {"parked_on": run.instances[parked].name,
+                                   "pushed_to": run.instances[pusher].name,
+                                   "push_st": push.status, "push_t0": push.t0,
+                                   "push_t1": push.t1, **got.record()}
+            if got.status == 200 and isinstance(got.body, dict):
+                rec["lat"] = round(got.t1 - push.t0, 4)
+                lease = got.body.get("leaseId")
+                await callers[parked].call("POST", "/api/v1/ack/batch", {
+                    "consumerGroup": "w", "acknowledgments": [
+                        {"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                         "leaseId": lease, "status": "completed"}
+                        for m in got.body.get("messages", [])]})
+            run.journal.write("wake", **rec)
+    finally:
+        for c in callers:
+            await c.close()
+
+
+def wake_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
+    trials = [r for r in records if r["k"] == "wake"]
+    lats = sorted(r["lat"] for r in trials if "lat" in r)
+    # Missed: the push was acknowledged well before the parked pop's timeout, yet it
+    # answered "nothing" (204).
+    missed = [r for r in trials if r.get("st") == 204 and r.get("push_st") == 201
+              and r["push_t1"] < r["t0"] + POLL_MS / 1000 - 0.5]
+    out: dict[str, Any] = {"trials": len(trials), "woken": len(lats), "missed": len(missed)}
+    if lats:
+        out["p50_ms"] = round(statistics.median(lats) * 1000, 1)
+        out["p99_ms"] = round(lats[min(len(lats) - 1, int(len(lats) * 0.99))] * 1000, 1)
+        out["max_ms"] = round(lats[-1] * 1000, 1)
+    return out
