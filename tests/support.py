@@ -94,6 +94,15 @@ class BrokerProcess:
             time.sleep(0.1)
         raise RuntimeError("broker did not become healthy")
 
+    def kill(self) -> None:
+        """kill -9 of every process this object started (each runs in a process group of
+        its own, so the web workers go with their master)."""
+        for proc in (self.reaper, self.web):
+            if proc is not None and proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        self.web = self.reaper = None
+
     def stop(self) -> None:
         for proc in (self.reaper, self.web):
             if proc is not None:
