@@ -47,8 +47,10 @@ def _parser() -> argparse.ArgumentParser:
     inst = sub.add_parser("install-peer", help="install a peer for comparison (opt-in)")
     inst.add_argument("peer", choices=("rabbitmq", "pgmq"))
     from loadtest.faults import command as faults_command
+    from loadtest.faults import soak
 
     faults_command.add_parser(sub)
+    soak.add_parser(sub)
     return p
 
 
@@ -217,6 +219,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from loadtest.faults import command as faults_command
 
         return faults_command.main(args)
+    if args.command == "soak":
+        from loadtest.faults import soak
+
+        return soak.main(args)
     if args.command == "install-peer":
         from loadtest.peers.install import install
 
