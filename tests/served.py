@@ -50,7 +50,7 @@ class Served:
                 raise RuntimeError(f"serve exited with {self.proc.returncode}:\n{self.log()}")
             try:
                 if (httpx.get(self.url + "/health", timeout=2).status_code == 200
-                        and self.log().count("Running on http") >= self.workers):
+                        and self.log().count("queen.worker: serving on") >= self.workers):
                     return
             except httpx.HTTPError:
                 pass
