@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -37,7 +38,9 @@ log = logging.getLogger(__name__)
 
 
 
-def create_app(settings: Settings) -> Starlette:
+def create_app(settings: Settings, *, draining: asyncio.Event | None = None) -> Starlette:
+    """The broker app; whoever runs it sets `draining` when it starts to shut down."""
+    drain = draining if draining is not None else asyncio.Event()
     all_routes: list[BaseRoute] = [
         *push.routes, *queues.routes, *fetch.routes, *health.routes,
         *dlq.routes, *messages.routes, *groups.routes, *resources.routes, *metrics.routes,
@@ -57,7 +60,7 @@ def create_app(settings: Settings) -> Starlette:
                         on_appended=lambda ref: hub.announce([ref.queue_id],
                                                              ref.partition_id))
         await hub.start()
-        app.state.broker = BrokerState(settings, db, pusher, hub)
+        app.state.broker = BrokerState(settings, db, pusher, hub, drain)
         try:
             yield
         finally:

@@ -18,8 +18,10 @@ def _parser() -> argparse.ArgumentParser:
         description="A partitioned message broker on PostgreSQL speaking the Queen MQ HTTP API.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    serve = sub.add_parser("serve", help="run the whole broker in the foreground")
-    web = sub.add_parser("web", help="run only the web workers (for a Procfile)")
+    serve = sub.add_parser("serve", help="run the whole broker in the foreground, restarting "
+                                         "any of its processes that dies")
+    web = sub.add_parser("web", help="run only the web workers, restarting any that dies "
+                                     "(for a Procfile)")
     for p in (serve, web):
         p.add_argument("--host", help="listen address (env HOST, default 0.0.0.0)")
         p.add_argument("--port", type=int, help="listen port (env PORT, default 6632)")
@@ -56,9 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from broker.supervisor import serve
         return serve(settings)
     if args.command == "web":
-        from broker.supervisor import web_command
-        command = web_command(settings)
-        os.execv(command[0], command)
+        from broker.supervisor import serve
+        return serve(settings, web_only=True)
     if args.command == "postgres":
         from core.embedded import EmbeddedPostgres
         return EmbeddedPostgres(settings.data_dir).run_foreground()

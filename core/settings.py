@@ -54,6 +54,10 @@ class Settings:
     retention_interval_ms: int = 300000
     retention_batch_size: int = 1000
     reaper_interval_ms: int = 1000
+    # `serve` stops the broker when one of its processes dies more than this many times
+    # within the window, instead of restarting it forever.
+    supervisor_max_restarts: int = 5
+    supervisor_restart_window_ms: int = 60000
     log_level: str = "info"
 
     @classmethod
@@ -105,6 +109,10 @@ class Settings:
             retention_batch_size=read.integer(
                 "RETENTION_BATCH_SIZE", cls.retention_batch_size, low=1),
             reaper_interval_ms=read.integer("REAPER_INTERVAL_MS", cls.reaper_interval_ms, low=10),
+            supervisor_max_restarts=read.integer(
+                "SUPERVISOR_MAX_RESTARTS", cls.supervisor_max_restarts, low=0),
+            supervisor_restart_window_ms=read.integer(
+                "SUPERVISOR_RESTART_WINDOW_MS", cls.supervisor_restart_window_ms, low=1000),
             log_level=read.choice(
                 "LOG_LEVEL", cls.log_level, ("debug", "info", "warning", "error", "critical")),
         )

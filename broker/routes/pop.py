@@ -72,7 +72,8 @@ async def _serve_pop(request: Request, pop_request: PopRequest, autopilot: bool)
     watcher = asyncio.create_task(_watch_disconnect(request, gone), name="pop-disconnect")
     try:
         result = await pop_or_wait(state.db, state.hub, pop_request, wait=wait,
-                                   timeout_ms=timeout_ms, backoff=backoff, gone=gone)
+                                   timeout_ms=timeout_ms, backoff=backoff, gone=gone,
+                                   stop_waiting=state.draining)
     finally:
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
