@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.embedded import EmbeddedPostgres
-from loadtest.faults.roles import Roles
+from loadtest.faults.roles import Roles, postmaster_of
 from loadtest.faults.servers import ROOT, ServeInstance, die_with_parent, kill_pids, pg_ready
 
 if TYPE_CHECKING:
@@ -171,12 +171,12 @@ class Injector:
                            rec: dict[str, Any]) -> None:
         socket_dir = EmbeddedPostgres(inst.data_dir).socket_dir
         while True:
-            roles = await asyncio.to_thread(inst.roles)
-            if roles.postmaster not in (None, victim) and await asyncio.to_thread(
-                    pg_ready, socket_dir):
+            pid = inst.pid
+            current = await asyncio.to_thread(postmaster_of, pid) if pid else None
+            if current not in (None, victim) and await asyncio.to_thread(pg_ready, socket_dir):
                 rec["ready_at"] = time.time()
                 return
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.02)
 
     async def consumer_kill(self, inst: ServeInstance) -> dict[str, Any]:
         rec: dict[str, Any] = {"target": "consumer"}
