@@ -124,6 +124,16 @@ def windows(records: list[dict[str, Any]]) -> list[tuple[float, float, dict[str,
     return out
 
 
+def _running_max(events: list[tuple[float, int]]) -> tuple[list[float], list[int]]:
+    """Times in order and, for each, the highest offset seen up to then (for bisecting)."""
+    times, highs, high = [], [], -1
+    for t, offset in sorted(events):
+        high = max(high, offset)
+        times.append(t)
+        highs.append(high)
+    return times, highs
+
+
 def _in_any(t0: float, t1: float, spans: list[tuple[float, float, dict[str, Any]]]) -> bool:
     return any(t0 <= hi and t1 >= lo for lo, hi, _ in spans)
 
@@ -302,15 +312,7 @@ class Checker:
 
     def _check_after_ack(self, deliveries: list[_Delivery],
                          moved: dict[tuple[str, str], list[tuple[float, int]]]) -> None:
-        prefix: dict[tuple[str, str], tuple[list[float], list[int]]] = {}
-        for key, events in moved.items():
-            events.sort()
-            times, highs, high = [], [], -1
-            for t, o in events:
-                high = max(high, o)
-                times.append(t)
-                highs.append(high)
-            prefix[key] = (times, highs)
+        prefix = {key: _running_max(events) for key, events in moved.items()}
         for d in deliveries:
             found = prefix.get((d.group, d.pid))
             if not found:
@@ -321,15 +323,7 @@ class Checker:
                 self._count("redelivered_after_ack", [d.group, d.pid, d.offset, d.consumer])
 
     def _check_past_cursor(self, sent: dict[tuple[str, str], list[tuple[float, int]]]) -> None:
-        prefix: dict[tuple[str, str], tuple[list[float], list[int]]] = {}
-        for key, events in sent.items():
-            events.sort()
-            times, highs, high = [], [], -1
-            for t, o in events:
-                high = max(high, o)
-                times.append(t)
-                highs.append(high)
-            prefix[key] = (times, highs)
+        prefix = {key: _running_max(events) for key, events in sent.items()}
         for r in self.records:
             if r["k"] != "pop" or not r.get("msgs"):
                 continue

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 from pathlib import Path
 
-from loadtest.faults.report import table
+from loadtest.faults.report import publish, table
 from loadtest.faults.run import (
     RESULTS,
     SINGLE_BROKER_FAULTS,
@@ -48,8 +48,5 @@ def main(args: argparse.Namespace) -> int:
                     lease_seconds=args.lease_seconds, gap=args.gap, fast_disk=args.fast_disk,
                     dlq=not args.no_dlq, seed=args.seed, out_dir=args.out)
     result = asyncio.run(run(cfg))
-    text = table(result)
-    print(text)
-    Path(result["json_path"]).with_suffix(".txt").write_text(text + "\n")
-    print(f"written: {result['json_path']}")
+    publish(table(result), result["json_path"])
     return 0 if result["passed"] else 1

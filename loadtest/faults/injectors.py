@@ -79,7 +79,12 @@ class Injector:
                      since: float | None = None) -> dict[str, Any]:
         healed = await self.heal(inst, since if since is not None else rec["injected_at"],
                                  condition)
-        rec["survived"] = healed is not None
+        return await self.settle(rec, inst, healed, healed is not None)
+
+    async def settle(self, rec: dict[str, Any], inst: ServeInstance, healed: float | None,
+                     survived: bool) -> dict[str, Any]:
+        """Record the outcome; an instance that did not heal is repaired from outside."""
+        rec["survived"] = survived
         if healed is not None:
             rec["healed_at"] = healed
             rec["heal_s"] = round(healed - rec["injected_at"], 3)
@@ -219,13 +224,8 @@ class Injector:
         survivor_ok = all(self.run.probe_failures.get(i.name, 0) == failures_before[i.name]
                           for i in others)
         rec["survivor_kept_serving"] = survivor_ok
-        rec["survived"] = healed is not None and survivor_ok and not orphans
-        if healed is not None:
-            rec["healed_at"] = healed
-            rec["heal_s"] = round(healed - rec["injected_at"], 3)
-        else:
-            await self.repair(inst, rec)
-        return rec
+        return await self.settle(rec, inst, healed,
+                                 healed is not None and survivor_ok and not orphans)
 
 
 def outside_reaper(inst: ServeInstance, log: Path) -> subprocess.Popen[bytes]:

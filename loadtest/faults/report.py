@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from loadtest.faults.checker import MAX_RECOVERY_S, MUST_BE_ZERO
@@ -39,3 +40,10 @@ def table(result: dict[str, Any]) -> str:
         lines.append("  ".join(f"{c:>12}" for c in cells) + "  "
                      + str(row.get("outside_restart") or "-"))
     return "\n".join(lines)
+
+
+def publish(text: str, json_path: str) -> None:
+    """Print the table, keep it beside the JSON as .txt, say where both are."""
+    print(text)
+    Path(json_path).with_suffix(".txt").write_text(text + "\n")
+    print(f"written: {json_path}")

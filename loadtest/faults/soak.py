@@ -40,6 +40,7 @@ import psutil  # type: ignore[import-untyped]
 
 from loadtest.faults.consumer import Consumer, ConsumerConfig
 from loadtest.faults.journal import read_all
+from loadtest.faults.report import publish
 from loadtest.faults.run import RESULTS, free_port
 from loadtest.faults.servers import ROOT, ServeInstance, die_with_parent
 
@@ -272,10 +273,7 @@ def table(result: dict[str, Any]) -> str:
 
 def main(args: argparse.Namespace) -> int:
     result = asyncio.run(soak(args))
-    text = table(result)
-    print(text)
-    Path(result["json_path"]).with_suffix(".txt").write_text(text + "\n")
-    print(f"written: {result['json_path']}")
+    publish(table(result), result["json_path"])
     return 0 if result["passed"] else 1
 
 

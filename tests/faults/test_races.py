@@ -21,7 +21,6 @@ import pytest
 
 from core import maintenance
 from core.db import Database
-from core.settings import Settings
 from tests.support import (
     BrokerProcess,
     configure,
@@ -34,15 +33,6 @@ from tests.support import (
 )
 
 LEASE = 60
-
-
-@pytest.fixture
-async def core_db(database_url: str) -> AsyncIterator[Database]:
-    db = await Database.open(Settings(db_pool_size=2), database_url, migrate=False)
-    try:
-        yield db
-    finally:
-        await db.close()
 
 
 @pytest.fixture
