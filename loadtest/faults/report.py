@@ -11,6 +11,27 @@ _FAULT_COLUMNS = ("fault", "target", "survived", "heal_s", "recovery_s", "http_5
                   "http_5xx", "unanswered", "transport_errors", "writes_lost")
 
 
+_KIND_COLUMNS = ("fault", "injected", "survived", "max_heal_s", "max_recovery_s", "http_500",
+                 "http_5xx", "unanswered", "writes_lost")
+
+
+def by_kind(faults: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    kinds: dict[str, dict[str, Any]] = {}
+    for f in faults:
+        k = kinds.setdefault(f["fault"], {"fault": f["fault"], "injected": 0, "survived": 0,
+                                          "max_heal_s": None, "max_recovery_s": None,
+                                          "http_500": 0, "http_5xx": 0, "unanswered": 0,
+                                          "writes_lost": 0})
+        k["injected"] += 1
+        k["survived"] += bool(f.get("survived"))
+        for src, dst in (("heal_s", "max_heal_s"), ("recovery_s", "max_recovery_s")):
+            if f.get(src) is not None:
+                k[dst] = max(k[dst] or 0.0, f[src])
+        for key in ("http_500", "http_5xx", "unanswered", "writes_lost"):
+            k[key] += f.get(key) or 0
+    return list(kinds.values())
+
+
 def table(result: dict[str, Any]) -> str:
     f = result["figures"]
     outcome = "PASSED" if result["passed"] else "FAILED: " + ", ".join(result["failed_figures"])
@@ -33,6 +54,11 @@ def table(result: dict[str, Any]) -> str:
     if "wake" in result:
         lines.append("cross-broker wake-ups: " + ", ".join(
             f"{k}={v}" for k, v in result["wake"].items()))
+    lines += ["", "per kind of fault (sums; heal and recovery are the worst case):",
+              "  ".join(f"{c:>12}" for c in _KIND_COLUMNS)]
+    for row in by_kind(result["faults"]):
+        lines.append("  ".join(f"{'-' if row[c] is None else row[c]!s:>12}"
+                               for c in _KIND_COLUMNS))
     lines += ["", "per fault (figures of requests that met its window):",
               "  ".join(f"{c:>12}" for c in _FAULT_COLUMNS) + "  outside restart"]
     for row in result["faults"]:
@@ -47,3 +73,10 @@ def publish(text: str, json_path: str) -> None:
     print(text)
     Path(json_path).with_suffix(".txt").write_text(text + "\n")
     print(f"written: {json_path}")
+
+
+if __name__ == "__main__":  # re-render a run's table: python -m loadtest.faults.report X.json
+    import json
+    import sys
+
+    print(table(json.loads(Path(sys.argv[1]).read_text())))
