@@ -163,12 +163,12 @@ class Consumer:
             self.journal.close()
             await self.caller.close()
 
-
-def main() -> int:
-    cfg = ConsumerConfig(**json.loads(sys.argv[1]))
-    asyncio.run(Consumer(cfg).run())
-    return 0
+    @classmethod
+    def main(cls) -> int:
+        """The process entry point: the config is the JSON of argv[1]."""
+        asyncio.run(cls(ConsumerConfig(**json.loads(sys.argv[1]))).run())
+        return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(Consumer.main())

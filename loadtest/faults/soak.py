@@ -38,7 +38,7 @@ import asyncpg
 import httpx
 import psutil  # type: ignore[import-untyped]
 
-from loadtest.faults.consumer import Consumer, ConsumerConfig
+from loadtest.faults.consumer import Consumer
 from loadtest.faults.journal import read_all
 from loadtest.faults.report import publish
 from loadtest.faults.run import RESULTS, free_port
@@ -61,7 +61,8 @@ class SoakConsumer(Consumer):
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("soak", help="minutes of moderate load with retention on")
     p.add_argument("--minutes", type=float, default=10.0)
-    p.add_argument("--rate", type=float, default=40.0, help="pushes/s per producer")
+    p.add_argument("--rate", type=float, default=20.0,
+                   help="pushes/s per producer (paced: low enough to hold on a busy machine)")
     p.add_argument("--items", type=int, default=5, help="most messages per push")
     p.add_argument("--producers", type=int, default=2)
     p.add_argument("--consumers", type=int, default=2)
@@ -109,12 +110,15 @@ async def _sample(inst: ServeInstance, conn: asyncpg.Connection, started: float)
         " AS connections,"
         " pg_total_relation_size('queen.log_segments') AS segments_bytes,"
         " pg_total_relation_size('queen.log_txn_index') AS index_bytes,"
-        " (SELECT count(*) FROM queen.log_segments) AS segment_rows")
+        " (SELECT count(*) FROM queen.log_segments) AS segment_rows,"
+        " extract(epoch FROM now() - (SELECT min(created_at) FROM queen.log_segments))"
+        "   AS oldest_s")
     assert row is not None
     out["db_connections"] = row["connections"]
     out["segments_mb"] = round(row["segments_bytes"] / 2**20, 2)
     out["txn_index_mb"] = round(row["index_bytes"] / 2**20, 2)
     out["segment_rows"] = row["segment_rows"]
+    out["oldest_segment_s"] = round(float(row["oldest_s"] or 0), 1)
     return out
 
 
@@ -156,7 +160,7 @@ def _trend(name: str, values: list[float], tolerance: tuple[float, float]) -> di
 
 
 def verdicts(samples: list[dict[str, Any]], minutes: list[dict[str, Any]],
-             retention_s: int) -> list[dict[str, Any]]:
+             retention_s: int, retention_interval_s: float) -> list[dict[str, Any]]:
     settled = [s for s in samples if s["t"] >= WARMUP_S] or samples
     out = []
     for key in ("web_rss_mb", "reaper_rss_mb", "serve_rss_mb"):
@@ -169,9 +173,15 @@ def verdicts(samples: list[dict[str, Any]], minutes: list[dict[str, Any]],
         values = [m[f"{kind}_p99_ms"] for m in minutes[1:] if f"{kind}_p99_ms" in m]
         out.append(_trend(f"{kind}_p99_ms", values, TOLERANCE["p99_ms"]))
     # Storage: after two retention periods every stored message is young, so the table
-    # holds at most ~retention × rate; from then on it must not keep growing.
-    plateau = [s["segments_mb"] for s in samples if s["t"] >= WARMUP_S + 2 * retention_s]
-    out.append(_trend("segments_mb", plateau, (0.25, 2.0)))
+    # holds at most ~retention × rate; from then on it must not keep growing, and the oldest
+    # segment must stay younger than the retention plus a reaper cadence (retention keeps up
+    # whatever the rate does).
+    plateau = [s for s in samples if s["t"] >= WARMUP_S + 2 * retention_s]
+    out.append(_trend("segments_mb", [s["segments_mb"] for s in plateau], (0.25, 2.0)))
+    oldest = max((s["oldest_segment_s"] for s in plateau), default=None)
+    bound = retention_s + retention_interval_s + 10
+    out.append({"figure": "oldest_segment_s", "max": oldest, "bound": bound,
+                "verdict": "ok" if oldest is not None and oldest <= bound else "TOO OLD"})
     total_5xx = sum(m["5xx"] for m in minutes)
     out.append({"figure": "5xx", "value": total_5xx, "verdict": "ok" if total_5xx == 0
                 else "NOT ZERO"})
@@ -222,8 +232,8 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
                 last = samples[-1]
                 print(f"  t={last['t']:>6}s web {last['web_rss_mb']} MB, "
                       f"files {last['web_open_files']}, conns {last['db_connections']}, "
-                      f"segments {last['segments_mb']} MB ({last['segment_rows']} rows)",
-                      file=sys.stderr)
+                      f"segments {last['segments_mb']} MB ({last['segment_rows']} rows, "
+                      f"oldest {last['oldest_segment_s']} s)", file=sys.stderr)
                 await asyncio.sleep(args.sample)
         finally:
             await conn.close()
@@ -240,7 +250,8 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         shutil.rmtree(data_root, ignore_errors=True)
     minutes = _per_minute(list(read_all(run_dir)), started)
     result.update(samples=samples, minutes=minutes,
-                  verdicts=verdicts(samples, minutes, args.retention_seconds))
+                  verdicts=verdicts(samples, minutes, args.retention_seconds,
+                                    args.retention_interval_ms / 1000))
     result["passed"] = all(v["verdict"] in ("flat", "ok") for v in result["verdicts"]) \
         and not result["serve_exited_during_run"]
     path = args.out / f"soak-{run_id}.json"
@@ -277,11 +288,5 @@ def main(args: argparse.Namespace) -> int:
     return 0 if result["passed"] else 1
 
 
-def consumer_main() -> int:
-    cfg = ConsumerConfig(**json.loads(sys.argv[1]))
-    asyncio.run(SoakConsumer(cfg).run())
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(consumer_main())
+if __name__ == "__main__":  # a soak consumer process
+    sys.exit(SoakConsumer.main())
