@@ -5,6 +5,12 @@ error (`timeout`: no answer in time; `transport`: the connection broke or was re
 client waits well past the broker's deadline (`DEADLINE_SLACK`), so a late answer is seen as
 late rather than cut off. After a transport error or a 5xx the next call goes to the next
 broker URL, as the official client does with several URLs.
+
+The underlying keep-alive connection (`loadtest.httpc`) reconnects and sends a request once
+more when its connection turns out to be closed; the official client retries network
+errors too. So a worker killed under a connection usually shows as a slower answer, not as
+a transport error, and a push may reach the broker twice (deduplication makes that safe,
+and the checker would count a stored duplicate).
 """
 
 from __future__ import annotations
