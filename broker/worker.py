@@ -116,7 +116,18 @@ async def serve(app: AppWrapper, config: Config, sock: socket.socket, stop: asyn
     state: LifespanState = {}
     lifespan = Lifespan(app, config, loop, state)
     lifespan_task = loop.create_task(lifespan.handle_lifespan(), name="lifespan")
-    await lifespan.wait_for_startup()
+    # Start-up may wait for the database for a while; a stop must not wait for that.
+    starting = asyncio.ensure_future(lifespan.wait_for_startup())
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    if not starting.done():
+        log.info("stopped while starting")
+        for task in (starting, lifespan_task):
+            task.cancel()
+        await asyncio.gather(starting, lifespan_task, return_exceptions=True)
+        return
+    starting.result()
     if lifespan_task.done() and (error := lifespan_task.exception()) is not None:
         raise error  # the app could not start (e.g. no database in time): exit, be restarted
 
