@@ -44,7 +44,7 @@ from hypercorn.utils import wrap_app
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from core.logs import configure_logging
-from core.settings import Settings, SettingsError
+from core.settings import Settings, from_env_or_exit
 
 log = logging.getLogger("queen.worker")
 
@@ -172,11 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fd", type=int, required=True,
                         help="file descriptor of the listening socket")
     args = parser.parse_args(argv)
-    try:
-        settings = Settings.from_env()
-    except SettingsError as exc:
-        print(f"queen-broker worker: {exc}", file=sys.stderr)
-        return 2
+    settings = from_env_or_exit("queen-broker worker")
     configure_logging(settings.log_level)
     uvloop.run(run(settings, args.fd))
     return 0

@@ -135,3 +135,9 @@ def gone(pid: int, *, zombie_ok: bool = False) -> bool:
     except psutil.NoSuchProcess:
         return True
     return status == psutil.STATUS_DEAD or (zombie_ok and status == psutil.STATUS_ZOMBIE)
+
+
+def fresh_connections(url: str, timeout: float = 30) -> httpx.AsyncClient:
+    """A client that opens a connection per request, so requests spread over the workers."""
+    return httpx.AsyncClient(base_url=url, timeout=timeout,
+                             limits=httpx.Limits(max_keepalive_connections=0))

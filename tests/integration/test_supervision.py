@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -21,8 +20,8 @@ import asyncpg
 import httpx
 import pytest
 
-from tests.served import Served, eventually, gone
-from tests.support import create_database, fetch_records, wait_for
+from tests.served import Served, eventually, fresh_connections, gone
+from tests.support import create_database, fetch_records, server_data_dir, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -47,9 +46,7 @@ def served(own_database: str, tmp_path: Path) -> Iterator[Served]:
 
 @pytest.fixture
 async def client(shared: Served) -> AsyncIterator[httpx.AsyncClient]:
-    # A fresh connection per request, so requests spread over both workers.
-    limits = httpx.Limits(max_keepalive_connections=0)
-    async with httpx.AsyncClient(base_url=shared.url, timeout=10, limits=limits) as c:
+    async with fresh_connections(shared.url, timeout=10) as c:
         yield c
 
 
@@ -176,10 +173,8 @@ async def test_sigterm_stops_web_then_reaper_and_exits_cleanly(served: Served) -
 
 @pytest.fixture(scope="module")
 def data_dir() -> Iterator[str]:
-    # Outside pytest's own temporary tree: a pytest session starting elsewhere on the machine
-    # makes that tree private again, and PostgreSQL runs as another user when we are root.
-    with tempfile.TemporaryDirectory(prefix="queen-serve-") as data:
-        yield data
+    with server_data_dir("queen-serve-") as data:
+        yield str(data)
 
 
 @pytest.fixture
@@ -198,8 +193,7 @@ def _postmaster(served: Served) -> int:
 
 async def test_embedded_postgres_that_dies_is_restarted_on_its_data_and_the_broker_recovers(
         embedded: Served, queue_name: str) -> None:
-    limits = httpx.Limits(max_keepalive_connections=0)
-    async with httpx.AsyncClient(base_url=embedded.url, timeout=10, limits=limits) as client:
+    async with fresh_connections(embedded.url, timeout=10) as client:
         for n in range(10):
             assert (await _push(client, queue_name, f"before-{n}")).status_code == 201
         # A crash (kill -9), then an immediate shutdown (SIGQUIT) that nobody asked for.
