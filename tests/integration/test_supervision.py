@@ -21,7 +21,14 @@ import httpx
 import pytest
 
 from tests.served import Served, eventually, fresh_connections, gone
-from tests.support import create_database, fetch_records, server_data_dir, wait_for
+from tests.support import (
+    PYTHON,
+    ROOT,
+    create_database,
+    fetch_records,
+    server_data_dir,
+    wait_for,
+)
 
 
 @pytest.fixture(scope="module")
@@ -262,3 +269,29 @@ async def test_killing_the_supervisor_outright_leaves_no_orphans(embedded: Serve
     embedded.proc.wait()
     # Workers get SIGTERM and PostgreSQL SIGINT from the kernel when their parent dies.
     await eventually(lambda: all(gone(pid, zombie_ok=True) for pid in tree), timeout=30)
+
+
+async def test_the_procfile_runs_the_broker_under_honcho(tmp_path: Path) -> None:
+    # Procfile lines call `queen-broker`; PYTHONPATH makes that console script (and
+    # `python -m core.reaper`) run this checkout's code.
+    env = {"PYTHONPATH": str(ROOT), "DATABASE_URL": "", "PG_HOST": "", "PG_PORT": "",
+           "PG_USER": "", "PG_PASSWORD": "", "PG_DB": "", "PG_DATABASE": ""}
+    with server_data_dir("queen-honcho-") as data:
+        honcho = Served(tmp_path / "honcho.log", argv=[PYTHON, "-m", "honcho", "start"],
+                        env={**env, "QUEEN_DATA_DIR": str(data)})
+        honcho.env["QUEEN_PORT"] = str(honcho.port)  # honcho gives each process its own PORT
+        with honcho:
+            async with fresh_connections(honcho.url, timeout=10) as client:
+                r = await _push(client, "procfile-q", "t0")
+                assert r.status_code == 201 and r.json()[0]["status"] == "queued"
+                tree = honcho.tree()
+                # `web` replaces its own dead workers under honcho too.
+                workers = honcho.descendants("broker.worker")
+                assert len(workers) == 2
+                os.kill(workers[0], signal.SIGKILL)
+                await eventually(lambda: (w := honcho.descendants("broker.worker"))
+                                 and len(w) == 2 and workers[0] not in w, timeout=20)
+                assert (await _push(client, "procfile-q", "t1")).status_code == 201
+        await eventually(lambda: all(gone(pid, zombie_ok=True) for pid in tree), timeout=30)
+    log = honcho.log()
+    assert "web.1" in log and "reaper.1" in log and "postgres.1" in log
