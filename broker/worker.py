@@ -104,9 +104,10 @@ async def run(settings: Settings, fd: int) -> None:
     app = CloseWhileDraining(create_app(settings, draining=draining), draining)
     sock = socket.socket(fileno=fd)
     sock.setblocking(False)
+    config = hypercorn_config(settings)
     # starlette's and hypercorn's ASGI type aliases describe the same protocol differently.
-    wrapped = wrap_app(app, 0, "asgi")  # type: ignore[arg-type]
-    await serve(wrapped, hypercorn_config(settings), sock, stop, draining)
+    wrapped = wrap_app(app, config.wsgi_max_body_size, "asgi")  # type: ignore[arg-type]
+    await serve(wrapped, config, sock, stop, draining)
 
 
 async def serve(app: AppWrapper, config: Config, sock: socket.socket, stop: asyncio.Event,

@@ -108,7 +108,7 @@ async def test_a_killed_web_worker_is_replaced_while_the_other_keeps_serving(
     assert set(statuses) == {201}, statuses
     # Only requests in flight on the killed worker can go unanswered.
     assert len(unanswered) <= 4, unanswered
-    assert f"(pid {victim}) was killed by SIGKILL" in shared.log()
+    assert f"(pid {victim} was killed by SIGKILL)" in shared.log()
     stored = {r["transactionId"] for k in range(4)
               for r in (await fetch_records(client, queue_name, f"p{k}"))["records"]}
     assert queued <= stored
@@ -126,7 +126,7 @@ async def test_a_killed_reaper_is_restarted_and_expires_leases_again(
     (restarted,) = await eventually(
         lambda: (r := shared.children("reaper")) and reaper not in r and r, timeout=15)
     assert restarted != reaper
-    assert f"reaper (pid {reaper}) was killed by SIGKILL" in shared.log()
+    assert f"reaper (pid {reaper} was killed by SIGKILL)" in shared.log()
     assert shared.children("web") and shared.proc is not None and shared.proc.poll() is None
 
     # The new reaper does its job: a back-dated lease is cleared.
