@@ -8,7 +8,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from broker.wire import json_response
+from broker.wire.http import BodyIncomplete, BodyRefused, BodyTimeout, json_response
 from core.errors import (
     BadRequest,
     ClientError,
@@ -24,6 +24,7 @@ from core.errors import (
 log = logging.getLogger(__name__)
 
 STATUS: dict[type[QueenError], int] = {
+    BodyTimeout: 408,
     BadRequest: 400,
     PayloadTooLarge: 413,
     NotFound: 404,
@@ -47,6 +48,10 @@ def error_response(exc: QueenError) -> Response:
     headers = {}
     if isinstance(exc, ServiceError):
         headers["Retry-After"] = str(exc.retry_after_seconds)
+    if isinstance(exc, BodyRefused | BodyIncomplete | BodyTimeout):
+        # Part of the body is still unread (or never came): the connection cannot carry
+        # another request, so it closes after this answer.
+        headers["Connection"] = "close"
     if status >= 500 or isinstance(exc, StorageError):
         log.warning("%s: %s", type(exc).__name__, exc.message)
     return json_response({"error": exc.message}, status, headers=headers)

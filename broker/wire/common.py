@@ -1,0 +1,21 @@
+"""Shapes shared by several route families."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+# A dashboard answer whose keys the protocol leaves open (§6.3, §6.5).
+FreeForm = dict[str, Any]
+
+
+class ErrorBody(msgspec.Struct):
+    """Every error answer: `{"error": text}` (wire-protocol §1)."""
+
+    error: str
+
+
+class Pagination(msgspec.Struct):
+    limit: int
+    offset: int
