@@ -96,7 +96,9 @@ def starlette_routes(endpoints: Sequence[Endpoint]) -> list[BaseRoute]:
         if endpoint.method == "GET" and not endpoint.changes_state:
             methods["HEAD"] = endpoint
     routes: list[BaseRoute] = []
-    for path, methods in by_path.items():
+    # A path ending in a `{name:path}` segment matches everything below it, so it goes after
+    # the longer paths it would swallow (`/queues/{queue:path}/depth`).
+    for path, methods in sorted(by_path.items(), key=lambda item: item[0].endswith(":path}")):
         route = Route(path, _dispatcher(methods), methods=list(methods))
         # Starlette adds HEAD to every GET route; a state-changing GET must not run for it.
         assert route.methods is not None

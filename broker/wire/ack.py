@@ -7,7 +7,7 @@ from typing import Annotated, ClassVar
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from broker.wire.types import NameOrEmpty, PartitionKey, Text, TransactionId, Uuid
+from broker.wire.types import NameOrEmpty, PartitionKey, Text, Token, TransactionId
 
 MAX_LEASE_SECONDS = 86400
 
@@ -18,7 +18,7 @@ class AckItemIn(msgspec.Struct):
     # The vocabulary is open (§4.5): unknown words count as failed; true/false as the
     # official client's booleans.
     status: str | bool | None = None
-    leaseId: Uuid | None = None  # absent or empty: no lease check
+    leaseId: Token | None = None  # absent or empty: no lease check
     error: Text | None = None
     consumerGroup: NameOrEmpty | None = None  # on a batch item: its own group
 
@@ -42,7 +42,7 @@ class AckResult(msgspec.Struct):
 
 
 class LeasePath(msgspec.Struct):
-    leaseId: Uuid
+    leaseId: Token
 
 
 class ExtendBody(msgspec.Struct):

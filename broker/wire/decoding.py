@@ -24,7 +24,7 @@ _EXPECTED = re.compile(r"^Expected `(?P<want>[^`]+)`(?P<rest>.*?)(?:, got `(?P<g
 _MISSING = re.compile(r"^Object missing required field `(?P<field>[^`]+)`$")
 _BOUND = re.compile(r"^ (?P<op>>=|<=|>|<) (?P<n>-?\d+)$")
 _LENGTH = re.compile(r"^ of length (?P<op>>=|<=) (?P<n>\d+)$")
-_ARTICLE = {"str": "a string", "int": "an integer", "float": "a number", "bool": "a boolean",
+_ARTICLE = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
             "object": "an object", "array": "an array", "null": "null"}
 _PATH_TOKEN = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
 
@@ -112,7 +112,7 @@ def _describe_path(raw: str) -> list[str | int]:
 
 
 def _range_text(root: Any, path: list[str | int], op: str, number: str) -> str:
-    """`between 1 and 10000` when the field has both bounds, else the one that failed."""
+    """`between 1 and 100` when the field has both bounds, else the bound that failed."""
     info = _field_type(msgspec.inspect.type_info(root), path)
     low = getattr(info, "ge", None)
     high = getattr(info, "le", None)

@@ -12,7 +12,15 @@ from starlette.responses import Response
 
 from core.errors import BadRequest, PayloadTooLarge
 
-_encoder = msgspec.json.Encoder()
+
+def _plain(value: Any) -> Any:
+    """Checked wire scalars (`broker.wire.types`) are str subclasses: encode them as text."""
+    if isinstance(value, str):
+        return str(value)
+    raise NotImplementedError(f"cannot encode {type(value).__name__}")
+
+
+_encoder = msgspec.json.Encoder(enc_hook=_plain)
 
 # How much of an over-limit body is still read (and dropped) before answering 413. Answering
 # and closing while the client is still sending makes the kernel reset the connection, and

@@ -9,7 +9,7 @@ from msgspec import UNSET, UnsetType
 
 from broker.wire.ack import AckItemIn
 from broker.wire.push import PushItemIn
-from broker.wire.types import Name, NameOrEmpty, TransactionId, Uuid
+from broker.wire.types import Name, NameOrEmpty, Token, TransactionId, Uuid
 
 
 class PushOp(msgspec.Struct, tag="push", tag_field="type"):
@@ -32,7 +32,7 @@ class TransactionBody(msgspec.Struct):
     MESSAGES: ClassVar[dict[str, str]] = {"operations": "operations array is required"}
 
     operations: list[PushOp | AckOp]
-    requiredLeases: list[Uuid] = []
+    requiredLeases: list[Token] = []
     # Riders of features this broker does not have (§11): present and non-empty → 400.
     kv: Any = None
     timers: Any = None

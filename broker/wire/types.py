@@ -95,6 +95,11 @@ class Text(str):
     """Free text stored in PostgreSQL (ack error texts): anything but NUL."""
 
 
+class Token(str):
+    """An opaque id the broker minted and the client echoes (lease ids): at most 255 bytes,
+    no control characters; one we never minted simply matches nothing."""
+
+
 class Uuid(str):
     """A UUID (lease ids, trace ids) in canonical lower-case form; `""` = none."""
 
@@ -135,6 +140,15 @@ def _plain_text(value: object) -> str:
     if "\x00" in text:
         raise ValueError("contains a NUL character")
     _utf8_bytes(text)
+    return text
+
+
+def _token(value: object) -> str:
+    text = _text(value)
+    if _utf8_bytes(text) > MAX_NAME_BYTES:
+        raise ValueError(f"is longer than {MAX_NAME_BYTES} bytes")
+    if _CONTROL_RE.search(text):
+        raise ValueError("contains control characters")
     return text
 
 
@@ -181,6 +195,7 @@ _CHECKS: dict[type, Any] = {
     else check_name(v),
     TransactionId: _transaction_id,
     Text: _plain_text,
+    Token: _token,
     Uuid: _uuid,
     PartitionKey: _partition_key,
     SubscriptionFrom: _subscription_from,
@@ -209,6 +224,7 @@ _SCHEMAS: dict[type, dict[str, Any]] = {
                     "pattern": TRANSACTION_ID_PATTERN,
                     "description": "at most 65535 bytes, no control characters"},
     Text: {"type": "string", "pattern": TEXT_PATTERN},
+    Token: {"type": "string", "maxLength": MAX_NAME_BYTES, "pattern": TRANSACTION_ID_PATTERN},
     Uuid: {"anyOf": [{"type": "string", "format": "uuid", "pattern": UUID_PATTERN},
                      {"type": "string", "maxLength": 0}]},
     PartitionKey: {"type": "string", "pattern": f"^[0-9]{{1,{PARTITION_KEY_DIGITS}}}$",
