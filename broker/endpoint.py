@@ -115,4 +115,6 @@ def _dispatcher(methods: dict[str, Endpoint]) -> Callable[[Request], Awaitable[R
 
 def default_error_statuses(endpoint: Endpoint) -> dict[int, Any]:
     """The error answers every route can give besides its own."""
-    return {400: ErrorBody, 408: ErrorBody, 413: ErrorBody, 503: ErrorBody}
+    # 431 comes from the HTTP server itself (hypercorn/h11) for a request line or headers
+    # over 16 KiB, e.g. a path with a very long transactionId; it has no body.
+    return {400: ErrorBody, 408: ErrorBody, 413: ErrorBody, 431: None, 503: ErrorBody}

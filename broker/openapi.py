@@ -84,9 +84,15 @@ def _parameters(kind: type | None, where: str,
         return []
     schema = components[kind.__name__]
     required = set(schema.get("required", ()))
-    return [{"name": name, "in": where, "required": where == "path" or name in required,
-             "schema": _without_null(prop)}
-            for name, prop in schema.get("properties", {}).items()]
+    out = []
+    for name, prop in schema.get("properties", {}).items():
+        value = _without_null(prop)
+        if where == "query":
+            # An empty query value counts as absent (the old parameters' defaults apply).
+            value = {"anyOf": [value, {"type": "string", "maxLength": 0}]}
+        out.append({"name": name, "in": where,
+                    "required": where == "path" or name in required, "schema": value})
+    return out
 
 
 def _without_null(schema: dict[str, Any]) -> dict[str, Any]:

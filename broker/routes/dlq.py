@@ -7,7 +7,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from broker.state import state_of
-from broker.wire.common import Pagination
+from broker.wire.common import Pagination, given
 from broker.wire.http import json_response
 from broker.wire.messages import DlqMessage, DlqPage, DlqQuery
 from core import dlq
@@ -29,7 +29,8 @@ def row_json(row: dlq.DlqRow) -> DlqMessage:
 async def list_dlq(request: Request, query: DlqQuery) -> Response:
     state = state_of(request)
     where = dlq.DlqFilter(
-        queue=query.queue, consumer_group=query.consumerGroup, partition=query.partition,
+        queue=given(query.queue), consumer_group=given(query.consumerGroup),
+        partition=given(query.partition),
         failed_from=query.from_.instant if query.from_ else None,
         failed_to=query.to.instant if query.to else None)
     rows, total = await dlq.list_rows(state.db, where, limit=query.limit, offset=query.offset)

@@ -39,7 +39,8 @@ async def fetch(request: Request, body: FetchBody) -> Response:
     state = state_of(request)
     if len(body.entries) > MAX_ENTRIES:
         raise BadRequest(f"{len(body.entries)} entries is over the limit of {MAX_ENTRIES}")
-    deadline = time.monotonic() + body.maxWaitMs / 1000
+    # Nothing asked for, nothing to wait for.
+    deadline = time.monotonic() + (body.maxWaitMs / 1000 if body.entries else 0)
     delay = 0.05
     while True:
         results = []

@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from broker.state import state_of
-from broker.wire.common import ErrorBody, Pagination
+from broker.wire.common import ErrorBody, Pagination, given
 from broker.wire.http import json_response
 from broker.wire.messages import (
     BusStatus,
@@ -111,8 +111,9 @@ async def delete_message(request: Request, path: MessagePath) -> Response:
 async def list_messages(request: Request, query: MessagesQuery) -> Response:
     state = state_of(request)
     where = messages.ListFilter(
-        queue=query.queue, partition=query.partition, namespace=query.ns or query.namespace,
-        task=query.task, status=query.status,
+        queue=given(query.queue), partition=given(query.partition),
+        namespace=given(query.ns) or given(query.namespace), task=given(query.task),
+        status=given(query.status),
         created_from=query.from_.instant if query.from_ else None,
         created_to=query.to.instant if query.to else None)
     found, total = await messages.list_messages(state.db, where, limit=query.limit,

@@ -10,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from broker.state import state_of
+from broker.wire.common import given
 from broker.wire.http import json_response, no_content
 from broker.wire.pop import (
     Autopilot,
@@ -45,7 +46,8 @@ def _pop_request(request: Request, query: PopQuery, *, queue: str | None,
 async def _serve_pop(request: Request, query: PopQuery, pop_request: PopRequest) -> Response:
     state = state_of(request)
     settings = state.settings
-    timeout_ms = settings.default_timeout_ms if query.timeout is None else query.timeout
+    timeout = given(query.timeout)
+    timeout_ms = settings.default_timeout_ms if timeout is None else timeout
     backoff = Backoff(settings.pop_wait_initial_interval_ms, settings.pop_wait_backoff_threshold,
                       settings.pop_wait_backoff_multiplier, settings.pop_wait_max_interval_ms)
     gone = asyncio.Event()
@@ -103,8 +105,8 @@ async def pop_partition(request: Request, path: QueuePartitionPath,
 
 
 async def pop_discovery(request: Request, query: PopQuery) -> Response:
-    if query.namespace is None and query.task is None:
+    namespace, task = given(query.namespace), given(query.task)
+    if namespace is None and task is None:
         raise BadRequest("namespace or task is required")
     return await _serve_pop(request, query, _pop_request(
-        request, query, queue=None, partition=None, namespace=query.namespace,
-        task=query.task))
+        request, query, queue=None, partition=None, namespace=namespace, task=task))

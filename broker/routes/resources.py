@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from broker.state import state_of
-from broker.wire.common import Pagination
+from broker.wire.common import Pagination, given
 from broker.wire.http import json_response
 from broker.wire.pop import QueuePath
 from broker.wire.resources import (
@@ -51,7 +51,7 @@ def stats_json(t: Totals | PartitionStats) -> Stats:
 
 async def list_queues(request: Request, query: QueueListQuery) -> Response:
     state = state_of(request)
-    page, total = await resources.queue_page(state.db, search=query.search,
+    page, total = await resources.queue_page(state.db, search=given(query.search),
                                              limit=query.limit, offset=query.offset)
     return json_response(QueueList(
         [QueueSummary(str(q.id), q.name, q.namespace, q.task, iso(q.created_at), t.partitions,
@@ -77,16 +77,17 @@ async def queue_detail(request: Request, path: QueuePath) -> Response:
 
 async def queue_depth(request: Request, path: QueuePath, query: DepthQuery) -> Response:
     state = state_of(request)
-    depth = await resources.queue_depth(state.db, path.queue, query.group)
+    group = given(query.group)
+    depth = await resources.queue_depth(state.db, path.queue, group)
     pending_parts = sum(1 for _, n in depth.partitions if n > 0)
     return json_response(QueueDepth(
-        path.queue, query.group, depth.pending, pending_parts, False, depth.pending,
+        path.queue, group, depth.pending, pending_parts, False, depth.pending,
         [PartitionDepth(p, n) for p, n in depth.partitions]))
 
 
 async def list_partitions(request: Request, query: PartitionListQuery) -> Response:
     state = state_of(request)
-    rows = await resources.partitions(state.db, queue=query.queue, limit=query.limit,
+    rows = await resources.partitions(state.db, queue=given(query.queue), limit=query.limit,
                                       offset=query.offset)
     return json_response(PartitionList([PartitionRow(
         str(r["id"]), r["name"], r["queue"], r["last_offset"], r["log_start"],

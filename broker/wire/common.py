@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
+from msgspec import UnsetType
+
+T = TypeVar("T")
 
 # A dashboard answer whose keys the protocol leaves open (§6.3, §6.5).
 FreeForm = dict[str, Any]
@@ -19,3 +22,8 @@ class ErrorBody(msgspec.Struct):
 class Pagination(msgspec.Struct):
     limit: int
     offset: int
+
+
+def given(value: T | UnsetType) -> T | None:
+    """An optional parameter's value, or None when it was absent."""
+    return None if isinstance(value, UnsetType) else value

@@ -20,11 +20,11 @@ Status = Literal["dead_letter", "completed", "processing", "pending"]
 
 
 class DlqQuery(msgspec.Struct):
-    queue: Name | None = None
-    consumerGroup: Name | None = None
-    partition: Name | None = None
-    from_: Timestamp | None = msgspec.field(default=None, name="from")
-    to: Timestamp | None = None
+    queue: Name | UnsetType = UNSET
+    consumerGroup: Name | UnsetType = UNSET
+    partition: Name | UnsetType = UNSET
+    from_: Timestamp | UnsetType = msgspec.field(default=UNSET, name="from")
+    to: Timestamp | UnsetType = UNSET
     limit: Annotated[int, Meta(ge=1, le=DLQ_MAX_LIMIT)] = DLQ_DEFAULT_LIMIT
     offset: Annotated[int, Meta(ge=0, le=MAX_OFFSET)] = 0
 
@@ -139,14 +139,14 @@ class MessageDeleted(msgspec.Struct):
 
 
 class MessagesQuery(msgspec.Struct):
-    queue: Name | None = None
-    partition: Name | None = None
-    ns: Name | None = None
-    namespace: Name | None = None
-    task: Name | None = None
-    status: Status | None = None
-    from_: Timestamp | None = msgspec.field(default=None, name="from")
-    to: Timestamp | None = None
+    queue: Name | UnsetType = UNSET
+    partition: Name | UnsetType = UNSET
+    ns: Name | UnsetType = UNSET
+    namespace: Name | UnsetType = UNSET
+    task: Name | UnsetType = UNSET
+    status: Status | UnsetType = UNSET
+    from_: Timestamp | UnsetType = msgspec.field(default=UNSET, name="from")
+    to: Timestamp | UnsetType = UNSET
     limit: Annotated[int, Meta(ge=1, le=LIST_MAX_LIMIT)] = LIST_DEFAULT_LIMIT
     offset: Annotated[int, Meta(ge=0, le=LIST_MAX_PER_PARTITION)] = 0
 

@@ -26,19 +26,19 @@ class QueuePartitionPath(msgspec.Struct):
 class PopQuery(msgspec.Struct):
     """Absent values take the defaults of §4.2 (some come from the broker's settings)."""
 
-    batch: Annotated[int, Meta(ge=1, le=MAX_BATCH)] | None = None
+    batch: Annotated[int, Meta(ge=1, le=MAX_BATCH)] | UnsetType = UNSET
     partitions: Annotated[int, Meta(ge=1, le=MAX_PARTITIONS)] = 1
     wait: bool = False
-    timeout: Annotated[int, Meta(ge=0, le=MAX_TIMEOUT_MS)] | None = None
-    consumerGroup: Name | None = None
+    timeout: Annotated[int, Meta(ge=0, le=MAX_TIMEOUT_MS)] | UnsetType = UNSET
+    consumerGroup: Name | UnsetType = UNSET
     autoAck: bool = False
-    subscriptionMode: Name | None = None
-    subscriptionFrom: SubscriptionFrom | None = None
+    subscriptionMode: Name | UnsetType = UNSET
+    subscriptionFrom: SubscriptionFrom | UnsetType = UNSET
     leaseSeconds: Annotated[int, Meta(ge=0, le=MAX_TIMEOUT_MS // 1000)] = 0
     autopilot: bool = False
     frames: bool = False  # framed answers are optional (§7.4): always answered as JSON
-    namespace: Name | None = None
-    task: Name | None = None
+    namespace: Name | UnsetType = UNSET
+    task: Name | UnsetType = UNSET
 
 
 class DiscoveryFailure(msgspec.Struct):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import msgspec
-from msgspec import Meta
+from msgspec import UNSET, Meta, UnsetType
 
 from broker.wire.common import Pagination
 from broker.wire.messages import MAX_OFFSET
@@ -21,15 +21,15 @@ class PageQuery(msgspec.Struct):
 
 
 class QueueListQuery(PageQuery):
-    search: Name | None = None
+    search: Name | UnsetType = UNSET
 
 
 class PartitionListQuery(PageQuery):
-    queue: Name | None = None
+    queue: Name | UnsetType = UNSET
 
 
 class DepthQuery(msgspec.Struct):
-    group: Name | None = None
+    group: Name | UnsetType = UNSET
 
 
 class StatusMessagesQuery(msgspec.Struct):
@@ -38,8 +38,8 @@ class StatusMessagesQuery(msgspec.Struct):
 
 
 class AnalyticsQuery(msgspec.Struct):
-    interval: Name | None = None
-    queue: Name | None = None
+    interval: Name | UnsetType = UNSET
+    queue: Name | UnsetType = UNSET
 
 
 class MessageCounts(msgspec.Struct):
