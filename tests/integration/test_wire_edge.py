@@ -385,7 +385,7 @@ async def test_names_that_could_not_be_addressed_are_refused_naming_the_field(
             {"queue": queue_name, "partition": name or "/", "payload": 1}]}),
         "queue": await http.post("/api/v1/configure", json={"queue": name}),
         "namespace": await http.post("/api/v1/configure",
-                                     json={"queue": queue_name, "namespace": name}),
+                                     json={"queue": queue_name, "namespace": name or "/"}),
         "consumerGroup": await http.get(f"/api/v1/pop/queue/{queue_name}",
                                         params={"consumerGroup": name}),
         "task": await http.get("/api/v1/pop", params={"task": name}),
@@ -394,14 +394,14 @@ async def test_names_that_could_not_be_addressed_are_refused_naming_the_field(
                                  "consumerGroup": name}]}),
     }
     for field, r in answers.items():
-        if name == "" and field in ("namespace", "consumerGroup",
+        if name == "" and field in ("consumerGroup",
                                     "task", "acknowledgments[0].consumerGroup"):
             continue  # empty means the default there (Default, none, __QUEUE_MODE__)
         assert r.status_code == 400, (field, r.text)
         error = r.json()["error"]
         why = reason
-        if field == "items[0].partition" and name == "":
-            why = "must not contain '/'"  # an empty partition means Default: "/" was sent
+        if field in ("items[0].partition", "namespace") and name == "":
+            why = "must not contain '/'"  # empty means Default / none there: "/" was sent
         assert error == f"{field} {why}", (field, error)
     if "\x00" not in name:  # PostgreSQL text cannot even hold the name to look it up
         assert await queue_counts(db, name) == NOTHING
