@@ -34,7 +34,7 @@ def before_call(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
         if isinstance(timeout, int) and not isinstance(timeout, bool) \
                 and timeout > MAX_FUZZ_WAIT_MS:
             query["timeout"] = MAX_FUZZ_WAIT_MS
-        elif timeout is None and query.get("wait") in _TRUE:
+        elif timeout in (None, "") and query.get("wait") in _TRUE:
             query["timeout"] = MAX_FUZZ_WAIT_MS  # absent: the broker's default is 30 s
     body = case.body
     if isinstance(body, dict):
