@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import Request
@@ -48,7 +48,6 @@ class Endpoint:
     changes_state: bool = False
     # The body of this route's 4xx answers when the protocol fixes one (§4.4, §4.7).
     client_error: Callable[[str], Any] | None = None
-    tags: Sequence[str] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
         wanted = {"request"} | {name for name, kind in (

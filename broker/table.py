@@ -33,7 +33,7 @@ from broker.wire import push as push_wire
 from broker.wire import queues as queues_wire
 from broker.wire import resources as resources_wire
 from broker.wire import transaction as tx_wire
-from broker.wire.common import ErrorBody, FreeForm
+from broker.wire.common import ErrorBody, FreeForm, QueuePath
 
 _GROUPS = "/api/v1/consumer-groups"
 _POPPED = {200: pop_wire.PopAnswer, 204: None}
@@ -44,7 +44,7 @@ ENDPOINTS: list[Endpoint] = [
              {201: list[push_wire.PushResult], 429: ErrorBody}, body=push_wire.PushBody),
     Endpoint("GET", "/api/v1/pop/queue/{queue}", pop.pop_queue,
              "Pop a leased batch from a queue's partitions", _POPPED,
-             path_params=pop_wire.QueuePath, query=pop_wire.PopQuery, changes_state=True),
+             path_params=QueuePath, query=pop_wire.PopQuery, changes_state=True),
     Endpoint("GET", "/api/v1/pop/queue/{queue}/partition/{partition}", pop.pop_partition,
              "Pop a leased batch from one partition", _POPPED,
              path_params=pop_wire.QueuePartitionPath, query=pop_wire.PopQuery,
@@ -70,7 +70,7 @@ ENDPOINTS: list[Endpoint] = [
              body=queues_wire.ConfigureBody),
     Endpoint("DELETE", "/api/v1/resources/queues/{queue}", queues.delete_queue,
              "Delete a queue with everything it owns", {200: queues_wire.DeleteQueueAnswer},
-             path_params=pop_wire.QueuePath),
+             path_params=QueuePath),
     Endpoint("POST", "/api/v1/fetch", fetch.fetch, "Read by offset (no lease, no cursor)",
              {200: fetch_wire.FetchAnswer}, body=fetch_wire.FetchBody),
     # DLQ and messages (§5)
@@ -120,10 +120,10 @@ ENDPOINTS: list[Endpoint] = [
              {200: resources_wire.QueueList}, query=resources_wire.QueueListQuery),
     Endpoint("GET", "/api/v1/resources/queues/{queue}/depth", resources.queue_depth,
              "A queue's backlog per partition", {200: resources_wire.QueueDepth, 404: ErrorBody},
-             path_params=pop_wire.QueuePath, query=resources_wire.DepthQuery),
+             path_params=QueuePath, query=resources_wire.DepthQuery),
     Endpoint("GET", "/api/v1/resources/queues/{queue}", resources.queue_detail,
              "One queue with its partitions",
-             {200: resources_wire.QueueDetail, 404: ErrorBody}, path_params=pop_wire.QueuePath),
+             {200: resources_wire.QueueDetail, 404: ErrorBody}, path_params=QueuePath),
     Endpoint("GET", "/api/v1/resources/partitions", resources.list_partitions,
              "List partitions", {200: resources_wire.PartitionList},
              query=resources_wire.PartitionListQuery),
@@ -141,11 +141,11 @@ ENDPOINTS: list[Endpoint] = [
              {200: FreeForm}, query=resources_wire.AnalyticsQuery),
     Endpoint("GET", "/api/v1/status/queues/{queue}/messages",
              status.status_queue_messages, "Recent messages of a queue",
-             {200: FreeForm}, path_params=pop_wire.QueuePath,
+             {200: FreeForm}, path_params=QueuePath,
              query=resources_wire.StatusMessagesQuery),
     Endpoint("GET", "/api/v1/status/queues/{queue}", status.status_queue,
              "Status of one queue", {200: FreeForm, 404: ErrorBody},
-             path_params=pop_wire.QueuePath),
+             path_params=QueuePath),
     Endpoint("POST", "/api/v1/stats/refresh", status.refresh,
              "Refresh statistics (they are computed on demand)", {200: FreeForm}),
     # Health and metrics (§6.5)

@@ -73,12 +73,6 @@ class GroupsResult:
     wake_queue_ids: list[int] = field(default_factory=list)
 
 
-async def ack(db: Database, group: str, items: Sequence[AckItem]) -> AckResult:
-    """Apply a call's acks in one transaction."""
-    result = await ack_groups(db, {group: items})
-    return AckResult(result.outcomes[group], result.wake_queue_ids)
-
-
 async def ack_groups(db: Database, groups: Mapping[str, Sequence[AckItem]]) -> GroupsResult:
     """Apply the acks of several groups in one transaction: all of it commits or none.
 

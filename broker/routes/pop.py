@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from broker.state import state_of
-from broker.wire.common import given
+from broker.wire.common import QueuePath, given
 from broker.wire.http import json_response, no_content
 from broker.wire.pop import (
     Autopilot,
@@ -18,7 +18,6 @@ from broker.wire.pop import (
     PoppedMessage,
     PopQuery,
     QueuePartitionPath,
-    QueuePath,
 )
 from core.errors import BadRequest
 from core.longpoll import Backoff, pop_or_wait

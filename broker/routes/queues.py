@@ -6,8 +6,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from broker.state import state_of
+from broker.wire.common import QueuePath
 from broker.wire.http import json_response
-from broker.wire.pop import QueuePath
 from broker.wire.queues import ConfigureAnswer, ConfigureBody, DeleteQueueAnswer
 from core import queues
 

@@ -11,9 +11,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from broker.state import state_of
-from broker.wire.common import Pagination, given
+from broker.wire.common import Pagination, QueuePath, given
 from broker.wire.http import json_response
-from broker.wire.pop import QueuePath
 from broker.wire.resources import (
     DepthQuery,
     MessageCounts,

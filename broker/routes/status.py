@@ -10,8 +10,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from broker.state import state_of
+from broker.wire.common import QueuePath
 from broker.wire.http import json_response
-from broker.wire.pop import QueuePath
 from broker.wire.resources import AnalyticsQuery, PageQuery, StatusMessagesQuery
 from core import messages, resources
 from core.timefmt import iso

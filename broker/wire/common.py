@@ -7,6 +7,8 @@ from typing import Any, TypeVar
 import msgspec
 from msgspec import UnsetType
 
+from broker.wire.types import Name
+
 T = TypeVar("T")
 
 # A dashboard answer whose keys the protocol leaves open (§6.3, §6.5).
@@ -17,6 +19,12 @@ class ErrorBody(msgspec.Struct):
     """Every error answer: `{"error": text}` (wire-protocol §1)."""
 
     error: str
+
+
+class QueuePath(msgspec.Struct):
+    """A path naming a queue (pop, admin and status routes)."""
+
+    queue: Name
 
 
 class Pagination(msgspec.Struct):

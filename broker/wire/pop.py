@@ -14,10 +14,6 @@ MAX_PARTITIONS = 1000
 MAX_TIMEOUT_MS = 3_600_000
 
 
-class QueuePath(msgspec.Struct):
-    queue: Name
-
-
 class QueuePartitionPath(msgspec.Struct):
     queue: Name
     partition: Name
