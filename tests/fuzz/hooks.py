@@ -26,20 +26,31 @@ _tally: Counter[str] = Counter()
 _lock = threading.Lock()
 
 
+def _wait_ms(value: Any) -> int | None:
+    """A generated wait as a number, whether it was generated as one or as text."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        return int(value)
+    return None
+
+
 @schemathesis.hook
 def before_call(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
     query = case.query
     if isinstance(query, dict):
-        timeout = query.get("timeout")
-        if isinstance(timeout, int) and not isinstance(timeout, bool) \
-                and timeout > MAX_FUZZ_WAIT_MS:
+        timeout = _wait_ms(query.get("timeout"))
+        if timeout is not None and timeout > MAX_FUZZ_WAIT_MS:
             query["timeout"] = MAX_FUZZ_WAIT_MS
-        elif timeout in (None, "") and query.get("wait") in _TRUE:
+        elif query.get("timeout") in (None, "") and query.get("wait") in _TRUE:
             query["timeout"] = MAX_FUZZ_WAIT_MS  # absent: the broker's default is 30 s
     body = case.body
     if isinstance(body, dict):
-        wait = body.get("maxWaitMs")
-        if isinstance(wait, int) and not isinstance(wait, bool) and wait > MAX_FUZZ_WAIT_MS:
+        wait = _wait_ms(body.get("maxWaitMs"))
+        if wait is not None and wait > MAX_FUZZ_WAIT_MS and not isinstance(
+                body["maxWaitMs"], str):
             body["maxWaitMs"] = MAX_FUZZ_WAIT_MS
 
 
