@@ -126,10 +126,11 @@ class SubscriptionFrom(str):
     """`subscriptionFrom`: `now`, an ISO-8601 timestamp, or empty."""
 
 
-def _transaction_id(value: object) -> str:
+def _id_text(value: object, max_bytes: int) -> str:
+    """An id the client chose or echoes: bounded, no control characters, may be empty."""
     text = _text(value)
-    if _utf8_bytes(text) > MAX_TRANSACTION_ID_BYTES:
-        raise ValueError(f"is longer than {MAX_TRANSACTION_ID_BYTES} bytes")
+    if _utf8_bytes(text) > max_bytes:
+        raise ValueError(f"is longer than {max_bytes} bytes")
     if _CONTROL_RE.search(text):
         raise ValueError("contains control characters")
     return text
@@ -140,15 +141,6 @@ def _plain_text(value: object) -> str:
     if "\x00" in text:
         raise ValueError("contains a NUL character")
     _utf8_bytes(text)
-    return text
-
-
-def _token(value: object) -> str:
-    text = _text(value)
-    if _utf8_bytes(text) > MAX_NAME_BYTES:
-        raise ValueError(f"is longer than {MAX_NAME_BYTES} bytes")
-    if _CONTROL_RE.search(text):
-        raise ValueError("contains control characters")
     return text
 
 
@@ -193,9 +185,9 @@ _CHECKS: dict[type, Any] = {
     NameOrEmpty: lambda v: "" if v == "" else check_name(v),
     NameOrNumber: lambda v: str(v) if isinstance(v, int) and not isinstance(v, bool)
     else check_name(v),
-    TransactionId: _transaction_id,
+    TransactionId: lambda v: _id_text(v, MAX_TRANSACTION_ID_BYTES),
     Text: _plain_text,
-    Token: _token,
+    Token: lambda v: _id_text(v, MAX_NAME_BYTES),
     Uuid: _uuid,
     PartitionKey: _partition_key,
     SubscriptionFrom: _subscription_from,

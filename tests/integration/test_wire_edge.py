@@ -150,6 +150,20 @@ async def _leased_message(http: httpx.AsyncClient, queue: str, group: str | None
     return body["messages"][0]  # type: ignore[no-any-return]
 
 
+async def _one_message_per_group(http: httpx.AsyncClient, queue: str
+                                 ) -> tuple[dict[str, Any], dict[str, Any]]:
+    return await _leased_message(http, queue, "g1"), await _leased_message(http, queue, "g2")
+
+
+async def _ack_batch(http: httpx.AsyncClient, first: dict[str, Any],
+                     second: dict[str, Any]) -> httpx.Response:
+    """A batch acking `first` in g1 and (the ack keys of) `second` in g2."""
+    keys = ("transactionId", "partitionId", "leaseId")
+    return await http.post("/api/v1/ack/batch", json={"acknowledgments": [
+        {**{k: first[k] for k in keys}, "consumerGroup": "g1"},
+        {**{k: second[k] for k in keys if k in second}, "consumerGroup": "g2"}]})
+
+
 async def test_a_refused_transaction_creates_no_queue_and_no_partition(
         http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
     message = await _leased_message(http, queue_name)
@@ -174,13 +188,9 @@ async def test_a_refused_transaction_creates_no_queue_and_no_partition(
 
 async def test_a_bad_item_anywhere_in_a_batch_ack_is_a_400_and_nothing_moves(
         http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
-    first = await _leased_message(http, queue_name, "g1")
-    second = await _leased_message(http, queue_name, "g2")
-    r = await http.post("/api/v1/ack/batch", json={"acknowledgments": [
-        {"transactionId": first["transactionId"], "partitionId": first["partitionId"],
-         "leaseId": first["leaseId"], "consumerGroup": "g1"},
-        {"transactionId": "bad\x00id", "partitionId": second["partitionId"],
-         "consumerGroup": "g2"}]})
+    first, second = await _one_message_per_group(http, queue_name)
+    r = await _ack_batch(http, first, {"transactionId": "bad\x00id",
+                                       "partitionId": second["partitionId"]})
     assert r.status_code == 400
     assert r.json() == {"error": "acknowledgments[1].transactionId contains control characters"}
     row = await cursor_row(db, queue_name, "g1")
@@ -189,13 +199,8 @@ async def test_a_bad_item_anywhere_in_a_batch_ack_is_a_400_and_nothing_moves(
 
 async def test_a_batch_ack_applies_what_it_can_and_answers_per_item(
         http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
-    first = await _leased_message(http, queue_name, "g1")
-    second = await _leased_message(http, queue_name, "g2")
-    r = await http.post("/api/v1/ack/batch", json={"acknowledgments": [
-        {"transactionId": first["transactionId"], "partitionId": first["partitionId"],
-         "leaseId": first["leaseId"], "consumerGroup": "g1"},
-        {"transactionId": second["transactionId"], "partitionId": second["partitionId"],
-         "leaseId": "someone-else", "consumerGroup": "g2"}]})
+    first, second = await _one_message_per_group(http, queue_name)
+    r = await _ack_batch(http, first, {**second, "leaseId": "someone-else"})
     assert r.status_code == 200
     assert [(e["success"], e["error"]) for e in r.json()] == [
         (True, None), (False, "invalid or expired lease")]
