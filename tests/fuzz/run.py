@@ -31,8 +31,11 @@ def fuzz_command(url: str, tally: Path, *, max_time: int, seed: int | None = Non
                "--output-truncate", "true", "--no-color"]
     if seed is not None:
         command += ["--seed", str(seed)]
+    # Run it from a scratch directory (schemathesis keeps a cache in its working directory);
+    # the hooks module is found through PYTHONPATH.
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     env = {**os.environ, "SCHEMATHESIS_HOOKS": "tests.fuzz.hooks",
-           "QUEEN_FUZZ_TALLY": str(tally)}
+           "QUEEN_FUZZ_TALLY": str(tally), "PYTHONPATH": path}
     return command, env
 
 
@@ -49,7 +52,7 @@ def main() -> int:
         command, env = fuzz_command(args.url.rstrip("/"), tally, max_time=args.max_time,
                                     seed=args.seed, max_examples=args.max_examples)
         print("$", " ".join(command), flush=True)
-        code = subprocess.run(command, env=env, cwd=ROOT, check=False).returncode
+        code = subprocess.run(command, env=env, cwd=scratch, check=False).returncode
         print("tally:", json.dumps(json.loads(tally.read_text()), sort_keys=True))
     return code
 

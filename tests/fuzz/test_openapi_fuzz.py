@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.fuzz.run import fuzz_command
-from tests.support import ROOT, BrokerProcess, create_database
+from tests.support import BrokerProcess, create_database
 
 CI_SECONDS = 60
 
@@ -44,12 +44,12 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(
     tally = tmp_path / "tally.json"
     command, env = fuzz_command(fuzz_broker.url, tally, max_time=CI_SECONDS, seed=20261202,
                                 max_examples=5)
-    done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True,
+    done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True,
                           timeout=CI_SECONDS * 3, check=False)
     report = done.stdout[-6000:] + done.stderr[-3000:]
     counts = json.loads(tally.read_text())
     print(f"schemathesis: {counts}")  # the figures, in the test log with -s or -rA
     assert done.returncode == 0, report
     assert counts.get("5xx", 0) == 0, report
-    assert counts["requests"] > 1000, counts
+    assert counts["requests"] > 200, counts  # about 1700 on an idle 2-core machine
     assert counts.get("2xx", 0) > 100 and counts.get("4xx", 0) > 100, counts
