@@ -51,5 +51,5 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(
     print(f"schemathesis: {counts}")  # the figures, in the test log with -s or -rA
     assert done.returncode == 0, report
     assert counts.get("5xx", 0) == 0, report
-    assert counts["requests"] > 200, counts  # about 1700 on an idle 2-core machine
+    assert counts["requests"] > 100, counts  # about 1700 on an idle 2-core machine
     assert counts.get("2xx", 0) > 100 and counts.get("4xx", 0) > 100, counts
