@@ -78,7 +78,8 @@ class BrokerProcess:
     """`hypercorn` serving the broker app (and optionally the reaper) as real processes."""
 
     def __init__(self, database_url: str, *, workers: int = 2, reaper: bool = False,
-                 env: dict[str, str] | None = None, port: int | None = None) -> None:
+                 env: dict[str, str] | None = None, port: int | None = None,
+                 log_path: Path | None = None) -> None:
         self.database_url = database_url
         self.workers = workers
         self.with_reaper = reaper
@@ -87,6 +88,7 @@ class BrokerProcess:
         self.env = {**os.environ, "DATABASE_URL": database_url, "HOST": "127.0.0.1",
                     "PORT": str(self.port), "WORKERS": str(workers), "LOG_LEVEL": "warning",
                     **(env or {})}
+        self.log_path = log_path  # the web processes' output goes there instead of ours
         self.web: subprocess.Popen[bytes] | None = None
         self.reaper: subprocess.Popen[bytes] | None = None
 
@@ -97,9 +99,13 @@ class BrokerProcess:
 
         settings = Settings.from_env(self.env)
         # A killed test run must not leave brokers behind: they die with this process.
+        log = open(self.log_path, "ab") if self.log_path else None  # noqa: SIM115
         self.web = subprocess.Popen(web_command(settings), env=self.env, cwd=ROOT,
-                                    start_new_session=True,
+                                    start_new_session=True, stdout=log,
+                                    stderr=subprocess.STDOUT if log else None,
                                     preexec_fn=terminate_with_parent)  # noqa: PLW1509
+        if log is not None:
+            log.close()  # the child has its own descriptor
         if self.with_reaper:
             self.reaper = subprocess.Popen(reaper_command(), env=self.env, cwd=ROOT,
                                            start_new_session=True,
