@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -23,8 +24,11 @@ from core.settings import Settings
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: Settings) -> Starlette:
+def create_app(settings: Settings, *, draining: asyncio.Event | None = None) -> Starlette:
+    """The broker app; whoever runs it sets `draining` when it starts to shut down."""
     from broker.table import ENDPOINTS  # imports every route module
+
+    drain = draining if draining is not None else asyncio.Event()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -38,7 +42,7 @@ def create_app(settings: Settings) -> Starlette:
                         on_appended=lambda ref: hub.announce([ref.queue_id],
                                                              ref.partition_id))
         await hub.start()
-        app.state.broker = BrokerState(settings, db, pusher, hub)
+        app.state.broker = BrokerState(settings, db, pusher, hub, drain)
         try:
             yield
         finally:

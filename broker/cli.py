@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from core.logs import configure_logging
-from core.settings import Settings, SettingsError
+from core.settings import from_env_or_exit
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -18,8 +18,10 @@ def _parser() -> argparse.ArgumentParser:
         description="A partitioned message broker on PostgreSQL speaking the Queen MQ HTTP API.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    serve = sub.add_parser("serve", help="run the whole broker in the foreground")
-    web = sub.add_parser("web", help="run only the web workers (for a Procfile)")
+    serve = sub.add_parser("serve", help="run the whole broker in the foreground, restarting "
+                                         "any of its processes that dies")
+    web = sub.add_parser("web", help="run only the web workers, restarting any that dies "
+                                     "(for a Procfile)")
     for p in (serve, web):
         p.add_argument("--host", help="listen address (env HOST, default 0.0.0.0)")
         p.add_argument("--port", type=int, help="listen port (env PORT, default 6632)")
@@ -46,19 +48,14 @@ def _apply_overrides(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _apply_overrides(args)
-    try:
-        settings = Settings.from_env()
-    except SettingsError as exc:
-        print(f"queen-broker: {exc}", file=sys.stderr)
-        return 2
+    settings = from_env_or_exit("queen-broker")
     configure_logging(settings.log_level)
     if args.command == "serve":
         from broker.supervisor import serve
         return serve(settings)
     if args.command == "web":
-        from broker.supervisor import web_command
-        command = web_command(settings)
-        os.execv(command[0], command)
+        from broker.supervisor import serve
+        return serve(settings, web_only=True)
     if args.command == "postgres":
         from core.embedded import EmbeddedPostgres
         return EmbeddedPostgres(settings.data_dir).run_foreground()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 from starlette.requests import Request
@@ -18,6 +19,8 @@ class BrokerState:
     db: Database
     pusher: Pusher
     hub: WakeupHub
+    # Set when the process starts to shut down: long polls stop waiting and answer now.
+    draining: asyncio.Event
 
 
 def state_of(request: Request) -> BrokerState:

@@ -1,10 +1,24 @@
-"""`queen-broker serve`: the whole broker as one foreground command.
+"""`queen-broker serve` (and `web`): run the broker's processes and keep them running.
 
-Starts, in order: the embedded PostgreSQL (only when no database is configured), the schema
-migrations, hypercorn with N web workers, and the lease reaper. Stops in reverse order on
-Ctrl-C / SIGTERM or when any child dies: web and reaper first (they drain in-flight work),
-PostgreSQL last. Children also get a parent-death signal, so killing the supervisor outright
-leaves no orphans.
+`serve` starts, in order: the embedded PostgreSQL (only when no database is configured), the
+schema migrations, the listening socket (bound once, here), N web workers that inherit it
+(`broker/worker.py`), and the lease reaper. `web` runs only the socket and the web workers
+(a Procfile line, beside `postgres` and `reaper`).
+
+Then it watches them. A process that dies is logged with its cause (exit code or signal) and
+started again after a backoff (0.5 s, doubling to 10 s; a run longer than 10 s starts the
+backoff over), while the others keep serving: the socket stays open, so clients of a dead
+worker's share of connections only wait in the backlog. A dead PostgreSQL is started again
+on the same data directory and recovers from its WAL; workers and reaper reconnect by
+themselves. A process that dies more than 5 times in 60 s (SUPERVISOR_MAX_RESTARTS,
+SUPERVISOR_RESTART_WINDOW_MS) stops the whole broker with a message naming it and its last
+exit status, rather than restarting forever.
+
+Ctrl-C / SIGTERM stop everything in order: web workers drain first (they finish requests in
+flight and answer parked long polls), then the reaper, then PostgreSQL. Children run in
+their own process groups, so a terminal's Ctrl-C reaches only this process, which stops them
+in that order; they also get a parent-death signal, so killing this process outright leaves
+no orphans.
 """
 
 from __future__ import annotations
@@ -14,29 +28,198 @@ import ctypes
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from types import FrameType
 
+from broker.worker import BACKLOG, drain_seconds
 from core.db import connect_with_retry
-from core.embedded import EmbeddedPostgres, stop_process
+from core.embedded import EmbeddedPostgres
 from core.migrations import apply_migrations
 from core.settings import Settings
 
 log = logging.getLogger("queen.serve")
 
+_TICK = 0.1  # seconds between looks at the children
+_READY_CHECK_EVERY = 0.5  # seconds between readiness checks of a restarted PostgreSQL
+# Stages, in start order; stopping goes in reverse (web drains first, PostgreSQL last).
+DATABASE, MAINTENANCE, WEB = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """When to start a dead process again, and when to give up on it."""
+
+    first_delay: float = 0.5
+    max_delay: float = 10.0
+    max_deaths: int = 5  # more deaths than this within `window` stop the broker
+    window: float = 60.0
+
+    def next_delay(self, previous: float | None, uptime: float) -> float:
+        if previous is None or uptime > self.max_delay:
+            return self.first_delay
+        return min(previous * 2, self.max_delay)
+
+    def gives_up(self, deaths: deque[float], now: float) -> bool:
+        while deaths and deaths[0] < now - self.window:
+            deaths.popleft()
+        return len(deaths) > self.max_deaths
+
+
+@dataclass(eq=False)
+class Child:
+    """One supervised slot: how to start its process, the process, and its deaths."""
+
+    name: str
+    spawn: Callable[[], subprocess.Popen[bytes]]
+    stage: int
+    stop_signal: int = signal.SIGTERM
+    stop_timeout: float = 20.0
+    ready: Callable[[], bool] | None = None  # checked after a restart, to log recovery
+    proc: subprocess.Popen[bytes] | None = None
+    started_at: float = 0.0
+    died_at: float = 0.0
+    restart_at: float | None = None
+    delay: float | None = None
+    deaths: deque[float] = field(default_factory=deque)
+    last_status: str = ""
+    awaiting_ready: bool = False
+    next_ready_check: float = 0.0
+
+    def start(self, now: float) -> None:
+        self.proc = self.spawn()
+        self.started_at = now
+        self.restart_at = None
+
+
+def describe_exit(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"was killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"was killed by signal {-returncode}"
+    return f"exited with code {returncode}"
+
+
+class Supervisor:
+    """Keeps its children running until asked to stop or until one keeps dying."""
+
+    def __init__(self, children: list[Child], policy: RestartPolicy | None = None) -> None:
+        self.children = children
+        self.policy = policy or RestartPolicy()
+        self.stop_requested = False
+        self.failure: str | None = None
+
+    def request_stop(self, signum: int = 0, frame: FrameType | None = None) -> None:
+        self.stop_requested = True
+
+    def watch(self) -> None:
+        """Restart dead children until a stop is requested or one keeps dying."""
+        while not self.stop_requested:
+            now = time.monotonic()
+            for child in self.children:
+                self._look_after(child, now)
+                if self.failure is not None:
+                    return
+            time.sleep(_TICK)
+
+    def _look_after(self, child: Child, now: float) -> None:
+        if child.proc is not None:
+            returncode = child.proc.poll()  # also reaps it: no zombie stays behind
+            if returncode is None:
+                if child.awaiting_ready and now >= child.next_ready_check:
+                    self._check_ready(child, now)
+                return
+            pid, uptime = child.proc.pid, now - child.started_at
+            child.proc = None
+            self._died(child, f"pid {pid} {describe_exit(returncode)}", uptime, now)
+        elif child.restart_at is not None and now >= child.restart_at:
+            try:
+                child.start(now)
+            except (OSError, subprocess.SubprocessError) as exc:
+                self._died(child, f"could not be started ({exc})", 0.0, now)
+                return
+            assert child.proc is not None
+            log.info("%s started again (pid %d)", child.name, child.proc.pid)
+            child.awaiting_ready = child.ready is not None
+            child.next_ready_check = now + _READY_CHECK_EVERY
+
+    def _died(self, child: Child, status: str, uptime: float, now: float) -> None:
+        child.died_at = now
+        child.awaiting_ready = False
+        child.last_status = status
+        child.deaths.append(now)
+        if self.policy.gives_up(child.deaths, now):
+            self.failure = (
+                f"{child.name} keeps dying ({len(child.deaths)} times in "
+                f"{self.policy.window:.0f} s; last: {status}); stopping the broker")
+            log.error("%s", self.failure)
+            return
+        child.delay = self.policy.next_delay(child.delay, uptime)
+        child.restart_at = now + child.delay
+        log.warning("%s (%s) after %.1f s; starting it again in %.1f s",
+                    child.name, status, uptime, child.delay)
+
+    def _check_ready(self, child: Child, now: float) -> None:
+        assert child.ready is not None
+        child.next_ready_check = now + _READY_CHECK_EVERY
+        if child.ready():
+            child.awaiting_ready = False
+            log.info("%s is ready again, %.1f s after it died", child.name, now - child.died_at)
+
+    def stop_all(self) -> None:
+        """Stop the children stage by stage: web, then the reaper, then PostgreSQL."""
+        for stage in sorted({c.stage for c in self.children}, reverse=True):
+            running = [c for c in self.children if c.stage == stage and c.proc is not None]
+            for child in running:
+                assert child.proc is not None
+                if child.proc.poll() is None:
+                    child.proc.send_signal(child.stop_signal)
+            deadline = time.monotonic() + max((c.stop_timeout for c in running), default=0)
+            for child in running:
+                assert child.proc is not None
+                try:
+                    child.proc.wait(max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    log.error("%s (pid %d) did not stop in %.0f s; killing it",
+                              child.name, child.proc.pid, child.stop_timeout)
+                    child.proc.kill()
+                    child.proc.wait()
+                child.proc = None
+
+
+def bind_listener(settings: Settings) -> socket.socket:
+    """The listening socket every web worker inherits."""
+    family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((settings.host, settings.port))
+    sock.listen(BACKLOG)
+    sock.set_inheritable(True)
+    return sock
+
+
+def worker_command(fd: int) -> list[str]:
+    return [sys.executable, "-m", "broker.worker", "--fd", str(fd)]
+
 
 def web_command(settings: Settings) -> list[str]:
-    workers = settings.workers or os.cpu_count() or 1
-    host = f"[{settings.host}]" if ":" in settings.host else settings.host
-    return [sys.executable, "-m", "hypercorn", "--worker-class", "uvloop",
-            "--workers", str(workers), "--bind", f"{host}:{settings.port}",
-            "--graceful-timeout", "10", "broker.asgi:app_from_env()"]
+    """`queen-broker web` for this interpreter: the socket and the web workers, supervised."""
+    return [sys.executable, "-m", "broker.cli", "web", "--host", settings.host,
+            "--port", str(settings.port), "--workers", str(worker_count(settings))]
 
 
 def reaper_command() -> list[str]:
     return [sys.executable, "-m", "core.reaper"]
+
+
+def worker_count(settings: Settings) -> int:
+    return settings.workers or os.cpu_count() or 1
 
 
 async def _migrate(settings: Settings, dsn: str) -> None:
@@ -47,58 +230,74 @@ async def _migrate(settings: Settings, dsn: str) -> None:
         await conn.close()
 
 
-def serve(settings: Settings, *, with_reaper: bool = True) -> int:
-    stop_requested = False
-
-    def request_stop(signum: int, frame: FrameType | None) -> None:
-        nonlocal stop_requested
-        stop_requested = True
-
-    signal.signal(signal.SIGINT, request_stop)
-    signal.signal(signal.SIGTERM, request_stop)
+def serve(settings: Settings, *, with_reaper: bool = True, web_only: bool = False) -> int:
+    """Run the broker in the foreground until Ctrl-C / SIGTERM; answer the exit status."""
+    supervisor = Supervisor([], RestartPolicy(
+        max_deaths=settings.supervisor_max_restarts,
+        window=settings.supervisor_restart_window_ms / 1000))
+    signal.signal(signal.SIGINT, supervisor.request_stop)
+    signal.signal(signal.SIGTERM, supervisor.request_stop)
     env = dict(os.environ)
-    postgres: subprocess.Popen[bytes] | None = None
-    children: list[tuple[str, subprocess.Popen[bytes]]] = []
-    exit_code = 0
+    listener: socket.socket | None = None
     try:
-        if settings.database_url is None:
+        if settings.database_url is None and not web_only:
             embedded = EmbeddedPostgres(settings.data_dir)
             log.info("starting embedded PostgreSQL in %s", embedded.pgdata)
-            postgres = embedded.start()
+            postgres = Child("postgres", embedded.spawn, DATABASE, signal.SIGINT,
+                             stop_timeout=30, ready=embedded.is_ready)
+            postgres.proc, postgres.started_at = embedded.start(), time.monotonic()
+            supervisor.children.append(postgres)
             env["DATABASE_URL"] = embedded.dsn
-        dsn = env.get("DATABASE_URL") or settings.database_url
-        assert dsn is not None
-        asyncio.run(_migrate(settings, dsn))
-        children.append(("web", _spawn(web_command(settings), env)))
-        if with_reaper:
-            children.append(("reaper", _spawn(reaper_command(), env)))
-        log.info("queen broker serving on http://%s:%d", settings.host, settings.port)
-        while not stop_requested:
-            for name, child in children:
-                if child.poll() is not None:
-                    log.error("%s exited with code %s; stopping", name, child.returncode)
-                    exit_code = 1
-                    stop_requested = True
-            time.sleep(0.2)
+        if not web_only:
+            dsn = env.get("DATABASE_URL") or settings.database_url
+            assert dsn is not None
+            asyncio.run(_migrate(settings, dsn))
+        listener = bind_listener(settings)
+        fd = listener.fileno()
+        stop_timeout = drain_seconds(settings) + 10
+        for n in range(1, worker_count(settings) + 1):
+            supervisor.children.append(Child(
+                f"web worker {n}", _spawner(worker_command(fd), env, pass_fds=(fd,)), WEB,
+                stop_timeout=stop_timeout))
+        if with_reaper and not web_only:
+            supervisor.children.append(Child("reaper", _spawner(reaper_command(), env),
+                                             MAINTENANCE))
+        now = time.monotonic()
+        for child in supervisor.children:
+            if child.proc is None:
+                child.start(now)
+        host, port = listener.getsockname()[:2]
+        log.info("queen broker serving on http://%s:%d (%d web workers)", host, port,
+                 worker_count(settings))
+        supervisor.watch()
     except Exception as exc:  # noqa: BLE001 - any start-up failure must still stop the children
         log.error("start-up failed: %s", exc)
-        exit_code = 1
+        supervisor.failure = f"start-up failed: {exc}"
     finally:
-        for name, child in reversed(children):
-            stop_process(child, signal.SIGTERM, timeout=20)
-        if postgres is not None:
-            stop_process(postgres, signal.SIGINT)  # fast shutdown: clients are already gone
+        if listener is not None:
+            listener.close()  # the workers hold their own copies until they have drained
+        supervisor.stop_all()
         log.info("stopped")
-    return exit_code
+    return 0 if supervisor.failure is None else 1
 
 
-def _spawn(command: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(command, env=env, preexec_fn=terminate_with_parent)  # noqa: PLW1509 - no threads yet
+def _spawner(command: list[str], env: dict[str, str], pass_fds: tuple[int, ...] = ()
+             ) -> Callable[[], subprocess.Popen[bytes]]:
+    def spawn() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            command, env=env, pass_fds=pass_fds,
+            process_group=0,  # a terminal's Ctrl-C reaches the supervisor, which stops us in order
+            preexec_fn=lambda: terminate_with_parent(supervisor_pid))  # noqa: PLW1509 - no threads
+    supervisor_pid = os.getpid()
+    return spawn
 
 
-def terminate_with_parent() -> None:
-    """Run in a child before exec: SIGTERM it if this process dies, even by SIGKILL."""
+def terminate_with_parent(parent: int | None = None) -> None:
+    """Run in a child before exec: SIGTERM it if this process dies, even by SIGKILL.
+    `parent` (the spawning process's pid) also catches a parent that died before that."""
     try:
         ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
-        pass
+        return
+    if parent is not None and os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGTERM)

@@ -85,18 +85,30 @@ class EmbeddedPostgres:
 
     def start(self) -> subprocess.Popen[bytes]:
         """Start the server as a child that dies with us; answer once it accepts connections."""
-        self.initialise()
-        with open(self.log_file, "ab") as out:
-            proc = subprocess.Popen(
-                self.command(), stdout=out, stderr=out, user=self._run_as,
-                start_new_session=True,  # a terminal Ctrl-C reaches us, not it: we stop it last
-                preexec_fn=_die_with_parent)  # noqa: PLW1509 - no threads yet
+        proc = self.spawn()
         try:
             self.wait_ready(proc)
         except BaseException:
             stop_process(proc, signal.SIGINT)
             raise
         return proc
+
+    def spawn(self) -> subprocess.Popen[bytes]:
+        """Start the server as a child that dies with us, without waiting for it.
+
+        After a crash it recovers from its WAL on its own; a postmaster.pid left by a dead
+        server is PostgreSQL's to handle (it ignores one whose process is gone, and refuses
+        to start while old backends still hold the shared memory: the caller retries)."""
+        self.initialise()
+        with open(self.log_file, "ab") as out:
+            return subprocess.Popen(
+                self.command(), stdout=out, stderr=out, user=self._run_as,
+                start_new_session=True,  # a terminal Ctrl-C reaches us, not it: we stop it last
+                preexec_fn=_die_with_parent)  # noqa: PLW1509 - no threads yet
+
+    def is_ready(self) -> bool:
+        """The server accepts connections now."""
+        return (self.socket_dir / f".s.PGSQL.{PORT}").exists() and _pg_isready(self.socket_dir)
 
     def run_foreground(self) -> int:
         """Run the server in this process's place (for a Procfile line)."""
@@ -108,14 +120,13 @@ class EmbeddedPostgres:
         os.execv(self.command()[0], self.command())
 
     def wait_ready(self, proc: subprocess.Popen[bytes] | None, timeout: float = 30.0) -> None:
-        socket = self.socket_dir / f".s.PGSQL.{PORT}"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if proc is not None and proc.poll() is not None:
                 raise RuntimeError(
                     f"PostgreSQL exited with code {proc.returncode}; see {self.log_file}:\n"
                     + _tail(self.log_file))
-            if socket.exists() and _pg_isready(self.socket_dir):
+            if self.is_ready():
                 return
             time.sleep(0.05)
         raise RuntimeError(f"PostgreSQL did not become ready in {timeout:.0f} s; "

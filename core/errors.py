@@ -55,7 +55,10 @@ class Overloaded(ServiceError):
 
 
 class StorageUnavailable(ServiceError):
-    """The database is unavailable."""
+    """The database connection is unavailable; retry shortly."""
+
+    # The text names the connection on purpose: the official client's consume loop keeps
+    # polling after an error only when its text contains "connection" (or "timeout").
 
     retry_after_seconds = 2
 

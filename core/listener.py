@@ -166,12 +166,15 @@ class WakeupHub:
             conn: asyncpg.Connection | None = None
             try:
                 conn = await asyncpg.connect(self._dsn, server_settings=self._server_settings)
+                # Told at once when the server goes away (crash, restart), so the reconnect
+                # starts then and not at the next periodic look.
+                lost = asyncio.Event()
+                conn.add_termination_listener(lambda _conn, event=lost: event.set())
                 await conn.add_listener(CHANNEL, self._on_notification)
                 self.listening = True
                 self._wake_everyone()  # anything missed while disconnected: check once
                 while not self._stopping.is_set() and not conn.is_closed():
-                    with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(self._stopping.wait(), 5.0)
+                    await _first_of(self._stopping, lost, timeout=5.0)
             except asyncio.CancelledError:
                 raise
             except DRIVER_ERRORS as exc:
@@ -216,3 +219,13 @@ class WakeupHub:
             if conn is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(conn.close(), 2.0)
+
+
+async def _first_of(*events: asyncio.Event, timeout: float) -> None:
+    """Wait until any of `events` is set, or `timeout` seconds."""
+    waits = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()

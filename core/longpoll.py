@@ -1,4 +1,8 @@
-"""Long-poll pop: claim now, or park until a wake-up, a backoff re-check, or the deadline."""
+"""Long-poll pop: claim now, or park until a wake-up, a backoff re-check, or the deadline.
+
+A parked pop also rides through a database outage (it keeps re-checking until its deadline)
+and stops waiting at once when its process starts to shut down.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import time
 from dataclasses import dataclass
 
 from core.db import Database
+from core.errors import StorageUnavailable
 from core.listener import WakeupHub
 from core.pop import PopRequest, PopResult, pop
 
@@ -24,9 +29,11 @@ class Backoff:
 
 async def pop_or_wait(db: Database, hub: WakeupHub, request: PopRequest, *, wait: bool,
                       timeout_ms: int, backoff: Backoff,
-                      gone: asyncio.Event | None = None) -> PopResult:
+                      gone: asyncio.Event | None = None,
+                      stop_waiting: asyncio.Event | None = None) -> PopResult:
     """Answer as soon as something is delivered; an empty result at the deadline, when
-    `wait` is false, or when the client has `gone`."""
+    `wait` is false, when the client has `gone`, or once `stop_waiting` is set (the process
+    is shutting down: a parked pop answers at once rather than when it is cut off)."""
     deadline = time.monotonic() + timeout_ms / 1000
     interval = backoff.initial_ms / 1000
     empty_checks = 0
@@ -39,13 +46,22 @@ async def pop_or_wait(db: Database, hub: WakeupHub, request: PopRequest, *, wait
             return PopResult(None)  # never lease messages to a client that has left
         # Park before checking, so a commit between the check and the wait still wakes us.
         with hub.parked(scope, request.group, request.partition) as waiter:
-            result = await pop(db, request, hints)
-            if result.messages or not wait:
+            try:
+                result = await pop(db, request, hints)
+            except StorageUnavailable:
+                if not wait:
+                    raise
+                # A long poll waits out a database outage like an empty queue: it re-checks
+                # on its backoff (the listener's reconnect wakes it at once) and answers
+                # messages when the database is back, or nothing at its deadline. An error
+                # here would stop the official client's consume loop.
+                result = PopResult(None)
+            if result.messages or not wait or _is_set(stop_waiting):
                 return result
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or (gone is not None and gone.is_set()):
+            if remaining <= 0 or _is_set(gone):
                 return result
-            woke = await _wait_any(waiter.event, gone, min(interval, remaining))
+            woke = await _wait_any(waiter.event, [gone, stop_waiting], min(interval, remaining))
             hints = waiter.hints if woke else []
         if request.queue is not None and result.queue_ids:
             scope = frozenset(result.queue_ids)
@@ -58,11 +74,15 @@ async def pop_or_wait(db: Database, hub: WakeupHub, request: PopRequest, *, wait
                 interval = min(interval * backoff.multiplier, backoff.max_ms / 1000)
 
 
-async def _wait_any(event: asyncio.Event, gone: asyncio.Event | None, timeout: float) -> bool:
-    """Wait for `event` (or `gone`) up to `timeout`; answer whether `event` fired."""
+def _is_set(event: asyncio.Event | None) -> bool:
+    return event is not None and event.is_set()
+
+
+async def _wait_any(event: asyncio.Event, others: list[asyncio.Event | None],
+                    timeout: float) -> bool:
+    """Wait for `event` (or any of `others`) up to `timeout`; answer whether `event` fired."""
     waits = [asyncio.ensure_future(event.wait())]
-    if gone is not None:
-        waits.append(asyncio.ensure_future(gone.wait()))
+    waits += [asyncio.ensure_future(other.wait()) for other in others if other is not None]
     try:
         await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
     finally:

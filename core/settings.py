@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
@@ -54,6 +55,10 @@ class Settings:
     retention_interval_ms: int = 300000
     retention_batch_size: int = 1000
     reaper_interval_ms: int = 1000
+    # `serve` stops the broker when one of its processes dies more than this many times
+    # within the window, instead of restarting it forever.
+    supervisor_max_restarts: int = 5
+    supervisor_restart_window_ms: int = 60000
     log_level: str = "info"
 
     @classmethod
@@ -105,6 +110,10 @@ class Settings:
             retention_batch_size=read.integer(
                 "RETENTION_BATCH_SIZE", cls.retention_batch_size, low=1),
             reaper_interval_ms=read.integer("REAPER_INTERVAL_MS", cls.reaper_interval_ms, low=10),
+            supervisor_max_restarts=read.integer(
+                "SUPERVISOR_MAX_RESTARTS", cls.supervisor_max_restarts, low=0),
+            supervisor_restart_window_ms=read.integer(
+                "SUPERVISOR_RESTART_WINDOW_MS", cls.supervisor_restart_window_ms, low=1000),
             log_level=read.choice(
                 "LOG_LEVEL", cls.log_level, ("debug", "info", "warning", "error", "critical")),
         )
@@ -112,6 +121,16 @@ class Settings:
     @property
     def uses_embedded_database(self) -> bool:
         return self.database_url is None
+
+
+def from_env_or_exit(program: str) -> Settings:
+    """Settings from the environment for a process's `main`; on a bad value, print the
+    error under `program`'s name and exit with status 2."""
+    try:
+        return Settings.from_env()
+    except SettingsError as exc:
+        print(f"{program}: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def database_url_from_env(env: Mapping[str, str]) -> str | None:

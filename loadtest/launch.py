@@ -34,11 +34,12 @@ def free_port() -> int:
 
 
 class Postgres:
-    """A durable embedded PostgreSQL in a temporary directory, removed with it."""
+    """A durable embedded PostgreSQL in a temporary directory, removed with it (`settings`
+    override the durable ones, for measurements that are not broker benchmarks)."""
 
-    def __init__(self) -> None:
+    def __init__(self, settings: dict[str, str] | None = None) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="queen-loadtest-")
-        self.pg = EmbeddedPostgres(Path(self._tmp.name), settings=DURABLE)
+        self.pg = EmbeddedPostgres(Path(self._tmp.name), settings={**DURABLE, **(settings or {})})
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -63,14 +64,21 @@ async def fresh_database(server_url: str, *, migrate: bool = True) -> str:
 
 
 class Server:
-    """A hypercorn process tree (broker or null app) on 127.0.0.1, stopped on exit."""
+    """A web server process tree on 127.0.0.1, stopped on exit: hypercorn's own multi-worker
+    runner serving `app` (the null app of L-HTTP), or with `supervised` the broker's web
+    workers under its supervisor (`queen-broker web`, what `serve` runs)."""
 
-    def __init__(self, app: str, *, workers: int, env: dict[str, str] | None = None) -> None:
+    def __init__(self, app: str, *, workers: int, env: dict[str, str] | None = None,
+                 supervised: bool = False) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.command = [sys.executable, "-m", "hypercorn", "--worker-class", "uvloop",
-                        "--workers", str(workers), "--bind", f"127.0.0.1:{self.port}",
-                        "--graceful-timeout", "5", app]
+        if supervised:
+            self.command = [sys.executable, "-m", "broker.cli", "web", "--host", "127.0.0.1",
+                            "--port", str(self.port), "--workers", str(workers)]
+        else:
+            self.command = [sys.executable, "-m", "hypercorn", "--worker-class", "uvloop",
+                            "--workers", str(workers), "--bind", f"127.0.0.1:{self.port}",
+                            "--graceful-timeout", "5", app]
         self.env = {**os.environ, "HOST": "127.0.0.1", "PORT": str(self.port),
                     "WORKERS": str(workers), "LOG_LEVEL": "warning", **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None
@@ -96,9 +104,11 @@ class Server:
             self.proc = None
 
 
-def broker(database_url: str, workers: int) -> Server:
+def broker(database_url: str, workers: int, *, supervised: bool = True) -> Server:
+    """The broker's web tier; `supervised=False` runs it under hypercorn's own multi-worker
+    runner instead (what `serve` ran before it supervised its workers), for comparison."""
     return Server("broker.asgi:app_from_env()", workers=workers,
-                  env={"DATABASE_URL": database_url})
+                  env={"DATABASE_URL": database_url}, supervised=supervised)
 
 
 def run_sync(coro: object) -> object:

@@ -53,6 +53,10 @@ class TreeSampler:
         return {k: round(v, 2) for k, v in out.items()}
 
 
+# Command-line fragments of processes that belong to the broker's process tree.
+_BROKER_COMMANDS = ("hypercorn", "queen-broker", "broker.cli", "broker.worker")
+
+
 def postmaster_pid(data_dir: str | None) -> int | None:
     """The PostgreSQL server's pid from its data directory, when we can see it."""
     if not data_dir:
@@ -67,9 +71,9 @@ def postmaster_pid(data_dir: str | None) -> int | None:
 def pid_listening_on(port: int) -> int | None:
     """The top of the broker's process tree that listens on a local port.
 
-    Hypercorn workers share the listening socket with their parent; climb while the parent
-    is still part of the broker (hypercorn or the `queen-broker serve` supervisor), and no
-    further, so a shell or test runner that started it is not counted as broker.
+    Web workers share the listening socket with their parent; climb while the parent is
+    still part of the broker (hypercorn, or the `queen-broker serve` / `web` supervisor), and
+    no further, so a shell or test runner that started it is not counted as broker.
     """
     for conn in psutil.net_connections("tcp"):
         if conn.status == psutil.CONN_LISTEN and conn.laddr.port == port and conn.pid:
@@ -79,7 +83,7 @@ def pid_listening_on(port: int) -> int | None:
                 if parent is None or parent.pid == 1:
                     break
                 cmdline = " ".join(parent.cmdline())
-                if "hypercorn" not in cmdline and "queen-broker" not in cmdline:
+                if not any(name in cmdline for name in _BROKER_COMMANDS):
                     break
                 proc = parent
             return int(proc.pid)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Self
 
@@ -33,6 +36,31 @@ def external_database_url() -> str | None:
 def start_embedded(data_dir: Path, **extra: str) -> tuple[EmbeddedPostgres, subprocess.Popen[bytes]]:
     pg = EmbeddedPostgres(data_dir, settings={**FAST_SETTINGS, **extra})
     return pg, pg.start()
+
+
+@contextlib.contextmanager
+def server_data_dir(prefix: str) -> Iterator[Path]:
+    """A data directory for an embedded PostgreSQL that a test starts more than once.
+
+    It lives outside pytest's temporary tree: any pytest session starting on this machine
+    makes that tree private to its owner again, and PostgreSQL runs as another user when the
+    tests run as root, so a restart there can fail with "Permission denied"."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as data:
+        yield Path(data)
+
+
+def restart_embedded(data_dir: Path, **extra: str
+                     ) -> tuple[EmbeddedPostgres, subprocess.Popen[bytes]]:
+    """`start_embedded` on a data directory whose server was just killed: after kill -9 the
+    old backends may hold the shared memory for a moment, and PostgreSQL refuses to start."""
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            return start_embedded(data_dir, **extra)
+        except RuntimeError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.3)
 
 
 async def create_database(server_url: str, *, migrate: bool = True) -> str:

@@ -53,7 +53,8 @@ async def _serve_pop(request: Request, query: PopQuery, pop_request: PopRequest)
     watcher = asyncio.create_task(_watch_disconnect(request, gone), name="pop-disconnect")
     try:
         result = await pop_or_wait(state.db, state.hub, pop_request, wait=query.wait,
-                                   timeout_ms=timeout_ms, backoff=backoff, gone=gone)
+                                   timeout_ms=timeout_ms, backoff=backoff, gone=gone,
+                                   stop_waiting=state.draining)
     finally:
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -1,0 +1,183 @@
+"""One web worker: the broker app served by hypercorn on a listening socket it inherited.
+
+`queen-broker serve` and `queen-broker web` bind the socket once and run N of these
+(`python -m broker.worker --fd N`), so a worker that dies is replaced while the others keep
+accepting from the same socket, and connections waiting in its backlog are not lost.
+
+A stop (SIGTERM or SIGINT) drains, in this order:
+
+1. `draining` is set: parked long polls answer 204 now, new pops do not park, and answers
+   carry `Connection: close`, so each connection closes after its answer;
+2. the worker stops accepting, and gives connections it has just accepted a moment
+   (`ACCEPT_GRACE`) to deliver their request;
+3. idle keep-alive connections are closed; requests in flight run to their end, so a push
+   that was accepted commits and is answered;
+4. the app's lifespan closes the write coalescer (flushing what it still holds) and the pool.
+
+Requests in flight are cut off only after `drain_seconds`, which is longer than the database
+timeouts any of them can wait on, so in practice they never are.
+
+The serving loop is hypercorn's (its connection, protocol and lifespan classes), run by us
+rather than by `hypercorn.asyncio.serve` for one reason: hypercorn closes idle connections
+*before* it stops accepting, so a connection accepted in that instant is closed while its
+request may already be running: the push is written and its answer lost. Stopping the accept
+first, then waiting `ACCEPT_GRACE`, removes that window.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import socket
+import sys
+from collections.abc import Sequence
+
+import uvloop
+from hypercorn.asyncio.lifespan import Lifespan
+from hypercorn.asyncio.tcp_server import TCPServer
+from hypercorn.asyncio.worker_context import WorkerContext
+from hypercorn.config import Config
+from hypercorn.typing import AppWrapper, LifespanState
+from hypercorn.utils import wrap_app
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from core.logs import configure_logging
+from core.settings import Settings, from_env_or_exit
+
+log = logging.getLogger("queen.worker")
+
+BACKLOG = 1024  # connections the kernel queues while every worker is busy or restarting
+# After it stops accepting, how long a stopping worker waits before closing idle connections:
+# a client sends its request right after connecting, well within this.
+ACCEPT_GRACE = 0.5
+
+
+def drain_seconds(settings: Settings) -> float:
+    """How long a stopping worker lets requests in flight finish: past the longest a database
+    call can take (statement timeout, then the client-side command timeout 5 s later)."""
+    if settings.db_statement_timeout_ms:
+        return settings.db_statement_timeout_ms / 1000 + 10
+    return 60.0
+
+
+def hypercorn_config(settings: Settings) -> Config:
+    config = Config()
+    config.backlog = BACKLOG
+    config.graceful_timeout = drain_seconds(settings)
+    config.accesslog = None
+    config.errorlog = logging.getLogger("hypercorn.error")
+    return config
+
+
+class CloseWhileDraining:
+    """ASGI wrapper: while draining, every answer says `Connection: close`, so a keep-alive
+    client does not send its next request on a connection this worker is about to close."""
+
+    def __init__(self, app: ASGIApp, draining: asyncio.Event) -> None:
+        self._app = app
+        self._draining = draining
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+
+        async def send_closing(message: Message) -> None:
+            if message["type"] == "http.response.start" and self._draining.is_set():
+                headers = [h for h in message.get("headers", ()) if h[0].lower() != b"connection"]
+                message = {**message, "headers": [*headers, (b"connection", b"close")]}
+            await send(message)
+
+        await self._app(scope, receive, send_closing)
+
+
+async def run(settings: Settings, fd: int) -> None:
+    from broker.app import create_app
+
+    draining = asyncio.Event()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    app = CloseWhileDraining(create_app(settings, draining=draining), draining)
+    sock = socket.socket(fileno=fd)
+    sock.setblocking(False)
+    config = hypercorn_config(settings)
+    # starlette's and hypercorn's ASGI type aliases describe the same protocol differently.
+    wrapped = wrap_app(app, config.wsgi_max_body_size, "asgi")  # type: ignore[arg-type]
+    await serve(wrapped, config, sock, stop, draining)
+
+
+async def serve(app: AppWrapper, config: Config, sock: socket.socket, stop: asyncio.Event,
+                draining: asyncio.Event) -> None:
+    """Serve `app` on `sock` until `stop` is set, then drain (see the module docstring)."""
+    loop = asyncio.get_running_loop()
+    state: LifespanState = {}
+    lifespan = Lifespan(app, config, loop, state)
+    lifespan_task = loop.create_task(lifespan.handle_lifespan(), name="lifespan")
+    # Start-up may wait for the database for a while; a stop must not wait for that.
+    starting = asyncio.ensure_future(lifespan.wait_for_startup())
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    if not starting.done():
+        log.info("stopped while starting")
+        for task in (starting, lifespan_task):
+            task.cancel()
+        await asyncio.gather(starting, lifespan_task, return_exceptions=True)
+        return
+    starting.result()
+    if lifespan_task.done() and (error := lifespan_task.exception()) is not None:
+        raise error  # the app could not start (e.g. no database in time): exit, be restarted
+
+    context = WorkerContext(None)
+    connections: set[asyncio.Task[None]] = set()
+
+    async def on_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        connections.add(task)
+        task.add_done_callback(connections.discard)
+        await TCPServer(app, loop, config, context, state, reader, writer)
+
+    server = await asyncio.start_server(on_connection, sock=sock, backlog=config.backlog)
+    host, port = sock.getsockname()[:2]
+    log.info("serving on http://%s:%d", host, port)
+    try:
+        await stop.wait()
+        log.info("stopping: answering parked long polls, finishing requests in flight")
+        draining.set()
+        server.close()
+        await _wait_tasks(connections, ACCEPT_GRACE)
+        await context.terminated.set()  # closes idle keep-alive connections
+        await _wait_tasks(connections, config.graceful_timeout)
+        for task in list(connections):
+            task.cancel()  # past every database timeout: nothing better is left to do
+        await asyncio.gather(*connections, return_exceptions=True)
+    finally:
+        await lifespan.wait_for_shutdown()
+        lifespan_task.cancel()
+        await asyncio.gather(lifespan_task, return_exceptions=True)
+
+
+async def _wait_tasks(tasks: set[asyncio.Task[None]], timeout: float) -> None:
+    if tasks:
+        await asyncio.wait(list(tasks), timeout=timeout)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m broker.worker",
+                                     description="one web worker on an inherited socket")
+    parser.add_argument("--fd", type=int, required=True,
+                        help="file descriptor of the listening socket")
+    args = parser.parse_args(argv)
+    settings = from_env_or_exit("queen-broker worker")
+    configure_logging(settings.log_level)
+    uvloop.run(run(settings, args.fd))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
