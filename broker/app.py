@@ -7,26 +7,13 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
+import msgspec
 from starlette.applications import Starlette
-from starlette.routing import BaseRoute
 
 from broker import errors
-from broker.routes import (
-    ack,
-    dlq,
-    fetch,
-    groups,
-    health,
-    lease,
-    messages,
-    metrics,
-    pop,
-    push,
-    queues,
-    resources,
-    status,
-    transaction,
-)
+from broker.endpoint import starlette_routes
+from broker.openapi import build_document
+from broker.routes.health import VERSION
 from broker.state import BrokerState
 from core.db import Database, server_settings
 from core.embedded import database_dsn
@@ -37,16 +24,11 @@ from core.settings import Settings
 log = logging.getLogger(__name__)
 
 
-
 def create_app(settings: Settings, *, draining: asyncio.Event | None = None) -> Starlette:
     """The broker app; whoever runs it sets `draining` when it starts to shut down."""
+    from broker.table import ENDPOINTS  # imports every route module
+
     drain = draining if draining is not None else asyncio.Event()
-    all_routes: list[BaseRoute] = [
-        *push.routes, *queues.routes, *fetch.routes, *health.routes,
-        *dlq.routes, *messages.routes, *groups.routes, *resources.routes, *metrics.routes,
-        *status.routes,
-        *pop.routes, *ack.routes, *lease.routes, *transaction.routes,
-    ]
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -70,5 +52,7 @@ def create_app(settings: Settings, *, draining: asyncio.Event | None = None) -> 
             await hub.close()
             await db.close()
 
-    return Starlette(routes=all_routes, exception_handlers=errors.HANDLERS,
-                     lifespan=lifespan)
+    app = Starlette(routes=starlette_routes(ENDPOINTS), exception_handlers=errors.HANDLERS,
+                    lifespan=lifespan)
+    app.state.openapi = msgspec.json.encode(build_document(ENDPOINTS, VERSION))
+    return app

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from core.logs import configure_logging
-from core.settings import Settings, SettingsError
+from core.settings import from_env_or_exit
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -48,11 +48,7 @@ def _apply_overrides(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _apply_overrides(args)
-    try:
-        settings = Settings.from_env()
-    except SettingsError as exc:
-        print(f"queen-broker: {exc}", file=sys.stderr)
-        return 2
+    settings = from_env_or_exit("queen-broker")
     configure_logging(settings.log_level)
     if args.command == "serve":
         from broker.supervisor import serve

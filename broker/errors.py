@@ -8,7 +8,14 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from broker.wire import json_response
+from broker.wire.http import (
+    DRAIN_BYTES,
+    BodyIncomplete,
+    BodyRefused,
+    BodyTimeout,
+    json_response,
+    read_body,
+)
 from core.errors import (
     BadRequest,
     ClientError,
@@ -24,6 +31,7 @@ from core.errors import (
 log = logging.getLogger(__name__)
 
 STATUS: dict[type[QueenError], int] = {
+    BodyTimeout: 408,
     BadRequest: 400,
     PayloadTooLarge: 413,
     NotFound: 404,
@@ -47,6 +55,10 @@ def error_response(exc: QueenError) -> Response:
     headers = {}
     if isinstance(exc, ServiceError):
         headers["Retry-After"] = str(exc.retry_after_seconds)
+    if isinstance(exc, BodyRefused | BodyIncomplete | BodyTimeout):
+        # Part of the body is still unread (or never came): the connection cannot carry
+        # another request, so it closes after this answer.
+        headers["Connection"] = "close"
     if status >= 500 or isinstance(exc, StorageError):
         log.warning("%s: %s", type(exc).__name__, exc.message)
     return json_response({"error": exc.message}, status, headers=headers)
@@ -58,14 +70,22 @@ async def queen_error(request: Request, exc: Exception) -> Response:
 
 
 async def http_error(request: Request, exc: Exception) -> Response:
+    """404 and 405 come from the router, before any endpoint read the body: drain a small
+    one here so it is not taken for the next request, and close the connection after a
+    large one."""
     assert isinstance(exc, HTTPException)
+    headers = dict(exc.headers or {})
+    try:
+        await read_body(request, DRAIN_BYTES)
+    except QueenError:
+        headers["Connection"] = "close"
     if exc.status_code == 404:
         text = f"no route for {request.method} {request.url.path}"
     elif exc.status_code == 405:
         text = f"method {request.method} is not allowed on {request.url.path}"
     else:
         text = str(exc.detail)
-    return json_response({"error": text}, exc.status_code, headers=dict(exc.headers or {}))
+    return json_response({"error": text}, exc.status_code, headers=headers)
 
 
 async def unexpected_error(request: Request, exc: Exception) -> Response:

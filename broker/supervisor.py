@@ -135,33 +135,35 @@ class Supervisor:
                 if child.awaiting_ready and now >= child.next_ready_check:
                     self._check_ready(child, now)
                 return
-            self._died(child, returncode, now)
+            pid, uptime = child.proc.pid, now - child.started_at
+            child.proc = None
+            self._died(child, f"pid {pid} {describe_exit(returncode)}", uptime, now)
         elif child.restart_at is not None and now >= child.restart_at:
-            child.start(now)
+            try:
+                child.start(now)
+            except (OSError, subprocess.SubprocessError) as exc:
+                self._died(child, f"could not be started ({exc})", 0.0, now)
+                return
             assert child.proc is not None
             log.info("%s started again (pid %d)", child.name, child.proc.pid)
             child.awaiting_ready = child.ready is not None
             child.next_ready_check = now + _READY_CHECK_EVERY
 
-    def _died(self, child: Child, returncode: int, now: float) -> None:
-        assert child.proc is not None
-        pid, uptime = child.proc.pid, now - child.started_at
-        child.proc = None
+    def _died(self, child: Child, status: str, uptime: float, now: float) -> None:
         child.died_at = now
         child.awaiting_ready = False
-        child.last_status = describe_exit(returncode)
+        child.last_status = status
         child.deaths.append(now)
         if self.policy.gives_up(child.deaths, now):
             self.failure = (
                 f"{child.name} keeps dying ({len(child.deaths)} times in "
-                f"{self.policy.window:.0f} s; last: pid {pid} {child.last_status}); "
-                "stopping the broker")
+                f"{self.policy.window:.0f} s; last: {status}); stopping the broker")
             log.error("%s", self.failure)
             return
         child.delay = self.policy.next_delay(child.delay, uptime)
         child.restart_at = now + child.delay
-        log.warning("%s (pid %d) %s after %.1f s; starting it again in %.1f s",
-                    child.name, pid, child.last_status, uptime, child.delay)
+        log.warning("%s (%s) after %.1f s; starting it again in %.1f s",
+                    child.name, status, uptime, child.delay)
 
     def _check_ready(self, child: Child, now: float) -> None:
         assert child.ready is not None
@@ -178,10 +180,11 @@ class Supervisor:
                 assert child.proc is not None
                 if child.proc.poll() is None:
                     child.proc.send_signal(child.stop_signal)
+            deadline = time.monotonic() + max((c.stop_timeout for c in running), default=0)
             for child in running:
                 assert child.proc is not None
                 try:
-                    child.proc.wait(child.stop_timeout)
+                    child.proc.wait(max(0.0, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
                     log.error("%s (pid %d) did not stop in %.0f s; killing it",
                               child.name, child.proc.pid, child.stop_timeout)

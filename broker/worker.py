@@ -44,7 +44,7 @@ from hypercorn.utils import wrap_app
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from core.logs import configure_logging
-from core.settings import Settings, SettingsError
+from core.settings import Settings, from_env_or_exit
 
 log = logging.getLogger("queen.worker")
 
@@ -104,9 +104,10 @@ async def run(settings: Settings, fd: int) -> None:
     app = CloseWhileDraining(create_app(settings, draining=draining), draining)
     sock = socket.socket(fileno=fd)
     sock.setblocking(False)
+    config = hypercorn_config(settings)
     # starlette's and hypercorn's ASGI type aliases describe the same protocol differently.
-    wrapped = wrap_app(app, 0, "asgi")  # type: ignore[arg-type]
-    await serve(wrapped, hypercorn_config(settings), sock, stop, draining)
+    wrapped = wrap_app(app, config.wsgi_max_body_size, "asgi")  # type: ignore[arg-type]
+    await serve(wrapped, config, sock, stop, draining)
 
 
 async def serve(app: AppWrapper, config: Config, sock: socket.socket, stop: asyncio.Event,
@@ -116,7 +117,18 @@ async def serve(app: AppWrapper, config: Config, sock: socket.socket, stop: asyn
     state: LifespanState = {}
     lifespan = Lifespan(app, config, loop, state)
     lifespan_task = loop.create_task(lifespan.handle_lifespan(), name="lifespan")
-    await lifespan.wait_for_startup()
+    # Start-up may wait for the database for a while; a stop must not wait for that.
+    starting = asyncio.ensure_future(lifespan.wait_for_startup())
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    if not starting.done():
+        log.info("stopped while starting")
+        for task in (starting, lifespan_task):
+            task.cancel()
+        await asyncio.gather(starting, lifespan_task, return_exceptions=True)
+        return
+    starting.result()
     if lifespan_task.done() and (error := lifespan_task.exception()) is not None:
         raise error  # the app could not start (e.g. no database in time): exit, be restarted
 
@@ -161,11 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fd", type=int, required=True,
                         help="file descriptor of the listening socket")
     args = parser.parse_args(argv)
-    try:
-        settings = Settings.from_env()
-    except SettingsError as exc:
-        print(f"queen-broker worker: {exc}", file=sys.stderr)
-        return 2
+    settings = from_env_or_exit("queen-broker worker")
     configure_logging(settings.log_level)
     uvloop.run(run(settings, args.fd))
     return 0

@@ -11,7 +11,7 @@ head, so nothing before it is ever skipped.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -67,11 +67,25 @@ class AckResult:
     wake_queue_ids: list[int] = field(default_factory=list)
 
 
-async def ack(db: Database, group: str, items: Sequence[AckItem]) -> AckResult:
-    """Apply a call's acks in one transaction."""
+@dataclass(slots=True)
+class GroupsResult:
+    outcomes: dict[str, list[AckOutcome]]  # per group, in its items' order
+    wake_queue_ids: list[int] = field(default_factory=list)
+
+
+async def ack_groups(db: Database, groups: Mapping[str, Sequence[AckItem]]) -> GroupsResult:
+    """Apply the acks of several groups in one transaction: all of it commits or none.
+
+    Groups go in name order and each group's cursors in partition order, so concurrent
+    calls lock cursors in one global order and cannot deadlock each other."""
+    result = GroupsResult({})
     async with db.transaction() as conn:
         with storage_errors():
-            return await ack_on(conn, group, items)
+            for group in sorted(groups):
+                applied = await ack_on(conn, group, groups[group])
+                result.outcomes[group] = applied.outcomes
+                result.wake_queue_ids.extend(applied.wake_queue_ids)
+    return result
 
 
 async def ack_on(conn: asyncpg.Connection, group: str, items: Sequence[AckItem], *,
@@ -85,7 +99,8 @@ async def ack_on(conn: asyncpg.Connection, group: str, items: Sequence[AckItem],
     outcomes: list[AckOutcome | None] = [None] * len(items)
     by_partition: dict[int, list[int]] = {}
     for index, item in enumerate(items):
-        if not item.partition_id.isdigit() or len(item.partition_id) > 18:
+        text = item.partition_id
+        if not (text.isascii() and text.isdigit()) or len(text) > 18:
             outcomes[index] = AckOutcome(False, "partition not found")
         else:
             by_partition.setdefault(int(item.partition_id), []).append(index)

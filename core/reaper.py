@@ -28,7 +28,7 @@ from core.db import Database, storage_errors
 from core.embedded import database_dsn
 from core.errors import ServiceError
 from core.logs import configure_logging
-from core.settings import Settings, SettingsError
+from core.settings import Settings, from_env_or_exit
 
 log = logging.getLogger("queen.reaper")
 
@@ -123,11 +123,7 @@ async def serve(settings: Settings) -> None:
 
 
 def main() -> int:
-    try:
-        settings = Settings.from_env()
-    except SettingsError as exc:
-        print(f"queen-reaper: {exc}", file=sys.stderr)
-        return 2
+    settings = from_env_or_exit("queen-reaper")
     configure_logging(settings.log_level)
     settings = dataclasses.replace(settings, db_pool_size=_POOL_SIZE)
     uvloop.run(serve(settings))

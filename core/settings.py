@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
@@ -120,6 +121,16 @@ class Settings:
     @property
     def uses_embedded_database(self) -> bool:
         return self.database_url is None
+
+
+def from_env_or_exit(program: str) -> Settings:
+    """Settings from the environment for a process's `main`; on a bad value, print the
+    error under `program`'s name and exit with status 2."""
+    try:
+        return Settings.from_env()
+    except SettingsError as exc:
+        print(f"{program}: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def database_url_from_env(env: Mapping[str, str]) -> str | None:

@@ -13,9 +13,12 @@ def iso(ts: datetime) -> str:
 
 
 def parse_iso(text: str, what: str) -> datetime:
-    """A client-given ISO-8601 timestamp; naive values are taken as UTC."""
+    """A client-given ISO-8601 timestamp, in UTC; naive values are taken as UTC.
+
+    The instant must exist in UTC within Python's range (years 1-9999): `0001-01-01T00:00
+    +14:00` parses, but the driver cannot send it (it is in year 0 in UTC)."""
     try:
         ts = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
-    except (ValueError, AttributeError):
+        return (ts if ts.tzinfo else ts.replace(tzinfo=UTC)).astimezone(UTC)
+    except (ValueError, AttributeError, OverflowError):
         raise BadRequest(f"{what} must be an ISO-8601 timestamp") from None
-    return ts if ts.tzinfo else ts.replace(tzinfo=UTC)

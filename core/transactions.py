@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import asyncpg
+
 from core.ack import AckItem, AckOutcome, ack_on
 from core.db import Database, storage_errors
-from core.partitions import PartitionDirectory, PartitionRef
+from core.partitions import PartitionDirectory, PartitionRef, ensure_partition
 from core.writes import NewMessage, PartitionGone, Verdict, append_on
 
 
@@ -40,28 +42,54 @@ class _Rejected(Exception):
 
 async def run_transaction(db: Database, directory: PartitionDirectory,
                           ops: list[TxPush | TxAck], required_leases: list[str]) -> TxResult:
-    """Apply every op in one database transaction; a rejected ack rolls everything back."""
+    """Apply every op in one database transaction; a rejected ack rolls everything back.
+
+    Queues and partitions a push needs are created inside that transaction too, so a
+    refused bundle creates nothing; the directory learns them only once they committed."""
     for attempt in (1, 2):
-        refs = {i: await directory.resolve(op.queue, op.partition)
-                for i, op in enumerate(ops) if isinstance(op, TxPush)}
+        created: list[PartitionRef] = []
         try:
-            return await _attempt(db, ops, refs, required_leases)
+            result = await _attempt(db, directory, ops, required_leases, created)
         except PartitionGone:
-            for ref in refs.values():  # a queue was deleted meanwhile: resolve again
-                directory.forget(ref)
+            for op in ops:  # a queue was deleted meanwhile: resolve again
+                if isinstance(op, TxPush):
+                    directory.forget_queue(op.queue)
             if attempt == 2:
                 raise
+            continue
+        if result.committed:
+            for ref in created:
+                directory.remember(ref)
+        return result
     raise AssertionError("unreachable")
 
 
-async def _attempt(db: Database, ops: list[TxPush | TxAck], refs: dict[int, PartitionRef],
-                   required_leases: list[str]) -> TxResult:
+async def _resolve(conn: asyncpg.Connection, directory: PartitionDirectory,
+                   ops: list[TxPush | TxAck], created: list[PartitionRef]
+                   ) -> dict[int, PartitionRef]:
+    """The partition of every push op, created on `conn` when unknown. Creation goes in name
+    order, so two bundles creating the same queues cannot deadlock on them."""
+    wanted = sorted({(op.queue, op.partition) for op in ops if isinstance(op, TxPush)})
+    by_key: dict[tuple[str, str], PartitionRef] = {}
+    for key in wanted:
+        ref = directory.cached(*key)
+        if ref is None:
+            ref = await ensure_partition(conn, *key)
+            created.append(ref)
+        by_key[key] = ref
+    return {i: by_key[(op.queue, op.partition)] for i, op in enumerate(ops)
+            if isinstance(op, TxPush)}
+
+
+async def _attempt(db: Database, directory: PartitionDirectory, ops: list[TxPush | TxAck],
+                   required_leases: list[str], created: list[PartitionRef]) -> TxResult:
     result = TxResult(committed=True)
     distinct = sorted(set(required_leases))
     default_lease = distinct[0] if len(distinct) == 1 else None
     try:
         async with db.transaction() as conn:
             with storage_errors():
+                refs = await _resolve(conn, directory, ops, created)
                 by_partition: dict[int, list[int]] = {}
                 for i, ref in refs.items():
                     by_partition.setdefault(ref.partition_id, []).append(i)

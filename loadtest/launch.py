@@ -34,11 +34,12 @@ def free_port() -> int:
 
 
 class Postgres:
-    """A durable embedded PostgreSQL in a temporary directory, removed with it."""
+    """A durable embedded PostgreSQL in a temporary directory, removed with it (`settings`
+    override the durable ones, for measurements that are not broker benchmarks)."""
 
-    def __init__(self) -> None:
+    def __init__(self, settings: dict[str, str] | None = None) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="queen-loadtest-")
-        self.pg = EmbeddedPostgres(Path(self._tmp.name), settings=DURABLE)
+        self.pg = EmbeddedPostgres(Path(self._tmp.name), settings={**DURABLE, **(settings or {})})
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property

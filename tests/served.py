@@ -19,14 +19,15 @@ from tests.support import PYTHON, ROOT, free_port
 
 
 class Served:
-    """`python -m broker.cli <command>` on a free port, its stderr kept in `log_path`."""
+    """`python -m broker.cli <command>` (or `argv`) on a free port, its output kept in
+    `log_path`."""
 
     def __init__(self, log_path: Path, *, command: str = "serve", workers: int = 2,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, argv: list[str] | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
-        self.command = command
+        self.argv = argv or [PYTHON, "-m", "broker.cli", command]
         self.workers = workers
         self.env = {**os.environ, "HOST": "127.0.0.1", "PORT": str(self.port),
                     "WORKERS": str(workers), "LOG_LEVEL": "info", **(env or {})}
@@ -35,7 +36,7 @@ class Served:
     def start(self, timeout: float = 60.0) -> Self:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [PYTHON, "-m", "broker.cli", self.command], env=self.env, cwd=ROOT,
+                self.argv, env=self.env, cwd=ROOT,
                 stdout=log, stderr=log, start_new_session=True,
                 preexec_fn=terminate_with_parent)  # noqa: PLW1509 - the test process forks
         self.wait_healthy(timeout)
@@ -86,6 +87,17 @@ class Served:
         except psutil.NoSuchProcess:
             return []
 
+    def descendants(self, mark: str) -> list[int]:
+        """Live processes anywhere below this one whose command line contains `mark`."""
+        pids = []
+        for pid in self.tree():
+            try:
+                if mark in " ".join(psutil.Process(pid).cmdline()):
+                    pids.append(pid)
+            except psutil.Error:
+                continue
+        return sorted(pids)
+
     def log(self) -> str:
         try:
             return self.log_path.read_text(errors="replace")
@@ -135,3 +147,9 @@ def gone(pid: int, *, zombie_ok: bool = False) -> bool:
     except psutil.NoSuchProcess:
         return True
     return status == psutil.STATUS_DEAD or (zombie_ok and status == psutil.STATUS_ZOMBIE)
+
+
+def fresh_connections(url: str, timeout: float = 30) -> httpx.AsyncClient:
+    """A client that opens a connection per request, so requests spread over the workers."""
+    return httpx.AsyncClient(base_url=url, timeout=timeout,
+                             limits=httpx.Limits(max_keepalive_connections=0))

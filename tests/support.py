@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Self
 
@@ -35,6 +38,31 @@ def start_embedded(data_dir: Path, **extra: str) -> tuple[EmbeddedPostgres, subp
     return pg, pg.start()
 
 
+@contextlib.contextmanager
+def server_data_dir(prefix: str) -> Iterator[Path]:
+    """A data directory for an embedded PostgreSQL that a test starts more than once.
+
+    It lives outside pytest's temporary tree: any pytest session starting on this machine
+    makes that tree private to its owner again, and PostgreSQL runs as another user when the
+    tests run as root, so a restart there can fail with "Permission denied"."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as data:
+        yield Path(data)
+
+
+def restart_embedded(data_dir: Path, **extra: str
+                     ) -> tuple[EmbeddedPostgres, subprocess.Popen[bytes]]:
+    """`start_embedded` on a data directory whose server was just killed: after kill -9 the
+    old backends may hold the shared memory for a moment, and PostgreSQL refuses to start."""
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            return start_embedded(data_dir, **extra)
+        except RuntimeError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.3)
+
+
 async def create_database(server_url: str, *, migrate: bool = True) -> str:
     """A fresh database on the server, migrated; answers its URL."""
     return await migrations.create_database(server_url, prefix="queen_test_", migrate=migrate)
@@ -50,7 +78,8 @@ class BrokerProcess:
     """`hypercorn` serving the broker app (and optionally the reaper) as real processes."""
 
     def __init__(self, database_url: str, *, workers: int = 2, reaper: bool = False,
-                 env: dict[str, str] | None = None, port: int | None = None) -> None:
+                 env: dict[str, str] | None = None, port: int | None = None,
+                 log_path: Path | None = None) -> None:
         self.database_url = database_url
         self.workers = workers
         self.with_reaper = reaper
@@ -59,6 +88,7 @@ class BrokerProcess:
         self.env = {**os.environ, "DATABASE_URL": database_url, "HOST": "127.0.0.1",
                     "PORT": str(self.port), "WORKERS": str(workers), "LOG_LEVEL": "warning",
                     **(env or {})}
+        self.log_path = log_path  # the web processes' output goes there instead of ours
         self.web: subprocess.Popen[bytes] | None = None
         self.reaper: subprocess.Popen[bytes] | None = None
 
@@ -69,9 +99,13 @@ class BrokerProcess:
 
         settings = Settings.from_env(self.env)
         # A killed test run must not leave brokers behind: they die with this process.
+        log = open(self.log_path, "ab") if self.log_path else None  # noqa: SIM115
         self.web = subprocess.Popen(web_command(settings), env=self.env, cwd=ROOT,
-                                    start_new_session=True,
+                                    start_new_session=True, stdout=log,
+                                    stderr=subprocess.STDOUT if log else None,
                                     preexec_fn=terminate_with_parent)  # noqa: PLW1509
+        if log is not None:
+            log.close()  # the child has its own descriptor
         if self.with_reaper:
             self.reaper = subprocess.Popen(reaper_command(), env=self.env, cwd=ROOT,
                                            start_new_session=True,

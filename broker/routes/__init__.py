@@ -1,1 +1,1 @@
-"""Route modules, one per concept; each exposes `routes`, a list of Starlette routes."""
+"""Route handlers, one module per concept; `broker/table.py` lists them with their Structs."""

@@ -2,68 +2,37 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
-
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from broker.state import state_of
-from broker.wire import check_name, json_response, query_int
+from broker.wire.common import Pagination, given
+from broker.wire.http import json_response
+from broker.wire.messages import DlqMessage, DlqPage, DlqQuery
 from core import dlq
-from core.timefmt import iso, parse_iso
-
-DEFAULT_LIMIT = 100
-MAX_LIMIT = 10_000
+from core.timefmt import iso
 
 
-def optional_name(request: Request, key: str) -> str | None:
-    """A name filter from the query string; absent or empty means "any"."""
-    raw = request.query_params.get(key)
-    return None if raw is None or raw == "" else check_name(raw, key)
-
-
-def optional_time(request: Request, key: str) -> datetime | None:
-    raw = request.query_params.get(key)
-    return None if raw is None or raw == "" else parse_iso(raw, key)
-
-
-def row_json(row: dlq.DlqRow) -> dict[str, Any]:
-    return {
-        "id": str(row.id),
-        "transactionId": row.transaction_id,
-        "partitionId": str(row.partition_id),
-        "queue": row.queue,
-        "partition": row.partition,
-        "consumerGroup": row.consumer_group,
-        "errorMessage": row.error_message,
-        "retryCount": row.retry_count,
+def row_json(row: dlq.DlqRow) -> DlqMessage:
+    return DlqMessage(
+        id=str(row.id), transactionId=row.transaction_id, partitionId=str(row.partition_id),
+        queue=row.queue, partition=row.partition, consumerGroup=row.consumer_group,
+        errorMessage=row.error_message, retryCount=row.retry_count,
         # Spliced in as stored: the payload is never decoded on its way out.
-        "data": msgspec.Raw(row.payload),
-        "producerSub": row.producer_sub,
-        "createdAt": iso(row.created_at),
-        "failedAt": iso(row.failed_at),
-        "messageId": str(row.message_id),
-        "traceId": str(row.trace_id) if row.trace_id else None,
-        "offset": row.offset,
-    }
+        data=msgspec.Raw(row.payload), producerSub=row.producer_sub,
+        createdAt=iso(row.created_at), failedAt=iso(row.failed_at),
+        messageId=str(row.message_id), traceId=str(row.trace_id) if row.trace_id else None,
+        offset=row.offset)
 
 
-async def list_dlq(request: Request) -> Response:
+async def list_dlq(request: Request, query: DlqQuery) -> Response:
     state = state_of(request)
     where = dlq.DlqFilter(
-        queue=optional_name(request, "queue"),
-        consumer_group=optional_name(request, "consumerGroup"),
-        partition=optional_name(request, "partition"),
-        failed_from=optional_time(request, "from"),
-        failed_to=optional_time(request, "to"))
-    limit = query_int(request, "limit", DEFAULT_LIMIT, low=1, high=MAX_LIMIT)
-    offset = query_int(request, "offset", 0, high=2**62)
-    rows, total = await dlq.list_rows(state.db, where, limit=limit, offset=offset)
-    return json_response({"messages": [row_json(r) for r in rows],
-                          "pagination": {"limit": limit, "offset": offset}, "total": total})
-
-
-routes = [Route("/api/v1/dlq", list_dlq, methods=["GET"])]
+        queue=given(query.queue), consumer_group=given(query.consumerGroup),
+        partition=given(query.partition),
+        failed_from=query.from_.instant if query.from_ else None,
+        failed_to=query.to.instant if query.to else None)
+    rows, total = await dlq.list_rows(state.db, where, limit=query.limit, offset=query.offset)
+    return json_response(DlqPage([row_json(r) for r in rows],
+                                 Pagination(query.limit, query.offset), total))

@@ -6,10 +6,10 @@ from importlib.metadata import PackageNotFoundError, version
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from broker.state import state_of
-from broker.wire import json_response
+from broker.wire.http import json_response
+from broker.wire.resources import Health
 
 try:
     VERSION = version("queen-broker")
@@ -20,10 +20,6 @@ except PackageNotFoundError:  # running from a source tree that was not installe
 async def health(request: Request) -> Response:
     state = state_of(request)
     if await state.db.ping():
-        return json_response({"status": "healthy", "database": "connected",
-                              "version": VERSION})
-    return json_response({"status": "unhealthy", "database": "disconnected",
-                          "version": VERSION}, 503, headers={"Retry-After": "2"})
-
-
-routes = [Route("/health", health, methods=["GET"])]
+        return json_response(Health("healthy", "connected", VERSION))
+    return json_response(Health("unhealthy", "disconnected", VERSION), 503,
+                         headers={"Retry-After": "2"})

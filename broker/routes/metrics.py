@@ -12,10 +12,9 @@ import time
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from broker.state import state_of
-from broker.wire import json_response
+from broker.wire.http import json_response
 from core import resources
 
 _STARTED = time.monotonic()  # per worker process; module import happens at app start
@@ -68,8 +67,3 @@ async def prometheus(request: Request) -> Response:
     return Response("\n".join(lines) + "\n",
                     media_type="text/plain; version=0.0.4; charset=utf-8")
 
-
-routes = [
-    Route("/metrics", metrics, methods=["GET"]),
-    Route("/metrics/prometheus", prometheus, methods=["GET"]),
-]

@@ -2,103 +2,56 @@
 
 from __future__ import annotations
 
-import uuid
-from typing import Any
-
+from msgspec import UNSET
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from broker.state import state_of
-from broker.wire import (
-    MAX_TRANSACTION_ID_BYTES,
-    PUSH_DECODER,
-    PushBody,
-    PushItemIn,
-    check_name,
-    decode,
-    json_response,
-    read_body,
-)
-from core.errors import BadRequest, PayloadTooLarge, ServiceError
+from broker.wire.http import json_response
+from broker.wire.push import PushBody, PushItemIn, PushResult
+from core.errors import PayloadTooLarge, ServiceError
 from core.ids import NIL_UUID, uuid7
 from core.partitions import DEFAULT_PARTITION
 from core.push import PushItem, PushOutcome
 from core.writes import NewMessage
 
 
-def to_push_item(index: int, raw: PushItemIn) -> PushItem:
-    """Validate one wire item and mint its message id."""
-    where = f"items[{index}]"
-    if raw.queue is None:
-        raise BadRequest(f"{where}.queue is required")
-    queue = check_name(raw.queue, f"{where}.queue")
-    partition = DEFAULT_PARTITION
-    if raw.partition is not None:
-        partition = check_name(raw.partition, f"{where}.partition") or DEFAULT_PARTITION
+def to_push_item(item: PushItemIn) -> PushItem:
+    """A decoded wire item as the core's push item, with its message id minted."""
     message_id = uuid7()
-    txid = str(message_id)
-    if raw.transaction_id is not None:
-        given = check_name(raw.transaction_id, f"{where}.transactionId",
-                           max_bytes=MAX_TRANSACTION_ID_BYTES)
-        txid = given or txid
-    trace = None
-    if raw.trace_id is not None:
-        if not isinstance(raw.trace_id, str):
-            raise BadRequest(f"{where}.traceId must be a string")
-        if raw.trace_id:
-            try:
-                trace = uuid.UUID(raw.trace_id)
-            except ValueError:
-                raise BadRequest(f"{where}.traceId must be a UUID") from None
-    payload = bytes(raw.payload) or bytes(raw.data) or b"null"
-    return PushItem(queue, partition, NewMessage(message_id, txid, payload, trace))
+    trace = item.traceId.value if item.traceId else None
+    given = item.payload if item.payload is not UNSET else item.data
+    payload = b"null" if given is UNSET else bytes(given)
+    return PushItem(item.queue, item.partition or DEFAULT_PARTITION,
+                    NewMessage(message_id, item.transactionId or str(message_id), payload,
+                               trace))
 
 
-def parse_push(body: bytes, max_items: int) -> list[PushItem]:
-    try:
-        parsed = decode(body, PushBody, PUSH_DECODER)
-    except BadRequest as exc:
-        # `items` of the wrong type fails inside the decoder; §4.1 names that error exactly.
-        if exc.message.endswith("at `$.items`"):
-            raise BadRequest("items array is required") from None
-        raise
-    if parsed.items is None:
-        raise BadRequest("items array is required")
-    if len(parsed.items) > max_items:
-        raise PayloadTooLarge(
-            f"{len(parsed.items)} items is over the limit of {max_items} per push")
-    return [to_push_item(i, raw) for i, raw in enumerate(parsed.items)]
-
-
-def outcome_json(index: int, outcome: PushOutcome) -> dict[str, Any]:
+def outcome_json(index: int, outcome: PushOutcome) -> PushResult:
     item = outcome.item
-    entry: dict[str, Any] = {
-        "index": index,
-        "transaction_id": item.message.transaction_id,
-        "transactionId": item.message.transaction_id,
-        "queueName": item.queue,
-    }
+    txid = item.message.transaction_id
     if outcome.verdict is None:
         assert outcome.error is not None
         # message_id is always a string on the wire (§4.1); no message exists, so all zeros.
-        entry.update(message_id=NIL_UUID, messageId=NIL_UUID, status="failed",
-                     error=outcome.error.message)
-        return entry
+        return PushResult(index, txid, txid, item.queue, NIL_UUID, NIL_UUID, "failed",
+                          error=outcome.error.message)
     verdict = outcome.verdict
     message_id = str(verdict.message_id)
-    entry.update(message_id=message_id, messageId=message_id, status=verdict.status)
-    if verdict.status == "queued":
-        entry["partition_id"] = str(outcome.partition_id)
-        entry["trace_id"] = str(item.message.trace_id) if item.message.trace_id else None
-    return entry
+    if verdict.status != "queued":
+        return PushResult(index, txid, txid, item.queue, message_id, message_id,
+                          verdict.status)
+    trace = item.message.trace_id
+    return PushResult(index, txid, txid, item.queue, message_id, message_id, "queued",
+                      partition_id=str(outcome.partition_id),
+                      trace_id=str(trace) if trace else None)
 
 
-async def push(request: Request) -> Response:
+async def push(request: Request, body: PushBody) -> Response:
     state = state_of(request)
-    body = await read_body(request, state.settings.max_body_bytes)
-    items = parse_push(body, state.settings.max_push_items)
-    outcomes = await state.pusher.push(items)
+    limit = state.settings.max_push_items
+    if len(body.items) > limit:
+        raise PayloadTooLarge(f"{len(body.items)} items is over the limit of {limit} per push")
+    outcomes = await state.pusher.push([to_push_item(item) for item in body.items])
     errors = [o.error for o in outcomes if o.error is not None]
     # When nothing was written because the broker could not (database down, backlog full),
     # answer with that status so clients back off and retry the whole push; with partial
@@ -106,6 +59,3 @@ async def push(request: Request) -> Response:
     if errors and len(errors) == len(outcomes) and isinstance(errors[0], ServiceError):
         raise errors[0]
     return json_response([outcome_json(i, o) for i, o in enumerate(outcomes)], 201)
-
-
-routes = [Route("/api/v1/push", push, methods=["POST"])]

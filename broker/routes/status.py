@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
-from broker.routes.dlq import optional_name
 from broker.state import state_of
-from broker.wire import check_name, json_response, query_int
+from broker.wire.common import QueuePath
+from broker.wire.http import json_response
+from broker.wire.resources import AnalyticsQuery, PageQuery, StatusMessagesQuery
 from core import messages, resources
 from core.timefmt import iso
 
@@ -28,11 +28,10 @@ async def status(request: Request) -> Response:
     })
 
 
-async def status_queues(request: Request) -> Response:
+async def status_queues(request: Request, query: PageQuery) -> Response:
     state = state_of(request)
-    limit = query_int(request, "limit", 100, low=1, high=10_000)
-    offset = query_int(request, "offset", 0, high=2**62)
-    page, total = await resources.queue_page(state.db, search=None, limit=limit, offset=offset)
+    page, total = await resources.queue_page(state.db, search=None, limit=query.limit,
+                                             offset=query.offset)
     return json_response({
         "queues": [{"name": q.name, "namespace": q.namespace, "task": q.task,
                     "partitions": t.partitions,
@@ -40,14 +39,13 @@ async def status_queues(request: Request) -> Response:
                                  "processing": t.processing, "completed": t.completed,
                                  "deadLetter": t.dead_letter}}
                    for q, t in page],
-        "total": total, "pagination": {"limit": limit, "offset": offset},
+        "total": total, "pagination": {"limit": query.limit, "offset": query.offset},
     })
 
 
-async def status_queue(request: Request) -> Response:
+async def status_queue(request: Request, path: QueuePath) -> Response:
     state = state_of(request)
-    queue, parts = await resources.queue_detail(
-        state.db, check_name(request.path_params["queue"], "queue"))
+    queue, parts = await resources.queue_detail(state.db, path.queue)
     totals = resources.Totals()
     for p in parts:
         totals.add(p)
@@ -61,15 +59,14 @@ async def status_queue(request: Request) -> Response:
     })
 
 
-async def status_queue_messages(request: Request) -> Response:
+async def status_queue_messages(request: Request, path: QueuePath,
+                                query: StatusMessagesQuery) -> Response:
     state = state_of(request)
-    name = check_name(request.path_params["queue"], "queue")
-    limit = query_int(request, "limit", 50, low=1, high=1000)
-    offset = query_int(request, "offset", 0, high=messages.LIST_MAX_PER_PARTITION)
-    found, total = await messages.list_messages(state.db, messages.ListFilter(queue=name),
-                                                limit=limit, offset=offset)
+    found, total = await messages.list_messages(
+        state.db, messages.ListFilter(queue=path.queue), limit=query.limit, offset=query.offset)
     return json_response({
-        "queue": name, "total": total, "pagination": {"limit": limit, "offset": offset},
+        "queue": path.queue, "total": total,
+        "pagination": {"limit": query.limit, "offset": query.offset},
         "messages": [{"id": str(m.view.message_id), "transactionId": m.view.transaction_id,
                       "partition": m.view.partition, "partitionId": str(m.view.partition_id),
                       "status": m.view.status, "createdAt": iso(m.view.created_at)}
@@ -77,21 +74,9 @@ async def status_queue_messages(request: Request) -> Response:
     })
 
 
-async def analytics(request: Request) -> Response:
-    optional_name(request, "queue")  # validated for a 400 on bad input, otherwise unused
-    return json_response({"interval": request.query_params.get("interval") or "hour",
-                          "series": []})
+async def analytics(request: Request, query: AnalyticsQuery) -> Response:
+    return json_response({"interval": query.interval or "hour", "series": []})
 
 
 async def refresh(request: Request) -> Response:
     return json_response({"success": True, "message": "statistics are computed on demand"})
-
-
-routes = [
-    Route("/api/v1/status", status, methods=["GET"]),
-    Route("/api/v1/status/queues", status_queues, methods=["GET"]),
-    Route("/api/v1/status/analytics", analytics, methods=["GET"]),
-    Route("/api/v1/status/queues/{queue:path}/messages", status_queue_messages, methods=["GET"]),
-    Route("/api/v1/status/queues/{queue:path}", status_queue, methods=["GET"]),
-    Route("/api/v1/stats/refresh", refresh, methods=["POST"]),
-]

@@ -42,7 +42,7 @@ BAD_PUSH_BODIES: list[tuple[str, Any, str]] = [
     ("items_string", {"items": Q}, "items array is required"),
     ("items_number", {"items": 3}, "items array is required"),
     ("item_not_object", {"items": [{"queue": Q, "payload": 1}, 5]},
-     "bad body: Expected `object`, got `int` - at `$.items[1]`"),
+     "items[1] must be an object"),
     ("missing_items", {"queue": Q, "payload": 1}, "items array is required"),
     ("items_null", {"items": None}, "items array is required"),
     ("body_is_array", [{"queue": Q}], "bad body"),
@@ -107,7 +107,7 @@ async def test_deeply_nested_json_answers_400_not_500(
             ("/api/v1/push", b'{"items": [{"queue": "' + queue_name.encode() + b'", "payload": ',
              b"}]}"),
             ("/api/v1/configure", b'{"queue": "' + queue_name.encode() + b'", "x": ', b"}"),
-            ("/api/v1/fetch", b'{"entries": ', b"}")]:
+            ("/api/v1/fetch", b'{"entries": [], "x": ', b"}")]:
         body = head + b"[" * depth + b"]" * depth + tail
         r = await http.post(route, content=body, headers={"content-type": "application/json"})
         await _assert_error(r, 400, "bad body: JSON is nested too deeply")
@@ -245,7 +245,7 @@ async def test_bad_configure_of_an_existing_queue_leaves_its_options_unchanged(
 
 BAD_FETCH_BODIES: list[tuple[str, Any, str]] = [
     ("negative_offset", {"entries": [{"queue": Q, "offset": -1}]},
-     "entries[0].offset must be at least 0"),
+     "entries[0].offset must be between 0 and 4611686018427387904"),
     ("string_offset", {"entries": [{"queue": Q, "offset": "abc"}]},
      "entries[0].offset must be an integer"),
     ("numeric_string_offset", {"entries": [{"queue": Q, "offset": "3"}]},

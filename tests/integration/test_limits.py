@@ -191,3 +191,46 @@ async def test_a_partition_that_cannot_be_written_fails_only_its_items(
             {"queue": queue_name, "partition": "stuck", "transactionId": t, "payload": n}
             for n, t in ((1, "s1"), (2, "s2"))]})
         assert [e["status"] for e in r.json()] == ["queued", "queued"]
+
+
+async def test_a_batch_ack_is_one_transaction_across_its_groups(
+        short_lock_broker: BrokerProcess, db: asyncpg.Connection, queue_name: str) -> None:
+    """g2's cursor is locked by someone else, so its part of the batch fails: g1's part,
+    although fine, must not stay applied (the whole batch is one transaction, 503)."""
+    async with httpx.AsyncClient(base_url=short_lock_broker.url, timeout=30) as client:
+        r = await client.post("/api/v1/push", json={"items": [
+            {"queue": queue_name, "payload": 0, "transactionId": "t0"}]})
+        assert r.status_code == 201
+        leases = {}
+        for group in ("g1", "g2"):
+            r = await client.get(f"/api/v1/pop/queue/{queue_name}",
+                                 params={"consumerGroup": group})
+            assert r.status_code == 200
+            leases[group] = r.json()["messages"][0]
+        locker = await asyncpg.connect(short_lock_broker.database_url)
+        try:
+            async with locker.transaction():
+                await locker.execute(
+                    """SELECT 1 FROM queen.log_consumers c JOIN queen.log_partitions p
+                         ON p.id = c.partition_id JOIN queen.queues q ON q.id = p.queue_id
+                        WHERE q.name = $1 AND c.consumer_group = 'g2' FOR UPDATE OF c""",
+                    queue_name)
+                r = await client.post("/api/v1/ack/batch", json={"acknowledgments": [
+                    {"transactionId": "t0", "partitionId": m["partitionId"],
+                     "leaseId": m["leaseId"], "consumerGroup": g}
+                    for g, m in leases.items()]})
+        finally:
+            await locker.close()
+        assert r.status_code == 503, r.text
+        assert r.headers["retry-after"]
+        committed = await db.fetch(
+            """SELECT c.consumer_group, c.committed FROM queen.log_consumers c
+                 JOIN queen.log_partitions p ON p.id = c.partition_id
+                 JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = $1
+                ORDER BY 1""", queue_name)
+        assert [(row[0], row[1]) for row in committed] == [("g1", -1), ("g2", -1)]
+        # Retried once the lock is gone, the same batch applies whole.
+        r = await client.post("/api/v1/ack/batch", json={"acknowledgments": [
+            {"transactionId": "t0", "partitionId": m["partitionId"], "leaseId": m["leaseId"],
+             "consumerGroup": g} for g, m in leases.items()]})
+        assert [e["success"] for e in r.json()] == [True, True]

@@ -21,7 +21,13 @@ import httpx
 import pytest
 
 from core.embedded import EmbeddedPostgres, stop_process
-from tests.support import BrokerProcess, fetch_records, start_embedded, wait_for
+from tests.support import (
+    BrokerProcess,
+    fetch_records,
+    restart_embedded,
+    server_data_dir,
+    wait_for,
+)
 
 
 class Cluster:
@@ -37,16 +43,7 @@ class Cluster:
     def start_pg(self) -> None:
         # synchronous_commit on: a commit the broker acknowledged must survive a crash of the
         # server process (fsync may stay off: the OS page cache outlives the process).
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                self.pg, self.pg_proc = start_embedded(self.data_dir, synchronous_commit="on")
-                return
-            except RuntimeError:
-                # After a kill -9 the old backends may still hold shared memory for a moment.
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.3)
+        self.pg, self.pg_proc = restart_embedded(self.data_dir, synchronous_commit="on")
 
     def stop_pg(self, sig: int) -> None:
         assert self.pg_proc is not None
@@ -89,14 +86,15 @@ class Cluster:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = Cluster(tmp_path_factory.mktemp("outage"))
-    try:
-        c.start_pg()
-        c.start_broker()
-        yield c
-    finally:
-        c.stop()
+def cluster() -> Iterator[Cluster]:
+    with server_data_dir("queen-outage-") as data:
+        c = Cluster(data)
+        try:
+            c.start_pg()
+            c.start_broker()
+            yield c
+        finally:
+            c.stop()
 
 
 @pytest.fixture

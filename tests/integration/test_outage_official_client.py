@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import subprocess
-import tempfile
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
@@ -29,7 +28,7 @@ import pytest
 from queen import Queen
 
 from core.embedded import EmbeddedPostgres, stop_process
-from tests.support import BrokerProcess, start_embedded, wait_for
+from tests.support import BrokerProcess, restart_embedded, server_data_dir, wait_for
 
 OUTAGE_SECONDS = 10.0
 
@@ -43,16 +42,7 @@ class Server:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                self.pg, self.proc = start_embedded(self.data_dir, synchronous_commit="on")
-                return
-            except RuntimeError:
-                # After kill -9 the old backends may hold the shared memory for a moment.
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.3)
+        self.pg, self.proc = restart_embedded(self.data_dir, synchronous_commit="on")
 
     def kill(self) -> None:
         assert self.proc is not None
@@ -72,10 +62,8 @@ class Server:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[Server]:
-    # Outside pytest's temporary tree: another pytest session starting on this machine makes
-    # that tree private again, and PostgreSQL runs as another user when we are root.
-    with tempfile.TemporaryDirectory(prefix="queen-outage-") as data:
-        s = Server(Path(data))
+    with server_data_dir("queen-outage-") as data:
+        s = Server(data)
         s.start()
         try:
             yield s

@@ -243,14 +243,14 @@ async def test_discovery_pop_without_namespace_or_task_answers_400(
 
 
 @pytest.mark.parametrize(("param", "value", "fragment"), [
-    ("batch", "-1", "batch must be at least 1"),
-    ("batch", "0", "batch must be at least 1"),
+    ("batch", "-1", "batch must be between 1 and 10000"),
+    ("batch", "0", "batch must be between 1 and 10000"),
     ("batch", "ten", "batch must be an integer"),
     ("batch", "1.5", "batch must be an integer"),
-    ("partitions", "-3", "partitions must be at least 1"),
-    ("timeout", "-5", "timeout must be at least 0"),
+    ("partitions", "-3", "partitions must be between 1 and 1000"),
+    ("timeout", "-5", "timeout must be between 0 and 3600000"),
     ("timeout", "soon", "timeout must be an integer"),
-    ("leaseSeconds", "-1", "leaseSeconds must be at least 0"),
+    ("leaseSeconds", "-1", "leaseSeconds must be between 0 and 3600"),
     ("leaseSeconds", "x", "leaseSeconds must be an integer"),
     ("wait", "maybe", "wait must be true or false"),
     ("autoAck", "2", "autoAck must be true or false"),

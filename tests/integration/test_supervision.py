@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -21,8 +20,15 @@ import asyncpg
 import httpx
 import pytest
 
-from tests.served import Served, eventually, gone
-from tests.support import create_database, fetch_records, wait_for
+from tests.served import Served, eventually, fresh_connections, gone
+from tests.support import (
+    PYTHON,
+    ROOT,
+    create_database,
+    fetch_records,
+    server_data_dir,
+    wait_for,
+)
 
 
 @pytest.fixture(scope="module")
@@ -47,9 +53,7 @@ def served(own_database: str, tmp_path: Path) -> Iterator[Served]:
 
 @pytest.fixture
 async def client(shared: Served) -> AsyncIterator[httpx.AsyncClient]:
-    # A fresh connection per request, so requests spread over both workers.
-    limits = httpx.Limits(max_keepalive_connections=0)
-    async with httpx.AsyncClient(base_url=shared.url, timeout=10, limits=limits) as c:
+    async with fresh_connections(shared.url, timeout=10) as c:
         yield c
 
 
@@ -104,7 +108,7 @@ async def test_a_killed_web_worker_is_replaced_while_the_other_keeps_serving(
     assert set(statuses) == {201}, statuses
     # Only requests in flight on the killed worker can go unanswered.
     assert len(unanswered) <= 4, unanswered
-    assert f"(pid {victim}) was killed by SIGKILL" in shared.log()
+    assert f"(pid {victim} was killed by SIGKILL)" in shared.log()
     stored = {r["transactionId"] for k in range(4)
               for r in (await fetch_records(client, queue_name, f"p{k}"))["records"]}
     assert queued <= stored
@@ -122,7 +126,7 @@ async def test_a_killed_reaper_is_restarted_and_expires_leases_again(
     (restarted,) = await eventually(
         lambda: (r := shared.children("reaper")) and reaper not in r and r, timeout=15)
     assert restarted != reaper
-    assert f"reaper (pid {reaper}) was killed by SIGKILL" in shared.log()
+    assert f"reaper (pid {reaper} was killed by SIGKILL)" in shared.log()
     assert shared.children("web") and shared.proc is not None and shared.proc.poll() is None
 
     # The new reaper does its job: a back-dated lease is cleared.
@@ -176,10 +180,8 @@ async def test_sigterm_stops_web_then_reaper_and_exits_cleanly(served: Served) -
 
 @pytest.fixture(scope="module")
 def data_dir() -> Iterator[str]:
-    # Outside pytest's own temporary tree: a pytest session starting elsewhere on the machine
-    # makes that tree private again, and PostgreSQL runs as another user when we are root.
-    with tempfile.TemporaryDirectory(prefix="queen-serve-") as data:
-        yield data
+    with server_data_dir("queen-serve-") as data:
+        yield str(data)
 
 
 @pytest.fixture
@@ -198,8 +200,7 @@ def _postmaster(served: Served) -> int:
 
 async def test_embedded_postgres_that_dies_is_restarted_on_its_data_and_the_broker_recovers(
         embedded: Served, queue_name: str) -> None:
-    limits = httpx.Limits(max_keepalive_connections=0)
-    async with httpx.AsyncClient(base_url=embedded.url, timeout=10, limits=limits) as client:
+    async with fresh_connections(embedded.url, timeout=10) as client:
         for n in range(10):
             assert (await _push(client, queue_name, f"before-{n}")).status_code == 201
         # A crash (kill -9), then an immediate shutdown (SIGQUIT) that nobody asked for.
@@ -268,3 +269,29 @@ async def test_killing_the_supervisor_outright_leaves_no_orphans(embedded: Serve
     embedded.proc.wait()
     # Workers get SIGTERM and PostgreSQL SIGINT from the kernel when their parent dies.
     await eventually(lambda: all(gone(pid, zombie_ok=True) for pid in tree), timeout=30)
+
+
+async def test_the_procfile_runs_the_broker_under_honcho(tmp_path: Path) -> None:
+    # Procfile lines call `queen-broker`; PYTHONPATH makes that console script (and
+    # `python -m core.reaper`) run this checkout's code.
+    env = {"PYTHONPATH": str(ROOT), "DATABASE_URL": "", "PG_HOST": "", "PG_PORT": "",
+           "PG_USER": "", "PG_PASSWORD": "", "PG_DB": "", "PG_DATABASE": ""}
+    with server_data_dir("queen-honcho-") as data:
+        honcho = Served(tmp_path / "honcho.log", argv=[PYTHON, "-m", "honcho", "start"],
+                        env={**env, "QUEEN_DATA_DIR": str(data)})
+        honcho.env["QUEEN_PORT"] = str(honcho.port)  # honcho gives each process its own PORT
+        with honcho:
+            async with fresh_connections(honcho.url, timeout=10) as client:
+                r = await _push(client, "procfile-q", "t0")
+                assert r.status_code == 201 and r.json()[0]["status"] == "queued"
+                tree = honcho.tree()
+                # `web` replaces its own dead workers under honcho too.
+                workers = honcho.descendants("broker.worker")
+                assert len(workers) == 2
+                os.kill(workers[0], signal.SIGKILL)
+                await eventually(lambda: (w := honcho.descendants("broker.worker"))
+                                 and len(w) == 2 and workers[0] not in w, timeout=20)
+                assert (await _push(client, "procfile-q", "t1")).status_code == 201
+        await eventually(lambda: all(gone(pid, zombie_ok=True) for pid in tree), timeout=30)
+    log = honcho.log()
+    assert "web.1" in log and "reaper.1" in log and "postgres.1" in log

@@ -1,0 +1,119 @@
+"""One row of the route table, and the Starlette routes derived from the table.
+
+A row says everything the edge needs about a route: path, method, handler, summary, the
+Structs of its path parameters, query string and body, and its answers per status. The
+Starlette routes and the OpenAPI document are both built from the rows, so they cannot
+disagree. The request pipeline is the same for every route:
+
+1. read the body (every route does, bounded by the body limit, so unread bytes never wedge
+   a kept-alive connection), then decode path parameters, query string and body into their
+   Structs: any problem is a 4xx naming the field, before anything touches the database;
+2. call the handler with `request` plus `path`, `query` and `body` as the row declares.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from broker.errors import error_response
+from broker.state import state_of
+from broker.wire.common import ErrorBody
+from broker.wire.decoding import decode_body, decode_strings
+from broker.wire.http import json_response, read_body
+from core.errors import ClientError
+
+Handler = Callable[..., Awaitable[Response]]
+TEXT = "text/plain"  # an answer that is not JSON (Prometheus exposition, the docs page)
+HTML = "text/html"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    method: str
+    path: str  # Starlette syntax; `{name:path}` takes a segment that may contain `/`
+    handler: Handler
+    summary: str
+    responses: Mapping[int, Any]  # status -> Struct type, None (no body), TEXT or HTML
+    path_params: type | None = None
+    query: type | None = None
+    body: type | None = None
+    # A GET that changes state (pop) answers HEAD with 405 instead of running.
+    changes_state: bool = False
+    # The body of this route's 4xx answers when the protocol fixes one (§4.4, §4.7).
+    client_error: Callable[[str], Any] | None = None
+
+    def __post_init__(self) -> None:
+        wanted = {"request"} | {name for name, kind in (
+            ("path", self.path_params), ("query", self.query), ("body", self.body))
+            if kind is not None}
+        given = set(inspect.signature(self.handler).parameters)
+        if given != wanted:
+            raise TypeError(f"{self.handler.__name__} takes {sorted(given)}, but the table "
+                            f"declares {sorted(wanted)} for {self.method} {self.path}")
+
+    @property
+    def open_path(self) -> str:
+        """The path in OpenAPI syntax (no Starlette convertors)."""
+        return self.path.replace(":path}", "}")
+
+    async def serve(self, request: Request) -> Response:
+        try:
+            raw = await read_body(request, state_of(request).settings.max_body_bytes)
+            args: dict[str, Any] = {}
+            if self.path_params is not None:
+                args["path"] = decode_strings(request.path_params, self.path_params)
+            if self.query is not None:
+                args["query"] = decode_strings(request.query_params, self.query)
+            if self.body is not None:
+                args["body"] = decode_body(raw, self.body)
+            return await self.handler(request, **args)
+        except ClientError as exc:
+            if self.client_error is None:
+                raise
+            answer = error_response(exc)
+            return json_response(self.client_error(exc.message), answer.status_code,
+                                 headers={k: v for k, v in answer.headers.items()
+                                          if k in ("connection", "retry-after")})
+
+
+def starlette_routes(endpoints: Sequence[Endpoint]) -> list[BaseRoute]:
+    """One Starlette route per path, dispatching on the method, so a 405 lists every method
+    the path has (`Allow`). HEAD is added for GETs that do not change state."""
+    by_path: dict[str, dict[str, Endpoint]] = {}
+    for endpoint in endpoints:
+        methods = by_path.setdefault(endpoint.path, {})
+        if endpoint.method in methods:
+            raise ValueError(f"{endpoint.method} {endpoint.path} is in the table twice")
+        methods[endpoint.method] = endpoint
+        if endpoint.method == "GET" and not endpoint.changes_state:
+            methods["HEAD"] = endpoint
+    routes: list[BaseRoute] = []
+    # A path ending in a `{name:path}` segment matches everything below it, so it goes after
+    # the longer paths it would swallow (`/queues/{queue:path}/depth`).
+    for path, methods in sorted(by_path.items(), key=lambda item: item[0].endswith(":path}")):
+        route = Route(path, _dispatcher(methods), methods=list(methods))
+        # Starlette adds HEAD to every GET route; a state-changing GET must not run for it.
+        assert route.methods is not None
+        route.methods &= set(methods)
+        routes.append(route)
+    return routes
+
+
+def _dispatcher(methods: dict[str, Endpoint]) -> Callable[[Request], Awaitable[Response]]:
+    async def dispatch(request: Request) -> Response:
+        return await methods[request.method].serve(request)
+    return dispatch
+
+
+def default_error_statuses(endpoint: Endpoint) -> dict[int, Any]:
+    """The error answers every route can give besides its own."""
+    # 431 comes from the HTTP server itself (hypercorn/h11) for a request line or headers
+    # over 16 KiB, e.g. a path with a very long transactionId; it has no body.
+    return {400: ErrorBody, 408: ErrorBody, 413: ErrorBody, 431: None, 503: ErrorBody}

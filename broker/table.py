@@ -1,0 +1,163 @@
+"""The route table: every route the broker serves, one row each (see `broker.endpoint`).
+
+The Starlette routes and `/openapi.json` are both derived from `ENDPOINTS`; a route that is
+not in this table does not exist.
+"""
+
+from __future__ import annotations
+
+from broker import openapi
+from broker.endpoint import HTML, TEXT, Endpoint
+from broker.routes import (
+    ack,
+    dlq,
+    fetch,
+    groups,
+    health,
+    lease,
+    messages,
+    metrics,
+    pop,
+    push,
+    queues,
+    resources,
+    status,
+    transaction,
+)
+from broker.wire import ack as ack_wire
+from broker.wire import fetch as fetch_wire
+from broker.wire import groups as groups_wire
+from broker.wire import messages as messages_wire
+from broker.wire import pop as pop_wire
+from broker.wire import push as push_wire
+from broker.wire import queues as queues_wire
+from broker.wire import resources as resources_wire
+from broker.wire import transaction as tx_wire
+from broker.wire.common import ErrorBody, FreeForm, QueuePath
+
+_GROUPS = "/api/v1/consumer-groups"
+_POPPED = {200: pop_wire.PopAnswer, 204: None}
+
+ENDPOINTS: list[Endpoint] = [
+    # Core message routes (§4)
+    Endpoint("POST", "/api/v1/push", push.push, "Append messages (per-item verdicts)",
+             {201: list[push_wire.PushResult], 429: ErrorBody}, body=push_wire.PushBody),
+    Endpoint("GET", "/api/v1/pop/queue/{queue}", pop.pop_queue,
+             "Pop a leased batch from a queue's partitions", _POPPED,
+             path_params=QueuePath, query=pop_wire.PopQuery, changes_state=True),
+    Endpoint("GET", "/api/v1/pop/queue/{queue}/partition/{partition}", pop.pop_partition,
+             "Pop a leased batch from one partition", _POPPED,
+             path_params=pop_wire.QueuePartitionPath, query=pop_wire.PopQuery,
+             changes_state=True),
+    Endpoint("GET", "/api/v1/pop", pop.pop_discovery,
+             "Pop across the queues of a namespace and/or task",
+             {**_POPPED, 400: pop_wire.DiscoveryFailure}, query=pop_wire.PopQuery,
+             changes_state=True, client_error=pop_wire.DiscoveryFailure.of),
+    Endpoint("POST", "/api/v1/ack", ack.ack_one, "Acknowledge one message (offset commit)",
+             {200: list[ack_wire.AckResult]}, body=ack_wire.AckItemIn),
+    Endpoint("POST", "/api/v1/ack/batch", ack.ack_batch,
+             "Acknowledge many messages in one database transaction",
+             {200: list[ack_wire.AckResult]}, body=ack_wire.AckBatchBody),
+    Endpoint("POST", "/api/v1/transaction", transaction.transaction,
+             "Pushes and acks, all or nothing",
+             {200: tx_wire.TransactionAnswer, 400: tx_wire.TransactionAnswer},
+             body=tx_wire.TransactionBody, client_error=transaction.failure),
+    Endpoint("POST", "/api/v1/lease/{leaseId}/extend", lease.extend,
+             "Extend every live lease of a lease id", {200: ack_wire.ExtendAnswer},
+             path_params=ack_wire.LeasePath, body=ack_wire.ExtendBody),
+    Endpoint("POST", "/api/v1/configure", queues.configure,
+             "Create a queue or change its options", {200: queues_wire.ConfigureAnswer},
+             body=queues_wire.ConfigureBody),
+    Endpoint("DELETE", "/api/v1/resources/queues/{queue}", queues.delete_queue,
+             "Delete a queue with everything it owns", {200: queues_wire.DeleteQueueAnswer},
+             path_params=QueuePath),
+    Endpoint("POST", "/api/v1/fetch", fetch.fetch, "Read by offset (no lease, no cursor)",
+             {200: fetch_wire.FetchAnswer}, body=fetch_wire.FetchBody),
+    # DLQ and messages (§5)
+    Endpoint("GET", "/api/v1/dlq", dlq.list_dlq, "List dead letters, newest first",
+             {200: messages_wire.DlqPage}, query=messages_wire.DlqQuery),
+    Endpoint("POST", "/api/v1/messages/{partitionId}/{transactionId:path}/retry",
+             messages.retry, "Replay a dead letter as a new message",
+             # A 404 always has `error`; the route's own adds the address (MessageMissing),
+             # the router's (a path no route matches) does not.
+             {200: messages_wire.RetryAnswer, 404: ErrorBody},
+             path_params=messages_wire.MessagePath),
+    Endpoint("GET", "/api/v1/messages/{partitionId}/{transactionId:path}",
+             messages.get_message, "One message by address",
+             {200: messages_wire.MessageDetail, 404: ErrorBody},
+             path_params=messages_wire.MessagePath),
+    Endpoint("DELETE", "/api/v1/messages/{partitionId}/{transactionId:path}",
+             messages.delete_message, "Delete the dead letters of an address",
+             {200: messages_wire.MessageDeleted, 404: ErrorBody},
+             path_params=messages_wire.MessagePath),
+    Endpoint("GET", "/api/v1/messages", messages.list_messages, "List messages",
+             {200: messages_wire.MessageList}, query=messages_wire.MessagesQuery),
+    # Consumer groups (§6.1)
+    Endpoint("GET", _GROUPS, groups.list_groups, "List consumer groups per queue",
+             {200: list[groups_wire.GroupSummaryOut]}),
+    Endpoint("GET", _GROUPS + "/lagging", groups.lagging, "Partitions whose group lags",
+             {200: list[groups_wire.LaggingOut]}, query=groups_wire.LaggingQuery),
+    Endpoint("POST", _GROUPS + "/{group}/subscription", groups.subscription,
+             "Change a group's stored subscription instant",
+             {200: groups_wire.SubscriptionAnswer}, path_params=groups_wire.GroupPath,
+             body=groups_wire.SubscriptionBody),
+    Endpoint("POST", _GROUPS + "/{group}/queues/{queue}/partitions/{partition}/seek",
+             groups.seek_partition, "Move a group's cursor on one partition",
+             {200: groups_wire.PartitionSeekAnswer, 404: ErrorBody},
+             path_params=groups_wire.GroupPartitionPath, body=groups_wire.SeekBody),
+    Endpoint("POST", _GROUPS + "/{group}/queues/{queue}/seek", groups.seek_queue,
+             "Move a group's cursors on a queue",
+             {200: groups_wire.QueueSeekAnswer, 404: ErrorBody},
+             path_params=groups_wire.GroupQueuePath, body=groups_wire.SeekBody),
+    Endpoint("DELETE", _GROUPS + "/{group}/queues/{queue}", groups.delete_group_for_queue,
+             "Delete a group's cursors on one queue", {200: groups_wire.GroupQueueDeleted},
+             path_params=groups_wire.GroupQueuePath, query=groups_wire.DeleteGroupQuery),
+    Endpoint("GET", _GROUPS + "/{group}", groups.group_detail, "A group's cursors per queue",
+             {200: groups_wire.GroupDetail}, path_params=groups_wire.GroupPath),
+    Endpoint("DELETE", _GROUPS + "/{group}", groups.delete_group, "Delete a group's cursors",
+             {200: groups_wire.GroupDeleted}, path_params=groups_wire.GroupPath,
+             query=groups_wire.DeleteGroupQuery),
+    # Resources (§6.2)
+    Endpoint("GET", "/api/v1/resources/queues", resources.list_queues, "List queues",
+             {200: resources_wire.QueueList}, query=resources_wire.QueueListQuery),
+    Endpoint("GET", "/api/v1/resources/queues/{queue}/depth", resources.queue_depth,
+             "A queue's backlog per partition", {200: resources_wire.QueueDepth, 404: ErrorBody},
+             path_params=QueuePath, query=resources_wire.DepthQuery),
+    Endpoint("GET", "/api/v1/resources/queues/{queue}", resources.queue_detail,
+             "One queue with its partitions",
+             {200: resources_wire.QueueDetail, 404: ErrorBody}, path_params=QueuePath),
+    Endpoint("GET", "/api/v1/resources/partitions", resources.list_partitions,
+             "List partitions", {200: resources_wire.PartitionList},
+             query=resources_wire.PartitionListQuery),
+    Endpoint("GET", "/api/v1/resources/namespaces", resources.namespaces,
+             "Totals per namespace", {200: resources_wire.NamespaceList}),
+    Endpoint("GET", "/api/v1/resources/tasks", resources.tasks, "Totals per task",
+             {200: resources_wire.TaskList}),
+    Endpoint("GET", "/api/v1/resources/overview", resources.overview, "System overview",
+             {200: FreeForm}),
+    # Status (§6.3): dashboard figures, free-form
+    Endpoint("GET", "/api/v1/status", status.status, "Status figures", {200: FreeForm}),
+    Endpoint("GET", "/api/v1/status/queues", status.status_queues, "Status per queue",
+             {200: FreeForm}, query=resources_wire.PageQuery),
+    Endpoint("GET", "/api/v1/status/analytics", status.analytics, "Analytics (empty series)",
+             {200: FreeForm}, query=resources_wire.AnalyticsQuery),
+    Endpoint("GET", "/api/v1/status/queues/{queue}/messages",
+             status.status_queue_messages, "Recent messages of a queue",
+             {200: FreeForm}, path_params=QueuePath,
+             query=resources_wire.StatusMessagesQuery),
+    Endpoint("GET", "/api/v1/status/queues/{queue}", status.status_queue,
+             "Status of one queue", {200: FreeForm, 404: ErrorBody},
+             path_params=QueuePath),
+    Endpoint("POST", "/api/v1/stats/refresh", status.refresh,
+             "Refresh statistics (they are computed on demand)", {200: FreeForm}),
+    # Health and metrics (§6.5)
+    Endpoint("GET", "/health", health.health, "Liveness (503 while the database is down)",
+             {200: resources_wire.Health, 503: resources_wire.Health}),
+    Endpoint("GET", "/metrics", metrics.metrics, "Counters (JSON)", {200: FreeForm}),
+    Endpoint("GET", "/metrics/prometheus", metrics.prometheus,
+             "Counters (Prometheus text format)", {200: TEXT}),
+    # This document
+    Endpoint("GET", "/openapi.json", openapi.serve_document, "This API as OpenAPI 3.1",
+             {200: FreeForm}),
+    Endpoint("GET", "/docs", openapi.serve_page, "This API as a page", {200: HTML}),
+]

@@ -1,0 +1,138 @@
+"""Decoding bodies, query strings and path parameters into Structs, with errors that name
+the field: `items[1].queue must be a string`, `batch must be at least 1`.
+
+msgspec reports the first problem with its JSON path; this module turns that report into
+the broker's wording. A Struct may override the text for a field that is missing or of the
+wrong type (`MESSAGES`, e.g. push's fixed `items array is required`, wire-protocol §4.1).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import msgspec
+
+from broker.wire.types import dec_hook
+from core.errors import BadRequest
+
+T = TypeVar("T")
+
+_AT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
+_EXPECTED = re.compile(r"^Expected `(?P<want>[^`]+)`(?P<rest>.*?)(?:, got `(?P<got>\w+)`)?$")
+_MISSING = re.compile(r"^Object missing required field `(?P<field>[^`]+)`$")
+_BOUND = re.compile(r"^ (?P<op>>=|<=|>|<) (?P<n>-?\d+)$")
+_LENGTH = re.compile(r"^ of length (?P<op>>=|<=) (?P<n>\d+)$")
+_ARTICLE = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
+            "object": "an object", "array": "an array", "null": "null"}
+_PATH_TOKEN = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
+
+
+def _decoder(kind: Any) -> msgspec.json.Decoder[Any]:
+    return msgspec.json.Decoder(kind, dec_hook=dec_hook)
+
+
+_DECODERS: dict[Any, msgspec.json.Decoder[Any]] = {}
+
+
+def decode_body(body: bytes, kind: type[T]) -> T:
+    """A JSON body as `kind`; a missing or empty body counts as `{}` (wire-protocol §1)."""
+    try:
+        # JSON is UTF-8. msgspec checks the strings it decodes but not the bytes of a
+        # payload it keeps raw, and a stored invalid byte would poison every later pop.
+        body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadRequest(f"bad body: invalid UTF-8 at byte {exc.start}") from None
+    decoder = _DECODERS.get(kind)
+    if decoder is None:
+        decoder = _DECODERS[kind] = _decoder(kind)
+    try:
+        value: T = decoder.decode(body or b"{}")
+        return value
+    except msgspec.ValidationError as exc:
+        raise BadRequest(explain(str(exc), kind)) from None
+    except msgspec.DecodeError as exc:
+        raise BadRequest(f"bad body: {exc}") from None
+    except RecursionError:
+        # msgspec walks nested arrays/objects recursively, even inside a Raw payload.
+        raise BadRequest("bad body: JSON is nested too deeply") from None
+
+
+def decode_strings(values: Mapping[str, str], kind: type[T]) -> T:
+    """Query or path parameters (all strings) as `kind`; empty values count as absent."""
+    given = {k: v for k, v in values.items() if v != ""}
+    try:
+        return msgspec.convert(given, kind, strict=False, dec_hook=dec_hook)
+    except msgspec.ValidationError as exc:
+        raise BadRequest(explain(str(exc), kind)) from None
+
+
+def explain(report: str, root: Any) -> str:
+    """msgspec's validation report in the broker's words, naming the field."""
+    match = _AT.match(report)
+    assert match is not None
+    what, raw_path = match.group("what"), match.group("path") or ""
+    missing = _MISSING.match(what)
+    if missing:
+        raw_path += "." + missing.group("field")
+    field = raw_path.lstrip(".")
+    where = _describe_path(raw_path)
+    overrides: Mapping[str, str] = getattr(root, "MESSAGES", {})
+    expected = _EXPECTED.match(what)
+    if not field:
+        return f"bad body: {report}"
+    kind_error = missing is not None or what == "must be a string" or (
+        expected is not None and expected.group("got") is not None)
+    if (kind_error or what.startswith("Invalid enum value")) and field in overrides:
+        return overrides[field]
+    if missing or (expected and expected.group("got") == "null"):
+        return f"{field} is required"
+    if expected:
+        want, rest, got = expected.group("want"), expected.group("rest"), expected.group("got")
+        if got is not None:
+            return f"{field} must be {' or '.join(_ARTICLE.get(w, w) for w in want.split(' | '))}"
+        bound = _BOUND.match(rest)
+        if bound:
+            return f"{field} must be {_range_text(root, where, bound.group('op'), bound.group('n'))}"
+        length = _LENGTH.match(rest)
+        if length:
+            unit = "items" if want == "array" else "characters"
+            word = "at most" if length.group("op") == "<=" else "at least"
+            return f"{field} must have {word} {length.group('n')} {unit}"
+    if what.startswith(("Invalid enum value", "Invalid value")):
+        return f"{field} has an unknown value: {what.split('value', 1)[1].strip()}"
+    if field and not what.startswith("Expected"):
+        return f"{field} {what}"  # our own checks: `items[0].queue contains control characters`
+    return f"bad body: {report}"
+
+
+def _describe_path(raw: str) -> list[str | int]:
+    return [name if name else int(index) for name, index in _PATH_TOKEN.findall(raw)]
+
+
+def _range_text(root: Any, path: list[str | int], op: str, number: str) -> str:
+    """`between 1 and 100` when the field has both bounds, else the bound that failed."""
+    info = _field_type(msgspec.inspect.type_info(root), path)
+    low = getattr(info, "ge", None)
+    high = getattr(info, "le", None)
+    if low is not None and high is not None:
+        return f"between {low} and {high}"
+    return {">=": "at least", "<=": "at most", ">": "more than", "<": "less than"}[op] \
+        + f" {number}"
+
+
+def _field_type(info: Any, path: list[str | int]) -> Any:
+    for step in path:
+        while isinstance(info, msgspec.inspect.UnionType):
+            info = next((t for t in info.types if not isinstance(t, msgspec.inspect.NoneType)),
+                        None)
+        if isinstance(step, int):
+            info = getattr(info, "item_type", None)
+        elif isinstance(info, msgspec.inspect.StructType):
+            info = next((f.type for f in info.fields if f.encode_name == step), None)
+        else:
+            return None
+    while isinstance(info, msgspec.inspect.UnionType):
+        info = next((t for t in info.types if not isinstance(t, msgspec.inspect.NoneType)), None)
+    return info

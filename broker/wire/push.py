@@ -1,0 +1,38 @@
+"""`POST /api/v1/push` (§4.1)."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from broker.wire.types import Name, NameOrEmpty, TransactionId, Uuid
+
+
+class PushItemIn(msgspec.Struct):
+    queue: Name
+    partition: NameOrEmpty | None = None  # absent or empty: `Default`
+    payload: msgspec.Raw | UnsetType = UNSET  # any JSON, kept as sent
+    data: msgspec.Raw | UnsetType = UNSET  # accepted in place of payload
+    transactionId: TransactionId | None = None  # absent or empty: the message id's text
+    traceId: Uuid | None = None
+
+
+class PushBody(msgspec.Struct):
+    MESSAGES: ClassVar[dict[str, str]] = {"items": "items array is required"}
+
+    items: list[PushItemIn]
+
+
+class PushResult(msgspec.Struct):
+    index: int
+    transaction_id: str
+    transactionId: str
+    queueName: str
+    message_id: str
+    messageId: str
+    status: Literal["queued", "duplicate", "failed"]
+    partition_id: str | UnsetType = UNSET
+    trace_id: str | None | UnsetType = UNSET
+    error: str | UnsetType = UNSET

@@ -1,0 +1,64 @@
+"""`POST /api/v1/transaction` (§4.7)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from broker.wire.ack import AckItemIn
+from broker.wire.push import PushItemIn
+from broker.wire.types import Name, NameOrEmpty, Token, TransactionId, Uuid
+
+
+class PushOp(msgspec.Struct, tag="push", tag_field="type"):
+    """`{"type": "push", "items": [...]}`, or the flat form with one item's keys inline."""
+
+    items: list[PushItemIn] | None = None
+    queue: Name | None = None
+    partition: NameOrEmpty | None = None
+    payload: msgspec.Raw | UnsetType = UNSET
+    data: msgspec.Raw | UnsetType = UNSET
+    transactionId: TransactionId | None = None
+    traceId: Uuid | None = None
+
+
+class AckOp(AckItemIn, tag="ack", tag_field="type"):
+    pass
+
+
+class TransactionBody(msgspec.Struct):
+    MESSAGES: ClassVar[dict[str, str]] = {"operations": "operations array is required"}
+
+    operations: list[PushOp | AckOp]
+    requiredLeases: list[Token] = []
+    # Riders of features this broker does not have (§11): present and non-empty → 400.
+    kv: Any = None
+    timers: Any = None
+
+
+class PushEntry(msgspec.Struct, tag="push", tag_field="type"):
+    index: int
+    success: bool
+    transactionId: str
+    messageId: str
+    queueName: str
+    duplicate: bool | UnsetType = UNSET
+
+
+class AckEntry(msgspec.Struct, tag="ack", tag_field="type"):
+    index: int
+    success: bool
+    transactionId: str
+    error: None
+    dlq: bool
+
+
+class TransactionAnswer(msgspec.Struct):
+    """Both outcomes (§4.7): success with results, or failure with an error and no results."""
+
+    transactionId: str
+    success: bool
+    results: list[PushEntry | AckEntry]
+    error: str | UnsetType = UNSET
