@@ -129,12 +129,22 @@ class BrokerProcess:
         raise RuntimeError("broker did not become healthy")
 
     def kill(self) -> None:
-        """kill -9 of every process this object started (each runs in a process group of
-        its own, so the web workers go with their master)."""
+        """kill -9 of every process this object started and of their children (by pid, all
+        at once, so no web worker outlives its supervisor to drain)."""
+        import psutil
+
         for proc in (self.reaper, self.web):
-            if proc is not None and proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            if proc is None or proc.poll() is not None:
+                continue
+            try:
+                tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(True)]
+            except psutil.Error:
+                tree = []
+            for member in tree:
+                with contextlib.suppress(psutil.Error):
+                    member.kill()
+            proc.wait()
+            psutil.wait_procs(tree[1:], timeout=10)
         self.web = self.reaper = None
 
     def stop(self) -> None:
