@@ -169,8 +169,11 @@ def verdicts(samples: list[dict[str, Any]], minutes: list[dict[str, Any]],
         out.append(_trend(key, [s[key] for s in settled], TOLERANCE["open_files"]))
     out.append(_trend("db_connections", [s["db_connections"] for s in settled],
                       TOLERANCE["db_connections"]))
+    # The first minute is warm-up; a last minute the run only started is too thin to judge.
+    full = [m for m in minutes[1:] if m.get("push_n", 0) >= 0.5 * statistics.median(
+        x.get("push_n", 0) for x in minutes)]
     for kind in ("push", "pop", "ack"):
-        values = [m[f"{kind}_p99_ms"] for m in minutes[1:] if f"{kind}_p99_ms" in m]
+        values = [m[f"{kind}_p99_ms"] for m in full if f"{kind}_p99_ms" in m]
         out.append(_trend(f"{kind}_p99_ms", values, TOLERANCE["p99_ms"]))
     # Storage: after two retention periods every stored message is young, so the table
     # holds at most ~retention × rate; from then on it must not keep growing, and the oldest
