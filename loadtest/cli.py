@@ -46,6 +46,11 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("corpus", help="describe the corpus (size, zstd ratio)")
     inst = sub.add_parser("install-peer", help="install a peer for comparison (opt-in)")
     inst.add_argument("peer", choices=("rabbitmq", "pgmq"))
+    from loadtest.faults import command as faults_command
+    from loadtest.faults import soak
+
+    faults_command.add_parser(sub)
+    soak.add_parser(sub)
     return p
 
 
@@ -210,6 +215,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{len(c.bodies)} messages, mean {c.mean_bytes:.0f} B, zstd-1 ratio "
               f"{c.zstd_ratio:.2f}")
         return 0
+    if args.command == "faults":
+        from loadtest.faults import command as faults_command
+
+        return faults_command.main(args)
+    if args.command == "soak":
+        from loadtest.faults import soak
+
+        return soak.main(args)
     if args.command == "install-peer":
         from loadtest.peers.install import install
 

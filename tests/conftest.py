@@ -14,7 +14,9 @@ import asyncpg
 import httpx
 import pytest
 
+from core.db import Database
 from core.embedded import stop_process
+from core.settings import Settings
 from tests.support import BrokerProcess, create_database, external_database_url, start_embedded
 
 
@@ -57,6 +59,16 @@ async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
         yield conn
     finally:
         await conn.close()
+
+
+@pytest.fixture
+async def core_db(database_url: str) -> AsyncIterator[Database]:
+    """The core's own database handle on the test database (for reaper steps, pops)."""
+    db = await Database.open(Settings(db_pool_size=4), database_url, migrate=False)
+    try:
+        yield db
+    finally:
+        await db.close()
 
 
 @pytest.fixture

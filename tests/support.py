@@ -128,6 +128,25 @@ class BrokerProcess:
             time.sleep(0.1)
         raise RuntimeError("broker did not become healthy")
 
+    def kill(self) -> None:
+        """kill -9 of every process this object started and of their children (by pid, all
+        at once, so no web worker outlives its supervisor to drain)."""
+        import psutil
+
+        for proc in (self.reaper, self.web):
+            if proc is None or proc.poll() is not None:
+                continue
+            try:
+                tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(True)]
+            except psutil.Error:
+                tree = []
+            for member in tree:
+                with contextlib.suppress(psutil.Error):
+                    member.kill()
+            proc.wait()
+            psutil.wait_procs(tree[1:], timeout=10)
+        self.web = self.reaper = None
+
     def stop(self) -> None:
         for proc in (self.reaper, self.web):
             if proc is not None:

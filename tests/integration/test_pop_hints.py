@@ -2,24 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import asyncpg
 import httpx
-import pytest
 
 from core.db import Database
 from core.pop import PopRequest, pop
-from core.settings import Settings
-
-
-@pytest.fixture
-async def core_db(database_url: str) -> AsyncIterator[Database]:
-    db = await Database.open(Settings(db_pool_size=2), database_url, migrate=False)
-    try:
-        yield db
-    finally:
-        await db.close()
 
 
 async def _push(http: httpx.AsyncClient, queue: str, partition: str, n: int = 1) -> None:

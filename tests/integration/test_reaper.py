@@ -10,26 +10,15 @@ from __future__ import annotations
 import asyncio
 import signal
 import subprocess
-from collections.abc import AsyncIterator
 
 import asyncpg
 import httpx
-import pytest
 
 from core import maintenance
 from core.db import Database
 from core.embedded import stop_process
 from core.settings import Settings
 from tests.support import ROOT, BrokerProcess, wait_for
-
-
-@pytest.fixture
-async def core_db(database_url: str) -> AsyncIterator[Database]:
-    db = await Database.open(Settings(db_pool_size=4), database_url, migrate=False)
-    try:
-        yield db
-    finally:
-        await db.close()
 
 
 def start_reaper(database_url: str, **env: str) -> subprocess.Popen[bytes]:

@@ -1,0 +1,240 @@
+"""The faults, one coroutine each, and the check that the broker healed by itself.
+
+A fault record says when it was injected, whether and when the broker was whole again
+(every role present, /health 200, a probe push acknowledged after the fault), and, when it
+was not within the heal timeout, how the harness repaired it from outside (then the fault
+counts as not survived). PostgreSQL faults also record when the server accepted connections
+again (`ready_at`), from which the checker measures recovery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from core.embedded import EmbeddedPostgres
+from loadtest.faults.roles import Roles, postmaster_of
+from loadtest.faults.servers import ROOT, ServeInstance, die_with_parent, kill_pids, pg_ready
+
+if TYPE_CHECKING:
+    from loadtest.faults.run import Run
+
+NAMES = ("worker_kill", "reaper_kill", "pg_kill", "pg_immediate", "worker_stop",
+         "consumer_kill", "supervisor_kill")
+
+
+class Injector:
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.rng = random.Random(run.cfg.seed * 7919)
+
+    # --- healing -----------------------------------------------------------------------
+
+    async def heal(self, inst: ServeInstance, since: float,
+                   condition: Callable[[Roles], bool] = lambda r: True) -> float | None:
+        """Wait until `inst` is whole again after `since`; answer when, or None."""
+        embedded = self.run.ext_pg is None
+        deadline = time.monotonic() + self.run.cfg.heal_timeout
+        while time.monotonic() < deadline:
+            if not inst.exited():
+                roles = await asyncio.to_thread(inst.roles)
+                whole = (len(roles.web) == inst.workers and len(roles.reaper) >= 1
+                         and (roles.postmaster is not None or not embedded))
+                if whole and condition(roles) and self.run.probe_ok.get(inst.name, 0) > since:
+                    return time.time()
+            await asyncio.sleep(0.1)
+        return None
+
+    async def repair(self, inst: ServeInstance, rec: dict[str, Any]) -> None:
+        """Bring `inst` back from outside (the fault was not survived)."""
+        if inst.exited():
+            rec["outside_restart"] = "serve had exited: started again"
+            inst.start()
+        else:
+            roles = await asyncio.to_thread(inst.roles)
+            if not roles.reaper and len(roles.web) == inst.workers and (
+                    roles.postmaster is not None or self.run.ext_pg is not None):
+                rec["outside_restart"] = "reaper missing: started one beside serve"
+                self.run.start_outside_reaper(inst)
+            else:
+                rec["outside_restart"] = f"incomplete ({roles}): serve restarted"
+                await asyncio.to_thread(inst.stop)
+                inst.start()
+        since = time.time()
+        await inst.wait_healthy(90)
+        await self.heal(inst, since)
+        rec["repaired_at"] = time.time()
+
+    async def finish(self, rec: dict[str, Any], inst: ServeInstance,
+                     condition: Callable[[Roles], bool] = lambda r: True,
+                     since: float | None = None) -> dict[str, Any]:
+        healed = await self.heal(inst, since if since is not None else rec["injected_at"],
+                                 condition)
+        return await self.settle(rec, inst, healed, healed is not None)
+
+    async def settle(self, rec: dict[str, Any], inst: ServeInstance, healed: float | None,
+                     survived: bool) -> dict[str, Any]:
+        """Record the outcome; an instance that did not heal is repaired from outside."""
+        rec["survived"] = survived
+        if healed is not None:
+            rec["healed_at"] = healed
+            rec["heal_s"] = round(healed - rec["injected_at"], 3)
+        else:
+            await self.repair(inst, rec)
+        return rec
+
+    # --- faults ------------------------------------------------------------------------
+
+    async def inject(self, name: str) -> dict[str, Any]:
+        run = self.run
+        inst = run.instances[-1] if name == "supervisor_kill" else self.rng.choice(
+            run.instances)
+        method = getattr(self, name)
+        rec: dict[str, Any] = await method(inst)
+        rec.setdefault("name", name)
+        rec.setdefault("target", inst.name)
+        run.journal.write("fault", **rec)
+        return rec
+
+    async def worker_kill(self, inst: ServeInstance) -> dict[str, Any]:
+        roles = await asyncio.to_thread(inst.roles)
+        victim = self.rng.choice(roles.web)
+        rec = {"pid": victim, "injected_at": time.time()}
+        os.kill(victim, signal.SIGKILL)
+        return await self.finish(rec, inst, lambda r: victim not in r.web)
+
+    async def reaper_kill(self, inst: ServeInstance) -> dict[str, Any]:
+        roles = await asyncio.to_thread(inst.roles)
+        victim = roles.reaper[0]
+        rec = {"pid": victim, "injected_at": time.time()}
+        os.kill(victim, signal.SIGKILL)
+        return await self.finish(rec, inst, lambda r: victim not in r.reaper)
+
+    async def worker_stop(self, inst: ServeInstance) -> dict[str, Any]:
+        roles = await asyncio.to_thread(inst.roles)
+        victim = self.rng.choice(roles.web)
+        seconds = self.run.cfg.lease_seconds + 1.5  # past the lease time
+        rec: dict[str, Any] = {"pid": victim, "injected_at": time.time(),
+                               "stopped_s": seconds}
+        os.kill(victim, signal.SIGSTOP)
+        await asyncio.sleep(seconds)
+        try:
+            os.kill(victim, signal.SIGCONT)
+        except ProcessLookupError:
+            rec["note"] = "the stopped worker was gone at SIGCONT"
+        return await self.finish(rec, inst, since=time.time())
+
+    async def pg_kill(self, inst: ServeInstance) -> dict[str, Any]:
+        return await self._crash_pg(inst, signal.SIGKILL)
+
+    async def pg_immediate(self, inst: ServeInstance) -> dict[str, Any]:
+        return await self._crash_pg(inst, signal.SIGQUIT)  # PostgreSQL's immediate shutdown
+
+    async def _crash_pg(self, inst: ServeInstance, sig: int) -> dict[str, Any]:
+        ext = self.run.ext_pg
+        if ext is not None:
+            rec: dict[str, Any] = {"pid": ext.pid, "signal": sig, "external": True,
+                                   "injected_at": time.time()}
+            await asyncio.to_thread(ext.signal, sig)
+            await asyncio.sleep(self.run.cfg.pg_downtime)
+            await asyncio.to_thread(ext.start)
+            rec["ready_at"] = time.time()
+            healed = [await self.heal(i, rec["ready_at"]) for i in self.run.instances]
+            rec["survived"] = all(h is not None for h in healed)
+            if rec["survived"]:
+                rec["healed_at"] = max(h for h in healed if h is not None)
+                rec["heal_s"] = round(rec["healed_at"] - rec["injected_at"], 3)
+            else:
+                for i, h in zip(self.run.instances, healed):
+                    if h is None:
+                        await self.repair(i, rec)
+            return rec
+        roles = await asyncio.to_thread(inst.roles)
+        victim = roles.postmaster
+        assert victim is not None, roles
+        rec = {"pid": victim, "signal": sig, "injected_at": time.time()}
+        os.kill(victim, sig)
+        watcher = asyncio.create_task(self._watch_ready(inst, victim, rec))
+        try:
+            await self.finish(rec, inst, lambda r: r.postmaster not in (None, victim))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(watcher), 10)
+            return rec
+        finally:
+            watcher.cancel()
+
+    async def _watch_ready(self, inst: ServeInstance, victim: int,
+                           rec: dict[str, Any]) -> None:
+        socket_dir = EmbeddedPostgres(inst.data_dir).socket_dir
+        while True:
+            pid = inst.pid
+            current = await asyncio.to_thread(postmaster_of, pid) if pid else None
+            if current not in (None, victim) and await asyncio.to_thread(pg_ready, socket_dir):
+                rec["ready_at"] = time.time()
+                return
+            await asyncio.sleep(0.02)
+
+    async def consumer_kill(self, inst: ServeInstance) -> dict[str, Any]:
+        rec: dict[str, Any] = {"target": "consumer"}
+        deadline = time.monotonic() + 10
+        victim = None
+        while time.monotonic() < deadline and victim is None:
+            for name, proc in list(self.run.consumers.items()):
+                if proc.poll() is None and self.run.holding_batch(name):
+                    victim = (name, proc)
+                    rec["between_pop_and_ack"] = True
+                    break
+            else:
+                await asyncio.sleep(0.02)
+        if victim is None:
+            name, proc = self.rng.choice(list(self.run.consumers.items()))
+            victim = (name, proc)
+            rec["between_pop_and_ack"] = False
+        rec.update(consumer=victim[0], injected_at=time.time())
+        victim[1].kill()
+        rec.update(survived=True, healed_at=rec["injected_at"], heal_s=0.0)
+        return rec
+
+    async def supervisor_kill(self, inst: ServeInstance) -> dict[str, Any]:
+        """kill -9 of one `serve`; its children must die with it; the harness starts it
+        again (by design: this is the operator's restart). Survived when the other
+        instance answered every probe meanwhile, nothing was orphaned, and the restarted
+        instance became whole."""
+        others = [i for i in self.run.instances if i is not inst]
+        failures_before = {i.name: self.run.probe_failures.get(i.name, 0) for i in others}
+        rec: dict[str, Any] = {"pid": inst.pid, "injected_at": time.time()}
+        children = await asyncio.to_thread(inst.kill_supervisor)
+        orphans = await asyncio.to_thread(inst.wait_gone, children, 20.0)
+        rec["children"] = len(children)
+        rec["orphans"] = len(orphans)
+        kill_pids(orphans)
+        await asyncio.to_thread(inst.wait_gone, orphans, 10.0)
+        inst.start()
+        rec["restarted_at"] = time.time()
+        healed = await self.heal(inst, rec["restarted_at"])
+        survivor_ok = all(self.run.probe_failures.get(i.name, 0) == failures_before[i.name]
+                          for i in others)
+        rec["survivor_kept_serving"] = survivor_ok
+        return await self.settle(rec, inst, healed,
+                                 healed is not None and survivor_ok and not orphans)
+
+
+def outside_reaper(inst: ServeInstance, log: Path) -> subprocess.Popen[bytes]:
+    """A reaper next to `serve`, started by the harness (a repair from outside)."""
+    env = dict(inst.env)
+    env["DATABASE_URL"] = inst.dsn
+    with open(log, "ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "core.reaper"], cwd=ROOT, env=env,
+                                stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True,
+                                preexec_fn=die_with_parent)  # noqa: PLW1509
+
