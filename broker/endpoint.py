@@ -122,10 +122,27 @@ def starlette_routes(endpoints: Sequence[Endpoint]) -> list[BaseRoute]:
     return routes
 
 
+class _Dispatcher:
+    """A path's rows by method; its bound `dispatch` is the Starlette endpoint (a method, so
+    Starlette calls it with a Request)."""
+
+    def __init__(self, methods: dict[str, Endpoint]) -> None:
+        self.endpoints = methods
+
+    async def dispatch(self, request: Request) -> Response:
+        return await self.endpoints[request.method].serve(request)
+
+
 def _dispatcher(methods: dict[str, Endpoint]) -> Callable[[Request], Awaitable[Response]]:
-    async def dispatch(request: Request) -> Response:
-        return await methods[request.method].serve(request)
-    return dispatch
+    return _Dispatcher(methods).dispatch
+
+
+def endpoints_of(route: BaseRoute) -> Mapping[str, Endpoint] | None:
+    """The table rows a Starlette route serves, by method; None for a route that does not
+    come from the table (there should be none)."""
+    handler = getattr(route, "endpoint", None)
+    owner = getattr(handler, "__self__", None)
+    return owner.endpoints if isinstance(owner, _Dispatcher) else None
 
 
 def default_error_statuses(endpoint: Endpoint) -> dict[int, Any]:

@@ -6,7 +6,7 @@ would be the worst outcome, so it is an error instead of "off".
 
 With auth on, the keys must be usable before the first request, and a problem stops start-up
 with a `SettingsError` naming the variable (never its value, for the secret): an HMAC
-secret of at least 32 bytes, a PEM public key of the algorithm's type (RSA keys of at least
+secret of at least 32 bytes (48 for HS384, 64 for HS512), a PEM public key of the algorithm's type (RSA keys of at least
 2048 bits), or an http(s) JWKS URL (its keys are fetched at run time by the web workers).
 """
 
@@ -30,6 +30,8 @@ EDDSA = "EdDSA"
 AUTO = "auto"
 ALGORITHMS = (*HMAC_ALGORITHMS, *RSA_ALGORITHMS, EDDSA)
 MIN_SECRET_BYTES = 32
+# RFC 7518 §3.2: an HMAC key at least as long as the hash's output.
+HMAC_MIN_BYTES = {"HS256": 32, "HS384": 48, "HS512": 64}
 MIN_RSA_BITS = 2048
 # §9's default, plus this API's own description: the OpenAPI document and the page showing it
 # are no secret, and a browser opening /docs cannot send a bearer token.
@@ -73,20 +75,21 @@ class AuthSettings:
         uses_secret = algorithm in HMAC_ALGORITHMS or (algorithm == AUTO and self.secret)
         if algorithm in HMAC_ALGORITHMS and not self.secret:
             raise SettingsError(f"JWT_ENABLED=true with JWT_ALGORITHM={algorithm} needs "
-                                f"JWT_SECRET (at least {MIN_SECRET_BYTES} bytes)")
+                                f"JWT_SECRET (at least {HMAC_MIN_BYTES[algorithm]} bytes)")
         if algorithm in (*RSA_ALGORITHMS, EDDSA) and not (self.public_key or self.jwks_url):
             raise SettingsError(f"JWT_ENABLED=true with JWT_ALGORITHM={algorithm} needs "
                                 "JWT_PUBLIC_KEY or JWT_JWKS_URL")
         if algorithm == AUTO and not (self.secret or self.public_key or self.jwks_url):
             raise SettingsError("JWT_ENABLED=true needs a key: JWT_SECRET, JWT_PUBLIC_KEY "
                                 "or JWT_JWKS_URL")
-        if uses_secret and len((self.secret or "").encode()) < MIN_SECRET_BYTES:
-            raise SettingsError(f"JWT_SECRET is too short: an HMAC secret needs at least "
-                                f"{MIN_SECRET_BYTES} bytes")
+        needed = HMAC_MIN_BYTES.get(algorithm, MIN_SECRET_BYTES)
+        if uses_secret and len((self.secret or "").encode()) < needed:
+            raise SettingsError(f"JWT_SECRET is too short: {algorithm} needs an HMAC secret "
+                                f"of at least {needed} bytes")
         if self.public_key and algorithm not in HMAC_ALGORITHMS:
             key = load_public_key(self.public_key)
             if not key_fits(key, algorithm):
-                raise SettingsError(f"JWT_PUBLIC_KEY is a {_kind(key)} key, which cannot "
+                raise SettingsError(f"JWT_PUBLIC_KEY is {_kind(key)} key, which cannot "
                                     f"verify JWT_ALGORITHM={algorithm}")
             if isinstance(key, RSAPublicKey) and key.key_size < MIN_RSA_BITS:
                 raise SettingsError(f"JWT_PUBLIC_KEY is an RSA key of {key.key_size} bits; "
@@ -95,6 +98,11 @@ class AuthSettings:
             parts = urlsplit(self.jwks_url)
             if parts.scheme not in ("http", "https") or not parts.hostname:
                 raise SettingsError(f"JWT_JWKS_URL={self.jwks_url!r} is not an http(s) URL")
+
+    def hmac_algorithms(self) -> tuple[str, ...]:
+        """The HS* algorithms the secret is long enough for (none without a secret)."""
+        size = len(self.secret.encode()) if self.secret else 0
+        return tuple(a for a in HMAC_ALGORITHMS if size >= HMAC_MIN_BYTES[a])
 
     def skips(self, path: str) -> bool:
         """Whether `path` is served without a token (JWT_SKIP_PATHS: an exact match, or a
@@ -134,7 +142,7 @@ def key_fits(key: PublicKey, algorithm: str) -> bool:
 
 
 def _kind(key: PublicKey) -> str:
-    return "RSA" if isinstance(key, RSAPublicKey) else "EdDSA"
+    return "an RSA" if isinstance(key, RSAPublicKey) else "an EdDSA"
 
 
 def auth_settings_from_env(env: Mapping[str, str]) -> AuthSettings:

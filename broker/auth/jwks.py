@@ -6,8 +6,10 @@
   (httpx): the event loop never waits on the JWKS server.
 - A failed fetch, an unreadable document or one with no usable key keeps the last good keys.
 - A token whose `kid` is unknown triggers one refresh, shared by every request that waits
-  for it and at most one per `MIN_REFRESH_GAP_SECONDS`, so a flood of made-up key ids cannot
-  turn into a flood of fetches.
+  for it, and at most one per `MIN_REFRESH_GAP_SECONDS` after the previous fetch: a request
+  that comes sooner waits for that next fetch (at most the gap) rather than being refused,
+  so a key rotated in just after a fetch is not a spurious 401, and a flood of made-up key
+  ids is still at most one fetch per gap.
 - Only public signature keys are taken: RSA (at least 2048 bits) and OKP Ed25519/Ed448.
   Symmetric (`oct`) keys and keys whose `use` is not `sig` are skipped.
 """
@@ -44,7 +46,7 @@ from core.auth_settings import (
 log = logging.getLogger("queen.auth")
 
 RETRY_SECONDS = 10.0  # between fetches while none has succeeded, or after a failure
-MIN_REFRESH_GAP_SECONDS = 10.0  # at most one fetch caused by unknown key ids per this
+MIN_REFRESH_GAP_SECONDS = 2.0  # at most one fetch caused by unknown key ids per this
 MAX_DOCUMENT_BYTES = 1024 * 1024
 
 
@@ -76,6 +78,7 @@ class JwksKeys:
         self._last_attempt = -math.inf
         self._last_ok = False
         self._fetching: asyncio.Task[bool] | None = None
+        self._due_fetch: asyncio.Task[bool] | None = None  # the next fetch for unknown kids
         self._stop = asyncio.Event()
         self._refresher: asyncio.Task[None] | None = None
         # Bumped whenever the key set changes, so the verified-token cache can be dropped.
@@ -87,7 +90,7 @@ class JwksKeys:
 
     async def close(self) -> None:
         self._stop.set()
-        for task in (self._refresher, self._fetching):
+        for task in (self._refresher, self._fetching, self._due_fetch):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -97,12 +100,15 @@ class JwksKeys:
     async def key(self, kid: str | None, algorithm: str) -> PublicKey:
         """The key that verifies a token with this `kid` and `alg`.
 
-        Unknown → one rate-limited refresh, then 401 if the JWKS answered without it, or
-        503 (KeysUnavailable) if the JWKS could not be read: then the broker cannot tell.
+        Unknown → the next rate-limited refresh, then 401 if the JWKS answered without it,
+        or 503 (KeysUnavailable) if the JWKS could not be read: then the broker cannot tell.
         """
         found = self._lookup(kid, algorithm)
-        if found is None and time.monotonic() - self._last_attempt >= self._gap:
-            await self.refresh()
+        if found is None:
+            if self._due_fetch is None:
+                self._due_fetch = asyncio.create_task(self._fetch_when_due(),
+                                                      name="jwks-fetch-for-kid")
+            await asyncio.shield(self._due_fetch)
             found = self._lookup(kid, algorithm)
         if found is not None:
             return found
@@ -127,6 +133,13 @@ class JwksKeys:
             self._fetching = asyncio.create_task(self._fetch(), name="jwks-fetch")
             self._fetching.add_done_callback(self._fetched)
         return await asyncio.shield(self._fetching)
+
+    async def _fetch_when_due(self) -> bool:
+        try:
+            await asyncio.sleep(max(0.0, self._last_attempt + self._gap - time.monotonic()))
+            return await self.refresh()
+        finally:
+            self._due_fetch = None
 
     def _fetched(self, task: asyncio.Task[bool]) -> None:
         if self._fetching is task:

@@ -2,8 +2,9 @@
 is refused.
 
 - Algorithms: `JWT_ALGORITHM` fixes one; `auto` takes the token's own `alg` among those the
-  configured keys can verify (HS* with `JWT_SECRET`; RS* / EdDSA with `JWT_PUBLIC_KEY` of that
-  type or with JWKS keys). `none` is never accepted, and an HMAC token is never checked
+  configured keys can verify (HS* with a `JWT_SECRET` long enough for it: 32 bytes for
+  HS256, 48 for HS384, 64 for HS512; RS* / EdDSA with `JWT_PUBLIC_KEY` of that type or with
+  JWKS keys). `none` is never accepted, and an HMAC token is never checked
   against a public key (the old key-confusion attack): HS* uses the secret only.
 - Claims: the signature, then `exp`, `nbf` and `iat` (with `JWT_CLOCK_SKEW`), `iss`
   (`JWT_ISSUER`) and `aud` (`JWT_AUDIENCE`) when configured. `exp` is not required.
@@ -74,9 +75,7 @@ class TokenVerifier:
         auth = self._auth
         if auth.algorithm != AUTO:
             return (auth.algorithm,)
-        accepted: list[str] = []
-        if self._secret:
-            accepted += HMAC_ALGORITHMS
+        accepted = list(auth.hmac_algorithms())
         for algorithm in (*RSA_ALGORITHMS, EDDSA):
             if self._jwks is not None or (
                     self._public is not None and key_fits(self._public, algorithm)):
