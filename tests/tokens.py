@@ -20,6 +20,16 @@ from tests.support import free_port
 
 ISSUER = "https://issuer.test"
 AUDIENCE = "queen-broker"
+# The session's auth-on broker (`auth_broker` in conftest): HS256 with issuer and audience,
+# and one CORS origin.
+AUTH_SECRET = "integration-secret-with-more-than-32-bytes"
+APP_ORIGIN = "https://app.test"
+AUTH_ENV = {"JWT_ENABLED": "true", "JWT_SECRET": AUTH_SECRET, "JWT_ISSUER": ISSUER,
+            "JWT_AUDIENCE": AUDIENCE, "CORS_ORIGINS": APP_ORIGIN}
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
 
 
 def public_pem(private: Any) -> str:
