@@ -55,8 +55,10 @@ async def _send(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
     return status
 
 
-async def _connection(port: int, queue: str, k: int, until: float, tally: Tally) -> None:
-    """One keep-alive connection pushing until `until`; reconnects after a failure."""
+async def _connection(port: int, queue: str, k: int, until: float, tally: Tally,
+                      tokens: list[str] | None = None) -> None:
+    """One keep-alive connection pushing until `until`; reconnects after a failure. With
+    `tokens`, each request carries the next one as a bearer token."""
     n = 0
     writer: asyncio.StreamWriter | None = None
     reader: asyncio.StreamReader | None = None
@@ -64,9 +66,11 @@ async def _connection(port: int, queue: str, k: int, until: float, tally: Tally)
         body = (b'{"items":[{"queue":"' + queue.encode() + b'","partition":"p'
                 + str(k % 10).encode() + b'","transactionId":"c' + str(k).encode() + b"-"
                 + str(n).encode() + b'","payload":{"n":' + str(n).encode() + b"}}]}")
+        auth = (b"Authorization: Bearer " + tokens[n % len(tokens)].encode()
+                + b"\r\n") if tokens else b""
         n += 1
-        request = (b"POST /api/v1/push HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                   b"Content-Type: application/json\r\nContent-Length: "
+        request = (b"POST /api/v1/push HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth
+                   + b"Content-Type: application/json\r\nContent-Length: "
                    + str(len(body)).encode() + b"\r\n\r\n" + body)
         try:
             if writer is None:
@@ -89,11 +93,15 @@ async def _connection(port: int, queue: str, k: int, until: float, tally: Tally)
         writer.close()
 
 
-async def _load(port: int, connections: int, seconds: float) -> Tally:
+async def _load(port: int, connections: int, seconds: float,
+                tokens: list[str] | None = None) -> Tally:
     queue = "sup-" + uuid.uuid4().hex[:8]
     tally = Tally()
     until = time.monotonic() + seconds
-    await asyncio.gather(*(_connection(port, queue, k, until, tally)
+    # Each connection cycles through its own share of the tokens (all of them if few).
+    shares = [tokens[k::connections] if tokens and len(tokens) >= connections else tokens
+              for k in range(connections)]
+    await asyncio.gather(*(_connection(port, queue, k, until, tally, shares[k])
                            for k in range(connections)))
     return tally
 
