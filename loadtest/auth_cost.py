@@ -22,7 +22,6 @@ this command started are signalled.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 import uuid
@@ -33,7 +32,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from loadtest import launch
-from loadtest.supervision import Tally, _load
+from loadtest.supervision import FAST_DATABASE, Tally, _load, load_arguments
 
 SECRET = "loadtest-secret-" + "x" * 32
 FRESH_TOKENS = 40_000  # ten times the broker's verified-token cache per worker
@@ -90,21 +89,11 @@ def throughput(dsn: str, env: dict[str, str], tokens: list[str] | None, workers:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.auth_cost", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--connections", type=int, default=32)
-    parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--fast-database", action="store_true",
-                        help="PostgreSQL without fsync, so the disk's jitter does not drown the "
-                             "difference (not a broker benchmark)")
-    args = parser.parse_args(argv)
+    args = load_arguments("python -m loadtest.auth_cost", __doc__ or "", 5.0).parse_args(argv)
     setups = variants()
     rates: dict[str, list[float]] = {name: [] for name in setups}
     cpus: dict[str, list[float]] = {name: [] for name in setups}
-    fast = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
-    with launch.Postgres(fast if args.fast_database else None) as pg:
+    with launch.Postgres(FAST_DATABASE if args.fast_database else None) as pg:
         for _ in range(args.rounds):
             for name, (env, tokens) in setups.items():
                 rate, cpu = throughput(pg.dsn, env, tokens, args.workers, args.connections,

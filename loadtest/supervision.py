@@ -174,20 +174,27 @@ def _longest_gap(times: list[float], start: float, end: float) -> float:
     return max(b - a for a, b in itertools.pairwise(points))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.supervision", description=__doc__,
+FAST_DATABASE = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
+
+
+def load_arguments(prog: str, description: str, seconds: float) -> argparse.ArgumentParser:
+    """The options of a same-run comparison of push throughput (this one, auth_cost)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--connections", type=int, default=32)
-    parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--seconds", type=float, default=seconds)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--fast-database", action="store_true",
                         help="PostgreSQL without fsync, so the disk's jitter does not drown the "
-                             "difference between the two runners (not a broker benchmark)")
-    args = parser.parse_args(argv)
+                             "difference between what is compared (not a broker benchmark)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = load_arguments("python -m loadtest.supervision", __doc__ or "", 8.0).parse_args(argv)
     rates: dict[str, list[float]] = {r: [] for r in RUNNERS}
-    fast = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
-    with launch.Postgres(fast if args.fast_database else None) as pg:
+    with launch.Postgres(FAST_DATABASE if args.fast_database else None) as pg:
         for _ in range(args.rounds):
             for runner in RUNNERS:
                 rate = throughput(pg.dsn, runner, args.workers, args.connections, args.seconds)
