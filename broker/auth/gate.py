@@ -20,7 +20,7 @@ from broker.auth.access import Role, grants
 from broker.auth.errors import Forbidden, Unauthenticated
 from broker.auth.jwks import JwksKeys
 from broker.auth.tokens import TokenVerifier
-from core.auth_settings import AuthSettings
+from core.auth_settings import HMAC_ALGORITHMS, AuthSettings
 
 MAX_SUB_BYTES = 65535  # the storage frame keeps producerSub as a str16
 
@@ -49,7 +49,7 @@ class Gate:
     async def start(cls, auth: AuthSettings) -> Gate:
         """The gate, with its JWKS keys fetched once (a failure there only logs)."""
         jwks = None
-        if auth.enabled and auth.jwks_url:
+        if auth.enabled and auth.jwks_url and auth.algorithm not in HMAC_ALGORITHMS:
             jwks = JwksKeys(auth.jwks_url, refresh_interval_s=auth.jwks_refresh_interval_s,
                             timeout_ms=auth.jwks_timeout_ms)
             await jwks.start()

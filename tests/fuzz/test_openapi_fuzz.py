@@ -92,7 +92,9 @@ def test_with_auth_on_and_an_admin_token_the_same_holds(
     counts, report, status = fuzz(auth_fuzz_broker.url, tmp_path, AUTH_SECONDS, token=token)
     assert status == 0, report
     assert counts.get("5xx", 0) == 0, report
-    assert counts.get("2xx", 0) > 30 and counts.get("4xx", 0) > 30, counts  # ~120 each
+    # About 900 requests on an idle machine, ~100 on a loaded one: enough got through the
+    # gate (2xx) and enough were refused as invalid (4xx) to say the run exercised the API.
+    assert counts.get("2xx", 0) > 20 and counts.get("4xx", 0) > 10, counts
     assert counts.get("403", 0) == 0, counts  # an admin passes every level
     # The only 401s are schemathesis' `ignored_auth` probes, sent without the token.
     assert counts.get("401", 0) < counts["requests"] / 10, counts
@@ -104,7 +106,7 @@ def test_with_auth_on_and_no_token_nothing_gets_past_the_gate(
     counts, report, status = fuzz(auth_fuzz_broker.url, tmp_path, AUTH_SECONDS,
                                   extra=("--exclude-path-regex", SKIPPED))
     assert status == 0, report
-    assert counts.get("401", 0) > 50, counts  # about 240
+    assert counts.get("401", 0) > 20, counts  # several hundred on an idle machine
     # Per method and status: OPTIONS is a CORS preflight (204, before auth, runs nothing).
     answers = {key for key in counts if " " in key}
     assert {a for a in answers if not a.startswith("OPTIONS ")} <= {

@@ -82,3 +82,20 @@ async def test_a_debug_log_holds_no_token_no_password_and_no_payload(
                          (SECRET, "the JWT secret"), (password, "the database password"),
                          (marker, "a payload")):
         assert secret not in log, f"{what} is in the log"
+
+
+def test_serving_beyond_loopback_without_auth_is_warned_about_at_start_up(
+        database_url: str, tmp_path: Path) -> None:
+    """The one test that listens on every interface (as the broker does by default), for the
+    few seconds it takes to read the start-up log; it talks only to 127.0.0.1."""
+    with Served(tmp_path / "open.log", command="web", workers=1,
+                env={"DATABASE_URL": database_url, "HOST": "0.0.0.0"}) as served:
+        log = served.log()
+    assert "authentication is off (JWT_ENABLED is not 'true') and the broker listens on " \
+           "0.0.0.0" in log
+    with Served(tmp_path / "loopback.log", command="web", workers=1,
+                env={"DATABASE_URL": database_url, "JWT_SECRET": SECRET}) as served:
+        log = served.log()
+    assert "beyond this machine" not in log
+    assert "JWT_SECRET, JWT_PUBLIC_KEY or JWT_JWKS_URL is set but JWT_ENABLED is not " \
+           "'true'" in log
