@@ -9,8 +9,11 @@ from collections.abc import AsyncIterator
 
 import msgspec
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 
 from broker import errors
+from broker.auth.gate import Gate
+from broker.cors import Cors
 from broker.endpoint import starlette_routes
 from broker.openapi import build_document
 from broker.routes.health import VERSION
@@ -42,17 +45,21 @@ def create_app(settings: Settings, *, draining: asyncio.Event | None = None) -> 
                         on_appended=lambda ref: hub.announce([ref.queue_id],
                                                              ref.partition_id))
         await hub.start()
-        app.state.broker = BrokerState(settings, db, pusher, hub, drain)
+        gate = await Gate.start(settings.auth)
+        app.state.broker = BrokerState(settings, db, pusher, hub, drain, gate)
         try:
             yield
         finally:
             # Shutdown order: stop accepting writes and let queued flushes commit (they need
-            # the pool and may announce), then stop the wake-up hub, then close the pool.
+            # the pool and may announce), then stop the wake-up hub, then close the pool;
+            # the gate (its JWKS refresh) holds nothing the others need.
             await pusher.close()
             await hub.close()
             await db.close()
+            await gate.close()
 
     app = Starlette(routes=starlette_routes(ENDPOINTS), exception_handlers=errors.HANDLERS,
+                    middleware=[Middleware(Cors, origins=settings.cors_origins)],
                     lifespan=lifespan)
-    app.state.openapi = msgspec.json.encode(build_document(ENDPOINTS, VERSION))
+    app.state.openapi = msgspec.json.encode(build_document(ENDPOINTS, VERSION, settings.auth))
     return app

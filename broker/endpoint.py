@@ -1,33 +1,37 @@
 """One row of the route table, and the Starlette routes derived from the table.
 
 A row says everything the edge needs about a route: path, method, handler, summary, the
-Structs of its path parameters, query string and body, and its answers per status. The
-Starlette routes and the OpenAPI document are both built from the rows, so they cannot
-disagree. The request pipeline is the same for every route:
+Structs of its path parameters, query string and body, its answers per status, and its
+access level (§9). The Starlette routes and the OpenAPI document are both built from the
+rows, so they cannot disagree. The request pipeline is the same for every route:
 
+0. admit the caller at the row's access level (`broker.auth.gate`): a refusal (401/403) is
+   answered before the body is decoded, and a row cannot be built without a level;
 1. read the body (every route does, bounded by the body limit, so unread bytes never wedge
    a kept-alive connection), then decode path parameters, query string and body into their
    Structs: any problem is a 4xx naming the field, before anything touches the database;
-2. call the handler with `request` plus `path`, `query` and `body` as the row declares.
+2. call the handler with `request` plus `path`, `query` and `body` as the row declares, and
+   the caller's `identity` if the handler takes one.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from broker.errors import error_response
+from broker.auth.access import Access
+from broker.errors import error_response, refusal
 from broker.state import state_of
 from broker.wire.common import ErrorBody
 from broker.wire.decoding import decode_body, decode_strings
 from broker.wire.http import json_response, read_body
-from core.errors import ClientError
+from core.errors import ClientError, QueenError
 
 Handler = Callable[..., Awaitable[Response]]
 TEXT = "text/plain"  # an answer that is not JSON (Prometheus exposition, the docs page)
@@ -48,13 +52,19 @@ class Endpoint:
     changes_state: bool = False
     # The body of this route's 4xx answers when the protocol fixes one (§4.4, §4.7).
     client_error: Callable[[str], Any] | None = None
+    # Who may call it when auth is on (§9). Required: a row without a level cannot be built.
+    access: Access = field(kw_only=True)
+    takes_identity: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.access, Access):
+            raise TypeError(f"{self.method} {self.path} has no access level")
         wanted = {"request"} | {name for name, kind in (
             ("path", self.path_params), ("query", self.query), ("body", self.body))
             if kind is not None}
         given = set(inspect.signature(self.handler).parameters)
-        if given != wanted:
+        object.__setattr__(self, "takes_identity", "identity" in given)
+        if given - {"identity"} != wanted:
             raise TypeError(f"{self.handler.__name__} takes {sorted(given)}, but the table "
                             f"declares {sorted(wanted)} for {self.method} {self.path}")
 
@@ -64,9 +74,15 @@ class Endpoint:
         return self.path.replace(":path}", "}")
 
     async def serve(self, request: Request) -> Response:
+        state = state_of(request)
         try:
-            raw = await read_body(request, state_of(request).settings.max_body_bytes)
-            args: dict[str, Any] = {}
+            identity = await state.gate.admit(
+                request.scope["path"], request.headers.get("authorization"), self.access)
+        except QueenError as exc:
+            return await refusal(request, exc)
+        try:
+            raw = await read_body(request, state.settings.max_body_bytes)
+            args: dict[str, Any] = {"identity": identity} if self.takes_identity else {}
             if self.path_params is not None:
                 args["path"] = decode_strings(request.path_params, self.path_params)
             if self.query is not None:
@@ -106,10 +122,27 @@ def starlette_routes(endpoints: Sequence[Endpoint]) -> list[BaseRoute]:
     return routes
 
 
+class _Dispatcher:
+    """A path's rows by method; its bound `dispatch` is the Starlette endpoint (a method, so
+    Starlette calls it with a Request)."""
+
+    def __init__(self, methods: dict[str, Endpoint]) -> None:
+        self.endpoints = methods
+
+    async def dispatch(self, request: Request) -> Response:
+        return await self.endpoints[request.method].serve(request)
+
+
 def _dispatcher(methods: dict[str, Endpoint]) -> Callable[[Request], Awaitable[Response]]:
-    async def dispatch(request: Request) -> Response:
-        return await methods[request.method].serve(request)
-    return dispatch
+    return _Dispatcher(methods).dispatch
+
+
+def endpoints_of(route: BaseRoute) -> Mapping[str, Endpoint] | None:
+    """The table rows a Starlette route serves, by method; None for a route that does not
+    come from the table (there should be none)."""
+    handler = getattr(route, "endpoint", None)
+    owner = getattr(handler, "__self__", None)
+    return owner.endpoints if isinstance(owner, _Dispatcher) else None
 
 
 def default_error_statuses(endpoint: Endpoint) -> dict[int, Any]:

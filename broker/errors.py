@@ -8,6 +8,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
+from broker.auth.errors import Forbidden, KeysUnavailable, Unauthenticated
 from broker.wire.http import (
     DRAIN_BYTES,
     BodyIncomplete,
@@ -31,6 +32,8 @@ from core.errors import (
 log = logging.getLogger(__name__)
 
 STATUS: dict[type[QueenError], int] = {
+    Unauthenticated: 401,
+    Forbidden: 403,
     BodyTimeout: 408,
     BadRequest: 400,
     PayloadTooLarge: 413,
@@ -55,11 +58,15 @@ def error_response(exc: QueenError) -> Response:
     headers = {}
     if isinstance(exc, ServiceError):
         headers["Retry-After"] = str(exc.retry_after_seconds)
+    if isinstance(exc, Unauthenticated):
+        headers["WWW-Authenticate"] = "Bearer"
     if isinstance(exc, BodyRefused | BodyIncomplete | BodyTimeout):
         # Part of the body is still unread (or never came): the connection cannot carry
         # another request, so it closes after this answer.
         headers["Connection"] = "close"
-    if status >= 500 or isinstance(exc, StorageError):
+    # A JWKS outage is logged once per failed fetch (broker.auth.jwks), not per request.
+    if (status >= 500 or isinstance(exc, StorageError)) and not isinstance(
+            exc, KeysUnavailable):
         log.warning("%s: %s", type(exc).__name__, exc.message)
     return json_response({"error": exc.message}, status, headers=headers)
 
@@ -69,15 +76,31 @@ async def queen_error(request: Request, exc: Exception) -> Response:
     return error_response(exc)
 
 
+async def refusal(request: Request, exc: QueenError) -> Response:
+    """The error answer to a request refused before its body was read (401/403)."""
+    answer = error_response(exc)
+    if not await drained(request):
+        answer.headers["Connection"] = "close"
+    return answer
+
+
+async def drained(request: Request) -> bool:
+    """Read and drop a body nobody will use, so it is not taken for the next request on the
+    connection; False when it is too large (or broken) and the connection must close."""
+    try:
+        await read_body(request, DRAIN_BYTES)
+    except QueenError:
+        return False
+    return True
+
+
 async def http_error(request: Request, exc: Exception) -> Response:
     """404 and 405 come from the router, before any endpoint read the body: drain a small
     one here so it is not taken for the next request, and close the connection after a
     large one."""
     assert isinstance(exc, HTTPException)
     headers = dict(exc.headers or {})
-    try:
-        await read_body(request, DRAIN_BYTES)
-    except QueenError:
+    if not await drained(request):
         headers["Connection"] = "close"
     if exc.status_code == 404:
         text = f"no route for {request.method} {request.url.path}"

@@ -15,7 +15,10 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
+from broker.auth.access import Access
+from broker.wire.common import ErrorBody
 from broker.wire.types import schema_hook
+from core.auth_settings import AuthSettings
 
 if TYPE_CHECKING:
     from broker.endpoint import Endpoint
@@ -24,13 +27,24 @@ TITLE = "queen-broker"
 _REF = "#/components/schemas/{name}"
 
 
-def build_document(endpoints: Sequence[Endpoint], version: str) -> dict[str, Any]:
+def build_document(endpoints: Sequence[Endpoint], version: str,
+                   auth: AuthSettings | None = None) -> dict[str, Any]:
+    """The document; with auth on, operations that need a token say so (`security`) and
+    list their 401 (and 403 below PUBLIC). Every operation names its `x-access-level`."""
     from broker.endpoint import HTML, TEXT, default_error_statuses
+
+    def auth_statuses(e: Endpoint) -> dict[int, Any]:
+        if not needs_token(e):
+            return {}
+        return {401: ErrorBody, **({} if e.access is Access.PUBLIC else {403: ErrorBody})}
+
+    def needs_token(e: Endpoint) -> bool:
+        return auth is not None and auth.enabled and not auth.skips(e.open_path)
 
     kinds: list[Any] = []  # every type that needs a schema, in a fixed order
     for e in endpoints:
         for kind in (e.path_params, e.query, e.body, *e.responses.values(),
-                     *default_error_statuses(e).values()):
+                     *default_error_statuses(e).values(), *auth_statuses(e).values()):
             if kind is not None and kind not in (TEXT, HTML) and kind not in kinds:
                 kinds.append(kind)
     schemas, components = msgspec.json.schema_components(
@@ -39,7 +53,9 @@ def build_document(endpoints: Sequence[Endpoint], version: str) -> dict[str, Any
 
     paths: dict[str, dict[str, Any]] = {}
     for e in endpoints:
-        operation: dict[str, Any] = {"operationId": e.handler.__name__, "summary": e.summary}
+        operation: dict[str, Any] = {"operationId": e.handler.__name__, "summary": e.summary,
+                                     "x-access-level": e.access.name,
+                                     "security": [{"bearerAuth": []}] if needs_token(e) else []}
         parameters = [*_parameters(e.path_params, "path", components),
                       *_parameters(e.query, "query", components)]
         if parameters:
@@ -50,7 +66,8 @@ def build_document(endpoints: Sequence[Endpoint], version: str) -> dict[str, Any
                 "required": bool(components[e.body.__name__].get("required")),
                 "content": {"application/json": {"schema": schema_of[_key(e.body)]}}}
         responses: dict[str, Any] = {}
-        for status, kind in sorted({**default_error_statuses(e), **e.responses}.items()):
+        statuses = {**default_error_statuses(e), **auth_statuses(e), **e.responses}
+        for status, kind in sorted(statuses.items()):
             answer: dict[str, Any] = {"description": HTTPStatus(status).phrase}
             if kind in (TEXT, HTML):
                 answer["content"] = {kind: {"schema": {"type": "string"}}}
@@ -70,7 +87,8 @@ def build_document(endpoints: Sequence[Endpoint], version: str) -> dict[str, Any
                  "description": "A partitioned message broker on PostgreSQL speaking the "
                                 "Queen MQ HTTP API."},
         "paths": paths,
-        "components": {"schemas": components},
+        "components": {"schemas": components, "securitySchemes": {
+            "bearerAuth": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}}},
     }
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from starlette.requests import Request
 
+from broker.auth.gate import Gate
 from core.db import Database
 from core.listener import WakeupHub
 from core.push import Pusher
@@ -21,6 +22,7 @@ class BrokerState:
     hub: WakeupHub
     # Set when the process starts to shut down: long polls stop waiting and answer now.
     draining: asyncio.Event
+    gate: Gate
 
 
 def state_of(request: Request) -> BrokerState:

@@ -37,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
 
+from broker.auth.exposure import exposure_warnings
 from broker.worker import BACKLOG, drain_seconds
 from core.db import connect_with_retry
 from core.embedded import EmbeddedPostgres
@@ -269,6 +270,8 @@ def serve(settings: Settings, *, with_reaper: bool = True, web_only: bool = Fals
         host, port = listener.getsockname()[:2]
         log.info("queen broker serving on http://%s:%d (%d web workers)", host, port,
                  worker_count(settings))
+        for warning in exposure_warnings(settings.auth, host):
+            log.warning("%s", warning)
         supervisor.watch()
     except Exception as exc:  # noqa: BLE001 - any start-up failure must still stop the children
         log.error("start-up failed: %s", exc)

@@ -23,6 +23,7 @@ class Record:
     transaction_id: str
     payload: bytes
     created_at: datetime
+    producer_sub: str | None = None
 
 
 @dataclass(slots=True)
@@ -64,7 +65,7 @@ async def fetch_entry(db: Database, *, queue: str, partition: str, offset: int,
                 return result
             used += size
             result.records.append(Record(at, frame.transaction_id, frame.payload,
-                                         row["created_at"]))
+                                         row["created_at"], frame.producer_sub))
     return result
 
 

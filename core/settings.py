@@ -9,16 +9,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
-T = TypeVar("T")
-
-
-class SettingsError(ValueError):
-    """A setting in the environment has a value the broker cannot use."""
+from core.auth_settings import AuthSettings, auth_settings_from_env
+from core.env import EnvReader, SettingsError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,8 +23,9 @@ class Settings:
 
     host: str = "0.0.0.0"
     port: int = 6632
-    # None means "no database configured": start the embedded PostgreSQL.
-    database_url: str | None = None
+    # None means "no database configured": start the embedded PostgreSQL. Not in the repr:
+    # the URL may carry the database password.
+    database_url: str | None = dataclasses.field(default=None, repr=False)
     data_dir: Path = Path(".queen-data")
     workers: int = 0  # 0 = one per CPU
     db_pool_size: int = 20
@@ -60,11 +57,14 @@ class Settings:
     supervisor_max_restarts: int = 5
     supervisor_restart_window_ms: int = 60000
     log_level: str = "info"
+    auth: AuthSettings = dataclasses.field(default_factory=AuthSettings)
+    # Origins a browser page may call the API from (CORS); `*` is any.
+    cors_origins: tuple[str, ...] = ("*",)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if environ is None else environ
-        read = _Reader(env)
+        read = EnvReader(env)
         return cls(
             host=read.text("HOST", cls.host),
             port=read.integer("PORT", cls.port, low=0, high=65535),
@@ -116,6 +116,8 @@ class Settings:
                 "SUPERVISOR_RESTART_WINDOW_MS", cls.supervisor_restart_window_ms, low=1000),
             log_level=read.choice(
                 "LOG_LEVEL", cls.log_level, ("debug", "info", "warning", "error", "critical")),
+            auth=auth_settings_from_env(env),
+            cors_origins=cors_origins_from_env(env),
         )
 
     @property
@@ -133,6 +135,19 @@ def from_env_or_exit(program: str) -> Settings:
         raise SystemExit(2) from None
 
 
+def cors_origins_from_env(env: Mapping[str, str]) -> tuple[str, ...]:
+    """CORS_ORIGINS: `*` (the default) or a comma-separated list of `scheme://host[:port]`."""
+    raw = env.get("CORS_ORIGINS", "").strip() or "*"
+    origins = tuple(item.strip().rstrip("/") for item in raw.split(",") if item.strip())
+    for origin in origins:
+        parts = urlsplit(origin)
+        if origin != "*" and (parts.scheme not in ("http", "https") or not parts.netloc
+                              or parts.path or parts.query):
+            raise SettingsError(f"CORS_ORIGINS: {origin!r} is not '*' or an origin such as "
+                                "https://app.example.com")
+    return origins
+
+
 def database_url_from_env(env: Mapping[str, str]) -> str | None:
     """DATABASE_URL wins; else any PG_* variable builds a URL; else None (embedded)."""
     url = env.get("DATABASE_URL", "").strip()
@@ -144,7 +159,7 @@ def database_url_from_env(env: Mapping[str, str]) -> str | None:
     names = ("PG_HOST", "PG_PORT", "PG_USER", "PG_PASSWORD", "PG_DATABASE", "PG_DB")
     if not any(env.get(name) for name in names):
         return None
-    read = _Reader(env)
+    read = EnvReader(env)
     host = read.text("PG_HOST", "localhost")
     port = read.integer("PG_PORT", 5432, low=1, high=65535)
     user = read.text("PG_USER", "postgres")
@@ -154,41 +169,3 @@ def database_url_from_env(env: Mapping[str, str]) -> str | None:
     if host.startswith("/"):  # a Unix-socket directory
         return f"postgresql://{auth}@/{quote(database, safe='')}?host={host}&port={port}"
     return f"postgresql://{auth}@{host}:{port}/{quote(database, safe='')}"
-
-
-class _Reader:
-    """Typed access to environment variables that names the culprit on failure."""
-
-    def __init__(self, env: Mapping[str, str]) -> None:
-        self._env = env
-
-    def text(self, name: str, default: str) -> str:
-        return self._env.get(name, default)
-
-    def integer(self, name: str, default: int, *, low: int | None = None,
-                high: int | None = None) -> int:
-        return self._parse(name, default, int, "an integer", low, high)
-
-    def number(self, name: str, default: float, *, low: float | None = None) -> float:
-        return self._parse(name, default, float, "a number", low, None)
-
-    def choice(self, name: str, default: str, allowed: tuple[str, ...]) -> str:
-        value = self._env.get(name, default).strip().lower()
-        if value not in allowed:
-            raise SettingsError(f"{name}={self._env.get(name)!r}: expected one of {allowed}")
-        return value
-
-    def _parse(self, name: str, default: T, parse: Callable[[str], T], kind: str,
-               low: float | None, high: float | None) -> T:
-        raw = self._env.get(name)
-        if raw is None or raw.strip() == "":
-            return default
-        try:
-            value = parse(raw.strip())
-        except ValueError:
-            raise SettingsError(f"{name}={raw!r}: expected {kind}") from None
-        if low is not None and value < low:  # type: ignore[operator]
-            raise SettingsError(f"{name}={raw!r}: must be at least {low}")
-        if high is not None and value > high:  # type: ignore[operator]
-            raise SettingsError(f"{name}={raw!r}: must be at most {high}")
-        return value

@@ -104,11 +104,12 @@ class Server:
             self.proc = None
 
 
-def broker(database_url: str, workers: int, *, supervised: bool = True) -> Server:
+def broker(database_url: str, workers: int, *, supervised: bool = True,
+           env: dict[str, str] | None = None) -> Server:
     """The broker's web tier; `supervised=False` runs it under hypercorn's own multi-worker
     runner instead (what `serve` ran before it supervised its workers), for comparison."""
     return Server("broker.asgi:app_from_env()", workers=workers,
-                  env={"DATABASE_URL": database_url}, supervised=supervised)
+                  env={"DATABASE_URL": database_url, **(env or {})}, supervised=supervised)
 
 
 def run_sync(coro: object) -> object:

@@ -55,8 +55,10 @@ async def _send(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
     return status
 
 
-async def _connection(port: int, queue: str, k: int, until: float, tally: Tally) -> None:
-    """One keep-alive connection pushing until `until`; reconnects after a failure."""
+async def _connection(port: int, queue: str, k: int, until: float, tally: Tally,
+                      tokens: list[str] | None = None) -> None:
+    """One keep-alive connection pushing until `until`; reconnects after a failure. With
+    `tokens`, each request carries the next one as a bearer token."""
     n = 0
     writer: asyncio.StreamWriter | None = None
     reader: asyncio.StreamReader | None = None
@@ -64,9 +66,11 @@ async def _connection(port: int, queue: str, k: int, until: float, tally: Tally)
         body = (b'{"items":[{"queue":"' + queue.encode() + b'","partition":"p'
                 + str(k % 10).encode() + b'","transactionId":"c' + str(k).encode() + b"-"
                 + str(n).encode() + b'","payload":{"n":' + str(n).encode() + b"}}]}")
+        auth = (b"Authorization: Bearer " + tokens[n % len(tokens)].encode()
+                + b"\r\n") if tokens else b""
         n += 1
-        request = (b"POST /api/v1/push HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                   b"Content-Type: application/json\r\nContent-Length: "
+        request = (b"POST /api/v1/push HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth
+                   + b"Content-Type: application/json\r\nContent-Length: "
                    + str(len(body)).encode() + b"\r\n\r\n" + body)
         try:
             if writer is None:
@@ -89,11 +93,15 @@ async def _connection(port: int, queue: str, k: int, until: float, tally: Tally)
         writer.close()
 
 
-async def _load(port: int, connections: int, seconds: float) -> Tally:
+async def _load(port: int, connections: int, seconds: float,
+                tokens: list[str] | None = None) -> Tally:
     queue = "sup-" + uuid.uuid4().hex[:8]
     tally = Tally()
     until = time.monotonic() + seconds
-    await asyncio.gather(*(_connection(port, queue, k, until, tally)
+    # Each connection cycles through its own share of the tokens (all of them if few).
+    shares = [tokens[k::connections] if tokens and len(tokens) >= connections else tokens
+              for k in range(connections)]
+    await asyncio.gather(*(_connection(port, queue, k, until, tally, shares[k])
                            for k in range(connections)))
     return tally
 
@@ -166,20 +174,27 @@ def _longest_gap(times: list[float], start: float, end: float) -> float:
     return max(b - a for a, b in itertools.pairwise(points))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.supervision", description=__doc__,
+FAST_DATABASE = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
+
+
+def load_arguments(prog: str, description: str, seconds: float) -> argparse.ArgumentParser:
+    """The options of a same-run comparison of push throughput (this one, auth_cost)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--connections", type=int, default=32)
-    parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--seconds", type=float, default=seconds)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--fast-database", action="store_true",
                         help="PostgreSQL without fsync, so the disk's jitter does not drown the "
-                             "difference between the two runners (not a broker benchmark)")
-    args = parser.parse_args(argv)
+                             "difference between what is compared (not a broker benchmark)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = load_arguments("python -m loadtest.supervision", __doc__ or "", 8.0).parse_args(argv)
     rates: dict[str, list[float]] = {r: [] for r in RUNNERS}
-    fast = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
-    with launch.Postgres(fast if args.fast_database else None) as pg:
+    with launch.Postgres(FAST_DATABASE if args.fast_database else None) as pg:
         for _ in range(args.rounds):
             for runner in RUNNERS:
                 rate = throughput(pg.dsn, runner, args.workers, args.connections, args.seconds)

@@ -46,6 +46,15 @@ def broker(database_url: str) -> Iterator[BrokerProcess]:
         yield proc
 
 
+@pytest.fixture(scope="session")
+def auth_broker(database_url: str) -> Iterator[BrokerProcess]:
+    """A broker with auth on (HS256, issuer and audience checked; tests.tokens.AUTH_ENV)."""
+    from tests.tokens import AUTH_ENV
+
+    with BrokerProcess(database_url, workers=2, reaper=False, env=AUTH_ENV) as proc:
+        yield proc
+
+
 @pytest.fixture
 async def http(broker: BrokerProcess) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(base_url=broker.url, timeout=30) as client:

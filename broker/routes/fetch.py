@@ -27,8 +27,8 @@ from core.timefmt import iso
 def _entry_json(result: FetchResult) -> FetchEntryOut:
     out = FetchEntryOut(
         result.queue, result.partition,
-        [FetchRecord(r.offset, r.transaction_id, msgspec.Raw(r.payload), iso(r.created_at))
-         for r in result.records],
+        [FetchRecord(r.offset, r.transaction_id, msgspec.Raw(r.payload), iso(r.created_at),
+                     r.producer_sub) for r in result.records],
         result.high_watermark, result.log_start)
     if result.error:
         out.error = result.error

@@ -6,6 +6,7 @@ from msgspec import UNSET
 from starlette.requests import Request
 from starlette.responses import Response
 
+from broker.auth.gate import Identity
 from broker.state import state_of
 from broker.wire.http import json_response
 from broker.wire.push import PushBody, PushItemIn, PushResult
@@ -16,15 +17,16 @@ from core.push import PushItem, PushOutcome
 from core.writes import NewMessage
 
 
-def to_push_item(item: PushItemIn) -> PushItem:
-    """A decoded wire item as the core's push item, with its message id minted."""
+def to_push_item(item: PushItemIn, producer_sub: str | None) -> PushItem:
+    """A decoded wire item as the core's push item, with its message id minted and the
+    caller's identity as its producer (a `producerSub` in the body is never read, §9)."""
     message_id = uuid7()
     trace = item.traceId.value if item.traceId else None
     given = item.payload if item.payload is not UNSET else item.data
     payload = b"null" if given is UNSET else bytes(given)
     return PushItem(item.queue, item.partition or DEFAULT_PARTITION,
                     NewMessage(message_id, item.transactionId or str(message_id), payload,
-                               trace))
+                               trace, producer_sub))
 
 
 def outcome_json(index: int, outcome: PushOutcome) -> PushResult:
@@ -46,12 +48,13 @@ def outcome_json(index: int, outcome: PushOutcome) -> PushResult:
                       trace_id=str(trace) if trace else None)
 
 
-async def push(request: Request, body: PushBody) -> Response:
+async def push(request: Request, body: PushBody, identity: Identity) -> Response:
     state = state_of(request)
     limit = state.settings.max_push_items
     if len(body.items) > limit:
         raise PayloadTooLarge(f"{len(body.items)} items is over the limit of {limit} per push")
-    outcomes = await state.pusher.push([to_push_item(item) for item in body.items])
+    outcomes = await state.pusher.push([to_push_item(item, identity.sub)
+                                        for item in body.items])
     errors = [o.error for o in outcomes if o.error is not None]
     # When nothing was written because the broker could not (database down, backlog full),
     # answer with that status so clients back off and retry the whole push; with partial

@@ -5,6 +5,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
+from broker.auth.gate import Identity
 from broker.routes.ack import to_ack_item
 from broker.routes.push import to_push_item
 from broker.state import state_of
@@ -38,7 +39,8 @@ def _push_items(op: PushOp, where: str) -> list[PushItemIn]:
                        op.traceId)]
 
 
-def parse_operations(body: TransactionBody, max_items: int) -> list[TxPush | TxAck]:
+def parse_operations(body: TransactionBody, max_items: int,
+                     producer_sub: str | None) -> list[TxPush | TxAck]:
     if body.kv or body.timers:
         raise BadRequest("kv and timers riders are not supported by this broker")
     ops: list[TxPush | TxAck] = []
@@ -47,16 +49,17 @@ def parse_operations(body: TransactionBody, max_items: int) -> list[TxPush | TxA
             ops.append(TxAck(op.consumerGroup or QUEUE_MODE, to_ack_item(op)))
         else:
             for item in _push_items(op, f"operations[{i}]"):
-                pushed = to_push_item(item)
+                pushed = to_push_item(item, producer_sub)
                 ops.append(TxPush(pushed.queue, pushed.partition, pushed.message))
         if len(ops) > max_items:
             raise PayloadTooLarge(f"more than {max_items} operations in one transaction")
     return ops
 
 
-async def transaction(request: Request, body: TransactionBody) -> Response:
+async def transaction(request: Request, body: TransactionBody,
+                      identity: Identity) -> Response:
     state = state_of(request)
-    ops = parse_operations(body, state.settings.max_push_items)
+    ops = parse_operations(body, state.settings.max_push_items, identity.sub)
     result = await run_transaction(state.db, state.pusher.directory, ops,
                                    [lease for lease in body.requiredLeases if lease])
     if not result.committed:

@@ -36,6 +36,7 @@ class FetchRecord(msgspec.Struct):
     transactionId: str
     payload: msgspec.Raw
     ts: str
+    producerSub: str | None = None  # the producer's JWT `sub` (§9); not in §6.6's list
 
 
 class FetchEntryOut(msgspec.Struct):

@@ -60,6 +60,7 @@ def after_call(context: Any, case: Any, response: Any) -> None:
         _tally["requests"] += 1
         _tally[f"{response.status_code // 100}xx"] += 1
         _tally[str(response.status_code)] += 1
+        _tally[f"{response.request.method} {response.status_code}"] += 1
 
 
 def _write_tally() -> None:

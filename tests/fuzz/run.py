@@ -22,7 +22,10 @@ ROOT = HERE.parent.parent
 
 
 def fuzz_command(url: str, tally: Path, *, max_time: int, seed: int | None = None,
-                 max_examples: int = 10) -> tuple[list[str], dict[str, str]]:
+                 max_examples: int = 10, token: str | None = None,
+                 extra: tuple[str, ...] = ()) -> tuple[list[str], dict[str, str]]:
+    """The schemathesis command line and environment; with `token`, every request (not the
+    schema download: /openapi.json needs none) carries it as a bearer token."""
     command = [sys.executable, "-m", "schemathesis.cli", "--config-file",
                str(HERE / "schemathesis.toml"), "run", f"{url}/openapi.json",
                "--checks", "all", "--exclude-checks", "positive_data_acceptance",
@@ -31,6 +34,9 @@ def fuzz_command(url: str, tally: Path, *, max_time: int, seed: int | None = Non
                "--output-truncate", "true", "--no-color"]
     if seed is not None:
         command += ["--seed", str(seed)]
+    if token is not None:
+        command += ["--header", f"Authorization: Bearer {token}"]
+    command += extra
     # Run it from a scratch directory (schemathesis keeps a cache in its working directory);
     # the hooks module is found through PYTHONPATH.
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
@@ -46,12 +52,16 @@ def main() -> int:
     parser.add_argument("--max-examples", type=int, default=50,
                         help="test cases per operation and round")
     parser.add_argument("--seed", type=int)
+    parser.add_argument("--token", help="a bearer token for a broker with auth on (an admin "
+                                        "token fuzzes every route)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         tally = Path(scratch) / "tally.json"
         command, env = fuzz_command(args.url.rstrip("/"), tally, max_time=args.max_time,
-                                    seed=args.seed, max_examples=args.max_examples)
-        print("$", " ".join(command), flush=True)
+                                    seed=args.seed, max_examples=args.max_examples,
+                                    token=args.token)
+        print("$", " ".join(c if not c.startswith("Authorization") else "Authorization: ..."
+                            for c in command), flush=True)
         code = subprocess.run(command, env=env, cwd=scratch, check=False).returncode
         print("tally:", json.dumps(json.loads(tally.read_text()), sort_keys=True))
     return code

@@ -10,6 +10,7 @@ import pytest
 from starlette.requests import Request
 from starlette.responses import Response
 
+from broker.auth.access import Access
 from broker.endpoint import Endpoint
 from broker.wire.decoding import decode_body, decode_strings
 from broker.wire.http import BodyIncomplete, BodyTimeout, read_body
@@ -103,9 +104,18 @@ async def _handler(request: Request, body: PushBody) -> Response:
 
 
 def test_a_table_row_must_match_its_handler_signature() -> None:
-    Endpoint("POST", "/x", _handler, "ok", {200: None}, body=PushBody)
+    Endpoint("POST", "/x", _handler, "ok", {200: None}, body=PushBody, access=Access.ADMIN)
     with pytest.raises(TypeError, match="declares"):
-        Endpoint("POST", "/x", _handler, "no body declared", {200: None})
+        Endpoint("POST", "/x", _handler, "no body declared", {200: None},
+                 access=Access.ADMIN)
     with pytest.raises(TypeError, match="declares"):
         Endpoint("POST", "/x", _handler, "a query it does not take", {200: None},
-                 body=PushBody, query=PopQuery)
+                 body=PushBody, query=PopQuery, access=Access.ADMIN)
+
+
+def test_a_table_row_without_an_access_level_cannot_be_built() -> None:
+    with pytest.raises(TypeError, match="access"):
+        Endpoint("POST", "/x", _handler, "no level", {200: None}, body=PushBody)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="has no access level"):
+        Endpoint("POST", "/x", _handler, "not a level", {200: None}, body=PushBody,
+                 access="admin")  # type: ignore[arg-type]

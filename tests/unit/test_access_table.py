@@ -1,0 +1,105 @@
+"""Every route the app serves has an access level, and each level is what §9 says.
+
+The expected table is written out here by hand from wire-protocol §9 (and the decisions in
+`broker/table.py` for routes §9 does not list), so a new route cannot slip in without
+someone choosing its level: the app would fail to build without one, and this test fails
+until the route is added below.
+"""
+
+from __future__ import annotations
+
+from starlette.routing import Route
+
+from broker.app import create_app
+from broker.auth.access import Access
+from broker.endpoint import endpoints_of
+from core.settings import Settings
+
+PUBLIC, READ_ONLY, WRITE_ONLY = Access.PUBLIC, Access.READ_ONLY, Access.WRITE_ONLY
+READ_WRITE, ADMIN = Access.READ_WRITE, Access.ADMIN
+G = "/api/v1/consumer-groups"
+MESSAGE = "/api/v1/messages/{partitionId}/{transactionId:path}"
+
+SECTION_9 = {
+    # PUBLIC: health and metrics; this API's own description (a decision, README)
+    ("GET", "/health"): PUBLIC,
+    ("GET", "/metrics"): PUBLIC,
+    ("GET", "/metrics/prometheus"): PUBLIC,
+    ("GET", "/openapi.json"): PUBLIC,
+    ("GET", "/docs"): PUBLIC,
+    # WRITE_ONLY: push
+    ("POST", "/api/v1/push"): WRITE_ONLY,
+    # READ_WRITE: pop (a GET), ack, ack/batch, transaction, lease extend, configure, seek,
+    # subscription, DELETE message; the DLQ retry route (§9 suggests READ_WRITE)
+    ("GET", "/api/v1/pop/queue/{queue}"): READ_WRITE,
+    ("GET", "/api/v1/pop/queue/{queue}/partition/{partition}"): READ_WRITE,
+    ("GET", "/api/v1/pop"): READ_WRITE,
+    ("POST", "/api/v1/ack"): READ_WRITE,
+    ("POST", "/api/v1/ack/batch"): READ_WRITE,
+    ("POST", "/api/v1/transaction"): READ_WRITE,
+    ("POST", "/api/v1/lease/{leaseId}/extend"): READ_WRITE,
+    ("POST", "/api/v1/configure"): READ_WRITE,
+    ("POST", G + "/{group}/subscription"): READ_WRITE,
+    ("POST", G + "/{group}/queues/{queue}/seek"): READ_WRITE,
+    ("POST", G + "/{group}/queues/{queue}/partitions/{partition}/seek"): READ_WRITE,
+    ("DELETE", MESSAGE): READ_WRITE,
+    ("POST", MESSAGE + "/retry"): READ_WRITE,
+    # ADMIN: delete queue, delete consumer group(s), stats refresh
+    ("DELETE", "/api/v1/resources/queues/{queue}"): ADMIN,
+    ("DELETE", G + "/{group}"): ADMIN,
+    ("DELETE", G + "/{group}/queues/{queue}"): ADMIN,
+    ("POST", "/api/v1/stats/refresh"): ADMIN,
+    # READ_ONLY: GET on resources, status, analytics, DLQ, messages, consumer groups; fetch
+    # (a POST that only reads, like the GETs on DLQ and messages: a decision)
+    ("POST", "/api/v1/fetch"): READ_ONLY,
+    ("GET", "/api/v1/dlq"): READ_ONLY,
+    ("GET", MESSAGE): READ_ONLY,
+    ("GET", "/api/v1/messages"): READ_ONLY,
+    ("GET", G): READ_ONLY,
+    ("GET", G + "/lagging"): READ_ONLY,
+    ("GET", G + "/{group}"): READ_ONLY,
+    ("GET", "/api/v1/resources/queues"): READ_ONLY,
+    ("GET", "/api/v1/resources/queues/{queue}"): READ_ONLY,
+    ("GET", "/api/v1/resources/queues/{queue}/depth"): READ_ONLY,
+    ("GET", "/api/v1/resources/partitions"): READ_ONLY,
+    ("GET", "/api/v1/resources/namespaces"): READ_ONLY,
+    ("GET", "/api/v1/resources/tasks"): READ_ONLY,
+    ("GET", "/api/v1/resources/overview"): READ_ONLY,
+    ("GET", "/api/v1/status"): READ_ONLY,
+    ("GET", "/api/v1/status/queues"): READ_ONLY,
+    ("GET", "/api/v1/status/queues/{queue}"): READ_ONLY,
+    ("GET", "/api/v1/status/queues/{queue}/messages"): READ_ONLY,
+    ("GET", "/api/v1/status/analytics"): READ_ONLY,
+}
+
+
+def served_levels() -> dict[tuple[str, str], Access]:
+    """Walk the app's routes: each method of each route, with the level it is served at."""
+    app = create_app(Settings())
+    levels: dict[tuple[str, str], Access] = {}
+    for route in app.routes:
+        endpoints = endpoints_of(route)
+        assert isinstance(route, Route) and endpoints is not None, (
+            f"{route!r} is not served from the route table")
+        assert route.methods is not None
+        for method in route.methods:
+            endpoint = endpoints[method]
+            assert isinstance(endpoint.access, Access), (method, route.path)
+            levels[(method, route.path)] = endpoint.access
+    return levels
+
+
+def test_every_route_the_app_serves_has_the_level_section_9_gives_it() -> None:
+    levels = served_levels()
+    heads = {key: level for key, level in levels.items() if key[0] == "HEAD"}
+    others = {key: level for key, level in levels.items() if key[0] != "HEAD"}
+    assert others == SECTION_9
+    # HEAD answers like the GET it mirrors, at the GET's level.
+    assert heads and all(SECTION_9[("GET", path)] is level for (_, path), level in heads.items())
+
+
+def test_pop_is_read_write_although_it_is_a_get() -> None:
+    levels = served_levels()
+    assert {levels[("GET", p)] for p in ("/api/v1/pop", "/api/v1/pop/queue/{queue}")} == {
+        READ_WRITE}
+    assert ("HEAD", "/api/v1/pop") not in levels
