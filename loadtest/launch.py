@@ -56,11 +56,31 @@ class Postgres:
         self._tmp.cleanup()
 
 
-async def fresh_database(server_url: str, *, migrate: bool = True) -> str:
-    """CREATE DATABASE on the server (schema applied unless told not to); answer its URL."""
-    from core.migrations import create_database
+async def fresh_database(server_url: str, *, migrate: bool = True,
+                         prefix: str = "loadtest_") -> str:
+    """CREATE DATABASE `<prefix><random>` on the server, schema applied unless told not to;
+    answer its URL. For load tests and tests, which want a clean database each."""
+    import uuid
+    from urllib.parse import urlsplit, urlunsplit
 
-    return await create_database(server_url, prefix="loadtest_", migrate=migrate)
+    import asyncpg
+
+    from core.storage.migrations import apply_migrations
+
+    name = prefix + uuid.uuid4().hex[:12]
+    conn = await asyncpg.connect(server_url)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    url = urlunsplit(urlsplit(server_url)._replace(path="/" + name))
+    if migrate:
+        conn = await asyncpg.connect(url)
+        try:
+            await apply_migrations(conn)
+        finally:
+            await conn.close()
+    return url
 
 
 class Server:

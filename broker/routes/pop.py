@@ -9,7 +9,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from broker.state import state_of
+from broker.state import broker_of, state_of
 from broker.wire.common import QueuePath, given
 from broker.wire.http import json_response, no_content
 from broker.wire.pop import (
@@ -20,7 +20,6 @@ from broker.wire.pop import (
     QueuePartitionPath,
 )
 from core.errors import BadRequest
-from core.longpoll import Backoff, pop_or_wait
 from core.pop import QUEUE_MODE, PopRequest, PopResult
 from core.timefmt import iso
 
@@ -43,23 +42,18 @@ def _pop_request(request: Request, query: PopQuery, *, queue: str | None,
 
 
 async def _serve_pop(request: Request, query: PopQuery, pop_request: PopRequest) -> Response:
-    state = state_of(request)
-    settings = state.settings
     timeout = given(query.timeout)
-    timeout_ms = settings.default_timeout_ms if timeout is None else timeout
-    backoff = Backoff(settings.pop_wait_initial_interval_ms, settings.pop_wait_backoff_threshold,
-                      settings.pop_wait_backoff_multiplier, settings.pop_wait_max_interval_ms)
+    timeout_ms = state_of(request).settings.default_timeout_ms if timeout is None else timeout
     gone = asyncio.Event()
     watcher = asyncio.create_task(_watch_disconnect(request, gone), name="pop-disconnect")
     try:
-        result = await pop_or_wait(state.db, state.hub, pop_request, wait=query.wait,
-                                   timeout_ms=timeout_ms, backoff=backoff, gone=gone,
-                                   stop_waiting=state.draining)
+        result = await broker_of(request).pop(pop_request, wait=query.wait,
+                                              timeout_ms=timeout_ms, gone=gone)
     finally:
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
-    if not result.messages:
+    if not result.claims:
         return no_content()
     return json_response(_answer(pop_request, result, query.autopilot))
 
@@ -72,8 +66,8 @@ def _answer(pop_request: PopRequest, result: PopResult, autopilot: bool) -> PopA
         traceId=str(m.frame.trace_id) if m.frame.trace_id else None,
         data=msgspec.Raw(m.frame.payload), producerSub=m.frame.producer_sub,
         createdAt=iso(m.created_at), partitionId=str(m.partition_id), partition=m.partition,
-        leaseId=lease, consumerGroup=group) for m in result.messages]
-    first = result.messages[0]
+        leaseId=lease, consumerGroup=group) for m in result.messages()]
+    first = result.claims[0]
     answer = PopAnswer(
         success=True, queue=first.queue if pop_request.queue is not None else "",
         partition=first.partition, partitionId=str(first.partition_id), leaseId=lease,

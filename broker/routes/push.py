@@ -6,14 +6,13 @@ from msgspec import UNSET
 from starlette.requests import Request
 from starlette.responses import Response
 
-from broker.state import state_of
+from broker.state import broker_of, state_of
 from broker.wire.http import json_response
 from broker.wire.push import PushBody, PushItemIn, PushResult
 from core.errors import PayloadTooLarge, ServiceError
 from core.ids import NIL_UUID, uuid7
-from core.partitions import DEFAULT_PARTITION
 from core.push import PushItem, PushOutcome
-from core.writes import NewMessage
+from core.writes import DEFAULT_PARTITION, NewMessage
 
 
 def to_push_item(item: PushItemIn) -> PushItem:
@@ -47,11 +46,10 @@ def outcome_json(index: int, outcome: PushOutcome) -> PushResult:
 
 
 async def push(request: Request, body: PushBody) -> Response:
-    state = state_of(request)
-    limit = state.settings.max_push_items
+    limit = state_of(request).settings.max_push_items
     if len(body.items) > limit:
         raise PayloadTooLarge(f"{len(body.items)} items is over the limit of {limit} per push")
-    outcomes = await state.pusher.push([to_push_item(item) for item in body.items])
+    outcomes = await broker_of(request).push([to_push_item(item) for item in body.items])
     errors = [o.error for o in outcomes if o.error is not None]
     # When nothing was written because the broker could not (database down, backlog full),
     # answer with that status so clients back off and retry the whole push; with partial

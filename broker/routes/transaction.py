@@ -7,7 +7,7 @@ from starlette.responses import Response
 
 from broker.routes.ack import to_ack_item
 from broker.routes.push import to_push_item
-from broker.state import state_of
+from broker.state import broker_of, state_of
 from broker.wire.http import json_response
 from broker.wire.push import PushItemIn
 from broker.wire.transaction import (
@@ -21,7 +21,7 @@ from broker.wire.transaction import (
 from core.errors import BadRequest, PayloadTooLarge
 from core.ids import uuid7
 from core.pop import QUEUE_MODE
-from core.transactions import TxAck, TxPush, run_transaction
+from core.transactions import TxAck, TxPush
 
 
 def failure(error: str) -> TransactionAnswer:
@@ -55,14 +55,11 @@ def parse_operations(body: TransactionBody, max_items: int) -> list[TxPush | TxA
 
 
 async def transaction(request: Request, body: TransactionBody) -> Response:
-    state = state_of(request)
-    ops = parse_operations(body, state.settings.max_push_items)
-    result = await run_transaction(state.db, state.pusher.directory, ops,
-                                   [lease for lease in body.requiredLeases if lease])
+    ops = parse_operations(body, state_of(request).settings.max_push_items)
+    result = await broker_of(request).transaction(
+        ops, [lease for lease in body.requiredLeases if lease])
     if not result.committed:
         return json_response(failure(result.error or "transaction rejected"))
-    if result.wake_queue_ids:
-        state.hub.announce(result.wake_queue_ids)
     results: list[PushEntry | AckEntry] = []
     for i, op in enumerate(ops):
         if isinstance(op, TxPush):
