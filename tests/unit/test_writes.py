@@ -172,3 +172,21 @@ def test_merging_requests_into_one_flush_answers_what_they_get_one_after_another
     else:  # every id is stored once, by its first write; repeats carry that message's id
         txids = [t for t, _ in log]
         assert len(txids) == len(set(txids))
+
+
+def test_a_client_blob_is_its_own_segment_beside_the_messages_merged_with_it() -> None:
+    from core.writes import PackedFrames, segments_of
+
+    frames = [segments.Frame(uuid.uuid4(), f"c{i}", b"1") for i in range(3)]
+    blob = segments.pack(frames)
+    packed = PackedFrames(blob, 3)
+    client = [NewMessage(f.message_id, f.transaction_id, f.payload, packed=packed)
+              for f in frames]
+    plain = _items("p1", "p2")
+    out = segments_of([plain[0], *client, plain[1]])
+    assert [s.transaction_ids for s in out] == [["p1"], ["c0", "c1", "c2"], ["p2"]]
+    assert out[1].blob == blob  # as it came
+    assert [f.transaction_id for f in segments.unpack(out[0].blob)] == ["p1"]
+    # Part of a blob (a duplicate taken out) is packed again, with its neighbours.
+    out = segments_of([plain[0], client[0], client[2]])
+    assert [s.transaction_ids for s in out] == [["p1", "c0", "c2"]]
