@@ -46,6 +46,12 @@ CREATE TYPE queen.pop_queue AS (
     delay_seconds integer,       -- delayedProcessing
     window_buffer integer);
 
+-- Every function below runs its statements with generic plans (planned once per
+-- connection) and without sequential scans: re-planning them at each call, PL/pgSQL's
+-- default while their parameters vary, cost more than running them, and a generic plan's
+-- guesses about array arguments must never turn into a scan of a table that is small in
+-- live rows but large in dead versions (cursors and partitions are updated all the time).
+
 -- One claim attempt among candidates (partition ids in preference order, and whether the
 -- group has no cursor there yet): lock or create cursors, spend the budget in candidate
 -- order, lease (or commit) what is delivered, answer the overlapping segments. Answers
@@ -56,7 +62,9 @@ CREATE FUNCTION queen.pop_claim(
 RETURNS TABLE (queue_id bigint, queue text, partition_id bigint, partition text,
                span_start bigint, span_end bigint, retry_count integer,
                base_offset bigint, created_at timestamptz, blob bytea)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+AS $$
 DECLARE
     v_budget  integer := p_batch;
     v_ids     bigint[] := '{}';
@@ -192,7 +200,9 @@ CREATE FUNCTION queen.pop(
 RETURNS TABLE (queue_id bigint, queue text, partition_id bigint, partition text,
                span_start bigint, span_end bigint, retry_count integer,
                base_offset bigint, created_at timestamptz, blob bytea)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+AS $$
 DECLARE
     v_queues  queen.pop_queue[] := '{}';
     v_qids    bigint[] := '{}';
