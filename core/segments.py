@@ -17,11 +17,12 @@ from dataclasses import dataclass
 
 import zstandard
 
-from core.errors import SegmentError
+from core.errors import BadRequest, PayloadTooLarge, SegmentError
 
 FLAG_TRACE = 1
 FLAG_PRODUCER = 2
 FLAG_ENCRYPTED = 4
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 _U32 = struct.Struct("<I")
 _U16 = struct.Struct("<H")
@@ -76,6 +77,35 @@ def unpack(blob: bytes) -> list[Frame]:
     except zstandard.ZstdError as exc:
         raise SegmentError(f"segment does not decompress: {exc}") from exc
     return list(iter_frames(raw))
+
+
+def unpack_client_frame(blob: bytes, *, max_size: int, exact_size: int | None = None) -> bytes:
+    """The content of one zstd frame a client built (wire-protocol §7.2), decompressed only
+    when that is safe: the frame must declare its content size, and the size must be at most
+    `max_size` (else PayloadTooLarge) and equal `exact_size` when given, checked before
+    anything is decompressed (a few dozen bytes of zstd can declare gigabytes of zeros);
+    nothing may follow the frame.
+
+    The errors' messages continue the caller's subject ("... is not a zstd frame"), so the
+    caller can say where the frame was."""
+    if bytes(blob[:4]) != ZSTD_MAGIC:
+        raise BadRequest("is not a zstd frame")
+    try:
+        size = zstandard.frame_content_size(blob)
+    except zstandard.ZstdError:
+        raise BadRequest("has a malformed zstd frame header") from None
+    if size < 0:
+        raise BadRequest("is a zstd frame that does not declare its content size")
+    if exact_size is not None and size != exact_size:
+        raise BadRequest(f"declares {size} bytes of content, not {exact_size}")
+    if size > max_size:
+        raise PayloadTooLarge(f"declares {size} bytes of content, more than the {max_size} "
+                              f"bytes allowed")
+    try:
+        # zstd itself refuses content that differs from the declared size.
+        return _decompressor().decompress(blob, allow_extra_data=False)
+    except zstandard.ZstdError as exc:
+        raise BadRequest(f"does not decompress: {exc}") from None
 
 
 def iter_frames(raw: bytes) -> Iterator[Frame]:

@@ -31,15 +31,30 @@ class PartitionGone(QueenError):
     """The partition was deleted (with its queue) after it was resolved."""
 
 
+@dataclass(slots=True, eq=False)
+class PackedFrames:
+    """A segment blob a client already built (the framed push, wire-protocol §7.2): one zstd
+    frame holding exactly `count` storage frames, checked by the edge to encode, in order,
+    the messages that point at it."""
+
+    blob: bytes
+    count: int
+
+
 @dataclass(slots=True)  # not frozen: one per message, and frozen __init__ is slow
 class NewMessage:
-    """One message to append, validated, with its broker-minted id."""
+    """One message to append, validated, with its message id (broker-minted, or the
+    client's in a framed push)."""
 
     message_id: uuid.UUID
     transaction_id: str
     payload: bytes  # JSON bytes as received
     trace_id: uuid.UUID | None = None
     producer_sub: str | None = None
+    # The client-built blob this message arrived in (its frames carry no producerSub). A
+    # flush that writes exactly that blob's messages stores it as it came instead of
+    # compressing them again, unless a producerSub was stamped on them since.
+    packed: PackedFrames | None = None
 
 
 @dataclass(slots=True)  # not frozen: one per message, and frozen __init__ is slow
@@ -169,6 +184,14 @@ async def _append_fused(conn: asyncpg.Connection,
 
 
 def _pack(messages: list[NewMessage]) -> bytes:
+    packed = messages[0].packed if messages else None
+    # Exactly the blob's messages (each message object is in a flush at most once, in the
+    # order it arrived), unchanged: the client's frame is the segment. Anything else (a flush
+    # merged with other pushes, duplicates taken out, a producerSub stamped) is compressed
+    # here.
+    if packed is not None and packed.count == len(messages) and all(
+            m.packed is packed and m.producer_sub is None for m in messages):
+        return packed.blob
     return segments.pack([segments.Frame(m.message_id, m.transaction_id, m.payload,
                                          m.trace_id, m.producer_sub) for m in messages])
 

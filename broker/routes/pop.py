@@ -10,6 +10,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from broker.state import state_of
+from broker.wire import framed_pop
+from broker.wire.binary import FRAMED_POP_MEDIA_TYPE
 from broker.wire.common import QueuePath, given
 from broker.wire.http import json_response, no_content
 from broker.wire.pop import (
@@ -61,7 +63,13 @@ async def _serve_pop(request: Request, query: PopQuery, pop_request: PopRequest)
             await watcher
     if not result.messages:
         return no_content()
+    if query.frames:
+        return _framed_answer(pop_request, result, query.autopilot)
     return json_response(_answer(pop_request, result, query.autopilot))
+
+
+def _autopilot(pop_request: PopRequest) -> Autopilot:
+    return Autopilot(pop_request.max_partitions, pop_request.batch, AUTOPILOT_WAIT_MS)
 
 
 def _answer(pop_request: PopRequest, result: PopResult, autopilot: bool) -> PopAnswer:
@@ -79,9 +87,19 @@ def _answer(pop_request: PopRequest, result: PopResult, autopilot: bool) -> PopA
         partition=first.partition, partitionId=str(first.partition_id), leaseId=lease,
         consumerGroup=group, messages=messages, partitionsClaimed=result.partitions_claimed)
     if autopilot:
-        answer.autopilot = Autopilot(pop_request.max_partitions, pop_request.batch,
-                                     AUTOPILOT_WAIT_MS)
+        answer.autopilot = _autopilot(pop_request)
     return answer
+
+
+def _framed_answer(pop_request: PopRequest, result: PopResult, autopilot: bool) -> Response:
+    """The same delivery as `_answer`, framed (§7.4)."""
+    first = result.messages[0]
+    body = framed_pop.encode(
+        queue=first.queue if pop_request.queue is not None else "",
+        lease_id=result.lease_id or "", group=pop_request.group,
+        claims=framed_pop.claims_from_delivered(result.messages),
+        extras={"autopilot": _autopilot(pop_request)} if autopilot else None)
+    return Response(body, 200, media_type=FRAMED_POP_MEDIA_TYPE)
 
 
 async def _watch_disconnect(request: Request, gone: asyncio.Event) -> None:
