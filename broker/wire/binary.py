@@ -3,6 +3,10 @@
 `Reader` takes fields off a body and names what it was reading when the body runs out, so
 a malformed body is a 400 that says where (`binary push: groups[1].items[0].payload needs
 5000 bytes at byte 61, only 12 are left`). `Writer` builds an answer.
+
+Field names are composed only when something fails: a loop sets `where` (a format string
+and its arguments, e.g. `("groups[{}].items[{}].", g, i)`) and reads fields by their short
+names, so a well-formed body pays for no error text.
 """
 
 from __future__ import annotations
@@ -21,31 +25,34 @@ _I64 = struct.Struct("<q")
 
 
 def media_type(content_type: str) -> str:
-    """`application/x-queen-push; charset=x` -> `application/x-queen-push`."""
+    """`Application/X-Queen-Push; charset=x` -> `application/x-queen-push`."""
     return content_type.split(";", 1)[0].strip().lower()
 
 
 class Reader:
-    """Fields off `data`, front to back. Every read names its field for the error."""
+    """Fields off `data`, front to back."""
 
-    __slots__ = ("data", "pos", "subject")
+    __slots__ = ("data", "pos", "subject", "where")
 
     def __init__(self, data: bytes, subject: str) -> None:
         self.data = data
         self.pos = 0
-        self.subject = subject  # "binary push", or where a nested piece came from
+        self.subject = subject  # "binary push", "binary transaction"
+        self.where: tuple[object, ...] = ("",)  # prefix of field names: format, arguments
 
     def fail(self, text: str) -> BadRequest:
-        return BadRequest(f"{self.subject}: {text}")
+        """An error about the field named `text`'s first word, prefixed with `where`."""
+        template = str(self.where[0])
+        return BadRequest(f"{self.subject}: {template.format(*self.where[1:])}{text}")
 
     @property
     def left(self) -> int:
         return len(self.data) - self.pos
 
-    def _need(self, size: int, field: str) -> int:
+    def _need(self, size: int, field: str, part: str = "") -> int:
         start = self.pos
         if size > len(self.data) - start:
-            raise self.fail(f"{field} needs {size} bytes at byte {start}, only "
+            raise self.fail(f"{field}{part} needs {size} bytes at byte {start}, only "
                             f"{len(self.data) - start} are left")
         self.pos = start + size
         return start
@@ -57,17 +64,14 @@ class Reader:
     def u8(self, field: str) -> int:
         return self.data[self._need(1, field)]
 
-    def u16(self, field: str) -> int:
-        value: int = _U16.unpack_from(self.data, self._need(2, field))[0]
-        return value
-
     def u32(self, field: str) -> int:
         value: int = _U32.unpack_from(self.data, self._need(4, field))[0]
         return value
 
     def text16(self, field: str) -> str:
         """`str16`: u16 byte length, then UTF-8."""
-        raw = self.take(self.u16(f"{field} length"), field)
+        start = self._need(2, field, " length")
+        raw = self.take(_U16.unpack_from(self.data, start)[0], field)
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -75,7 +79,8 @@ class Reader:
 
     def blob32(self, field: str) -> bytes:
         """`blob32`: u32 byte length, then the bytes."""
-        return self.take(self.u32(f"{field} length"), field)
+        size: int = _U32.unpack_from(self.data, self._need(4, field, " length"))[0]
+        return self.take(size, field)
 
     def count(self, field: str, min_bytes_each: int) -> int:
         """A u32 count of things that take at least `min_bytes_each` bytes each: refused at
@@ -86,9 +91,10 @@ class Reader:
                             f"(at least {min_bytes_each} each)")
         return n
 
-    def end(self) -> None:
+    def end(self, what: str = "the end") -> None:
         if self.left:
-            raise self.fail(f"{self.left} unexpected bytes after the end, at byte {self.pos}")
+            raise BadRequest(f"{self.subject}: {self.left} unexpected bytes after {what}, "
+                             f"at byte {self.pos}")
 
 
 class Writer:

@@ -21,6 +21,7 @@ stores it as the segment without compressing the messages again.
 
 from __future__ import annotations
 
+import struct
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,6 +44,9 @@ FLAG_COUNTS = 2
 FLAG_TRANSACTION_IDS = 4
 FLAG_FRAMED = 8
 _FRAME_KNOWN_FLAGS = segments.FLAG_TRACE | segments.FLAG_PRODUCER | segments.FLAG_ENCRYPTED
+_U16 = struct.Struct("<H")
+_U32 = struct.Struct("<I")
+_FRAME_HEAD = struct.Struct("<IB16sH")  # body_len, flags, message id, transactionId length
 
 
 @dataclass(slots=True)
@@ -133,18 +137,18 @@ def _checked(r: Reader, check: Callable[[object], str], value: str, field: str) 
         raise r.fail(f"{field} {exc}") from None
 
 
-def _group_head(r: Reader, where: str) -> tuple[str, str]:
-    queue = _checked(r, check_name, r.text16(f"{where}.queue"), f"{where}.queue")
-    partition = _checked(r, check_name_or_empty, r.text16(f"{where}.partition"),
-                         f"{where}.partition")
+def _group_head(r: Reader, g: int) -> tuple[str, str]:
+    r.where = ("groups[{}].", g)
+    queue = _checked(r, check_name, r.text16("queue"), "queue")
+    partition = _checked(r, check_name_or_empty, r.text16("partition"), "partition")
     return queue, partition or DEFAULT_PARTITION
 
 
-def _payload(r: Reader, data: bytes, field: str) -> bytes:
+def _payload(r: Reader, data: bytes) -> bytes:
     try:
         check_document(data)
     except ValueError as exc:
-        raise r.fail(f"{field} {exc}") from None
+        raise r.fail(f"payload {exc}") from None
     return data
 
 
@@ -153,7 +157,7 @@ def _unzstd(r: Reader, blob: bytes, field: str, max_size: int,
     try:
         return segments.unpack_client_frame(blob, max_size=max_size, exact_size=exact_size)
     except PayloadTooLarge as exc:
-        raise PayloadTooLarge(f"{r.subject}: {field} {exc.message}") from None
+        raise PayloadTooLarge(r.fail(f"{field} {exc.message}").message) from None
     except BadRequest as exc:
         raise r.fail(f"{field} {exc.message}") from None
 
@@ -162,19 +166,53 @@ def _plain_groups(r: Reader, limits: _Limits, with_ids: bool) -> list[PushItem]:
     items: list[PushItem] = []
     # Each group takes at least 8 bytes, each item at least 4 (6 with its transactionId).
     for g in range(r.count("group_count", 8)):
-        where = f"groups[{g}]"
-        queue, partition = _group_head(r, where)
-        n = r.count(f"{where}.n", 6 if with_ids else 4)
+        queue, partition = _group_head(r, g)
+        n = r.count("n", 6 if with_ids else 4)
         limits.admit(n, r.subject)
-        for i in range(n):
-            at = f"{where}.items[{i}]"
-            txid = _checked(r, check_transaction_id, r.text16(f"{at}.transactionId"),
-                            f"{at}.transactionId") if with_ids else ""
-            payload = _payload(r, r.blob32(f"{at}.payload"), f"{at}.payload")
+        fast = _plain_items_fast(r, n, with_ids)
+        for i, (txid, payload) in enumerate(fast or _plain_items(r, g, n, with_ids)):
             message_id = uuid7()
             items.append(PushItem(queue, partition,
                                   NewMessage(message_id, txid or str(message_id), payload)))
     return items
+
+
+def _plain_items(r: Reader, g: int, n: int, with_ids: bool) -> list[tuple[str, bytes]]:
+    """n plain items, read field by field: every problem is named precisely."""
+    out = []
+    for i in range(n):
+        r.where = ("groups[{}].items[{}].", g, i)
+        txid = _checked(r, check_transaction_id, r.text16("transactionId"),
+                        "transactionId") if with_ids else ""
+        out.append((txid, _payload(r, r.blob32("payload"))))
+    return out
+
+
+def _plain_items_fast(r: Reader, n: int, with_ids: bool) -> list[tuple[str, bytes]] | None:
+    """The same items on a lean path that only accepts what `_plain_items` accepts; None
+    (and `r` untouched) at the first doubt, so that path names the problem."""
+    data, pos, end = r.data, r.pos, len(r.data)
+    out = []
+    try:
+        for _ in range(n):
+            txid = ""
+            if with_ids:
+                (size,) = _U16.unpack_from(data, pos)
+                pos += 2 + size
+                if pos > end:
+                    return None
+                txid = check_transaction_id(data[pos - size:pos].decode("utf-8"))
+            (size,) = _U32.unpack_from(data, pos)
+            pos += 4 + size
+            if pos > end:
+                return None
+            payload = data[pos - size:pos]
+            check_document(payload)
+            out.append((txid, payload))
+    except (struct.error, ValueError, TypeError):  # UnicodeDecodeError is a ValueError
+        return None
+    r.pos = pos
+    return out
 
 
 def _framed_groups(r: Reader, limits: _Limits) -> list[PushItem]:
@@ -183,14 +221,14 @@ def _framed_groups(r: Reader, limits: _Limits) -> list[PushItem]:
     budget = limits.max_bytes
     # Each group takes at least 12 bytes: two str16, n and the blob's length.
     for g in range(r.count("group_count", 12)):
-        where = f"groups[{g}]"
-        queue, partition = _group_head(r, where)
-        n = r.u32(f"{where}.n")
+        queue, partition = _group_head(r, g)
+        n = r.u32("n")
         limits.admit(n, r.subject)
-        blob = r.blob32(f"{where}.frames")
-        raw = _unzstd(r, blob, f"{where}.frames", budget)
+        blob = r.blob32("frames")
+        raw = _unzstd(r, blob, "frames", budget)
         budget -= len(raw)
-        messages, as_sent = _frames(Reader(raw, f"{r.subject}: {where}.frames"), n, seen)
+        messages, as_sent = _frames_fast(raw, n, seen) or _frames(
+            Reader(raw, r.subject), g, n, seen)
         if as_sent:
             packed = PackedFrames(blob, n)
             for message in messages:
@@ -199,40 +237,71 @@ def _framed_groups(r: Reader, limits: _Limits) -> list[PushItem]:
     return items
 
 
-def _frames(r: Reader, n: int, seen: set[bytes]) -> tuple[list[NewMessage], bool]:
-    """n storage frames (§7.1) exactly; answers the messages and whether the frames can be
-    stored as they are."""
+def _frames_fast(raw: bytes, n: int, seen: set[bytes]) -> tuple[list[NewMessage], bool] | None:
+    """The frames as the official client makes them (flags 0, a transactionId), on a lean
+    path that only accepts what `_frames` accepts; None at the first doubt (anything else,
+    a problem), and `_frames` then reads them field by field and names the problem."""
+    end = len(raw)
+    pos = 0
+    ids: set[bytes] = set()
+    messages: list[NewMessage] = []
+    try:
+        for _ in range(n):
+            size, flags, raw_id, txid_size = _FRAME_HEAD.unpack_from(raw, pos)
+            start = pos + _FRAME_HEAD.size
+            pos += 4 + size
+            if flags or pos > end or start + txid_size > pos or raw_id[6] >> 4 != 7 or \
+                    raw_id[8] & 0xC0 != 0x80 or raw_id in seen or raw_id in ids:
+                return None
+            ids.add(raw_id)
+            txid = check_transaction_id(raw[start:start + txid_size].decode("utf-8"))
+            payload = raw[start + txid_size:pos]
+            if not txid or not payload:
+                return None
+            check_document(payload)
+            messages.append(NewMessage(uuid.UUID(bytes=raw_id), txid, payload))
+    except (struct.error, ValueError, TypeError):
+        return None
+    if pos != end:
+        return None
+    seen |= ids
+    return messages, True
+
+
+def _frames(r: Reader, g: int, n: int, seen: set[bytes]) -> tuple[list[NewMessage], bool]:
+    """The n storage frames (§7.1) of group g, exactly, field by field; answers the messages
+    and whether the frames can be stored as they are."""
     messages: list[NewMessage] = []
     as_sent = True
     for i in range(n):
-        at = f"[{i}]"
-        frame = Reader(r.take(r.u32(f"{at} body_len"), f"{at} body"), f"{r.subject}{at}")
+        r.where = ("groups[{}].frames[{}].", g, i)
+        frame = Reader(r.blob32("body"), r.subject)
+        frame.where = r.where
         flags = frame.u8("flags")
         if flags & ~_FRAME_KNOWN_FLAGS:
             raise frame.fail(f"flags {flags} has unknown bits (known: 1 trace id, "
                              f"2 producerSub, 4 encrypted)")
         if flags & segments.FLAG_ENCRYPTED:
-            raise frame.fail("is marked encrypted (flag 4): a push carries plain JSON payloads")
-        raw_id = frame.take(16, "message id")
-        message_id = uuid.UUID(bytes=raw_id)
+            raise frame.fail("flags mark it encrypted (4): a push carries plain JSON payloads")
+        raw_id = frame.take(16, "id")
         if raw_id[6] >> 4 != 7 or raw_id[8] & 0xC0 != 0x80:
-            raise frame.fail(f"message id {message_id} is not a UUIDv7")
+            raise frame.fail(f"id {uuid.UUID(bytes=raw_id)} is not a UUIDv7")
         if raw_id in seen:
-            raise frame.fail(f"message id {message_id} appears twice in this body")
+            raise frame.fail(f"id {uuid.UUID(bytes=raw_id)} appears twice in this body")
         seen.add(raw_id)
-        trace = uuid.UUID(bytes=frame.take(16, "trace id")) \
+        message_id = uuid.UUID(bytes=raw_id)
+        trace = uuid.UUID(bytes=frame.take(16, "traceId")) \
             if flags & segments.FLAG_TRACE else None
         txid = _checked(frame, check_transaction_id, frame.text16("transactionId"),
                         "transactionId")
         if not txid:
-            txid = str(message_id)  # the frame must then be rebuilt with it
+            txid = str(message_id)  # the stored frame must then carry it: rebuilt
             as_sent = False
         if flags & segments.FLAG_PRODUCER:
             frame.text16("producerSub")  # never settable by a client (§9): dropped
             as_sent = False
-        payload = frame.take(frame.left, "payload")
-        payload = _payload(frame, payload, "payload") if payload else b"null"
-        messages.append(NewMessage(message_id, txid, payload, trace))
-    if r.left:
-        raise r.fail(f"{r.left} bytes after the {n} frames the group declares")
+        payload = frame.data[frame.pos:]
+        messages.append(NewMessage(message_id, txid,
+                                   _payload(frame, payload) if payload else b"null", trace))
+    r.end(f"the {n} frames of groups[{g}] (decompressed)")
     return messages, as_sent
