@@ -108,6 +108,52 @@ def unpack_client_frame(blob: bytes, *, max_size: int, exact_size: int | None = 
         raise BadRequest(f"does not decompress: {exc}") from None
 
 
+def is_one_zstd_frame(blob: bytes) -> bool:
+    """Whether `blob` is exactly one whole zstd frame: what a reader that decodes a single
+    frame (the official client's framed pop) gets in full. Walks the block headers only."""
+    if bytes(blob[:4]) != ZSTD_MAGIC:
+        return False
+    try:
+        pos = zstandard.frame_header_size(blob)
+    except zstandard.ZstdError:
+        return False
+    end = len(blob)
+    while pos + 3 <= end:
+        header = int.from_bytes(blob[pos:pos + 3], "little")
+        kind = header >> 1 & 3
+        if kind == 3:  # reserved block type
+            return False
+        pos += 3 + (1 if kind == 1 else header >> 3)  # an RLE block holds one byte
+        if header & 1:  # the last block
+            return pos + (4 if blob[4] & 0x04 else 0) == end  # optional checksum
+    return False
+
+
+def frame_range(raw: bytes, skip: int, count: int) -> bytes:
+    """The bytes of frames skip .. skip+count-1 of decompressed segment bytes, as stored."""
+    start = _past_frames(raw, 0, skip)
+    return raw[start:_past_frames(raw, start, count)]
+
+
+def _past_frames(raw: bytes, pos: int, count: int) -> int:
+    try:
+        for _ in range(count):
+            pos += 4 + _U32.unpack_from(raw, pos)[0]
+    except struct.error:
+        pos = len(raw) + 1
+    if pos > len(raw):
+        raise SegmentError("frame runs past the end of the segment")
+    return pos
+
+
+def decompress(blob: bytes) -> bytes:
+    """A stored segment's frames, decompressed, not decoded."""
+    try:
+        return _decompressor().decompress(blob)
+    except zstandard.ZstdError as exc:
+        raise SegmentError(f"segment does not decompress: {exc}") from exc
+
+
 def iter_frames(raw: bytes) -> Iterator[Frame]:
     view = memoryview(raw)
     pos = 0
