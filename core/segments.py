@@ -129,6 +129,18 @@ def is_one_zstd_frame(blob: bytes) -> bool:
     return False
 
 
+def count_frames(raw: bytes) -> int:
+    """How many storage frames decompressed segment bytes hold (lengths only)."""
+    pos = count = 0
+    end = len(raw)
+    while pos < end:
+        pos += 4 + _U32.unpack_from(raw, pos)[0]
+        count += 1
+    if pos != end:
+        raise SegmentError("frame runs past the end of the segment")
+    return count
+
+
 def frame_range(raw: bytes, skip: int, count: int) -> bytes:
     """The bytes of frames skip .. skip+count-1 of decompressed segment bytes, as stored."""
     start = _past_frames(raw, 0, skip)
@@ -147,9 +159,19 @@ def _past_frames(raw: bytes, pos: int, count: int) -> int:
 
 
 def decompress(blob: bytes) -> bytes:
-    """A stored segment's frames, decompressed, not decoded."""
+    """A stored segment's frames, decompressed, not decoded (every zstd frame of the blob,
+    should it hold several)."""
     try:
-        return _decompressor().decompress(blob)
+        if is_one_zstd_frame(blob):
+            return _decompressor().decompress(blob)
+        parts = []
+        while blob:
+            reader = _decompressor().decompressobj()
+            parts.append(reader.decompress(blob))
+            if not reader.eof:
+                raise SegmentError("segment ends inside a zstd frame")
+            blob = reader.unused_data
+        return b"".join(parts)
     except zstandard.ZstdError as exc:
         raise SegmentError(f"segment does not decompress: {exc}") from exc
 

@@ -64,6 +64,7 @@ class CellOutcome:
     cpu: dict[str, float]
     rss: dict[str, int]
     measured_seconds: float
+    worker_rss: int = 0  # peak RSS of the largest single broker web worker
     step_log: list[dict[str, float]] = field(default_factory=list)
     gates: list[GateResult] = field(default_factory=list)
 
@@ -188,7 +189,8 @@ def run_cell(url: str, shape: Shape, roots: dict[str, int | None], label: str, *
         sys.stderr.write(f"{label}: {len(cons_split) - len(consumed)} consumer processes "
                          "did not finish the drain\n")
     return CellOutcome(pushed, delivered, uncertain, hists, e2e_by_step, series,
-                       sampler.cpu_seconds(), dict(sampler.peak_rss), measured, step_log, gates)
+                       sampler.cpu_seconds(), dict(sampler.peak_rss), measured,
+                       sampler.peak_worker_rss, step_log, gates)
 
 
 def _collect(results: Any, produced: dict[int, Any], consumed: dict[int, Any],

@@ -6,16 +6,15 @@ from msgspec import UNSET
 from starlette.requests import Request
 from starlette.responses import Response
 
-from broker.state import state_of
+from broker.state import broker_of, state_of
 from broker.wire.binary_push import BinaryPush, decode_push
 from broker.wire.http import json_response
 from broker.wire.push import PushBody, PushCounts, PushItemIn, PushResult
 from core.errors import PayloadTooLarge, ServiceError
 from core.ids import NIL_UUID, uuid7
-from core.partitions import DEFAULT_PARTITION
 from core.push import PushItem, PushOutcome
 from core.settings import Settings
-from core.writes import NewMessage
+from core.writes import DEFAULT_PARTITION, NewMessage
 
 
 def to_push_item(item: PushItemIn) -> PushItem:
@@ -57,16 +56,15 @@ def binary_body(raw: bytes, settings: Settings) -> BinaryPush:
 
 
 async def push(request: Request, body: PushBody | BinaryPush) -> Response:
-    state = state_of(request)
     if isinstance(body, BinaryPush):
         items = body.items  # decoded within the limits already
     else:
-        limit = state.settings.max_push_items
+        limit = state_of(request).settings.max_push_items
         if len(body.items) > limit:
             raise PayloadTooLarge(
                 f"{len(body.items)} items is over the limit of {limit} per push")
         items = [to_push_item(item) for item in body.items]
-    outcomes = await state.pusher.push(items)
+    outcomes = await broker_of(request).push(items)
     errors = [o.error for o in outcomes if o.error is not None]
     # When nothing was written because the broker could not (database down, backlog full),
     # answer with that status so clients back off and retry the whole push; with partial

@@ -8,7 +8,7 @@ from starlette.responses import Response
 
 from broker.routes.ack import to_ack_item
 from broker.routes.push import to_push_item
-from broker.state import state_of
+from broker.state import broker_of, state_of
 from broker.wire.binary_push import BinaryTransaction, decode_transaction
 from broker.wire.http import json_response
 from broker.wire.push import PushItemIn
@@ -24,7 +24,7 @@ from core.errors import BadRequest, PayloadTooLarge
 from core.ids import uuid7
 from core.pop import QUEUE_MODE
 from core.settings import Settings
-from core.transactions import TxAck, TxPush, run_transaction
+from core.transactions import TxAck, TxPush
 
 
 def failure(error: str) -> TransactionAnswer:
@@ -67,8 +67,7 @@ def binary_body(raw: bytes, settings: Settings) -> BinaryTransaction:
 
 async def transaction(request: Request, body: TransactionBody | BinaryTransaction
                       ) -> Response:
-    state = state_of(request)
-    limit = state.settings.max_push_items
+    limit = state_of(request).settings.max_push_items
     head = body.head if isinstance(body, BinaryTransaction) else body
     ops = parse_operations(head, limit)
     if isinstance(body, BinaryTransaction):
@@ -76,12 +75,10 @@ async def transaction(request: Request, body: TransactionBody | BinaryTransactio
         ops += (TxPush(item.queue, item.partition, item.message) for item in body.pushes)
         if len(ops) > limit:
             raise PayloadTooLarge(f"more than {limit} operations in one transaction")
-    result = await run_transaction(state.db, state.pusher.directory, ops,
-                                   [lease for lease in head.requiredLeases if lease])
+    result = await broker_of(request).transaction(
+        ops, [lease for lease in head.requiredLeases if lease])
     if not result.committed:
         return json_response(failure(result.error or "transaction rejected"))
-    if result.wake_queue_ids:
-        state.hub.announce(result.wake_queue_ids)
     if isinstance(body, BinaryTransaction) and body.counts:
         statuses = [v.status for v in result.verdicts.values()]
         return json_response(TransactionAnswer(

@@ -33,9 +33,8 @@ from broker.wire.types import check_name, check_name_or_empty, check_transaction
 from core import segments
 from core.errors import BadRequest, PayloadTooLarge
 from core.ids import uuid7
-from core.partitions import DEFAULT_PARTITION
 from core.push import PushItem
-from core.writes import NewMessage, PackedFrames
+from core.writes import DEFAULT_PARTITION, NewMessage, PackedFrames
 
 PUSH_MAGIC = b"QPB1"
 TRANSACTION_MAGIC = b"QTB1"

@@ -24,7 +24,7 @@ import msgspec
 
 from broker.wire.binary import Writer
 from core import segments
-from core.pop import Delivered
+from core.pop import Claim as PoppedClaim
 
 MAGIC = b"QPF1"
 CODEC_RAW = 0
@@ -81,29 +81,39 @@ def encode(*, queue: str, lease_id: str, group: str, claims: Sequence[Claim],
     return out.bytes()
 
 
-def claims_from_delivered(messages: Sequence[Delivered]) -> list[Claim]:
-    """Claims built from decoded messages: one per partition in delivery order, each run of
-    consecutive offsets with one `created_at` (one segment, or segments of one instant)
-    becoming one raw record of frames encoded again."""
-    claims: dict[int, Claim] = {}
-    frames: list[bytes] = []
-    record: Record | None = None
-    for m in messages:
-        claim = claims.get(m.partition_id)
-        if claim is None:
-            claim = claims[m.partition_id] = Claim(m.partition_id, m.partition, m.offset,
-                                                   m.offset)
-        if (record is None or not claim.records or claim.records[-1] is not record
-                or m.created_at != record.created_at
-                or m.offset != record.base_offset + record.frame_count):
-            if record is not None:
-                record.data = b"".join(frames)
-            frames = []
-            record = Record(m.offset, m.created_at, 0, CODEC_RAW, b"")
-            claim.records.append(record)
-        frames.append(segments.encode_frame(m.frame))
-        record.frame_count += 1
-        claim.end = m.offset
-    if record is not None:
-        record.data = b"".join(frames)
-    return list(claims.values())
+def stored_claims(claims: Sequence[PoppedClaim]) -> list[Claim]:
+    """A pop's claims with their stored segments, sent as stored where that serves.
+
+    A segment goes out as it is stored (codec 1) when it is one whole zstd frame and at
+    least half of its messages are delivered: nothing is decompressed or re-encoded, and the
+    client skips the frames outside the span. Otherwise only the delivered frames go out,
+    decompressed but not decoded (codec 0), so a pop of 1 message from a 5000-message
+    segment does not ship the whole segment. A segment's frame count is the distance to the
+    next segment of the span (segments are contiguous); the last one of a span is
+    decompressed to count its frames."""
+    return [Claim(c.partition_id, c.partition, c.start, c.end, c.retry_count + 1,
+                  _records(c)) for c in claims]
+
+
+def _records(claim: PoppedClaim) -> list[Record]:
+    records = []
+    stored = claim.segments
+    for k, seg in enumerate(stored):
+        raw = None
+        if k + 1 < len(stored):
+            count = stored[k + 1].base_offset - seg.base_offset
+        else:
+            raw = segments.decompress(seg.blob)
+            count = segments.count_frames(raw)
+        first = max(claim.start, seg.base_offset)
+        delivered = min(claim.end, seg.base_offset + count - 1) - first + 1
+        if delivered <= 0:
+            continue
+        if 2 * delivered >= count and segments.is_one_zstd_frame(seg.blob):
+            records.append(Record(seg.base_offset, seg.created_at, count, CODEC_ZSTD, seg.blob))
+            continue
+        if raw is None:
+            raw = segments.decompress(seg.blob)
+        records.append(Record(first, seg.created_at, delivered, CODEC_RAW, segments.frame_range(
+            raw, first - seg.base_offset, delivered)))
+    return records

@@ -305,3 +305,53 @@ async def test_openapi_documents_the_binary_bodies_and_the_framed_answer(
             "QTB1" in content["application/x-queen-push"]["schema"]["description"]
     pop = document["paths"]["/api/v1/pop/queue/{queue}"]["get"]["responses"]["200"]["content"]
     assert set(pop) == {"application/json", "application/x-queen-pop"}
+
+
+def framed_records(answer: bytes) -> list[tuple[int, int, int, bytes]]:
+    """(base_offset, frame_count, codec, bytes) of every record of a framed pop answer."""
+    at = 5 + (4 + struct.unpack_from("<I", answer, 5)[0] if answer[4] == 1 else 0)
+    for _ in range(3):
+        at += 2 + struct.unpack_from("<H", answer, at)[0]
+    (claims,) = struct.unpack_from("<I", answer, at)
+    at += 4
+    out = []
+    for _ in range(claims):
+        at += 8
+        at += 2 + struct.unpack_from("<H", answer, at)[0]
+        (records,) = struct.unpack_from("<I", answer, at + 20)
+        at += 24
+        for _ in range(records):
+            base, _created, count, codec, size = struct.unpack_from("<QqIBI", answer, at)
+            at += 25
+            out.append((base, count, codec, answer[at:at + size]))
+            at += size
+    assert at == len(answer)
+    return out
+
+
+async def test_framed_push_then_framed_pop_moves_the_clients_bytes_unchanged(
+        http: httpx.AsyncClient, queue_name: str) -> None:
+    body = encode_push_frames([PushBatch(queue_name, "Default", [b'{"i":%d}' % i
+                                                                 for i in range(100)],
+                                         [f"t{i}" for i in range(100)])])
+    assert (await post_binary(http, "/api/v1/push", body)).status_code == 201
+    # One message of the hundred: only its frame travels, decompressed.
+    r = await framed(http, f"/api/v1/pop/queue/{queue_name}", batch="1", consumerGroup="one")
+    [(base, count, codec, data)] = framed_records(r.content)
+    assert (base, count, codec) == (0, 1, 0)
+    assert data == segments.frame_range(segments.decompress(z_of(body)), 0, 1)
+    # All of them: the stored segment, which is the client's zstd frame, byte for byte.
+    r = await framed(http, f"/api/v1/pop/queue/{queue_name}", batch="100",
+                     consumerGroup="all")
+    assert framed_records(r.content) == [(0, 100, 1, z_of(body))]
+    got = decode_pop_frames(r.content)["messages"]
+    assert [(m["transactionId"], m["data"], m["offset"]) for m in got] == [
+        (f"t{i}", {"i": i}, i) for i in range(100)]
+    # The rest of the first group's backlog after an ack: offsets 1.., stored blob again.
+    ack = await http.post("/api/v1/ack", json={
+        "transactionId": "t0", "partitionId": got[0]["partitionId"], "consumerGroup": "one"})
+    assert ack.json()[0]["success"] is True, ack.text
+    r = await framed(http, f"/api/v1/pop/queue/{queue_name}", batch="99", consumerGroup="one")
+    assert framed_records(r.content) == [(0, 100, 1, z_of(body))]
+    assert [m["offset"] for m in decode_pop_frames(r.content)["messages"]] == list(
+        range(1, 100))

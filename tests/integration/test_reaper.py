@@ -17,9 +17,9 @@ import httpx
 import pytest
 
 from core import maintenance
-from core.db import Database
 from core.embedded import stop_process
 from core.settings import Settings
+from core.storage.database import Database
 from tests.support import ROOT, BrokerProcess, wait_for
 
 

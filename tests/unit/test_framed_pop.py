@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import struct
-import uuid
 from datetime import UTC, datetime
+from typing import Any
 
 import zstandard
 from queen.http.pop_frames import decode_pop_frames
@@ -13,50 +13,69 @@ from queen.http.pop_frames import decode_pop_frames
 from broker.wire import framed_pop
 from broker.wire.framed_pop import Claim, Record
 from core import segments
-from core.ids import PartitionId, uuid7
-from core.pop import Delivered
+from core.ids import PartitionId, QueueId, uuid7
+from core.pop import Claim as PoppedClaim
+from core.pop import StoredSegment
 from core.segments import Frame
 
 T0 = datetime(2026, 12, 2, 12, 0, 0, 123456, tzinfo=UTC)
 T1 = datetime(2026, 12, 2, 12, 0, 1, tzinfo=UTC)
 
 
-def delivered(pid: int, offset: int, at: datetime, payload: bytes, **extra: object) -> Delivered:
-    frame = Frame(uuid7(), f"tx-{pid}-{offset}", payload)
-    for key, value in extra.items():
-        setattr(frame, key, value)
-    return Delivered("q", f"P{pid}", PartitionId(pid), offset, at, frame)
+def stored(base: int, at: datetime, frames: list[Frame]) -> StoredSegment:
+    return StoredSegment(base, at, segments.pack(frames))
 
 
-def test_decoded_messages_from_delivered_ones_read_like_the_json_answer() -> None:
-    trace = uuid.uuid4()
-    messages = [delivered(7, 5, T0, b'{"a":1}', trace_id=trace),
-                delivered(7, 6, T0, b"null", producer_sub="alice"),
-                delivered(7, 7, T1, '"ü"'.encode()),  # another segment: another record
-                delivered(9, 0, T1, b"[1,2]")]
-    claims = framed_pop.claims_from_delivered(messages)
-    assert [(c.partition_id, c.partition, c.start, c.end, len(c.records)) for c in claims] == [
-        (7, "P7", 5, 7, 2), (9, "P9", 0, 0, 1)]
-    assert [(r.base_offset, r.frame_count, r.codec) for r in claims[0].records] == [
-        (5, 2, 0), (7, 1, 0)]
-    body = framed_pop.encode(queue="q", lease_id="L1", group="g", claims=claims)
-    answer = decode_pop_frames(body)
-    assert (answer["queue"], answer["leaseId"], answer["consumerGroup"]) == ("q", "L1", "g")
-    assert (answer["partition"], answer["partitionId"], answer["partitionsClaimed"]) == (
-        "P7", "7", 2)
-    got = [(m["id"], m["transactionId"], m["traceId"], m["data"], m["producerSub"],
-            m["partitionId"], m["partition"], m["offset"], m["createdAt"])
-           for m in answer["messages"]]
-    assert got == [
-        (str(messages[0].frame.message_id), "tx-7-5", str(trace), {"a": 1}, None, "7", "P7", 5,
-         "2026-12-02T12:00:00.123Z"),
-        (str(messages[1].frame.message_id), "tx-7-6", None, None, "alice", "7", "P7", 6,
-         "2026-12-02T12:00:00.123Z"),
-        (str(messages[2].frame.message_id), "tx-7-7", None, "ü", None, "7", "P7", 7,
-         "2026-12-02T12:00:01.000Z"),
-        (str(messages[3].frame.message_id), "tx-9-0", None, [1, 2], None, "9", "P9", 0,
-         "2026-12-02T12:00:01.000Z")]
-    assert {m["leaseId"] for m in answer["messages"]} == {"L1"}
+def claim(pid: int, start: int, end: int, *stored_segments: StoredSegment,
+          retries: int = 0) -> PoppedClaim:
+    return PoppedClaim(QueueId(1), "q", PartitionId(pid), f"P{pid}", start, end, retries,
+                       list(stored_segments))
+
+
+def frames(n: int, tag: str = "t") -> list[Frame]:
+    return [Frame(uuid7(), f"{tag}{i}", b'{"i":%d}' % i) for i in range(n)]
+
+
+def read(claims: list[PoppedClaim]) -> list[tuple[str, str, Any, int, int]]:
+    body = framed_pop.encode(queue="q", lease_id="L", group="g",
+                             claims=framed_pop.stored_claims(claims))
+    return [(m["partitionId"], m["transactionId"], m["data"], m["offset"],
+             m["deliveryAttempt"]) for m in decode_pop_frames(body)["messages"]]
+
+
+def test_stored_segments_go_out_as_stored_when_most_of_them_is_delivered() -> None:
+    a, b = frames(10, "a"), frames(4, "b")
+    c = claim(7, 3, 13, stored(0, T0, a), stored(10, T1, b), retries=2)
+    [out] = framed_pop.stored_claims([c])
+    # Segment a: 7 of 10 delivered -> the stored blob, frame count from the next segment.
+    # Segment b: 4 of 4 (the last one: counted by decompressing) -> the stored blob.
+    assert [(r.base_offset, r.frame_count, r.codec, r.data) for r in out.records] == [
+        (0, 10, 1, c.segments[0].blob), (10, 4, 1, c.segments[1].blob)]
+    assert (out.start, out.end, out.delivery_attempt) == (3, 13, 3)
+    assert read([c]) == [("7", f"a{i}", {"i": i}, i, 3) for i in range(3, 10)] + [
+        ("7", f"b{i}", {"i": i}, 10 + i, 3) for i in range(4)]
+
+
+def test_a_small_share_of_a_segment_goes_out_as_its_delivered_frames_only() -> None:
+    a = frames(100, "a")
+    c = claim(9, 40, 41, stored(0, T0, a))
+    [out] = framed_pop.stored_claims([c])
+    assert [(r.base_offset, r.frame_count, r.codec) for r in out.records] == [(40, 2, 0)]
+    assert out.records[0].data == b"".join(segments.encode_frame(f) for f in a[40:42])
+    assert read([c]) == [("9", "a40", {"i": 40}, 40, 1), ("9", "a41", {"i": 41}, 41, 1)]
+
+
+def test_a_blob_that_is_not_one_zstd_frame_goes_out_decoded() -> None:
+    a = frames(6, "a")
+    raw = b"".join(segments.encode_frame(f) for f in a)
+    z = zstandard.ZstdCompressor(level=1, write_content_size=True)
+    two = z.compress(raw[:50]) + z.compress(raw[50:])  # split inside a storage frame
+    assert not segments.is_one_zstd_frame(two) and segments.decompress(two) == raw
+    # The client reads one zstd frame per record: these frames go out decompressed.
+    [out] = framed_pop.stored_claims([claim(3, 0, 5, StoredSegment(0, T0, two))])
+    assert [(r.codec, r.frame_count, r.data) for r in out.records] == [(0, 6, raw)]
+    assert [m[1] for m in read([claim(3, 0, 5, StoredSegment(0, T0, two))])] == [
+        f"a{i}" for i in range(6)]
 
 
 def test_layout_byte_by_byte_with_extras_and_a_stored_zstd_record() -> None:

@@ -74,7 +74,7 @@ async def test_woken_waiters_are_handed_the_partitions_that_became_deliverable()
         h._on_notification(None, 43, "queen_wakeup", "7:1:41")
         assert a.event.is_set() and a.hints == [41]
         assert not b.event.is_set() and b.hints == []
-        h.announce([7], partition_id=42)  # a local commit to partition 42
+        h.announce([(7, 42)])  # a local commit to partition 42
         assert b.event.is_set() and b.hints == [42, 41]  # the newest first, then the recent
 
 
