@@ -48,6 +48,16 @@ _U32 = struct.Struct("<I")
 _FRAME_HEAD = struct.Struct("<IB16sH")  # body_len, flags, message id, transactionId length
 
 
+def stamp_producer(items: list[PushItem], producer_sub: str | None) -> None:
+    """The caller's identity (JWT `sub`, §9) on every decoded item, as the JSON path stamps
+    it. A framed message that gets one is no longer what its client-built frame says, so
+    the write path frames it again (`core.writes.segments_of`): the stored frame carries the
+    producerSub (flag 2), which pops, fetches and the DLQ read from there."""
+    if producer_sub is not None:
+        for item in items:
+            item.message.producer_sub = producer_sub
+
+
 @dataclass(slots=True)
 class BinaryPush:
     """A decoded `QPB1` body: the items in wire order, and whether to answer with counts."""

@@ -444,3 +444,21 @@ def test_mutated_bodies_never_raise_anything_but_a_client_error(
 def test_random_bodies_never_raise_anything_but_a_client_error(magic: bytes,
                                                                rest: bytes) -> None:
     _decode_any(magic + rest)
+
+
+def test_a_stamped_producer_makes_the_write_path_frame_the_messages_again() -> None:
+    from broker.wire.binary_push import stamp_producer
+    from core.writes import segments_of
+
+    body = encode_push_frames([PushBatch("q", "p", [b"1", b"2"], ["a", "b"])])
+    as_sent = push(body).items
+    [kept] = segments_of([i.message for i in as_sent])
+    assert kept.blob == as_sent[0].message.packed.blob  # type: ignore[union-attr]
+    stamped = push(body).items
+    stamp_producer(stamped, "alice")
+    [framed] = segments_of([i.message for i in stamped])
+    assert framed.blob != kept.blob
+    assert [(f.transaction_id, f.payload, f.producer_sub) for f in segments.unpack(
+        framed.blob)] == [("a", b"1", "alice"), ("b", b"2", "alice")]
+    stamp_producer(stamped, None)  # auth off: nothing to stamp
+    assert {i.message.producer_sub for i in stamped} == {"alice"}
