@@ -25,13 +25,14 @@ _REF = "#/components/schemas/{name}"
 
 
 def build_document(endpoints: Sequence[Endpoint], version: str) -> dict[str, Any]:
-    from broker.endpoint import HTML, TEXT, default_error_statuses
+    from broker.endpoint import default_error_statuses
+    from broker.wire.binary import BINARY_MEDIA_TYPE
 
     kinds: list[Any] = []  # every type that needs a schema, in a fixed order
     for e in endpoints:
-        for kind in (e.path_params, e.query, e.body, *e.responses.values(),
+        for kind in (e.path_params, e.query, e.body, *_alternatives(e.responses.values()),
                      *default_error_statuses(e).values()):
-            if kind is not None and kind not in (TEXT, HTML) and kind not in kinds:
+            if kind is not None and not isinstance(kind, str) and kind not in kinds:
                 kinds.append(kind)
     schemas, components = msgspec.json.schema_components(
         kinds, schema_hook=schema_hook, ref_template=_REF)
@@ -49,13 +50,21 @@ def build_document(endpoints: Sequence[Endpoint], version: str) -> dict[str, Any
                 # An absent body counts as `{}` (wire-protocol §1).
                 "required": bool(components[e.body.__name__].get("required")),
                 "content": {"application/json": {"schema": schema_of[_key(e.body)]}}}
+            if e.binary_body is not None:
+                doc = " ".join((e.binary_body.__doc__ or "").split())
+                operation["requestBody"]["content"][BINARY_MEDIA_TYPE] = {"schema": {
+                    "type": "string", "format": "binary", "description": doc}}
         responses: dict[str, Any] = {}
         for status, kind in sorted({**default_error_statuses(e), **e.responses}.items()):
             answer: dict[str, Any] = {"description": HTTPStatus(status).phrase}
-            if kind in (TEXT, HTML):
-                answer["content"] = {kind: {"schema": {"type": "string"}}}
-            elif kind is not None:
-                answer["content"] = {"application/json": {"schema": schema_of[_key(kind)]}}
+            content: dict[str, Any] = {}
+            for one in _alternatives([kind]):
+                if isinstance(one, str):
+                    content[one] = {"schema": _media_schema(one)}
+                elif one is not None:
+                    content["application/json"] = {"schema": schema_of[_key(one)]}
+            if content:
+                answer["content"] = content
             responses[str(status)] = answer
         operation["responses"] = responses
         paths.setdefault(e.open_path, {})[e.method.lower()] = operation
@@ -76,6 +85,17 @@ def build_document(endpoints: Sequence[Endpoint], version: str) -> dict[str, Any
 
 def _key(kind: Any) -> str:
     return repr(kind)
+
+
+def _alternatives(kinds: Any) -> list[Any]:
+    """Answer kinds with the tuples (one answer in several media types) spread out."""
+    return [one for kind in kinds for one in (kind if isinstance(kind, tuple) else (kind,))]
+
+
+def _media_schema(media_type: str) -> dict[str, Any]:
+    if media_type.startswith("text/"):
+        return {"type": "string"}
+    return {"type": "string", "format": "binary"}
 
 
 def _parameters(kind: type | None, where: str,

@@ -17,11 +17,12 @@ from dataclasses import dataclass
 
 import zstandard
 
-from core.errors import SegmentError
+from core.errors import BadRequest, PayloadTooLarge, SegmentError
 
 FLAG_TRACE = 1
 FLAG_PRODUCER = 2
 FLAG_ENCRYPTED = 4
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 _U32 = struct.Struct("<I")
 _U16 = struct.Struct("<H")
@@ -76,6 +77,103 @@ def unpack(blob: bytes) -> list[Frame]:
     except zstandard.ZstdError as exc:
         raise SegmentError(f"segment does not decompress: {exc}") from exc
     return list(iter_frames(raw))
+
+
+def unpack_client_frame(blob: bytes, *, max_size: int, exact_size: int | None = None) -> bytes:
+    """The content of one zstd frame a client built (wire-protocol §7.2), decompressed only
+    when that is safe: the frame must declare its content size, and the size must be at most
+    `max_size` (else PayloadTooLarge) and equal `exact_size` when given, checked before
+    anything is decompressed (a few dozen bytes of zstd can declare gigabytes of zeros);
+    nothing may follow the frame.
+
+    The errors' messages continue the caller's subject ("... is not a zstd frame"), so the
+    caller can say where the frame was."""
+    if bytes(blob[:4]) != ZSTD_MAGIC:
+        raise BadRequest("is not a zstd frame")
+    try:
+        size = zstandard.frame_content_size(blob)
+    except zstandard.ZstdError:
+        raise BadRequest("has a malformed zstd frame header") from None
+    if size < 0:
+        raise BadRequest("is a zstd frame that does not declare its content size")
+    if exact_size is not None and size != exact_size:
+        raise BadRequest(f"declares {size} bytes of content, not {exact_size}")
+    if size > max_size:
+        raise PayloadTooLarge(f"declares {size} bytes of content, more than the {max_size} "
+                              f"bytes allowed")
+    try:
+        # zstd itself refuses content that differs from the declared size.
+        return _decompressor().decompress(blob, allow_extra_data=False)
+    except zstandard.ZstdError as exc:
+        raise BadRequest(f"does not decompress: {exc}") from None
+
+
+def is_one_zstd_frame(blob: bytes) -> bool:
+    """Whether `blob` is exactly one whole zstd frame: what a reader that decodes a single
+    frame (the official client's framed pop) gets in full. Walks the block headers only."""
+    if bytes(blob[:4]) != ZSTD_MAGIC:
+        return False
+    try:
+        pos = zstandard.frame_header_size(blob)
+    except zstandard.ZstdError:
+        return False
+    end = len(blob)
+    while pos + 3 <= end:
+        header = int.from_bytes(blob[pos:pos + 3], "little")
+        kind = header >> 1 & 3
+        if kind == 3:  # reserved block type
+            return False
+        pos += 3 + (1 if kind == 1 else header >> 3)  # an RLE block holds one byte
+        if header & 1:  # the last block
+            return pos + (4 if blob[4] & 0x04 else 0) == end  # optional checksum
+    return False
+
+
+def count_frames(raw: bytes) -> int:
+    """How many storage frames decompressed segment bytes hold (lengths only)."""
+    pos = count = 0
+    end = len(raw)
+    while pos < end:
+        pos += 4 + _U32.unpack_from(raw, pos)[0]
+        count += 1
+    if pos != end:
+        raise SegmentError("frame runs past the end of the segment")
+    return count
+
+
+def frame_range(raw: bytes, skip: int, count: int) -> bytes:
+    """The bytes of frames skip .. skip+count-1 of decompressed segment bytes, as stored."""
+    start = _past_frames(raw, 0, skip)
+    return raw[start:_past_frames(raw, start, count)]
+
+
+def _past_frames(raw: bytes, pos: int, count: int) -> int:
+    try:
+        for _ in range(count):
+            pos += 4 + _U32.unpack_from(raw, pos)[0]
+    except struct.error:
+        pos = len(raw) + 1
+    if pos > len(raw):
+        raise SegmentError("frame runs past the end of the segment")
+    return pos
+
+
+def decompress(blob: bytes) -> bytes:
+    """A stored segment's frames, decompressed, not decoded (every zstd frame of the blob,
+    should it hold several)."""
+    try:
+        if is_one_zstd_frame(blob):
+            return _decompressor().decompress(blob)
+        parts = []
+        while blob:
+            reader = _decompressor().decompressobj()
+            parts.append(reader.decompress(blob))
+            if not reader.eof:
+                raise SegmentError("segment ends inside a zstd frame")
+            blob = reader.unused_data
+        return b"".join(parts)
+    except zstandard.ZstdError as exc:
+        raise SegmentError(f"segment does not decompress: {exc}") from exc
 
 
 def iter_frames(raw: bytes) -> Iterator[Frame]:

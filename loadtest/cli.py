@@ -120,8 +120,25 @@ def _ratios(cell: dict[str, Any], name: str, shape: Any, ceil: Ceilings | None) 
 
 
 def _across_cells(result: dict[str, Any]) -> None:
-    """Ratios that compare cells of one workload: W3 fan-out and W4 partition count."""
+    """Ratios that compare cells of one workload: wire modes, W3 fan-out and W4 partition
+    count."""
     by = {c["cell"]: c.get("throughput") for c in result["cells"]}
+    for label, t in by.items():
+        base, _, wire = label.partition(" wire=")
+        json_cell = by.get(base)
+        if not (wire and t and json_cell):
+            continue
+        for key, what in (("steady_push_msg_per_s", "push"),
+                          ("steady_deliver_msg_per_s", "delivered")):
+            if json_cell[key] and t[key]:
+                result.setdefault("cross", {})[f"{base}: {what} {wire} / json"] = round(
+                    t[key] / json_cell[key], 3)
+        mine, theirs = (t.get("best_ok_deliver_msg_per_s"),
+                        json_cell.get("best_ok_deliver_msg_per_s"))
+        if mine and theirs:
+            result.setdefault("cross", {})[f"{base}: best ok delivery {wire} / json"] = round(
+                mine / theirs, 3)
+    by = {k: v for k, v in by.items() if " wire=" not in k}
     w3 = {int(k.split("=")[1]): v for k, v in by.items() if k.startswith("W3 groups=") and v}
     if 1 in w3:
         for g, t in w3.items():

@@ -21,6 +21,7 @@ from loadtest.corpus import Envelope
 from loadtest.gate import Bitmaps
 from loadtest.httpc import Connection, HttpError
 from loadtest.stats import Histogram, Window
+from loadtest.wire import framed_messages
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +36,7 @@ class ConsumerSpec:
     hard_deadline_s: float        # from start; the drain gives up here
     slot: int
     ack: str = "all"              # all = one item per message (as the official client)
+    frames: bool = False          # ask for framed pops (loadtest.wire)
 
 
 class _Msg(msgspec.Struct):
@@ -49,6 +51,14 @@ class _Pop(msgspec.Struct):
 
 
 _POP = msgspec.json.Decoder(_Pop)
+_ENVELOPE = msgspec.json.Decoder(Envelope)
+
+
+def _messages(answer: bytes, framed: bool) -> list[_Msg]:
+    if not framed:
+        return _POP.decode(answer).messages or []
+    return [_Msg(txid, pid, lease, _ENVELOPE.decode(payload))
+            for txid, pid, lease, payload in framed_messages(answer)]
 
 
 class _AckItem(msgspec.Struct):
@@ -97,7 +107,7 @@ async def _loop(spec: ConsumerSpec, board: Board, group: str, gi: int, delivered
     conn = Connection(spec.url)
     path = (f"/api/v1/pop/queue/{quote(spec.queue, safe='')}?batch={spec.batch}"
             f"&partitions={spec.partitions}&wait=true&timeout={spec.wait_ms}"
-            f"&consumerGroup={quote(group, safe='')}")
+            f"&consumerGroup={quote(group, safe='')}" + ("&frames=true" if spec.frames else ""))
     try:
         while time.monotonic() < deadline:
             start = time.perf_counter()
@@ -120,7 +130,7 @@ async def _loop(spec: ConsumerSpec, board: Board, group: str, gi: int, delivered
             ms = (time.perf_counter() - start) * 1000
             hists["pop"].add(ms)
             windows["pop"].add(ms)
-            messages = _POP.decode(answer.body).messages or []
+            messages = _messages(answer.body, spec.frames)
             now = time.time()
             fresh = 0
             step = int(board.get("step"))

@@ -50,6 +50,7 @@ class Shape:
     ack: str = "all"
     max_messages: int = 0
     consumer_grace: float = 5.0       # consumers outlive producers+drain by this much
+    wire: str = "json"                # json | binary | frames (loadtest.wire)
 
 
 @dataclass(slots=True)
@@ -94,14 +95,14 @@ def run_cell(url: str, shape: Shape, roots: dict[str, int | None], label: str, *
         spec = ConsumerSpec(url, shape.queue, tuple(g for g, _ in mine),
                             tuple(gi for _, gi in mine), shape.pop_batch, shape.pop_partitions,
                             shape.wait_ms, duration + shape.drain_seconds + shape.consumer_grace, slot,
-                            shape.ack)
+                            shape.ack, shape.wire == "frames")
         procs.append(ctx.Process(target=consumer_fn, args=(spec, board, results), daemon=True))
         slot += 1
     first = 0
     for n in prod_split:
         spec_p = ProducerSpec(url, shape.queue, first, n, shape.batch, shape.partitions,
                               shape.connections, duration, shape.seed, shape.message_bytes, slot,
-                              shape.max_messages)
+                              shape.max_messages, shape.wire)
         procs.append(ctx.Process(target=producer_fn, args=(spec_p, board, results), daemon=True))
         first += n
         slot += 1

@@ -10,6 +10,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from broker.state import broker_of, state_of
+from broker.wire import framed_pop
+from broker.wire.binary import FRAMED_POP_MEDIA_TYPE
 from broker.wire.common import QueuePath, given
 from broker.wire.http import json_response, no_content
 from broker.wire.pop import (
@@ -55,7 +57,13 @@ async def _serve_pop(request: Request, query: PopQuery, pop_request: PopRequest)
             await watcher
     if not result.claims:
         return no_content()
+    if query.frames:
+        return _framed_answer(pop_request, result, query.autopilot)
     return json_response(_answer(pop_request, result, query.autopilot))
+
+
+def _autopilot(pop_request: PopRequest) -> Autopilot:
+    return Autopilot(pop_request.max_partitions, pop_request.batch, AUTOPILOT_WAIT_MS)
 
 
 def _answer(pop_request: PopRequest, result: PopResult, autopilot: bool) -> PopAnswer:
@@ -73,9 +81,18 @@ def _answer(pop_request: PopRequest, result: PopResult, autopilot: bool) -> PopA
         partition=first.partition, partitionId=str(first.partition_id), leaseId=lease,
         consumerGroup=group, messages=messages, partitionsClaimed=result.partitions_claimed)
     if autopilot:
-        answer.autopilot = Autopilot(pop_request.max_partitions, pop_request.batch,
-                                     AUTOPILOT_WAIT_MS)
+        answer.autopilot = _autopilot(pop_request)
     return answer
+
+
+def _framed_answer(pop_request: PopRequest, result: PopResult, autopilot: bool) -> Response:
+    """The same delivery as `_answer`, framed (§7.4): the stored segments as they are."""
+    body = framed_pop.encode(
+        queue=result.claims[0].queue if pop_request.queue is not None else "",
+        lease_id=result.lease_id or "", group=pop_request.group,
+        claims=framed_pop.stored_claims(result.claims),
+        extras={"autopilot": _autopilot(pop_request)} if autopilot else None)
+    return Response(body, 200, media_type=FRAMED_POP_MEDIA_TYPE)
 
 
 async def _watch_disconnect(request: Request, gone: asyncio.Event) -> None:
