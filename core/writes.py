@@ -114,8 +114,7 @@ def segments_of(messages: Sequence[NewMessage]) -> list[sql.AppendSegment]:
 
 
 def _pack(messages: Sequence[NewMessage]) -> sql.AppendSegment:
-    blob = segments.pack([segments.Frame(m.message_id, m.transaction_id, m.payload,
-                                         m.trace_id, m.producer_sub) for m in messages])
+    blob = segments.pack(messages)
     return sql.AppendSegment(blob, [m.transaction_id for m in messages])
 
 
