@@ -54,7 +54,8 @@ _POP = msgspec.json.Decoder(_Pop)
 _ENVELOPE = msgspec.json.Decoder(Envelope)
 
 
-def _messages(answer: bytes, framed: bool) -> list[_Msg]:
+def popped_messages(answer: bytes, framed: bool) -> list[_Msg]:
+    """The messages of a pop answer, JSON or framed."""
     if not framed:
         return _POP.decode(answer).messages or []
     return [_Msg(txid, pid, lease, _ENVELOPE.decode(payload))
@@ -130,7 +131,7 @@ async def _loop(spec: ConsumerSpec, board: Board, group: str, gi: int, delivered
             ms = (time.perf_counter() - start) * 1000
             hists["pop"].add(ms)
             windows["pop"].add(ms)
-            messages = _messages(answer.body, spec.frames)
+            messages = popped_messages(answer.body, spec.frames)
             now = time.time()
             fresh = 0
             step = int(board.get("step"))
