@@ -14,9 +14,7 @@ import time
 from typing import Any
 
 from loadtest.board import Board
-from loadtest.consumer import ConsumerSpec
-from loadtest.gate import Bitmaps
-from loadtest.stats import Histogram, Window
+from loadtest.consumer import ConsumerSpec, Tracking, record, report
 
 
 def run(spec: ConsumerSpec, board: Board, results: Any) -> None:
@@ -34,10 +32,7 @@ def run(spec: ConsumerSpec, board: Board, results: Any) -> None:
 async def _main(spec: ConsumerSpec, board: Board) -> dict[str, Any]:
     from queen import Queen
 
-    delivered: dict[int, Bitmaps] = {g: Bitmaps() for g in set(spec.group_index)}
-    hists = {k: Histogram() for k in ("pop", "ack", "e2e")}
-    windows = {k: Window() for k in ("pop", "ack", "e2e")}
-    steps: dict[int, Histogram] = {}
+    t = Tracking.of(spec)
     deadline = time.monotonic() + spec.hard_deadline_s
     stop = asyncio.Event()
     per_group: dict[tuple[str, int], int] = {}
@@ -48,25 +43,9 @@ async def _main(spec: ConsumerSpec, board: Board) -> dict[str, Any]:
         async def consume(group: str, gi: int, workers: int) -> None:
             async def handle(batch: Any) -> None:
                 messages = batch if isinstance(batch, list) else [batch]
-                now = time.time()
-                fresh = 0
-                step_hist = steps.setdefault(int(board.get("step")), Histogram())
-                for m in messages:
-                    data = m["data"]
-                    p, s = int(data["p"]), int(data["s"])
-                    if m["transactionId"] != f"p{p}-{s}":
-                        board.add(spec.slot, "errors")  # payload does not match its key
-                        continue
-                    before = delivered[gi].maps.get(p)
-                    if before is None or s >= len(before) or not before[s]:
-                        fresh += 1
-                    delivered[gi].mark(p, s)
-                    e2e = (now - float(data["t"])) * 1000
-                    hists["e2e"].add(e2e)
-                    windows["e2e"].add(e2e)
-                    step_hist.add(e2e)
-                board.add(spec.slot, "delivered", len(messages))
-                board.add_group(gi, fresh)
+                record(board, spec.slot, gi, t.delivered[gi], t.hists, t.windows, t.steps,
+                       [(m["transactionId"], int(m["data"]["p"]), int(m["data"]["s"]),
+                         float(m["data"]["t"])) for m in messages])
                 # The client acks after the handler returns; counted here, as it is sent.
                 board.add(spec.slot, "acked", len(messages))
 
@@ -85,9 +64,8 @@ async def _main(spec: ConsumerSpec, board: Board) -> dict[str, Any]:
             stop.set()
 
         watcher = asyncio.create_task(watch())
+        reporter = asyncio.create_task(report(board, spec.slot, t.windows))
         await asyncio.gather(*(consume(g, gi, n) for (g, gi), n in per_group.items()))
         watcher.cancel()
-    return {"delivered": {gi: {p: bytes(b) for p, b in bm.maps.items()}
-                          for gi, bm in delivered.items()},
-            "hists": {k: h.counts for k, h in hists.items()},
-            "e2e_by_step": {k: h.counts for k, h in steps.items()}}
+        reporter.cancel()
+    return t.result()

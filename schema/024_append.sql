@@ -86,12 +86,14 @@ BEGIN
         created_at := NULL;
         dup_positions := NULL;
         dup_offsets := NULL;
-        IF l.dedup_window > 0 AND p_repeats[i] THEN
-            -- Stored duplicates, and later repeats of a transactionId within this flush.
+        IF l.dedup_window > 0 THEN
+            -- Stored duplicates, and later repeats of a transactionId within this flush
+            -- (looked for only when the caller saw some).
             SELECT array_agg(d.pos ORDER BY d.pos), array_agg(d.hit ORDER BY d.pos)
               INTO dup_positions, dup_offsets
               FROM (SELECT k.pos, hit.msg_offset AS hit,
-                           min(k.pos) OVER (PARTITION BY k.key) < k.pos AS repeat
+                           p_repeats[i] AND min(k.pos) OVER (PARTITION BY k.key) < k.pos
+                               AS repeat
                       FROM unnest(v_keys) WITH ORDINALITY AS k(key, pos)
                       LEFT JOIN LATERAL (
                             SELECT x.msg_offset FROM queen.log_txn_index x
@@ -99,17 +101,6 @@ BEGIN
                                AND x.created_at > v_now - make_interval(secs => l.dedup_window)
                              ORDER BY x.msg_offset LIMIT 1) hit ON true) d
              WHERE d.hit IS NOT NULL OR d.repeat;
-        ELSIF l.dedup_window > 0 THEN
-            SELECT array_agg(d.pos ORDER BY d.pos), array_agg(d.hit ORDER BY d.pos)
-              INTO dup_positions, dup_offsets
-              FROM (SELECT k.pos, hit.msg_offset AS hit
-                      FROM unnest(v_keys) WITH ORDINALITY AS k(key, pos)
-                      LEFT JOIN LATERAL (
-                            SELECT x.msg_offset FROM queen.log_txn_index x
-                             WHERE x.partition_id = l.partition_id AND x.txn_key = k.key
-                               AND x.created_at > v_now - make_interval(secs => l.dedup_window)
-                             ORDER BY x.msg_offset LIMIT 1) hit ON true) d
-             WHERE d.hit IS NOT NULL;
         END IF;
         IF dup_positions IS NULL THEN
             base_offset := l.last_offset + 1;
