@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -37,8 +36,6 @@ from core.resources import Resources
 from core.settings import Settings
 from core.storage.database import Database, PoolStats, server_settings
 from core.writes import Appended
-
-log = logging.getLogger(__name__)
 
 
 class Broker:
