@@ -132,7 +132,7 @@ class _Flush:
     def target(self) -> sql.AppendTarget:
         namespace, task = options.derive_namespace_task(self.name.queue)
         batch = [self.messages[i] for i in self.pending]
-        repeats = len({m.transaction_id for m in batch}) != len(batch)
+        repeats = any(self.first[i] != i for i in self.pending)
         return sql.AppendTarget(self.name.queue, self.name.partition, namespace, task,
                                 segments_of(batch), repeats)
 
