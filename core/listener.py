@@ -23,7 +23,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import Counter, OrderedDict, defaultdict, deque
+import time
+from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -38,6 +39,7 @@ _RECONNECT_DELAY = 1.0
 _ANNOUNCE_GATHER_SECONDS = 0.005
 _RECENT_PARTITIONS = 64
 _RECENT_QUEUES = 1024  # queues whose recent partitions are remembered (least recent dropped)
+_PENDING_SECONDS = 1.0  # a hint older than this is left to the scan
 ANY_QUEUE = -1  # the waiting line of discovery pops, which any queue's commit may serve
 
 WaitLine = tuple[str, str | None]  # (consumer group, partition name or None for any)
@@ -62,9 +64,12 @@ class WakeupHub:
         self._lines: dict[int, dict[WaitLine, dict[Waiter, None]]] = {}
         self._to_announce: Counter[int] = Counter()
         self._hints: defaultdict[int, list[int]] = defaultdict(list)
-        # Per queue, the partitions most recently announced (local or remote), newest first;
-        # bounded in queues too, so a broker serving ever new queues does not grow.
-        self._recent: OrderedDict[int, deque[int]] = OrderedDict()
+        # Per queue, partitions announced (local or remote) and not claimed here since, in the
+        # order they were first announced: the longest-waiting first. Bounded per queue and in
+        # queues, so a broker serving ever new queues or partitions does not grow.
+        # Entries expire after _PENDING_SECONDS: one another process claimed (or that nobody
+        # could) would otherwise stay first in line for good.
+        self._pending: OrderedDict[int, dict[int, float]] = OrderedDict()
         self._announce_ready = asyncio.Event()
         self._stopping = asyncio.Event()
         self._notifier_pid: int | None = None
@@ -107,21 +112,29 @@ class WakeupHub:
 
     def wake(self, queue_id: int, count: int = 1, partitions: Sequence[int] = ()) -> None:
         """Wake up to `count` not-yet-woken waiters per waiting line of the queue, and as many
-        discovery waiters per line, handing each the queue's recently written partitions
-        (newest first), so a pop that may take several partitions finds them by key too."""
+        discovery waiters per line, handing each the queue's partitions with data announced
+        and not claimed here since, the longest-waiting first: a woken pop claims those by
+        key, oldest data first, which keeps the tail of end-to-end latency short (serving the
+        newest first left partitions written a moment earlier to the scan)."""
+        hints: list[int] = []
         if partitions:
-            recent = self._recent.get(queue_id)
-            if recent is None:
-                recent = self._recent[queue_id] = deque(maxlen=_RECENT_PARTITIONS)
-                if len(self._recent) > _RECENT_QUEUES:
-                    self._recent.popitem(last=False)
+            pending = self._pending.get(queue_id)
+            if pending is None:
+                pending = self._pending[queue_id] = {}
+                if len(self._pending) > _RECENT_QUEUES:
+                    self._pending.popitem(last=False)
             else:
-                self._recent.move_to_end(queue_id)
+                self._pending.move_to_end(queue_id)
+            now = time.monotonic()
+            while pending:
+                oldest = next(iter(pending))
+                if pending[oldest] > now - _PENDING_SECONDS:
+                    break
+                del pending[oldest]
             for p in partitions:
-                if p in recent:
-                    recent.remove(p)
-                recent.appendleft(p)
-            partitions = list(recent)
+                if p not in pending and len(pending) < _RECENT_PARTITIONS:
+                    pending[p] = now  # a partition already waiting keeps its place
+            hints = list(pending)
         for slot in (queue_id, ANY_QUEUE):
             for waiters in self._lines.get(slot, {}).values():
                 woken = 0
@@ -129,9 +142,16 @@ class WakeupHub:
                     if woken >= count:
                         break
                     if not waiter.event.is_set():
-                        waiter.hints = list(partitions)
+                        waiter.hints = hints
                         waiter.event.set()
                         woken += 1
+
+    def claimed(self, queue_id: int, partitions: Iterable[int]) -> None:
+        """A pop of this process claimed these partitions: their data is being served."""
+        pending = self._pending.get(queue_id)
+        if pending is not None:
+            for p in partitions:
+                pending.pop(p, None)
 
     def announce(self, wakes: Iterable[Wake]) -> None:
         """Spans became deliverable (one per (queue, partition or None) listed), after their

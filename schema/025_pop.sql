@@ -270,8 +270,8 @@ BEGIN
         RETURN;
     END IF;
 
-    -- Partitions a wake-up named, by key, in the order named; only the claim checks
-    -- whether each is still claimable. Skipped when a windowBuffer may hold partitions:
+    -- Partitions a wake-up named (the first p_candidates), by key, in the order named; only
+    -- the claim checks whether each is still claimable. Skipped when a windowBuffer may hold partitions:
     -- only the scan applies it.
     IF cardinality(p_hints) > 0 AND NOT v_buffer THEN
         SELECT array_agg(p.id ORDER BY h.ord),
@@ -279,7 +279,7 @@ BEGIN
                                       WHERE x.partition_id = p.id
                                         AND x.consumer_group = p_group) ORDER BY h.ord)
           INTO v_ids, v_fresh
-          FROM unnest(p_hints) WITH ORDINALITY AS h(id, ord)
+          FROM unnest(p_hints[1:p_candidates]) WITH ORDINALITY AS h(id, ord)
           JOIN queen.log_partitions p ON p.id = h.id
          WHERE p.queue_id = ANY(v_qids)
            AND (p_partition IS NULL OR p.name = p_partition)
