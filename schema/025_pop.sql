@@ -86,9 +86,10 @@ DECLARE
     v_start   bigint;
     c         record;
 BEGIN
-    -- Existing cursors still claimable are locked, skipping those a concurrent pop holds;
-    -- missing ones are created, but only as many as this pop may still take: a concurrent
-    -- first pop inserting the same row makes ON CONFLICT wait for its commit.
+    -- Existing cursors still claimable are locked, in candidate order, skipping those a
+    -- concurrent pop holds and no more than this pop takes (the rest stay claimable by
+    -- others); missing ones are created, but only as many as this pop may still take: a
+    -- concurrent first pop inserting the same row makes ON CONFLICT wait for its commit.
     FOR c IN
         WITH cand AS (
             SELECT u.id, u.fresh, u.ord, p.queue_id, p.name, p.last_offset, p.log_start
@@ -101,6 +102,8 @@ BEGIN
              WHERE x.consumer_group = p_group
                AND x.committed < cand.last_offset
                AND (x.worker_id IS NULL OR x.lease_expires_at <= now())
+             ORDER BY cand.ord
+             LIMIT p_wanted  -- locks no more than it takes: the others stay claimable
                FOR UPDATE OF x SKIP LOCKED),
         created AS (
             INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)
