@@ -55,7 +55,7 @@ CREATE FUNCTION queen.pop_claim(
     p_wanted integer, p_batch integer, p_auto_ack boolean, p_lease_id text)
 RETURNS TABLE (queue_id bigint, queue text, partition_id bigint, partition text,
                span_start bigint, span_end bigint, retry_count integer,
-               base_offset bigint, created_at timestamptz, blob bytea)
+               base_offset bigint, created_at timestamptz, blob bytea, last_offset bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_budget  integer := p_batch;
@@ -150,13 +150,13 @@ BEGIN
 
     RETURN QUERY
     SELECT p.queue_id, q.name, w.pid, p.name, w.lo, w.hi, x.retry_count,
-           s.base_offset, s.created_at, s.blob
+           s.base_offset, s.created_at, s.blob, s.last_offset
       FROM unnest(v_ids, v_starts, v_ends) WITH ORDINALITY AS w(pid, lo, hi, ord)
       JOIN queen.log_partitions p ON p.id = w.pid
       JOIN queen.queues q ON q.id = p.queue_id
       JOIN queen.log_consumers x ON x.partition_id = w.pid AND x.consumer_group = p_group
       CROSS JOIN LATERAL (
-            SELECT y.base_offset, y.created_at, y.blob
+            SELECT y.base_offset, y.created_at, y.blob, y.last_offset
               FROM queen.log_segments y
              WHERE y.partition_id = w.pid
                AND y.base_offset <= w.hi
@@ -191,7 +191,7 @@ CREATE FUNCTION queen.pop(
     p_candidates integer)
 RETURNS TABLE (queue_id bigint, queue text, partition_id bigint, partition text,
                span_start bigint, span_end bigint, retry_count integer,
-               base_offset bigint, created_at timestamptz, blob bytea)
+               base_offset bigint, created_at timestamptz, blob bytea, last_offset bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_queues  queen.pop_queue[] := '{}';
@@ -297,7 +297,7 @@ BEGIN
     IF NOT v_got THEN
         RETURN QUERY SELECT q.id, q.name, NULL::bigint, NULL::text, NULL::bigint,
                             NULL::bigint, NULL::integer, NULL::bigint, NULL::timestamptz,
-                            NULL::bytea
+                            NULL::bytea, NULL::bigint
                        FROM unnest(v_queues) q;
     END IF;
 END $$;
