@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import signal
 import socket
@@ -137,6 +138,7 @@ async def serve(app: AppWrapper, config: Config, sock: socket.socket, stop: asyn
     starting.result()
     if lifespan_task.done() and (error := lifespan_task.exception()) is not None:
         raise error  # the app could not start (e.g. no database in time): exit, be restarted
+    _tune_garbage_collector()
 
     context = WorkerContext(None)
     connections: set[asyncio.Task[None]] = set()
@@ -176,6 +178,20 @@ async def serve(app: AppWrapper, config: Config, sock: socket.socket, stop: asyn
         lifespan_task.cancel()
         await asyncio.gather(lifespan_task, return_exceptions=True)
     return 1 if failed else 0
+
+
+# Requests allocate many short-lived containers that reference counting frees; the cyclic
+# collector's default pace (a collection every 700 net allocations, a full one walking every
+# object every hundred) took 14 % of a busy worker's samples (py-spy --native on W2).
+_GC_THRESHOLDS = (20_000, 20, 20)
+
+
+def _tune_garbage_collector() -> None:
+    """Collect less often, and never walk what start-up built (modules, the app, the pool:
+    alive until the process ends) again: `gc.freeze` moves it out of the generations."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*_GC_THRESHOLDS)
 
 
 async def _wait_tasks(tasks: set[asyncio.Task[None]], timeout: float) -> None:

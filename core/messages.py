@@ -241,3 +241,17 @@ def _listed(part: sql.ListedPartition, cursors: list[sql.CursorState], at: int,
             g.lease_expires_at for g in view.groups if g.status == "processing")
     done = sum(1 for g in view.groups if g.status == "completed")
     return ListedMessage(view, part.priority, done)
+
+
+class Messages:
+    """Message inspection (§5.3, §5.4) as the core service offers it."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def get(self, partition_id: PartitionId, transaction_id: str) -> MessageView | None:
+        return await get_message(self._db, partition_id, transaction_id)
+
+    async def list(self, where: ListFilter, *, limit: int,
+                   offset: int) -> tuple[list[ListedMessage], int]:
+        return await list_messages(self._db, where, limit=limit, offset=offset)

@@ -106,12 +106,12 @@ class PopResult:
         out: list[Delivered] = []
         for claim in self.claims:
             for seg in claim.segments:
-                frames = segments.unpack(seg.blob)
                 first = max(claim.start - seg.base_offset, 0)
-                last = min(claim.end - seg.base_offset, len(frames) - 1)
-                for k in range(first, last + 1):
+                offset = seg.base_offset + first
+                for frame in segments.unpack_range(seg.blob, first, claim.end - seg.base_offset):
                     out.append(Delivered(claim.queue, claim.partition, claim.partition_id,
-                                         seg.base_offset + k, seg.created_at, frames[k]))
+                                         offset, seg.created_at, frame))
+                    offset += 1
         return out
 
 

@@ -17,43 +17,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from core import ack as acks
 from core import fetch as offset_reads
-from core import leases, messages, queues, transactions
+from core import leases, queues, transactions
 from core.dlq import DeadLetters
 from core.embedded import database_dsn
 from core.groups import ConsumerGroups
-from core.ids import PartitionId
 from core.listener import WakeupHub
 from core.longpoll import Backoff, pop_or_wait
+from core.messages import Messages
 from core.pop import PopRequest, PopResult
 from core.push import Pusher, PushItem, PushOutcome
 from core.resources import Resources
 from core.settings import Settings
 from core.storage.database import Database, PoolStats, server_settings
 from core.writes import Appended
-
-log = logging.getLogger(__name__)
-
-
-class Messages:
-    """Message inspection (§5.3, §5.4)."""
-
-    def __init__(self, db: Database) -> None:
-        self._db = db
-
-    async def get(self, partition_id: PartitionId,
-                  transaction_id: str) -> messages.MessageView | None:
-        return await messages.get_message(self._db, partition_id, transaction_id)
-
-    async def list(self, where: messages.ListFilter, *, limit: int,
-                   offset: int) -> tuple[list[messages.ListedMessage], int]:
-        return await messages.list_messages(self._db, where, limit=limit, offset=offset)
 
 
 class Broker:

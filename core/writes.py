@@ -114,8 +114,7 @@ def segments_of(messages: Sequence[NewMessage]) -> list[sql.AppendSegment]:
 
 
 def _pack(messages: Sequence[NewMessage]) -> sql.AppendSegment:
-    blob = segments.pack([segments.Frame(m.message_id, m.transaction_id, m.payload,
-                                         m.trace_id, m.producer_sub) for m in messages])
+    blob = segments.pack(messages)
     return sql.AppendSegment(blob, [m.transaction_id for m in messages])
 
 
@@ -133,7 +132,7 @@ class _Flush:
     def target(self) -> sql.AppendTarget:
         namespace, task = options.derive_namespace_task(self.name.queue)
         batch = [self.messages[i] for i in self.pending]
-        repeats = len({m.transaction_id for m in batch}) != len(batch)
+        repeats = any(self.first[i] != i for i in self.pending)
         return sql.AppendTarget(self.name.queue, self.name.partition, namespace, task,
                                 segments_of(batch), repeats)
 

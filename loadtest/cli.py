@@ -138,6 +138,11 @@ def _across_cells(result: dict[str, Any]) -> None:
         if mine and theirs:
             result.setdefault("cross", {})[f"{base}: best ok delivery {wire} / json"] = round(
                 mine / theirs, 3)
+    raw, official = by.get("W2 balanced"), by.get("W2 official consume()")
+    if raw and official and raw.get("best_ok_deliver_msg_per_s"):
+        result.setdefault("cross", {})["W2 best ok delivery: official consume() / raw"] = round(
+            (official.get("best_ok_deliver_msg_per_s") or 0)
+            / raw["best_ok_deliver_msg_per_s"], 3)
     by = {k: v for k, v in by.items() if " wire=" not in k}
     w3 = {int(k.split("=")[1]): v for k, v in by.items() if k.startswith("W3 groups=") and v}
     if 1 in w3:

@@ -51,6 +51,7 @@ class Shape:
     max_messages: int = 0
     consumer_grace: float = 5.0       # consumers outlive producers+drain by this much
     wire: str = "json"                # json | binary | frames (loadtest.wire)
+    consumer: str = "raw"             # raw: the lean load consumer; official: queen-mq consume()
 
 
 @dataclass(slots=True)
@@ -89,6 +90,10 @@ def run_cell(url: str, shape: Shape, roots: dict[str, int | None], label: str, *
     procs = []
     slot = 0
     offset = 0
+    if shape.consumer == "official":
+        from loadtest import official
+
+        consumer_fn = official.run
     for n in cons_split:
         mine = tasks[offset:offset + n]
         offset += n

@@ -71,7 +71,11 @@ def _cells(name: str, args: argparse.Namespace, run_id: str) -> list[tuple[str, 
                      step_seconds=6)
         b = (args.batch or [10])[0]
         p = (args.partitions or [100])[0]
-        return [("W2 balanced", _common(args, replace(base, batch=b, partitions=p)))]
+        shape = _common(args, replace(base, batch=b, partitions=p))
+        # The same pipe drained by the official client's own consume() loop.
+        return [("W2 balanced", shape),
+                ("W2 official consume()", replace(shape, consumer="official",
+                                                  queue=f"{q}-official"))]
     if name == "W3":
         out = []
         for g in args.groups or [1, 4, 16]:

@@ -10,36 +10,11 @@ DROP FUNCTION queen.append_segments(bigint[], integer[], text[], uuid[], bytea[]
 DROP FUNCTION queen.append_segment(bigint, text[], uuid[], bytea);
 DROP FUNCTION queen.ensure_partition(text, text, text, text, jsonb);
 
--- The partition a (queue, partition) pair names, created when missing (the queue with
--- p_options, the complete default options), locked FOR UPDATE, with what an append needs.
--- A partition deleted (with its queue) between the lookup and the lock is not found by the
--- lock: the loop creates it again.
-CREATE FUNCTION queen.lock_partition(
-    p_queue text, p_partition text, p_namespace text, p_task text, p_options jsonb,
-    OUT queue_id bigint, OUT partition_id bigint, OUT last_offset bigint,
-    OUT last_write_at timestamptz, OUT dedup_window integer)
-LANGUAGE plpgsql AS $$
-BEGIN
-    FOR attempt IN 1 .. 10 LOOP
-        SELECT p.queue_id, p.id, p.last_offset, p.last_write_at,
-               (q.options ->> 'dedupWindowSeconds')::integer
-          INTO queue_id, partition_id, last_offset, last_write_at, dedup_window
-          FROM queen.queues q JOIN queen.log_partitions p ON p.queue_id = q.id
-         WHERE q.name = p_queue AND p.name = p_partition
-           FOR UPDATE OF p;
-        IF FOUND THEN
-            RETURN;
-        END IF;
-        INSERT INTO queen.queues (name, namespace, task, options)
-        VALUES (p_queue, p_namespace, p_task, p_options)
-        ON CONFLICT ON CONSTRAINT queues_name_key DO NOTHING;
-        INSERT INTO queen.log_partitions (queue_id, name)
-        SELECT q.id, p_partition FROM queen.queues q WHERE q.name = p_queue
-        ON CONFLICT ON CONSTRAINT log_partitions_queue_id_name_key DO NOTHING;
-    END LOOP;
-    RAISE EXCEPTION 'partition % of queue % keeps disappearing', p_partition, p_queue
-        USING ERRCODE = 'QN002';
-END $$;
+-- Every function below runs its statements with generic plans (planned once per
+-- connection) and without sequential scans: re-planning them at each call, PL/pgSQL's
+-- default while their parameters vary, cost more than running them, and a generic plan's
+-- guesses about array arguments must never turn into a scan of a table that is small in
+-- live rows but large in dead versions (cursors and partitions are updated all the time).
 
 -- Append segments to partitions, or report duplicates and write nothing for that partition.
 --   p_queues, p_partitions, p_namespaces, p_tasks   one entry per partition, in the order
@@ -61,7 +36,9 @@ CREATE FUNCTION queen.append(
     p_txids text[], p_repeats boolean[])
 RETURNS TABLE (queue_id bigint, partition_id bigint, base_offset bigint,
                created_at timestamptz, dup_positions integer[], dup_offsets bigint[])
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+AS $$
 DECLARE
     v_seg     integer := 1;   -- first segment of the current partition in p_blobs
     v_frame   integer := 1;   -- its first frame in p_txids
@@ -76,8 +53,28 @@ BEGIN
         FOR s IN v_seg .. v_seg + p_segments[i] - 1 LOOP
             v_frames := v_frames + p_frames[s];
         END LOOP;
-        SELECT * INTO l FROM queen.lock_partition(p_queues[i], p_partitions[i],
-                                                   p_namespaces[i], p_tasks[i], p_options);
+        -- The partition, locked; created (with its queue) when missing. A partition deleted
+        -- with its queue between the lookup and the lock is not found by the lock: the loop
+        -- creates it again.
+        FOR attempt IN 1 .. 10 LOOP
+            SELECT p.queue_id, p.id AS partition_id, p.last_offset, p.last_write_at,
+                   (q.options ->> 'dedupWindowSeconds')::integer AS dedup_window
+              INTO l
+              FROM queen.queues q JOIN queen.log_partitions p ON p.queue_id = q.id
+             WHERE q.name = p_queues[i] AND p.name = p_partitions[i]
+               FOR UPDATE OF p;
+            EXIT WHEN l.partition_id IS NOT NULL;
+            INSERT INTO queen.queues (name, namespace, task, options)
+            VALUES (p_queues[i], p_namespaces[i], p_tasks[i], p_options)
+            ON CONFLICT ON CONSTRAINT queues_name_key DO NOTHING;
+            INSERT INTO queen.log_partitions (queue_id, name)
+            SELECT q.id, p_partitions[i] FROM queen.queues q WHERE q.name = p_queues[i]
+            ON CONFLICT ON CONSTRAINT log_partitions_queue_id_name_key DO NOTHING;
+        END LOOP;
+        IF l.partition_id IS NULL THEN
+            RAISE EXCEPTION 'partition % of queue % keeps disappearing', p_partitions[i],
+                p_queues[i] USING ERRCODE = 'QN002';
+        END IF;
         queue_id := l.queue_id;
         partition_id := l.partition_id;
         -- Read the clock after the lock: a writer that waited for it stamps a later time;
@@ -89,12 +86,14 @@ BEGIN
         created_at := NULL;
         dup_positions := NULL;
         dup_offsets := NULL;
-        IF l.dedup_window > 0 AND p_repeats[i] THEN
-            -- Stored duplicates, and later repeats of a transactionId within this flush.
+        IF l.dedup_window > 0 THEN
+            -- Stored duplicates, and later repeats of a transactionId within this flush
+            -- (looked for only when the caller saw some).
             SELECT array_agg(d.pos ORDER BY d.pos), array_agg(d.hit ORDER BY d.pos)
               INTO dup_positions, dup_offsets
               FROM (SELECT k.pos, hit.msg_offset AS hit,
-                           min(k.pos) OVER (PARTITION BY k.key) < k.pos AS repeat
+                           p_repeats[i] AND min(k.pos) OVER (PARTITION BY k.key) < k.pos
+                               AS repeat
                       FROM unnest(v_keys) WITH ORDINALITY AS k(key, pos)
                       LEFT JOIN LATERAL (
                             SELECT x.msg_offset FROM queen.log_txn_index x
@@ -102,17 +101,6 @@ BEGIN
                                AND x.created_at > v_now - make_interval(secs => l.dedup_window)
                              ORDER BY x.msg_offset LIMIT 1) hit ON true) d
              WHERE d.hit IS NOT NULL OR d.repeat;
-        ELSIF l.dedup_window > 0 THEN
-            SELECT array_agg(d.pos ORDER BY d.pos), array_agg(d.hit ORDER BY d.pos)
-              INTO dup_positions, dup_offsets
-              FROM (SELECT k.pos, hit.msg_offset AS hit
-                      FROM unnest(v_keys) WITH ORDINALITY AS k(key, pos)
-                      LEFT JOIN LATERAL (
-                            SELECT x.msg_offset FROM queen.log_txn_index x
-                             WHERE x.partition_id = l.partition_id AND x.txn_key = k.key
-                               AND x.created_at > v_now - make_interval(secs => l.dedup_window)
-                             ORDER BY x.msg_offset LIMIT 1) hit ON true) d
-             WHERE d.hit IS NOT NULL;
         END IF;
         IF dup_positions IS NULL THEN
             base_offset := l.last_offset + 1;

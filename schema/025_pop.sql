@@ -46,6 +46,26 @@ CREATE TYPE queen.pop_queue AS (
     delay_seconds integer,       -- delayedProcessing
     window_buffer integer);
 
+-- Every function below runs its statements with generic plans (planned once per
+-- connection) and without sequential scans: re-planning them at each call, PL/pgSQL's
+-- default while their parameters vary, cost more than running them, and a generic plan's
+-- guesses about array arguments must never turn into a scan of a table that is small in
+-- live rows but large in dead versions (cursors and partitions are updated all the time).
+
+-- A row of a pop's answer: a segment of a delivered span (see queen.pop).
+CREATE TYPE queen.pop_row AS (
+    queue_id     bigint,
+    queue        text,
+    partition_id bigint,
+    partition    text,
+    span_start   bigint,        -- first delivered offset of the partition
+    span_end     bigint,        -- last delivered offset (inclusive)
+    retry_count  integer,       -- failed acks spent on the head of the span
+    base_offset  bigint,        -- the segment
+    created_at   timestamptz,
+    blob         bytea,
+    last_offset  bigint);       -- the segment's last offset (frames: last - base + 1)
+
 -- One claim attempt among candidates (partition ids in preference order, and whether the
 -- group has no cursor there yet): lock or create cursors, spend the budget in candidate
 -- order, lease (or commit) what is delivered, answer the overlapping segments. Answers
@@ -53,10 +73,10 @@ CREATE TYPE queen.pop_queue AS (
 CREATE FUNCTION queen.pop_claim(
     p_queues queen.pop_queue[], p_candidates bigint[], p_fresh boolean[], p_group text,
     p_wanted integer, p_batch integer, p_auto_ack boolean, p_lease_id text)
-RETURNS TABLE (queue_id bigint, queue text, partition_id bigint, partition text,
-               span_start bigint, span_end bigint, retry_count integer,
-               base_offset bigint, created_at timestamptz, blob bytea, last_offset bigint)
-LANGUAGE plpgsql AS $$
+RETURNS SETOF queen.pop_row
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+AS $$
 DECLARE
     v_budget  integer := p_batch;
     v_ids     bigint[] := '{}';
@@ -189,10 +209,10 @@ CREATE FUNCTION queen.pop(
     p_batch integer, p_partitions integer, p_auto_ack boolean, p_lease_seconds integer,
     p_lease_fallback integer, p_lease_id text, p_hints bigint[], p_pivot float8,
     p_candidates integer)
-RETURNS TABLE (queue_id bigint, queue text, partition_id bigint, partition text,
-               span_start bigint, span_end bigint, retry_count integer,
-               base_offset bigint, created_at timestamptz, blob bytea, last_offset bigint)
-LANGUAGE plpgsql AS $$
+RETURNS SETOF queen.pop_row
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+AS $$
 DECLARE
     v_queues  queen.pop_queue[] := '{}';
     v_qids    bigint[] := '{}';

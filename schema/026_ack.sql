@@ -20,6 +20,12 @@
 -- holding the message, whose blob is copied (once per segment) into log_dlq_segments; the
 -- frame is extracted when the dead letter is read (version 23).
 
+-- Every function below runs its statements with generic plans (planned once per
+-- connection) and without sequential scans: re-planning them at each call, PL/pgSQL's
+-- default while their parameters vary, cost more than running them, and a generic plan's
+-- guesses about array arguments must never turn into a scan of a table that is small in
+-- live rows but large in dead versions (cursors and partitions are updated all the time).
+
 -- Arguments, one entry per item (1-based positions are the items' `idx`):
 --   p_groups, p_partition_ids, p_txids   the address of each ack
 --   p_statuses     completed | failed | retry | dlq
@@ -43,7 +49,9 @@ CREATE FUNCTION queen.ack(
     p_default_lease text, p_scan_missing boolean)
 RETURNS TABLE (idx integer, outcome text, error text, lease_released boolean, dlq boolean,
                queue_id bigint, partition_id bigint, scan_from bigint, scan_to bigint)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+AS $$
 DECLARE
     -- answers per item
     o_idx      integer[] := '{}';

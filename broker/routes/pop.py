@@ -69,12 +69,22 @@ def _autopilot(pop_request: PopRequest) -> Autopilot:
 def _answer(pop_request: PopRequest, result: PopResult, autopilot: bool) -> PopAnswer:
     lease = result.lease_id or ""
     group = pop_request.group
-    messages = [PoppedMessage(
-        id=str(m.frame.message_id), transactionId=m.frame.transaction_id,
-        traceId=str(m.frame.trace_id) if m.frame.trace_id else None,
-        data=msgspec.Raw(m.frame.payload), producerSub=m.frame.producer_sub,
-        createdAt=iso(m.created_at), partitionId=str(m.partition_id), partition=m.partition,
-        leaseId=lease, consumerGroup=group) for m in result.messages()]
+    messages = []
+    # Messages of a segment share one createdAt, those of a claim one partitionId: format
+    # each once, not once per message.
+    stamp: object = None
+    partition: object = None
+    created_at = partition_id = ""
+    for m in result.messages():
+        if m.created_at is not stamp:
+            stamp, created_at = m.created_at, iso(m.created_at)
+        if m.partition_id != partition:
+            partition, partition_id = m.partition_id, str(m.partition_id)
+        frame = m.frame
+        messages.append(PoppedMessage(
+            str(frame.message_id), frame.transaction_id,
+            str(frame.trace_id) if frame.trace_id else None, msgspec.Raw(frame.payload),
+            frame.producer_sub, created_at, partition_id, m.partition, lease, group))
     first = result.claims[0]
     answer = PopAnswer(
         success=True, queue=first.queue if pop_request.queue is not None else "",

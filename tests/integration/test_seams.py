@@ -94,3 +94,27 @@ async def test_a_producer_sub_to_stamp_forces_a_rebuild_that_carries_it(
     assert stored != blob
     assert [(f.transaction_id, f.producer_sub) for f in segments.unpack(stored)] == [
         ("s1", "alice"), ("s2", "alice")]
+
+
+async def test_a_producer_sub_flows_to_the_pop_the_dead_letter_and_the_message_detail(
+        broker: Broker, queue_name: str) -> None:
+    """What the edge stamps from a token (wire-protocol §9) is stored in the frame and read
+    back everywhere a message is shown."""
+    from core.ack import AckItem, GroupAck
+    from core.dlq import DlqFilter
+    from core.ids import PartitionId
+
+    [pushed] = await broker.push([PushItem(queue_name, "Default", NewMessage(
+        uuid.uuid4(), "signed-1", b'{"x":1}', producer_sub="svc-billing"))])
+    assert pushed.verdict is not None
+    popped = await broker.pop(PopRequest(group="g", batch=1, queue=queue_name))
+    [message] = popped.messages()
+    assert message.frame.producer_sub == "svc-billing"
+    result = await broker.ack_batch([GroupAck("g", AckItem(
+        "signed-1", str(message.partition_id), "dlq", popped.lease_id, "poison"))])
+    assert result.outcomes[0].dlq
+    [letter], _ = await broker.dlq.list_rows(DlqFilter(queue=queue_name), limit=5, offset=0)
+    assert (letter.producer_sub, letter.payload) == ("svc-billing", b'{"x":1}')
+    view = await broker.messages.get(PartitionId(message.partition_id), "signed-1")
+    assert view is not None and view.producer_sub == "svc-billing"
+    assert view.status == "dead_letter"

@@ -117,3 +117,12 @@ def test_frame_range_slices_stored_frames_without_decoding_them() -> None:
     assert segments.frame_range(raw, 10, 0) == b""
     with pytest.raises(SegmentError):
         segments.frame_range(raw, 8, 3)
+
+
+def test_the_fast_path_for_plain_frames_lays_them_out_as_encode_frame_does() -> None:
+    frames = [_frame(0), _frame(1, trace_id=uuid.uuid4()), _frame(2, producer_sub="s"),
+              _frame(3)]
+    raw = segments.decompress(segments.pack(frames))
+    assert raw == b"".join(segments.encode_frame(f) for f in frames)
+    assert [f.transaction_id for f in segments.unpack_range(segments.pack(frames), 1, 2)] == [
+        frames[1].transaction_id, frames[2].transaction_id]
