@@ -50,11 +50,12 @@ class PopRequest:
 
 @dataclass(frozen=True, slots=True)
 class StoredSegment:
-    """A segment as stored: frame i has offset base_offset + i."""
+    """A segment as stored: frame i has offset base_offset + i, up to last_offset."""
 
     base_offset: int
     created_at: datetime
     blob: bytes  # zstd of storage frames (wire-protocol §7.1)
+    last_offset: int
 
 
 @dataclass(slots=True)
@@ -165,6 +166,7 @@ def _result(lease_id: LeaseId | None, rows: list[sql.PopRow]) -> PopResult:
             if claim.queue_id not in result.queue_ids:
                 result.queue_ids.append(claim.queue_id)
         assert row.base_offset is not None and row.created_at is not None
-        assert row.blob is not None
-        claim.segments.append(StoredSegment(row.base_offset, row.created_at, row.blob))
+        assert row.blob is not None and row.last_offset is not None
+        claim.segments.append(StoredSegment(row.base_offset, row.created_at, row.blob,
+                                            row.last_offset))
     return result

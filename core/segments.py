@@ -164,18 +164,6 @@ def is_one_zstd_frame(blob: bytes) -> bool:
     return False
 
 
-def count_frames(raw: bytes) -> int:
-    """How many storage frames decompressed segment bytes hold (lengths only)."""
-    pos = count = 0
-    end = len(raw)
-    while pos < end:
-        pos += 4 + _U32.unpack_from(raw, pos)[0]
-        count += 1
-    if pos != end:
-        raise SegmentError("frame runs past the end of the segment")
-    return count
-
-
 def frame_range(raw: bytes, skip: int, count: int) -> bytes:
     """The bytes of frames skip .. skip+count-1 of decompressed segment bytes, as stored."""
     start = _past_frames(raw, 0, skip)

@@ -15,6 +15,10 @@ by round, so drift on a shared machine hits them alike, and each round gives a r
   (`partitions=4`, no wait) and acking every message of each batch (`/ack/batch`) until the
   queue is empty for them; every message must arrive exactly once; msg/s = messages / time.
 
+Beside msg/s, each round records the broker's CPU time per message (its whole process
+tree, psutil): on a machine shared with other work, wall-clock rates swing from round to
+round, while the CPU the broker spends on a message says what each format costs it.
+
 Load goes only to 127.0.0.1; every loop is bounded by count and time; only processes this
 command started are stopped, by pid.
 """
@@ -30,8 +34,10 @@ import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from typing import NamedTuple
 
 import msgspec
+import psutil  # type: ignore[import-untyped]
 
 from loadtest import launch
 from loadtest.cell import steady
@@ -46,17 +52,41 @@ from loadtest.wire import BINARY_TYPE, WIRES, push_body
 POP_WIRES = ("json", "frames")
 
 
-def _push_round(url: str, wire: str, args: argparse.Namespace, tag: str) -> float:
+class Figure(NamedTuple):
+    msg_per_s: float
+    cpu_us_per_msg: float  # broker CPU per message
+
+
+def _tree_cpu(pid: int | None) -> float:
+    """CPU seconds of a process and its children so far (0 without a pid)."""
+    if pid is None:
+        return 0.0
+    total = 0.0
+    try:
+        root = psutil.Process(pid)
+        for proc in [root, *root.children(recursive=True)]:
+            with contextlib.suppress(psutil.Error):
+                t = proc.cpu_times()
+                total += t.user + t.system
+    except psutil.Error:
+        pass
+    return total
+
+
+def _push_round(url: str, pid: int | None, wire: str, args: argparse.Namespace,
+                tag: str) -> Figure:
     queue = f"wc-push-{wire}-{tag}"
     shape = Shape(queue=queue, duration=args.seconds, connections=args.connections,
                   batch=args.batch, partitions=args.partitions, wire=wire, producer_procs=2,
                   consumer_procs=0)
+    cpu = _tree_cpu(pid)
     out = run_cell(url, shape, {}, f"push {wire}")
+    cpu = _tree_cpu(pid) - cpu
     gate = check("fetch", out.pushed, asyncio.run(fetch_all(url, queue, args.partitions)),
                  out.uncertain)
     if not gate.passed:
         raise SystemExit(f"push {wire}: the gate failed: {gate}")
-    return steady(out.series, "push_rate")
+    return Figure(steady(out.series, "push_rate"), cpu / max(1, out.pushed.count()) * 1e6)
 
 
 async def _prefill(url: str, queue: str, messages: int, batch: int, wire: str) -> None:
@@ -140,13 +170,15 @@ async def _drain(url: str, queue: str, group: str, frames: bool, connections: in
     return seen, started, last, errors
 
 
-def _pop_round(pool: ProcessPoolExecutor, url: str, queue: str, wire: str,
-               args: argparse.Namespace, tag: str) -> float:
+def _pop_round(pool: ProcessPoolExecutor, url: str, pid: int | None, queue: str, wire: str,
+               args: argparse.Namespace, tag: str) -> Figure:
     group = f"{wire}-{tag}"
     per = [args.consumers // 2 + args.consumers % 2, args.consumers // 2]
+    cpu = _tree_cpu(pid)
     futures = [pool.submit(_drain_process, url, queue, group, wire == "frames", n,
                            args.pop_batch, 300.0) for n in per if n]
     results = [f.result() for f in futures]
+    cpu = _tree_cpu(pid) - cpu
     seen = [t for r in results for t in r[0]]
     errors = sum(r[3] for r in results)
     if len(seen) != args.messages or len(set(seen)) != args.messages or errors:
@@ -154,30 +186,36 @@ def _pop_round(pool: ProcessPoolExecutor, url: str, queue: str, wire: str,
                          f"{args.messages}, {errors} errors")
     started = min(r[1] for r in results)
     finished = max(r[2] for r in results)
-    return args.messages / (finished - started)
+    return Figure(args.messages / (finished - started), cpu / args.messages * 1e6)
 
 
 @contextlib.contextmanager
-def _broker(args: argparse.Namespace) -> Iterator[str]:
+def _broker(args: argparse.Namespace) -> Iterator[tuple[str, int | None]]:
+    """The broker's URL and the pid of its process tree (None for --url)."""
     if args.url:
-        yield args.url
+        yield args.url, None
         return
     with launch.Postgres() as pg:
         url = asyncio.run(launch.fresh_database(pg.dsn))
         with launch.broker(url, args.workers) as server:
-            yield server.url
+            yield server.url, server.proc.pid if server.proc else None
 
 
-def _summary(name: str, figures: dict[str, list[float]], base: str = "json") -> list[str]:
+def _summary(name: str, figures: dict[str, list[Figure]], base: str = "json") -> list[str]:
     lines = [f"{name} msg/s per round: " + "; ".join(
-        f"{w} {', '.join(f'{v:,.0f}' for v in vs)}" for w, vs in figures.items())]
+        f"{w} {', '.join(f'{f.msg_per_s:,.0f}' for f in fs)}" for w, fs in figures.items())]
+    lines.append(f"{name} broker CPU us/msg per round: " + "; ".join(
+        f"{w} {', '.join(f'{f.cpu_us_per_msg:.1f}' for f in fs)}" for w, fs in figures.items()))
     for wire, values in figures.items():
         if wire == base:
             continue
-        ratios = [v / b for v, b in zip(values, figures[base]) if b]
-        lines.append(f"{name} {wire} / {base}: median {statistics.median(ratios):.2f} "
-                     f"(rounds {', '.join(f'{r:.2f}' for r in ratios)}); medians "
-                     f"{statistics.median(values):,.0f} vs {statistics.median(figures[base]):,.0f}")
+        for what, key, better in (("msg/s", 0, "higher"), ("broker CPU per msg", 1, "lower")):
+            ratios = [v[key] / b[key] for v, b in zip(values, figures[base]) if b[key]]
+            if ratios:
+                lines.append(
+                    f"{name} {what} {wire} / {base} ({better} is better): median "
+                    f"{statistics.median(ratios):.2f} (rounds "
+                    f"{', '.join(f'{r:.2f}' for r in ratios)})")
     return lines
 
 
@@ -202,26 +240,25 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     tag = uuid.uuid4().hex[:6]
     lines = [f"wire_compare {' '.join(sys.argv[1:])}"]
-    with _broker(args) as url:
+    with _broker(args) as (url, pid):
         if args.skip != "push":
-            pushes: dict[str, list[float]] = {w: [] for w in WIRES}
+            pushes: dict[str, list[Figure]] = {w: [] for w in WIRES}
             for r in range(args.rounds):
                 for wire in WIRES:
-                    pushes[wire].append(_push_round(url, wire, args, f"{tag}-{r}"))
-                    print(f"push round {r + 1} {wire}: {pushes[wire][-1]:,.0f} msg/s",
-                          file=sys.stderr)
+                    pushes[wire].append(_push_round(url, pid, wire, args, f"{tag}-{r}"))
+                    print(f"push round {r + 1} {wire}: {pushes[wire][-1]}", file=sys.stderr)
             lines += _summary(f"push (batch {args.batch}, {args.partitions} partitions)",
                               pushes)
         if args.skip != "pop":
             queue = f"wc-pop-{tag}"
             asyncio.run(_prefill(url, queue, args.messages, args.batch, args.prefill))
-            pops: dict[str, list[float]] = {w: [] for w in POP_WIRES}
+            pops: dict[str, list[Figure]] = {w: [] for w in POP_WIRES}
             with ProcessPoolExecutor(2) as pool:
                 for r in range(args.rounds):
                     for wire in POP_WIRES:
-                        pops[wire].append(_pop_round(pool, url, queue, wire, args, str(r)))
-                        print(f"pop round {r + 1} {wire}: {pops[wire][-1]:,.0f} msg/s",
-                              file=sys.stderr)
+                        pops[wire].append(_pop_round(pool, url, pid, queue, wire, args,
+                                                     str(r)))
+                        print(f"pop round {r + 1} {wire}: {pops[wire][-1]}", file=sys.stderr)
             lines += _summary(f"pop+ack (batch {args.pop_batch}, {args.prefill} segments of "
                               f"{args.batch})", pops)
     print("\n".join(lines))

@@ -63,7 +63,8 @@ CREATE TYPE queen.pop_row AS (
     retry_count  integer,       -- failed acks spent on the head of the span
     base_offset  bigint,        -- the segment
     created_at   timestamptz,
-    blob         bytea);
+    blob         bytea,
+    last_offset  bigint);       -- the segment's last offset (frames: last - base + 1)
 
 -- One claim attempt among candidates (partition ids in preference order, and whether the
 -- group has no cursor there yet): lock or create cursors, spend the budget in candidate
@@ -172,13 +173,13 @@ BEGIN
 
     RETURN QUERY
     SELECT p.queue_id, q.name, w.pid, p.name, w.lo, w.hi, x.retry_count,
-           s.base_offset, s.created_at, s.blob
+           s.base_offset, s.created_at, s.blob, s.last_offset
       FROM unnest(v_ids, v_starts, v_ends) WITH ORDINALITY AS w(pid, lo, hi, ord)
       JOIN queen.log_partitions p ON p.id = w.pid
       JOIN queen.queues q ON q.id = p.queue_id
       JOIN queen.log_consumers x ON x.partition_id = w.pid AND x.consumer_group = p_group
       CROSS JOIN LATERAL (
-            SELECT y.base_offset, y.created_at, y.blob
+            SELECT y.base_offset, y.created_at, y.blob, y.last_offset
               FROM queen.log_segments y
              WHERE y.partition_id = w.pid
                AND y.base_offset <= w.hi
@@ -319,7 +320,7 @@ BEGIN
     IF NOT v_got THEN
         RETURN QUERY SELECT q.id, q.name, NULL::bigint, NULL::text, NULL::bigint,
                             NULL::bigint, NULL::integer, NULL::bigint, NULL::timestamptz,
-                            NULL::bytea
+                            NULL::bytea, NULL::bigint
                        FROM unnest(v_queues) q;
     END IF;
 END $$;

@@ -9,7 +9,7 @@
 -- $11 partitions, $12 autoAck, $13 lease seconds (0 = the queue's), $14 lease fallback,
 -- $15 lease id, $16 hinted partition ids, $17 pivot in [0, 1), $18 candidates per scan
 SELECT queue_id, queue, partition_id, partition, span_start, span_end, retry_count,
-       base_offset, created_at, blob
+       base_offset, created_at, blob, last_offset
   FROM queen.pop($1, $2, $3, $4, $5, $6, $7, $8::timestamptz, $9, $10, $11, $12, $13, $14,
                  $15, $16::bigint[], $17, $18);
 

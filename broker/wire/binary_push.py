@@ -32,7 +32,7 @@ from broker.wire.transaction import TransactionHead
 from broker.wire.types import check_name, check_name_or_empty, check_transaction_id
 from core import segments
 from core.errors import BadRequest, PayloadTooLarge
-from core.ids import uuid7
+from core.ids import uuid7, uuid_of_int
 from core.push import PushItem
 from core.writes import DEFAULT_PARTITION, NewMessage, PackedFrames
 
@@ -268,7 +268,7 @@ def _frames_fast(raw: bytes, n: int, seen: set[bytes]) -> tuple[list[NewMessage]
             if not txid or not payload:
                 return None
             check_document(payload)
-            messages.append(NewMessage(uuid.UUID(bytes=raw_id), txid, payload))
+            messages.append(NewMessage(uuid_of_int(int.from_bytes(raw_id)), txid, payload))
     except (struct.error, ValueError, TypeError):
         return None
     if pos != end:

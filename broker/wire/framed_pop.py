@@ -88,32 +88,23 @@ def stored_claims(claims: Sequence[PoppedClaim]) -> list[Claim]:
     least half of its messages are delivered: nothing is decompressed or re-encoded, and the
     client skips the frames outside the span. Otherwise only the delivered frames go out,
     decompressed but not decoded (codec 0), so a pop of 1 message from a 5000-message
-    segment does not ship the whole segment. A segment's frame count is the distance to the
-    next segment of the span (segments are contiguous); the last one of a span is
-    decompressed to count its frames."""
+    segment does not ship the whole segment."""
     return [Claim(c.partition_id, c.partition, c.start, c.end, c.retry_count + 1,
                   _records(c)) for c in claims]
 
 
 def _records(claim: PoppedClaim) -> list[Record]:
     records = []
-    stored = claim.segments
-    for k, seg in enumerate(stored):
-        raw = None
-        if k + 1 < len(stored):
-            count = stored[k + 1].base_offset - seg.base_offset
-        else:
-            raw = segments.decompress(seg.blob)
-            count = segments.count_frames(raw)
+    for seg in claim.segments:
+        count = seg.last_offset - seg.base_offset + 1
         first = max(claim.start, seg.base_offset)
-        delivered = min(claim.end, seg.base_offset + count - 1) - first + 1
+        delivered = min(claim.end, seg.last_offset) - first + 1
         if delivered <= 0:
             continue
         if 2 * delivered >= count and segments.is_one_zstd_frame(seg.blob):
             records.append(Record(seg.base_offset, seg.created_at, count, CODEC_ZSTD, seg.blob))
-            continue
-        if raw is None:
-            raw = segments.decompress(seg.blob)
-        records.append(Record(first, seg.created_at, delivered, CODEC_RAW, segments.frame_range(
-            raw, first - seg.base_offset, delivered)))
+        else:
+            records.append(Record(first, seg.created_at, delivered, CODEC_RAW,
+                                  segments.frame_range(segments.decompress(seg.blob),
+                                                       first - seg.base_offset, delivered)))
     return records

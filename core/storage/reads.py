@@ -26,6 +26,7 @@ class PopRow:
     base_offset: int | None
     created_at: datetime | None
     blob: bytes | None
+    last_offset: int | None
 
 
 @dataclass(slots=True)

@@ -23,7 +23,7 @@ T1 = datetime(2026, 12, 2, 12, 0, 1, tzinfo=UTC)
 
 
 def stored(base: int, at: datetime, frames: list[Frame]) -> StoredSegment:
-    return StoredSegment(base, at, segments.pack(frames))
+    return StoredSegment(base, at, segments.pack(frames), base + len(frames) - 1)
 
 
 def claim(pid: int, start: int, end: int, *stored_segments: StoredSegment,
@@ -47,8 +47,7 @@ def test_stored_segments_go_out_as_stored_when_most_of_them_is_delivered() -> No
     a, b = frames(10, "a"), frames(4, "b")
     c = claim(7, 3, 13, stored(0, T0, a), stored(10, T1, b), retries=2)
     [out] = framed_pop.stored_claims([c])
-    # Segment a: 7 of 10 delivered -> the stored blob, frame count from the next segment.
-    # Segment b: 4 of 4 (the last one: counted by decompressing) -> the stored blob.
+    # Segment a: 7 of 10 delivered, segment b: 4 of 4 -> the stored blobs.
     assert [(r.base_offset, r.frame_count, r.codec, r.data) for r in out.records] == [
         (0, 10, 1, c.segments[0].blob), (10, 4, 1, c.segments[1].blob)]
     assert (out.start, out.end, out.delivery_attempt) == (3, 13, 3)
@@ -72,9 +71,9 @@ def test_a_blob_that_is_not_one_zstd_frame_goes_out_decoded() -> None:
     two = z.compress(raw[:50]) + z.compress(raw[50:])  # split inside a storage frame
     assert not segments.is_one_zstd_frame(two) and segments.decompress(two) == raw
     # The client reads one zstd frame per record: these frames go out decompressed.
-    [out] = framed_pop.stored_claims([claim(3, 0, 5, StoredSegment(0, T0, two))])
+    [out] = framed_pop.stored_claims([claim(3, 0, 5, StoredSegment(0, T0, two, 5))])
     assert [(r.codec, r.frame_count, r.data) for r in out.records] == [(0, 6, raw)]
-    assert [m[1] for m in read([claim(3, 0, 5, StoredSegment(0, T0, two))])] == [
+    assert [m[1] for m in read([claim(3, 0, 5, StoredSegment(0, T0, two, 5))])] == [
         f"a{i}" for i in range(6)]
 
 
