@@ -7,8 +7,13 @@ one). The HTTP edge calls its methods and never its parts. Every state change an
 what it made deliverable to parked pops, here, after its commit: pushes, acks, transactions,
 DLQ replays, group deletes and seeks (lease expiry is announced by the reaper process).
 
+Pushes go to the push spool (core/spool.py) instead of the database while push maintenance
+is on, while the database is unreachable, and until the spool is drained; pops claim
+nothing while pop maintenance is on (core/switches.py holds both switches).
+
     push / pop / ack / ack_batch / transaction / extend_lease / configure / delete_queue /
     fetch / healthy / pool_stats / stop_waiting
+    maintenance / set_maintenance / require_direct_writes      the switches and the spool
     dlq.*        dead letters (core/dlq.py)        messages.*   inspection (core/messages.py)
     groups.*     consumer groups (core/groups.py)  resources.*  figures (core/resources.py)
 """
@@ -18,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -26,6 +32,7 @@ from core import fetch as offset_reads
 from core import leases, queues, transactions
 from core.dlq import DeadLetters
 from core.embedded import database_dsn
+from core.errors import ServiceError, StorageUnavailable
 from core.groups import ConsumerGroups
 from core.listener import WakeupHub
 from core.longpoll import Backoff, pop_or_wait
@@ -34,8 +41,27 @@ from core.pop import PopRequest, PopResult
 from core.push import Pusher, PushItem, PushOutcome
 from core.resources import Resources
 from core.settings import Settings
+from core.spool import Spool, SpoolSettings
+from core.spool_format import SpoolRecord
 from core.storage.database import Database, PoolStats, server_settings
-from core.writes import Appended
+from core.switches import CHANNEL as SWITCHES_CHANNEL
+from core.switches import Switches, SwitchState
+from core.writes import Appended, NewMessage
+
+
+class WritesPaused(ServiceError):
+    """Pushes are in maintenance: this write cannot go to the spool; retry later."""
+
+    retry_after_seconds = 5
+
+
+@dataclass(frozen=True, slots=True)
+class MaintenanceStatus:
+    push: bool  # pushes go to the spool
+    pop: bool  # pops answer 204
+    buffered_messages: int  # in this host's spool directory, not yet in the database
+    database_healthy: bool  # as this worker last found it
+    spool_failed: int  # records this worker refused because the spool could not take them
 
 
 class Broker:
@@ -61,6 +87,8 @@ class Broker:
         self.groups = ConsumerGroups(db, hub.announce)
         self.resources = Resources(db)
         self.messages = Messages(db)
+        self._switches = Switches(db, self._switched)
+        self._spool = Spool(SpoolSettings(settings.spool_dir))  # its directory: see `open`
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -77,25 +105,80 @@ class Broker:
         try:
             hub = WakeupHub(target, server_settings(settings, role="wakeup"))
             broker = cls(settings, db, hub, stop_waiting or asyncio.Event())
-            async with asyncio.TaskGroup() as side_tasks:
-                side_tasks.create_task(hub.listen_forever(), name="wakeup-listen")
-                side_tasks.create_task(hub.announce_forever(), name="wakeup-notify")
-                try:
-                    yield broker
-                finally:
-                    broker.stop_waiting()
-                    await broker._pusher.close()
-                    hub.close()  # the loops return; the TaskGroup waits for them
+            switches, spool = broker._switches, await broker._open_spool()
+            hub.subscribe(SWITCHES_CHANNEL, switches.notified)
+            try:
+                async with asyncio.TaskGroup() as side_tasks:
+                    side_tasks.create_task(hub.listen_forever(), name="wakeup-listen")
+                    side_tasks.create_task(hub.announce_forever(), name="wakeup-notify")
+                    side_tasks.create_task(switches.reread_forever(), name="switches")
+                    side_tasks.create_task(spool.run_forever(
+                        broker._replay, paused=lambda: switches.push_paused,
+                        healthy=broker.healthy), name="spool-drain")
+                    try:
+                        yield broker
+                    finally:
+                        broker.stop_waiting()
+                        spool.stop()
+                        switches.close()
+                        await broker._pusher.close()
+                        hub.close()  # the loops return; the TaskGroup waits for them
+            finally:
+                await spool.close()  # what it still holds waits for the next worker
         finally:
             await db.close()
+
+    async def _open_spool(self) -> Spool:
+        """Read the switches, and place the spool in this database's own directory."""
+        await self._switches.load()
+        s = self.settings
+        self._spool = Spool(SpoolSettings(
+            s.spool_dir / self._switches.instance_id, flush_ms=s.file_buffer_flush_ms,
+            max_batch=s.file_buffer_max_batch, events_per_file=s.file_buffer_events_per_file,
+            max_bytes=s.file_buffer_max_bytes))
+        return self._spool
 
     # --- the message plane ---------------------------------------------------------------
 
     async def push(self, items: Sequence[PushItem]) -> list[PushOutcome]:
         """Append items (JSON items, or the frames of a client-built blob: see
         `core.writes.NewMessage.packed`); one outcome per item, in order, each answered
-        once its flush committed."""
-        return await self._pusher.push(items)
+        once its flush committed, or once it is fsynced in the spool (`buffered`): while
+        push maintenance is on, while the database is unreachable (an item whose write
+        failed for that reason is spooled then), and while this worker's spool still holds
+        older messages. Raises SpoolUnavailable when the spool cannot take them."""
+        spool = self._spool
+        if self._switches.push_paused or spool.database_down or spool.backlog:
+            return await self._buffer(items)
+        outcomes = await self._pusher.push(items)
+        unwritten = [i for i, o in enumerate(outcomes)
+                     if isinstance(o.error, StorageUnavailable)]
+        if unwritten:
+            spool.database_down = True
+            try:
+                buffered = await self._buffer([outcomes[i].item for i in unwritten])
+            except ServiceError:
+                return outcomes  # the spool cannot help either: the database error stands
+            for i, outcome in zip(unwritten, buffered):
+                outcomes[i] = outcome
+        return outcomes
+
+    async def _buffer(self, items: Sequence[PushItem]) -> list[PushOutcome]:
+        await self._spool.append([
+            SpoolRecord(m.message_id, m.transaction_id, i.queue, i.partition, m.payload,
+                        m.trace_id, m.producer_sub) for i in items for m in (i.message,)])
+        return [PushOutcome(item, None, None, buffered=True) for item in items]
+
+    async def _replay(self, records: list[SpoolRecord]) -> None:
+        """Write spooled records through the coalescer; raises the first failure (the batch
+        is then replayed again later; what did commit is a duplicate then)."""
+        outcomes = await self._pusher.push([
+            PushItem(r.queue, r.partition, NewMessage(r.message_id, r.transaction_id,
+                                                      r.payload, r.trace_id, r.producer_sub))
+            for r in records])
+        for outcome in outcomes:
+            if outcome.error is not None:
+                raise outcome.error
 
     def _appended(self, appended: Appended) -> None:
         self._hub.announce([(appended.queue_id, appended.partition_id)])
@@ -104,9 +187,11 @@ class Broker:
                   gone: asyncio.Event | None = None) -> PopResult:
         """Claim and read now; with `wait`, park until something is delivered, `timeout_ms`
         passes, the client is `gone`, or the broker stops waiting (an empty result)."""
+        switches = self._switches
         return await pop_or_wait(self._db, self._hub, request, wait=wait,
                                  timeout_ms=timeout_ms, backoff=self._backoff, gone=gone,
-                                 stop_waiting=self._stop_waiting)
+                                 stop_waiting=self._stop_waiting,
+                                 paused=lambda: switches.pop_paused)
 
     def stop_waiting(self) -> None:
         """Parked long polls answer now and new ones do not park (the process drains)."""
@@ -127,7 +212,10 @@ class Broker:
 
     async def transaction(self, ops: list[transactions.TxPush | transactions.TxAck],
                           required_leases: list[str]) -> transactions.TxResult:
-        """Pushes and acks in one database transaction (§4.7)."""
+        """Pushes and acks in one database transaction (§4.7); refused while pushes are in
+        maintenance when it pushes (the spool cannot keep a transaction's atomicity)."""
+        if any(isinstance(op, transactions.TxPush) for op in ops):
+            self.require_direct_writes()
         result = await transactions.run_transaction(self._db, ops, required_leases)
         if result.committed:
             self._hub.announce(result.wakes)
@@ -148,6 +236,34 @@ class Broker:
                     max_wait_ms: int) -> list[offset_reads.FetchResult]:
         return await offset_reads.fetch(self._db, entries, max_bytes=max_bytes,
                                         max_wait_ms=max_wait_ms)
+
+    # --- maintenance ----------------------------------------------------------------------
+
+    def require_direct_writes(self) -> None:
+        """Raise WritesPaused while push maintenance is on: for writes that must go to the
+        database or nowhere (transactions that push, DLQ replays)."""
+        if self._switches.push_paused:
+            raise WritesPaused("pushes are in maintenance mode: this write is refused "
+                               "until maintenance ends")
+
+    async def maintenance(self) -> MaintenanceStatus:
+        """The switches as this worker applies them, and the spool's figures."""
+        elsewhere = await asyncio.to_thread(self._spool.waiting_elsewhere)
+        state = self._switches.state
+        return MaintenanceStatus(state.push, state.pop, self._spool.pending + elsewhere,
+                                 not self._spool.database_down, self._spool.failed)
+
+    async def set_maintenance(self, *, push: bool | None = None,
+                              pop: bool | None = None) -> MaintenanceStatus:
+        """Turn a switch on or off for every worker of every broker on this database."""
+        await self._switches.set(push=push, pop=pop)
+        return await self.maintenance()
+
+    def _switched(self, state: SwitchState) -> None:
+        if not state.push:
+            self._spool.kick()  # drain now
+        if not state.pop:
+            self._hub.wake_everyone()  # parked pops claim now
 
     # --- the process ---------------------------------------------------------------------
 
