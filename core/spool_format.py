@@ -59,10 +59,12 @@ _decoder = msgspec.msgpack.Decoder(_Body)
 
 
 def encode_record(record: SpoolRecord) -> bytes:
+    # str(): the edge's names are str subclasses, which msgpack does not take as they are
     body = msgspec.msgpack.encode((
-        record.message_id.bytes, record.transaction_id, record.queue, record.partition,
-        record.payload, record.trace_id.bytes if record.trace_id else None,
-        record.producer_sub))
+        record.message_id.bytes, str(record.transaction_id), str(record.queue),
+        str(record.partition), bytes(record.payload),
+        record.trace_id.bytes if record.trace_id else None,
+        None if record.producer_sub is None else str(record.producer_sub)))
     length = _LENGTH.pack(len(body))
     return _RECORD_HEAD.pack(len(body), zlib.crc32(body, zlib.crc32(length))) + body
 
