@@ -59,7 +59,7 @@ class WritesPaused(ServiceError):
 class MaintenanceStatus:
     push: bool  # pushes go to the spool
     pop: bool  # pops answer 204
-    buffered_messages: int  # in this host's spool directory, not yet in the database
+    buffered_messages: int  # in this host's spool for the database, not yet written
     database_healthy: bool  # as this worker last found it
     spool_failed: int  # records this worker refused because the spool could not take them
 
@@ -148,7 +148,7 @@ class Broker:
         failed for that reason is spooled then), and while this worker's spool still holds
         older messages. Raises SpoolUnavailable when the spool cannot take them."""
         spool = self._spool
-        if self._switches.push_paused or spool.database_down or spool.backlog:
+        if self._switches.push_paused or spool.database_down or spool.busy():
             return await self._buffer(items)
         outcomes = await self._pusher.push(items)
         unwritten = [i for i, o in enumerate(outcomes)
@@ -248,9 +248,8 @@ class Broker:
 
     async def maintenance(self) -> MaintenanceStatus:
         """The switches as this worker applies them, and the spool's figures."""
-        elsewhere = await asyncio.to_thread(self._spool.waiting_elsewhere)
         state = self._switches.state
-        return MaintenanceStatus(state.push, state.pop, self._spool.pending + elsewhere,
+        return MaintenanceStatus(state.push, state.pop, await self._spool.waiting(),
                                  not self._spool.database_down, self._spool.failed)
 
     async def set_maintenance(self, *, push: bool | None = None,

@@ -1,32 +1,41 @@
-"""The durable push spool: pushes a worker cannot write to the database now, kept on its disk.
+"""The durable push spool: pushes the database cannot take now, kept on the broker's disk.
 
 A push goes to the spool instead of PostgreSQL while push maintenance is on, while the
-database is unreachable, and while this worker's spool still holds anything (so a worker's
-buffered messages reach the database in the order it took them, before anything newer). A
-push written to the spool is answered `buffered` only after its records are on disk and
-fsynced; pushes that arrive while one fsync runs share the next (group commit).
+database is unreachable, and while the spool still holds anything, so buffered messages
+reach the database before anything pushed after them. It is answered `buffered` only once
+its records are written and fsynced.
 
-Files. Each worker appends to its own files under `<FILE_BUFFER_DIR>/<database instance
-id>/` (`core.spool_format` describes a file); a file takes up to FILE_BUFFER_EVENTS_PER_FILE
-records, then the worker starts the next. A worker holds an exclusive `flock` on every file
-it owns, from creation (made under a temporary name, locked, then renamed into place) until
-it has drained and deleted it. The kernel drops the lock when the process dies, however it
-dies, so any worker (its replacement, a sibling, a broker started later on the same
-directory) claims a dead worker's file by taking the lock, and two workers never drain one
-file at once. A claimer also checks that the path still names the file it locked: the
-owner may have deleted it between the claimer's open and lock.
+One spool per database per host: `<FILE_BUFFER_DIR>/<database instance id>/`, shared by
+every worker of every broker using that directory. Its records are in append-only files
+`NNNNNNNNNNNN.spool` (`core.spool_format`), the highest-numbered one taking new records,
+the next one started after FILE_BUFFER_EVENTS_PER_FILE records. Why shared rather than one
+file per worker: a client whose consecutive pushes land on different workers (several
+connections, or a worker that died) must find them in the database in the order it got its
+answers; with one file per worker, draining the files one by one reorders them.
 
-Draining. When maintenance is off and the database answers, a background loop (every
-FILE_BUFFER_FLUSH_MS) replays the worker's own files oldest first, and any unlocked file in
-the directory, in batches of FILE_BUFFER_MAX_BATCH records through the normal write path.
-After each batch commits, the file's header records how far it got; a crash in between
-replays that batch again, and the transactionId and message id kept in each record make the
-replay a duplicate that writes nothing (within the queue's dedup window). A drained file is
-deleted.
+Writing. A worker gathers the records of concurrent pushes and writes them as one group
+(one write, one fsync) while holding an exclusive `flock` on `write.lock`, so groups of all
+workers land in the file one after the other; then it records the new end in the header.
+Before writing, it checks that nothing unconfirmed lies past the header's end: a writer
+killed mid-write leaves a torn record there, which is cut off (it was never answered); a
+writer killed between its fsync and its header update leaves valid records, which are
+kept. The lock is the kernel's: a dead process holds none.
 
-Bounds. A worker's undrained spool is limited to FILE_BUFFER_MAX_BYTES; a push past that, or
-one that cannot be written (disk full, I/O error), is refused with `SpoolUnavailable` (503
-and Retry-After) and nothing of it is acknowledged.
+Draining. Every worker runs a drain loop (every FILE_BUFFER_FLUSH_MS). While maintenance is
+off and the database answers, the one worker that gets the `flock` on `drain.lock` replays
+the files in order, FILE_BUFFER_MAX_BATCH records at a time, through the normal write path,
+and records after each committed batch how far it got; the others find the lock taken and
+wait their turn, so two workers never replay the same records at once, and when the
+drainer dies (kill -9) the lock passes to another worker or its replacement. A crash
+between a batch's commit and the header update replays the batch again: the transactionId
+and message id kept in each record make that a duplicate that writes nothing (within the
+queue's dedup window). A drained file other than the newest is deleted; a damaged one
+(an invalid record with data after it) is drained up to the damage and kept for an
+operator as `NNNNNNNNNNNN.damaged`.
+
+Bounds. The records waiting in the spool may take up to FILE_BUFFER_MAX_BYTES; a push past
+that, or one that cannot be written (disk full, I/O error), is refused with
+`SpoolUnavailable` (503 and Retry-After) and nothing of it is acknowledged.
 """
 
 from __future__ import annotations
@@ -38,31 +47,37 @@ import fcntl
 import itertools
 import logging
 import os
-import secrets
-import time
-from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from core.errors import QueenError, ServiceError, StorageUnavailable
 from core.spool_format import (
+    DAMAGED,
+    DRAINED_AT,
+    END_AT,
+    FLAGS_AT,
     HEADER_SIZE,
+    RECORDS_AT,
+    SEALED,
     Ending,
+    Header,
     ReadState,
     SpoolRecord,
     encode_header,
     encode_record,
     read_header,
     scan,
+    write_field,
 )
 
 log = logging.getLogger(__name__)
 
 SUFFIX = ".spool"
-DAMAGED_SUFFIX = ".damaged"  # kept for an operator: an invalid record with data after it
+DAMAGED_SUFFIX = ".damaged"
 _TEMP_SUFFIX = ".creating"
-ORPHAN_SCAN_SECONDS = 1.0  # how often a worker looks for files nobody holds
+WRITE_LOCK = "write.lock"
+DRAIN_LOCK = "drain.lock"
 
 Replay = Callable[[list[SpoolRecord]], Awaitable[None]]
 
@@ -82,129 +97,207 @@ class SpoolSettings:
     max_bytes: int = 1 << 30
 
 
-class SpoolFile:
-    """One spool file, locked by this process. Its methods block: call them in a thread."""
+def file_name(seq: int) -> str:
+    return f"{seq:012d}{SUFFIX}"
 
-    def __init__(self, path: Path, fd: int, end: int, drained: int) -> None:
-        self.path = path
-        self.fd = fd
-        self.end = end  # where the next record goes (own files) or the size when claimed
-        self.drained = drained
-        self.records = 0  # records appended by this process
-        self.replayed = 0  # records written to the database by this process
-        self.sealed = False  # takes no more records
 
-    @classmethod
-    def create(cls, directory: Path) -> SpoolFile:
-        """A new, empty, locked file, durably in the directory."""
-        if not directory.exists():
-            directory.mkdir(parents=True, exist_ok=True)
-            _fsync_directory(directory.parent)
-        name = f"{time.time_ns():020d}-{os.getpid()}-{secrets.token_hex(4)}"
-        temp = directory / (name + _TEMP_SUFFIX)
-        fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+def _seq(name: str) -> int | None:
+    stem, dot, suffix = name.partition(".")
+    if dot and "." + suffix in (SUFFIX, DAMAGED_SUFFIX) and stem.isdigit():
+        return int(stem)
+    return None
+
+
+class SpoolFiles:
+    """The files of one spool directory. Every method blocks: call them in a thread."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def live(self) -> list[int]:
+        """Sequence numbers of the spool files (not the damaged ones), in order."""
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            os.pwrite(fd, encode_header(HEADER_SIZE), 0)
-            os.fsync(fd)
-            path = directory / (name + SUFFIX)
-            os.rename(temp, path)  # claimers only look at complete, locked files
-            _fsync_directory(directory)
-        except BaseException:
-            os.close(fd)
-            with contextlib.suppress(OSError):
-                temp.unlink()
-            raise
-        return cls(path, fd, HEADER_SIZE, HEADER_SIZE)
-
-    @classmethod
-    def claim(cls, path: Path) -> SpoolFile | None:
-        """Lock a file nobody holds; None when a live process holds it or it is gone."""
-        try:
-            fd = os.open(path, os.O_RDWR)
+            names = os.listdir(self.directory)
         except FileNotFoundError:
-            return None
+            return []
+        return sorted(s for n in names if n.endswith(SUFFIX) and (s := _seq(n)) is not None)
+
+    def path(self, seq: int) -> Path:
+        return self.directory / file_name(seq)
+
+    @contextlib.contextmanager
+    def locked(self, name: str, *, wait: bool = True) -> Iterator[bool]:
+        """Hold the `flock` on a lock file for the block (its own descriptor, so threads of
+        one process exclude each other too); with `wait` false, yields False at once when
+        another holder has it."""
+        if not self.directory.exists():
+            self.directory.mkdir(parents=True, exist_ok=True)
+            _fsync_directory(self.directory.parent)
+        fd = os.open(self.directory / name, os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            # Its owner may have drained and deleted it between our open and our lock.
-            if os.stat(path).st_ino != os.fstat(fd).st_ino:
-                raise FileNotFoundError(path)
-        except (BlockingIOError, FileNotFoundError):
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            except BlockingIOError:
+                yield False
+                return
+            yield True
+        finally:
+            os.close(fd)  # releases the lock
+
+    def create(self, seq: int) -> None:
+        """A new empty file, durably in the directory (under the write lock)."""
+        temp = self.directory / (file_name(seq) + _TEMP_SUFFIX)
+        fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.pwrite(fd, encode_header(Header(HEADER_SIZE, HEADER_SIZE, 0, 0)), 0)
+            os.fsync(fd)
+        finally:
             os.close(fd)
-            return None
-        except BaseException:
-            os.close(fd)
-            raise
-        drained = read_header(fd)
+        os.rename(temp, self.path(seq))
+        _fsync_directory(self.directory)
+
+    def next_seq(self) -> int:
+        try:
+            names = os.listdir(self.directory)
+        except FileNotFoundError:
+            return 1
+        return max((s for n in names if (s := _seq(n)) is not None), default=0) + 1
+
+    def set_aside(self, seq: int, fd: int, header: Header | None) -> None:
+        """Keep a damaged file for an operator, under a name nobody drains."""
+        if header is not None:
+            write_field(fd, FLAGS_AT, header.flags | SEALED | DAMAGED)
+        with contextlib.suppress(OSError):
+            os.rename(self.path(seq), self.directory / f"{seq:012d}{DAMAGED_SUFFIX}")
+
+    def repair(self, fd: int, header: Header) -> Header:
+        """Take in what lies past the header's end (under the write lock): valid records (a
+        writer died after its fsync, before its header update) are confirmed, a torn tail
+        is cut off, and a file damaged there is sealed so nothing is written after it."""
         size = os.fstat(fd).st_size
-        claimed = cls(path, fd, size, HEADER_SIZE if drained is None else min(drained, size))
-        claimed.sealed = True
-        if drained is None:
-            claimed.drained = size  # no valid header: nothing in it can be trusted
-            claimed.mark_damaged()
-        return claimed
+        if size <= header.end:
+            return header
+        state = ReadState(header.end)
+        found = sum(1 for _ in scan(fd, header.end, size, state))
+        if found:
+            header.end, header.records = state.offset, header.records + found
+            write_field(fd, RECORDS_AT, header.records)
+            write_field(fd, END_AT, header.end)
+        if state.ending is Ending.DAMAGED:  # drained up to here, then set aside
+            header.flags |= SEALED | DAMAGED
+            write_field(fd, FLAGS_AT, header.flags)
+        else:
+            if state.ending is Ending.TORN:
+                log.warning("push spool: dropped a torn record (%d bytes, never "
+                            "acknowledged) at the end of the file", size - state.offset)
+            os.ftruncate(fd, state.offset)
+        os.fsync(fd)
+        return header
 
-    def append(self, blob: bytes, count: int) -> None:
-        """Write records at the end and fsync; on failure cut the file back to what it held
-        before and take no more records in it."""
-        try:
-            written = os.pwrite(self.fd, blob, self.end)
-            if written != len(blob):
-                raise OSError(errno.ENOSPC, "short write to the spool")
-            os.fsync(self.fd)
-        except OSError:
-            self.sealed = True
-            with contextlib.suppress(OSError):
-                os.ftruncate(self.fd, self.end)
-                os.fsync(self.fd)
-            raise
-        self.end += len(blob)
-        self.records += count
+    def append(self, blob: bytes, count: int, *, events_per_file: int,
+               max_bytes: int) -> None:
+        """Write records after everything else in the spool, fsynced; raises OSError or
+        SpoolUnavailable with nothing written."""
+        with self.locked(WRITE_LOCK):
+            seqs = self.live()
+            waiting = self._waiting_bytes(seqs)
+            if waiting and waiting + len(blob) > max_bytes:  # an empty spool takes any push
+                raise SpoolUnavailable(
+                    "the push spool is full: it waits for the database to take it in")
+            seq = seqs[-1] if seqs else 0
+            fd = os.open(self.path(seq), os.O_RDWR) if seq else -1
+            try:
+                header = read_header(fd) if seq else None
+                if seq and header is None:
+                    self.set_aside(seq, fd, None)
+                if header is not None:
+                    header = self.repair(fd, header)
+                if header is None or header.sealed or (
+                        header.records and header.records + count > events_per_file):
+                    if header is not None and not header.sealed:
+                        write_field(fd, FLAGS_AT, header.flags | SEALED)
+                    if fd >= 0:
+                        os.close(fd)
+                    seq = self.next_seq()
+                    self.create(seq)
+                    fd = os.open(self.path(seq), os.O_RDWR)
+                    header = Header(HEADER_SIZE, HEADER_SIZE, 0, 0)
+                try:
+                    if os.pwrite(fd, blob, header.end) != len(blob):
+                        raise OSError(errno.ENOSPC, "short write")
+                    os.fsync(fd)
+                except OSError:
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(fd, header.end)
+                    raise
+                # Confirmed only now; a reader never looks past `end`.
+                write_field(fd, RECORDS_AT, header.records + count)
+                write_field(fd, END_AT, header.end + len(blob))
+            finally:
+                if fd >= 0:
+                    os.close(fd)
 
-    def read_batch(self, limit: int, state: ReadState) -> list[tuple[SpoolRecord, int]]:
-        """Up to `limit` records from the drained offset, each with the offset past it."""
-        return [(record, offset) for record, offset in itertools.islice(
-            scan(self.fd, self.drained, self.end, state), limit) if record is not None]
+    def _waiting_bytes(self, seqs: list[int]) -> int:
+        total = 0
+        for seq in seqs:
+            with contextlib.suppress(FileNotFoundError), _opened(self.path(seq)) as fd:
+                header = read_header(fd)
+                if header is not None:
+                    total += header.end - header.drained
+        return total
 
-    def save_drained(self, offset: int) -> None:
-        self.drained = offset
-        os.pwrite(self.fd, encode_header(offset), 0)
+    def next_to_drain(self) -> tuple[int, Header] | None:
+        """The oldest file with records to replay (with its header), deleting drained files
+        on the way; None when everything is drained."""
+        with self.locked(WRITE_LOCK):
+            seqs = self.live()
+            for seq in seqs:
+                with _opened(self.path(seq)) as fd:
+                    header = read_header(fd)
+                    if header is None:
+                        log.error("push spool file %s has no valid header; kept as damaged",
+                                  file_name(seq))
+                        self.set_aside(seq, fd, None)
+                        continue
+                    if seq == seqs[-1] and not header.sealed:
+                        header = self.repair(fd, header)
+                    if header.drained < header.end:
+                        return seq, header
+                    if header.flags & DAMAGED:
+                        self.set_aside(seq, fd, header)
+                    elif header.sealed or seq != seqs[-1]:
+                        self.path(seq).unlink()
+            return None
 
-    def mark_damaged(self) -> None:
-        """Keep the file for an operator under a name no worker claims (`remove` then
-        leaves it there)."""
-        damaged = self.path.with_suffix(DAMAGED_SUFFIX)
-        with contextlib.suppress(OSError):
-            os.rename(self.path, damaged)
-            self.path = damaged
+    def read_batch(self, seq: int, header: Header, limit: int, state: ReadState
+                   ) -> list[tuple[SpoolRecord, int]]:
+        with _opened(self.path(seq)) as fd:
+            return [(r, offset) for r, offset in itertools.islice(
+                scan(fd, header.drained, header.end, state), limit) if r is not None]
 
-    def remove(self) -> None:
-        """Delete the file (still holding its lock), then release it; a damaged one stays."""
-        if self.path.suffix != DAMAGED_SUFFIX:
-            with contextlib.suppress(FileNotFoundError):
-                self.path.unlink()
-        self.close()
+    def mark_drained(self, seq: int, offset: int) -> None:
+        with _opened(self.path(seq)) as fd:
+            write_field(fd, DRAINED_AT, offset)
 
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self.fd)
-        self.fd = -1
+    def mark_damaged(self, seq: int) -> None:
+        """An invalid record below the confirmed end: nothing after it can be trusted."""
+        with _opened(self.path(seq)) as fd:
+            header = read_header(fd)
+            if header is not None:
+                write_field(fd, DRAINED_AT, header.end)
+            self.set_aside(seq, fd, header)
 
-
-def pending_records(path: Path) -> int:
-    """Records not yet drained in a file (counted by their lengths, not checked)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return 0
-    try:
-        drained = read_header(fd)
-        if drained is None:
-            return 0
-        state = ReadState(drained)
-        return sum(1 for _ in scan(fd, drained, os.fstat(fd).st_size, state, decode=False))
-    finally:
-        os.close(fd)
+    def waiting_records(self) -> int:
+        """Records in the spool not yet in the database."""
+        total = 0
+        for seq in self.live():
+            with contextlib.suppress(FileNotFoundError), _opened(self.path(seq)) as fd:
+                header = read_header(fd)
+                if header is not None:
+                    state = ReadState(header.drained)
+                    total += sum(1 for _ in scan(fd, header.drained, header.end, state,
+                                                 decode=False))
+        return total
 
 
 @dataclass(slots=True)
@@ -215,89 +308,95 @@ class _Append:
 
 
 class Spool:
-    """One worker's spool: its files, the group-fsync writer, and the drain loop."""
+    """One worker's side of the spool: its group writer, the `busy` check of the push path,
+    and the drain loop."""
 
     def __init__(self, settings: SpoolSettings) -> None:
         self.settings = settings
-        self.directory = settings.directory
-        self._files: deque[SpoolFile] = deque()  # own files, oldest first
-        self._active: SpoolFile | None = None  # the one taking records
-        self._queue: deque[_Append] = deque()
+        self.files = SpoolFiles(settings.directory)
+        self._queue: list[_Append] = []
         self._writer: asyncio.Task[None] | None = None
-        self._write_lock = asyncio.Lock()
         self._kick = asyncio.Event()
         self._stopping = asyncio.Event()
+        self._probe: tuple[int, int] | None = None  # (seq, fd) of the newest file
         self.database_down = False
-        self.pending = 0  # own records not yet in the database (queued, on disk)
-        self.bytes = 0  # bytes of those records
-        self.failed = 0  # records refused because they could not be written
+        self.failed = 0  # records this worker refused because the spool could not take them
 
-    # --- taking pushes ---------------------------------------------------------------------
+    # --- the push path -----------------------------------------------------------------------
 
-    @property
-    def backlog(self) -> bool:
-        """Does this worker hold buffered records not yet in the database?"""
-        return self.pending > 0 or bool(self._files)
+    def busy(self) -> bool:
+        """Does the spool hold records not yet in the database? (A few system calls: the
+        push path asks before every write, so that a push answered `buffered` by any
+        worker is never overtaken by a later push written directly.)"""
+        if self._probe is not None:
+            header = read_header(self._probe[1])
+            if header is not None and not header.sealed:
+                return header.drained < header.end
+            os.close(self._probe[1])
+            self._probe = None
+        seqs = self.files.live()
+        if not seqs:
+            return False
+        if len(seqs) > 1:
+            return True  # older files are drained first; look again next time
+        try:
+            fd = os.open(self.files.path(seqs[0]), os.O_RDONLY)
+        except FileNotFoundError:
+            return True
+        header = read_header(fd)
+        if header is None or header.sealed:
+            os.close(fd)
+            return True
+        self._probe = (seqs[0], fd)
+        return header.drained < header.end
 
     async def append(self, records: Sequence[SpoolRecord]) -> None:
         """Write records durably; returns once they are fsynced. Raises SpoolUnavailable when
-        the spool is over its size limit or the write failed (nothing was acknowledged)."""
-        blob = b"".join(encode_record(r) for r in records)
-        if self.pending and self.bytes + len(blob) > self.settings.max_bytes:
-            self.failed += len(records)
-            raise SpoolUnavailable(
-                f"the push spool is full ({self.bytes} bytes waiting for the database)")
+        the spool is full or the write failed (nothing of them was acknowledged)."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Append(blob, len(records), future))
-        self.pending += len(records)
-        self.bytes += len(blob)
+        future.add_done_callback(_retrieve)
+        self._queue.append(_Append(b"".join(encode_record(r) for r in records),
+                                   len(records), future))
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write_queued(), name="spool-writer")
         await asyncio.shield(future)  # once queued, written whether or not the caller waits
 
     async def _write_queued(self) -> None:
+        """Write what is queued as groups (one write and fsync each) until nothing is."""
+        settings = self.settings
         while self._queue:
-            async with self._write_lock:
-                group: list[_Append] = []
-                try:
-                    file = self._active
-                    if file is None or file.sealed or \
-                            file.records >= self.settings.events_per_file:
-                        if file is not None:
-                            file.sealed = True
-                        file = self._active = await asyncio.to_thread(
-                            SpoolFile.create, self.directory)
-                        self._files.append(file)
-                    count = file.records
-                    while self._queue and (not group or count + self._queue[0].count
-                                           <= self.settings.events_per_file):
-                        group.append(self._queue.popleft())
-                        count += group[-1].count
-                    await asyncio.to_thread(file.append, b"".join(a.blob for a in group),
-                                            sum(a.count for a in group))
-                except OSError as exc:
-                    if not group:  # the file could not be made: fail everything queued
-                        group, self._queue = list(self._queue), deque()
-                    self._refuse(group, exc)
-                    continue
-                for append in group:
-                    if not append.future.done():
-                        append.future.set_result(None)
+            group: list[_Append] = []
+            count = 0
+            while self._queue and (not group or count + self._queue[0].count
+                                   <= settings.events_per_file):
+                group.append(self._queue.pop(0))
+                count += group[-1].count
+            try:
+                await asyncio.to_thread(
+                    self.files.append, b"".join(a.blob for a in group), count,
+                    events_per_file=settings.events_per_file, max_bytes=settings.max_bytes)
+            except (OSError, SpoolUnavailable) as exc:
+                self._refuse(group, exc)
+                continue
+            for append in group:
+                if not append.future.done():
+                    append.future.set_result(None)
 
-    def _refuse(self, group: list[_Append], exc: OSError) -> None:
-        reason = "the disk is full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else str(exc)
-        log.error("push spool write failed (%s); %d records refused", reason,
-                  sum(a.count for a in group))
+    def _refuse(self, group: list[_Append], exc: OSError | SpoolUnavailable) -> None:
+        if isinstance(exc, SpoolUnavailable):
+            error = exc
+        else:
+            reason = ("the disk is full" if exc.errno in (errno.ENOSPC, errno.EDQUOT)
+                      else exc.strerror or str(exc))
+            error = SpoolUnavailable(f"the push spool cannot be written: {reason}")
+        count = sum(a.count for a in group)
+        self.failed += count
+        log.warning("push spool refused %d records: %s", count, error.message)
         for append in group:
-            self.pending -= append.count
-            self.bytes -= len(append.blob)
-            self.failed += append.count
             if not append.future.done():
-                append.future.set_exception(
-                    SpoolUnavailable(f"the push spool cannot be written: {reason}"))
-            append.future.add_done_callback(_retrieve)
+                append.future.set_exception(error)
 
-    # --- draining ----------------------------------------------------------------------------
+    # --- draining ------------------------------------------------------------------------------
 
     def kick(self) -> None:
         """Look at the spool now (maintenance ended, the database came back)."""
@@ -310,7 +409,6 @@ class Spool:
     async def run_forever(self, replay: Replay, *, paused: Callable[[], bool],
                           healthy: Callable[[], Awaitable[bool]]) -> None:
         """Drain while maintenance is off and the database answers, until `stop`."""
-        next_scan = 0.0
         while not self._stopping.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._kick.wait(), self.settings.flush_ms / 1000)
@@ -323,11 +421,8 @@ class Spool:
                 self.database_down = False
                 log.info("the database answers again; draining the push spool")
             try:
-                if self._files or self._queue:
-                    await self._drain_own(replay)
-                if time.monotonic() >= next_scan:
-                    next_scan = time.monotonic() + ORPHAN_SCAN_SECONDS
-                    await self._drain_orphans(replay)
+                if self.busy() or await asyncio.to_thread(self._unsettled):
+                    await self._drain(replay, paused)
             except StorageUnavailable:
                 self.database_down = True
             except QueenError as exc:
@@ -335,90 +430,61 @@ class Spool:
             except OSError as exc:
                 log.error("push spool drain failed: %s", exc)
 
-    async def _drain_own(self, replay: Replay) -> None:
-        while self._files and not self._stopping.is_set():
-            file = self._files[0]
-            if file is self._active:
-                async with self._write_lock:  # no write group in flight on it now
-                    file.sealed = True
-                    self._active = None
-            if not await self._drain_file(file, replay):
-                return  # stopping: the file stays, with its lock, until close
-            self._files.popleft()
-            self.pending -= file.records - file.replayed  # 0 unless it was damaged
-            self.bytes -= file.end - HEADER_SIZE
-            await asyncio.to_thread(file.remove)
-        if not self._files and not self._queue:
-            self.pending = self.bytes = 0  # nothing of ours is left anywhere
+    def _unsettled(self) -> bool:
+        """Anything for the drainer besides confirmed records: older files to delete, or
+        records a dead writer left unconfirmed past the newest file's end."""
+        seqs = self.files.live()
+        if len(seqs) != 1:
+            return len(seqs) > 1
+        with contextlib.suppress(FileNotFoundError), _opened(self.files.path(seqs[0])) as fd:
+            header = read_header(fd)
+            return header is None or os.fstat(fd).st_size > header.end
+        return False
 
-    async def _drain_orphans(self, replay: Replay) -> None:
-        for path in await asyncio.to_thread(self._orphan_paths):
-            if self._stopping.is_set() or self.database_down:
-                return
-            file = await asyncio.to_thread(SpoolFile.claim, path)
-            if file is None:
-                continue
-            log.info("claimed the push spool file %s of a stopped worker", path.name)
-            try:
-                if await self._drain_file(file, replay):
-                    await asyncio.to_thread(file.remove)
-            finally:
-                file.close()
+    async def _drain(self, replay: Replay, paused: Callable[[], bool]) -> None:
+        """Replay the spool in order while this worker holds the drain lock."""
+        files = self.files
+        with files.locked(DRAIN_LOCK, wait=False) as mine:
+            if not mine:
+                return  # another worker is draining
+            while not self._stopping.is_set() and not paused():
+                target = await asyncio.to_thread(files.next_to_drain)
+                if target is None:
+                    return
+                seq, header = target
+                state = ReadState(header.drained)
+                batch = await asyncio.to_thread(files.read_batch, seq, header,
+                                                self.settings.max_batch, state)
+                if batch:
+                    await replay([record for record, _ in batch])
+                    await asyncio.to_thread(files.mark_drained, seq, batch[-1][1])
+                elif state.ending is not Ending.CLEAN:
+                    log.error("push spool file %s is damaged at byte %d (below what its "
+                              "writers confirmed); the records before it were written, the "
+                              "file is kept as %s", file_name(seq), state.offset,
+                              f"{seq:012d}{DAMAGED_SUFFIX}")
+                    await asyncio.to_thread(files.mark_damaged, seq)
 
-    def _orphan_paths(self) -> list[Path]:
-        try:
-            names = sorted(os.listdir(self.directory))
-        except FileNotFoundError:
-            return []
-        own = {f.path.name for f in self._files}
-        return [self.directory / n for n in names if n.endswith(SUFFIX) and n not in own]
-
-    async def _drain_file(self, file: SpoolFile, replay: Replay) -> bool:
-        """Replay a sealed file from its drained offset to its end; True when the file is
-        finished with (every valid record written; a torn tail dropped; a damaged file set
-        aside), False when the loop is stopping. Raises what a replay raised."""
-        state = ReadState(file.drained)
-        own = file in self._files
-        while True:
-            if self._stopping.is_set():
-                return False
-            batch = await asyncio.to_thread(file.read_batch, self.settings.max_batch, state)
-            if not batch:
-                break
-            await replay([record for record, _ in batch])
-            await asyncio.to_thread(file.save_drained, batch[-1][1])
-            file.replayed += len(batch)
-            if own:
-                self.pending -= len(batch)
-        if state.ending is Ending.TORN:
-            log.warning("push spool file %s ends in a torn record (%d bytes, never "
-                        "acknowledged); dropped", file.path.name, file.end - state.offset)
-        elif state.ending is Ending.DAMAGED:
-            log.error("push spool file %s is damaged at byte %d; the records before it were "
-                      "written, the file is kept as %s", file.path.name, state.offset,
-                      file.path.with_suffix(DAMAGED_SUFFIX).name)
-            await asyncio.to_thread(file.mark_damaged)
-        return True
-
-    def waiting_elsewhere(self) -> int:
-        """Records waiting in the directory's files other than this worker's (blocking)."""
-        own = {f.path.name for f in self._files}
-        try:
-            names = os.listdir(self.directory)
-        except FileNotFoundError:
-            return 0
-        return sum(pending_records(self.directory / n) for n in names
-                   if n.endswith(SUFFIX) and n not in own)
+    async def waiting(self) -> int:
+        """Records in the spool not yet in the database (every worker's)."""
+        return await asyncio.to_thread(self.files.waiting_records)
 
     async def close(self) -> None:
-        """Finish the writes in flight and release every file (what is left in them is
-        drained by whichever worker claims them next)."""
+        """Finish the writes in flight (what the spool holds waits for the next drainer)."""
         if self._writer is not None:
             await asyncio.gather(self._writer, return_exceptions=True)
-        for file in self._files:
-            file.close()
-        self._files.clear()
-        self._active = None
+        if self._probe is not None:
+            os.close(self._probe[1])
+            self._probe = None
+
+
+@contextlib.contextmanager
+def _opened(path: Path) -> Iterator[int]:
+    fd = os.open(path, os.O_RDWR)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def _fsync_directory(directory: Path) -> None:

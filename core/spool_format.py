@@ -1,7 +1,14 @@
 """The on-disk format of a push spool file: a header, then length-prefixed, checksummed records.
 
-    header  "QSPOOL1\\n" (8 bytes) | u64 drained offset (little-endian)
+    header  "QSPOOL2\n" | u64 end | u64 drained | u64 records | u64 flags   (little-endian)
     record  u32 body length | u32 crc32(length bytes + body) | body
+
+`end` is where the records confirmed by their writer end (written after their fsync, so
+everything before it is on disk); `drained` is where the first record not yet written to
+the database starts; `records` counts the records up to `end`; `flags` says whether the
+file is sealed (takes no more records) or damaged. Each field is written on its own (a
+writer writes `end`, `records` and `flags`; the drainer only `drained`), so neither ever
+overwrites the other's.
 
 The body is a msgpack array: message id (16 bytes), transactionId, queue, partition, payload
 (the JSON bytes as received), trace id (16 bytes or nil), producerSub (text or nil). The
@@ -9,15 +16,12 @@ message id and transactionId are those minted when the push was answered `buffer
 record replayed twice (after a crash between its commit and the header update) is a
 duplicate in the database, not a second message.
 
-The drained offset is where the first record not yet written to the database starts; the
-records before it are done. It is rewritten in place (the only bytes ever rewritten) after
-each replayed batch commits, without an fsync: a stale value only replays a batch again.
-
 A record is valid only when its length is positive, its bytes are all there and its
-checksum matches. Reading stops at the first invalid record: when it is the last thing in
-the file, the record is a torn write that was never acknowledged (the acknowledgement waits
-for the fsync of the whole record) and is dropped; when valid-looking data follows it, the
-file is damaged and the reader says so instead of guessing where the next record starts.
+checksum matches. Reading stops at the first invalid record: when nothing valid can follow
+it (it reaches the end of the file, or only zeros do), it is a torn write that was never
+acknowledged (acknowledgement waits for the fsync of the whole record) and is dropped; when
+data follows it, the file is damaged and the reader says so instead of guessing where the
+next record starts.
 """
 
 from __future__ import annotations
@@ -32,9 +36,12 @@ from dataclasses import dataclass
 
 import msgspec
 
-MAGIC = b"QSPOOL1\n"
-HEADER = struct.Struct("<8sQ")
+MAGIC = b"QSPOOL2\n"
+HEADER = struct.Struct("<8sQQQQ")
 HEADER_SIZE = HEADER.size
+_FIELD = struct.Struct("<Q")
+END_AT, DRAINED_AT, RECORDS_AT, FLAGS_AT = 8, 16, 24, 32
+SEALED, DAMAGED = 1, 2  # flags
 _RECORD_HEAD = struct.Struct("<II")
 _LENGTH = struct.Struct("<I")
 # A record body is one message and its names: larger than the body limit of any push.
@@ -75,8 +82,24 @@ def decode_body(body: bytes) -> SpoolRecord:
                        uuid.UUID(bytes=trace) if trace is not None else None, sub)
 
 
-def encode_header(drained: int) -> bytes:
-    return HEADER.pack(MAGIC, drained)
+@dataclass(slots=True)
+class Header:
+    end: int
+    drained: int
+    records: int
+    flags: int
+
+    @property
+    def sealed(self) -> bool:
+        return bool(self.flags & SEALED)
+
+
+def encode_header(header: Header) -> bytes:
+    return HEADER.pack(MAGIC, header.end, header.drained, header.records, header.flags)
+
+
+def write_field(fd: int, at: int, value: int) -> None:
+    os.pwrite(fd, _FIELD.pack(value), at)
 
 
 class Ending(enum.Enum):
@@ -95,15 +118,15 @@ class ReadState:
     ending: Ending = Ending.CLEAN
 
 
-def read_header(fd: int) -> int | None:
-    """The drained offset, or None when the file does not start with a spool header."""
+def read_header(fd: int) -> Header | None:
+    """The header, or None when the file does not start with a sound one."""
     raw = os.pread(fd, HEADER_SIZE, 0)
     if len(raw) < HEADER_SIZE:
         return None
-    magic, drained = HEADER.unpack(raw)
-    if magic != MAGIC or drained < HEADER_SIZE:
+    magic, end, drained, records, flags = HEADER.unpack(raw)
+    if magic != MAGIC or not HEADER_SIZE <= drained <= end:
         return None
-    return int(drained)
+    return Header(end, drained, records, flags)
 
 
 def scan(fd: int, start: int, end: int, state: ReadState, *, decode: bool = True
