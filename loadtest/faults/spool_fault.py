@@ -19,7 +19,6 @@ import signal
 import time
 from typing import TYPE_CHECKING, Any
 
-import asyncpg
 import httpx
 import psutil  # type: ignore[import-untyped]
 
@@ -60,7 +59,7 @@ async def maintenance_kill(injector: Injector, inst: ServeInstance) -> dict[str,
     healed = await injector.heal(inst, rec["maintenance_off_at"],
                                  lambda r: victim not in r.web and drainer not in r.web)
     rec["spool_drain_s"] = await _drained(inst.url, run.cfg.heal_timeout)
-    stored = await _stored(run.dsn, prefix)
+    stored = await _stored(inst.url, prefix)
     rec["spool_lost"] = len(set(answered) - set(stored))
     rec["spool_duplicates"] = len(stored) - len(set(stored))
     rec["spool_order"] = int([t for t in stored if t in set(answered)] != answered)
@@ -126,16 +125,18 @@ async def _drained(url: str, timeout: float) -> float | None:
     return None
 
 
-async def _stored(dsn: str, prefix: str) -> list[str]:
-    """The check queue's stored transactionIds of this fault, in offset order."""
-    conn = await asyncpg.connect(dsn, timeout=10)
-    try:
-        rows = await conn.fetch(
-            """SELECT i.transaction_id FROM queen.log_txn_index i
-                 JOIN queen.log_partitions p ON p.id = i.partition_id
-                 JOIN queen.queues q ON q.id = p.queue_id
-                WHERE q.name = $1 AND i.transaction_id LIKE $2 ORDER BY i.msg_offset""",
-            SPOOL_QUEUE, prefix + "-%")
-    finally:
-        await conn.close()
-    return [r[0] for r in rows]
+async def _stored(url: str, prefix: str) -> list[str]:
+    """The check queue's stored transactionIds of this fault, in offset order (read by
+    offset through /api/v1/fetch, page by page)."""
+    out: list[str] = []
+    offset = 0
+    async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+        while True:
+            r = await client.post("/api/v1/fetch", json={"entries": [
+                {"queue": SPOOL_QUEUE, "partition": "Default", "offset": offset}]})
+            r.raise_for_status()
+            records = r.json()["entries"][0]["records"]
+            if not records:
+                return [t for t in out if t.startswith(prefix + "-")]
+            out += [rec["transactionId"] for rec in records]
+            offset = records[-1]["offset"] + 1
