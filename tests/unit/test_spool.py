@@ -139,8 +139,8 @@ async def test_a_writer_killed_after_its_fsync_leaves_records_the_next_writer_ke
     # What a writer killed between its fsync and its header update leaves: valid records
     # past the confirmed end, then half of one more (killed inside a write).
     unconfirmed = _record(1)
-    with open(path, "ab") as f:
-        f.write(encode_record(unconfirmed) + encode_record(_record(2))[:5])
+    path.write_bytes(path.read_bytes() + encode_record(unconfirmed)
+                     + encode_record(_record(2))[:5])
     after = _record(3)
     await spool.append([after])
     fd = os.open(path, os.O_RDONLY)
