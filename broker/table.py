@@ -12,8 +12,8 @@ for a token and calls the API with it).
 from __future__ import annotations
 
 from broker import openapi
-from broker.dashboard import page as dashboard
 from broker.auth.access import Access
+from broker.dashboard import page as dashboard
 from broker.endpoint import HTML, TEXT, Endpoint
 from broker.routes import (
     ack,

@@ -137,8 +137,8 @@ async def test_the_page_is_one_document_with_nothing_from_elsewhere(api: httpx.A
     policy = r.headers["content-security-policy"]
     assert "unsafe-inline" not in policy and "unsafe-eval" not in policy
     assert "default-src 'none'" in policy and "connect-src 'self'" in policy
-    (script,) = re.findall(r"<script>(.*?)</script>", r.text, re.S)
-    (style,) = re.findall(r"<style>(.*?)</style>", r.text, re.S)
+    (script,) = re.findall(r"<script>(.*?)</script>", r.text, re.DOTALL)
+    (style,) = re.findall(r"<style>(.*?)</style>", r.text, re.DOTALL)
     for text, directive in ((script, "script-src"), (style, "style-src")):
         digest = base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
         assert f"{directive} 'sha256-{digest}'" in policy
@@ -160,7 +160,7 @@ async def test_overview_shows_what_the_api_answers(page: Page, broker: BrokerPro
                                                    api: httpx.AsyncClient, data: Data) -> None:
     await open_view(page, broker.url, "")
     overview = (await api.get("/api/v1/resources/overview")).json()
-    field = lambda name: page.locator(f"dd[data-field='{name}']")  # noqa: E731
+    field = lambda name: page.locator(f"dd[data-field='{name}']")
     await expect(field("queues")).to_have_text(text_of(overview["queues"]))
     await expect(field("partitions")).to_have_text(text_of(overview["partitions"]))
     await expect(field("messages")).to_have_text(text_of(overview["messages"]["total"]))
