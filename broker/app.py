@@ -18,10 +18,7 @@ from broker.endpoint import starlette_routes
 from broker.openapi import build_document
 from broker.routes.health import VERSION
 from broker.state import BrokerState
-from core.db import Database, server_settings
-from core.embedded import database_dsn
-from core.listener import WakeupHub
-from core.push import Pusher
+from core.service import Broker
 from core.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -35,27 +32,16 @@ def create_app(settings: Settings, *, draining: asyncio.Event | None = None) -> 
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        dsn = database_dsn(settings)
-        db = await Database.open(settings, dsn)
-        hub = WakeupHub(dsn, server_settings(settings))
-        pusher = Pusher(db, max_flush_messages=settings.max_flush_messages,
-                        max_pending_messages=settings.max_pending_messages,
-                        max_partitions_per_flush=settings.max_partitions_per_flush,
-                        max_concurrent_flushes=settings.max_concurrent_flushes,
-                        on_appended=lambda ref: hub.announce([ref.queue_id],
-                                                             ref.partition_id))
-        await hub.start()
+        # The broker's side tasks run under this block: one that dies cancels it, the
+        # lifespan fails, and the worker exits to be replaced (broker/worker.py). Shutdown
+        # order (Broker.open): long polls stop waiting, queued flushes commit, the wake-up
+        # loops stop, the pool closes; the gate (its JWKS refresh) holds nothing they need.
         gate = await Gate.start(settings.auth)
-        app.state.broker = BrokerState(settings, db, pusher, hub, drain, gate)
         try:
-            yield
+            async with Broker.open(settings, stop_waiting=drain) as broker:
+                app.state.broker = BrokerState(settings, broker, gate)
+                yield
         finally:
-            # Shutdown order: stop accepting writes and let queued flushes commit (they need
-            # the pool and may announce), then stop the wake-up hub, then close the pool;
-            # the gate (its JWKS refresh) holds nothing the others need.
-            await pusher.close()
-            await hub.close()
-            await db.close()
             await gate.close()
 
     app = Starlette(routes=starlette_routes(ENDPOINTS), exception_handlers=errors.HANDLERS,

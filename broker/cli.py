@@ -60,9 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from core.embedded import EmbeddedPostgres
         return EmbeddedPostgres(settings.data_dir).run_foreground()
     if args.command == "migrate":
-        from broker.supervisor import _migrate
         from core.embedded import database_dsn
-        asyncio.run(_migrate(settings, database_dsn(settings)))
+        from core.storage.database import migrate
+        asyncio.run(migrate(settings, database_dsn(settings)))
         return 0
     return 2
 

@@ -9,7 +9,9 @@ rows, so they cannot disagree. The request pipeline is the same for every route:
    answered before the body is decoded, and a row cannot be built without a level;
 1. read the body (every route does, bounded by the body limit, so unread bytes never wedge
    a kept-alive connection), then decode path parameters, query string and body into their
-   Structs: any problem is a 4xx naming the field, before anything touches the database;
+   Structs (a route with a binary body, §7, decodes a body sent as
+   `application/x-queen-push` with its own decoder instead): any problem is a 4xx naming
+   the field, before anything touches the database;
 2. call the handler with `request` plus `path`, `query` and `body` as the row declares, and
    the caller's `identity` if the handler takes one.
 """
@@ -28,14 +30,18 @@ from starlette.routing import BaseRoute, Route
 from broker.auth.access import Access
 from broker.errors import error_response, refusal
 from broker.state import state_of
+from broker.wire.binary import BINARY_MEDIA_TYPE, media_type
 from broker.wire.common import ErrorBody
 from broker.wire.decoding import decode_body, decode_strings
 from broker.wire.http import json_response, read_body
 from core.errors import ClientError, QueenError
+from core.settings import Settings
 
 Handler = Callable[..., Awaitable[Response]]
 TEXT = "text/plain"  # an answer that is not JSON (Prometheus exposition, the docs page)
 HTML = "text/html"
+# Decodes a binary body (`application/x-queen-push`, §7) within the settings' limits.
+BinaryDecoder = Callable[[bytes, Settings], Any]
 
 
 @dataclass(frozen=True)
@@ -44,10 +50,15 @@ class Endpoint:
     path: str  # Starlette syntax; `{name:path}` takes a segment that may contain `/`
     handler: Handler
     summary: str
-    responses: Mapping[int, Any]  # status -> Struct type, None (no body), TEXT or HTML
+    # status -> Struct type, None (no body), a media type (a str: the answer is text or
+    # bytes of that type), or a tuple of those when the answer comes in several types
+    responses: Mapping[int, Any]
     path_params: type | None = None
     query: type | None = None
     body: type | None = None
+    # The body's alternative, sent as `application/x-queen-push` (§7); its docstring says
+    # what it is in the OpenAPI document.
+    binary_body: BinaryDecoder | None = None
     # A GET that changes state (pop) answers HEAD with 405 instead of running.
     changes_state: bool = False
     # The body of this route's 4xx answers when the protocol fixes one (§4.4, §4.7).
@@ -87,7 +98,10 @@ class Endpoint:
                 args["path"] = decode_strings(request.path_params, self.path_params)
             if self.query is not None:
                 args["query"] = decode_strings(request.query_params, self.query)
-            if self.body is not None:
+            if self.binary_body is not None and media_type(
+                    request.headers.get("content-type", "")) == BINARY_MEDIA_TYPE:
+                args["body"] = self.binary_body(raw, state.settings)
+            elif self.body is not None:
                 args["body"] = decode_body(raw, self.body)
             return await self.handler(request, **args)
         except ClientError as exc:

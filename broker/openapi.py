@@ -31,7 +31,8 @@ def build_document(endpoints: Sequence[Endpoint], version: str,
                    auth: AuthSettings | None = None) -> dict[str, Any]:
     """The document; with auth on, operations that need a token say so (`security`) and
     list their 401 (and 403 below PUBLIC). Every operation names its `x-access-level`."""
-    from broker.endpoint import HTML, TEXT, default_error_statuses
+    from broker.endpoint import default_error_statuses
+    from broker.wire.binary import BINARY_MEDIA_TYPE
 
     def auth_statuses(e: Endpoint) -> dict[int, Any]:
         if not needs_token(e):
@@ -43,9 +44,9 @@ def build_document(endpoints: Sequence[Endpoint], version: str,
 
     kinds: list[Any] = []  # every type that needs a schema, in a fixed order
     for e in endpoints:
-        for kind in (e.path_params, e.query, e.body, *e.responses.values(),
+        for kind in (e.path_params, e.query, e.body, *_alternatives(e.responses.values()),
                      *default_error_statuses(e).values(), *auth_statuses(e).values()):
-            if kind is not None and kind not in (TEXT, HTML) and kind not in kinds:
+            if kind is not None and not isinstance(kind, str) and kind not in kinds:
                 kinds.append(kind)
     schemas, components = msgspec.json.schema_components(
         kinds, schema_hook=schema_hook, ref_template=_REF)
@@ -65,14 +66,22 @@ def build_document(endpoints: Sequence[Endpoint], version: str,
                 # An absent body counts as `{}` (wire-protocol §1).
                 "required": bool(components[e.body.__name__].get("required")),
                 "content": {"application/json": {"schema": schema_of[_key(e.body)]}}}
+            if e.binary_body is not None:
+                doc = " ".join((e.binary_body.__doc__ or "").split())
+                operation["requestBody"]["content"][BINARY_MEDIA_TYPE] = {"schema": {
+                    "type": "string", "format": "binary", "description": doc}}
         responses: dict[str, Any] = {}
         statuses = {**default_error_statuses(e), **auth_statuses(e), **e.responses}
         for status, kind in sorted(statuses.items()):
             answer: dict[str, Any] = {"description": HTTPStatus(status).phrase}
-            if kind in (TEXT, HTML):
-                answer["content"] = {kind: {"schema": {"type": "string"}}}
-            elif kind is not None:
-                answer["content"] = {"application/json": {"schema": schema_of[_key(kind)]}}
+            content: dict[str, Any] = {}
+            for one in _alternatives([kind]):
+                if isinstance(one, str):
+                    content[one] = {"schema": _media_schema(one)}
+                elif one is not None:
+                    content["application/json"] = {"schema": schema_of[_key(one)]}
+            if content:
+                answer["content"] = content
             responses[str(status)] = answer
         operation["responses"] = responses
         paths.setdefault(e.open_path, {})[e.method.lower()] = operation
@@ -94,6 +103,17 @@ def build_document(endpoints: Sequence[Endpoint], version: str,
 
 def _key(kind: Any) -> str:
     return repr(kind)
+
+
+def _alternatives(kinds: Any) -> list[Any]:
+    """Answer kinds with the tuples (one answer in several media types) spread out."""
+    return [one for kind in kinds for one in (kind if isinstance(kind, tuple) else (kind,))]
+
+
+def _media_schema(media_type: str) -> dict[str, Any]:
+    if media_type.startswith("text/"):
+        return {"type": "string"}
+    return {"type": "string", "format": "binary"}
 
 
 def _parameters(kind: type | None, where: str,

@@ -39,10 +39,9 @@ from types import FrameType
 
 from broker.auth.exposure import exposure_warnings
 from broker.worker import BACKLOG, drain_seconds
-from core.db import connect_with_retry
 from core.embedded import EmbeddedPostgres
-from core.migrations import apply_migrations
 from core.settings import Settings
+from core.storage.database import migrate
 
 log = logging.getLogger("queen.serve")
 
@@ -223,14 +222,6 @@ def worker_count(settings: Settings) -> int:
     return settings.workers or os.cpu_count() or 1
 
 
-async def _migrate(settings: Settings, dsn: str) -> None:
-    conn = await connect_with_retry(dsn, settings, wait_seconds=30)
-    try:
-        await apply_migrations(conn)
-    finally:
-        await conn.close()
-
-
 def serve(settings: Settings, *, with_reaper: bool = True, web_only: bool = False) -> int:
     """Run the broker in the foreground until Ctrl-C / SIGTERM; answer the exit status."""
     supervisor = Supervisor([], RestartPolicy(
@@ -252,7 +243,7 @@ def serve(settings: Settings, *, with_reaper: bool = True, web_only: bool = Fals
         if not web_only:
             dsn = env.get("DATABASE_URL") or settings.database_url
             assert dsn is not None
-            asyncio.run(_migrate(settings, dsn))
+            asyncio.run(migrate(settings, dsn))
         listener = bind_listener(settings)
         fd = listener.fileno()
         stop_timeout = drain_seconds(settings) + 10

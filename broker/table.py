@@ -40,18 +40,20 @@ from broker.wire import push as push_wire
 from broker.wire import queues as queues_wire
 from broker.wire import resources as resources_wire
 from broker.wire import transaction as tx_wire
+from broker.wire.binary import FRAMED_POP_MEDIA_TYPE
 from broker.wire.common import ErrorBody, FreeForm, QueuePath
 
 PUBLIC, READ_ONLY, WRITE_ONLY = Access.PUBLIC, Access.READ_ONLY, Access.WRITE_ONLY
 READ_WRITE, ADMIN = Access.READ_WRITE, Access.ADMIN
 _GROUPS = "/api/v1/consumer-groups"
-_POPPED = {200: pop_wire.PopAnswer, 204: None}
+# JSON, or framed for `frames=true` (§7.4)
+_POPPED = {200: (pop_wire.PopAnswer, FRAMED_POP_MEDIA_TYPE), 204: None}
 
 ENDPOINTS: list[Endpoint] = [
     # Core message routes (§4)
     Endpoint("POST", "/api/v1/push", push.push, "Append messages (per-item verdicts)",
-             {201: list[push_wire.PushResult], 429: ErrorBody}, body=push_wire.PushBody,
-             access=WRITE_ONLY),
+             {201: list[push_wire.PushResult] | push_wire.PushCounts, 429: ErrorBody},
+             body=push_wire.PushBody, binary_body=push.binary_body, access=WRITE_ONLY),
     Endpoint("GET", "/api/v1/pop/queue/{queue}", pop.pop_queue,
              "Pop a leased batch from a queue's partitions", _POPPED,
              path_params=QueuePath, query=pop_wire.PopQuery, changes_state=True, access=READ_WRITE),
@@ -71,7 +73,8 @@ ENDPOINTS: list[Endpoint] = [
     Endpoint("POST", "/api/v1/transaction", transaction.transaction,
              "Pushes and acks, all or nothing",
              {200: tx_wire.TransactionAnswer, 400: tx_wire.TransactionAnswer},
-             body=tx_wire.TransactionBody, client_error=transaction.failure, access=READ_WRITE),
+             body=tx_wire.TransactionBody, binary_body=transaction.binary_body,
+             client_error=transaction.failure, access=READ_WRITE),
     Endpoint("POST", "/api/v1/lease/{leaseId}/extend", lease.extend,
              "Extend every live lease of a lease id", {200: ack_wire.ExtendAnswer},
              path_params=ack_wire.LeasePath, body=ack_wire.ExtendBody, access=READ_WRITE),

@@ -1,23 +1,28 @@
 """The dead-letter store seen from the admin side: listing, replay and deletion (§5).
 
-Rows are written by the ack path. A replay appends the stored payload copy as a new message
-(fresh transactionId) to the same partition and deletes the row, in one transaction, so a
-crash in between leaves either the dead letter or the replayed message, never both or none.
+Rows are written by the ack (`queen.ack`), which records the preserved copy of the
+message's segment rather than the message; `dead_letter` extracts it here. A replay appends
+the message as a new one (fresh transactionId) to the same partition and deletes the row,
+in one transaction, so a crash in between leaves either the dead letter or the replayed
+message, never both or none.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-import asyncpg
+from core import segments
+from core.ids import NIL_UUID, PartitionId, uuid7
+from core.storage import dead_letters as sql
+from core.storage.database import Database
+from core.storage.statements import Conn
+from core.wakeup import Wake
+from core.writes import NewMessage, PartitionName, append
 
-from core.db import Database, storage_errors
-from core.ids import PartitionId, uuid7
-from core.queries import QUERIES
-from core.wakeup import notify_queues
-from core.writes import NewMessage, PartitionGone, append_on
+_UNKNOWN_ID = uuid.UUID(NIL_UUID)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,56 +68,100 @@ class Replayed:
     offset: int | None
 
 
-async def list_rows(db: Database, where: DlqFilter, *, limit: int,
-                    offset: int) -> tuple[list[DlqRow], int]:
-    """One page of matching rows, newest first, and the number of all matching rows."""
-    records = await db.fetch("dlq_page", where.queue, where.consumer_group, where.partition,
-                             where.failed_from, where.failed_to, limit, offset)
-    total = int(records[0]["total"]) if records else 0
-    rows = [_row(r) for r in records if r["id"] is not None]
-    return rows, total
-
-
-def _row(r: asyncpg.Record) -> DlqRow:
+def dead_letter(row: sql.DeadLetterRow) -> DlqRow:
+    """A DLQ row with its message: stored in the row (written before version 23), or
+    extracted from the preserved copy of its segment."""
+    message_id, trace_id, producer_sub = row.message_id, row.trace_id, row.producer_sub
+    payload = row.payload
+    if payload is None:
+        frame = _frame(row)
+        if frame is None:  # the copy is gone (cannot happen while the row exists)
+            message_id, payload = _UNKNOWN_ID, b"null"
+        else:
+            message_id, trace_id, producer_sub = frame.message_id, frame.trace_id, \
+                frame.producer_sub
+            payload = frame.payload
     return DlqRow(
-        id=r["id"], partition_id=r["partition_id"], queue=r["queue"], partition=r["partition"],
-        consumer_group=r["consumer_group"], offset=r["msg_offset"],
-        transaction_id=r["transaction_id"], message_id=r["message_id"],
-        trace_id=r["trace_id"], producer_sub=r["producer_sub"], payload=bytes(r["payload"]),
-        error_message=r["error_message"], retry_count=r["retry_count"],
-        created_at=r["created_at"], failed_at=r["failed_at"])
+        id=row.id, partition_id=row.partition_id, queue=row.queue, partition=row.partition,
+        consumer_group=row.consumer_group, offset=row.msg_offset,
+        transaction_id=row.transaction_id, message_id=message_id or _UNKNOWN_ID,
+        trace_id=trace_id, producer_sub=producer_sub, payload=bytes(payload),
+        error_message=row.error_message, retry_count=row.retry_count,
+        created_at=row.created_at, failed_at=row.failed_at)
 
 
-async def replay(db: Database, partition_id: PartitionId, transaction_id: str) -> Replayed | None:
-    """Re-push the newest dead letter of an address under a fresh transactionId and delete
-    that row, atomically; None when the address has no dead letter."""
-    async with db.connection() as conn:
-        try:
-            with storage_errors():
-                async with conn.transaction():
-                    row = await conn.fetchrow(QUERIES["dlq_lock_newest"], partition_id,
-                                              transaction_id)
-                    if row is None:
-                        return None
-                    message_id = uuid7()
-                    fresh_txid = str(uuid7())
-                    [verdict] = await append_on(conn, partition_id, [NewMessage(
-                        message_id, fresh_txid, bytes(row["payload"]), row["trace_id"],
-                        row["producer_sub"])])
-                    await conn.execute(QUERIES["dlq_delete_row"], row["id"])
-        except PartitionGone:
-            # Its queue was deleted meanwhile, and with it every dead letter of the partition.
-            return None
-        with storage_errors():
-            await notify_queues(conn, [row["queue_id"]])
-    return Replayed(
-        dlq_id=row["id"], queue=row["queue"], partition=row["partition"],
-        consumer_group=row["consumer_group"], original_transaction_id=transaction_id,
-        transaction_id=fresh_txid, message_id=verdict.message_id, status=verdict.status,
-        offset=verdict.offset)
+def _frame(row: sql.DeadLetterRow) -> segments.Frame | None:
+    if row.segment_blob is None or row.segment_base is None:
+        return None
+    frames = segments.unpack(row.segment_blob)
+    index = row.msg_offset - row.segment_base
+    return frames[index] if 0 <= index < len(frames) else None
 
 
-async def delete_address(db: Database, partition_id: PartitionId, transaction_id: str) -> int:
-    """Delete every dead letter of an address (stored log messages are immutable); answers
-    how many rows went."""
-    return len(await db.fetch("dlq_delete_address", partition_id, transaction_id))
+class DeadLetters:
+    """Listing, replay and deletion of dead letters; a replay wakes the partition's pops."""
+
+    def __init__(self, db: Database, announce: Callable[[Iterable[Wake]], None]) -> None:
+        self._db = db
+        self._announce = announce
+
+    async def list_rows(self, where: DlqFilter, *, limit: int,
+                        offset: int) -> tuple[list[DlqRow], int]:
+        """One page of matching rows, newest first, and the number of all matching rows."""
+        async with self._db.session() as conn:
+            rows, total = await sql.dlq_page(
+                conn, queue=where.queue, group=where.consumer_group,
+                partition=where.partition, failed_from=where.failed_from,
+                failed_to=where.failed_to, limit=limit, offset=offset)
+        return [dead_letter(r) for r in rows], total
+
+    async def rows_for_address(self, partition_id: PartitionId,
+                               transaction_id: str) -> list[DlqRow]:
+        """The dead letters of a message address, newest first."""
+        async with self._db.session() as conn:
+            rows = await sql.dlq_rows_for_address(conn, partition_id=partition_id,
+                                                  transaction_id=transaction_id)
+        return [dead_letter(r) for r in rows]
+
+    async def replay(self, partition_id: PartitionId, transaction_id: str) -> Replayed | None:
+        """Re-push the newest dead letter of an address under a fresh transactionId and
+        delete that row, atomically; None when the address has no dead letter."""
+        async with self._db.transaction() as conn:
+            row = await sql.dlq_lock_newest(conn, partition_id=partition_id,
+                                            transaction_id=transaction_id)
+            if row is None:
+                return None
+            letter = dead_letter(row)
+            fresh_txid = str(uuid7())
+            [appended] = await append(conn, [(PartitionName(letter.queue, letter.partition), [
+                NewMessage(uuid7(), fresh_txid, letter.payload, letter.trace_id,
+                           letter.producer_sub)])])
+            await _delete(conn, partition_id, row_id=letter.id, transaction_id=None)
+        [verdict] = appended.verdicts
+        if verdict.status == "queued":
+            self._announce([(appended.queue_id, appended.partition_id)])
+        return Replayed(
+            dlq_id=letter.id, queue=letter.queue, partition=letter.partition,
+            consumer_group=letter.consumer_group, original_transaction_id=transaction_id,
+            transaction_id=fresh_txid, message_id=verdict.message_id, status=verdict.status,
+            offset=verdict.offset)
+
+    async def delete_address(self, partition_id: PartitionId, transaction_id: str) -> int:
+        """Delete every dead letter of an address (stored log messages are immutable);
+        answers how many rows went."""
+        async with self._db.transaction() as conn:
+            return await _delete(conn, partition_id, row_id=None,
+                                 transaction_id=transaction_id)
+
+
+async def _delete(conn: Conn, partition_id: int, *, row_id: int | None,
+                  transaction_id: str | None) -> int:
+    """Delete dead letters and the segment copies nobody refers to any more (in the
+    caller's transaction: the lock taken here orders us after an ack adding a reference)."""
+    gone = await sql.dlq_delete(conn, partition_id=partition_id, row_id=row_id,
+                                transaction_id=transaction_id)
+    bases: Sequence[int] = sorted({g.segment_base for g in gone if g.segment_base is not None})
+    if bases:
+        await sql.dlq_lock_copies(conn, partition_id=partition_id, bases=bases)
+        await sql.dlq_drop_copies(conn, partition_id=partition_id, bases=bases)
+    return len(gone)

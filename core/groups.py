@@ -8,15 +8,15 @@ Anything that can make messages deliverable again wakes the queue's parked pops.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-import asyncpg
-
-from core.db import Database, storage_errors
 from core.errors import NotFound
-from core.queries import QUERIES
-from core.wakeup import notify_queues
+from core.storage import admin as sql
+from core.storage.admin import GroupCursor
+from core.storage.database import Database
+from core.wakeup import Wake
 
 # A lagging group counts as alive when it held a lease or consumed within this many seconds.
 ACTIVE_WITHIN_SECONDS = 300
@@ -47,87 +47,89 @@ class GroupSummary:
         return "Lagging" if self.lease_active or recent else "Dead"
 
 
-async def cursors(db: Database, *, group: str | None = None,
-                  queue: str | None = None) -> list[asyncpg.Record]:
-    """Every matching cursor with lag and lease figures (see admin_group_cursors)."""
-    return await db.fetch("admin_group_cursors", group, queue)
-
-
-async def summaries(db: Database) -> list[GroupSummary]:
-    """One entry per (group, queue), from cursors and stored subscriptions."""
-    found: dict[tuple[str, str], GroupSummary] = {}
-    for c in await cursors(db):
-        s = found.setdefault((c["consumer_group"], c["queue"]),
-                             GroupSummary(c["consumer_group"], c["queue"]))
-        s.partitions += 1
-        if c["lease_active"]:
-            s.lease_active = True
-            s.members.add(c["worker_id"])
-        if c["offset_lag"] > 0:
-            s.partitions_with_lag += 1
-            s.offset_lag += c["offset_lag"]
-            s.max_time_lag = max(s.max_time_lag, c["time_lag_seconds"])
-        seen = c["last_consumed_at"]
-        if seen is not None and (s.last_active is None or seen > s.last_active):
-            s.last_active = seen
-    for sub in await db.fetch("admin_subscriptions", None):
-        s = found.setdefault((sub["consumer_group"], sub["queue"]),
-                             GroupSummary(sub["consumer_group"], sub["queue"]))
-        s.subscription_mode = sub["mode"]
-        s.subscription_timestamp = sub["subscription_from"]
-        s.subscription_created_at = sub["created_at"]
-    return sorted(found.values(), key=lambda s: (s.name, s.queue))
-
-
-async def delete_group(db: Database, group: str, *, queue: str | None,
-                       delete_metadata: bool) -> tuple[int, int]:
-    """Delete a group's cursors (of one queue, or all) and optionally its subscriptions.
-
-    Answers (cursors deleted, subscriptions deleted)."""
-    async with db.connection() as conn:
-        with storage_errors():
-            async with conn.transaction():
-                rows = await conn.fetch(QUERIES["admin_delete_group_cursors"], group, queue)
-                subs = []
-                if delete_metadata:
-                    subs = await conn.fetch(QUERIES["admin_delete_group_subscriptions"],
-                                            group, queue)
-            # The group starts over from its subscription rule: its pops may now find work.
-            await notify_queues(conn, [r["queue_id"] for r in rows])
-    return len(rows), len(subs)
-
-
 @dataclass(frozen=True, slots=True)
 class SeekResult:
     queue_id: int
     cursors: list[tuple[str, int]]  # (partition name, committed) per cursor moved
 
 
-async def seek(db: Database, group: str, queue: str, *, partition: str | None,
-               timestamp: datetime | None) -> SeekResult:
-    """Move the group's cursors on a queue (or one partition) to the end (timestamp None)
-    or to just before the first message created at/after `timestamp`.
+class ConsumerGroups:
+    """Consumer-group administration; anything that can make messages deliverable again
+    (a deleted group starts over, a seek moves back or releases a lease) wakes the queue's
+    parked pops once committed."""
 
-    Raises NotFound for an unknown queue, or an unknown partition when one is named."""
-    async with db.connection() as conn:
-        with storage_errors():
-            queue_id = await conn.fetchval(QUERIES["admin_queue_by_name"], queue)
+    def __init__(self, db: Database, announce: Callable[[Iterable[Wake]], None]) -> None:
+        self._db = db
+        self._announce = announce
+
+    async def cursors(self, *, group: str | None = None,
+                      queue: str | None = None) -> list[GroupCursor]:
+        """Every matching cursor with lag and lease figures (see admin_group_cursors)."""
+        async with self._db.session() as conn:
+            return await sql.group_cursors(conn, group=group, queue=queue)
+
+    async def summaries(self) -> list[GroupSummary]:
+        """One entry per (group, queue), from cursors and stored subscriptions."""
+        found: dict[tuple[str, str], GroupSummary] = {}
+        async with self._db.session() as conn:
+            cursors = await sql.group_cursors(conn, group=None, queue=None)
+            subscriptions = await sql.subscriptions(conn, group=None)
+        for c in cursors:
+            s = found.setdefault((c.consumer_group, c.queue),
+                                 GroupSummary(c.consumer_group, c.queue))
+            s.partitions += 1
+            if c.lease_active and c.worker_id is not None:
+                s.lease_active = True
+                s.members.add(c.worker_id)
+            if c.offset_lag > 0:
+                s.partitions_with_lag += 1
+                s.offset_lag += c.offset_lag
+                s.max_time_lag = max(s.max_time_lag, c.time_lag_seconds)
+            seen = c.last_consumed_at
+            if seen is not None and (s.last_active is None or seen > s.last_active):
+                s.last_active = seen
+        for sub in subscriptions:
+            s = found.setdefault((sub.consumer_group, sub.queue),
+                                 GroupSummary(sub.consumer_group, sub.queue))
+            s.subscription_mode = sub.mode
+            s.subscription_timestamp = sub.subscription_from
+            s.subscription_created_at = sub.created_at
+        return sorted(found.values(), key=lambda s: (s.name, s.queue))
+
+    async def delete(self, group: str, *, queue: str | None,
+                     delete_metadata: bool) -> tuple[int, int]:
+        """Delete a group's cursors (of one queue, or all) and optionally its subscriptions.
+
+        Answers (cursors deleted, subscriptions deleted)."""
+        async with self._db.transaction() as conn:
+            queues = await sql.delete_group_cursors(conn, group=group, queue=queue)
+            subs = 0
+            if delete_metadata:
+                subs = await sql.delete_group_subscriptions(conn, group=group, queue=queue)
+        # The group starts over from its subscription rule: its pops may now find work.
+        self._announce((q, None) for q in queues)
+        return len(queues), subs
+
+    async def seek(self, group: str, queue: str, *, partition: str | None,
+                   timestamp: datetime | None) -> SeekResult:
+        """Move the group's cursors on a queue (or one partition) to the end (timestamp None)
+        or to just before the first message created at/after `timestamp`.
+
+        Raises NotFound for an unknown queue, or an unknown partition when one is named."""
+        async with self._db.session() as conn:
+            queue_id = await sql.queue_id(conn, name=queue)
             if queue_id is None:
                 raise NotFound(f"queue {queue!r} not found")
-            rows = await conn.fetch(QUERIES["admin_seek"], queue_id, group, partition,
-                                    timestamp)
-            if partition is not None and not rows:
-                raise NotFound(f"partition {partition!r} of queue {queue!r} not found")
-            # A seek backwards (or a released lease) makes messages deliverable again.
-            await notify_queues(conn, [queue_id])
-    return SeekResult(queue_id, [(r["partition"], r["committed"]) for r in rows])
+            rows = await sql.seek(conn, queue_id=queue_id, group=group, partition=partition,
+                                  timestamp=timestamp)
+        if partition is not None and not rows:
+            raise NotFound(f"partition {partition!r} of queue {queue!r} not found")
+        # A seek backwards (or a released lease) makes messages deliverable again.
+        self._announce([(queue_id, None)])
+        return SeekResult(queue_id, [(r.partition, r.committed) for r in rows])
 
-
-async def set_subscription_timestamp(db: Database, group: str, timestamp: datetime) -> int:
-    """Change the stored first-contact instant of every subscription of the group; cursors
-    that exist already do not move. Answers the subscriptions updated."""
-    async with db.connection() as conn:
-        with storage_errors():
-            status = await conn.execute(QUERIES["admin_set_subscription_timestamp"], group,
-                                        timestamp)
-    return int(status.split()[-1])
+    async def set_subscription_timestamp(self, group: str, timestamp: datetime) -> int:
+        """Change the stored first-contact instant of every subscription of the group;
+        cursors that exist already do not move. Answers the subscriptions updated."""
+        async with self._db.session() as conn:
+            return await sql.set_subscription_timestamp(conn, group=group, timestamp=timestamp)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from core.db import Database
+from core.storage import reads as sql
+from core.storage.database import Database
 
 
 async def extend_lease(db: Database, lease_id: str, seconds: int) -> list[datetime]:
     """Push the expiry of every live lease of `lease_id` to at least now + seconds; answer
     the new expiries (empty when nothing was live: expired leases are not revived)."""
-    rows = await db.fetch("extend_lease", lease_id, float(seconds))
-    return [r["lease_expires_at"] for r in rows]
+    async with db.session() as conn:
+        return await sql.extend_lease(conn, lease_id=lease_id, seconds=float(seconds))

@@ -1,8 +1,9 @@
 """Waking parked long polls: in-process events fed by local commits and by LISTEN.
 
 Each web process holds one LISTEN connection (not a pool connection) on `core.wakeup.CHANNEL`
-and one notifier connection. Thousands of parked pops cost one `asyncio.Event` each and no
-database connection.
+and one notifier connection, each served by a loop its owner runs as a side task
+(`listen_forever`, `announce_forever`; the reaper runs only the second). Thousands of parked
+pops cost one `asyncio.Event` each and no database connection.
 
 A commit that makes n spans of a queue deliverable wakes at most n parked pops *per consumer
 group* (oldest first), not every pop parked on the queue: with 16 consumers parked, waking
@@ -22,19 +23,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import Counter, defaultdict, deque
+import time
+from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import asyncpg
 
-from core.db import DRIVER_ERRORS
-from core.wakeup import CHANNEL, MAX_HINTS, decode_payload, notify_hinted
+from core.errors import ServiceError
+from core.storage.errors import DRIVER_ERRORS
+from core.wakeup import CHANNEL, MAX_HINTS, Wake, decode_payload, notify_hinted
 
 log = logging.getLogger(__name__)
 _RECONNECT_DELAY = 1.0
 _ANNOUNCE_GATHER_SECONDS = 0.005
 _RECENT_PARTITIONS = 64
+_RECENT_QUEUES = 1024  # queues whose recent partitions are remembered (least recent dropped)
+_PENDING_SECONDS = 1.0  # a hint older than this is left to the scan
 ANY_QUEUE = -1  # the waiting line of discovery pops, which any queue's commit may serve
 
 WaitLine = tuple[str, str | None]  # (consumer group, partition name or None for any)
@@ -59,26 +64,21 @@ class WakeupHub:
         self._lines: dict[int, dict[WaitLine, dict[Waiter, None]]] = {}
         self._to_announce: Counter[int] = Counter()
         self._hints: defaultdict[int, list[int]] = defaultdict(list)
-        # Per queue, the partitions most recently announced (local or remote), newest first.
-        self._recent: dict[int, deque[int]] = {}
+        # Per queue, partitions announced (local or remote) and not claimed here since, in the
+        # order they were first announced: the longest-waiting first. Bounded per queue and in
+        # queues, so a broker serving ever new queues or partitions does not grow.
+        # Entries expire after _PENDING_SECONDS: one another process claimed (or that nobody
+        # could) would otherwise stay first in line for good.
+        self._pending: OrderedDict[int, dict[int, float]] = OrderedDict()
         self._announce_ready = asyncio.Event()
         self._stopping = asyncio.Event()
-        self._tasks: list[asyncio.Task[None]] = []
         self._notifier_pid: int | None = None
         self.listening = False
 
-    async def start(self) -> None:
-        self._tasks = [
-            asyncio.create_task(self._listen_forever(), name="wakeup-listen"),
-            asyncio.create_task(self._announce_forever(), name="wakeup-notify"),
-        ]
-
-    async def close(self) -> None:
+    def close(self) -> None:
+        """Make `listen_forever` and `announce_forever` return (after a last announcement)."""
         self._stopping.set()
         self._announce_ready.set()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
 
     @contextlib.contextmanager
     def parked(self, queue_ids: Iterable[int] | None, group: str,
@@ -112,17 +112,29 @@ class WakeupHub:
 
     def wake(self, queue_id: int, count: int = 1, partitions: Sequence[int] = ()) -> None:
         """Wake up to `count` not-yet-woken waiters per waiting line of the queue, and as many
-        discovery waiters per line, handing each the queue's recently written partitions
-        (newest first), so a pop that may take several partitions finds them by key too."""
+        discovery waiters per line, handing each the queue's partitions with data announced
+        and not claimed here since, the longest-waiting first: a woken pop claims those by
+        key, oldest data first, which keeps the tail of end-to-end latency short (serving the
+        newest first left partitions written a moment earlier to the scan)."""
+        hints: list[int] = []
         if partitions:
-            recent = self._recent.get(queue_id)
-            if recent is None:
-                recent = self._recent[queue_id] = deque(maxlen=_RECENT_PARTITIONS)
+            pending = self._pending.get(queue_id)
+            if pending is None:
+                pending = self._pending[queue_id] = {}
+                if len(self._pending) > _RECENT_QUEUES:
+                    self._pending.popitem(last=False)
+            else:
+                self._pending.move_to_end(queue_id)
+            now = time.monotonic()
+            while pending:
+                oldest = next(iter(pending))
+                if pending[oldest] > now - _PENDING_SECONDS:
+                    break
+                del pending[oldest]
             for p in partitions:
-                if p in recent:
-                    recent.remove(p)
-                recent.appendleft(p)
-            partitions = list(recent)
+                if p not in pending and len(pending) < _RECENT_PARTITIONS:
+                    pending[p] = now  # a partition already waiting keeps its place
+            hints = list(pending)
         for slot in (queue_id, ANY_QUEUE):
             for waiters in self._lines.get(slot, {}).values():
                 woken = 0
@@ -130,19 +142,25 @@ class WakeupHub:
                     if woken >= count:
                         break
                     if not waiter.event.is_set():
-                        waiter.hints = list(partitions)
+                        waiter.hints = hints
                         waiter.event.set()
                         woken += 1
 
-    def announce(self, queue_ids: Iterable[int], partition_id: int | None = None) -> None:
-        """Spans became deliverable (one per listed id, in `partition_id` if known): wake
-        local waiters now, other processes by NOTIFY."""
-        hints = [] if partition_id is None else [partition_id]
-        for q in queue_ids:
-            self.wake(q, 1, hints)
-            self._to_announce[q] += 1
-            if partition_id is not None and len(self._hints[q]) < MAX_HINTS:
-                self._hints[q].append(partition_id)
+    def claimed(self, queue_id: int, partitions: Iterable[int]) -> None:
+        """A pop of this process claimed these partitions: their data is being served."""
+        pending = self._pending.get(queue_id)
+        if pending is not None:
+            for p in partitions:
+                pending.pop(p, None)
+
+    def announce(self, wakes: Iterable[Wake]) -> None:
+        """Spans became deliverable (one per (queue, partition or None) listed), after their
+        commit: wake local waiters now, other processes by NOTIFY."""
+        for queue_id, partition_id in wakes:
+            self.wake(queue_id, 1, [] if partition_id is None else [partition_id])
+            self._to_announce[queue_id] += 1
+            if partition_id is not None and len(self._hints[queue_id]) < MAX_HINTS:
+                self._hints[queue_id].append(partition_id)
         self._announce_ready.set()
 
     def _on_notification(self, conn: Any, pid: int, channel: str, payload: object) -> None:
@@ -161,7 +179,8 @@ class WakeupHub:
                 for waiter in waiters:
                     waiter.event.set()
 
-    async def _listen_forever(self) -> None:
+    async def listen_forever(self) -> None:
+        """Hold the LISTEN connection (reconnecting after an outage) until `close`."""
         while not self._stopping.is_set():
             conn: asyncpg.Connection | None = None
             try:
@@ -187,16 +206,19 @@ class WakeupHub:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), _RECONNECT_DELAY)
 
-    async def _announce_forever(self) -> None:
+    async def announce_forever(self) -> None:
+        """Send what `announce` gathered, as NOTIFY, until `close` (then once more)."""
         conn: asyncpg.Connection | None = None
         # NOTIFY needs no durability: without this each one would wait for a WAL flush
         # while holding PostgreSQL's global notify lock.
         settings = {**self._server_settings, "synchronous_commit": "off"}
         try:
-            while not self._stopping.is_set():
+            while True:
                 await self._announce_ready.wait()
                 self._announce_ready.clear()
                 if not self._to_announce:
+                    if self._stopping.is_set():
+                        return
                     continue
                 batch, self._to_announce = self._to_announce, Counter()
                 hints, self._hints = self._hints, defaultdict(list)
@@ -211,10 +233,12 @@ class WakeupHub:
                     await asyncio.sleep(_ANNOUNCE_GATHER_SECONDS)
                 except asyncio.CancelledError:
                     raise
-                except DRIVER_ERRORS as exc:
+                except (*DRIVER_ERRORS, ServiceError) as exc:
                     # Other processes fall back on their backoff re-check; try again next time.
                     log.info("wake-up notify failed (%s)", type(exc).__name__)
                     conn = None
+                if self._stopping.is_set():
+                    return
         finally:
             if conn is not None:
                 with contextlib.suppress(Exception):

@@ -10,10 +10,10 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from core.db import Database
 from core.errors import StorageUnavailable
 from core.listener import WakeupHub
 from core.pop import PopRequest, PopResult, pop
+from core.storage.database import Database
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +56,11 @@ async def pop_or_wait(db: Database, hub: WakeupHub, request: PopRequest, *, wait
                 # messages when the database is back, or nothing at its deadline. An error
                 # here would stop the official client's consume loop.
                 result = PopResult(None)
-            if result.messages or not wait or _is_set(stop_waiting):
+            if result.claims:
+                for claim in result.claims:
+                    hub.claimed(claim.queue_id, [claim.partition_id])
+                return result
+            if not wait or _is_set(stop_waiting):
                 return result
             remaining = deadline - time.monotonic()
             if remaining <= 0 or _is_set(gone):

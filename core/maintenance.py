@@ -12,11 +12,14 @@ still there. Double application is prevented in the database:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from core.db import Database, storage_errors
-from core.queries import QUERIES
-from core.wakeup import notify_queues
+from core.storage import maintenance as sql
+from core.storage.database import Database
+from core.wakeup import Wake
+
+Announce = Callable[[Iterable[Wake]], None]
 
 # Advisory lock keys: "qreap" in ASCII in the high bytes, the unit in the low ones. Far from
 # the migration lock (0x717565656E) and from anything keyed by a small integer.
@@ -53,19 +56,18 @@ def retention_lock_key(partition_id: int) -> int:
     return _RETENTION_LOCK_BASE + (partition_id % (1 << 19))
 
 
-async def expire_leases(db: Database, *, batch: int = LEASE_BATCH) -> int:
-    """Release every lease past its expiry; wake parked pops of the affected queues.
+async def expire_leases(db: Database, *, batch: int = LEASE_BATCH,
+                        announce: Announce | None = None) -> int:
+    """Release every lease past its expiry; `announce` wakes parked pops of the affected
+    partitions once each batch committed.
 
     Answers the number of leases released by this call."""
     released = 0
     for _ in range(MAX_BATCHES_PER_PASS):
-        async with db.connection() as conn:
-            with storage_errors():
-                rows = await conn.fetch(QUERIES["reaper_expire_leases"], batch)
-                # The UPDATE above committed on its own; the NOTIFY goes in its own statement
-                # afterwards (see core/wakeup.py for why never inside the write).
-                await notify_queues(conn, [r["queue_id"] for r in rows
-                                           if r["queue_id"] is not None])
+        async with db.session() as conn:
+            rows = await sql.expire_leases(conn, batch=batch)
+        if announce is not None:
+            announce((r.queue_id, r.partition_id) for r in rows if r.queue_id is not None)
         released += len(rows)
         if len(rows) < batch:
             break
@@ -81,12 +83,9 @@ async def prune_txn_index(db: Database, *, batch: int = INDEX_PRUNE_BATCH,
     pruned = 0
     for _ in range(MAX_BATCHES_PER_PASS):
         async with db.transaction() as conn:
-            with storage_errors():
-                if not await conn.fetchval(QUERIES["reaper_try_lock"], INDEX_PRUNE_LOCK):
-                    return pruned
-                status = await conn.execute(
-                    QUERIES["reaper_prune_txn_index"], batch, floor_seconds)
-        count = int(status.split()[-1])
+            if not await sql.try_lock(conn, key=INDEX_PRUNE_LOCK):
+                return pruned
+            count = await sql.prune_txn_index(conn, batch=batch, floor_seconds=floor_seconds)
         pruned += count
         if count < batch:
             break
@@ -98,20 +97,19 @@ async def apply_retention(db: Database, *, segment_batch: int) -> tuple[int, int
 
     Answers (segments deleted, partitions trimmed) by this call."""
     deleted = trimmed = 0
-    for part in await db.fetch("reaper_retention_partitions"):
-        pid = part["partition_id"]
+    async with db.session() as conn:
+        targets = await sql.retention_partitions(conn)
+    for part in targets:
+        pid = part.partition_id
         before = deleted
         for _ in range(MAX_BATCHES_PER_PASS):
             async with db.transaction() as conn:
-                with storage_errors():
-                    if not await conn.fetchval(QUERIES["reaper_try_lock"],
-                                               retention_lock_key(pid)):
-                        break
-                    row = await conn.fetchrow(
-                        QUERIES["reaper_apply_retention"], pid, part["retention"],
-                        part["completed_retention"], segment_batch)
-            assert row is not None
-            count = int(row["segments"])
+                if not await sql.try_lock(conn, key=retention_lock_key(pid)):
+                    break
+                row = await sql.apply_retention(
+                    conn, partition_id=pid, retention=part.retention,
+                    completed_retention=part.completed_retention, segment_limit=segment_batch)
+            count = int(row.segments)
             deleted += count
             if count < segment_batch:
                 break
@@ -119,10 +117,11 @@ async def apply_retention(db: Database, *, segment_batch: int) -> tuple[int, int
     return deleted, trimmed
 
 
-async def run_pass(db: Database, *, retention: bool, segment_batch: int) -> PassReport:
+async def run_pass(db: Database, *, retention: bool, segment_batch: int,
+                   announce: Announce | None = None) -> PassReport:
     """One reaper pass: leases, index, and (when due) retention."""
     report = PassReport()
-    report.leases_expired = await expire_leases(db)
+    report.leases_expired = await expire_leases(db, announce=announce)
     report.index_rows_pruned = await prune_txn_index(db)
     if retention:
         report.segments_deleted, report.partitions_trimmed = await apply_retention(

@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-import asyncpg
-import msgspec
-
-from core import segments
-from core.db import Database, storage_errors
-from core.fetch import frame_at
+from core import options, segments
+from core.dlq import DlqRow, dead_letter
 from core.ids import PartitionId
+from core.storage import dead_letters as sql
+from core.storage.database import Database
+from core.storage.statements import Conn
+from core.storage.writes import segments_at
 
 Status = Literal["dead_letter", "completed", "processing", "pending"]
 QUEUE_MODE = "__QUEUE_MODE__"
@@ -61,14 +61,14 @@ class MessageView:
     groups: list[GroupState] = field(default_factory=list)
 
 
-def group_status(offset: int | None, cursor: asyncpg.Record, dead_groups: set[str]) -> Status:
-    if cursor["consumer_group"] in dead_groups:
+def group_status(offset: int | None, cursor: sql.CursorState, dead_groups: set[str]) -> Status:
+    if cursor.consumer_group in dead_groups:
         return "dead_letter"
     if offset is None:
         return "completed"  # only the dead-letter copy is left; the log moved past it
-    if offset <= cursor["committed"]:
+    if offset <= cursor.committed:
         return "completed"
-    if cursor["lease_live"] and cursor["batch_end"] is not None and offset <= cursor["batch_end"]:
+    if cursor.lease_live and cursor.batch_end is not None and offset <= cursor.batch_end:
         return "processing"
     return "pending"
 
@@ -83,27 +83,27 @@ def overall_status(states: list[GroupState]) -> Status:
     return "completed" if found else "pending"
 
 
-async def _find_frame(db: Database, partition_id: int, transaction_id: str, log_start: int,
+async def _find_frame(conn: Conn, partition_id: int, transaction_id: str, log_start: int,
                       last_offset: int) -> tuple[int, segments.Frame, datetime] | None:
-    offsets = await db.fetch("message_offsets", partition_id, transaction_id, log_start)
-    async with db.connection() as conn:
-        with storage_errors():
-            for o in offsets:
-                found = await frame_at(conn, partition_id, o["msg_offset"])
-                if found is not None:
-                    return o["msg_offset"], *found
+    offsets = await sql.message_offsets(conn, partition_id=partition_id,
+                                        transaction_id=transaction_id, log_start=log_start)
+    if offsets:
+        for held in await segments_at(conn, partition_id=partition_id, offsets=offsets[:1]):
+            frames = segments.unpack(held.blob)
+            return offsets[0], frames[offsets[0] - held.base_offset], held.created_at
     # Index row pruned (or never written): scan the newest segments backwards, bounded.
     bound, scanned = last_offset + 1, 0
     while scanned < FALLBACK_SEGMENTS:
-        rows = await db.fetch("message_segments_newest", partition_id, bound, _SEGMENT_PAGE)
+        rows = await sql.message_segments_newest(conn, partition_id=partition_id, below=bound,
+                                                 limit=_SEGMENT_PAGE)
         if not rows:
             return None
         for seg in rows:
-            for i, frame in enumerate(segments.unpack(seg["blob"])):
+            for i, frame in enumerate(segments.unpack(seg.blob)):
                 if frame.transaction_id == transaction_id:
-                    return seg["base_offset"] + i, frame, seg["created_at"]
+                    return seg.base_offset + i, frame, seg.created_at
         scanned += len(rows)
-        bound = rows[-1]["base_offset"]
+        bound = rows[-1].base_offset
     return None
 
 
@@ -111,40 +111,43 @@ async def get_message(db: Database, partition_id: PartitionId,
                       transaction_id: str) -> MessageView | None:
     """A message by address with its derived status; None when neither the log nor the DLQ
     has it."""
-    part = await db.fetchrow("message_partition", partition_id)
-    if part is None:
-        return None
-    dead = await db.fetch("dlq_rows_for_address", partition_id, transaction_id)
-    found = await _find_frame(db, partition_id, transaction_id, part["log_start"],
-                              part["last_offset"])
+    async with db.session() as conn:
+        part = await sql.message_partition(conn, partition_id=partition_id)
+        if part is None:
+            return None
+        dead = [dead_letter(r) for r in await sql.dlq_rows_for_address(
+            conn, partition_id=partition_id, transaction_id=transaction_id)]
+        found = await _find_frame(conn, partition_id, transaction_id, part.log_start,
+                                  part.last_offset)
+        cursors = await sql.message_cursors(conn, partition_id=partition_id)
     common: dict[str, Any] = {
-        "partition_id": part["id"], "partition": part["name"], "queue": part["queue"],
-        "namespace": part["namespace"], "task": part["task"],
-        "options": msgspec.json.decode(part["options"]), "transaction_id": transaction_id}
+        "partition_id": part.id, "partition": part.name, "queue": part.queue,
+        "namespace": part.namespace, "task": part.task,
+        "options": options.decode(part.options).as_dict(), "transaction_id": transaction_id}
     if found is not None:
         offset, frame, created = found
         view = MessageView(**common, offset=offset, message_id=frame.message_id,
                            trace_id=frame.trace_id, producer_sub=frame.producer_sub,
                            payload=frame.payload, created_at=created)
     elif dead:
-        d = dead[0]
-        view = MessageView(**common, offset=None, message_id=d["message_id"],
-                           trace_id=d["trace_id"], producer_sub=d["producer_sub"],
-                           payload=bytes(d["payload"]), created_at=d["created_at"])
+        d: DlqRow = dead[0]
+        view = MessageView(**common, offset=None, message_id=d.message_id,
+                           trace_id=d.trace_id, producer_sub=d.producer_sub,
+                           payload=d.payload, created_at=d.created_at)
     else:
         return None
-    dead_groups = {d["consumer_group"] for d in dead}
-    for c in await db.fetch("message_cursors", partition_id):
+    dead_groups = {d.consumer_group for d in dead}
+    for c in cursors:
         status = group_status(view.offset, c, dead_groups)
         view.groups.append(GroupState(
-            c["consumer_group"], status, c["committed"], bool(c["lease_live"]),
-            c["lease_expires_at"] if c["lease_live"] else None, c["worker_id"]
-            if c["lease_live"] else None, c["retry_count"]))
+            c.consumer_group, status, c.committed, c.lease_live,
+            c.lease_expires_at if c.lease_live else None,
+            c.worker_id if c.lease_live else None, c.retry_count))
     view.status = overall_status(view.groups)
     if dead:
         view.status = "dead_letter"
-        view.error_message = dead[0]["error_message"]
-        view.retry_count = dead[0]["retry_count"]
+        view.error_message = dead[0].error_message
+        view.retry_count = dead[0].retry_count
     live = [g for g in view.groups if g.status == "processing"]
     if live:
         view.lease_expires_at = live[0].lease_expires_at
@@ -182,53 +185,73 @@ async def list_messages(db: Database, where: ListFilter, *, limit: int,
     Answers (page, total). Without a status filter `total` counts every retained message of
     the matching partitions; with one it counts the matches among the messages examined."""
     want = min(limit + offset, LIST_MAX_PER_PARTITION)
-    parts = await db.fetch("message_list_partitions", where.queue, where.partition,
-                           where.namespace, where.task, LIST_MAX_PARTITIONS)
     found: list[ListedMessage] = []
     retained = 0
-    for part in parts:
-        retained += part["last_offset"] - part["log_start"] + 1
-        cursors = await db.fetch("message_cursors", part["id"])
-        taken, bound = 0, part["last_offset"] + 1
-        while taken < want:
-            rows = await db.fetch("message_segments_newest", part["id"], bound, _SEGMENT_PAGE)
-            if not rows:
-                break
-            for seg in rows:
-                if where.created_to and seg["created_at"] > where.created_to:
-                    continue
-                if where.created_from and seg["created_at"] < where.created_from:
-                    taken = want  # older segments only get older
+    async with db.session() as conn:
+        parts = await sql.message_list_partitions(
+            conn, queue=where.queue, partition=where.partition, namespace=where.namespace,
+            task=where.task, limit=LIST_MAX_PARTITIONS)
+        for part in parts:
+            retained += part.last_offset - part.log_start + 1
+            cursors = await sql.message_cursors(conn, partition_id=part.id)
+            taken, bound = 0, part.last_offset + 1
+            while taken < want:
+                rows = await sql.message_segments_newest(conn, partition_id=part.id,
+                                                         below=bound, limit=_SEGMENT_PAGE)
+                if not rows:
                     break
-                frames = segments.unpack(seg["blob"])
-                for i in range(len(frames) - 1, -1, -1):
-                    at = seg["base_offset"] + i
-                    if at < part["log_start"] or taken >= want:
+                for seg in rows:
+                    if where.created_to and seg.created_at > where.created_to:
                         continue
-                    f = frames[i]
-                    view = MessageView(
-                        partition_id=part["id"], partition=part["name"], queue=part["queue"],
-                        namespace=part["namespace"], task=part["task"], options={},
-                        transaction_id=f.transaction_id, offset=at, message_id=f.message_id,
-                        trace_id=f.trace_id, producer_sub=f.producer_sub, payload=f.payload,
-                        created_at=seg["created_at"])
-                    for c in cursors:
-                        view.groups.append(GroupState(
-                            c["consumer_group"], group_status(at, c, set()), c["committed"],
-                            bool(c["lease_live"]), c["lease_expires_at"], c["worker_id"],
-                            c["retry_count"]))
-                    view.status = overall_status(view.groups)
-                    if view.status == "processing":
-                        view.lease_expires_at = next(
-                            g.lease_expires_at for g in view.groups if g.status == "processing")
-                    if where.status and view.status != where.status:
-                        continue
-                    taken += 1
-                    done = sum(1 for g in view.groups if g.status == "completed")
-                    found.append(ListedMessage(view, part["priority"], done))
-                if taken >= want:
-                    break
-            bound = rows[-1]["base_offset"]
+                    if where.created_from and seg.created_at < where.created_from:
+                        taken = want  # older segments only get older
+                        break
+                    frames = segments.unpack(seg.blob)
+                    for i in range(len(frames) - 1, -1, -1):
+                        at = seg.base_offset + i
+                        if at < part.log_start or taken >= want:
+                            continue
+                        listed = _listed(part, cursors, at, frames[i], seg.created_at)
+                        if where.status and listed.view.status != where.status:
+                            continue
+                        taken += 1
+                        found.append(listed)
+                    if taken >= want:
+                        break
+                bound = rows[-1].base_offset
     found.sort(key=lambda m: (m.view.created_at, m.view.offset or 0), reverse=True)
     total = len(found) if (where.status or where.created_from or where.created_to) else retained
     return found[offset:offset + limit], total
+
+
+def _listed(part: sql.ListedPartition, cursors: list[sql.CursorState], at: int,
+            f: segments.Frame, created_at: datetime) -> ListedMessage:
+    view = MessageView(
+        partition_id=part.id, partition=part.name, queue=part.queue, namespace=part.namespace,
+        task=part.task, options={}, transaction_id=f.transaction_id, offset=at,
+        message_id=f.message_id, trace_id=f.trace_id, producer_sub=f.producer_sub,
+        payload=f.payload, created_at=created_at)
+    for c in cursors:
+        view.groups.append(GroupState(
+            c.consumer_group, group_status(at, c, set()), c.committed, c.lease_live,
+            c.lease_expires_at, c.worker_id, c.retry_count))
+    view.status = overall_status(view.groups)
+    if view.status == "processing":
+        view.lease_expires_at = next(
+            g.lease_expires_at for g in view.groups if g.status == "processing")
+    done = sum(1 for g in view.groups if g.status == "completed")
+    return ListedMessage(view, part.priority, done)
+
+
+class Messages:
+    """Message inspection (§5.3, §5.4) as the core service offers it."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def get(self, partition_id: PartitionId, transaction_id: str) -> MessageView | None:
+        return await get_message(self._db, partition_id, transaction_id)
+
+    async def list(self, where: ListFilter, *, limit: int,
+                   offset: int) -> tuple[list[ListedMessage], int]:
+        return await list_messages(self._db, where, limit=limit, offset=offset)

@@ -1,38 +1,74 @@
-"""Queue options: defaults, validation and the merge/replace rules of configure (§4.9)."""
+"""Queue options: every default in one place, validation, and configure's merge/replace
+rules (wire-protocol §4.9).
+
+`QueueOptions` is the only place an option's default is written down. A queue row always
+holds the complete set (written by `encode` when a queue is created or configured; migration
+021 filled in older rows), so SQL reads options without restating defaults.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
+
 from core.errors import BadRequest
 
-# Every option with its default, in the order configure echoes them.
-DEFAULTS: dict[str, Any] = {
-    "leaseTime": 300,
-    "retryLimit": 3,
-    "dlqAfterMaxRetries": True,
-    "deadLetterQueue": True,
-    "dedupWindowSeconds": 3600,
-    "retentionSeconds": 0,
-    "completedRetentionSeconds": 0,
-    "retentionEnabled": False,
-    "delayedProcessing": 0,
-    "windowBuffer": 0,
-    "maxSize": 0,
-    "retryDelay": 1000,
-    "ttl": 3600,
-    "priority": 0,
-    "encryptionEnabled": False,
-    "maxWaitTimeSeconds": 0,
-    "minPopWaitTime": 0,
-}
+# A pop's lease length when neither the request (leaseSeconds) nor the queue (leaseTime)
+# gives one above 0 (§4.2).
+POP_LEASE_FALLBACK_SECONDS = 60
+
+
+class QueueOptions(msgspec.Struct, frozen=True, rename="camel"):
+    """A queue's effective options; field order is the order configure echoes them."""
+
+    lease_time: int = 300                   # lease length of this queue's pops (seconds)
+    retry_limit: int = 3                    # explicit-failure redeliveries before DLQ/drop
+    dlq_after_max_retries: bool = True
+    dead_letter_queue: bool = True
+    dedup_window_seconds: int = 3600        # 0 = no deduplication
+    retention_seconds: int = 0              # 0 = keep forever
+    completed_retention_seconds: int = 0    # 0 = keep consumed data
+    retention_enabled: bool = False
+    delayed_processing: int = 0             # seconds before a message is visible
+    window_buffer: int = 0                  # hold a partition until quiet for N seconds
+    max_size: int = 0                       # stored and echoed, not enforced
+    retry_delay: int = 1000                 # stored and echoed, not enforced (ms)
+    ttl: int = 3600                         # stored and echoed, not enforced
+    priority: int = 0                       # a label; no priority ordering
+    encryption_enabled: bool = False
+    max_wait_time_seconds: int = 0          # stored and echoed, no effect
+    min_pop_wait_time: int = 0              # ms, clamped to 0..60000
+
+    @property
+    def dlq_enabled(self) -> bool:
+        """The DLQ is off only when both flags are explicitly false (§13.3)."""
+        return self.dead_letter_queue or self.dlq_after_max_retries
+
+    def lease_seconds(self, requested: int = 0) -> int:
+        """A pop's lease: the request's if above 0, else leaseTime if above 0, else 60."""
+        if requested > 0:
+            return requested
+        return self.lease_time if self.lease_time > 0 else POP_LEASE_FALLBACK_SECONDS
+
+    def as_dict(self) -> dict[str, Any]:
+        """Wire names to values, in echo order."""
+        out: dict[str, Any] = msgspec.to_builtins(self)
+        return out
+
+
+# Wire name -> default, in echo order.
+DEFAULTS: dict[str, Any] = QueueOptions().as_dict()
+# Every queue row created from now on gets this (or its configured options) in full.
+DEFAULTS_JSON = msgspec.json.encode(DEFAULTS).decode()
 
 _BOOLEAN = {k for k, v in DEFAULTS.items() if isinstance(v, bool)}
 # Integers that may not be negative; `priority` is a free label and may be.
 _NON_NEGATIVE = {k for k, v in DEFAULTS.items() if not isinstance(v, bool)} - {"priority"}
 _CLAMPS = {"minPopWaitTime": (0, 60000)}
 _MAX_INT = 2**31 - 1
+_DECODER = msgspec.json.Decoder(QueueOptions)
 
 
 def validate(given: Mapping[str, Any]) -> dict[str, Any]:
@@ -78,9 +114,19 @@ def apply(current: Mapping[str, Any] | None, given: Mapping[str, Any], *,
     return {key: base[key] for key in DEFAULTS}
 
 
+def decode(stored: str | bytes) -> QueueOptions:
+    """A queue row's options (keys it lacks take their defaults; unknown keys are ignored)."""
+    return _DECODER.decode(stored)
+
+
+def encode(options: Mapping[str, Any]) -> str:
+    """The complete options as a queue row stores them."""
+    return msgspec.json.encode(msgspec.convert(options, QueueOptions)).decode()
+
+
 def dlq_enabled(options: Mapping[str, Any]) -> bool:
     """The DLQ is off only when both flags are explicitly false (§13.3)."""
-    return bool(options.get("deadLetterQueue", True) or options.get("dlqAfterMaxRetries", True))
+    return msgspec.convert({**DEFAULTS, **options}, QueueOptions).dlq_enabled
 
 
 def derive_namespace_task(queue: str) -> tuple[str, str]:

@@ -1,16 +1,17 @@
-"""Push: group validated items by partition, hand each group to the coalescer, gather verdicts."""
+"""Push: group validated items by partition, hand each group to the coalescer, gather verdicts.
+
+Every flush is announced to parked pops once it committed (one span per partition)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from core.coalescer import WriteCoalescer
-from core.db import Database
 from core.errors import QueenError
-from core.partitions import PartitionDirectory, PartitionRef
-from core.writes import NewMessage, PartitionGone, Verdict, append_many
+from core.storage.database import Database
+from core.writes import Appended, NewMessage, PartitionName, Verdict, append_each
 
 
 @dataclass(slots=True)  # not frozen: one per message, and frozen __init__ is slow
@@ -27,57 +28,61 @@ class PushOutcome:
     item: PushItem
     verdict: Verdict | None
     error: QueenError | None
-    partition_id: int | None
+
+    @property
+    def partition_id(self) -> int | None:
+        return self.verdict.partition_id if self.verdict is not None else None
 
 
 class Pusher:
-    """The write path of one process: partition directory plus write coalescer."""
+    """The write path of one process: a write coalescer keyed by (queue, partition) name."""
 
     def __init__(self, db: Database, *, max_flush_messages: int, max_pending_messages: int,
-                 max_partitions_per_flush: int = 64, max_concurrent_flushes: int = 4,
-                 on_appended: Callable[[PartitionRef], None] | None = None) -> None:
-        self.directory = PartitionDirectory(db)
+                 max_partitions_per_flush: int, max_concurrent_flushes: int,
+                 on_appended: Callable[[Appended], None]) -> None:
         self._db = db
-        self.coalescer: WriteCoalescer[PartitionRef, NewMessage, Verdict] = WriteCoalescer(
+        self._on_appended = on_appended
+        self.coalescer: WriteCoalescer[PartitionName, NewMessage, Verdict] = WriteCoalescer(
             self._flush, max_flush_items=max_flush_messages,
             max_pending_items=max_pending_messages, max_keys_per_flush=max_partitions_per_flush,
-            max_concurrent_flushes=max_concurrent_flushes, on_flushed=on_appended)
+            max_concurrent_flushes=max_concurrent_flushes)
 
-    async def _flush(self, batch: list[tuple[PartitionRef, list[NewMessage]]]
+    async def _flush(self, batch: list[tuple[PartitionName, list[NewMessage]]]
                      ) -> list[list[Verdict] | QueenError]:
-        return await append_many(self._db, [(ref.partition_id, items) for ref, items in batch])
+        async with self._db.session() as conn:
+            results = await append_each(conn, batch)
+        out: list[list[Verdict] | QueenError] = []
+        for result in results:
+            if isinstance(result, Appended):
+                if result.queued:  # committed: wake the partition's parked pops
+                    self._on_appended(result)
+                out.append(result.verdicts)
+            else:
+                out.append(result)
+        return out
 
-    async def push(self, items: list[PushItem]) -> list[PushOutcome]:
+    async def push(self, items: Sequence[PushItem]) -> list[PushOutcome]:
         """Append items; answer one outcome per item, in request order."""
-        groups: dict[tuple[str, str], list[int]] = {}
+        groups: dict[PartitionName, list[int]] = {}
         for index, item in enumerate(items):
-            groups.setdefault((item.queue, item.partition), []).append(index)
+            groups.setdefault(PartitionName(item.queue, item.partition), []).append(index)
         outcomes: list[PushOutcome | None] = [None] * len(items)
 
-        async def write_group(queue: str, partition: str, indexes: list[int]) -> None:
-            messages = [items[i].message for i in indexes]
-            ref: PartitionRef | None = None
+        async def write_group(name: PartitionName, indexes: list[int]) -> None:
             try:
-                for attempt in (1, 2):
-                    ref = await self.directory.resolve(queue, partition)
-                    try:
-                        verdicts = await self.coalescer.submit(ref, messages)
-                        break
-                    except PartitionGone:
-                        # Deleted since we cached it: forget, recreate, try once more.
-                        self.directory.forget(ref)
-                        if attempt == 2:
-                            raise
+                verdicts = await self.coalescer.submit(name, [items[i].message for i in indexes])
             except QueenError as exc:
-                pid = ref.partition_id if ref else None
                 for i in indexes:
-                    outcomes[i] = PushOutcome(items[i], None, exc, pid)
+                    outcomes[i] = PushOutcome(items[i], None, exc)
                 return
-            assert ref is not None
             for i, verdict in zip(indexes, verdicts):
-                outcomes[i] = PushOutcome(items[i], verdict, None, ref.partition_id)
+                outcomes[i] = PushOutcome(items[i], verdict, None)
 
-        await asyncio.gather(*(write_group(q, p, ix) for (q, p), ix in groups.items()))
+        if len(groups) == 1:  # the common case needs no gather
+            ((name, indexes),) = groups.items()
+            await write_group(name, indexes)
+        else:
+            await asyncio.gather(*(write_group(n, ix) for n, ix in groups.items()))
         return [o for o in outcomes if o is not None]
 
     async def close(self) -> None:

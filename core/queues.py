@@ -5,12 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
-
 from core import options
-from core.db import Database, storage_errors
 from core.ids import QueueId
-from core.queries import QUERIES
+from core.storage import writes as sql
+from core.storage.database import Database
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,7 +17,7 @@ class QueueConfig:
     name: str
     namespace: str
     task: str
-    options: dict[str, Any]
+    options: dict[str, Any]  # every option, wire names, in echo order
 
 
 async def configure(db: Database, *, queue: str, namespace: str | None, task: str | None,
@@ -28,33 +26,28 @@ async def configure(db: Database, *, queue: str, namespace: str | None, task: st
     options.validate(given)  # reject bad values before touching the database
     derived_ns, derived_task = options.derive_namespace_task(queue)
     async with db.transaction() as conn:
-        with storage_errors():
-            row = await conn.fetchrow(QUERIES["lock_queue_options"], queue)
-            if row is None:
-                await conn.execute(
-                    QUERIES["insert_queue"], queue, derived_ns, derived_task,
-                    msgspec.json.encode(options.DEFAULTS).decode())
-                row = await conn.fetchrow(QUERIES["lock_queue_options"], queue)
-            assert row is not None
-            current = msgspec.json.decode(row["options"])
-            effective = options.apply(current, given, replace=replace)
-            ns = row["namespace"] if namespace is None else namespace
-            tk = row["task"] if task is None else task
-            await conn.execute(QUERIES["update_queue"], row["id"], ns, tk,
-                               msgspec.json.encode(effective).decode())
-    return QueueConfig(QueueId(row["id"]), queue, ns, tk, effective)
+        row = await sql.lock_queue(conn, name=queue)
+        if row is None:
+            await sql.insert_queue(conn, name=queue, namespace=derived_ns, task=derived_task,
+                                   options=options.DEFAULTS_JSON)
+            row = await sql.lock_queue(conn, name=queue)
+        assert row is not None
+        effective = options.apply(options.decode(row.options).as_dict(), given,
+                                  replace=replace)
+        ns = row.namespace if namespace is None else namespace
+        tk = row.task if task is None else task
+        await sql.update_queue(conn, queue_id=row.id, namespace=ns, task=tk,
+                               options=options.encode(effective))
+    return QueueConfig(QueueId(row.id), queue, ns, tk, effective)
 
 
 async def delete_queue(db: Database, queue: str) -> bool:
     """Delete the queue and all it owns in one transaction; answer whether it existed."""
     async with db.transaction() as conn:
-        with storage_errors():
-            queue_id = await conn.fetchval(QUERIES["delete_queue_row"], queue)
-            if queue_id is None:
-                return False
-            partition_ids = [r["id"] for r in await conn.fetch(
-                QUERIES["delete_queue_partitions"], queue_id)]
-            await conn.execute(QUERIES["delete_partition_data"], partition_ids)
-            await conn.execute(QUERIES["delete_queue_subscriptions"], queue_id)
+        queue_id = await sql.delete_queue_row(conn, name=queue)
+        if queue_id is None:
+            return False
+        partition_ids = await sql.delete_queue_partitions(conn, queue_id=queue_id)
+        await sql.delete_partition_data(conn, partition_ids=partition_ids)
+        await sql.delete_queue_subscriptions(conn, queue_id=queue_id)
     return True
-

@@ -24,11 +24,12 @@ import time
 import uvloop
 
 from core import maintenance
-from core.db import Database, storage_errors
 from core.embedded import database_dsn
 from core.errors import ServiceError
+from core.listener import WakeupHub
 from core.logs import configure_logging
 from core.settings import Settings, from_env_or_exit
+from core.storage.database import Database, server_settings
 
 log = logging.getLogger("queen.reaper")
 
@@ -40,10 +41,12 @@ _JITTER = 0.2
 
 
 class Reaper:
-    """The maintenance loop over one Database; `run` returns when `stop` is set."""
+    """The maintenance loop over one Database; `run` returns when `stop` is set. Leases it
+    releases are announced through `hub` (its notifier wakes pops in the web processes)."""
 
-    def __init__(self, db: Database, settings: Settings) -> None:
+    def __init__(self, db: Database, settings: Settings, hub: WakeupHub | None = None) -> None:
         self._db = db
+        self._hub = hub
         self._interval = settings.reaper_interval_ms / 1000
         self._retention_interval = settings.retention_interval_ms / 1000
         self._segment_batch = settings.retention_batch_size
@@ -52,8 +55,9 @@ class Reaper:
     async def run_pass(self) -> maintenance.PassReport:
         now = time.monotonic()
         retention = now >= self._next_retention
-        report = await maintenance.run_pass(self._db, retention=retention,
-                                            segment_batch=self._segment_batch)
+        report = await maintenance.run_pass(
+            self._db, retention=retention, segment_batch=self._segment_batch,
+            announce=self._hub.announce if self._hub is not None else None)
         # Scheduled only after a pass that went through, so a failed retention is retried on
         # the next pass instead of a whole RETENTION_INTERVAL later.
         if retention:
@@ -80,8 +84,7 @@ async def _open_database(settings: Settings, stop: asyncio.Event) -> Database | 
     dsn = database_dsn(settings)
 
     async def open_once() -> Database:
-        with storage_errors():
-            return await Database.open(settings, dsn, wait_seconds=30)
+        return await Database.open(settings, dsn, wait_seconds=30)
 
     stopping = asyncio.create_task(stop.wait(), name="reaper-stop-wait")
     try:
@@ -113,10 +116,18 @@ async def serve(settings: Settings) -> None:
     db = await _open_database(settings, stop)
     if db is None:
         return
+    hub = WakeupHub(database_dsn(settings), server_settings(settings, role="wakeup"))
     try:
         log.info("reaper running (interval %d ms, retention every %d ms)",
                  settings.reaper_interval_ms, settings.retention_interval_ms)
-        await Reaper(db, settings).run(stop)
+        # The notifier is a side task: if it dies (a bug), the TaskGroup cancels the loop and
+        # the process exits with the error, to be restarted by its supervisor.
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(hub.announce_forever(), name="reaper-notify")
+            try:
+                await Reaper(db, settings, hub).run(stop)
+            finally:
+                hub.close()
     finally:
         await db.close()
     log.info("reaper stopped")

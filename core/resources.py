@@ -12,12 +12,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import asyncpg
-import msgspec
-
 from core import options as queue_options
-from core.db import Database
 from core.errors import NotFound
+from core.storage import admin as sql
+from core.storage.admin import Overview, PartitionListRow
+from core.storage.database import Database
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,20 +47,16 @@ def pending_after(last_offset: int, log_start: int, committed: int | None) -> in
     return max(last_offset - max(cursor, log_start - 1), 0)
 
 
-def _stats(r: asyncpg.Record) -> PartitionStats:
-    backlog = pending_after(r["last_offset"], r["log_start"], r["min_committed"])
-    processing = min(max(int(r["processing"] or 0), 0), backlog)
+def _stats(r: sql.PartitionStatsRow) -> PartitionStats:
+    backlog = pending_after(r.last_offset, r.log_start, r.min_committed)
+    processing = min(max(int(r.processing or 0), 0), backlog)
     return PartitionStats(
-        queue_id=r["queue_id"], queue=r["queue"], namespace=r["namespace"], task=r["task"],
-        id=r["id"], name=r["name"], created_at=r["created_at"], last_offset=r["last_offset"],
-        log_start=r["log_start"], last_write_at=r["last_write_at"], oldest_at=r["oldest_at"],
-        segments=int(r["segments"]), total=int(r["total"]), pending=backlog - processing,
-        processing=processing, completed=max(int(r["total"]) - backlog, 0),
-        failed=int(r["failing"] or 0), dead_letter=int(r["dead_letter"]))
-
-
-async def partition_stats(db: Database, queue_ids: list[int] | None = None) -> list[PartitionStats]:
-    return [_stats(r) for r in await db.fetch("admin_partition_stats", queue_ids)]
+        queue_id=r.queue_id, queue=r.queue, namespace=r.namespace, task=r.task, id=r.id,
+        name=r.name, created_at=r.created_at, last_offset=r.last_offset,
+        log_start=r.log_start, last_write_at=r.last_write_at, oldest_at=r.oldest_at,
+        segments=int(r.segments), total=int(r.total), pending=backlog - processing,
+        processing=processing, completed=max(int(r.total) - backlog, 0),
+        failed=int(r.failing or 0), dead_letter=int(r.dead_letter))
 
 
 @dataclass(slots=True)
@@ -101,31 +96,12 @@ class QueueRow:
     namespace: str
     task: str
     created_at: datetime
-    options: dict[str, Any]
+    options: dict[str, Any]  # every option, wire names
 
 
-def _queue_row(r: asyncpg.Record) -> QueueRow:
-    stored = msgspec.json.decode(r["options"])
-    return QueueRow(r["id"], r["name"], r["namespace"], r["task"], r["created_at"],
-                    {**queue_options.DEFAULTS, **stored})
-
-
-async def queue_page(db: Database, *, search: str | None, limit: int,
-                     offset: int) -> tuple[list[tuple[QueueRow, Totals]], int]:
-    """A page of queues with their totals, and the number of all matching queues."""
-    rows = await db.fetch("admin_queue_page", search, limit, offset)
-    queues = [_queue_row(r) for r in rows]
-    by_queue = totals_by(await partition_stats(db, [q.id for q in queues]), "queue_id")
-    total = int(rows[0]["total"]) if rows else 0
-    return [(q, by_queue.get(q.id, Totals())) for q in queues], total
-
-
-async def queue_detail(db: Database, name: str) -> tuple[QueueRow, list[PartitionStats]]:
-    row = await db.fetchrow("admin_queue_row", name)
-    if row is None:
-        raise NotFound("Queue not found")
-    queue = _queue_row(row)
-    return queue, await partition_stats(db, [queue.id])
+def _queue_row(r: sql.QueueInfo) -> QueueRow:
+    return QueueRow(r.id, r.name, r.namespace, r.task, r.created_at,
+                    queue_options.decode(r.options).as_dict())
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,26 +113,55 @@ class Depth:
         return sum(p for _, p in self.partitions)
 
 
-async def queue_depth(db: Database, name: str, group: str | None) -> Depth:
-    """Backlog per partition: of one group, or of the worst cursor when no group is named."""
-    queue_id = await db.fetchval("admin_queue_by_name", name)
-    if queue_id is None:
-        raise NotFound("Queue not found")
-    stats = await partition_stats(db, [queue_id])
-    if group is None:
-        return Depth([(s.name, s.pending + s.processing) for s in stats])
-    committed = {r["partition_id"]: r["committed"]
-                 for r in await db.fetch("admin_group_committed", queue_id, group)}
-    return Depth([(s.name, pending_after(s.last_offset, s.log_start, committed.get(s.id)))
-                  for s in stats])
+class Resources:
+    """Figures for the resource, status and metrics routes."""
 
+    def __init__(self, db: Database) -> None:
+        self._db = db
 
-async def partitions(db: Database, *, queue: str | None, limit: int,
-                     offset: int) -> list[asyncpg.Record]:
-    return await db.fetch("admin_partitions_list", queue, limit, offset)
+    async def partition_stats(self, queue_ids: list[int] | None = None
+                              ) -> list[PartitionStats]:
+        async with self._db.session() as conn:
+            return [_stats(r) for r in await sql.partition_stats(conn, queue_ids=queue_ids)]
 
+    async def queue_page(self, *, search: str | None, limit: int,
+                         offset: int) -> tuple[list[tuple[QueueRow, Totals]], int]:
+        """A page of queues with their totals, and the number of all matching queues."""
+        async with self._db.session() as conn:
+            rows = await sql.queue_page(conn, search=search, limit=limit, offset=offset)
+        queues = [_queue_row(r) for r in rows]
+        by_queue = totals_by(await self.partition_stats([q.id for q in queues]), "queue_id")
+        total = int(rows[0].total) if rows else 0
+        return [(q, by_queue.get(q.id, Totals())) for q in queues], total
 
-async def overview(db: Database) -> asyncpg.Record:
-    row = await db.fetchrow("admin_overview")
-    assert row is not None
-    return row
+    async def queue_detail(self, name: str) -> tuple[QueueRow, list[PartitionStats]]:
+        async with self._db.session() as conn:
+            row = await sql.queue_row(conn, name=name)
+        if row is None:
+            raise NotFound("Queue not found")
+        queue = _queue_row(row)
+        return queue, await self.partition_stats([queue.id])
+
+    async def queue_depth(self, name: str, group: str | None) -> Depth:
+        """Backlog per partition: of one group, or of the worst cursor when none is named."""
+        async with self._db.session() as conn:
+            queue_id = await sql.queue_id(conn, name=name)
+            if queue_id is None:
+                raise NotFound("Queue not found")
+            committed = {} if group is None else {
+                r.partition_id: r.committed
+                for r in await sql.group_committed(conn, queue_id=queue_id, group=group)}
+        stats = await self.partition_stats([queue_id])
+        if group is None:
+            return Depth([(s.name, s.pending + s.processing) for s in stats])
+        return Depth([(s.name, pending_after(s.last_offset, s.log_start, committed.get(s.id)))
+                      for s in stats])
+
+    async def partitions(self, *, queue: str | None, limit: int,
+                         offset: int) -> list[PartitionListRow]:
+        async with self._db.session() as conn:
+            return await sql.partitions_list(conn, queue=queue, limit=limit, offset=offset)
+
+    async def overview(self) -> Overview:
+        async with self._db.session() as conn:
+            return await sql.overview(conn)

@@ -14,19 +14,14 @@ would undo group commit for the whole write path.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable
 
-import asyncpg
+from core.storage import notify
+from core.storage.statements import Conn
 
 CHANNEL = "queen_wakeup"
-
-
-async def notify_queues(conn: asyncpg.Connection, queue_ids: Iterable[int]) -> None:
-    """Wake parked pops of these queues in every broker process (one autocommitted call).
-    A queue id listed n times wakes up to n pops per group."""
-    await notify_hinted(conn, {q: (n, []) for q, n in Counter(queue_ids).items()})
-
+# What became deliverable: one span in a queue, in a known partition or not.
+Wake = tuple[int, int | None]
 
 MAX_HINTS = 32  # partition ids carried by one notification (payloads stay far below 8000 B)
 
@@ -46,10 +41,10 @@ def decode_payload(payload: str) -> tuple[int, int, list[int]]:
     return int(queue), max(1, int(count)) if count else 1, partitions
 
 
-async def notify_hinted(conn: asyncpg.Connection,
-                        queues: dict[int, tuple[int, list[int]]]) -> None:
-    """Like notify_queues, with each queue's count and partition hints."""
+async def notify_hinted(conn: Conn, queues: dict[int, tuple[int, list[int]]]) -> None:
+    """Wake parked pops in every broker process (one autocommitted statement): per queue,
+    how many spans became deliverable and in which partitions (when known)."""
     if queues:
-        await conn.execute(
-            "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", CHANNEL,
-            [encode_payload(q, n, parts) for q, (n, parts) in sorted(queues.items())])
+        await notify.notify_wakeups(
+            conn, channel=CHANNEL,
+            payloads=[encode_payload(q, n, parts) for q, (n, parts) in sorted(queues.items())])

@@ -1,186 +1,234 @@
 """The write path below the coalescer: what a flush does to its partitions.
 
-`append_on` turns the items of one partition's flush into one segment: duplicates already
-stored are settled by `queen.append_segment` under the partition lock, which writes nothing
-when it finds any; the blob is then rebuilt without them and appended. `append_many` writes
-the flushes of several partitions in one statement (`queen.append_segments`), hence one
-commit. Statements are autocommitted, so a partition lock is never held across a round trip
-to this process.
+`append` writes the flushes of several partitions in one statement (`queen.append`, one
+transaction and one commit when the connection is idle), each flush as one segment (or a
+few: a client-built blob goes in as it came, beside a segment of the other messages).
+Partitions are addressed by name and created by the statement when missing. A partition
+whose messages meet stored duplicates writes nothing and says which; those messages are
+taken out, the rest is written by the next statement. So the common case is one statement
+for many partitions, and duplicates cost a lookup of the stored messages' ids plus one
+more statement.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, TypeVar
+from typing import Literal
 
-import asyncpg
-
-from core import segments
-from core.db import DRIVER_ERRORS, Database, translate
+from core import options, segments
 from core.errors import QueenError, StorageUnavailable
-from core.ids import PartitionId
-from core.queries import QUERIES
+from core.ids import NIL_UUID
+from core.storage import writes as sql
+from core.storage.statements import Conn
 
-T = TypeVar("T")
+_UNKNOWN_ID = uuid.UUID(NIL_UUID)
+DEFAULT_PARTITION = "Default"  # the partition of an item that names none (§2)
 
 
-class PartitionGone(QueenError):
-    """The partition was deleted (with its queue) after it was resolved."""
+@dataclass(slots=True, eq=False)
+class PackedFrames:
+    """A segment blob a client already built (the framed push, wire-protocol §7.2): one zstd
+    frame holding exactly `count` storage frames, checked by the edge to encode, in order,
+    the messages that point at it."""
+
+    blob: bytes
+    count: int
 
 
 @dataclass(slots=True)  # not frozen: one per message, and frozen __init__ is slow
 class NewMessage:
-    """One message to append, validated, with its broker-minted id."""
+    """One message to append, validated, with its message id (broker-minted, or the
+    client's in a framed push)."""
 
     message_id: uuid.UUID
     transaction_id: str
     payload: bytes  # JSON bytes as received
     trace_id: uuid.UUID | None = None
     producer_sub: str | None = None
+    # The client-built blob this message arrived in (its frames carry no producerSub). A
+    # flush that writes all of that blob's messages, in order and unchanged, stores the
+    # blob as it came instead of compressing them again.
+    packed: PackedFrames | None = None
 
 
 @dataclass(slots=True)  # not frozen: one per message, and frozen __init__ is slow
 class Verdict:
     status: Literal["queued", "duplicate"]
-    message_id: uuid.UUID
+    message_id: uuid.UUID  # of the message stored (for a duplicate, of the one kept)
+    partition_id: int
     offset: int | None = None  # for queued items
     created_at: datetime | None = None
 
 
-def first_occurrences(items: list[NewMessage]) -> list[int]:
+@dataclass(frozen=True, slots=True, order=True)
+class PartitionName:
+    queue: str
+    partition: str
+
+
+@dataclass(slots=True)
+class Appended:
+    """A partition's flush, written: its ids and one verdict per message, in order."""
+
+    queue_id: int
+    partition_id: int
+    verdicts: list[Verdict]
+
+    @property
+    def queued(self) -> int:
+        return sum(1 for v in self.verdicts if v.status == "queued")
+
+
+def first_occurrences(items: Sequence[NewMessage]) -> list[int]:
     """For each item, the index of the first item with its transactionId (itself if first)."""
     seen: dict[str, int] = {}
     return [seen.setdefault(item.transaction_id, i) for i, item in enumerate(items)]
 
 
-async def append_on(conn: asyncpg.Connection, partition_id: PartitionId,
-                    items: list[NewMessage]) -> list[Verdict]:
-    """Append items to a partition on `conn`: autocommitted when `conn` is idle, or part of
-    the caller's transaction (transactions, DLQ retry), which then holds the partition lock
-    until it commits.
-
-    A repeat of a transactionId among `items` (inside one request, or across requests merged
-    into one flush) is settled by the database as if it came after the first occurrence: a
-    duplicate of it while deduplication is on, a new message when `dedupWindowSeconds` is 0.
-    So a push gets the same answer whether or not the coalescer merged it with others. Items
-    are written in their order: those before the first repeat, then that repeat alone (its
-    answer tells whether deduplication is on), then everything else; three statements, plus
-    one more per step that meets ids already stored.
-    """
-    first = first_occurrences(items)
-    verdicts: list[Verdict | None] = [None] * len(items)
-    cut = next((i for i, f in enumerate(first) if f != i), len(items))
-    await _append_round(conn, partition_id, items, list(range(cut)), verdicts)
-    if cut < len(items):
-        await _append_round(conn, partition_id, items, [cut], verdicts)
-        rest = list(range(cut + 1, len(items)))
-        probe = verdicts[cut]  # items[cut] repeats an item stored just before
-        if probe is not None and probe.status == "duplicate":
-            # Deduplication is on: write the first occurrences; every repeat is a duplicate
-            # carrying its first occurrence's id.
-            await _append_round(conn, partition_id, items,
-                                [i for i in rest if first[i] == i], verdicts)
-            for i in rest:
-                original = verdicts[first[i]]
-                if verdicts[i] is None and original is not None:
-                    verdicts[i] = Verdict("duplicate", original.message_id)
-        else:  # deduplication is off: nothing is a duplicate
-            await _append_round(conn, partition_id, items, rest, verdicts)
-    out = [v for v in verdicts if v is not None]
-    assert len(out) == len(items)
+def segments_of(messages: Sequence[NewMessage]) -> list[sql.AppendSegment]:
+    """The segments that store `messages` in order: a client-built blob as it came when
+    all its messages are here, consecutive and unchanged; everything else packed here."""
+    out: list[sql.AppendSegment] = []
+    plain: list[NewMessage] = []
+    i = 0
+    while i < len(messages):
+        packed = messages[i].packed
+        if packed is not None:
+            run = messages[i:i + packed.count]
+            if len(run) == packed.count and all(
+                    m.packed is packed and m.producer_sub is None for m in run):
+                if plain:
+                    out.append(_pack(plain))
+                    plain = []
+                out.append(sql.AppendSegment(packed.blob, [m.transaction_id for m in run]))
+                i += packed.count
+                continue
+        plain.append(messages[i])
+        i += 1
+    if plain:
+        out.append(_pack(plain))
     return out
 
 
-async def _append_round(conn: asyncpg.Connection, partition_id: PartitionId,
-                        items: list[NewMessage], indexes: list[int],
-                        verdicts: list[Verdict | None]) -> None:
-    """Append items[indexes] as one segment, settling those the database finds stored."""
-    pending = indexes
-    while pending:
-        batch = [items[i] for i in pending]
-        row = await _guarded(conn.fetchrow(
-            QUERIES["append_segment"], partition_id, [m.transaction_id for m in batch],
-            [m.message_id for m in batch], _pack(batch)))
-        assert row is not None
-        if row["dup_positions"]:
-            for pos, stored_id in zip(row["dup_positions"], row["dup_message_ids"]):
-                verdicts[pending[pos - 1]] = Verdict("duplicate", stored_id)
-            pending = [i for i in pending if verdicts[i] is None]
-            continue
-        base, stamp = row["base_offset"], row["created_at"]
-        for k, i in enumerate(pending):
-            verdicts[i] = Verdict("queued", items[i].message_id, base + k, stamp)
-        pending = []
+def _pack(messages: Sequence[NewMessage]) -> sql.AppendSegment:
+    blob = segments.pack(messages)
+    return sql.AppendSegment(blob, [m.transaction_id for m in messages])
 
 
-async def append_many(db: Database, flushes: list[tuple[PartitionId, list[NewMessage]]]
-                      ) -> list[list[Verdict] | QueenError]:
-    """Flushes of several partitions at once: one statement, so one commit, for all of them
-    (design.md, write path step 5); answers each flush's verdicts or its error.
+class _Flush:
+    """One partition's messages on their way in: what is still to write, verdicts so far."""
 
-    Flushes with a repeated transactionId inside, flushes that meet stored duplicates, and
-    every flush when the fused statement fails for a reason other than an outage (a lock
-    timeout, a deleted partition: it wrote nothing) are then settled one partition at a time,
-    so one troubled partition fails only its own requests.
-    """
-    out: list[list[Verdict] | QueenError | None] = [None] * len(flushes)
-    fusable = [i for i, (_, items) in enumerate(flushes)
-               if len({m.transaction_id for m in items}) == len(items)]
-    async with db.connection() as conn:
-        if len(fusable) > 1:
-            try:
-                await _append_fused(conn, flushes, fusable, out)
-            except StorageUnavailable as exc:
-                return [exc] * len(flushes)
-            except QueenError:
-                pass
-        for i, (partition_id, items) in enumerate(flushes):
-            if out[i] is None:
-                try:
-                    out[i] = await append_on(conn, partition_id, items)
-                except QueenError as exc:
-                    out[i] = exc
-    return [o for o in out if o is not None]
+    def __init__(self, name: PartitionName, messages: Sequence[NewMessage]) -> None:
+        self.name = name
+        self.messages = messages
+        self.first = first_occurrences(messages)
+        self.pending = list(range(len(messages)))
+        self.verdicts: list[Verdict | None] = [None] * len(messages)
+        self.ids: tuple[int, int] | None = None  # (queue id, partition id) once known
 
+    def target(self) -> sql.AppendTarget:
+        namespace, task = options.derive_namespace_task(self.name.queue)
+        batch = [self.messages[i] for i in self.pending]
+        repeats = any(self.first[i] != i for i in self.pending)
+        return sql.AppendTarget(self.name.queue, self.name.partition, namespace, task,
+                                segments_of(batch), repeats)
 
-async def _append_fused(conn: asyncpg.Connection,
-                        flushes: list[tuple[PartitionId, list[NewMessage]]], fusable: list[int],
-                        out: list[list[Verdict] | QueenError | None]) -> None:
-    # Ascending partition ids: concurrent fused flushes lock rows in one order.
-    order = sorted(fusable, key=lambda i: flushes[i][0])
-    txids: list[str] = []
-    message_ids: list[uuid.UUID] = []
-    for i in order:
-        txids.extend(m.transaction_id for m in flushes[i][1])
-        message_ids.extend(m.message_id for m in flushes[i][1])
-    rows = await _guarded(conn.fetch(
-        QUERIES["append_segments"], [flushes[i][0] for i in order],
-        [len(flushes[i][1]) for i in order], txids, message_ids,
-        [_pack(flushes[i][1]) for i in order]))
-    for i, row in zip(order, rows):
-        if row["dup_positions"]:
-            continue  # wrote nothing: settled on its own, duplicates and all
-        base, stamp = row["base_offset"], row["created_at"]
-        out[i] = [Verdict("queued", m.message_id, base + k, stamp)
-                  for k, m in enumerate(flushes[i][1])]
+    def settle(self, row: sql.AppendRow) -> dict[int, int]:
+        """Take in the statement's answer; answer {message index: stored offset} of the
+        duplicates whose stored message id is still to be read."""
+        self.ids = (row.queue_id, row.partition_id)
+        if row.base_offset is not None:
+            assert row.created_at is not None
+            for k, i in enumerate(self.pending):
+                m = self.messages[i]
+                self.verdicts[i] = Verdict("queued", m.message_id, row.partition_id,
+                                           row.base_offset + k, row.created_at)
+            self.pending = []
+            return {}
+        stored: dict[int, int] = {}
+        dropped: set[int] = set()
+        for pos, offset in zip(row.dup_positions or (), row.dup_offsets or ()):
+            i = self.pending[pos - 1]
+            dropped.add(i)
+            if offset is not None:
+                stored[i] = offset
+        # A repeat of an earlier message of this flush answers with that message's id once
+        # it is settled (below, in `result`).
+        self.pending = [i for i in self.pending if i not in dropped]
+        return stored
 
-
-def _pack(messages: list[NewMessage]) -> bytes:
-    return segments.pack([segments.Frame(m.message_id, m.transaction_id, m.payload,
-                                         m.trace_id, m.producer_sub) for m in messages])
+    def result(self) -> Appended:
+        assert self.ids is not None
+        verdicts: list[Verdict] = []
+        for i, verdict in enumerate(self.verdicts):
+            if verdict is None:
+                original = self.verdicts[self.first[i]]
+                verdict = Verdict("duplicate", original.message_id if original else _UNKNOWN_ID,
+                                  self.ids[1])
+            verdicts.append(verdict)
+        return Appended(self.ids[0], self.ids[1], verdicts)
 
 
-async def _guarded(call: Awaitable[T]) -> T:
-    """Await an append statement; a vanished partition becomes PartitionGone, driver errors
-    become core errors."""
+async def append(conn: Conn, flushes: Sequence[tuple[PartitionName, Sequence[NewMessage]]]
+                 ) -> list[Appended]:
+    """Write each partition's messages (all of them, or raise): autocommitted when `conn` is
+    idle, else part of the caller's transaction (which then holds the partition locks until
+    it commits). Answers one `Appended` per flush, in order.
+
+    A transactionId already stored in the partition inside its queue's dedup window is a
+    duplicate; so is a repeat within one flush when deduplication is on (the first occurrence
+    wins), whether it came in one request or two merged by the coalescer; with
+    `dedupWindowSeconds` 0 nothing is a duplicate."""
+    work = [_Flush(name, messages) for name, messages in flushes]
+    todo = sorted(work, key=lambda f: f.name)  # one lock order for every writer
+    while todo:
+        rows = await sql.append(conn, targets=[f.target() for f in todo],
+                                default_options=options.DEFAULTS_JSON)
+        again: list[_Flush] = []
+        for flush, row in zip(todo, rows):
+            stored = flush.settle(row)
+            if stored:
+                await _read_stored_ids(conn, flush, stored)
+            if flush.pending:
+                again.append(flush)
+        todo = again
+    return [f.result() for f in work]
+
+
+async def _read_stored_ids(conn: Conn, flush: _Flush, stored: dict[int, int]) -> None:
+    """Duplicates answer with the id of the message already stored, read from its segment
+    (the index keeps no message ids)."""
+    assert flush.ids is not None
+    ids: dict[int, uuid.UUID] = {}
+    for seg in await sql.segments_at(conn, partition_id=flush.ids[1],
+                                     offsets=sorted(set(stored.values()))):
+        for k, frame in enumerate(segments.unpack(seg.blob)):
+            ids[seg.base_offset + k] = frame.message_id
+    for i, offset in stored.items():
+        flush.verdicts[i] = Verdict("duplicate", ids.get(offset, _UNKNOWN_ID), flush.ids[1])
+
+
+async def append_each(conn: Conn, flushes: Sequence[tuple[PartitionName, Sequence[NewMessage]]]
+                      ) -> list[Appended | QueenError]:
+    """`append` in one statement for all; if that fails for a reason other than an outage
+    (a lock timeout: it wrote nothing), partition by partition, so one troubled partition
+    fails only its own requests."""
     try:
-        return await call
-    except asyncpg.PostgresError as exc:
-        if getattr(exc, "sqlstate", None) == "QN001":
-            raise PartitionGone() from exc
-        raise translate(exc) from exc
-    except DRIVER_ERRORS as exc:
-        raise translate(exc) from exc
+        return list(await append(conn, flushes))
+    except StorageUnavailable:
+        raise
+    except QueenError as exc:
+        if len(flushes) == 1:
+            return [exc]
+    out: list[Appended | QueenError] = []
+    for flush in flushes:
+        try:
+            out.extend(await append(conn, [flush]))
+        except StorageUnavailable:
+            raise
+        except QueenError as exc:
+            out.append(exc)
+    return out

@@ -52,9 +52,9 @@ class Ceilings:
             if dsn is None:
                 return None
             # Fill a log first (N=10 segments over 100 partitions), then drain it.
-            prefix = f"lsql-pop-{uuid.uuid4().hex[:6]}"
-            _uv(ceiling_sql.push_loop(dsn, frames=10, seconds=self.seconds, queue=prefix))
-            pop, ack = _uv(ceiling_sql.pop_ack_loop(dsn, queue_prefix=prefix, batch=batch,
+            queue = f"lsql-pop-{uuid.uuid4().hex[:6]}"
+            _uv(ceiling_sql.push_loop(dsn, frames=10, seconds=self.seconds, queue=queue))
+            pop, ack = _uv(ceiling_sql.pop_ack_loop(dsn, queue=queue, batch=batch,
                                                     connections=connections,
                                                     seconds=self.seconds))
             both = pop.messages / max(1e-9, pop.seconds + ack.seconds)

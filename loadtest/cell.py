@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import statistics
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from loadtest import pgstats
+from loadtest import pgstats, profile
 from loadtest.drain import fetch_all
 from loadtest.gate import check
 from loadtest.runner import CellOutcome, Shape, run_cell
@@ -35,15 +36,32 @@ def steady(series: list[dict[str, float]], key: str, warmup: float = 2.0) -> flo
     return statistics.median(values) if values else 0.0
 
 
-def measure(target: Target, shape: Shape, label: str, *, gate: bool = True) -> dict[str, Any]:
+def measure(target: Target, shape: Shape, label: str, *, gate: bool = True,
+            profile_to: Path | None = None) -> dict[str, Any]:
+    """Run the cell and summarize it; with `profile_to`, also sample the broker with py-spy
+    and read pg_stat_statements, writing the profile there (loadtest/profile.py)."""
+    spy = None
+    if profile_to is not None and target.database_url:
+        asyncio.run(profile.reset_statements(target.database_url))
+        spy = profile.PySpy(target.roots.get("broker"), profile_to.with_suffix(".stacks"))
     before = asyncio.run(pgstats.snapshot(target.database_url)) if target.database_url else None
     out = run_cell(target.url, shape, target.roots, label)
     after = asyncio.run(pgstats.snapshot(target.database_url)) if target.database_url else None
+    profiled = None
+    if profile_to is not None:
+        stacks = spy.stop() if spy else None
+        statements = (asyncio.run(profile.top_statements(target.database_url))
+                      if target.database_url else [])
+        profile_to.write_text(profile.render(label, stacks, statements))
+        profiled = {"stacks": stacks, "statements": statements, "file": str(profile_to)}
     if gate and not shape.groups:  # push-only: read everything back by offset
         stored = asyncio.run(fetch_all(target.url, shape.queue, shape.partitions))
         out.gates.append(check("fetch", out.pushed, stored, out.uncertain))
-    return summarize(out, shape, label, before, after,
-                     asyncio.run(_wal(target, before, after)), gate)
+    result = summarize(out, shape, label, before, after,
+                       asyncio.run(_wal(target, before, after)), gate)
+    if profiled is not None:
+        result["profile"] = profiled
+    return result
 
 
 async def _wal(target: Target, before: pgstats.PgSnapshot | None,
@@ -70,6 +88,7 @@ def summarize(out: CellOutcome, shape: Shape, label: str, before: pgstats.PgSnap
         "latency_ms": {k: h.summary() for k, h in out.hists.items() if h.total},
         "cpu_seconds": out.cpu,
         "peak_rss_bytes": out.rss,
+        "peak_worker_rss_mib": round(out.worker_rss / 2**20, 1) if out.worker_rss else None,
         "seconds": round(out.measured_seconds, 2),
         # The generator shares the cores: when it burns more CPU than the server side, the
         # figure says more about the client library than about the system under test.

@@ -12,16 +12,18 @@ import argparse
 import asyncio
 import contextlib
 import os
+import re
 import sys
 import time
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from loadtest import launch
 from loadtest.ceilings import Ceilings
 from loadtest.cell import Target, measure
 from loadtest.corpus import build_corpus
-from loadtest.report import write
+from loadtest.report import RESULTS, write
 from loadtest.workloads import add_knobs, cells
 
 
@@ -42,6 +44,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", help="results directory (default loadtest/results)")
     run.add_argument("--repeat", type=int, default=1,
                      help="runs per cell; the median is reported with the range")
+    run.add_argument("--profile", action="store_true",
+                     help="sample the broker with py-spy and read pg_stat_statements per "
+                          "cell (results/<run>-<cell>.profile.txt)")
+    run.add_argument("--broker-root", type=Path,
+                     help="run the broker from another checkout (before/after comparisons)")
     add_knobs(run)
     sub.add_parser("corpus", help="describe the corpus (size, zstd ratio)")
     inst = sub.add_parser("install-peer", help="install a peer for comparison (opt-in)")
@@ -68,8 +75,10 @@ def _target(args: argparse.Namespace, pg: launch.Postgres | None) -> Iterator[Ta
                      {"broker": pid_listening_on(port), "postgres": postmaster_pid(data_dir)})
         return
     assert pg is not None
-    url = str(asyncio.run(launch.fresh_database(pg.dsn)))
-    with launch.broker(url, args.workers) as srv:
+    root = args.broker_root or launch.ROOT
+    # Another checkout migrates the fresh database itself, with its own schema.
+    url = str(asyncio.run(launch.fresh_database(pg.dsn, migrate=args.broker_root is None)))
+    with launch.broker(url, args.workers, root=root) as srv:
         yield Target(srv.url, url, {"broker": srv.proc.pid if srv.proc else None,
                                     "postgres": pg.proc.pid if pg.proc else None})
 
@@ -116,8 +125,30 @@ def _ratios(cell: dict[str, Any], name: str, shape: Any, ceil: Ceilings | None) 
 
 
 def _across_cells(result: dict[str, Any]) -> None:
-    """Ratios that compare cells of one workload: W3 fan-out and W4 partition count."""
+    """Ratios that compare cells of one workload: wire modes, W3 fan-out and W4 partition
+    count."""
     by = {c["cell"]: c.get("throughput") for c in result["cells"]}
+    for label, t in by.items():
+        base, _, wire = label.partition(" wire=")
+        json_cell = by.get(base)
+        if not (wire and t and json_cell):
+            continue
+        for key, what in (("steady_push_msg_per_s", "push"),
+                          ("steady_deliver_msg_per_s", "delivered")):
+            if json_cell[key] and t[key]:
+                result.setdefault("cross", {})[f"{base}: {what} {wire} / json"] = round(
+                    t[key] / json_cell[key], 3)
+        mine, theirs = (t.get("best_ok_deliver_msg_per_s"),
+                        json_cell.get("best_ok_deliver_msg_per_s"))
+        if mine and theirs:
+            result.setdefault("cross", {})[f"{base}: best ok delivery {wire} / json"] = round(
+                mine / theirs, 3)
+    raw, official = by.get("W2 balanced"), by.get("W2 official consume()")
+    if raw and official and raw.get("best_ok_deliver_msg_per_s"):
+        result.setdefault("cross", {})["W2 best ok delivery: official consume() / raw"] = round(
+            (official.get("best_ok_deliver_msg_per_s") or 0)
+            / raw["best_ok_deliver_msg_per_s"], 3)
+    by = {k: v for k, v in by.items() if " wire=" not in k}
     w3 = {int(k.split("=")[1]): v for k, v in by.items() if k.startswith("W3 groups=") and v}
     if 1 in w3:
         for g, t in w3.items():
@@ -139,13 +170,18 @@ def _across_cells(result: dict[str, Any]) -> None:
 
 
 def _repeat(args: argparse.Namespace, target_args: Any, shape: Any, label: str,
-            name: str) -> dict[str, Any]:
+            name: str, run_id: str) -> dict[str, Any]:
     """Run a cell `--repeat` times; keep the median run, record every run's figure."""
     runs = []
     for i in range(max(1, args.repeat)):
+        profile_to = None
+        if args.profile:
+            out_dir = Path(args.out) if args.out else RESULTS
+            out_dir.mkdir(parents=True, exist_ok=True)
+            profile_to = out_dir / f"{run_id}-{re.sub(r'[^A-Za-z0-9]+', '-', label)}-{i}.profile.txt"
         with _target(args, target_args) as target:
             runs.append(measure(target, shape, label if args.repeat <= 1 else f"{label} #{i + 1}",
-                                gate=not args.no_gate))
+                                gate=not args.no_gate, profile_to=profile_to))
     failed = [r for r in runs if r["verdict"] != "ok"]
     if failed:
         return failed[0]  # one failing repeat fails the cell
@@ -179,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
                 if name == "W3" and not args.rate and w1_batch10:
                     from dataclasses import replace
                     shape = replace(shape, rate=w1_batch10 / 2)  # half of W1's batch-10 max
-                cell = _repeat(args, pg, shape, label, name)
+                cell = _repeat(args, pg, shape, label, name, run_id)
                 if name == "W1" and shape.batch == 10 and cell.get("throughput"):
                     w1_batch10 = cell["throughput"]["steady_push_msg_per_s"]
                 _ratios(cell, name, shape, ceil)

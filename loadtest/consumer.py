@@ -21,6 +21,7 @@ from loadtest.corpus import Envelope
 from loadtest.gate import Bitmaps
 from loadtest.httpc import Connection, HttpError
 from loadtest.stats import Histogram, Window
+from loadtest.wire import framed_messages
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +36,7 @@ class ConsumerSpec:
     hard_deadline_s: float        # from start; the drain gives up here
     slot: int
     ack: str = "all"              # all = one item per message (as the official client)
+    frames: bool = False          # ask for framed pops (loadtest.wire)
 
 
 class _Msg(msgspec.Struct):
@@ -49,6 +51,15 @@ class _Pop(msgspec.Struct):
 
 
 _POP = msgspec.json.Decoder(_Pop)
+_ENVELOPE = msgspec.json.Decoder(Envelope)
+
+
+def popped_messages(answer: bytes, framed: bool) -> list[_Msg]:
+    """The messages of a pop answer, JSON or framed."""
+    if not framed:
+        return _POP.decode(answer).messages or []
+    return [_Msg(txid, pid, lease, _ENVELOPE.decode(payload))
+            for txid, pid, lease, payload in framed_messages(answer)]
 
 
 class _AckItem(msgspec.Struct):
@@ -66,25 +77,42 @@ def run(spec: ConsumerSpec, board: Board, results: Any) -> None:
     results.put(("consumer", spec.slot, out))
 
 
+@dataclass(slots=True)
+class Tracking:
+    """What a consumer process records: deliveries per group (the gate), latencies."""
+
+    delivered: dict[int, Bitmaps]
+    hists: dict[str, Histogram]
+    windows: dict[str, Window]
+    steps: dict[int, Histogram]  # end-to-end latency per offered-rate step
+
+    @classmethod
+    def of(cls, spec: ConsumerSpec) -> Tracking:
+        return cls({g: Bitmaps() for g in set(spec.group_index)},
+                   {k: Histogram() for k in ("pop", "ack", "e2e")},
+                   {k: Window() for k in ("pop", "ack", "e2e")}, {})
+
+    def result(self) -> dict[str, Any]:
+        return {"delivered": {gi: {p: bytes(b) for p, b in bm.maps.items()}
+                              for gi, bm in self.delivered.items()},
+                "hists": {k: h.counts for k, h in self.hists.items()},
+                "e2e_by_step": {k: h.counts for k, h in self.steps.items()}}
+
+
 async def _main(spec: ConsumerSpec, board: Board) -> dict[str, Any]:
-    delivered: dict[int, Bitmaps] = {g: Bitmaps() for g in set(spec.group_index)}
-    hists = {k: Histogram() for k in ("pop", "ack", "e2e")}
-    windows = {k: Window() for k in ("pop", "ack", "e2e")}
+    t = Tracking.of(spec)
     deadline = time.monotonic() + spec.hard_deadline_s
-    steps: dict[int, Histogram] = {}
-    tasks = [asyncio.create_task(_loop(spec, board, name, gi, delivered[gi], hists, windows,
-                                       steps, deadline))
+    tasks = [asyncio.create_task(_loop(spec, board, name, gi, t.delivered[gi], t.hists,
+                                       t.windows, t.steps, deadline))
              for name, gi in zip(spec.groups, spec.group_index)]
-    reporter = asyncio.create_task(_report(board, spec.slot, windows))
+    reporter = asyncio.create_task(report(board, spec.slot, t.windows))
     await asyncio.gather(*tasks)
     reporter.cancel()
-    return {"delivered": {gi: {p: bytes(b) for p, b in bm.maps.items()}
-                          for gi, bm in delivered.items()},
-            "hists": {k: h.counts for k, h in hists.items()},
-            "e2e_by_step": {k: h.counts for k, h in steps.items()}}
+    return t.result()
 
 
-async def _report(board: Board, slot: int, windows: dict[str, Window]) -> None:
+async def report(board: Board, slot: int, windows: dict[str, Window]) -> None:
+    """Publish this process's p99s to the board once a second."""
     while True:
         await asyncio.sleep(1.0)
         for k in ("pop", "ack", "e2e"):
@@ -97,7 +125,7 @@ async def _loop(spec: ConsumerSpec, board: Board, group: str, gi: int, delivered
     conn = Connection(spec.url)
     path = (f"/api/v1/pop/queue/{quote(spec.queue, safe='')}?batch={spec.batch}"
             f"&partitions={spec.partitions}&wait=true&timeout={spec.wait_ms}"
-            f"&consumerGroup={quote(group, safe='')}")
+            f"&consumerGroup={quote(group, safe='')}" + ("&frames=true" if spec.frames else ""))
     try:
         while time.monotonic() < deadline:
             start = time.perf_counter()
@@ -120,28 +148,36 @@ async def _loop(spec: ConsumerSpec, board: Board, group: str, gi: int, delivered
             ms = (time.perf_counter() - start) * 1000
             hists["pop"].add(ms)
             windows["pop"].add(ms)
-            messages = _POP.decode(answer.body).messages or []
-            now = time.time()
-            fresh = 0
-            step = int(board.get("step"))
-            step_hist = steps.setdefault(step, Histogram())
-            for m in messages:
-                if m.transactionId != f"p{m.data.p}-{m.data.s}":
-                    board.add(spec.slot, "errors")  # payload does not match its key
-                    continue
-                before = delivered.maps.get(m.data.p)
-                if before is None or m.data.s >= len(before) or not before[m.data.s]:
-                    fresh += 1
-                delivered.mark(m.data.p, m.data.s)
-                e2e = (now - m.data.t) * 1000
-                hists["e2e"].add(e2e)
-                windows["e2e"].add(e2e)
-                step_hist.add(e2e)
-            board.add(spec.slot, "delivered", len(messages))
-            board.add_group(gi, fresh)
+            messages = popped_messages(answer.body, spec.frames)
+            record(board, spec.slot, gi, delivered, hists, windows, steps,
+                   [(m.transactionId, m.data.p, m.data.s, m.data.t) for m in messages])
             await _ack(conn, spec, board, group, messages, hists, windows)
     finally:
         await conn.close()
+
+
+def record(board: Board, slot: int, gi: int, delivered: Bitmaps, hists: dict[str, Histogram],
+           windows: dict[str, Window], steps: dict[int, Histogram],
+           deliveries: list[tuple[str, int, int, float]]) -> None:
+    """Count one popped batch: (transactionId, producer, sequence, send time) per message
+    into the group's bitmap (the gate), the end-to-end latency and the board."""
+    now = time.time()
+    fresh = 0
+    step_hist = steps.setdefault(int(board.get("step")), Histogram())
+    for txid, producer, seq, sent_at in deliveries:
+        if txid != f"p{producer}-{seq}":
+            board.add(slot, "errors")  # payload does not match its key
+            continue
+        before = delivered.maps.get(producer)
+        if before is None or seq >= len(before) or not before[seq]:
+            fresh += 1
+        delivered.mark(producer, seq)
+        e2e = (now - sent_at) * 1000
+        hists["e2e"].add(e2e)
+        windows["e2e"].add(e2e)
+        step_hist.add(e2e)
+    board.add(slot, "delivered", len(deliveries))
+    board.add_group(gi, fresh)
 
 
 async def _ack(conn: Connection, spec: ConsumerSpec, board: Board, group: str,

@@ -48,10 +48,10 @@ class Connection:
         self._reader = self._writer = None
 
     async def request(self, method: str, path: str, body: bytes | None = None,
-                      timeout: float = 30.0) -> Answer:
+                      timeout: float = 30.0, content_type: str = "application/json") -> Answer:
         head = f"{method} {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
         if body is not None:
-            head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+            head += f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
         data = head.encode() + b"\r\n" + (body or b"")
         for attempt in (0, 1):  # reconnect once: the server may have closed an idle socket
             if self._writer is None:

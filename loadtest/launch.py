@@ -24,7 +24,9 @@ from core.embedded import EmbeddedPostgres, stop_process
 
 ROOT = Path(__file__).resolve().parent.parent
 DURABLE = {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on",
-           "max_connections": "400"}
+           "max_connections": "400",
+           # Statement statistics for profiles (loadtest.profile); negligible overhead.
+           "shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.track": "all"}
 
 
 def free_port() -> int:
@@ -56,11 +58,31 @@ class Postgres:
         self._tmp.cleanup()
 
 
-async def fresh_database(server_url: str, *, migrate: bool = True) -> str:
-    """CREATE DATABASE on the server (schema applied unless told not to); answer its URL."""
-    from core.migrations import create_database
+async def fresh_database(server_url: str, *, migrate: bool = True,
+                         prefix: str = "loadtest_") -> str:
+    """CREATE DATABASE `<prefix><random>` on the server, schema applied unless told not to;
+    answer its URL. For load tests and tests, which want a clean database each."""
+    import uuid
+    from urllib.parse import urlsplit, urlunsplit
 
-    return await create_database(server_url, prefix="loadtest_", migrate=migrate)
+    import asyncpg
+
+    from core.storage.migrations import apply_migrations
+
+    name = prefix + uuid.uuid4().hex[:12]
+    conn = await asyncpg.connect(server_url)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    url = urlunsplit(urlsplit(server_url)._replace(path="/" + name))
+    if migrate:
+        conn = await asyncpg.connect(url)
+        try:
+            await apply_migrations(conn)
+        finally:
+            await conn.close()
+    return url
 
 
 class Server:
@@ -69,7 +91,8 @@ class Server:
     workers under its supervisor (`queen-broker web`, what `serve` runs)."""
 
     def __init__(self, app: str, *, workers: int, env: dict[str, str] | None = None,
-                 supervised: bool = False) -> None:
+                 supervised: bool = False, root: Path = ROOT) -> None:
+        self.root = root  # the source tree the server runs from (cwd wins on sys.path)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         if supervised:
@@ -84,7 +107,7 @@ class Server:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> Self:
-        self.proc = subprocess.Popen(self.command, env=self.env, cwd=ROOT,
+        self.proc = subprocess.Popen(self.command, env=self.env, cwd=self.root,
                                      start_new_session=True)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -105,11 +128,14 @@ class Server:
 
 
 def broker(database_url: str, workers: int, *, supervised: bool = True,
-           env: dict[str, str] | None = None) -> Server:
+           env: dict[str, str] | None = None, root: Path = ROOT) -> Server:
     """The broker's web tier; `supervised=False` runs it under hypercorn's own multi-worker
-    runner instead (what `serve` ran before it supervised its workers), for comparison."""
+    runner instead (what `serve` ran before it supervised its workers), for comparison.
+    `root` runs another checkout of the broker (a before/after comparison: its workers
+    apply that checkout's migrations to a database created without them)."""
     return Server("broker.asgi:app_from_env()", workers=workers,
-                  env={"DATABASE_URL": database_url, **(env or {})}, supervised=supervised)
+                  env={"DATABASE_URL": database_url, **(env or {})}, supervised=supervised,
+                  root=root)
 
 
 def run_sync(coro: object) -> object:

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import psutil  # type: ignore[import-untyped]
 
+# A web worker process of the broker (each serves requests with its own pool and coalescer).
+_WORKER_COMMAND = "broker.worker"
+
 
 class TreeSampler:
     def __init__(self, roots: dict[str, int | None]) -> None:
@@ -16,6 +19,9 @@ class TreeSampler:
         self._first: dict[tuple[str, int], float] = {}
         self._last: dict[tuple[str, int], float] = {}
         self.peak_rss: dict[str, int] = {k: 0 for k in self.roots}
+        # The largest RSS any single web worker reached (the per-worker memory bound).
+        self.peak_worker_rss = 0
+        self._is_worker: dict[int, bool] = {}
 
     def _tree(self, pid: int) -> list[psutil.Process]:
         try:
@@ -38,13 +44,22 @@ class TreeSampler:
                 try:
                     t = proc.cpu_times()
                     cpu = t.user + t.system
-                    rss += proc.memory_info().rss
+                    one = proc.memory_info().rss
+                    rss += one
+                    if name == "broker" and self._worker(proc):
+                        self.peak_worker_rss = max(self.peak_worker_rss, one)
                 except psutil.Error:
                     continue
                 key = (name, proc.pid)
                 self._first.setdefault(key, cpu)
                 self._last[key] = cpu
             self.peak_rss[name] = max(self.peak_rss[name], rss)
+
+    def _worker(self, proc: psutil.Process) -> bool:
+        known = self._is_worker.get(proc.pid)
+        if known is None:
+            known = self._is_worker[proc.pid] = _WORKER_COMMAND in " ".join(proc.cmdline())
+        return known
 
     def cpu_seconds(self) -> dict[str, float]:
         out = {k: 0.0 for k in self.roots}

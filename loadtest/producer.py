@@ -21,6 +21,7 @@ from loadtest.corpus import build_corpus, payload
 from loadtest.gate import Bitmaps
 from loadtest.httpc import Connection, HttpError
 from loadtest.stats import Histogram, Window
+from loadtest.wire import BINARY_TYPE, push_body
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +38,7 @@ class ProducerSpec:
     message_bytes: int
     slot: int
     max_messages: int = 0    # 0 = bounded by time only
+    wire: str = "json"       # json | binary | frames (loadtest.wire)
 
 
 class _Verdict(msgspec.Struct):
@@ -96,11 +98,19 @@ async def _connection(spec: ProducerSpec, board: Board, corpus: Any, producer: i
                     await asyncio.sleep(next_at - now)
             part = rng.randrange(spec.partitions)
             sent_at = time.time()
-            items = [b'{"queue":"%s","partition":"p%d","transactionId":"p%d-%d","payload":%s}'
-                     % (queue, part, producer, seq + k, payload(corpus, producer, seq + k, sent_at))
-                     for k in range(spec.batch)]
-            body = b'{"items":[' + b",".join(items) + b"]}"
-            ok = await _send(conn, board, spec.slot, body, hist, window)
+            if spec.wire == "json":
+                items = [b'{"queue":"%s","partition":"p%d","transactionId":"p%d-%d","payload":%s}'
+                         % (queue, part, producer, seq + k,
+                            payload(corpus, producer, seq + k, sent_at))
+                         for k in range(spec.batch)]
+                body = b'{"items":[' + b",".join(items) + b"]}"
+            else:
+                body = push_body(spec.wire, queue, b"p%d" % part,
+                                 [b"p%d-%d" % (producer, seq + k) for k in range(spec.batch)],
+                                 [payload(corpus, producer, seq + k, sent_at)
+                                  for k in range(spec.batch)])
+            ok = await _send(conn, board, spec.slot, body, hist, window,
+                             "application/json" if spec.wire == "json" else BINARY_TYPE)
             if ok is None:
                 board.add(spec.slot, "uncertain", spec.batch)
             else:
@@ -115,12 +125,13 @@ async def _connection(spec: ProducerSpec, board: Board, corpus: Any, producer: i
 
 
 async def _send(conn: Connection, board: Board, slot: int, body: bytes, hist: Histogram,
-                window: Window) -> list[str] | None:
+                window: Window, content_type: str) -> list[str] | None:
     """Push one body; answer the per-item statuses, or None if the outcome is unknown."""
     for attempt in range(20):
         start = time.perf_counter()
         try:
-            answer = await conn.request("POST", "/api/v1/push", body, timeout=30)
+            answer = await conn.request("POST", "/api/v1/push", body, timeout=30,
+                                        content_type=content_type)
         except (TimeoutError, HttpError):
             board.add(slot, "push_errors")
             return None

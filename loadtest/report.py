@@ -60,7 +60,8 @@ def summary(run: dict[str, Any]) -> str:
             lines.append("  NOTE: generator-bound (the load generator used more CPU than the "
                          "server side): the figure is a lower bound")
         lines.append(f"  cpu s: {cell['cpu_seconds']}  peak RSS MiB: "
-                     + str({k: round(v / 2**20) for k, v in cell['peak_rss_bytes'].items()}))
+                     + str({k: round(v / 2**20) for k, v in cell['peak_rss_bytes'].items()})
+                     + f", largest web worker {_fmt(cell.get('peak_worker_rss_mib'))}")
         if "db" in cell:
             d = cell["db"]
             lines.append(f"  commits/msg {d['commits_per_message']}, WAL B/msg "
@@ -89,14 +90,15 @@ def summary(run: dict[str, Any]) -> str:
 def table(run: dict[str, Any]) -> str:
     """One Markdown row per cell and per peer, ratios included, for the README."""
     rows = [("| cell | gate (missing / dup) | push msg/s | delivered msg/s (stepped: best "
-             "sustained) | p99 ms push / pop / ack / e2e | commits/msg | WAL B/msg | ratios |"),
-            "|---|---|---|---|---|---|---|---|"]
+             "sustained) | p99 ms push / pop / ack / e2e | commits/msg | WAL B/msg | "
+             "peak RSS per worker MiB | ratios |"),
+            "|---|---|---|---|---|---|---|---|---|"]
     for cell in run["cells"]:
         groups = cell["gate"]["groups"]
         gate = (f"{cell['verdict']} ({sum(g['missing'] for g in groups)} / "
                 f"{sum(g['duplicated'] for g in groups)})")
         if cell["verdict"] != "ok":
-            rows.append(f"| {cell['cell']} | {gate} | - | - | - | - | - | FAILED: no figures |")
+            rows.append(f"| {cell['cell']} | {gate} | - | - | - | - | - | - | FAILED: no figures |")
             continue
         t, lat, d = cell["throughput"], cell["latency_ms"], cell.get("db", {})
         p99 = " / ".join(_fmt(lat.get(k, {}).get("p99_ms")) for k in ("push", "pop", "ack", "e2e"))
@@ -107,13 +109,14 @@ def table(run: dict[str, Any]) -> str:
             delivered = max(s["deliver_msg_per_s"] for s in ok_steps)
         rows.append(f"| {cell['cell']} | {gate} | {_fmt(t['steady_push_msg_per_s'])} | "
                     f"{_fmt(delivered)} | {p99} | {d.get('commits_per_message', '-')} | "
-                    f"{_fmt(d.get('wal_bytes_per_message'))} | {ratios} |")
+                    f"{_fmt(d.get('wal_bytes_per_message'))} | "
+                    f"{_fmt(cell.get('peak_worker_rss_mib'))} | {ratios} |")
     for peer in run.get("peers", []):
         rows.append(f"| W2 peer {peer['peer']} | {peer.get('verdict')} | - | "
                     f"{_fmt(peer.get('msg_per_s'))} | - / - / - / {_fmt(peer.get('e2e_p99_ms'))}"
-                    f" | - | - | {peer.get('note', '')} |")
+                    f" | - | - | - | {peer.get('note', '')} |")
     for name, v in run.get("cross", {}).items():
-        rows.append(f"| {name} | | | | | | | {v} |")
+        rows.append(f"| {name} | | | | | | | | {v} |")
     return "\n".join(rows) + "\n"
 
 

@@ -50,6 +50,8 @@ class Shape:
     ack: str = "all"
     max_messages: int = 0
     consumer_grace: float = 5.0       # consumers outlive producers+drain by this much
+    wire: str = "json"                # json | binary | frames (loadtest.wire)
+    consumer: str = "raw"             # raw: the lean load consumer; official: queen-mq consume()
 
 
 @dataclass(slots=True)
@@ -63,6 +65,7 @@ class CellOutcome:
     cpu: dict[str, float]
     rss: dict[str, int]
     measured_seconds: float
+    worker_rss: int = 0  # peak RSS of the largest single broker web worker
     step_log: list[dict[str, float]] = field(default_factory=list)
     gates: list[GateResult] = field(default_factory=list)
 
@@ -87,20 +90,24 @@ def run_cell(url: str, shape: Shape, roots: dict[str, int | None], label: str, *
     procs = []
     slot = 0
     offset = 0
+    if shape.consumer == "official":
+        from loadtest import official
+
+        consumer_fn = official.run
     for n in cons_split:
         mine = tasks[offset:offset + n]
         offset += n
         spec = ConsumerSpec(url, shape.queue, tuple(g for g, _ in mine),
                             tuple(gi for _, gi in mine), shape.pop_batch, shape.pop_partitions,
                             shape.wait_ms, duration + shape.drain_seconds + shape.consumer_grace, slot,
-                            shape.ack)
+                            shape.ack, shape.wire == "frames")
         procs.append(ctx.Process(target=consumer_fn, args=(spec, board, results), daemon=True))
         slot += 1
     first = 0
     for n in prod_split:
         spec_p = ProducerSpec(url, shape.queue, first, n, shape.batch, shape.partitions,
                               shape.connections, duration, shape.seed, shape.message_bytes, slot,
-                              shape.max_messages)
+                              shape.max_messages, shape.wire)
         procs.append(ctx.Process(target=producer_fn, args=(spec_p, board, results), daemon=True))
         first += n
         slot += 1
@@ -187,7 +194,8 @@ def run_cell(url: str, shape: Shape, roots: dict[str, int | None], label: str, *
         sys.stderr.write(f"{label}: {len(cons_split) - len(consumed)} consumer processes "
                          "did not finish the drain\n")
     return CellOutcome(pushed, delivered, uncertain, hists, e2e_by_step, series,
-                       sampler.cpu_seconds(), dict(sampler.peak_rss), measured, step_log, gates)
+                       sampler.cpu_seconds(), dict(sampler.peak_rss), measured,
+                       sampler.peak_worker_rss, step_log, gates)
 
 
 def _collect(results: Any, produced: dict[int, Any], consumed: dict[int, Any],

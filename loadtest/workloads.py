@@ -6,6 +6,7 @@ import argparse
 from dataclasses import replace
 
 from loadtest.runner import Shape
+from loadtest.wire import WIRES
 
 
 def add_knobs(p: argparse.ArgumentParser) -> None:
@@ -25,6 +26,9 @@ def add_knobs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--producer-procs", type=int, help="producer processes")
     p.add_argument("--consumer-procs", type=int, help="consumer processes")
     p.add_argument("--ack", choices=("all", "last"), help="ack every message or the last")
+    p.add_argument("--wire", nargs="+", choices=WIRES, default=["json"],
+                   help="wire modes to run each cell in (binary: binary pushes; frames: "
+                        "framed pushes and framed pops); compared with json in the same run")
 
 
 def _common(args: argparse.Namespace, shape: Shape) -> Shape:
@@ -41,7 +45,20 @@ def _common(args: argparse.Namespace, shape: Shape) -> Shape:
 
 
 def cells(name: str, args: argparse.Namespace, run_id: str) -> list[tuple[str, Shape]]:
-    """(label, shape) for every cell of a workload, knobs applied."""
+    """(label, shape) for every cell of a workload, knobs applied, once per wire mode (a
+    mode other than json is named in the label)."""
+    out = []
+    for label, shape in _cells(name, args, run_id):
+        for wire in getattr(args, "wire", None) or ["json"]:
+            if wire == "json":
+                out.append((label, shape))
+            else:
+                out.append((f"{label} wire={wire}",
+                            replace(shape, wire=wire, queue=f"{shape.queue}-{wire}")))
+    return out
+
+
+def _cells(name: str, args: argparse.Namespace, run_id: str) -> list[tuple[str, Shape]]:
     q = f"{name.lower()}-{run_id}"
     if name == "W1":
         return [(f"W1 batch={b} partitions={p}", _common(args, Shape(
@@ -54,7 +71,11 @@ def cells(name: str, args: argparse.Namespace, run_id: str) -> list[tuple[str, S
                      step_seconds=6)
         b = (args.batch or [10])[0]
         p = (args.partitions or [100])[0]
-        return [("W2 balanced", _common(args, replace(base, batch=b, partitions=p)))]
+        shape = _common(args, replace(base, batch=b, partitions=p))
+        # The same pipe drained by the official client's own consume() loop.
+        return [("W2 balanced", shape),
+                ("W2 official consume()", replace(shape, consumer="official",
+                                                  queue=f"{q}-official"))]
     if name == "W3":
         out = []
         for g in args.groups or [1, 4, 16]:

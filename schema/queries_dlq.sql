@@ -1,17 +1,17 @@
 -- Statements of the DLQ and message-inspection routes (core/dlq.py, core/messages.py).
--- Loaded by core/queries.py. DLQ rows are written by the ack path; these only read, replay
--- and delete them.
+-- Loaded by core/storage/statements.py. DLQ rows are written by the ack (queen.ack); these
+-- only read, replay and delete them.
 
 -- name: dlq_page
 -- One page of DLQ rows matching the filters, newest first, plus the number of all matching
 -- rows (`total`, §13.4). The count row is always present: a page past the end answers one row
--- with total and null columns.
+-- with total and null columns. A row written since version 23 has no payload columns but the
+-- preserved copy of its segment (segment_base, segment_blob), from which the reader extracts
+-- the message.
 -- $1 queue name or null, $2 consumer group or null, $3 partition name or null,
 -- $4 failed at or after (or null), $5 failed at or before (or null), $6 limit, $7 offset
 WITH matched AS MATERIALIZED (
-    SELECT d.id, d.partition_id, d.consumer_group, d.msg_offset, d.transaction_id,
-           d.message_id, d.trace_id, d.producer_sub, d.payload, d.error_message,
-           d.retry_count, d.created_at, d.failed_at, q.name AS queue, p.name AS partition
+    SELECT d.id, d.failed_at
       FROM queen.log_dlq d
       JOIN queen.log_partitions p ON p.id = d.partition_id
       JOIN queen.queues q ON q.id = p.queue_id
@@ -21,8 +21,17 @@ WITH matched AS MATERIALIZED (
        AND ($4::timestamptz IS NULL OR d.failed_at >= $4)
        AND ($5::timestamptz IS NULL OR d.failed_at <= $5)),
 page AS (
-    SELECT * FROM matched ORDER BY failed_at DESC, id DESC LIMIT $6 OFFSET $7)
-SELECT t.total, page.*
+    SELECT d.id, d.partition_id, q.name AS queue, p.name AS partition, d.consumer_group,
+           d.msg_offset, d.transaction_id, d.message_id, d.trace_id, d.producer_sub,
+           d.payload, d.segment_base, ds.blob AS segment_blob, d.error_message,
+           d.retry_count, d.created_at, d.failed_at
+      FROM (SELECT id FROM matched ORDER BY failed_at DESC, id DESC LIMIT $6 OFFSET $7) m
+      JOIN queen.log_dlq d ON d.id = m.id
+      JOIN queen.log_partitions p ON p.id = d.partition_id
+      JOIN queen.queues q ON q.id = p.queue_id
+      LEFT JOIN queen.log_dlq_segments ds
+        ON ds.partition_id = d.partition_id AND ds.base_offset = d.segment_base)
+SELECT page.*, t.total
   FROM (SELECT count(*) AS total FROM matched) t
   LEFT JOIN page ON true
  ORDER BY page.failed_at DESC, page.id DESC;
@@ -31,34 +40,62 @@ SELECT t.total, page.*
 -- The newest DLQ row of a message address (any group), locked for replay, with its queue and
 -- partition. Concurrent replays of one address queue up here; the loser finds no row.
 -- $1 partition id, $2 transactionId
-SELECT d.id, d.partition_id, d.consumer_group, d.transaction_id, d.message_id, d.trace_id,
-       d.producer_sub, d.payload, q.id AS queue_id, q.name AS queue, p.name AS partition
+SELECT d.id, d.partition_id, q.name AS queue, p.name AS partition, d.consumer_group,
+       d.msg_offset, d.transaction_id, d.message_id, d.trace_id, d.producer_sub, d.payload,
+       d.segment_base, ds.blob AS segment_blob, d.error_message, d.retry_count,
+       d.created_at, d.failed_at
   FROM queen.log_dlq d
   JOIN queen.log_partitions p ON p.id = d.partition_id
   JOIN queen.queues q ON q.id = p.queue_id
+  LEFT JOIN queen.log_dlq_segments ds
+    ON ds.partition_id = d.partition_id AND ds.base_offset = d.segment_base
  WHERE d.partition_id = $1 AND d.transaction_id = $2
  ORDER BY d.failed_at DESC, d.id DESC
  LIMIT 1
    FOR UPDATE OF d;
 
--- name: dlq_delete_row
--- Remove one DLQ row by id.
--- $1 DLQ row id
-DELETE FROM queen.log_dlq WHERE id = $1;
-
--- name: dlq_delete_address
--- Remove every DLQ row of a message address; answers the ids removed.
--- $1 partition id, $2 transactionId
-DELETE FROM queen.log_dlq WHERE partition_id = $1 AND transaction_id = $2 RETURNING id;
-
 -- name: dlq_rows_for_address
--- DLQ rows of a message address, newest first.
+-- DLQ rows of a message address, newest first (shaped like dlq_lock_newest's row).
 -- $1 partition id, $2 transactionId
-SELECT id, consumer_group, msg_offset, message_id, trace_id, producer_sub, payload,
-       error_message, retry_count, created_at, failed_at
-  FROM queen.log_dlq
- WHERE partition_id = $1 AND transaction_id = $2
- ORDER BY failed_at DESC, id DESC;
+SELECT d.id, d.partition_id, q.name AS queue, p.name AS partition, d.consumer_group,
+       d.msg_offset, d.transaction_id, d.message_id, d.trace_id, d.producer_sub, d.payload,
+       d.segment_base, ds.blob AS segment_blob, d.error_message, d.retry_count,
+       d.created_at, d.failed_at
+  FROM queen.log_dlq d
+  JOIN queen.log_partitions p ON p.id = d.partition_id
+  JOIN queen.queues q ON q.id = p.queue_id
+  LEFT JOIN queen.log_dlq_segments ds
+    ON ds.partition_id = d.partition_id AND ds.base_offset = d.segment_base
+ WHERE d.partition_id = $1 AND d.transaction_id = $2
+ ORDER BY d.failed_at DESC, d.id DESC;
+
+-- name: dlq_delete
+-- Remove DLQ rows of a partition: one by id, or every row of an address; answers each
+-- removed row with the segment copy it referred to.
+-- $1 partition id, $2 DLQ row id or null, $3 transactionId or null
+DELETE FROM queen.log_dlq d
+ WHERE d.partition_id = $1
+   AND ($2::bigint IS NULL OR d.id = $2)
+   AND ($3::text IS NULL OR d.transaction_id = $3)
+RETURNING d.id, d.segment_base;
+
+-- name: dlq_lock_copies
+-- Lock segment copies before deciding whether they are still referenced: an ack adding a
+-- dead letter to a copy holds the same lock until it commits, so the check that follows (a
+-- statement of its own, with a snapshot taken after the lock) sees that dead letter.
+-- $1 partition id, $2 base offsets
+SELECT s.base_offset FROM queen.log_dlq_segments s
+ WHERE s.partition_id = $1 AND s.base_offset = ANY($2::bigint[])
+ ORDER BY s.base_offset
+   FOR UPDATE;
+
+-- name: dlq_drop_copies
+-- Remove the locked segment copies no dead letter refers to any more.
+-- $1 partition id, $2 base offsets
+DELETE FROM queen.log_dlq_segments s
+ WHERE s.partition_id = $1 AND s.base_offset = ANY($2::bigint[])
+   AND NOT EXISTS (SELECT 1 FROM queen.log_dlq d
+                    WHERE d.partition_id = s.partition_id AND d.segment_base = s.base_offset);
 
 -- name: message_partition
 -- A partition with its queue, by id, for message inspection.
@@ -72,8 +109,7 @@ SELECT p.id, p.name, p.last_offset, p.log_start, q.id AS queue_id, q.name AS que
 -- Retained offsets of a transactionId in a partition, through the index, oldest first.
 -- $1 partition id, $2 transactionId, $3 first retained offset
 SELECT msg_offset FROM queen.log_txn_index
- WHERE partition_id = $1 AND txn_hash = hashtextextended($2, 0) AND transaction_id = $2
-   AND msg_offset >= $3
+ WHERE partition_id = $1 AND txn_key = queen.txn_key($2) AND msg_offset >= $3
  ORDER BY msg_offset;
 
 -- name: message_segments_newest
@@ -99,7 +135,7 @@ SELECT consumer_group, committed, batch_end, worker_id, lease_expires_at, retry_
 -- Partitions whose messages a listing walks, newest writes first.
 -- $1 queue or null, $2 partition or null, $3 namespace or null, $4 task or null, $5 limit
 SELECT p.id, p.name, p.last_offset, p.log_start, q.name AS queue, q.namespace, q.task,
-       coalesce((q.options ->> 'priority')::integer, 0) AS priority
+       (q.options ->> 'priority')::integer AS priority
   FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
  WHERE ($1::text IS NULL OR q.name = $1)
    AND ($2::text IS NULL OR p.name = $2)

@@ -1,4 +1,4 @@
--- Statements of offset reads (fetch). Loaded by core/queries.py.
+-- Statements of offset reads (fetch). Loaded by core/storage/statements.py.
 
 -- name: fetch_partition_state
 -- A queue's partition by name with its offsets; queue_id is null when the queue is unknown,
@@ -21,10 +21,3 @@ SELECT base_offset, last_offset, created_at, blob
                                  WHERE s.partition_id = $1 AND s.base_offset <= $2), $2)
  ORDER BY base_offset
  LIMIT $3;
-
--- name: segment_at
--- The segment holding one offset.
--- $1 partition id, $2 offset
-SELECT base_offset, created_at, blob FROM queen.log_segments
- WHERE partition_id = $1 AND base_offset <= $2 AND last_offset >= $2
- ORDER BY base_offset DESC LIMIT 1;

@@ -1,9 +1,9 @@
--- Statements of the reaper (core/maintenance.py). Loaded by core/queries.py.
+-- Statements of the reaper (core/maintenance.py). Loaded by core/storage/statements.py.
 -- Every time decision uses the database clock (now()), never the reaper host's clock.
 
 -- name: reaper_expire_leases
--- Release up to $1 leases past their expiry and answer the queues they belong to (one row per
--- released lease). SKIP LOCKED: a row a pop or ack is working on is left to them (they see
+-- Release up to $1 leases past their expiry and answer the queue and partition of each
+-- released lease. SKIP LOCKED: a row a pop or ack is working on is left to them (they see
 -- the expiry themselves), and two reapers never release the same lease.
 -- The outer WHERE re-checks the expiry, because an extend may have landed in between.
 -- $1 batch size
@@ -19,7 +19,8 @@ UPDATE queen.log_consumers c
   FROM expired e
  WHERE c.partition_id = e.partition_id AND c.consumer_group = e.consumer_group
    AND c.lease_expires_at <= now()
-RETURNING (SELECT p.queue_id FROM queen.log_partitions p WHERE p.id = c.partition_id) AS queue_id;
+RETURNING (SELECT p.queue_id FROM queen.log_partitions p WHERE p.id = c.partition_id) AS queue_id,
+          c.partition_id;
 
 -- name: reaper_try_lock
 -- Take a transaction-scoped advisory lock, or answer false at once if another reaper holds it.
@@ -36,7 +37,7 @@ SELECT pg_try_advisory_xact_lock($1);
 WITH horizon AS (
     SELECT p.id AS partition_id,
            now() - make_interval(secs => greatest(
-               coalesce((q.options ->> 'dedupWindowSeconds')::bigint, 3600), $2::bigint))
+               (q.options ->> 'dedupWindowSeconds')::bigint, $2::bigint))
                AS cutoff
       FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id),
 doomed AS (
@@ -52,12 +53,12 @@ DELETE FROM queen.log_txn_index t USING doomed d WHERE t.ctid = d.row_id;
 -- Partitions of queues with time-based or completed retention on, with their cut-offs in
 -- seconds (0 = that rule is off) and the queue id.
 SELECT p.id AS partition_id, p.queue_id,
-       greatest(coalesce((q.options ->> 'retentionSeconds')::bigint, 0), 0) AS retention,
-       greatest(coalesce((q.options ->> 'completedRetentionSeconds')::bigint, 0), 0)
+       greatest((q.options ->> 'retentionSeconds')::bigint, 0) AS retention,
+       greatest((q.options ->> 'completedRetentionSeconds')::bigint, 0)
            AS completed_retention
   FROM queen.queues q JOIN queen.log_partitions p ON p.queue_id = q.id
- WHERE coalesce((q.options ->> 'retentionSeconds')::bigint, 0) > 0
-    OR coalesce((q.options ->> 'completedRetentionSeconds')::bigint, 0) > 0
+ WHERE (q.options ->> 'retentionSeconds')::bigint > 0
+    OR (q.options ->> 'completedRetentionSeconds')::bigint > 0
  ORDER BY p.id;
 
 -- name: reaper_apply_retention
@@ -93,3 +94,4 @@ moved AS (
     RETURNING p.log_start)
 SELECT (SELECT count(*) FROM deleted) AS segments,
        (SELECT log_start FROM moved) AS log_start;
+

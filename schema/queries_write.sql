@@ -1,23 +1,33 @@
--- Statements of the write path and of queue management. Loaded by core/queries.py.
+-- Statements of the write path and of queue management. Loaded by core/storage/statements.py.
 
--- name: ensure_partition
--- Create queue and partition when missing; answer (queue_id, partition_id).
--- $1 queue name, $2 partition name, $3 namespace, $4 task, $5 default options (jsonb text)
-SELECT queue_id, partition_id FROM queen.ensure_partition($1, $2, $3, $4, $5::jsonb);
+-- name: append
+-- Append segments to several partitions in one statement, or report duplicates (see
+-- 024_append.sql for the arguments and the answer).
+-- $1 queues, $2 partitions, $3 namespaces, $4 tasks (one per partition), $5 default options
+-- (jsonb text), $6 segments per partition, $7 frames per segment, $8 blobs,
+-- $9 transactionIds (flat), $10 whether each partition's transactionIds repeat
+SELECT queue_id, partition_id, base_offset, created_at, dup_positions, dup_offsets
+  FROM queen.append($1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb,
+                    $6::integer[], $7::integer[], $8::bytea[], $9::text[], $10::boolean[]);
 
--- name: append_segment
--- Append one segment under the partition lock, or report duplicates (see 002_append.sql).
--- $1 partition id, $2 transactionIds, $3 message ids, $4 zstd blob
-SELECT base_offset, created_at, dup_positions, dup_message_ids
-  FROM queen.append_segment($1, $2::text[], $3::uuid[], $4);
+-- name: segments_at
+-- The segments holding the given offsets of a partition (each once, in offset order).
+-- $1 partition id, $2 offsets
+SELECT DISTINCT s.base_offset, s.created_at, s.blob
+  FROM unnest($2::bigint[]) AS o(at)
+  CROSS JOIN LATERAL (
+        SELECT x.base_offset, x.created_at, x.blob FROM queen.log_segments x
+         WHERE x.partition_id = $1 AND x.base_offset <= o.at AND x.last_offset >= o.at) s
+ ORDER BY s.base_offset;
 
--- name: lock_queue_options
+-- name: lock_queue
 -- The queue's row for configure, locked so concurrent configures merge one after another.
 -- $1 queue name
-SELECT id, namespace, task, options::text AS options FROM queen.queues WHERE name = $1 FOR UPDATE;
+SELECT id, namespace, task, options::text AS options
+  FROM queen.queues WHERE name = $1 FOR UPDATE;
 
 -- name: insert_queue
--- Create a queue if absent (configure); answers nothing when another writer won the race.
+-- Create a queue if absent (configure); does nothing when another writer won the race.
 -- $1 name, $2 namespace, $3 task, $4 options (jsonb text)
 INSERT INTO queen.queues (name, namespace, task, options)
 VALUES ($1, $2, $3, $4::jsonb)
@@ -34,26 +44,23 @@ UPDATE queen.queues SET namespace = $2, task = $3, options = $4::jsonb WHERE id 
 DELETE FROM queen.queues WHERE name = $1 RETURNING id;
 
 -- name: delete_queue_partitions
--- Remove a queue's partitions; answers their ids. Waits for in-flight appends (row locks).
+-- Remove a queue's partitions; answers their ids. Waits for appends in flight (their row
+-- locks); an append that comes later creates the queue afresh.
 -- $1 queue id
 DELETE FROM queen.log_partitions WHERE queue_id = $1 RETURNING id;
 
 -- name: delete_partition_data
--- Remove everything partitions own: segments, index, cursors, dead letters.
+-- Remove everything partitions own: segments, index, cursors, dead letters. A statement of
+-- its own after delete_queue_partitions, so its snapshot sees what appends that finished
+-- meanwhile wrote.
 -- $1 partition ids
 WITH s AS (DELETE FROM queen.log_segments WHERE partition_id = ANY($1::bigint[])),
      t AS (DELETE FROM queen.log_txn_index WHERE partition_id = ANY($1::bigint[])),
-     c AS (DELETE FROM queen.log_consumers WHERE partition_id = ANY($1::bigint[]))
-DELETE FROM queen.log_dlq WHERE partition_id = ANY($1::bigint[]);
+     c AS (DELETE FROM queen.log_consumers WHERE partition_id = ANY($1::bigint[])),
+     d AS (DELETE FROM queen.log_dlq WHERE partition_id = ANY($1::bigint[]))
+DELETE FROM queen.log_dlq_segments WHERE partition_id = ANY($1::bigint[]);
 
 -- name: delete_queue_subscriptions
 -- Remove stored consumer-group subscriptions of a queue.
 -- $1 queue id
 DELETE FROM queen.consumer_subscriptions WHERE queue_id = $1;
-
--- name: append_segments
--- One segment for each of several partitions, in one transaction (see 004_append_many.sql).
--- $1 partition ids (ascending), $2 items per partition, $3 transactionIds (flat),
--- $4 message ids (flat), $5 one zstd blob per partition
-SELECT partition_id, base_offset, created_at, dup_positions, dup_message_ids
-  FROM queen.append_segments($1::bigint[], $2::integer[], $3::text[], $4::uuid[], $5::bytea[]);

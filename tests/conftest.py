@@ -14,9 +14,9 @@ import asyncpg
 import httpx
 import pytest
 
-from core.db import Database
 from core.embedded import stop_process
 from core.settings import Settings
+from core.storage.database import Database
 from tests.support import BrokerProcess, create_database, external_database_url, start_embedded
 
 

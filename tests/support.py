@@ -18,7 +18,6 @@ from typing import Self
 import asyncpg
 import httpx
 
-from core import migrations
 from core.embedded import EmbeddedPostgres, stop_process
 from core.settings import database_url_from_env
 
@@ -65,7 +64,9 @@ def restart_embedded(data_dir: Path, **extra: str
 
 async def create_database(server_url: str, *, migrate: bool = True) -> str:
     """A fresh database on the server, migrated; answers its URL."""
-    return await migrations.create_database(server_url, prefix="queen_test_", migrate=migrate)
+    from loadtest.launch import fresh_database
+
+    return await fresh_database(server_url, prefix="queen_test_", migrate=migrate)
 
 
 def free_port() -> int:
@@ -262,10 +263,32 @@ async def expire_leases_of(conn: asyncpg.Connection, queue: str) -> int:
     return int(status.split()[-1])
 
 
-async def dlq_rows(conn: asyncpg.Connection, queue: str) -> list[asyncpg.Record]:
-    return await conn.fetch(
-        """SELECT d.*, convert_from(d.payload, 'UTF8') AS payload_text
+async def dlq_rows(conn: asyncpg.Connection, queue: str) -> list[dict]:  # type: ignore[type-arg]
+    """The queue's dead letters as the broker reads them (a DLQ row since version 23 holds
+    a copy of its segment, from which core.dlq extracts the message), with `payload_text`,
+    in offset order."""
+    from core.dlq import dead_letter
+    from core.storage.dead_letters import DeadLetterRow
+
+    records = await conn.fetch(
+        """SELECT d.id, d.partition_id, q.name AS queue, p.name AS partition, d.consumer_group,
+                  d.msg_offset, d.transaction_id, d.message_id, d.trace_id, d.producer_sub,
+                  d.payload, d.segment_base, ds.blob AS segment_blob, d.error_message,
+                  d.retry_count, d.created_at, d.failed_at
              FROM queen.log_dlq d
              JOIN queen.log_partitions p ON p.id = d.partition_id
              JOIN queen.queues q ON q.id = p.queue_id
+             LEFT JOIN queen.log_dlq_segments ds
+               ON ds.partition_id = d.partition_id AND ds.base_offset = d.segment_base
             WHERE q.name = $1 ORDER BY d.msg_offset, d.id""", queue)
+    out = []
+    for r in records:
+        letter = dead_letter(DeadLetterRow(*r))
+        out.append({"id": letter.id, "partition_id": letter.partition_id,
+                    "consumer_group": letter.consumer_group, "msg_offset": letter.offset,
+                    "transaction_id": letter.transaction_id, "message_id": letter.message_id,
+                    "trace_id": letter.trace_id, "producer_sub": letter.producer_sub,
+                    "error_message": letter.error_message, "retry_count": letter.retry_count,
+                    "created_at": letter.created_at, "failed_at": letter.failed_at,
+                    "payload_text": letter.payload.decode()})
+    return out

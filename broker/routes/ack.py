@@ -11,10 +11,10 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from broker.state import state_of
+from broker.state import broker_of
 from broker.wire.ack import AckBatchBody, AckItemIn, AckResult
 from broker.wire.http import json_response
-from core.ack import AckItem, AckOutcome, ack_groups, parse_status
+from core.ack import AckItem, AckOutcome, GroupAck, parse_status
 from core.pop import QUEUE_MODE
 
 
@@ -33,17 +33,10 @@ def outcome_json(index: int, item: AckItem, outcome: AckOutcome) -> AckResult:
 
 
 async def _apply(request: Request, groups: list[str], items: list[AckItem]) -> Response:
-    state = state_of(request)
-    by_group: dict[str, list[int]] = {}
-    for i, group in enumerate(groups):
-        by_group.setdefault(group, []).append(i)
-    result = await ack_groups(state.db, {g: [items[i] for i in ix] for g, ix in by_group.items()})
-    if result.wake_queue_ids:
-        state.hub.announce(result.wake_queue_ids)
-    outcomes: dict[int, AckOutcome] = {}
-    for group, indexes in by_group.items():
-        outcomes.update(zip(indexes, result.outcomes[group]))
-    return json_response([outcome_json(i, items[i], outcomes[i]) for i in range(len(items))])
+    result = await broker_of(request).ack_batch(
+        [GroupAck(group, item) for group, item in zip(groups, items)])
+    return json_response([outcome_json(i, item, outcome)
+                          for i, (item, outcome) in enumerate(zip(items, result.outcomes))])
 
 
 async def ack_one(request: Request, body: AckItemIn) -> Response:

@@ -6,7 +6,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from broker.state import state_of
+from broker.state import broker_of
 from broker.wire.common import Pagination, given
 from broker.wire.http import json_response
 from broker.wire.messages import DlqMessage, DlqPage, DlqQuery
@@ -27,12 +27,12 @@ def row_json(row: dlq.DlqRow) -> DlqMessage:
 
 
 async def list_dlq(request: Request, query: DlqQuery) -> Response:
-    state = state_of(request)
     where = dlq.DlqFilter(
         queue=given(query.queue), consumer_group=given(query.consumerGroup),
         partition=given(query.partition),
         failed_from=query.from_.instant if query.from_ else None,
         failed_to=query.to.instant if query.to else None)
-    rows, total = await dlq.list_rows(state.db, where, limit=query.limit, offset=query.offset)
+    rows, total = await broker_of(request).dlq.list_rows(where, limit=query.limit,
+                                                         offset=query.offset)
     return json_response(DlqPage([row_json(r) for r in rows],
                                  Pagination(query.limit, query.offset), total))

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from broker.state import state_of
+from broker.state import broker_of
 from broker.wire.fetch import (
     MAX_ENTRIES,
     FetchAnswer,
@@ -19,9 +16,9 @@ from broker.wire.fetch import (
 )
 from broker.wire.http import json_response
 from core.errors import BadRequest
-from core.fetch import FetchResult, fetch_entry
-from core.partitions import DEFAULT_PARTITION
+from core.fetch import FetchEntry, FetchResult
 from core.timefmt import iso
+from core.writes import DEFAULT_PARTITION
 
 
 def _entry_json(result: FetchResult) -> FetchEntryOut:
@@ -36,25 +33,10 @@ def _entry_json(result: FetchResult) -> FetchEntryOut:
 
 
 async def fetch(request: Request, body: FetchBody) -> Response:
-    state = state_of(request)
     if len(body.entries) > MAX_ENTRIES:
         raise BadRequest(f"{len(body.entries)} entries is over the limit of {MAX_ENTRIES}")
-    # Nothing asked for, nothing to wait for.
-    deadline = time.monotonic() + (body.maxWaitMs / 1000 if body.entries else 0)
-    delay = 0.05
-    while True:
-        results = []
-        remaining = body.maxBytes
-        for entry in body.entries:
-            result = await fetch_entry(state.db, queue=entry.queue,
-                                       partition=entry.partition or DEFAULT_PARTITION,
-                                       offset=entry.offset,
-                                       max_bytes=min(entry.maxBytes, remaining))
-            remaining -= sum(len(r.payload) for r in result.records)
-            results.append(result)
-        if any(r.records or r.error for r in results) or time.monotonic() >= deadline:
-            break
-        # Nothing yet and the caller is willing to wait: poll with a short backoff.
-        await asyncio.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-        delay = min(delay * 2, 0.5)
+    entries = [FetchEntry(e.queue, e.partition or DEFAULT_PARTITION, e.offset, e.maxBytes)
+               for e in body.entries]
+    results = await broker_of(request).fetch(entries, max_bytes=body.maxBytes,
+                                             max_wait_ms=body.maxWaitMs)
     return json_response(FetchAnswer([_entry_json(r) for r in results]))

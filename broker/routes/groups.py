@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from starlette.requests import Request
 from starlette.responses import Response
 
-from broker.state import state_of
+from broker.state import broker_of
 from broker.wire.groups import (
     DeleteGroupQuery,
     GroupDeleted,
@@ -27,7 +27,6 @@ from broker.wire.groups import (
     SubscriptionBody,
 )
 from broker.wire.http import json_response
-from core import groups
 from core.errors import BadRequest
 from core.timefmt import iso
 
@@ -37,7 +36,6 @@ def _iso_or_none(ts: datetime | None) -> str | None:
 
 
 async def list_groups(request: Request) -> Response:
-    state = state_of(request)
     now = datetime.now(UTC)
     return json_response([GroupSummaryOut(
         name=s.name, topics=[s.queue], queueName=s.queue, members=len(s.members),
@@ -47,53 +45,48 @@ async def list_groups(request: Request) -> Response:
         state=s.state(now), subscriptionMode=s.subscription_mode,
         subscriptionTimestamp=_iso_or_none(s.subscription_timestamp),
         subscriptionCreatedAt=_iso_or_none(s.subscription_created_at))
-        for s in await groups.summaries(state.db)])
+        for s in await broker_of(request).groups.summaries()])
 
 
 async def lagging(request: Request, query: LaggingQuery) -> Response:
-    state = state_of(request)
     out = []
-    for c in await groups.cursors(state.db):
-        if c["offset_lag"] <= 0 or c["time_lag_seconds"] <= query.minLagSeconds:
+    for c in await broker_of(request).groups.cursors():
+        if c.offset_lag <= 0 or c.time_lag_seconds <= query.minLagSeconds:
             continue
         out.append(LaggingOut(
-            consumer_group=c["consumer_group"], queue_name=c["queue"],
-            partition_name=c["partition"], partition_id=str(c["partition_id"]),
-            worker_id=c["worker_id"] if c["lease_active"] else None,
-            offset_lag=c["offset_lag"], time_lag_seconds=int(c["time_lag_seconds"]),
-            lag_hours=round(c["time_lag_seconds"] / 3600, 2),
-            oldest_unconsumed_at=_iso_or_none(c["oldest_unconsumed_at"]),
-            last_consumed_at=_iso_or_none(c["last_consumed_at"])))
+            consumer_group=c.consumer_group, queue_name=c.queue, partition_name=c.partition,
+            partition_id=str(c.partition_id),
+            worker_id=c.worker_id if c.lease_active else None, offset_lag=c.offset_lag,
+            time_lag_seconds=int(c.time_lag_seconds),
+            lag_hours=round(c.time_lag_seconds / 3600, 2),
+            oldest_unconsumed_at=_iso_or_none(c.oldest_unconsumed_at),
+            last_consumed_at=_iso_or_none(c.last_consumed_at)))
     out.sort(key=lambda e: -e.time_lag_seconds)
     return json_response(out)
 
 
 async def group_detail(request: Request, path: GroupPath) -> Response:
-    state = state_of(request)
     by_queue: dict[str, GroupQueueOut] = {}
-    for c in await groups.cursors(state.db, group=path.group):
-        by_queue.setdefault(c["queue"], GroupQueueOut([])).partitions.append(GroupPartitionOut(
-            partition=c["partition"], partitionId=str(c["partition_id"]),
-            workerId=c["worker_id"] if c["lease_active"] else None,
-            lastConsumedAt=_iso_or_none(c["last_consumed_at"]),
-            totalConsumed=c["total_consumed"], committedOffset=c["committed"],
-            offsetLag=c["offset_lag"], timeLagSeconds=int(c["time_lag_seconds"]),
-            leaseActive=c["lease_active"]))
+    for c in await broker_of(request).groups.cursors(group=path.group):
+        by_queue.setdefault(c.queue, GroupQueueOut([])).partitions.append(GroupPartitionOut(
+            partition=c.partition, partitionId=str(c.partition_id),
+            workerId=c.worker_id if c.lease_active else None,
+            lastConsumedAt=_iso_or_none(c.last_consumed_at), totalConsumed=c.total_consumed,
+            committedOffset=c.committed, offsetLag=c.offset_lag,
+            timeLagSeconds=int(c.time_lag_seconds), leaseActive=c.lease_active))
     return json_response(by_queue)
 
 
 async def delete_group(request: Request, path: GroupPath, query: DeleteGroupQuery) -> Response:
-    state = state_of(request)
-    cursors, subs = await groups.delete_group(state.db, path.group, queue=None,
-                                              delete_metadata=query.deleteMetadata)
+    cursors, subs = await broker_of(request).groups.delete(
+        path.group, queue=None, delete_metadata=query.deleteMetadata)
     return json_response(GroupDeleted(True, path.group, cursors, query.deleteMetadata, subs))
 
 
 async def delete_group_for_queue(request: Request, path: GroupQueuePath,
                                  query: DeleteGroupQuery) -> Response:
-    state = state_of(request)
-    cursors, subs = await groups.delete_group(state.db, path.group, queue=path.queue,
-                                              delete_metadata=query.deleteMetadata)
+    cursors, subs = await broker_of(request).groups.delete(
+        path.group, queue=path.queue, delete_metadata=query.deleteMetadata)
     return json_response(GroupQueueDeleted(True, path.group, path.queue, cursors,
                                            query.deleteMetadata, subs))
 
@@ -110,20 +103,18 @@ def _seek_target(body: SeekBody, *, empty_means_end: bool) -> datetime | None:
 
 
 async def seek_queue(request: Request, path: GroupQueuePath, body: SeekBody) -> Response:
-    state = state_of(request)
     target = _seek_target(body, empty_means_end=False)
-    result = await groups.seek(state.db, path.group, path.queue, partition=None,
-                               timestamp=target)
+    result = await broker_of(request).groups.seek(path.group, path.queue, partition=None,
+                                                  timestamp=target)
     return json_response(QueueSeekAnswer(True, path.group, path.queue, target is None,
                                          _iso_or_none(target), len(result.cursors)))
 
 
 async def seek_partition(request: Request, path: GroupPartitionPath,
                          body: SeekBody) -> Response:
-    state = state_of(request)
     target = _seek_target(body, empty_means_end=True)
-    result = await groups.seek(state.db, path.group, path.queue, partition=path.partition,
-                               timestamp=target)
+    result = await broker_of(request).groups.seek(path.group, path.queue,
+                                                  partition=path.partition, timestamp=target)
     return json_response(PartitionSeekAnswer(
         True, path.group, path.queue, path.partition, len(result.cursors) > 0,
         result.cursors[0][1] if result.cursors else None, target is None,
@@ -131,7 +122,6 @@ async def seek_partition(request: Request, path: GroupPartitionPath,
 
 
 async def subscription(request: Request, path: GroupPath, body: SubscriptionBody) -> Response:
-    state = state_of(request)
     ts = body.subscriptionTimestamp.instant
-    updated = await groups.set_subscription_timestamp(state.db, path.group, ts)
+    updated = await broker_of(request).groups.set_subscription_timestamp(path.group, ts)
     return json_response(SubscriptionAnswer(True, path.group, iso(ts), updated))

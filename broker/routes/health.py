@@ -7,7 +7,7 @@ from importlib.metadata import PackageNotFoundError, version
 from starlette.requests import Request
 from starlette.responses import Response
 
-from broker.state import state_of
+from broker.state import broker_of
 from broker.wire.http import json_response
 from broker.wire.resources import Health
 
@@ -18,8 +18,7 @@ except PackageNotFoundError:  # running from a source tree that was not installe
 
 
 async def health(request: Request) -> Response:
-    state = state_of(request)
-    if await state.db.ping():
+    if await broker_of(request).healthy():
         return json_response(Health("healthy", "connected", VERSION))
     return json_response(Health("unhealthy", "disconnected", VERSION), 503,
                          headers={"Retry-After": "2"})

@@ -5,16 +5,14 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from broker.state import state_of
+from broker.state import broker_of
 from broker.wire.ack import ExtendAnswer, ExtendBody, LeasePath
 from broker.wire.http import json_response
-from core.leases import extend_lease
 from core.timefmt import iso
 
 
 async def extend(request: Request, path: LeasePath, body: ExtendBody) -> Response:
-    state = state_of(request)
-    expiries = await extend_lease(state.db, path.leaseId, max(1, int(body.seconds)))
+    expiries = await broker_of(request).extend_lease(path.leaseId, max(1, int(body.seconds)))
     expires = iso(max(expiries)) if expiries else None
     answer = ExtendAnswer(path.leaseId, bool(expiries), len(expiries), expires, expires,
                           expires)

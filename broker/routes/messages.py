@@ -8,7 +8,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from broker.state import state_of
+from broker.state import broker_of
 from broker.wire.common import ErrorBody, Pagination, given
 from broker.wire.http import json_response
 from broker.wire.messages import (
@@ -26,7 +26,7 @@ from broker.wire.messages import (
     RetryAnswer,
 )
 from broker.wire.types import PARTITION_KEY_DIGITS
-from core import dlq, messages
+from core import messages
 from core.ids import PartitionId
 from core.timefmt import iso
 
@@ -48,9 +48,9 @@ def _not_found(path: MessagePath) -> Response:
 
 
 async def retry(request: Request, path: MessagePath) -> Response:
-    state = state_of(request)
     pid = _partition(path)
-    done = None if pid is None else await dlq.replay(state.db, pid, path.transactionId)
+    done = None if pid is None else await broker_of(request).dlq.replay(pid,
+                                                                         path.transactionId)
     if done is None:
         return _not_found(path)
     return json_response(RetryAnswer(
@@ -74,10 +74,9 @@ def _iso(ts: datetime | None) -> str | None:
 
 
 async def get_message(request: Request, path: MessagePath) -> Response:
-    state = state_of(request)
     pid = _partition(path)
-    view = None if pid is None else await messages.get_message(state.db, pid,
-                                                                path.transactionId)
+    view = None if pid is None else await broker_of(request).messages.get(pid,
+                                                                          path.transactionId)
     if view is None:
         return json_response(ErrorBody("Message not found"), 404)
     data = msgspec.Raw(view.payload)
@@ -96,10 +95,9 @@ async def get_message(request: Request, path: MessagePath) -> Response:
 
 
 async def delete_message(request: Request, path: MessagePath) -> Response:
-    state = state_of(request)
     pid = _partition(path)
-    deleted = 0 if pid is None else await dlq.delete_address(state.db, pid,
-                                                             path.transactionId)
+    deleted = 0 if pid is None else await broker_of(request).dlq.delete_address(
+        pid, path.transactionId)
     if not deleted:
         return json_response(MessageMissing(False, path.partitionId, path.transactionId,
                                             "Message not found"), 404)
@@ -109,15 +107,14 @@ async def delete_message(request: Request, path: MessagePath) -> Response:
 
 
 async def list_messages(request: Request, query: MessagesQuery) -> Response:
-    state = state_of(request)
     where = messages.ListFilter(
         queue=given(query.queue), partition=given(query.partition),
         namespace=given(query.ns) or given(query.namespace), task=given(query.task),
         status=given(query.status),
         created_from=query.from_.instant if query.from_ else None,
         created_to=query.to.instant if query.to else None)
-    found, total = await messages.list_messages(state.db, where, limit=query.limit,
-                                                offset=query.offset)
+    found, total = await broker_of(request).messages.list(where, limit=query.limit,
+                                                          offset=query.offset)
     out = []
     for m in found:
         v = m.view

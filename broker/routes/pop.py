@@ -9,7 +9,9 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from broker.state import state_of
+from broker.state import broker_of, state_of
+from broker.wire import framed_pop
+from broker.wire.binary import FRAMED_POP_MEDIA_TYPE
 from broker.wire.common import QueuePath, given
 from broker.wire.http import json_response, no_content
 from broker.wire.pop import (
@@ -20,7 +22,6 @@ from broker.wire.pop import (
     QueuePartitionPath,
 )
 from core.errors import BadRequest
-from core.longpoll import Backoff, pop_or_wait
 from core.pop import QUEUE_MODE, PopRequest, PopResult
 from core.timefmt import iso
 
@@ -43,45 +44,65 @@ def _pop_request(request: Request, query: PopQuery, *, queue: str | None,
 
 
 async def _serve_pop(request: Request, query: PopQuery, pop_request: PopRequest) -> Response:
-    state = state_of(request)
-    settings = state.settings
     timeout = given(query.timeout)
-    timeout_ms = settings.default_timeout_ms if timeout is None else timeout
-    backoff = Backoff(settings.pop_wait_initial_interval_ms, settings.pop_wait_backoff_threshold,
-                      settings.pop_wait_backoff_multiplier, settings.pop_wait_max_interval_ms)
+    timeout_ms = state_of(request).settings.default_timeout_ms if timeout is None else timeout
     gone = asyncio.Event()
     watcher = asyncio.create_task(_watch_disconnect(request, gone), name="pop-disconnect")
     try:
-        result = await pop_or_wait(state.db, state.hub, pop_request, wait=query.wait,
-                                   timeout_ms=timeout_ms, backoff=backoff, gone=gone,
-                                   stop_waiting=state.draining)
+        result = await broker_of(request).pop(pop_request, wait=query.wait,
+                                              timeout_ms=timeout_ms, gone=gone)
     finally:
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
-    if not result.messages:
+    if not result.claims:
         return no_content()
+    if query.frames:
+        return _framed_answer(pop_request, result, query.autopilot)
     return json_response(_answer(pop_request, result, query.autopilot))
+
+
+def _autopilot(pop_request: PopRequest) -> Autopilot:
+    return Autopilot(pop_request.max_partitions, pop_request.batch, AUTOPILOT_WAIT_MS)
 
 
 def _answer(pop_request: PopRequest, result: PopResult, autopilot: bool) -> PopAnswer:
     lease = result.lease_id or ""
     group = pop_request.group
-    messages = [PoppedMessage(
-        id=str(m.frame.message_id), transactionId=m.frame.transaction_id,
-        traceId=str(m.frame.trace_id) if m.frame.trace_id else None,
-        data=msgspec.Raw(m.frame.payload), producerSub=m.frame.producer_sub,
-        createdAt=iso(m.created_at), partitionId=str(m.partition_id), partition=m.partition,
-        leaseId=lease, consumerGroup=group) for m in result.messages]
-    first = result.messages[0]
+    messages = []
+    # Messages of a segment share one createdAt, those of a claim one partitionId: format
+    # each once, not once per message.
+    stamp: object = None
+    partition: object = None
+    created_at = partition_id = ""
+    for m in result.messages():
+        if m.created_at is not stamp:
+            stamp, created_at = m.created_at, iso(m.created_at)
+        if m.partition_id != partition:
+            partition, partition_id = m.partition_id, str(m.partition_id)
+        frame = m.frame
+        messages.append(PoppedMessage(
+            str(frame.message_id), frame.transaction_id,
+            str(frame.trace_id) if frame.trace_id else None, msgspec.Raw(frame.payload),
+            frame.producer_sub, created_at, partition_id, m.partition, lease, group))
+    first = result.claims[0]
     answer = PopAnswer(
         success=True, queue=first.queue if pop_request.queue is not None else "",
         partition=first.partition, partitionId=str(first.partition_id), leaseId=lease,
         consumerGroup=group, messages=messages, partitionsClaimed=result.partitions_claimed)
     if autopilot:
-        answer.autopilot = Autopilot(pop_request.max_partitions, pop_request.batch,
-                                     AUTOPILOT_WAIT_MS)
+        answer.autopilot = _autopilot(pop_request)
     return answer
+
+
+def _framed_answer(pop_request: PopRequest, result: PopResult, autopilot: bool) -> Response:
+    """The same delivery as `_answer`, framed (§7.4): the stored segments as they are."""
+    body = framed_pop.encode(
+        queue=result.claims[0].queue if pop_request.queue is not None else "",
+        lease_id=result.lease_id or "", group=pop_request.group,
+        claims=framed_pop.stored_claims(result.claims),
+        extras={"autopilot": _autopilot(pop_request)} if autopilot else None)
+    return Response(body, 200, media_type=FRAMED_POP_MEDIA_TYPE)
 
 
 async def _watch_disconnect(request: Request, gone: asyncio.Event) -> None:

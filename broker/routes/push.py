@@ -1,4 +1,4 @@
-"""`POST /api/v1/push` (wire-protocol §4.1)."""
+"""`POST /api/v1/push` (wire-protocol §4.1), with a JSON or a binary body (§7.2)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from broker.auth.gate import Identity
-from broker.state import state_of
+from broker.state import broker_of, state_of
+from broker.wire.binary_push import BinaryPush, decode_push, stamp_producer
 from broker.wire.http import json_response
-from broker.wire.push import PushBody, PushItemIn, PushResult
+from broker.wire.push import PushBody, PushCounts, PushItemIn, PushResult
 from core.errors import PayloadTooLarge, ServiceError
 from core.ids import NIL_UUID, uuid7
-from core.partitions import DEFAULT_PARTITION
 from core.push import PushItem, PushOutcome
-from core.writes import NewMessage
+from core.settings import Settings
+from core.writes import DEFAULT_PARTITION, NewMessage
 
 
 def to_push_item(item: PushItemIn, producer_sub: str | None) -> PushItem:
@@ -48,17 +49,34 @@ def outcome_json(index: int, outcome: PushOutcome) -> PushResult:
                       trace_id=str(trace) if trace else None)
 
 
-async def push(request: Request, body: PushBody, identity: Identity) -> Response:
-    state = state_of(request)
-    limit = state.settings.max_push_items
-    if len(body.items) > limit:
-        raise PayloadTooLarge(f"{len(body.items)} items is over the limit of {limit} per push")
-    outcomes = await state.pusher.push([to_push_item(item, identity.sub)
-                                        for item in body.items])
+def binary_body(raw: bytes, settings: Settings) -> BinaryPush:
+    """The binary push body (wire-protocol §7.2): "QPB1" | u8 flags | groups; plain groups
+    (flags 4, optionally 1 = zstd) or framed groups of storage frames (flags 8), 2 =
+    answer with counts. The answer is the JSON one."""
+    return decode_push(raw, max_bytes=settings.max_body_bytes,
+                       max_items=settings.max_push_items)
+
+
+async def push(request: Request, body: PushBody | BinaryPush, identity: Identity) -> Response:
+    if isinstance(body, BinaryPush):
+        items = body.items  # decoded within the limits already
+        stamp_producer(items, identity.sub)
+    else:
+        limit = state_of(request).settings.max_push_items
+        if len(body.items) > limit:
+            raise PayloadTooLarge(
+                f"{len(body.items)} items is over the limit of {limit} per push")
+        items = [to_push_item(item, identity.sub) for item in body.items]
+    outcomes = await broker_of(request).push(items)
     errors = [o.error for o in outcomes if o.error is not None]
     # When nothing was written because the broker could not (database down, backlog full),
     # answer with that status so clients back off and retry the whole push; with partial
     # success the per-item `failed` entries say which items to resend.
     if errors and len(errors) == len(outcomes) and isinstance(errors[0], ServiceError):
         raise errors[0]
+    if isinstance(body, BinaryPush) and body.counts:
+        verdicts = [o.verdict.status for o in outcomes if o.verdict is not None]
+        return json_response(PushCounts(len(outcomes), verdicts.count("queued"),
+                                        verdicts.count("duplicate"),
+                                        errors[0].message if errors else None), 201)
     return json_response([outcome_json(i, o) for i, o in enumerate(outcomes)], 201)

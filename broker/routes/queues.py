@@ -5,29 +5,25 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from broker.state import state_of
+from broker.state import broker_of
 from broker.wire.common import QueuePath
 from broker.wire.http import json_response
 from broker.wire.queues import ConfigureAnswer, ConfigureBody, DeleteQueueAnswer
-from core import queues
 
 
 async def configure(request: Request, body: ConfigureBody) -> Response:
-    state = state_of(request)
     given = body.given()  # options at top level ...
     if body.options is not None:
         given.update(body.options.given())  # ... and nested ones, which win
-    config = await queues.configure(state.db, queue=body.queue, namespace=body.namespace,
-                                    task=body.task, given=given, replace=body.mode == "replace")
-    state.pusher.directory.forget_queue(body.queue)
+    config = await broker_of(request).configure(
+        queue=body.queue, namespace=body.namespace, task=body.task, given=given,
+        replace=body.mode == "replace")
     return json_response(ConfigureAnswer(True, str(config.queue_id), None, config.name,
                                          config.namespace, config.task, config.options))
 
 
 async def delete_queue(request: Request, path: QueuePath) -> Response:
-    state = state_of(request)
-    existed = await queues.delete_queue(state.db, path.queue)
-    state.pusher.directory.forget_queue(path.queue)
+    existed = await broker_of(request).delete_queue(path.queue)
     if existed:
         return json_response(DeleteQueueAnswer(True, path.queue, True))
     return json_response(DeleteQueueAnswer(False, path.queue, False,

@@ -10,7 +10,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from broker.state import state_of
+from broker.state import broker_of
 from broker.wire.common import Pagination, QueuePath, given
 from broker.wire.http import json_response
 from broker.wire.resources import (
@@ -35,8 +35,7 @@ from broker.wire.resources import (
     TaskRow,
     TotalStats,
 )
-from core import resources
-from core.resources import PartitionStats, Totals
+from core.resources import PartitionStats, Totals, totals_by
 from core.timefmt import iso
 
 
@@ -49,9 +48,8 @@ def stats_json(t: Totals | PartitionStats) -> Stats:
 
 
 async def list_queues(request: Request, query: QueueListQuery) -> Response:
-    state = state_of(request)
-    page, total = await resources.queue_page(state.db, search=given(query.search),
-                                             limit=query.limit, offset=query.offset)
+    page, total = await broker_of(request).resources.queue_page(
+        search=given(query.search), limit=query.limit, offset=query.offset)
     return json_response(QueueList(
         [QueueSummary(str(q.id), q.name, q.namespace, q.task, iso(q.created_at), t.partitions,
                       MessageCounts(t.total, t.pending, t.processing)) for q, t in page],
@@ -59,8 +57,7 @@ async def list_queues(request: Request, query: QueueListQuery) -> Response:
 
 
 async def queue_detail(request: Request, path: QueuePath) -> Response:
-    state = state_of(request)
-    queue, parts = await resources.queue_detail(state.db, path.queue)
+    queue, parts = await broker_of(request).resources.queue_detail(path.queue)
     totals = Totals()
     for p in parts:
         totals.add(p)
@@ -75,9 +72,8 @@ async def queue_detail(request: Request, path: QueuePath) -> Response:
 
 
 async def queue_depth(request: Request, path: QueuePath, query: DepthQuery) -> Response:
-    state = state_of(request)
     group = given(query.group)
-    depth = await resources.queue_depth(state.db, path.queue, group)
+    depth = await broker_of(request).resources.queue_depth(path.queue, group)
     pending_parts = sum(1 for _, n in depth.partitions if n > 0)
     return json_response(QueueDepth(
         path.queue, group, depth.pending, pending_parts, False, depth.pending,
@@ -85,13 +81,12 @@ async def queue_depth(request: Request, path: QueuePath, query: DepthQuery) -> R
 
 
 async def list_partitions(request: Request, query: PartitionListQuery) -> Response:
-    state = state_of(request)
-    rows = await resources.partitions(state.db, queue=given(query.queue), limit=query.limit,
-                                      offset=query.offset)
+    rows = await broker_of(request).resources.partitions(
+        queue=given(query.queue), limit=query.limit, offset=query.offset)
     return json_response(PartitionList([PartitionRow(
-        str(r["id"]), r["name"], r["queue"], r["last_offset"], r["log_start"],
-        max(r["last_offset"] - r["log_start"] + 1, 0), iso(r["created_at"]),
-        _iso(r["last_write_at"])) for r in rows], Pagination(query.limit, query.offset)))
+        str(r.id), r.name, r.queue, r.last_offset, r.log_start,
+        max(r.last_offset - r.log_start + 1, 0), iso(r.created_at),
+        _iso(r.last_write_at)) for r in rows], Pagination(query.limit, query.offset)))
 
 
 def _counts(t: Totals) -> tuple[int, int, PendingCounts]:
@@ -99,31 +94,31 @@ def _counts(t: Totals) -> tuple[int, int, PendingCounts]:
 
 
 async def namespaces(request: Request) -> Response:
-    stats = await resources.partition_stats(state_of(request).db)
-    by = resources.totals_by(stats, "namespace")
+    stats = await broker_of(request).resources.partition_stats()
+    by = totals_by(stats, "namespace")
     return json_response(NamespaceList([NamespaceRow(k, *_counts(t))
                                         for k, t in sorted(by.items())]))
 
 
 async def tasks(request: Request) -> Response:
-    stats = await resources.partition_stats(state_of(request).db)
-    by = resources.totals_by(stats, "task")
+    stats = await broker_of(request).resources.partition_stats()
+    by = totals_by(stats, "task")
     return json_response(TaskList([TaskRow(k, *_counts(t)) for k, t in sorted(by.items())]))
 
 
 async def overview(request: Request) -> Response:
-    state = state_of(request)
-    row = await resources.overview(state.db)
-    stats = await resources.partition_stats(state.db)
+    figures = broker_of(request).resources
+    row = await figures.overview()
+    stats = await figures.partition_stats()
     totals = Totals()
     for p in stats:
         totals.add(p)
     answer: dict[str, Any] = {
-        "queues": row["queues"], "partitions": row["partitions"],
+        "queues": row.queues, "partitions": row.partitions,
         "namespaces": len({p.namespace for p in stats}),
-        "messages": {**msgspec.structs.asdict(stats_json(totals)), "appended": row["appended"]},
-        "segments": row["segments"], "consumerGroups": row["groups"],
-        "cursors": row["cursors"], "activeLeases": row["live_leases"],
-        "deadLetters": row["dead_letters"], "timestamp": iso(row["db_now"]),
+        "messages": {**msgspec.structs.asdict(stats_json(totals)), "appended": row.appended},
+        "segments": row.segments, "consumerGroups": row.groups,
+        "cursors": row.cursors, "activeLeases": row.live_leases,
+        "deadLetters": row.dead_letters, "timestamp": iso(row.db_now),
     }
     return json_response(answer)

@@ -9,29 +9,28 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from broker.state import state_of
+from broker.state import broker_of
 from broker.wire.common import QueuePath
 from broker.wire.http import json_response
 from broker.wire.resources import AnalyticsQuery, PageQuery, StatusMessagesQuery
-from core import messages, resources
+from core import messages
+from core.resources import Totals
 from core.timefmt import iso
 
 
 async def status(request: Request) -> Response:
-    state = state_of(request)
-    row = await resources.overview(state.db)
+    row = await broker_of(request).resources.overview()
     return json_response({
-        "queues": row["queues"], "partitions": row["partitions"],
-        "messages": {"appended": row["appended"], "retained": row["retained"]},
-        "consumerGroups": row["groups"], "activeLeases": row["live_leases"],
-        "deadLetters": row["dead_letters"], "timestamp": iso(row["db_now"]),
+        "queues": row.queues, "partitions": row.partitions,
+        "messages": {"appended": row.appended, "retained": row.retained},
+        "consumerGroups": row.groups, "activeLeases": row.live_leases,
+        "deadLetters": row.dead_letters, "timestamp": iso(row.db_now),
     })
 
 
 async def status_queues(request: Request, query: PageQuery) -> Response:
-    state = state_of(request)
-    page, total = await resources.queue_page(state.db, search=None, limit=query.limit,
-                                             offset=query.offset)
+    page, total = await broker_of(request).resources.queue_page(
+        search=None, limit=query.limit, offset=query.offset)
     return json_response({
         "queues": [{"name": q.name, "namespace": q.namespace, "task": q.task,
                     "partitions": t.partitions,
@@ -44,9 +43,8 @@ async def status_queues(request: Request, query: PageQuery) -> Response:
 
 
 async def status_queue(request: Request, path: QueuePath) -> Response:
-    state = state_of(request)
-    queue, parts = await resources.queue_detail(state.db, path.queue)
-    totals = resources.Totals()
+    queue, parts = await broker_of(request).resources.queue_detail(path.queue)
+    totals = Totals()
     for p in parts:
         totals.add(p)
     return json_response({
@@ -61,9 +59,8 @@ async def status_queue(request: Request, path: QueuePath) -> Response:
 
 async def status_queue_messages(request: Request, path: QueuePath,
                                 query: StatusMessagesQuery) -> Response:
-    state = state_of(request)
-    found, total = await messages.list_messages(
-        state.db, messages.ListFilter(queue=path.queue), limit=query.limit, offset=query.offset)
+    found, total = await broker_of(request).messages.list(
+        messages.ListFilter(queue=path.queue), limit=query.limit, offset=query.offset)
     return json_response({
         "queue": path.queue, "total": total,
         "pagination": {"limit": query.limit, "offset": query.offset},

@@ -1,4 +1,5 @@
-"""`POST /api/v1/transaction` (§4.7): an atomic bundle of pushes and acks."""
+"""`POST /api/v1/transaction` (§4.7): an atomic bundle of pushes and acks, with a JSON or
+a binary body (§7.3)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from starlette.responses import Response
 from broker.auth.gate import Identity
 from broker.routes.ack import to_ack_item
 from broker.routes.push import to_push_item
-from broker.state import state_of
+from broker.state import broker_of, state_of
+from broker.wire.binary_push import BinaryTransaction, decode_transaction, stamp_producer
 from broker.wire.http import json_response
 from broker.wire.push import PushItemIn
 from broker.wire.transaction import (
@@ -22,7 +24,8 @@ from broker.wire.transaction import (
 from core.errors import BadRequest, PayloadTooLarge
 from core.ids import uuid7
 from core.pop import QUEUE_MODE
-from core.transactions import TxAck, TxPush, run_transaction
+from core.settings import Settings
+from core.transactions import TxAck, TxPush
 
 
 def failure(error: str) -> TransactionAnswer:
@@ -56,16 +59,34 @@ def parse_operations(body: TransactionBody, max_items: int,
     return ops
 
 
-async def transaction(request: Request, body: TransactionBody,
+def binary_body(raw: bytes, settings: Settings) -> BinaryTransaction:
+    """The binary transaction body (wire-protocol §7.3): "QTB1" | u8 flags (2 = answer with
+    counts) | blob32 JSON head (the body without its pushes) | framed groups as in the
+    binary push. The answer lists the head's operations first, then the pushed items."""
+    return decode_transaction(raw, max_bytes=settings.max_body_bytes,
+                              max_items=settings.max_push_items)
+
+
+async def transaction(request: Request, body: TransactionBody | BinaryTransaction,
                       identity: Identity) -> Response:
-    state = state_of(request)
-    ops = parse_operations(body, state.settings.max_push_items, identity.sub)
-    result = await run_transaction(state.db, state.pusher.directory, ops,
-                                   [lease for lease in body.requiredLeases if lease])
+    limit = state_of(request).settings.max_push_items
+    head = body.head if isinstance(body, BinaryTransaction) else body
+    ops = parse_operations(head, limit, identity.sub)
+    if isinstance(body, BinaryTransaction):
+        # The head's operations come first in the answer, then the pushes in wire order.
+        stamp_producer(body.pushes, identity.sub)
+        ops += (TxPush(item.queue, item.partition, item.message) for item in body.pushes)
+        if len(ops) > limit:
+            raise PayloadTooLarge(f"more than {limit} operations in one transaction")
+    result = await broker_of(request).transaction(
+        ops, [lease for lease in head.requiredLeases if lease])
     if not result.committed:
         return json_response(failure(result.error or "transaction rejected"))
-    if result.wake_queue_ids:
-        state.hub.announce(result.wake_queue_ids)
+    if isinstance(body, BinaryTransaction) and body.counts:
+        statuses = [v.status for v in result.verdicts.values()]
+        return json_response(TransactionAnswer(
+            str(uuid7()), True, [], pushed=statuses.count("queued"),
+            duplicate=statuses.count("duplicate"), acked=len(result.acks)))
     results: list[PushEntry | AckEntry] = []
     for i, op in enumerate(ops):
         if isinstance(op, TxPush):

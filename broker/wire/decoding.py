@@ -34,6 +34,23 @@ def _decoder(kind: Any) -> msgspec.json.Decoder[Any]:
 
 
 _DECODERS: dict[Any, msgspec.json.Decoder[Any]] = {}
+_DOCUMENT = msgspec.json.Decoder(msgspec.Raw)
+
+
+def check_document(data: bytes) -> None:
+    """One JSON document in UTF-8, as a payload must be (the rule `decode_body` applies to
+    payloads inside a JSON body); raises ValueError with the reason."""
+    if not data.isascii():
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"is not valid UTF-8 (byte {exc.start})") from None
+    try:
+        _DOCUMENT.decode(data)
+    except msgspec.DecodeError as exc:
+        raise ValueError(f"is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ValueError("is JSON nested too deeply") from None
 
 
 def decode_body(body: bytes, kind: type[T]) -> T:

@@ -32,7 +32,7 @@ class PopQuery(msgspec.Struct):
     subscriptionFrom: SubscriptionFrom | UnsetType = UNSET
     leaseSeconds: Annotated[int, Meta(ge=0, le=MAX_TIMEOUT_MS // 1000)] = 0
     autopilot: bool = False
-    frames: bool = False  # framed answers are optional (§7.4): always answered as JSON
+    frames: bool = False  # answer framed (§7.4, `application/x-queen-pop`) instead of JSON
     namespace: Name | UnsetType = UNSET
     task: Name | UnsetType = UNSET
 

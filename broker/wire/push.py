@@ -36,3 +36,14 @@ class PushResult(msgspec.Struct):
     partition_id: str | UnsetType = UNSET
     trace_id: str | None | UnsetType = UNSET
     error: str | UnsetType = UNSET
+
+
+class PushCounts(msgspec.Struct):
+    """The answer to a binary push that asked for counts (§7.2, flag 2): how many items,
+    how many stored, how many were duplicates, and the first failure's text (`null` when
+    none failed; failed = count - queued - duplicate)."""
+
+    count: int
+    queued: int
+    duplicate: int
+    error: str | None

@@ -38,6 +38,13 @@ class TransactionBody(msgspec.Struct):
     timers: Any = None
 
 
+class TransactionHead(TransactionBody):
+    """The JSON head of a binary transaction (§7.3): the body without its pushes, which
+    follow it as framed groups; a head without operations is fine."""
+
+    operations: list[PushOp | AckOp] = []
+
+
 class PushEntry(msgspec.Struct, tag="push", tag_field="type"):
     index: int
     success: bool
@@ -56,9 +63,14 @@ class AckEntry(msgspec.Struct, tag="ack", tag_field="type"):
 
 
 class TransactionAnswer(msgspec.Struct):
-    """Both outcomes (§4.7): success with results, or failure with an error and no results."""
+    """Both outcomes (§4.7): success with results, or failure with an error and no results.
+    A binary transaction that asked for counts (§7.3, flag 2) gets them instead of results:
+    `pushed` (newly stored), `duplicate` and `acked`."""
 
     transactionId: str
     success: bool
     results: list[PushEntry | AckEntry]
     error: str | UnsetType = UNSET
+    pushed: int | UnsetType = UNSET
+    duplicate: int | UnsetType = UNSET
+    acked: int | UnsetType = UNSET

@@ -136,6 +136,16 @@ def _id_text(value: object, max_bytes: int) -> str:
     return text
 
 
+def check_transaction_id(value: object) -> str:
+    """The transactionId rule; raises ValueError/TypeError with the reason."""
+    return _id_text(value, MAX_TRANSACTION_ID_BYTES)
+
+
+def check_name_or_empty(value: object) -> str:
+    """A name, or `""` where the protocol gives empty a meaning."""
+    return "" if value == "" else check_name(value)
+
+
 def _plain_text(value: object) -> str:
     text = _text(value)
     if "\x00" in text:
@@ -182,10 +192,10 @@ def _subscription_from(value: object) -> str:
 
 _CHECKS: dict[type, Any] = {
     Name: check_name,
-    NameOrEmpty: lambda v: "" if v == "" else check_name(v),
+    NameOrEmpty: check_name_or_empty,
     NameOrNumber: lambda v: str(v) if isinstance(v, int) and not isinstance(v, bool)
     else check_name(v),
-    TransactionId: lambda v: _id_text(v, MAX_TRANSACTION_ID_BYTES),
+    TransactionId: check_transaction_id,
     Text: _plain_text,
     Token: lambda v: _id_text(v, MAX_NAME_BYTES),
     Uuid: _uuid,

@@ -93,11 +93,14 @@ async def take(dsn: str, queues: list[str]) -> Snapshot:
             snap.dlq[queue] = [
                 {"partition_id": str(r["partition_id"]), "group": r["consumer_group"],
                  "offset": r["msg_offset"], "transaction_id": r["transaction_id"],
-                 "message_id": str(r["message_id"]), "retry_count": r["retry_count"],
-                 "error": r["error_message"], "payload": json.loads(bytes(r["payload"]))}
+                 "message_id": str(message_id), "retry_count": r["retry_count"],
+                 "error": r["error_message"], "payload": json.loads(payload)}
                 for r in await conn.fetch(
-                    "SELECT * FROM queen.log_dlq WHERE partition_id = ANY($1::bigint[])",
-                    list(names))]
+                    "SELECT d.*, s.blob AS segment_blob FROM queen.log_dlq d"
+                    " LEFT JOIN queen.log_dlq_segments s ON s.partition_id = d.partition_id"
+                    " AND s.base_offset = d.segment_base"
+                    " WHERE d.partition_id = ANY($1::bigint[])", list(names))
+                for message_id, payload in [_dead_message(r)]]
         return snap
     finally:
         await conn.close()
@@ -120,3 +123,12 @@ async def drained(dsn: str, queues: list[str], groups: list[str]) -> bool:
         return int(behind) == 0
     finally:
         await conn.close()
+
+
+def _dead_message(row: asyncpg.Record) -> tuple[object, bytes]:
+    """A dead letter's message id and payload: from its own columns (rows written before
+    version 23), or from the preserved copy of its segment (frame at offset - base)."""
+    if row["segment_base"] is None:
+        return row["message_id"], bytes(row["payload"])
+    frame = segments.unpack(row["segment_blob"])[row["msg_offset"] - row["segment_base"]]
+    return frame.message_id, frame.payload

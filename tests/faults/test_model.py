@@ -43,8 +43,8 @@ from hypothesis.stateful import (
 )
 
 from core import maintenance
-from core.db import Database
 from core.settings import Settings
+from core.storage.database import Database
 from tests.support import BrokerProcess
 
 T = TypeVar("T")

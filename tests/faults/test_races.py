@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from core import maintenance
-from core.db import Database
+from core.storage.database import Database
 from tests.support import (
     BrokerProcess,
     configure,

@@ -4,8 +4,12 @@
   fuzzer would then wait that long for an answer, so generated waits are cut to one second
   before the request is sent; every other value, and every invalid wait, goes out as
   generated.
-- With QUEEN_FUZZ_TALLY=<file>, every answer's status is counted and the tally written there
-  when the run ends: the figures the suite reports (requests, 5xx).
+- The binary push and transaction bodies (`application/x-queen-push`, wire-protocol §7)
+  are documented as bytes; they go out as the bytes schemathesis generates, like
+  `application/octet-stream` (random bytes: every one must be refused with a 4xx).
+- With QUEEN_FUZZ_TALLY=<file>, every answer's status and every request's body type is
+  counted and the tally written there when the run ends: the figures the suite reports
+  (requests, 5xx).
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ _TRUE = (True, "true", "True", "1", 1)
 
 _tally: Counter[str] = Counter()
 _lock = threading.Lock()
+
+schemathesis.serializer.alias("application/x-queen-push", "application/octet-stream")
 
 
 def _wait_ms(value: Any) -> int | None:
@@ -61,6 +67,7 @@ def after_call(context: Any, case: Any, response: Any) -> None:
         _tally[f"{response.status_code // 100}xx"] += 1
         _tally[str(response.status_code)] += 1
         _tally[f"{response.request.method} {response.status_code}"] += 1
+        _tally[f"body:{case.media_type or 'none'}"] += 1  # which bodies were sent
 
 
 def _write_tally() -> None:

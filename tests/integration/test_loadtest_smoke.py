@@ -9,9 +9,12 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+import pytest
+
 from loadtest.drain import fetch_all
 from loadtest.gate import Bitmaps, check
 from loadtest.runner import Shape, run_cell
+from loadtest.wire import WIRES
 from tests.support import BrokerProcess
 
 
@@ -38,11 +41,13 @@ def test_push_only_cell_stores_every_acknowledged_message_once(broker: BrokerPro
     assert gate.delivered == out.pushed.count()
 
 
-def test_push_pop_ack_cell_delivers_every_message_to_every_group(broker: BrokerProcess) -> None:
+@pytest.mark.parametrize("wire", WIRES)  # binary: binary pushes; frames: framed push and pop
+def test_push_pop_ack_cell_delivers_every_message_to_every_group(broker: BrokerProcess,
+                                                                 wire: str) -> None:
     queue = "smoke-pipe-" + uuid.uuid4().hex[:8]
     shape = Shape(queue=queue, duration=2, connections=4, batch=10, partitions=4,
                   groups=("g1", "g2"), consumers_per_group=2, pop_batch=50, pop_partitions=2,
-                  wait_ms=500, producer_procs=1, consumer_procs=1, drain_seconds=30)
+                  wait_ms=500, producer_procs=1, consumer_procs=1, drain_seconds=30, wire=wire)
     out = run_cell(broker.url, shape, {}, "smoke pipe")
     assert out.pushed.count() > 0
     assert [g.group for g in out.gates] == ["g1", "g2"]

@@ -1,4 +1,5 @@
-"""The official client (`queen-mq` 2.6, default options) against the real broker.
+"""The official client (`queen-mq` 2.6) against the real broker, in each of its wire modes
+(JSON, binary push plain and framed, framed pop: `tests.client_modes`).
 
 Every consumer is bounded: `.limit(n)` (per worker), or an abort `asyncio.Event` set by the
 handler once it has seen what it waits for, with a short long-poll timeout so workers notice
@@ -17,15 +18,16 @@ import httpx
 import pytest
 from queen import Queen
 
+from tests.client_modes import CLIENT_MODES, official_client
 from tests.support import BrokerProcess, cursor_row, fetch_records
 
 POLL_MS = 1000  # long-poll timeout of consumers: how quickly they notice the abort signal
 BOUND = 30  # seconds any consume or pop may take before the test fails
 
 
-@pytest.fixture
-async def client(broker: BrokerProcess) -> AsyncIterator[Queen]:
-    async with Queen(broker.url) as queen:
+@pytest.fixture(params=list(CLIENT_MODES))
+async def client(broker: BrokerProcess, request: pytest.FixtureRequest) -> AsyncIterator[Queen]:
+    async with official_client(broker.url, request.param) as queen:
         yield queen
 
 

@@ -1,5 +1,7 @@
 """The write path through the official `queen-mq` 2.6.0 client: create, push, dedup, fetch,
-delete. The client is what real users run, so its reading of our answers is the contract."""
+delete. The client is what real users run, so its reading of our answers is the contract.
+Every test runs in each of the client's wire modes (JSON, binary push plain and framed,
+framed pop: `tests.client_modes`)."""
 
 from __future__ import annotations
 
@@ -11,14 +13,15 @@ import asyncpg
 import pytest
 from queen import Queen
 
+from tests.client_modes import CLIENT_MODES, official_client
 from tests.support import BrokerProcess, queue_counts
 
 
-@pytest.fixture
-async def queen(broker: BrokerProcess) -> AsyncIterator[Queen]:
+@pytest.fixture(params=list(CLIENT_MODES))
+async def queen(broker: BrokerProcess, request: pytest.FixtureRequest) -> AsyncIterator[Queen]:
     # The async context closes the client (flushes buffers, closes its HTTP client and
     # removes the signal handlers it installed).
-    async with Queen(broker.url) as client:
+    async with official_client(broker.url, request.param) as client:
         yield client
 
 

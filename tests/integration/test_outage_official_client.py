@@ -27,6 +27,7 @@ import httpx
 import pytest
 from queen import Queen
 
+from core import segments
 from core.embedded import EmbeddedPostgres, stop_process
 from tests.support import BrokerProcess, restart_embedded, server_data_dir, wait_for
 
@@ -210,13 +211,14 @@ async def _all_acked(dsn: str, queue: str, group: str) -> bool:
 async def _stored_txids(dsn: str, queue: str) -> set[str]:
     conn = await asyncpg.connect(dsn)
     try:
+        # The stored messages themselves (the index keeps only a key of each transactionId).
         rows = await conn.fetch(
-            """SELECT i.transaction_id FROM queen.log_txn_index i
-                 JOIN queen.log_partitions p ON p.id = i.partition_id
+            """SELECT s.blob FROM queen.log_segments s
+                 JOIN queen.log_partitions p ON p.id = s.partition_id
                  JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = $1""", queue)
     finally:
         await conn.close()
-    return {r["transaction_id"] for r in rows}
+    return {f.transaction_id for r in rows for f in segments.unpack(r["blob"])}
 
 
 async def test_parked_long_polls_wait_out_an_outage_and_answer_204_or_messages(

@@ -133,6 +133,25 @@ async def test_lease_seconds_overrides_the_queue_lease_time(
     assert 590 < seconds["long"] <= 600
 
 
+async def test_the_lease_defaults_to_the_queue_s_300_s_and_to_60_s_when_lease_time_is_0(
+        http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
+    """wire-protocol §4.9: leaseTime defaults to 300; §4.2: a queue whose leaseTime is 0
+    leases for 60 s."""
+    await push_items(http, queue_name, ["x"])  # created by the push: default options
+    await push_items(http, queue_name + "-zero", ["y"])
+    await configure(http, queue_name + "-zero", leaseTime=0)
+    assert await pop_json(http, queue_name) is not None
+    assert await pop_json(http, queue_name + "-zero") is not None
+    left = await db.fetch(
+        """SELECT q.name, extract(epoch FROM c.lease_expires_at - now()) AS left
+             FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
+             JOIN queen.queues q ON q.id = p.queue_id WHERE q.name LIKE $1 || '%'""",
+        queue_name)
+    seconds = {r["name"]: float(r["left"]) for r in left}
+    assert 290 < seconds[queue_name] <= 300
+    assert 50 < seconds[queue_name + "-zero"] <= 60
+
+
 async def test_delayed_processing_hides_messages_younger_than_the_delay(
         http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
     await configure(http, queue_name, delayedProcessing=60)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncpg
 import httpx
 
-from core.db import Database
 from core.pop import PopRequest, pop
+from core.storage.database import Database
 
 
 async def _push(http: httpx.AsyncClient, queue: str, partition: str, n: int = 1) -> None:
@@ -31,7 +31,7 @@ async def test_a_hinted_partition_is_claimed_first(
     for _ in range(5):  # a scan would start at a random partition; the hint always wins
         result = await pop(core_db, PopRequest(group="g-hint", batch=1, queue=queue_name),
                            hints=[hinted])
-        assert [m.partition for m in result.messages] == ["c"]
+        assert [m.partition for m in result.messages()] == ["c"]
         await db.execute("""UPDATE queen.log_consumers SET worker_id = NULL, batch_end = NULL,
                             lease_expires_at = NULL WHERE partition_id = $1""", hinted)
 
@@ -44,10 +44,10 @@ async def test_a_stale_hint_falls_back_to_the_scan(
     gone = await _partition_id(db, queue_name, "empty-later")
     taken = await pop(core_db, PopRequest(group="g", batch=10, queue=queue_name,
                                           partition="empty-later", auto_ack=True))
-    assert len(taken.messages) == 1  # the hinted partition has nothing left
+    assert len(taken.messages()) == 1  # the hinted partition has nothing left
     result = await pop(core_db, PopRequest(group="g", batch=10, queue=queue_name),
                        hints=[gone])
-    assert [m.partition for m in result.messages] == ["only"]
+    assert [m.partition for m in result.messages()] == ["only"]
 
 
 async def test_hints_are_ignored_where_a_window_buffer_holds_partitions(
@@ -60,4 +60,4 @@ async def test_hints_are_ignored_where_a_window_buffer_holds_partitions(
     hinted = await _partition_id(db, queue_name, "busy")
     result = await pop(core_db, PopRequest(group="g", batch=10, queue=queue_name),
                        hints=[hinted])
-    assert result.messages == []  # written just now: the window buffer still holds it
+    assert result.messages() == []  # written just now: the window buffer still holds it

@@ -95,10 +95,15 @@ async def test_20_concurrent_pushes_of_one_transaction_id_queue_exactly_one(
     (record,) = entry["records"]
     assert record["offset"] == 0 and record["transactionId"] == "the-one"
     assert record["payload"] in [item["payload"] for item in items]
-    index_rows = await db.fetch(
-        """SELECT i.msg_offset, i.message_id::text AS message_id FROM queen.log_txn_index i
+    # One index row, at offset 0; the message stored there is the winner's (the index keeps
+    # a key of the transactionId, the message id is read from the message itself).
+    offsets = await db.fetch(
+        """SELECT i.msg_offset FROM queen.log_txn_index i
              JOIN queen.log_partitions p ON p.id = i.partition_id
              JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = $1""", queue_name)
+    r = await wide_http.get(f"/api/v1/messages/{winner['partition_id']}/the-one")
+    index_rows = [{"msg_offset": row["msg_offset"], "message_id": r.json()["id"]}
+                  for row in offsets]
     assert [(r["msg_offset"], r["message_id"]) for r in index_rows] == [(0, winner["message_id"])]
 
 

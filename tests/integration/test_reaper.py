@@ -15,9 +15,9 @@ import asyncpg
 import httpx
 
 from core import maintenance
-from core.db import Database
 from core.embedded import stop_process
 from core.settings import Settings
+from core.storage.database import Database
 from tests.support import ROOT, BrokerProcess, wait_for
 
 

@@ -254,7 +254,7 @@ async def _listening_workers(dsn: str, count: int) -> bool:
     conn = await asyncpg.connect(dsn)
     try:
         listening = await conn.fetchval(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'queen-broker'"
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'queen-broker%'"
             " AND query LIKE 'LISTEN %'")
     finally:
         await conn.close()

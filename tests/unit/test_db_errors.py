@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
-from core.db import storage_errors, translate
 from core.errors import StorageError, StorageUnavailable
+from core.storage.errors import storage_errors, translate
 
 
 @pytest.mark.parametrize("exc", [

@@ -100,3 +100,12 @@ def test_dlq_is_off_only_when_both_flags_are_false(flags: dict[str, bool], enabl
 def test_derive_namespace_task_splits_on_the_first_two_dots(queue: str,
                                                             expected: tuple[str, str]) -> None:
     assert options.derive_namespace_task(queue) == expected
+
+
+def test_the_lease_of_a_pop_is_the_request_s_then_the_queue_s_then_60_seconds() -> None:
+    assert options.decode("{}").lease_time == 300  # a row missing the key: the default
+    assert options.decode("{}").lease_seconds() == 300
+    assert options.decode('{"leaseTime": 0}').lease_seconds() == 60  # §4.2 fallback
+    assert options.decode('{"leaseTime": 0}').lease_seconds(15) == 15
+    assert options.decode('{"leaseTime": 45}').lease_seconds() == 45
+    assert options.decode(options.DEFAULTS_JSON) == options.QueueOptions()

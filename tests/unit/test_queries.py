@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from core import queries
+from core.storage import statements as queries
 
 
 def test_parse_splits_statements_by_header_and_drops_comment_lines() -> None:
@@ -51,8 +51,8 @@ def test_load_reads_only_queries_files(tmp_path: Path) -> None:
 
 
 def test_the_shipped_statements_of_the_write_path_are_loaded() -> None:
-    for name in ("ensure_partition", "append_segment", "lock_queue_options", "insert_queue",
+    for name in ("append", "segments_at", "lock_queue", "insert_queue",
                  "update_queue", "delete_queue_row", "delete_partition_data",
                  "fetch_partition_state", "fetch_segments"):
         assert queries.QUERIES[name].strip(), name
-    assert "append_segment(" in queries.QUERIES["append_segment"]
+    assert "queen.append(" in queries.QUERIES["append"]

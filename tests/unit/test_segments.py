@@ -88,3 +88,41 @@ def test_invalid_utf8_transaction_id_raises_segment_error() -> None:
     blob = zstandard.ZstdCompressor().compress(struct.pack("<I", len(body)) + body)
     with pytest.raises(SegmentError, match="malformed frame"):
         segments.unpack(blob)
+
+
+def test_one_zstd_frame_is_told_from_anything_else() -> None:
+    frames = [_frame(i) for i in range(300)]
+    blob = segments.pack(frames)
+    assert segments.is_one_zstd_frame(blob)
+    z = zstandard.ZstdCompressor(level=1)
+    assert segments.is_one_zstd_frame(z.compress(b""))
+    assert segments.is_one_zstd_frame(z.compress(b"\x00" * 500_000))  # RLE blocks
+    assert segments.is_one_zstd_frame(z.compress(bytes(range(256)) * 4000))  # several blocks
+    checked = zstandard.ZstdCompressor(level=1, write_checksum=True).compress(b"abc" * 999)
+    assert segments.is_one_zstd_frame(checked)
+    assert not segments.is_one_zstd_frame(checked[:-1])
+    assert not segments.is_one_zstd_frame(blob + z.compress(b"more"))  # two frames
+    assert not segments.is_one_zstd_frame(blob[:-1])
+    assert not segments.is_one_zstd_frame(blob + b"\x00")
+    assert not segments.is_one_zstd_frame(b"")
+    assert not segments.is_one_zstd_frame(b"\x28\xb5\x2f\xfd")
+
+
+def test_frame_range_slices_stored_frames_without_decoding_them() -> None:
+    frames = [_frame(i, payload=b"%d" % i * (i + 1)) for i in range(10)]
+    raw = segments.decompress(segments.pack(frames))
+    assert segments.frame_range(raw, 3, 4) == b"".join(
+        segments.encode_frame(f) for f in frames[3:7])
+    assert segments.frame_range(raw, 0, 10) == raw
+    assert segments.frame_range(raw, 10, 0) == b""
+    with pytest.raises(SegmentError):
+        segments.frame_range(raw, 8, 3)
+
+
+def test_the_fast_path_for_plain_frames_lays_them_out_as_encode_frame_does() -> None:
+    frames = [_frame(0), _frame(1, trace_id=uuid.uuid4()), _frame(2, producer_sub="s"),
+              _frame(3)]
+    raw = segments.decompress(segments.pack(frames))
+    assert raw == b"".join(segments.encode_frame(f) for f in frames)
+    assert [f.transaction_id for f in segments.unpack_range(segments.pack(frames), 1, 2)] == [
+        frames[1].transaction_id, frames[2].transaction_id]

@@ -74,10 +74,32 @@ async def test_woken_waiters_are_handed_the_partitions_that_became_deliverable()
         h._on_notification(None, 43, "queen_wakeup", "7:1:41")
         assert a.event.is_set() and a.hints == [41]
         assert not b.event.is_set() and b.hints == []
-        h.announce([7], partition_id=42)  # a local commit to partition 42
-        assert b.event.is_set() and b.hints == [42, 41]  # the newest first, then the recent
+        h.announce([(7, 42)])  # a local commit to partition 42
+        # The longest-waiting first (41 was announced before 42 and nobody here claimed it).
+        assert b.event.is_set() and b.hints == [41, 42]
 
 
 def test_malformed_payload_is_rejected() -> None:
     with pytest.raises(ValueError):
         decode_payload("seven")
+
+
+async def test_hints_are_served_oldest_first_dropped_once_claimed_and_expire(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import core.listener
+
+    clock = [100.0]
+    monkeypatch.setattr(core.listener.time, "monotonic", lambda: clock[0])
+    h = hub()
+    h.announce([(7, 1), (7, 2), (7, 3), (7, 2)])  # 2 again: it keeps its place
+    with h.parked([7], "g") as a:
+        h.announce([(7, 4)])
+        assert a.hints == [1, 2, 3, 4]
+    h.claimed(7, [1, 3])  # this process's pop took them: their data is served
+    with h.parked([7], "g") as b:
+        h.announce([(7, 5)])
+        assert b.hints == [2, 4, 5]
+    clock[0] += 2.0  # nobody here claimed 2, 4, 5 in time: left to the scan
+    with h.parked([7], "g") as c:
+        h.announce([(7, 6)])
+        assert c.hints == [6]

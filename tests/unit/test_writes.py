@@ -11,8 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core import segments
-from core.ids import PartitionId
-from core.writes import NewMessage, Verdict, append_on, first_occurrences
+from core.writes import NewMessage, PartitionName, Verdict, append, first_occurrences
 
 
 def _items(*txids: str) -> list[NewMessage]:
@@ -36,34 +35,50 @@ def test_first_occurrences_of_nothing_is_empty() -> None:
 
 
 class FakeAppendConn:
-    """Plays `queen.append_segment` (schema/002_append.sql) in memory, for one partition."""
+    """Plays `queen.append` (schema/024_append.sql) and `segments_at` in memory, for one
+    partition."""
 
     def __init__(self, window: int) -> None:
         self.window = window
-        self.first_stored: dict[str, uuid.UUID] = {}  # txid -> message id at its lowest offset
+        self.first_stored: dict[str, int] = {}  # txid -> its lowest offset
         self.log: list[tuple[int, str, bytes]] = []  # (offset, txid, payload)
+        self.segments: list[tuple[int, datetime, bytes]] = []  # (base offset, stamp, blob)
         self.statements: list[list[str]] = []
 
-    async def fetchrow(self, sql: str, partition_id: int, txids: list[str],
-                       message_ids: list[uuid.UUID], blob: bytes) -> dict[str, Any]:
-        assert "append_segment" in sql
+    async def fetch(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+        if "queen.append(" in sql:
+            return [self._append(*args)]
+        assert "log_segments" in sql  # segments_at: (partition id, offsets)
+        _, offsets = args
+        return [s for s in self.segments
+                if any(s[0] <= o < s[0] + len(segments.unpack(s[2])) for o in offsets)]
+
+    def _append(self, queues: list[str], partitions: list[str], namespaces: list[str],
+                tasks: list[str], options: str, per_partition: list[int], frames: list[int],
+                blobs: list[bytes], txids: list[str], repeats: list[bool]) -> tuple[Any, ...]:
+        assert len(queues) == 1 and per_partition == [len(blobs)]
         self.statements.append(list(txids))
-        frames = segments.unpack(blob)
-        assert [f.transaction_id for f in frames] == txids
-        assert [f.message_id for f in frames] == message_ids
+        stored = [f for blob in blobs for f in segments.unpack(blob)]
+        assert [f.transaction_id for f in stored] == txids
+        assert frames == [len(segments.unpack(b)) for b in blobs]
         if self.window > 0:
-            dups = [(pos, self.first_stored[t]) for pos, t in enumerate(txids, 1)
-                    if t in self.first_stored]
+            dups = []
+            for pos, t in enumerate(txids, 1):
+                if t in self.first_stored:
+                    dups.append((pos, self.first_stored[t]))
+                elif t in txids[:pos - 1]:
+                    assert repeats[0]
+                    dups.append((pos, None))
             if dups:
-                return {"dup_positions": [p for p, _ in dups],
-                        "dup_message_ids": [m for _, m in dups],
-                        "base_offset": None, "created_at": None}
+                return (1, 1, None, None, [p for p, _ in dups], [o for _, o in dups])
         base = len(self.log)
-        for frame in frames:
-            self.first_stored.setdefault(frame.transaction_id, frame.message_id)
-            self.log.append((len(self.log), frame.transaction_id, frame.payload))
-        return {"dup_positions": None, "dup_message_ids": None, "base_offset": base,
-                "created_at": datetime.now(UTC)}
+        stamp = datetime.now(UTC)
+        for blob in blobs:
+            self.segments.append((len(self.log), stamp, blob))
+            for frame in segments.unpack(blob):
+                self.first_stored.setdefault(frame.transaction_id, len(self.log))
+                self.log.append((len(self.log), frame.transaction_id, frame.payload))
+        return (1, 1, base, stamp, None, None)
 
 
 def _numbered(*txids: str) -> list[NewMessage]:
@@ -71,7 +86,8 @@ def _numbered(*txids: str) -> list[NewMessage]:
 
 
 async def _append(conn: FakeAppendConn, items: list[NewMessage]) -> list[Verdict]:
-    return await append_on(conn, PartitionId(1), items)  # type: ignore[arg-type]
+    [appended] = await append(conn, [(PartitionName("q", "p"), items)])  # type: ignore[arg-type]
+    return appended.verdicts
 
 
 async def test_unique_ids_are_one_statement_with_offsets_in_item_order() -> None:
@@ -156,3 +172,21 @@ def test_merging_requests_into_one_flush_answers_what_they_get_one_after_another
     else:  # every id is stored once, by its first write; repeats carry that message's id
         txids = [t for t, _ in log]
         assert len(txids) == len(set(txids))
+
+
+def test_a_client_blob_is_its_own_segment_beside_the_messages_merged_with_it() -> None:
+    from core.writes import PackedFrames, segments_of
+
+    frames = [segments.Frame(uuid.uuid4(), f"c{i}", b"1") for i in range(3)]
+    blob = segments.pack(frames)
+    packed = PackedFrames(blob, 3)
+    client = [NewMessage(f.message_id, f.transaction_id, f.payload, packed=packed)
+              for f in frames]
+    plain = _items("p1", "p2")
+    out = segments_of([plain[0], *client, plain[1]])
+    assert [s.transaction_ids for s in out] == [["p1"], ["c0", "c1", "c2"], ["p2"]]
+    assert out[1].blob == blob  # as it came
+    assert [f.transaction_id for f in segments.unpack(out[0].blob)] == ["p1"]
+    # Part of a blob (a duplicate taken out) is packed again, with its neighbours.
+    out = segments_of([plain[0], client[0], client[2]])
+    assert [s.transaction_ids for s in out] == [["p1", "c0", "c2"]]

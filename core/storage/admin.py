@@ -1,0 +1,193 @@
+"""Typed calls of the admin statements: consumer groups and resources
+(schema/queries_admin.sql)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from core.storage.statements import Conn, Statement
+
+
+@dataclass(frozen=True, slots=True)
+class GroupCursor:
+    """A cursor with its queue, partition, offset lag, lease state and time lag."""
+
+    consumer_group: str
+    queue_id: int
+    queue: str
+    partition_id: int
+    partition: str
+    committed: int
+    last_offset: int
+    log_start: int
+    offset_lag: int
+    lease_active: bool
+    worker_id: str | None
+    lease_expires_at: datetime | None
+    retry_count: int
+    total_consumed: int
+    last_consumed_at: datetime | None
+    oldest_unconsumed_at: datetime | None
+    time_lag_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    consumer_group: str
+    queue: str
+    mode: str
+    subscription_from: datetime | None
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class SeekRow:
+    partition: str
+    committed: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueInfo:
+    id: int
+    name: str
+    namespace: str
+    task: str
+    created_at: datetime
+    options: str  # JSON text
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePageRow(QueueInfo):
+    total: int  # queues matching the search, on every row
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionStatsRow:
+    queue_id: int
+    queue: str
+    namespace: str
+    task: str
+    id: int
+    name: str
+    created_at: datetime
+    last_offset: int
+    log_start: int
+    last_write_at: datetime | None
+    total: int
+    min_committed: int | None
+    groups: int | None
+    processing: int | None
+    failing: int | None
+    dead_letter: int
+    oldest_at: datetime | None
+    segments: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupCommitted:
+    partition_id: int
+    committed: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionListRow:
+    id: int
+    name: str
+    queue: str
+    last_offset: int
+    log_start: int
+    last_write_at: datetime | None
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Overview:
+    queues: int
+    partitions: int
+    appended: int
+    retained: int
+    segments: int
+    cursors: int
+    live_leases: int
+    groups: int
+    dead_letters: int
+    db_now: datetime
+
+
+_QUEUE_BY_NAME = Statement[None]("admin_queue_by_name")
+_GROUP_CURSORS = Statement("admin_group_cursors", GroupCursor)
+_SUBSCRIPTIONS = Statement("admin_subscriptions", Subscription)
+_DELETE_GROUP_CURSORS = Statement[None]("admin_delete_group_cursors")
+_DELETE_GROUP_SUBSCRIPTIONS = Statement[None]("admin_delete_group_subscriptions")
+_SEEK = Statement("admin_seek", SeekRow)
+_SET_SUBSCRIPTION = Statement[None]("admin_set_subscription_timestamp")
+_QUEUE_PAGE = Statement("admin_queue_page", QueuePageRow)
+_PARTITION_STATS = Statement("admin_partition_stats", PartitionStatsRow)
+_GROUP_COMMITTED = Statement("admin_group_committed", GroupCommitted)
+_QUEUE_ROW = Statement("admin_queue_row", QueueInfo)
+_PARTITIONS_LIST = Statement("admin_partitions_list", PartitionListRow)
+_OVERVIEW = Statement("admin_overview", Overview)
+
+
+async def queue_id(conn: Conn, *, name: str) -> int | None:
+    value = await _QUEUE_BY_NAME.value(conn, name)
+    return None if value is None else int(value)
+
+
+async def group_cursors(conn: Conn, *, group: str | None,
+                        queue: str | None) -> list[GroupCursor]:
+    return await _GROUP_CURSORS.rows(conn, group, queue)
+
+
+async def subscriptions(conn: Conn, *, group: str | None) -> list[Subscription]:
+    return await _SUBSCRIPTIONS.rows(conn, group)
+
+
+async def delete_group_cursors(conn: Conn, *, group: str, queue: str | None) -> list[int]:
+    """Delete a group's cursors; answers the queue id of each deleted cursor."""
+    return [int(v) for v in await _DELETE_GROUP_CURSORS.values(conn, group, queue)]
+
+
+async def delete_group_subscriptions(conn: Conn, *, group: str, queue: str | None) -> int:
+    """Delete a group's stored subscriptions; answers how many."""
+    return len(await _DELETE_GROUP_SUBSCRIPTIONS.values(conn, group, queue))
+
+
+async def seek(conn: Conn, *, queue_id: int, group: str, partition: str | None,
+               timestamp: datetime | None) -> list[SeekRow]:
+    return await _SEEK.rows(conn, queue_id, group, partition, timestamp)
+
+
+async def set_subscription_timestamp(conn: Conn, *, group: str, timestamp: datetime) -> int:
+    return await _SET_SUBSCRIPTION.run(conn, group, timestamp)
+
+
+async def queue_page(conn: Conn, *, search: str | None, limit: int,
+                     offset: int) -> list[QueuePageRow]:
+    return await _QUEUE_PAGE.rows(conn, search, limit, offset)
+
+
+async def partition_stats(conn: Conn, *,
+                          queue_ids: Sequence[int] | None) -> list[PartitionStatsRow]:
+    return await _PARTITION_STATS.rows(conn, None if queue_ids is None else list(queue_ids))
+
+
+async def group_committed(conn: Conn, *, queue_id: int, group: str) -> list[GroupCommitted]:
+    return await _GROUP_COMMITTED.rows(conn, queue_id, group)
+
+
+async def queue_row(conn: Conn, *, name: str) -> QueueInfo | None:
+    return await _QUEUE_ROW.one(conn, name)
+
+
+async def partitions_list(conn: Conn, *, queue: str | None, limit: int,
+                          offset: int) -> list[PartitionListRow]:
+    return await _PARTITIONS_LIST.rows(conn, queue, limit, offset)
+
+
+async def overview(conn: Conn) -> Overview:
+    row = await _OVERVIEW.one(conn)
+    assert row is not None
+    return row

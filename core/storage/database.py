@@ -1,0 +1,155 @@
+"""The connection pool of one process.
+
+Statements run on a connection from `Database.session()` (autocommitted statements) or
+`Database.transaction()`; acquiring, committing and every statement translate driver errors
+(`core/storage/errors.py`), so nothing above the storage package sees asyncpg exceptions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import asyncpg
+
+from core.errors import StorageError, StorageUnavailable
+from core.settings import Settings
+from core.storage.errors import DRIVER_ERRORS, storage_errors, translate
+from core.storage.migrations import apply_migrations
+from core.storage.statements import Conn, Statement
+
+log = logging.getLogger(__name__)
+
+_PING = Statement[None]("ping")
+_ROLLBACK = Statement[None]("rollback")
+
+
+def server_settings(settings: Settings, *, role: str = "") -> dict[str, str]:
+    """Session settings of every broker connection; `role` names what a connection is for
+    (in application_name, so pg_stat_activity tells pool connections from the others)."""
+    return {
+        "application_name": "queen-broker" + (f"-{role}" if role else ""),
+        "statement_timeout": str(settings.db_statement_timeout_ms),
+        "lock_timeout": str(settings.db_lock_timeout_ms),
+        # Our statements are small and keyed; JIT compilation only adds latency to them.
+        "jit": "off",
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class PoolStats:
+    size: int
+    idle: int
+    max_size: int
+
+
+class Database:
+    """The pool of one process. Statements run on `session()` / `transaction()`."""
+
+    def __init__(self, pool: asyncpg.Pool, settings: Settings) -> None:
+        self._pool = pool
+        self._acquire_timeout = settings.db_connection_timeout_ms / 1000
+
+    @classmethod
+    async def open(cls, settings: Settings, dsn: str, *, migrate: bool = True,
+                   wait_seconds: float = 30.0) -> Database:
+        """Wait for the server (up to `wait_seconds`), apply migrations, open the pool."""
+        if migrate:
+            conn = await connect_with_retry(dsn, settings, wait_seconds)
+            try:
+                with storage_errors():
+                    await apply_migrations(conn)
+            finally:
+                await conn.close()
+        with storage_errors():
+            pool = await asyncpg.create_pool(
+                dsn, min_size=1, max_size=settings.db_pool_size,
+                timeout=settings.db_connection_timeout_ms / 1000,
+                server_settings=server_settings(settings),
+                max_inactive_connection_lifetime=300, reset=_reset_connection,
+                # A server that stops answering (stopped, partitioned) must not hang requests
+                # forever: give up a little after the server-side statement timeout would.
+                command_timeout=settings.db_statement_timeout_ms / 1000 + 5
+                if settings.db_statement_timeout_ms else None)
+        assert pool is not None
+        return cls(pool, settings)
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+    @contextlib.asynccontextmanager
+    async def session(self) -> AsyncIterator[Conn]:
+        """A pooled connection for a few autocommitted statements."""
+        with storage_errors():
+            async with self._pool.acquire(timeout=self._acquire_timeout) as conn:
+                yield conn  # type: ignore[misc]  # a pool proxy behaves as a Connection
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Conn]:
+        """A pooled connection inside one database transaction (commits when the block
+        ends, rolls back when it raises)."""
+        with storage_errors():
+            async with self._pool.acquire(timeout=self._acquire_timeout) as conn, \
+                    conn.transaction():
+                yield conn  # type: ignore[misc]
+
+    async def ping(self, timeout: float = 2.0) -> bool:
+        try:
+            async with asyncio.timeout(timeout):
+                async with self.session() as conn:
+                    await _PING.value(conn)
+            return True
+        except (StorageUnavailable, StorageError, TimeoutError):
+            return False
+
+    def pool_stats(self) -> PoolStats:
+        return PoolStats(self._pool.get_size(), self._pool.get_idle_size(),
+                         self._pool.get_max_size())
+
+
+async def _reset_connection(conn: asyncpg.Connection) -> None:
+    """What a pooled connection needs before reuse.
+
+    asyncpg's default reset runs RESET ALL / UNLISTEN / advisory unlock / CLOSE ALL: a round
+    trip on every release, i.e. on every statement of the hot path. Pool connections never
+    LISTEN, take session advisory locks, SET parameters or declare cursors (those live on
+    dedicated connections), so the only state that can leak is an open transaction.
+    """
+    if conn.is_in_transaction():
+        await _ROLLBACK.run(conn)
+
+
+async def connect_with_retry(dsn: str, settings: Settings, wait_seconds: float, *,
+                             role: str = "") -> Conn:
+    """One connection, retried until the server answers or `wait_seconds` pass.
+
+    Processes started side by side (honcho, the serve supervisor) may come up before
+    PostgreSQL accepts connections; waiting here saves every caller a retry loop.
+    """
+    deadline = time.monotonic() + wait_seconds
+    delay = 0.1
+    while True:
+        try:
+            return await asyncpg.connect(
+                dsn, timeout=settings.db_connection_timeout_ms / 1000,
+                server_settings=server_settings(settings, role=role))
+        except DRIVER_ERRORS as exc:
+            if time.monotonic() + delay > deadline:
+                raise translate(exc) from exc
+            log.info("database not ready (%s); retrying", type(exc).__name__)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+
+async def migrate(settings: Settings, dsn: str, *, wait_seconds: float = 30.0) -> list[int]:
+    """Wait for the server, apply every pending migration; answer the versions applied."""
+    conn = await connect_with_retry(dsn, settings, wait_seconds)
+    try:
+        with storage_errors():
+            return await apply_migrations(conn)
+    finally:
+        await conn.close()

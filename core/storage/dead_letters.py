@@ -1,0 +1,157 @@
+"""Typed calls of the DLQ and message-inspection statements (schema/queries_dlq.sql)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from core.storage.reads import RangeRow
+from core.storage.statements import Conn, Statement
+
+
+@dataclass(slots=True)
+class DeadLetterRow:
+    """A DLQ row: the message itself (rows written before version 23) or the preserved copy
+    of its segment (segment_base, segment_blob), from which the reader extracts it."""
+
+    id: int
+    partition_id: int
+    queue: str
+    partition: str
+    consumer_group: str
+    msg_offset: int
+    transaction_id: str
+    message_id: uuid.UUID | None
+    trace_id: uuid.UUID | None
+    producer_sub: str | None
+    payload: bytes | None
+    segment_base: int | None
+    segment_blob: bytes | None
+    error_message: str | None
+    retry_count: int
+    created_at: datetime
+    failed_at: datetime
+
+
+@dataclass(slots=True)
+class DlqPageRow(DeadLetterRow):
+    """A DLQ row of a page, with the number of all matching rows. A page past the end is one
+    row with only `total` set."""
+
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeletedDeadLetter:
+    id: int
+    segment_base: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class MessagePartition:
+    id: int
+    name: str
+    last_offset: int
+    log_start: int
+    queue_id: int
+    queue: str
+    namespace: str
+    task: str
+    options: str  # JSON text
+
+
+@dataclass(frozen=True, slots=True)
+class CursorState:
+    consumer_group: str
+    committed: int
+    batch_end: int | None
+    worker_id: str | None
+    lease_expires_at: datetime | None
+    retry_count: int
+    lease_live: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ListedPartition:
+    id: int
+    name: str
+    last_offset: int
+    log_start: int
+    queue: str
+    namespace: str
+    task: str
+    priority: int
+
+
+_PAGE = Statement("dlq_page", DlqPageRow)
+_LOCK_NEWEST = Statement("dlq_lock_newest", DeadLetterRow)
+_ROWS_FOR_ADDRESS = Statement("dlq_rows_for_address", DeadLetterRow)
+_DELETE = Statement("dlq_delete", DeletedDeadLetter)
+_LOCK_COPIES = Statement[None]("dlq_lock_copies")
+_DROP_COPIES = Statement[None]("dlq_drop_copies")
+_MESSAGE_PARTITION = Statement("message_partition", MessagePartition)
+_MESSAGE_OFFSETS = Statement[None]("message_offsets")
+_SEGMENTS_NEWEST = Statement("message_segments_newest", RangeRow)
+_CURSORS = Statement("message_cursors", CursorState)
+_LIST_PARTITIONS = Statement("message_list_partitions", ListedPartition)
+
+
+async def dlq_page(conn: Conn, *, queue: str | None, group: str | None,
+                   partition: str | None, failed_from: datetime | None,
+                   failed_to: datetime | None, limit: int,
+                   offset: int) -> tuple[list[DeadLetterRow], int]:
+    """One page of matching rows, newest first, and the number of all matching rows."""
+    rows = await _PAGE.rows(conn, queue, group, partition, failed_from, failed_to, limit,
+                            offset)
+    total = rows[0].total if rows else 0
+    return [r for r in rows if r.id is not None], total
+
+
+async def dlq_lock_newest(conn: Conn, *, partition_id: int,
+                          transaction_id: str) -> DeadLetterRow | None:
+    return await _LOCK_NEWEST.one(conn, partition_id, transaction_id)
+
+
+async def dlq_rows_for_address(conn: Conn, *, partition_id: int,
+                               transaction_id: str) -> list[DeadLetterRow]:
+    return await _ROWS_FOR_ADDRESS.rows(conn, partition_id, transaction_id)
+
+
+async def dlq_delete(conn: Conn, *, partition_id: int, row_id: int | None,
+                     transaction_id: str | None) -> list[DeletedDeadLetter]:
+    return await _DELETE.rows(conn, partition_id, row_id, transaction_id)
+
+
+async def dlq_lock_copies(conn: Conn, *, partition_id: int, bases: Sequence[int]) -> None:
+    await _LOCK_COPIES.run(conn, partition_id, list(bases))
+
+
+async def dlq_drop_copies(conn: Conn, *, partition_id: int, bases: Sequence[int]) -> None:
+    await _DROP_COPIES.run(conn, partition_id, list(bases))
+
+
+async def message_partition(conn: Conn, *, partition_id: int) -> MessagePartition | None:
+    return await _MESSAGE_PARTITION.one(conn, partition_id)
+
+
+async def message_offsets(conn: Conn, *, partition_id: int, transaction_id: str,
+                          log_start: int) -> list[int]:
+    return [int(v) for v in await _MESSAGE_OFFSETS.values(conn, partition_id, transaction_id,
+                                                           log_start)]
+
+
+async def message_segments_newest(conn: Conn, *, partition_id: int, below: int,
+                                  limit: int) -> list[RangeRow]:
+    return await _SEGMENTS_NEWEST.rows(conn, partition_id, below, limit)
+
+
+async def message_cursors(conn: Conn, *, partition_id: int) -> list[CursorState]:
+    return await _CURSORS.rows(conn, partition_id)
+
+
+async def message_list_partitions(conn: Conn, *, queue: str | None, partition: str | None,
+                                  namespace: str | None, task: str | None,
+                                  limit: int) -> list[ListedPartition]:
+    return await _LIST_PARTITIONS.rows(conn, queue, partition, namespace, task, limit)

@@ -1,0 +1,51 @@
+"""The one place where driver errors become core errors.
+
+Every statement runs through `statements.Statement`, and every connection is acquired by
+`database.Database`; both translate what the driver raises with `translate`, so nothing
+above the storage package sees an asyncpg exception: `StorageUnavailable` (the database
+cannot be reached: 503 and retry) or `StorageError` (anything else it answered).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+
+import asyncpg
+
+from core.errors import QueenError, StorageError, StorageUnavailable
+
+# SQLSTATE classes that mean "the server is not there for us right now".
+_UNAVAILABLE_CLASSES = ("08", "53", "57")
+_STATEMENT_TIMEOUT = "57014"
+
+# Errors `storage_errors` converts; anything else (our own bugs) passes through untouched.
+# InternalClientError is included because the pool raises it when it resets (on release) a
+# connection whose server died in the middle of a statement ("cannot switch to state 15;
+# another operation is in progress"): during a database crash that is an outage, not a bug.
+DRIVER_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError,
+                 OSError, asyncio.TimeoutError, ConnectionError)
+
+
+def translate(exc: BaseException) -> QueenError:
+    """Map a driver or network error to StorageUnavailable / StorageError."""
+    if isinstance(exc, QueenError):
+        return exc
+    if isinstance(exc, asyncpg.PostgresError):
+        state = getattr(exc, "sqlstate", "") or ""
+        if state[:2] in _UNAVAILABLE_CLASSES and state != _STATEMENT_TIMEOUT:
+            return StorageUnavailable()
+        return StorageError(f"database error {state}: {exc}")
+    if isinstance(exc, (OSError, asyncpg.InterfaceError, asyncpg.InternalClientError,
+                        asyncio.TimeoutError, ConnectionError)):
+        return StorageUnavailable()
+    return StorageError(f"database failure: {exc!r}")
+
+
+@contextlib.contextmanager
+def storage_errors() -> Iterator[None]:
+    try:
+        yield
+    except DRIVER_ERRORS as exc:
+        raise translate(exc) from exc

@@ -1,0 +1,59 @@
+"""Typed calls of the reaper's statements (schema/queries_reaper.sql)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.storage.statements import Conn, Statement
+
+
+@dataclass(frozen=True, slots=True)
+class ExpiredLease:
+    queue_id: int | None  # None when the partition went away meanwhile
+    partition_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionTarget:
+    partition_id: int
+    queue_id: int
+    retention: int  # seconds; 0 = off
+    completed_retention: int  # seconds; 0 = off
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionResult:
+    segments: int
+    log_start: int | None
+
+
+_EXPIRE_LEASES = Statement("reaper_expire_leases", ExpiredLease)
+_TRY_LOCK = Statement[None]("reaper_try_lock")
+_PRUNE_TXN_INDEX = Statement[None]("reaper_prune_txn_index")
+_RETENTION_PARTITIONS = Statement("reaper_retention_partitions", RetentionTarget)
+_APPLY_RETENTION = Statement("reaper_apply_retention", RetentionResult)
+
+
+async def expire_leases(conn: Conn, *, batch: int) -> list[ExpiredLease]:
+    return await _EXPIRE_LEASES.rows(conn, batch)
+
+
+async def try_lock(conn: Conn, *, key: int) -> bool:
+    """A transaction-scoped advisory lock, or False at once if another holds it."""
+    return bool(await _TRY_LOCK.value(conn, key))
+
+
+async def prune_txn_index(conn: Conn, *, batch: int, floor_seconds: int) -> int:
+    return await _PRUNE_TXN_INDEX.run(conn, batch, floor_seconds)
+
+
+async def retention_partitions(conn: Conn) -> list[RetentionTarget]:
+    return await _RETENTION_PARTITIONS.rows(conn)
+
+
+async def apply_retention(conn: Conn, *, partition_id: int, retention: int,
+                          completed_retention: int, segment_limit: int) -> RetentionResult:
+    row = await _APPLY_RETENTION.one(conn, partition_id, retention, completed_retention,
+                                     segment_limit)
+    assert row is not None
+    return row

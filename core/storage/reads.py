@@ -1,0 +1,124 @@
+"""Typed calls of the read-path statements: pop, ack, lease extension, offset reads
+(schema/queries_pop.sql, schema/queries_read.sql)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from core.storage.statements import Conn, Statement
+from core.storage.writes import SegmentRow
+
+
+@dataclass(slots=True)
+class PopRow:
+    """A segment of a delivered span, or (partition_id None) a queue a fruitless pop
+    looked at."""
+
+    queue_id: int
+    queue: str
+    partition_id: int | None
+    partition: str | None
+    span_start: int | None
+    span_end: int | None
+    retry_count: int | None
+    base_offset: int | None
+    created_at: datetime | None
+    blob: bytes | None
+    last_offset: int | None
+
+
+@dataclass(slots=True)
+class AckRow:
+    """An item's outcome (ok | noop | refused | missing), or (outcome `wake`) a partition
+    where a span became claimable again."""
+
+    idx: int | None  # 1-based position of the item
+    outcome: str
+    error: str | None
+    lease_released: bool | None
+    dlq: bool | None
+    queue_id: int | None
+    partition_id: int | None
+    scan_from: int | None
+    scan_to: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class AckInput:
+    """One ack as the statement takes it."""
+
+    group: str
+    partition_id: int
+    transaction_id: str
+    status: str  # completed | failed | retry | dlq
+    lease_id: str | None
+    error: str | None
+    offset: int | None = None  # known already (found by a segment search); None: use the index
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    queue_id: int
+    partition_id: int | None
+    last_offset: int | None
+    log_start: int | None
+
+
+@dataclass(slots=True)
+class RangeRow:
+    base_offset: int
+    last_offset: int
+    created_at: datetime
+    blob: bytes
+
+
+_POP = Statement("pop", PopRow)
+_ACK = Statement("ack", AckRow)
+_SPAN_SEGMENTS = Statement("span_segments", SegmentRow)
+_EXTEND_LEASE = Statement[None]("extend_lease")
+_FETCH_PARTITION_STATE = Statement("fetch_partition_state", PartitionState)
+_FETCH_SEGMENTS = Statement("fetch_segments", RangeRow)
+
+
+async def pop(conn: Conn, *, queue: str | None, namespace: str | None, task: str | None,
+              partition: str | None, group: str, named: bool, seed_mode: str,
+              seed_instant: datetime | None, store_seed: bool, batch: int, partitions: int,
+              auto_ack: bool, lease_seconds: int, lease_fallback: int, lease_id: str,
+              hints: Sequence[int], pivot: float, candidates: int) -> list[PopRow]:
+    """Claim and read in one statement (schema/025_pop.sql)."""
+    return await _POP.rows(conn, queue, namespace, task, partition, group, named, seed_mode,
+                           seed_instant, store_seed, batch, partitions, auto_ack,
+                           lease_seconds, lease_fallback, lease_id, list(hints), pivot,
+                           candidates)
+
+
+async def ack(conn: Conn, *, items: Sequence[AckInput], lease_from_cursor: bool,
+              default_lease: str | None, scan_missing: bool) -> list[AckRow]:
+    """Apply acks in one statement (schema/026_ack.sql)."""
+    return await _ACK.rows(
+        conn, [i.group for i in items], [i.partition_id for i in items],
+        [i.transaction_id for i in items], [i.status for i in items],
+        [i.lease_id for i in items], [i.error for i in items], [i.offset for i in items],
+        lease_from_cursor, default_lease, scan_missing)
+
+
+async def span_segments(conn: Conn, *, partition_id: int, lo: int,
+                        hi: int) -> list[SegmentRow]:
+    return await _SPAN_SEGMENTS.rows(conn, partition_id, lo, hi)
+
+
+async def extend_lease(conn: Conn, *, lease_id: str, seconds: float) -> list[datetime]:
+    """The new expiry of every live lease of the lease id (none for expired ones)."""
+    return list(await _EXTEND_LEASE.values(conn, lease_id, seconds))
+
+
+async def fetch_partition_state(conn: Conn, *, queue: str,
+                                partition: str) -> PartitionState | None:
+    return await _FETCH_PARTITION_STATE.one(conn, queue, partition)
+
+
+async def fetch_segments(conn: Conn, *, partition_id: int, offset: int,
+                         limit: int) -> list[RangeRow]:
+    return await _FETCH_SEGMENTS.rows(conn, partition_id, offset, limit)

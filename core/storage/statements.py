@@ -1,0 +1,100 @@
+"""Named SQL statements from `schema/queries*.sql`, each with the row type it answers.
+
+Each statement sits under a `-- name: <name>` header line, followed by comment lines that
+describe it and its `$n` parameters, then the SQL up to the next header. A `Statement` binds
+one of them to the dataclass its rows are read into: columns map to fields by position, in
+the order the dataclass declares them (tests/integration/test_storage_types.py prepares
+every statement and checks the names), so no `asyncpg.Record` leaves the storage package;
+driver errors become core errors here (`core/storage/errors.py`).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, ClassVar, Generic, TypeVar
+
+import asyncpg
+
+from core.storage.errors import storage_errors
+
+SCHEMA_DIR = Path(__file__).resolve().parent.parent.parent / "schema"
+_HEADER = re.compile(r"^-- name: *([a-z_][a-z0-9_]*) *$", re.MULTILINE)
+
+Conn = asyncpg.Connection  # what storage functions run on; from Database.session()
+R = TypeVar("R")
+
+
+def parse(text: str) -> dict[str, str]:
+    """Split a queries file into {name: sql}; a name may appear only once."""
+    queries: dict[str, str] = {}
+    parts = _HEADER.split(text)
+    for name, body in zip(parts[1::2], parts[2::2]):
+        if name in queries:
+            raise ValueError(f"query {name!r} is defined twice")
+        sql = "\n".join(line for line in body.strip().splitlines()
+                        if not line.lstrip().startswith("--")).strip()
+        if not sql:
+            raise ValueError(f"query {name!r} has no SQL")
+        queries[name] = sql
+    return queries
+
+
+def load(directory: Path = SCHEMA_DIR) -> dict[str, str]:
+    queries: dict[str, str] = {}
+    for path in sorted(directory.glob("queries*.sql")):
+        for name, sql in parse(path.read_text()).items():
+            if name in queries:
+                raise ValueError(f"query {name!r} is defined twice ({path.name})")
+            queries[name] = sql
+    return queries
+
+
+QUERIES = load()
+
+
+class Statement(Generic[R]):
+    """One named statement; `row` is the dataclass a row of its answer becomes (None for a
+    statement read as a single value or a status)."""
+
+    registry: ClassVar[dict[str, Statement[Any]]] = {}
+
+    def __init__(self, name: str, row: type[R] | None = None) -> None:
+        if name in Statement.registry:
+            raise ValueError(f"statement {name!r} is bound twice")
+        self.name = name
+        self.sql = QUERIES[name]
+        self.row = row
+        Statement.registry[name] = self
+
+    async def rows(self, conn: Conn, *args: Any) -> list[R]:
+        make = self.row
+        assert make is not None, f"{self.name} has no row type"
+        with storage_errors():
+            records = await conn.fetch(self.sql, *args)
+        return [make(*record) for record in records]
+
+    async def one(self, conn: Conn, *args: Any) -> R | None:
+        make = self.row
+        assert make is not None, f"{self.name} has no row type"
+        with storage_errors():
+            record = await conn.fetchrow(self.sql, *args)
+        return None if record is None else make(*record)
+
+    async def value(self, conn: Conn, *args: Any) -> Any:
+        """The first column of the first row (None when there is no row)."""
+        with storage_errors():
+            return await conn.fetchval(self.sql, *args)
+
+    async def values(self, conn: Conn, *args: Any) -> list[Any]:
+        """The first column of every row."""
+        with storage_errors():
+            records = await conn.fetch(self.sql, *args)
+        return [record[0] for record in records]
+
+    async def run(self, conn: Conn, *args: Any) -> int:
+        """Execute; answer the number of rows the command affected (0 when it says none)."""
+        with storage_errors():
+            status = await conn.execute(self.sql, *args)
+        last = status.rsplit(" ", 1)[-1]
+        return int(last) if last.isdigit() else 0

@@ -1,0 +1,125 @@
+"""Typed calls of the write-path and queue-management statements (schema/queries_write.sql)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from core.storage.statements import Conn, Statement
+
+
+@dataclass(slots=True)
+class AppendRow:
+    """One partition of an append: written (base_offset set) or refused for duplicates."""
+
+    queue_id: int
+    partition_id: int
+    base_offset: int | None
+    created_at: datetime | None
+    dup_positions: list[int] | None  # 1-based frame positions within the partition
+    dup_offsets: list[int | None] | None  # stored offset each repeats; None: an earlier frame
+
+
+@dataclass(slots=True)
+class SegmentRow:
+    base_offset: int
+    created_at: datetime
+    blob: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRow:
+    id: int
+    namespace: str
+    task: str
+    options: str  # JSON text
+
+
+@dataclass(frozen=True, slots=True)
+class AppendSegment:
+    """One segment to append: its blob and the transactionId of each of its frames."""
+
+    blob: bytes
+    transaction_ids: Sequence[str]
+
+
+@dataclass(frozen=True, slots=True)
+class AppendTarget:
+    """A partition to append to, by name, with the segments it gets (in order)."""
+
+    queue: str
+    partition: str
+    namespace: str
+    task: str
+    segments: Sequence[AppendSegment]
+    repeats: bool  # whether a transactionId occurs twice among its frames
+
+
+_APPEND = Statement("append", AppendRow)
+_SEGMENTS_AT = Statement("segments_at", SegmentRow)
+_LOCK_QUEUE = Statement("lock_queue", QueueRow)
+_INSERT_QUEUE = Statement[None]("insert_queue")
+_UPDATE_QUEUE = Statement[None]("update_queue")
+_DELETE_QUEUE_ROW = Statement[None]("delete_queue_row")
+_DELETE_QUEUE_PARTITIONS = Statement[None]("delete_queue_partitions")
+_DELETE_PARTITION_DATA = Statement[None]("delete_partition_data")
+_DELETE_QUEUE_SUBSCRIPTIONS = Statement[None]("delete_queue_subscriptions")
+
+
+async def append(conn: Conn, *, targets: Sequence[AppendTarget],
+                 default_options: str) -> list[AppendRow]:
+    """Append to several partitions in one statement (schema/024_append.sql); one row per
+    target, in order. Callers order targets by (queue, partition) so that concurrent
+    appends lock partition rows in one order."""
+    blobs: list[bytes] = []
+    frames: list[int] = []
+    txids: list[str] = []
+    for target in targets:
+        for segment in target.segments:
+            blobs.append(segment.blob)
+            frames.append(len(segment.transaction_ids))
+            txids.extend(segment.transaction_ids)
+    return await _APPEND.rows(
+        conn, [t.queue for t in targets], [t.partition for t in targets],
+        [t.namespace for t in targets], [t.task for t in targets], default_options,
+        [len(t.segments) for t in targets], frames, blobs, txids,
+        [t.repeats for t in targets])
+
+
+async def segments_at(conn: Conn, *, partition_id: int,
+                      offsets: Sequence[int]) -> list[SegmentRow]:
+    """The segments holding these offsets, each once, in offset order."""
+    return await _SEGMENTS_AT.rows(conn, partition_id, list(offsets))
+
+
+async def lock_queue(conn: Conn, *, name: str) -> QueueRow | None:
+    return await _LOCK_QUEUE.one(conn, name)
+
+
+async def insert_queue(conn: Conn, *, name: str, namespace: str, task: str,
+                       options: str) -> None:
+    await _INSERT_QUEUE.run(conn, name, namespace, task, options)
+
+
+async def update_queue(conn: Conn, *, queue_id: int, namespace: str, task: str,
+                       options: str) -> None:
+    await _UPDATE_QUEUE.run(conn, queue_id, namespace, task, options)
+
+
+async def delete_queue_row(conn: Conn, *, name: str) -> int | None:
+    """The deleted queue's id; None when there was none."""
+    value = await _DELETE_QUEUE_ROW.value(conn, name)
+    return None if value is None else int(value)
+
+
+async def delete_queue_partitions(conn: Conn, *, queue_id: int) -> list[int]:
+    return [int(v) for v in await _DELETE_QUEUE_PARTITIONS.values(conn, queue_id)]
+
+
+async def delete_partition_data(conn: Conn, *, partition_ids: Sequence[int]) -> None:
+    await _DELETE_PARTITION_DATA.run(conn, list(partition_ids))
+
+
+async def delete_queue_subscriptions(conn: Conn, *, queue_id: int) -> None:
+    await _DELETE_QUEUE_SUBSCRIPTIONS.run(conn, queue_id)

@@ -1,0 +1,127 @@
+-- Version 24: a flush is one statement, addressed by names.
+--
+-- queen.append writes the segments of several partitions in one statement, hence one
+-- transaction and one WAL flush (design.md, write path step 5), and resolves each
+-- (queue, partition) by name inside it, creating both when missing: a flush never needs a
+-- round trip (or a cache) to learn partition ids first, and a queue deleted meanwhile is
+-- simply created again. Replaces append_segment, append_segments and ensure_partition.
+
+DROP FUNCTION queen.append_segments(bigint[], integer[], text[], uuid[], bytea[]);
+DROP FUNCTION queen.append_segment(bigint, text[], uuid[], bytea);
+DROP FUNCTION queen.ensure_partition(text, text, text, text, jsonb);
+
+-- Every function below runs its statements with generic plans (planned once per
+-- connection) and without sequential scans: re-planning them at each call, PL/pgSQL's
+-- default while their parameters vary, cost more than running them, and a generic plan's
+-- guesses about array arguments must never turn into a scan of a table that is small in
+-- live rows but large in dead versions (cursors and partitions are updated all the time).
+
+-- Append segments to partitions, or report duplicates and write nothing for that partition.
+--   p_queues, p_partitions, p_namespaces, p_tasks   one entry per partition, in the order
+--       to lock them (callers sort by name, so concurrent flushes cannot deadlock)
+--   p_options     the complete default options of a queue this creates
+--   p_segments    how many segments each partition gets (consecutive in p_blobs)
+--   p_frames      frames of each segment
+--   p_blobs       each segment's zstd blob of storage frames
+--   p_txids       each frame's transactionId, flat, in frame order
+--   p_repeats     per partition: whether its transactionIds repeat within this flush
+-- One row per partition, in the given order: its ids, and either the first offset and the
+-- append time of what was written (offsets follow frame order across its segments), or
+-- the frames (1-based positions within the partition) that are duplicates, with the offset
+-- of the stored message each repeats (null: it repeats an earlier frame of this flush).
+-- Duplicates are checked only when the queue's dedupWindowSeconds is above 0.
+CREATE FUNCTION queen.append(
+    p_queues text[], p_partitions text[], p_namespaces text[], p_tasks text[],
+    p_options jsonb, p_segments integer[], p_frames integer[], p_blobs bytea[],
+    p_txids text[], p_repeats boolean[])
+RETURNS TABLE (queue_id bigint, partition_id bigint, base_offset bigint,
+               created_at timestamptz, dup_positions integer[], dup_offsets bigint[])
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+AS $$
+DECLARE
+    v_seg     integer := 1;   -- first segment of the current partition in p_blobs
+    v_frame   integer := 1;   -- its first frame in p_txids
+    v_frames  integer;
+    v_keys    uuid[];
+    v_next    bigint;
+    v_now     timestamptz;
+    l         record;
+BEGIN
+    FOR i IN 1 .. cardinality(p_queues) LOOP
+        v_frames := 0;
+        FOR s IN v_seg .. v_seg + p_segments[i] - 1 LOOP
+            v_frames := v_frames + p_frames[s];
+        END LOOP;
+        -- The partition, locked; created (with its queue) when missing. A partition deleted
+        -- with its queue between the lookup and the lock is not found by the lock: the loop
+        -- creates it again.
+        FOR attempt IN 1 .. 10 LOOP
+            SELECT p.queue_id, p.id AS partition_id, p.last_offset, p.last_write_at,
+                   (q.options ->> 'dedupWindowSeconds')::integer AS dedup_window
+              INTO l
+              FROM queen.queues q JOIN queen.log_partitions p ON p.queue_id = q.id
+             WHERE q.name = p_queues[i] AND p.name = p_partitions[i]
+               FOR UPDATE OF p;
+            EXIT WHEN l.partition_id IS NOT NULL;
+            INSERT INTO queen.queues (name, namespace, task, options)
+            VALUES (p_queues[i], p_namespaces[i], p_tasks[i], p_options)
+            ON CONFLICT ON CONSTRAINT queues_name_key DO NOTHING;
+            INSERT INTO queen.log_partitions (queue_id, name)
+            SELECT q.id, p_partitions[i] FROM queen.queues q WHERE q.name = p_queues[i]
+            ON CONFLICT ON CONSTRAINT log_partitions_queue_id_name_key DO NOTHING;
+        END LOOP;
+        IF l.partition_id IS NULL THEN
+            RAISE EXCEPTION 'partition % of queue % keeps disappearing', p_partitions[i],
+                p_queues[i] USING ERRCODE = 'QN002';
+        END IF;
+        queue_id := l.queue_id;
+        partition_id := l.partition_id;
+        -- Read the clock after the lock: a writer that waited for it stamps a later time;
+        -- never below the previous stamp, so created_at is monotone even if the clock steps.
+        v_now := greatest(clock_timestamp(), l.last_write_at);
+        v_keys := ARRAY(SELECT queen.txn_key(t)
+                          FROM unnest(p_txids[v_frame : v_frame + v_frames - 1]) t);
+        base_offset := NULL;
+        created_at := NULL;
+        dup_positions := NULL;
+        dup_offsets := NULL;
+        IF l.dedup_window > 0 THEN
+            -- Stored duplicates, and later repeats of a transactionId within this flush
+            -- (looked for only when the caller saw some).
+            SELECT array_agg(d.pos ORDER BY d.pos), array_agg(d.hit ORDER BY d.pos)
+              INTO dup_positions, dup_offsets
+              FROM (SELECT k.pos, hit.msg_offset AS hit,
+                           p_repeats[i] AND min(k.pos) OVER (PARTITION BY k.key) < k.pos
+                               AS repeat
+                      FROM unnest(v_keys) WITH ORDINALITY AS k(key, pos)
+                      LEFT JOIN LATERAL (
+                            SELECT x.msg_offset FROM queen.log_txn_index x
+                             WHERE x.partition_id = l.partition_id AND x.txn_key = k.key
+                               AND x.created_at > v_now - make_interval(secs => l.dedup_window)
+                             ORDER BY x.msg_offset LIMIT 1) hit ON true) d
+             WHERE d.hit IS NOT NULL OR d.repeat;
+        END IF;
+        IF dup_positions IS NULL THEN
+            base_offset := l.last_offset + 1;
+            created_at := v_now;
+            v_next := base_offset;
+            FOR s IN v_seg .. v_seg + p_segments[i] - 1 LOOP
+                INSERT INTO queen.log_segments
+                    (partition_id, base_offset, last_offset, message_count, created_at, blob)
+                VALUES (l.partition_id, v_next, v_next + p_frames[s] - 1, p_frames[s], v_now,
+                        p_blobs[s]);
+                v_next := v_next + p_frames[s];
+            END LOOP;
+            INSERT INTO queen.log_txn_index (partition_id, msg_offset, created_at, txn_key)
+            SELECT l.partition_id, l.last_offset + k.pos, v_now, k.key
+              FROM unnest(v_keys) WITH ORDINALITY AS k(key, pos);
+            UPDATE queen.log_partitions
+               SET last_offset = l.last_offset + v_frames, last_write_at = v_now
+             WHERE id = l.partition_id;
+        END IF;
+        RETURN NEXT;
+        v_seg := v_seg + p_segments[i];
+        v_frame := v_frame + v_frames;
+    END LOOP;
+END $$;

@@ -1,0 +1,326 @@
+-- Version 25: a pop is one statement.
+--
+-- queen.pop does the whole claim in one call, so an attempt (and a long poll's re-check)
+-- costs one round trip: look up the addressed queues with the group's stored subscription
+-- (storing it on the group's first wildcard or discovery pop), find candidate partitions
+-- (those a wake-up named first, then a scan from a random pivot), lock their cursors with
+-- SKIP LOCKED or create them on first contact (seeded by the subscription rule), spend the
+-- batch budget across up to `partitions` of them, lease the delivered spans (or, with
+-- autoAck, commit them), and answer the segments overlapping each span. Decompressing and
+-- slicing the segments is the caller's (PostgreSQL has no zstd).
+
+-- Partitions a pop may claim: data past the group's cursor and no live lease, or no cursor
+-- yet (first contact); windowBuffer holds a partition until it has been quiet for N seconds.
+-- Options are read without defaults: every queue row holds every option (version 21).
+CREATE OR REPLACE FUNCTION queen.pop_eligible(
+    p_queue_ids bigint[], p_group text, p_partition text, p_from bigint, p_to bigint,
+    p_limit integer)
+RETURNS TABLE (partition_id bigint, queue_id bigint, name text, last_offset bigint,
+               fresh boolean)
+LANGUAGE sql STABLE AS $$
+    SELECT p.id, p.queue_id, p.name, p.last_offset, (c.partition_id IS NULL)
+      FROM queen.log_partitions p
+      JOIN queen.queues q ON q.id = p.queue_id
+      LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = p_group
+     WHERE p.queue_id = ANY(p_queue_ids)
+       AND p.id >= p_from AND p.id < p_to
+       AND (p_partition IS NULL OR p.name = p_partition)
+       AND p.last_offset >= p.log_start
+       AND (c.partition_id IS NULL
+            OR (c.committed < p.last_offset
+                AND (c.worker_id IS NULL OR c.lease_expires_at <= now())))
+       AND ((q.options ->> 'windowBuffer')::integer = 0
+            OR p.last_write_at
+               <= now() - make_interval(secs => (q.options ->> 'windowBuffer')::integer))
+     ORDER BY p.id
+     LIMIT p_limit
+$$;
+
+-- A queue a pop addresses, as the claim needs it.
+CREATE TYPE queen.pop_queue AS (
+    id            bigint,
+    name          text,
+    seed_mode     text,          -- first-contact rule for this group: all | new | timestamp
+    seed_instant  timestamptz,   -- the instant of a timestamp seed
+    lease_seconds integer,       -- lease length of its spans
+    delay_seconds integer,       -- delayedProcessing
+    window_buffer integer);
+
+-- Every function below runs its statements with generic plans (planned once per
+-- connection) and without sequential scans: re-planning them at each call, PL/pgSQL's
+-- default while their parameters vary, cost more than running them, and a generic plan's
+-- guesses about array arguments must never turn into a scan of a table that is small in
+-- live rows but large in dead versions (cursors and partitions are updated all the time).
+
+-- A row of a pop's answer: a segment of a delivered span (see queen.pop).
+CREATE TYPE queen.pop_row AS (
+    queue_id     bigint,
+    queue        text,
+    partition_id bigint,
+    partition    text,
+    span_start   bigint,        -- first delivered offset of the partition
+    span_end     bigint,        -- last delivered offset (inclusive)
+    retry_count  integer,       -- failed acks spent on the head of the span
+    base_offset  bigint,        -- the segment
+    created_at   timestamptz,
+    blob         bytea,
+    last_offset  bigint);       -- the segment's last offset (frames: last - base + 1)
+
+-- One claim attempt among candidates (partition ids in preference order, and whether the
+-- group has no cursor there yet): lock or create cursors, spend the budget in candidate
+-- order, lease (or commit) what is delivered, answer the overlapping segments. Answers
+-- nothing when nothing was delivered (then nothing was changed).
+CREATE FUNCTION queen.pop_claim(
+    p_queues queen.pop_queue[], p_candidates bigint[], p_fresh boolean[], p_group text,
+    p_wanted integer, p_batch integer, p_auto_ack boolean, p_lease_id text)
+RETURNS SETOF queen.pop_row
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+AS $$
+DECLARE
+    v_budget  integer := p_batch;
+    v_ids     bigint[] := '{}';
+    v_starts  bigint[] := '{}';
+    v_ends    bigint[] := '{}';
+    v_secs    integer[] := '{}';
+    v_end     bigint;
+    v_start   bigint;
+    c         record;
+BEGIN
+    -- Existing cursors still claimable are locked, in candidate order, skipping those a
+    -- concurrent pop holds and no more than this pop takes (the rest stay claimable by
+    -- others); missing ones are created, but only as many as this pop may still take: a
+    -- concurrent first pop inserting the same row makes ON CONFLICT wait for its commit.
+    FOR c IN
+        WITH cand AS (
+            SELECT u.id, u.fresh, u.ord, p.queue_id, p.name, p.last_offset, p.log_start
+              FROM unnest(p_candidates, p_fresh) WITH ORDINALITY AS u(id, fresh, ord)
+              JOIN queen.log_partitions p ON p.id = u.id),
+        locked AS (
+            SELECT x.partition_id, x.committed, x.retry_count
+              FROM queen.log_consumers x
+              JOIN cand ON cand.id = x.partition_id AND NOT cand.fresh
+             WHERE x.consumer_group = p_group
+               AND x.committed < cand.last_offset
+               AND (x.worker_id IS NULL OR x.lease_expires_at <= now())
+             ORDER BY cand.ord
+             LIMIT p_wanted  -- locks no more than it takes: the others stay claimable
+               FOR UPDATE OF x SKIP LOCKED),
+        created AS (
+            INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)
+            SELECT f.id, p_group,
+                   CASE q.seed_mode
+                     WHEN 'new' THEN f.last_offset
+                     WHEN 'timestamp' THEN greatest(f.log_start - 1, coalesce(
+                          (SELECT s.last_offset FROM queen.log_segments s
+                            WHERE s.partition_id = f.id AND s.created_at < q.seed_instant
+                            ORDER BY s.base_offset DESC LIMIT 1), f.log_start - 1))
+                     ELSE f.log_start - 1
+                   END
+              FROM (SELECT * FROM cand WHERE cand.fresh ORDER BY cand.ord
+                     LIMIT greatest(p_wanted - (SELECT count(*) FROM locked), 0)) f
+              JOIN unnest(p_queues) q ON q.id = f.queue_id
+            ON CONFLICT ON CONSTRAINT log_consumers_pkey DO NOTHING
+            RETURNING log_consumers.partition_id, log_consumers.committed,
+                      log_consumers.retry_count)
+        SELECT cand.id, cand.queue_id, cand.last_offset, cand.log_start, k.committed,
+               k.retry_count, q.delay_seconds, q.lease_seconds
+          FROM (SELECT * FROM locked UNION ALL SELECT * FROM created) k
+          JOIN cand ON cand.id = k.partition_id
+          JOIN unnest(p_queues) q ON q.id = cand.queue_id
+         WHERE k.committed < cand.last_offset
+         ORDER BY cand.ord
+         LIMIT p_wanted
+    LOOP
+        EXIT WHEN v_budget <= 0;
+        -- Offsets below log_start were removed by retention: delivery starts at log_start.
+        v_start := greatest(c.committed + 1, c.log_start);
+        v_end := c.last_offset;
+        IF c.delay_seconds > 0 THEN  -- only messages old enough are visible
+            v_end := (SELECT s.last_offset FROM queen.log_segments s
+                       WHERE s.partition_id = c.id
+                         AND s.created_at <= now() - make_interval(secs => c.delay_seconds)
+                       ORDER BY s.base_offset DESC LIMIT 1);
+        END IF;
+        CONTINUE WHEN v_end IS NULL;  -- nothing old enough yet
+        v_end := least(v_end, v_start - 1 + v_budget);
+        CONTINUE WHEN v_end < v_start;
+        v_budget := v_budget - (v_end - v_start + 1)::integer;
+        v_ids := v_ids || c.id;
+        v_starts := v_starts || v_start;
+        v_ends := v_ends || v_end;
+        v_secs := v_secs || c.lease_seconds;
+    END LOOP;
+    IF cardinality(v_ids) = 0 THEN
+        RETURN;
+    END IF;
+
+    IF p_auto_ack THEN  -- at-most-once: the cursor moves inside the pop's own transaction
+        UPDATE queen.log_consumers x
+           SET committed = w.hi, batch_end = NULL, worker_id = NULL, lease_expires_at = NULL,
+               retry_count = 0, total_consumed = x.total_consumed + (w.hi - w.lo + 1),
+               last_consumed_at = now()
+          FROM unnest(v_ids, v_starts, v_ends) AS w(pid, lo, hi)
+         WHERE x.partition_id = w.pid AND x.consumer_group = p_group;
+    ELSE
+        UPDATE queen.log_consumers x
+           SET committed = w.lo - 1, batch_end = w.hi, worker_id = p_lease_id,
+               lease_expires_at = now() + make_interval(secs => w.secs),
+               last_consumed_at = now()
+          FROM unnest(v_ids, v_starts, v_ends, v_secs) AS w(pid, lo, hi, secs)
+         WHERE x.partition_id = w.pid AND x.consumer_group = p_group;
+    END IF;
+
+    RETURN QUERY
+    SELECT p.queue_id, q.name, w.pid, p.name, w.lo, w.hi, x.retry_count,
+           s.base_offset, s.created_at, s.blob, s.last_offset
+      FROM unnest(v_ids, v_starts, v_ends) WITH ORDINALITY AS w(pid, lo, hi, ord)
+      JOIN queen.log_partitions p ON p.id = w.pid
+      JOIN queen.queues q ON q.id = p.queue_id
+      JOIN queen.log_consumers x ON x.partition_id = w.pid AND x.consumer_group = p_group
+      CROSS JOIN LATERAL (
+            SELECT y.base_offset, y.created_at, y.blob, y.last_offset
+              FROM queen.log_segments y
+             WHERE y.partition_id = w.pid
+               AND y.base_offset <= w.hi
+               AND y.base_offset >= coalesce((SELECT max(z.base_offset) FROM queen.log_segments z
+                                               WHERE z.partition_id = w.pid
+                                                 AND z.base_offset <= w.lo), w.lo)) s
+     ORDER BY w.ord, s.base_offset;
+END $$;
+
+-- Claim and read (see the top of this file).
+--   p_queue               queue name, or null for a discovery pop by p_namespace / p_task
+--   p_partition           partition name, or null (any)
+--   p_group, p_named      consumer group; named = not the implicit __QUEUE_MODE__ group
+--   p_seed_mode, p_seed_instant   the request's first-contact rule (all | new | timestamp)
+--   p_store_seed          remember it as the group's subscription if it has none yet
+--   p_batch, p_partitions budget of messages, most partitions
+--   p_auto_ack            commit instead of leasing
+--   p_lease_seconds       the request's lease length (0 = the queue's leaseTime)
+--   p_lease_fallback      lease length when both are 0
+--   p_lease_id            the lease id of this pop
+--   p_hints               partitions a wake-up named, tried first by key
+--   p_pivot               random number in [0, 1): where the scan starts
+--   p_candidates          candidates fetched per scan
+-- Rows: per delivered partition (in claim order), its span and the segments overlapping
+-- it. When nothing is delivered: one row per addressed queue with only queue_id and queue
+-- set (so a long poll knows what to wait for); nothing at all for an unknown queue.
+CREATE FUNCTION queen.pop(
+    p_queue text, p_namespace text, p_task text, p_partition text, p_group text,
+    p_named boolean, p_seed_mode text, p_seed_instant timestamptz, p_store_seed boolean,
+    p_batch integer, p_partitions integer, p_auto_ack boolean, p_lease_seconds integer,
+    p_lease_fallback integer, p_lease_id text, p_hints bigint[], p_pivot float8,
+    p_candidates integer)
+RETURNS SETOF queen.pop_row
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+AS $$
+DECLARE
+    v_queues  queen.pop_queue[] := '{}';
+    v_qids    bigint[] := '{}';
+    v_buffer  boolean := false;
+    v_wanted  integer := CASE WHEN p_partition IS NULL THEN greatest(p_partitions, 1) ELSE 1 END;
+    v_mode    text;
+    v_instant timestamptz;
+    v_lease   integer;
+    v_ids     bigint[];
+    v_fresh   boolean[];
+    v_got     boolean := false;
+    r         record;
+BEGIN
+    FOR r IN
+        SELECT q.id, q.name, q.options, s.mode, s.subscription_from
+          FROM queen.queues q
+          LEFT JOIN queen.consumer_subscriptions s
+            ON s.queue_id = q.id AND s.consumer_group = p_group
+         WHERE CASE WHEN p_queue IS NOT NULL THEN q.name = p_queue
+                    ELSE (p_namespace IS NULL OR q.namespace = p_namespace)
+                         AND (p_task IS NULL OR q.task = p_task) END
+         ORDER BY q.id
+    LOOP
+        v_mode := p_seed_mode;
+        v_instant := p_seed_instant;
+        IF NOT p_named THEN
+            v_mode := 'all';  -- competing consumers always start at the oldest message
+            v_instant := NULL;
+        ELSIF r.mode IS NOT NULL THEN
+            v_mode := r.mode;
+            v_instant := r.subscription_from;
+        ELSIF p_store_seed THEN
+            -- First wildcard/discovery pop of this group on this queue: remember its choice
+            -- so partitions it touches later are seeded from the same instant. DO UPDATE
+            -- (not DO NOTHING) returns the row a concurrent first pop committed meanwhile.
+            INSERT INTO queen.consumer_subscriptions AS s
+                   (queue_id, consumer_group, mode, subscription_from)
+            VALUES (r.id, p_group, p_seed_mode, coalesce(p_seed_instant, now()))
+            ON CONFLICT ON CONSTRAINT consumer_subscriptions_pkey DO UPDATE SET mode = s.mode
+            RETURNING s.mode, s.subscription_from INTO v_mode, v_instant;
+        END IF;
+        IF v_mode = 'new' AND v_instant IS NOT NULL THEN
+            v_mode := 'timestamp';  -- a stored "new" is the instant it was first chosen
+        END IF;
+        v_lease := CASE WHEN p_lease_seconds > 0 THEN p_lease_seconds
+                        WHEN (r.options ->> 'leaseTime')::integer > 0
+                            THEN (r.options ->> 'leaseTime')::integer
+                        ELSE p_lease_fallback END;
+        v_queues := v_queues || ROW(r.id, r.name, v_mode, v_instant, v_lease,
+                                    (r.options ->> 'delayedProcessing')::integer,
+                                    (r.options ->> 'windowBuffer')::integer)::queen.pop_queue;
+        v_qids := v_qids || r.id;
+        v_buffer := v_buffer OR (r.options ->> 'windowBuffer')::integer > 0;
+    END LOOP;
+    IF cardinality(v_qids) = 0 THEN
+        RETURN;
+    END IF;
+
+    -- Partitions a wake-up named (the first p_candidates), by key, in the order named; only
+    -- the claim checks whether each is still claimable. Skipped when a windowBuffer may hold partitions:
+    -- only the scan applies it.
+    IF cardinality(p_hints) > 0 AND NOT v_buffer THEN
+        SELECT array_agg(p.id ORDER BY h.ord),
+               array_agg(NOT EXISTS (SELECT 1 FROM queen.log_consumers x
+                                      WHERE x.partition_id = p.id
+                                        AND x.consumer_group = p_group) ORDER BY h.ord)
+          INTO v_ids, v_fresh
+          FROM unnest(p_hints[1:p_candidates]) WITH ORDINALITY AS h(id, ord)
+          JOIN queen.log_partitions p ON p.id = h.id
+         WHERE p.queue_id = ANY(v_qids)
+           AND (p_partition IS NULL OR p.name = p_partition)
+           AND p.last_offset >= p.log_start;
+        IF v_ids IS NOT NULL THEN
+            RETURN QUERY SELECT * FROM queen.pop_claim(v_queues, v_ids, v_fresh, p_group,
+                                                       v_wanted, p_batch, p_auto_ack,
+                                                       p_lease_id);
+            IF FOUND THEN
+                RETURN;
+            END IF;
+        END IF;
+    END IF;
+
+    -- The scan walks the queues' partitions in id order from a random pivot and wraps
+    -- around, so concurrent pops spread over the partitions and each gets its turn.
+    SELECT array_agg(e.partition_id), array_agg(e.fresh) INTO v_ids, v_fresh
+      FROM (SELECT lo, hi, lo + floor(p_pivot * (hi - lo + 1))::bigint AS at
+              FROM (SELECT min(b.id) AS lo, max(b.id) AS hi FROM queen.log_partitions b
+                     WHERE b.queue_id = ANY(v_qids)) bounds) pivot,
+           LATERAL (
+                (SELECT * FROM queen.pop_eligible(v_qids, p_group, p_partition, pivot.at,
+                                                  pivot.hi + 1, p_candidates))
+                UNION ALL
+                (SELECT * FROM queen.pop_eligible(v_qids, p_group, p_partition, pivot.lo,
+                                                  pivot.at, p_candidates))
+                LIMIT p_candidates) e;
+    IF v_ids IS NOT NULL THEN
+        RETURN QUERY SELECT * FROM queen.pop_claim(v_queues, v_ids, v_fresh, p_group,
+                                                   v_wanted, p_batch, p_auto_ack,
+                                                   p_lease_id);
+        v_got := FOUND;
+    END IF;
+    IF NOT v_got THEN
+        RETURN QUERY SELECT q.id, q.name, NULL::bigint, NULL::text, NULL::bigint,
+                            NULL::bigint, NULL::integer, NULL::bigint, NULL::timestamptz,
+                            NULL::bytea, NULL::bigint
+                       FROM unnest(v_queues) q;
+    END IF;
+END $$;

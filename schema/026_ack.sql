@@ -1,0 +1,315 @@
+-- Version 26: an ack is one statement.
+--
+-- queen.ack applies the acks of one call (any groups, any partitions) as one statement, so
+-- the call is atomic and costs one round trip: lock the cursors in (group, partition)
+-- order (a fixed order, so concurrent acks cannot deadlock), resolve each transactionId to
+-- its offset through the index, apply the offset-commit rules (wire-protocol §4.5) per
+-- (group, partition), dead-letter, and release leases. Nothing is written before every
+-- item is decided, so a call that must first look for an address the index no longer has
+-- changes nothing (see p_scan_missing).
+--
+-- The rules per (group, partition): `completed` at offset N commits N and everything before
+-- it; with mixed outcomes the cursor is clamped just below the lowest signal (at equal
+-- offsets dlq beats failed beats retry); `failed` spends the retry budget of the head and
+-- then dead-letters (or drops, with the DLQ off); `dlq` dead-letters at once; `retry`
+-- releases without spending budget; a given leaseId that is not the live holder's moves
+-- nothing. A signal above offsets nobody acknowledged only releases the lease: the message
+-- is dead-lettered once it is at the head, so nothing before it is ever skipped.
+--
+-- A dead letter records the transactionId, the error and the base offset of the segment
+-- holding the message, whose blob is copied (once per segment) into log_dlq_segments; the
+-- frame is extracted when the dead letter is read (version 23).
+
+-- Every function below runs its statements with generic plans (planned once per
+-- connection) and without sequential scans: re-planning them at each call, PL/pgSQL's
+-- default while their parameters vary, cost more than running them, and a generic plan's
+-- guesses about array arguments must never turn into a scan of a table that is small in
+-- live rows but large in dead versions (cursors and partitions are updated all the time).
+
+-- Arguments, one entry per item (1-based positions are the items' `idx`):
+--   p_groups, p_partition_ids, p_txids   the address of each ack
+--   p_statuses     completed | failed | retry | dlq
+--   p_lease_ids    the leaseId the item names, or null (no lease check)
+--   p_errors       the error text a failed/dlq item carries, or null
+--   p_offsets      the offset when the caller already knows it, or null (use the index)
+-- and for the call:
+--   p_lease_from_cursor  an item naming no lease is checked against the group's current
+--                        lease, else p_default_lease (transactions, §4.7)
+--   p_default_lease
+--   p_scan_missing       an item whose transactionId the index does not have makes the
+--                        call change nothing and answer `missing` with the span the caller
+--                        should search (committed + 1 .. last offset); false: `refused`
+--                        with "Message not found"
+-- Rows: one per item (idx, outcome ok | noop | refused | missing, error, lease_released,
+-- dlq; scan_from/scan_to for missing), then one `wake` row per (queue, partition) where a
+-- span became claimable again.
+CREATE FUNCTION queen.ack(
+    p_groups text[], p_partition_ids bigint[], p_txids text[], p_statuses text[],
+    p_lease_ids text[], p_errors text[], p_offsets bigint[], p_lease_from_cursor boolean,
+    p_default_lease text, p_scan_missing boolean)
+RETURNS TABLE (idx integer, outcome text, error text, lease_released boolean, dlq boolean,
+               queue_id bigint, partition_id bigint, scan_from bigint, scan_to bigint)
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+AS $$
+DECLARE
+    -- answers per item
+    o_idx      integer[] := '{}';
+    o_outcome  text[] := '{}';
+    o_error    text[] := '{}';
+    o_released boolean[] := '{}';
+    o_dlq      boolean[] := '{}';
+    -- items whose address must be searched by the caller
+    m_idx      integer[] := '{}';
+    m_from     bigint[] := '{}';
+    m_to       bigint[] := '{}';
+    -- cursor updates
+    u_pid      bigint[] := '{}';
+    u_group    text[] := '{}';
+    u_committed bigint[] := '{}';
+    u_retries  integer[] := '{}';
+    u_release  boolean[] := '{}';
+    u_done     bigint[] := '{}';
+    -- dead letters
+    d_pid      bigint[] := '{}';
+    d_group    text[] := '{}';
+    d_offset   bigint[] := '{}';
+    d_txid     text[] := '{}';
+    d_error    text[] := '{}';
+    d_retries  integer[] := '{}';
+    -- wake-ups
+    w_qid      bigint[] := '{}';
+    w_pid      bigint[] := '{}';
+    -- the (group, partition) being decided
+    k          record;        -- its cursor, from its first item
+    v_open     boolean := false;
+    v_close    boolean := false;
+    v_valid    integer[];     -- items that take effect
+    v_top      bigint;        -- highest completed offset
+    s_offset   bigint;        -- lowest signal: offset, rank, item
+    s_rank     integer;
+    s_idx      integer;
+    s_status   text;
+    s_error    text;
+    s_txid     text;
+    v_new      bigint;
+    v_retries  integer;
+    v_release  boolean;
+    v_dlq_idx  integer;
+    v_lease    text;
+    v_rank     integer;
+    v_base     bigint;
+    v_item     integer;
+    r          record;
+BEGIN
+    -- Lock first, in one global order; the reads below then see the locked rows.
+    PERFORM 1
+       FROM queen.log_consumers c
+       JOIN (SELECT DISTINCT g, p FROM unnest(p_groups, p_partition_ids) AS u(g, p)) w
+         ON c.consumer_group = w.g AND c.partition_id = w.p
+      ORDER BY c.consumer_group, c.partition_id
+        FOR UPDATE OF c;
+
+    FOR r IN
+        SELECT false AS sentinel, u.ord::integer AS item, u.grp, u.pid, u.txid, u.status,
+               u.lease, u.err, c.partition_id IS NOT NULL AS known, c.committed, c.batch_end,
+               c.worker_id, c.retry_count,
+               (c.worker_id IS NOT NULL AND c.lease_expires_at > now()) AS lease_live,
+               p.last_offset, p.queue_id AS qid,
+               (q.options ->> 'retryLimit')::integer AS retry_limit,
+               ((q.options ->> 'deadLetterQueue')::boolean
+                OR (q.options ->> 'dlqAfterMaxRetries')::boolean) AS dlq_on,
+               -- The earliest occurrence above the cursor, else the latest at or below it
+               -- (an already committed message).
+               coalesce(u.given,
+                        (SELECT min(i.msg_offset) FROM queen.log_txn_index i
+                          WHERE i.partition_id = u.pid AND i.txn_key = t.key
+                            AND i.msg_offset > c.committed),
+                        (SELECT max(i.msg_offset) FROM queen.log_txn_index i
+                          WHERE i.partition_id = u.pid AND i.txn_key = t.key
+                            AND i.msg_offset <= c.committed)) AS off
+          FROM unnest(p_groups, p_partition_ids, p_txids, p_statuses, p_lease_ids, p_errors,
+                      p_offsets) WITH ORDINALITY AS u(grp, pid, txid, status, lease, err, given, ord)
+          CROSS JOIN LATERAL (SELECT queen.txn_key(u.txid) AS key) t
+          LEFT JOIN queen.log_consumers c ON c.partition_id = u.pid AND c.consumer_group = u.grp
+          LEFT JOIN queen.log_partitions p ON p.id = u.pid
+          LEFT JOIN queen.queues q ON q.id = p.queue_id
+        UNION ALL  -- closes the last (group, partition)
+        SELECT true, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+               NULL, NULL, NULL, NULL, NULL, NULL
+        ORDER BY 1, 3, 4, 2
+    LOOP
+        -- Decide the previous (group, partition) once its items are all seen.
+        -- (k is read only once it holds a cursor: PL/pgSQL does not short-circuit AND.)
+        IF v_open THEN
+            v_close := r.sentinel OR r.grp <> k.grp OR r.pid <> k.pid;
+        END IF;
+        IF v_close THEN
+            IF cardinality(v_valid) > 0 THEN
+                v_top := coalesce(v_top, k.committed);
+                v_new := greatest(k.committed, CASE WHEN s_offset IS NULL THEN v_top
+                                                    ELSE least(v_top, s_offset - 1) END);
+                -- The retry counter belongs to the head of the span.
+                v_retries := CASE WHEN v_new = k.committed THEN k.retry_count ELSE 0 END;
+                v_release := false;
+                v_dlq_idx := NULL;
+                IF s_offset IS NOT NULL THEN
+                    v_release := true;
+                    IF s_offset = v_new + 1 THEN  -- the signal is at the head: it acts now
+                        IF s_status = 'dlq'
+                           OR (s_status = 'failed' AND v_retries >= k.retry_limit) THEN
+                            IF k.dlq_on THEN
+                                d_pid := d_pid || k.pid;
+                                d_group := d_group || k.grp;
+                                d_offset := d_offset || s_offset;
+                                d_txid := d_txid || s_txid;
+                                d_error := d_error || coalesce(nullif(s_error, ''),
+                                                               'Retries exhausted');
+                                d_retries := d_retries || v_retries;
+                                v_dlq_idx := s_idx;
+                            END IF;
+                            v_new := s_offset;
+                            v_retries := 0;
+                        ELSIF s_status = 'failed' THEN
+                            v_retries := v_retries + 1;
+                        END IF;
+                    END IF;
+                ELSIF k.batch_end IS NOT NULL AND v_new >= k.batch_end THEN
+                    v_release := true;
+                END IF;
+                FOREACH v_item IN ARRAY v_valid LOOP
+                    o_idx := o_idx || v_item;
+                    o_outcome := o_outcome || 'ok'::text;
+                    o_error := o_error || NULL::text;
+                    o_released := o_released || (v_release AND k.worker_id IS NOT NULL);
+                    o_dlq := o_dlq || coalesce(v_item = v_dlq_idx, false);
+                END LOOP;
+                u_pid := u_pid || k.pid;
+                u_group := u_group || k.grp;
+                u_committed := u_committed || v_new;
+                u_retries := u_retries || v_retries;
+                u_release := u_release || v_release;
+                u_done := u_done || (v_new - k.committed);
+                IF v_release AND v_new < k.last_offset THEN
+                    w_qid := w_qid || k.qid;
+                    w_pid := w_pid || k.pid;
+                END IF;
+            END IF;
+            v_open := false;
+            v_close := false;
+        END IF;
+        EXIT WHEN r.sentinel;
+
+        IF NOT v_open THEN
+            k := r;
+            v_open := true;
+            v_valid := '{}';
+            v_top := NULL;
+            s_offset := NULL;
+            s_rank := NULL;
+            s_idx := NULL;
+        END IF;
+
+        v_lease := r.lease;
+        IF v_lease IS NULL AND p_lease_from_cursor THEN
+            v_lease := coalesce(r.worker_id, p_default_lease);
+        END IF;
+        IF NOT r.known THEN
+            o_idx := o_idx || r.item;
+            o_outcome := o_outcome || 'refused'::text;
+            o_error := o_error || 'consumer not found'::text;
+            o_released := o_released || false;
+            o_dlq := o_dlq || false;
+        ELSIF r.off IS NULL AND p_scan_missing THEN
+            m_idx := m_idx || r.item;
+            m_from := m_from || (r.committed + 1);
+            m_to := m_to || r.last_offset;
+        ELSIF r.off IS NULL
+              OR (v_lease IS NOT NULL
+                  AND (v_lease IS DISTINCT FROM r.worker_id OR NOT r.lease_live))
+              OR (r.off <= r.committed AND r.status <> 'completed') THEN
+            o_idx := o_idx || r.item;
+            o_outcome := o_outcome || 'refused'::text;
+            o_error := o_error || CASE
+                WHEN r.off IS NULL THEN 'Message not found'
+                WHEN r.off > r.committed THEN 'invalid or expired lease'
+                WHEN v_lease IS NOT NULL
+                     AND (v_lease IS DISTINCT FROM r.worker_id OR NOT r.lease_live)
+                    THEN 'invalid or expired lease'
+                ELSE format('already committed (offset %s <= cursor %s)', r.off, r.committed)
+                END;
+            o_released := o_released || false;
+            o_dlq := o_dlq || false;
+        ELSIF r.off <= r.committed THEN  -- completed, already: nothing to do
+            o_idx := o_idx || r.item;
+            o_outcome := o_outcome || 'noop'::text;
+            o_error := o_error || NULL::text;
+            o_released := o_released || false;
+            o_dlq := o_dlq || false;
+        ELSE
+            v_valid := v_valid || r.item;
+            IF r.status = 'completed' THEN
+                v_top := greatest(v_top, r.off);
+            ELSE
+                v_rank := CASE r.status WHEN 'dlq' THEN 0 WHEN 'failed' THEN 1 ELSE 2 END;
+                IF s_offset IS NULL OR (r.off, v_rank, r.item) < (s_offset, s_rank, s_idx) THEN
+                    s_offset := r.off;
+                    s_rank := v_rank;
+                    s_idx := r.item;
+                    s_status := r.status;
+                    s_error := r.err;
+                    s_txid := r.txid;
+                END IF;
+            END IF;
+        END IF;
+    END LOOP;
+
+    IF cardinality(m_idx) > 0 THEN  -- decided nothing: the caller searches and calls again
+        RETURN QUERY SELECT m.i, 'missing'::text, NULL::text, false, false, NULL::bigint,
+                            NULL::bigint, m.lo, m.hi
+                       FROM unnest(m_idx, m_from, m_to) AS m(i, lo, hi);
+        RETURN;
+    END IF;
+
+    FOR i IN 1 .. cardinality(d_pid) LOOP
+        SELECT s.base_offset INTO v_base FROM queen.log_segments s
+         WHERE s.partition_id = d_pid[i] AND s.base_offset <= d_offset[i]
+           AND s.last_offset >= d_offset[i];
+        CONTINUE WHEN NOT FOUND;  -- retention removed it meanwhile: nothing left to copy
+        -- DO UPDATE (not DO NOTHING) locks an existing copy until this commits, so a
+        -- concurrent removal of the copy's last other dead letter waits and then sees ours
+        -- (queries_dlq.sql: dlq_lock_copies).
+        INSERT INTO queen.log_dlq_segments AS x (partition_id, base_offset, created_at, blob)
+        SELECT s.partition_id, s.base_offset, s.created_at, s.blob FROM queen.log_segments s
+         WHERE s.partition_id = d_pid[i] AND s.base_offset = v_base
+        ON CONFLICT ON CONSTRAINT log_dlq_segments_pkey
+        DO UPDATE SET created_at = x.created_at;
+        INSERT INTO queen.log_dlq (partition_id, consumer_group, msg_offset, transaction_id,
+                                   segment_base, error_message, retry_count, created_at)
+        SELECT d_pid[i], d_group[i], d_offset[i], d_txid[i], v_base, d_error[i],
+               d_retries[i], s.created_at
+          FROM queen.log_dlq_segments s
+         WHERE s.partition_id = d_pid[i] AND s.base_offset = v_base;
+    END LOOP;
+
+    UPDATE queen.log_consumers c
+       SET committed = w.committed,
+           retry_count = w.retries,
+           batch_end = CASE WHEN w.release THEN NULL ELSE c.batch_end END,
+           worker_id = CASE WHEN w.release THEN NULL ELSE c.worker_id END,
+           lease_expires_at = CASE WHEN w.release THEN NULL ELSE c.lease_expires_at END,
+           total_consumed = c.total_consumed + w.done,
+           last_consumed_at = CASE WHEN w.done > 0 THEN now() ELSE c.last_consumed_at END
+      FROM unnest(u_pid, u_group, u_committed, u_retries, u_release, u_done)
+           AS w(pid, grp, committed, retries, release, done)
+     WHERE c.partition_id = w.pid AND c.consumer_group = w.grp;
+
+    RETURN QUERY
+    SELECT o.i, o.outcome, o.err, o.released, o.dead, NULL::bigint, NULL::bigint,
+           NULL::bigint, NULL::bigint
+      FROM unnest(o_idx, o_outcome, o_error, o_released, o_dlq)
+           AS o(i, outcome, err, released, dead)
+    UNION ALL
+    SELECT NULL, 'wake', NULL, NULL, NULL, w.qid, w.pid, NULL, NULL
+      FROM unnest(w_qid, w_pid) AS w(qid, pid);
+END $$;

@@ -1,0 +1,42 @@
+-- Statements of the storage plumbing: liveness, connection reset, migrations, wake-ups.
+-- Loaded by core/storage/statements.py.
+
+-- name: ping
+-- Is the server answering?
+SELECT 1;
+
+-- name: rollback
+-- End a transaction a released connection left open.
+ROLLBACK;
+
+-- name: migration_lock
+-- Serialise migrations across processes (session-level advisory lock).
+-- $1 lock key
+SELECT pg_advisory_lock($1);
+
+-- name: migration_unlock
+-- Release the migration lock.
+-- $1 lock key
+SELECT pg_advisory_unlock($1);
+
+-- name: migration_ledger
+-- The table recording applied migrations, created on first start.
+CREATE SCHEMA IF NOT EXISTS queen;
+CREATE TABLE IF NOT EXISTS queen.schema_migrations (
+    version integer PRIMARY KEY, name text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now());
+
+-- name: migrations_applied
+-- Versions already applied.
+SELECT version FROM queen.schema_migrations;
+
+-- name: migration_record
+-- Record one applied migration.
+-- $1 version, $2 file name
+INSERT INTO queen.schema_migrations (version, name) VALUES ($1, $2);
+
+-- name: notify_wakeups
+-- Wake parked pops in every broker process: one notification per payload (see
+-- core/wakeup.py for the payload format).
+-- $1 channel, $2 payloads
+SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p;

@@ -1,0 +1,83 @@
+"""Data written before the core service's schema (versions 21-26) stays readable and usable.
+
+A database is brought to version 20 and filled through that version's own write functions
+(`queen.ensure_partition`, `queen.append_segment`) and tables: a queue whose stored options
+lack most keys, messages with their old index rows, a dead letter holding its payload. Then
+the newer migrations run, and the broker of today reads and uses all of it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from pathlib import Path
+
+import asyncpg
+
+from core import segments
+from core.ack import AckItem, GroupAck
+from core.dlq import DlqFilter
+from core.pop import PopRequest
+from core.push import PushItem
+from core.service import Broker
+from core.settings import Settings
+from core.storage.migrations import apply_migrations, migration_files
+from core.writes import NewMessage
+from tests.support import create_database
+
+
+async def _version_20(url: str, schema: Path) -> None:
+    schema.mkdir()
+    for version, path in migration_files():
+        if version <= 20:
+            shutil.copy(path, schema / path.name)
+    conn = await asyncpg.connect(url)
+    try:
+        assert max(await apply_migrations(conn, schema)) == 20
+    finally:
+        await conn.close()
+
+
+async def test_rows_of_version_20_are_migrated_and_used_by_todays_broker(
+        pg_server_url: str, tmp_path: Path) -> None:
+    url = await create_database(pg_server_url, migrate=False)
+    await _version_20(url, tmp_path / "schema")
+    frames = [segments.Frame(uuid.uuid4(), f"old-{i}", b'{"old":%d}' % i) for i in range(3)]
+    conn = await asyncpg.connect(url)
+    try:
+        pid = await conn.fetchval(
+            "SELECT partition_id FROM queen.ensure_partition('legacy', 'p', 'legacy', '',"
+            " '{\"retryLimit\": 1}'::jsonb)")
+        await conn.fetchrow("SELECT * FROM queen.append_segment($1, $2, $3, $4)", pid,
+                            [f.transaction_id for f in frames], [f.message_id for f in frames],
+                            segments.pack(frames))
+        await conn.execute(
+            "INSERT INTO queen.log_dlq (partition_id, consumer_group, msg_offset, transaction_id,"
+            " message_id, payload, error_message, retry_count, created_at)"
+            " VALUES ($1, 'g-old', 9, 'dead-1', $2, '{\"was\":\"dead\"}', 'boom', 3, now())",
+            pid, uuid.uuid4())
+        assert await apply_migrations(conn) == [21, 22, 23, 24, 25, 26]
+    finally:
+        await conn.close()
+
+    async with Broker.open(Settings(db_pool_size=2), dsn=url, migrate=False) as broker:
+        # Options: the stored key kept, every other one filled with its default.
+        config = await broker.configure(queue="legacy", namespace=None, task=None, given={},
+                                        replace=False)
+        assert config.options["retryLimit"] == 1 and config.options["leaseTime"] == 300
+        # The migrated index still deduplicates and addresses the old messages.
+        [again] = await broker.push([PushItem("legacy", "p", NewMessage(
+            uuid.uuid4(), "old-1", b"1"))])
+        assert again.verdict is not None and again.verdict.status == "duplicate"
+        assert again.verdict.message_id == frames[1].message_id
+        popped = await broker.pop(PopRequest(group="g", batch=10, queue="legacy"))
+        assert [m.frame.transaction_id for m in popped.messages()] == ["old-0", "old-1", "old-2"]
+        result = await broker.ack_batch([
+            GroupAck("g", AckItem(f.transaction_id, str(pid), "completed", popped.lease_id))
+            for f in frames])
+        assert [o.success for o in result.outcomes] == [True, True, True]
+        # The old dead letter is read with its own payload.
+        [letter], total = await broker.dlq.list_rows(DlqFilter(queue="legacy"), limit=10,
+                                                     offset=0)
+        assert total == 1 and letter.payload == b'{"was":"dead"}'
+        assert (letter.transaction_id, letter.error_message) == ("dead-1", "boom")

@@ -1,0 +1,135 @@
+"""Round trips to PostgreSQL per call, counted on the wire: a pop (also an empty one, also a
+long poll's every re-check), an ack (of many messages over several partitions) and a
+push's flush each cost exactly one.
+
+The broker runs in-process (`Broker.open`) with a pool of one connection behind a proxy
+that counts protocol round trips (tests/wire_counter.py). Each statement is run once before
+counting: the first use of a statement on a connection also prepares it (one more trip).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+
+from core import longpoll
+from core.ack import AckItem, GroupAck
+from core.pop import PopRequest, PopResult
+from core.push import PushItem
+from core.service import Broker
+from core.settings import Settings
+from core.writes import NewMessage
+from tests.wire_counter import RoundTrips, counting_proxy
+
+POOL = "queen-broker"  # application_name of the pool's connections
+
+
+@pytest.fixture
+async def counted(database_url: str) -> AsyncIterator[tuple[Broker, RoundTrips]]:
+    async with counting_proxy(database_url) as (dsn, trips):
+        settings = Settings(db_pool_size=1, pop_wait_initial_interval_ms=50,
+                            pop_wait_max_interval_ms=50)
+        async with Broker.open(settings, dsn=dsn, migrate=False) as broker:
+            yield broker, trips
+
+
+async def _push(broker: Broker, queue: str, partition: str, n: int) -> None:
+    outcomes = await broker.push([
+        PushItem(queue, partition, NewMessage(uuid.uuid4(), f"{partition}-{i}", b'{"i": 1}'))
+        for i in range(n)])
+    assert [o.verdict.status for o in outcomes if o.verdict] == ["queued"] * n
+
+
+async def _warm_up(broker: Broker, queue: str) -> None:
+    """Prepare every statement the counted calls use on the pool's one connection."""
+    await _push(broker, queue + "-warm", "w", 1)
+    result = await broker.pop(PopRequest(group="warm", batch=1, queue=queue + "-warm"))
+    await _ack_all(broker, "warm", result)
+    await broker.pop(PopRequest(group="warm", batch=1, queue=queue + "-warm"))
+
+
+async def _ack_all(broker: Broker, group: str, result: PopResult) -> list[bool]:
+    acks = [GroupAck(group, AckItem(m.frame.transaction_id, str(m.partition_id), "completed",
+                                    result.lease_id))
+            for m in result.messages()]
+    return [o.success for o in (await broker.ack_batch(acks)).outcomes]
+
+
+async def test_a_pop_and_an_ack_of_its_messages_are_one_round_trip_each(
+        counted: tuple[Broker, RoundTrips], queue_name: str) -> None:
+    broker, trips = counted
+    for partition in ("a", "b", "c"):
+        await _push(broker, queue_name, partition, 5)
+    await _warm_up(broker, queue_name)
+
+    trips.reset()
+    result = await broker.pop(PopRequest(group="g", batch=12, max_partitions=3,
+                                         queue=queue_name))
+    assert result.count == 12 and result.partitions_claimed == 3
+    assert trips.of(POOL) == 1
+
+    trips.reset()
+    assert await _ack_all(broker, "g", result) == [True] * 12
+    assert trips.of(POOL) == 1
+
+    trips.reset()
+    empty = await broker.pop(PopRequest(group="g", batch=12, max_partitions=3,
+                                        queue=queue_name))
+    assert empty.count == 3  # the rest
+    assert trips.of(POOL) == 1
+    await _ack_all(broker, "g", empty)
+
+    trips.reset()
+    nothing = await broker.pop(PopRequest(group="g", batch=12, queue=queue_name))
+    assert nothing.claims == [] and nothing.queue_ids  # an empty pop knows its queue
+    assert trips.of(POOL) == 1
+
+
+async def test_every_re_check_of_a_long_poll_is_one_round_trip(
+        counted: tuple[Broker, RoundTrips], queue_name: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    broker, trips = counted
+    await _push(broker, queue_name, "a", 1)
+    await _warm_up(broker, queue_name)
+    await _ack_all(broker, "g", await broker.pop(PopRequest(group="g", batch=5,
+                                                            queue=queue_name)))
+    attempts = 0
+    claim = longpoll.pop
+
+    async def counting(*args: object, **kwargs: object) -> PopResult:
+        nonlocal attempts
+        attempts += 1
+        return await claim(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(longpoll, "pop", counting)
+    trips.reset()
+    result = await broker.pop(PopRequest(group="g", batch=5, queue=queue_name), wait=True,
+                              timeout_ms=400)
+    assert result.claims == []
+    assert attempts >= 3  # the first check and re-checks every 50 ms
+    assert trips.of(POOL) == attempts
+
+
+async def test_a_push_is_one_round_trip_per_flush(
+        counted: tuple[Broker, RoundTrips], queue_name: str) -> None:
+    broker, trips = counted
+    await _warm_up(broker, queue_name)
+    trips.reset()
+    await _push(broker, queue_name, "new-partition", 10)  # creates queue and partition too
+    assert trips.of(POOL) == 1
+
+
+async def test_the_counter_sees_every_round_trip_of_a_transaction(
+        counted: tuple[Broker, RoundTrips], queue_name: str) -> None:
+    """The proxy counts what it should: a transaction is BEGIN, its statements, COMMIT."""
+    from core.transactions import TxPush
+
+    broker, trips = counted
+    await _warm_up(broker, queue_name)
+    trips.reset()
+    result = await broker.transaction(
+        [TxPush(queue_name, "t", NewMessage(uuid.uuid4(), "tx-1", b"1"))], [])
+    assert result.committed
+    assert trips.of(POOL) == 3  # BEGIN, queen.append, COMMIT
