@@ -327,7 +327,19 @@ class Spool:
     def busy(self) -> bool:
         """Does the spool hold records not yet in the database? (A few system calls: the
         push path asks before every write, so that a push answered `buffered` by any
-        worker is never overtaken by a later push written directly.)"""
+        worker is never overtaken by a later push written directly.) A spool directory
+        that cannot be read counts as empty: pushes go to the database, which answers."""
+        try:
+            return self._busy()
+        except OSError as exc:
+            log.warning("push spool directory unreadable (%s)", exc)
+            if self._probe is not None:
+                with contextlib.suppress(OSError):
+                    os.close(self._probe[1])
+                self._probe = None
+            return False
+
+    def _busy(self) -> bool:
         if self._probe is not None:
             header = read_header(self._probe[1])
             if header is not None and not header.sealed:
@@ -466,8 +478,13 @@ class Spool:
                     await asyncio.to_thread(files.mark_damaged, seq)
 
     async def waiting(self) -> int:
-        """Records in the spool not yet in the database (every worker's)."""
-        return await asyncio.to_thread(self.files.waiting_records)
+        """Records in the spool not yet in the database (every worker's); 0 when the
+        directory cannot be read."""
+        try:
+            return await asyncio.to_thread(self.files.waiting_records)
+        except OSError as exc:
+            log.warning("push spool directory unreadable (%s)", exc)
+            return 0
 
     async def close(self) -> None:
         """Finish the writes in flight (what the spool holds waits for the next drainer)."""
