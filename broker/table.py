@@ -183,7 +183,7 @@ ENDPOINTS: list[Endpoint] = [
     Endpoint("POST", "/api/v1/system/maintenance", system.set_maintenance,
              "Send pushes to the disk spool (enabled=true) or back to the database",
              {200: system_wire.MaintenanceAnswer}, body=system_wire.SwitchBody, access=ADMIN),
-    Endpoint("GET", "/api/v1/system/maintenance/pop", system.get_maintenance,
+    Endpoint("GET", "/api/v1/system/maintenance/pop", system.get_pop_maintenance,
              "Both maintenance switches and the push spool's figures",
              {200: system_wire.MaintenanceAnswer}, access=ADMIN),
     Endpoint("POST", "/api/v1/system/maintenance/pop", system.set_pop_maintenance,

@@ -79,8 +79,9 @@ async def push(request: Request, body: PushBody | BinaryPush, identity: Identity
         raise errors[0]
     if isinstance(body, BinaryPush) and body.counts:
         verdicts = [o.verdict.status for o in outcomes if o.verdict is not None]
-        return json_response(PushCounts(len(outcomes), verdicts.count("queued"),
-                                        verdicts.count("duplicate"),
-                                        errors[0].message if errors else None,
-                                        sum(o.buffered for o in outcomes)), 201)
+        counts = PushCounts(len(outcomes), verdicts.count("queued"),
+                            verdicts.count("duplicate"), errors[0].message if errors else None)
+        if buffered := sum(o.buffered for o in outcomes):
+            counts.buffered = buffered
+        return json_response(counts, 201)
     return json_response([outcome_json(i, o) for i, o in enumerate(outcomes)], 201)

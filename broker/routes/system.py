@@ -34,6 +34,11 @@ async def get_maintenance(request: Request) -> Response:
     return _answer(await broker_of(request).maintenance())
 
 
+async def get_pop_maintenance(request: Request) -> Response:
+    """The same answer as `get_maintenance` (each route has its own operation id)."""
+    return _answer(await broker_of(request).maintenance())
+
+
 async def set_maintenance(request: Request, body: SwitchBody) -> Response:
     status = await broker_of(request).set_maintenance(push=body.enabled)
     return _answer(status, _PUSH_TEXT[body.enabled])

@@ -41,11 +41,11 @@ class PushResult(msgspec.Struct):
 class PushCounts(msgspec.Struct):
     """The answer to a binary push that asked for counts (§7.2, flag 2): how many items,
     how many stored, how many were duplicates, the first failure's text (`null` when none
-    failed), and how many went to the push spool (§11; failed = count - queued - duplicate
-    - buffered)."""
+    failed), and, only when some did, how many went to the push spool (`buffered`, §11;
+    failed = count - queued - duplicate - buffered)."""
 
     count: int
     queued: int
     duplicate: int
     error: str | None
-    buffered: int = 0
+    buffered: int | UnsetType = UNSET
