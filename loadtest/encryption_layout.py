@@ -87,11 +87,11 @@ def measure(frames: list[segments.Frame], rounds: int, budget: float
     for _ in range(rounds):
         for layout in LAYOUTS:
             blob = blobs[layout]
-            figures[layout]["build"].append(_per_call(lambda: box.build(layout), budget))
-            figures[layout]["read all"].append(
-                _per_call(lambda: box.read(layout, blob, 0, n - 1), budget))
-            figures[layout]["read one"].append(
-                _per_call(lambda: box.read(layout, blob, n - 1, n - 1), budget))
+            calls = {"build": lambda lo=layout: box.build(lo),
+                     "read all": lambda lo=layout, b=blob: box.read(lo, b, 0, n - 1),
+                     "read one": lambda lo=layout, b=blob: box.read(lo, b, n - 1, n - 1)}
+            for name, call in calls.items():
+                figures[layout][name].append(_per_call(call, budget))
     out: dict[str, dict[str, float]] = {}
     for layout in LAYOUTS:
         out[layout] = {
