@@ -60,16 +60,14 @@ def key_from_env(env: Mapping[str, str]) -> bytes | None:
     raw = env.get(ENV_NAME, "").strip()
     if not raw:
         return None
+    # The value is a secret: an error names its shape, never the value.
+    wanted = f"{ENV_NAME} must be exactly 64 hex characters (a 32-byte AES-256 key)"
+    if len(raw) != 64:
+        raise SettingsError(f"{wanted}; it has {len(raw)} characters")
     try:
-        key = bytes.fromhex(raw)
+        return bytes.fromhex(raw)
     except ValueError:
-        key = b""
-    if len(raw) != 64 or len(key) != 32:
-        # The value is a secret: never echo it, only its shape.
-        raise SettingsError(f"{ENV_NAME} must be exactly 64 hex characters (a 32-byte "
-                            f"AES-256 key); got {len(raw)} characters"
-                            + ("" if key or len(raw) != 64 else " that are not all hex"))
-    return key
+        raise SettingsError(f"{wanted}; it has characters that are not hex") from None
 
 
 def key_id(key: bytes) -> bytes:
