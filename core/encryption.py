@@ -65,9 +65,12 @@ def key_from_env(env: Mapping[str, str]) -> bytes | None:
     if len(raw) != 64:
         raise SettingsError(f"{wanted}; it has {len(raw)} characters")
     try:
-        return bytes.fromhex(raw)
+        key = bytes.fromhex(raw)
     except ValueError:
-        raise SettingsError(f"{wanted}; it has characters that are not hex") from None
+        key = b""
+    if len(key) != 32:  # fromhex also skips spaces: 64 characters are not always 32 bytes
+        raise SettingsError(f"{wanted}; it has characters that are not hex")
+    return key
 
 
 def key_id(key: bytes) -> bytes:
