@@ -15,29 +15,16 @@ encryption existed) refuses pushes until a key is set or the flag is turned off.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from datetime import datetime
 
 from core import encryption
 from core.encryption import ENV_NAME, EncryptionKeyMismatch
 from core.settings import Settings
+from core.storage import encryption_keys as sql
 from core.storage.database import connect_with_retry
 from core.storage.errors import storage_errors
-from core.storage.statements import Conn, Statement
+from core.storage.statements import Conn
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class KeyCheckRow:
-    key_id: bytes
-    check_value: bytes
-    created_at: datetime
-
-
-_INSERT = Statement[None]("key_check_insert")
-_READ = Statement("key_check_read", KeyCheckRow)
-_ENCRYPTED_QUEUES = Statement[None]("encrypted_queue_names")
 
 
 async def check_key(conn: Conn, key: bytes | None) -> None:
@@ -45,9 +32,9 @@ async def check_key(conn: Conn, key: bytes | None) -> None:
     key); raise EncryptionKeyMismatch when this process may not open the database."""
     if key is not None:
         cipher = encryption.SegmentCipher(key)
-        await _INSERT.run(conn, cipher.key_id,
-                          cipher.seal(encryption.CHECK_PLAINTEXT, *encryption.CHECK_PLACE))
-    stored = await _READ.one(conn)
+        await sql.insert_key_check(conn, key_id=cipher.key_id, check_value=cipher.seal(
+            encryption.CHECK_PLAINTEXT, *encryption.CHECK_PLACE))
+    stored = await sql.read_key_check(conn)
     if stored is None:
         if key is None:
             await _warn_about_encrypted_queues(conn)
@@ -70,7 +57,7 @@ async def check_key(conn: Conn, key: bytes | None) -> None:
 
 
 async def _warn_about_encrypted_queues(conn: Conn) -> None:
-    names = [str(n) for n in await _ENCRYPTED_QUEUES.values(conn, 5)]
+    names = await sql.encrypted_queue_names(conn, limit=5)
     if names:
         log.warning("queues with encryptionEnabled (%s%s) refuse pushes: %s is not set",
                     ", ".join(names), ", ..." if len(names) == 5 else "", ENV_NAME)

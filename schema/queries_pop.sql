@@ -28,7 +28,7 @@ SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_fr
 -- address the index no longer has), with the names of their queue and partition (what a
 -- sealed segment is bound to, core/encryption.py).
 -- $1 partition id, $2 lo, $3 hi
-SELECT q.name, p.name, x.base_offset, x.created_at, x.blob
+SELECT q.name AS queue, p.name AS partition, x.base_offset, x.created_at, x.blob
   FROM queen.log_segments x
   JOIN queen.log_partitions p ON p.id = x.partition_id
   JOIN queen.queues q ON q.id = p.queue_id
