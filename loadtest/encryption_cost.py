@@ -11,7 +11,7 @@ each round runs both variants, alternating, on fresh queues of 10 partitions:
 Push: `--connections` keep-alive connections push JSON batches of `--batch` corpus messages
 (~1 KiB business events, loadtest/corpus.py) for `--seconds`; msg/s and the broker's CPU
 time per message. Pop: as many connections pop that queue (batch 100, autoAck) until it is
-drained or `--seconds` pass; msg/s. Reports medians over the rounds and each figure's
+drained or `--seconds` pass; msg/s and CPU time per message. Reports medians over the rounds and each figure's
 ratio to `plain` (medians of per-round ratios). Same broker, same database, same run: only
 the queue's setting differs. Load goes only to 127.0.0.1, loops are bounded by time, and
 only the processes this command started are signalled.
@@ -93,8 +93,8 @@ async def _popper(url: str, queue: str, until: float) -> int:
 
 
 async def _run(url: str, encrypted: bool, connections: int, batch: int, seconds: float,
-               bodies: tuple[bytes, ...], pid: int) -> tuple[float, float, float]:
-    """Push msg/s, broker CPU us per pushed message, pop msg/s."""
+               bodies: tuple[bytes, ...], pid: int) -> tuple[float, float, float, float]:
+    """Push msg/s, broker CPU us per pushed message, pop msg/s, CPU us per popped one."""
     queue = f"enc-{'on' if encrypted else 'off'}-{uuid.uuid4().hex[:8]}"
     await _configure(url, queue, encrypted)
     cpu = _cpu_seconds(pid)
@@ -103,11 +103,14 @@ async def _run(url: str, encrypted: bool, connections: int, batch: int, seconds:
         _pusher(url, queue, k, batch, bodies, start + seconds) for k in range(connections))))
     push_time = time.monotonic() - start
     cpu = _cpu_seconds(pid) - cpu
+    pop_cpu = _cpu_seconds(pid)
     start = time.monotonic()
     popped = sum(await asyncio.gather(*(
         _popper(url, queue, start + seconds) for _ in range(connections))))
     pop_time = time.monotonic() - start
-    return pushed / push_time, cpu / max(pushed, 1) * 1e6, popped / pop_time
+    pop_cpu = _cpu_seconds(pid) - pop_cpu
+    return (pushed / push_time, cpu / max(pushed, 1) * 1e6, popped / pop_time,
+            pop_cpu / max(popped, 1) * 1e6)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     bodies = build_corpus().bodies
     figures: dict[str, dict[str, list[float]]] = {
-        v: {"push msg/s": [], "broker CPU us per pushed msg": [], "pop msg/s": []}
+        v: {"push msg/s": [], "broker CPU us per pushed msg": [], "pop msg/s": [],
+            "broker CPU us per popped msg": []}
         for v in VARIANTS}
     env = {"QUEEN_ENCRYPTION_KEY": os.urandom(32).hex()}
     with launch.Postgres(FAST_DATABASE if args.fast_database else None) as pg:
@@ -134,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
                     for name, value in zip(figures[variant], result):
                         figures[variant][name].append(value)
                     print(f"{variant:9} push {result[0]:8.0f} msg/s  CPU/msg {result[1]:6.1f} "
-                          f"us  pop {result[2]:8.0f} msg/s", flush=True)
+                          f"us  pop {result[2]:8.0f} msg/s  CPU/msg {result[3]:6.1f} us",
+                          flush=True)
     print()
     for name in figures["plain"]:
         for variant in VARIANTS:
