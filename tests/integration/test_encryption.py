@@ -179,17 +179,20 @@ async def test_binary_pushes_and_transactions_to_an_encrypted_queue_are_sealed(
     assert (await post_binary(enc, "/api/v1/push", plain)).status_code == 201
     # The client's own zstd frame (which the broker stores as it came in a plain queue).
     client_built = encode_push_frames([PushBatch(
-        queue_name, "Default", [json.dumps(secret(i)).encode() for i in (1, 2)],
-        ["b1", "b2"])])
+        queue_name, "Default", [json.dumps(secret(i)).encode() for i in (1, 2, 3)],
+        ["b1", "b2", "b3"])])
     assert (await post_binary(enc, "/api/v1/push", client_built)).status_code == 201
     tx = encode_transaction_frames(b"{\"operations\": []}", [PushBatch(
-        queue_name, "Default", [json.dumps(secret(3)).encode()], ["b3"])])
+        queue_name, "Default", [json.dumps(secret(4)).encode()], ["b4"])])
     r = await post_binary(enc, "/api/v1/transaction", tx)
     assert r.status_code == 200 and r.json()["success"] is True, r.text
     blobs = await stored_blobs(raw, queue_name)
     assert len(blobs) == 3 and all(encryption.is_sealed(b) and not plaintext_in(b)
                                    for b in blobs)
-    want = [secret(i) for i in range(4)]
+    want = [secret(i) for i in range(5)]
+    # One of the framed push's three: only its frame travels (decrypted, decompressed).
+    r = await framed(enc, f"/api/v1/pop/queue/{queue_name}", batch="2", consumerGroup="one")
+    assert [m["data"] for m in decode_pop_frames(r.content)["messages"]] == want[:2]
     r = await framed(enc, f"/api/v1/pop/queue/{queue_name}", batch="10", consumerGroup="f")
     assert [m["data"] for m in decode_pop_frames(r.content)["messages"]] == want
     popped = await pop_json(enc, queue_name, batch=10, consumerGroup="j")
