@@ -14,6 +14,7 @@ from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 from core.auth_settings import AuthSettings, auth_settings_from_env
+from core.encryption import key_from_env
 from core.env import EnvReader, SettingsError
 
 
@@ -68,6 +69,8 @@ class Settings:
     file_buffer_max_batch: int = 100
     file_buffer_events_per_file: int = 10_000
     file_buffer_max_bytes: int = 1 << 30
+    # QUEEN_ENCRYPTION_KEY (32 bytes), for queues with encryptionEnabled; never in the repr.
+    encryption_key: bytes | None = dataclasses.field(default=None, repr=False)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -135,6 +138,7 @@ class Settings:
                 "FILE_BUFFER_EVENTS_PER_FILE", cls.file_buffer_events_per_file, low=1),
             file_buffer_max_bytes=read.integer(
                 "FILE_BUFFER_MAX_BYTES", cls.file_buffer_max_bytes, low=1024),
+            encryption_key=key_from_env(env),
         )
 
     @property
