@@ -22,9 +22,7 @@ from prometheus_client.core import (
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 
 from core.counters import LATENCY_BOUNDS, TIMED, bucket_name
-from core.listener import ANY_QUEUE
 from core.stats import ClusterFigures, OperatingFigures, ProcessFigures
-from core.storage.admin import Overview
 
 MEDIA_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # the format wire-protocol §6.5 names
 
@@ -57,12 +55,11 @@ _OVERVIEW_GAUGES = (
 
 @dataclass(frozen=True, slots=True)
 class Scrape:
-    """Everything one scrape shows. `cluster` and `overview` are None when the database
-    could not be read: the local gauges still answer, and `queen_file_buffer_db_healthy`
-    says why the rest is missing."""
+    """Everything one scrape shows. `cluster` is None when the database could not be read:
+    the local gauges still answer, and `queen_file_buffer_db_healthy` says why the rest is
+    missing."""
 
     cluster: ClusterFigures | None
-    overview: Overview | None
     local: ProcessFigures  # this worker, for when the cluster view is missing
     operating: OperatingFigures
 
@@ -121,7 +118,6 @@ def _families(scrape: Scrape) -> Iterator[Metric]:
         yield CounterMetricFamily(name, text, value=cluster.counters.get(key, 0))
     for kind in TIMED:
         yield _histogram(kind, cluster.counters)
-    names = {q.id: q.name for q in cluster.queues}
     yield _gauge("queen_dlq_depth", "Rows in the dead-letter store.",
                  sum(q.dead_letters for q in cluster.queues))
     yield _labelled("queen_dlq_depth_by_queue", "Dead letters per queue.", "queue",
@@ -129,20 +125,11 @@ def _families(scrape: Scrape) -> Iterator[Metric]:
     yield _labelled("queen_queue_pop_lag_milliseconds",
                     "Age of the oldest message the slowest cursor has not consumed.", "queue",
                     ((q.name, q.lag_ms) for q in cluster.queues))
-    parked: dict[str, int] = {}
-    for p in processes:
-        for queue_id, count in p.parked.items():
-            label = "*" if queue_id == ANY_QUEUE else names.get(queue_id)
-            if label is not None:
-                parked[label] = parked.get(label, 0) + count
     yield _labelled("queen_queue_parked_consumers",
                     "Long-poll pops parked per queue (* = any queue: discovery pops, and pops "
-                    "before their first check).", "queue",
-                    ((name, parked.get(name, 0)) for name in [*names.values(), "*"]))
-    overview = scrape.overview
-    if overview is not None:
-        for name, text, attr in _OVERVIEW_GAUGES:
-            yield _gauge(name, text, getattr(overview, attr))
+                    "before their first check).", "queue", cluster.parked.items())
+    for name, text, attr in _OVERVIEW_GAUGES:
+        yield _gauge(name, text, getattr(cluster.overview, attr))
 
 
 class _OneScrape:

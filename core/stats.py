@@ -31,11 +31,14 @@ from datetime import UTC, datetime
 
 from core.counters import COUNTERS, Counters
 from core.errors import ServiceError
+from core.listener import ANY_QUEUE
 from core.settings import Settings
+from core.storage import admin as admin_sql
 from core.storage import stats as sql
+from core.storage.admin import Overview
 from core.storage.database import Database, PoolStats, connect_with_retry
 from core.storage.statements import Conn
-from core.storage.stats import SeriesRow
+from core.storage.stats import QueueGauges, SeriesRow
 
 log = logging.getLogger(__name__)
 
@@ -194,14 +197,20 @@ class CounterFlusher:
             conn.terminate()  # immediate: it may be stuck in a statement that timed out
 
 
+ANY_QUEUE_LABEL = "*"  # parked pops not (yet) tied to one queue
+
+
 @dataclass(slots=True)
 class ClusterFigures:
     """What `/metrics` and `/metrics/prometheus` show: cluster counters (flushed by every
-    process), live processes, per-queue gauges and the overview counts."""
+    process), live processes, per-queue gauges, parked pops per queue name, and the
+    overview counts."""
 
     counters: dict[str, int]
     processes: list[ProcessFigures]
-    queues: list[sql.QueueGauges]
+    queues: list[QueueGauges]
+    parked: dict[str, int]  # queue name (or ANY_QUEUE_LABEL) -> parked pops, every queue
+    overview: Overview
 
 
 async def cluster_figures(db: Database, *, live_seconds: float) -> ClusterFigures:
@@ -210,7 +219,15 @@ async def cluster_figures(db: Database, *, live_seconds: float) -> ClusterFigure
         processes = [_process_figures(r)
                      for r in await sql.live_processes(conn, seconds=live_seconds)]
         queues = await sql.queue_gauges(conn)
-    return ClusterFigures(counters, processes, queues)
+        overview = await admin_sql.overview(conn)
+    names = {q.id: q.name for q in queues}
+    parked = dict.fromkeys([*names.values(), ANY_QUEUE_LABEL], 0)
+    for p in processes:
+        for queue_id, count in p.parked.items():
+            label = ANY_QUEUE_LABEL if queue_id == ANY_QUEUE else names.get(queue_id)
+            if label is not None:
+                parked[label] += count
+    return ClusterFigures(counters, processes, queues, parked, overview)
 
 
 async def sample(db: Database) -> int:

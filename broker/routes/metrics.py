@@ -24,7 +24,6 @@ from broker.wire.http import json_response
 from core.errors import ServiceError
 from core.service import Broker
 from core.stats import ClusterFigures, ProcessFigures, resident_memory_bytes
-from core.storage.admin import Overview
 
 _STARTED = time.monotonic()  # per worker process; module import happens at app start
 
@@ -38,18 +37,19 @@ def _local(broker: Broker) -> ProcessFigures:
         rss_bytes=resident_memory_bytes())
 
 
-async def _figures(broker: Broker) -> tuple[ClusterFigures | None, Overview | None]:
-    """The cluster's figures, or (None, None) when the database cannot be read: the metrics
-    routes answer what this process knows rather than an error."""
+async def _figures(broker: Broker) -> ClusterFigures | None:
+    """The cluster's figures, or None when the database cannot be read: the metrics routes
+    answer what this process knows rather than an error."""
     try:
-        return await broker.cluster_figures(), await broker.resources.overview()
+        return await broker.cluster_figures()
     except ServiceError:
-        return None, None
+        return None
 
 
 async def metrics(request: Request) -> Response:
     broker = broker_of(request)
-    cluster, row = await _figures(broker)
+    cluster = await _figures(broker)
+    row = cluster.overview if cluster is not None else None
     local = _local(broker)
     usage = resource.getrusage(resource.RUSAGE_SELF)
     assert broker.flusher is not None
@@ -80,6 +80,5 @@ async def metrics(request: Request) -> Response:
 
 async def prometheus_text(request: Request) -> Response:
     broker = broker_of(request)
-    cluster, row = await _figures(broker)
-    scrape = prometheus.Scrape(cluster, row, _local(broker), broker.figures_provider())
+    scrape = prometheus.Scrape(await _figures(broker), _local(broker), broker.figures_provider())
     return Response(prometheus.exposition(scrape), media_type=prometheus.MEDIA_TYPE)
