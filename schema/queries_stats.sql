@@ -46,7 +46,8 @@ DELETE FROM queen.stats_processes
 
 -- name: stats_queue_gauges
 -- Per queue: dead letters, and the pop lag: the age in milliseconds of the oldest message a
--- cursor has not consumed yet (the worst cursor's), 0 when every cursor is caught up.
+-- cursor has not had delivered yet (past its committed offset and past the span a live
+-- lease holds), the worst cursor's; 0 when every cursor has been served everything.
 SELECT q.id, q.name,
        (SELECT count(*) FROM queen.log_dlq d JOIN queen.log_partitions p ON p.id = d.partition_id
          WHERE p.queue_id = q.id) AS dead_letters,
@@ -54,10 +55,15 @@ SELECT q.id, q.name,
                    FROM queen.log_partitions p
                    JOIN queen.log_consumers c ON c.partition_id = p.id
                    CROSS JOIN LATERAL (
+                         SELECT greatest(c.committed, p.log_start - 1,
+                                         CASE WHEN c.worker_id IS NOT NULL
+                                                   AND c.lease_expires_at > now()
+                                              THEN c.batch_end END) AS served) k
+                   CROSS JOIN LATERAL (
                          SELECT s.created_at FROM queen.log_segments s
-                          WHERE p.last_offset > greatest(c.committed, p.log_start - 1)
+                          WHERE p.last_offset > k.served
                             AND s.partition_id = p.id
-                            AND s.base_offset <= greatest(c.committed + 1, p.log_start)
+                            AND s.base_offset <= k.served + 1
                           ORDER BY s.base_offset DESC LIMIT 1) lag
                   WHERE p.queue_id = q.id), 0)::float8 AS lag_ms
   FROM queen.queues q
