@@ -27,7 +27,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
 from core.counters import COUNTERS, Counters
 from core.errors import ServiceError
@@ -128,7 +128,6 @@ class CounterFlusher:
         self._figures = figures
         self._counters = counters
         self.process = f"{socket.gethostname()}:{os.getpid()}"
-        self._started_at = datetime.now(UTC)
         self._conn: Conn | None = None
         self._lock = asyncio.Lock()
         self._stopping = asyncio.Event()
@@ -172,7 +171,7 @@ class CounterFlusher:
                     done = await sql.flush(
                         self._conn, partition_ids=[k[0] for k in keys],
                         names=[k[1] for k in keys], deltas=[deltas[k] for k in keys],
-                        process=self.process, started_at=self._started_at, figures=heartbeat)
+                        process=self.process, figures=heartbeat)
             except (ServiceError, TimeoutError) as exc:
                 self._counters.give_back(deltas)
                 log.debug("counter flush failed, kept for the next one: %r", exc)

@@ -8,8 +8,8 @@
 -- caller sends each key once, sorted, so concurrent flushes lock rows in the same order.
 -- Answers the counters written and the cluster's request and message totals (as of the
 -- statement's snapshot: without the deltas it adds), for the rates of `/metrics`.
--- $1 partition ids (0 = cluster-wide), $2 names, $3 deltas, $4 process, $5 started at,
--- $6 figures (JSON)
+-- The heartbeat row is created with the database's now() as the process's start.
+-- $1 partition ids (0 = cluster-wide), $2 names, $3 deltas, $4 process, $5 figures (JSON)
 WITH added AS (
     INSERT INTO queen.stats_counters AS c (partition_id, name, value)
     SELECT u.pid, u.name, u.delta
@@ -18,7 +18,7 @@ WITH added AS (
     ON CONFLICT (partition_id, name) DO UPDATE SET value = c.value + excluded.value
     RETURNING 1)
 INSERT INTO queen.stats_processes AS s (process, started_at, seen_at, figures)
-VALUES ($4, $5, now(), $6::jsonb)
+VALUES ($4, now(), now(), $5::jsonb)
 ON CONFLICT (process) DO UPDATE SET seen_at = now(), figures = excluded.figures
 RETURNING (SELECT count(*) FROM added) AS written,
           (SELECT coalesce(sum(value), 0) FROM queen.stats_counters

@@ -75,11 +75,10 @@ _CHANGED = Statement("stats_changed_partitions", ChangedRow)
 
 
 async def flush(conn: Conn, *, partition_ids: Sequence[int], names: Sequence[str],
-                deltas: Sequence[int], process: str, started_at: datetime,
-                figures: str) -> Flushed:
+                deltas: Sequence[int], process: str, figures: str) -> Flushed:
     """Add counter deltas and refresh the process's heartbeat."""
     row = await _FLUSH.one(conn, list(partition_ids), list(names), list(deltas), process,
-                           started_at, figures)
+                           figures)
     assert row is not None
     return row
 
