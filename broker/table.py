@@ -4,13 +4,16 @@ The Starlette routes and `/openapi.json` are both derived from `ENDPOINTS`; a ro
 not in this table does not exist. Each row's `access` is who may call it when auth is on
 (wire-protocol §9); decisions beyond §9's list: `POST /api/v1/fetch` is READ_ONLY (it reads,
 like the DLQ and message GETs), the DLQ retry route READ_WRITE (as §9 suggests), and
-`/openapi.json` and `/docs` PUBLIC (and skipped by default: the API description is no secret).
+`/openapi.json` and `/docs` PUBLIC (and skipped by default: the API description is no secret),
+and `/`, the dashboard page, PUBLIC (in §9's default skip list: it holds no data; the page asks
+for a token and calls the API with it).
 """
 
 from __future__ import annotations
 
 from broker import openapi
 from broker.auth.access import Access
+from broker.dashboard import page as dashboard
 from broker.endpoint import HTML, TEXT, Endpoint
 from broker.routes import (
     ack,
@@ -191,6 +194,8 @@ ENDPOINTS: list[Endpoint] = [
     Endpoint("GET", "/metrics/prometheus", metrics.prometheus_text,
              "Cluster counters and gauges (Prometheus text format)", {200: TEXT},
              access=PUBLIC),
+    # The dashboard: one self-contained page over this API (broker/dashboard)
+    Endpoint("GET", "/", dashboard.serve, "The dashboard (HTML)", {200: HTML}, access=PUBLIC),
     # This document
     Endpoint("GET", "/openapi.json", openapi.serve_document, "This API as OpenAPI 3.1",
              {200: FreeForm}, access=PUBLIC),

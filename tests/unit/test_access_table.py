@@ -27,6 +27,7 @@ SECTION_9 = {
     ("GET", "/metrics/prometheus"): PUBLIC,
     ("GET", "/openapi.json"): PUBLIC,
     ("GET", "/docs"): PUBLIC,
+    ("GET", "/"): PUBLIC,  # the dashboard page (it holds no data; its API calls carry the token)
     # WRITE_ONLY: push
     ("POST", "/api/v1/push"): WRITE_ONLY,
     # READ_WRITE: pop (a GET), ack, ack/batch, transaction, lease extend, configure, seek,
