@@ -177,6 +177,10 @@ class CounterFlusher:
                 log.debug("counter flush failed, kept for the next one: %r", exc)
                 await self._disconnect()
                 return False
+            except asyncio.CancelledError:  # e.g. a scrape's request cut off: keep the counts
+                self._counters.give_back(deltas)
+                await self._disconnect()
+                raise
             self.history.append((time.monotonic(), done.requests, done.messages))
             return True
 
