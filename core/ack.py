@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from core import segments
+from core import encryption, segments
 from core.ids import PartitionId, QueueId
 from core.storage import reads as sql
 from core.storage.statements import Conn
@@ -140,7 +140,8 @@ async def _search(conn: Conn, inputs: list[sql.AckInput],
         if hi < lo:
             continue
         for seg in await sql.span_segments(conn, partition_id=pid, lo=lo, hi=hi):
-            for k, frame in enumerate(segments.unpack(seg.blob)):
+            blob = encryption.opened(seg.blob, seg.queue, seg.partition)
+            for k, frame in enumerate(segments.unpack(blob)):
                 offset = seg.base_offset + k
                 if lo <= offset and frame.transaction_id in wanted:
                     for i in wanted.pop(frame.transaction_id):

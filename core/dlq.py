@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from core import segments
+from core import encryption, segments
 from core.ids import NIL_UUID, PartitionId, uuid7
 from core.storage import dead_letters as sql
 from core.storage.database import Database
@@ -52,6 +52,7 @@ class DlqRow:
     retry_count: int
     created_at: datetime
     failed_at: datetime
+    encrypted: bool = False  # the payload was stored encrypted (and decrypted for this)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +75,7 @@ def dead_letter(row: sql.DeadLetterRow) -> DlqRow:
     extracted from the preserved copy of its segment."""
     message_id, trace_id, producer_sub = row.message_id, row.trace_id, row.producer_sub
     payload = row.payload
+    encrypted = False
     if payload is None:
         frame = _frame(row)
         if frame is None:  # the copy is gone (cannot happen while the row exists)
@@ -82,19 +84,20 @@ def dead_letter(row: sql.DeadLetterRow) -> DlqRow:
             message_id, trace_id, producer_sub = frame.message_id, frame.trace_id, \
                 frame.producer_sub
             payload = frame.payload
+            encrypted = encryption.is_sealed(row.segment_blob or b"")
     return DlqRow(
         id=row.id, partition_id=row.partition_id, queue=row.queue, partition=row.partition,
         consumer_group=row.consumer_group, offset=row.msg_offset,
         transaction_id=row.transaction_id, message_id=message_id or _UNKNOWN_ID,
         trace_id=trace_id, producer_sub=producer_sub, payload=bytes(payload),
         error_message=row.error_message, retry_count=row.retry_count,
-        created_at=row.created_at, failed_at=row.failed_at)
+        created_at=row.created_at, failed_at=row.failed_at, encrypted=encrypted)
 
 
 def _frame(row: sql.DeadLetterRow) -> segments.Frame | None:
     if row.segment_blob is None or row.segment_base is None:
         return None
-    frames = segments.unpack(row.segment_blob)
+    frames = segments.unpack(encryption.opened(row.segment_blob, row.queue, row.partition))
     index = row.msg_offset - row.segment_base
     return frames[index] if 0 <= index < len(frames) else None
 

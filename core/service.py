@@ -28,12 +28,13 @@ from datetime import datetime
 from typing import Any
 
 from core import ack as acks
-from core import changes, leases, queues, stats, transactions
+from core import changes, encryption, leases, queues, stats, transactions
 from core import fetch as offset_reads
 from core.counters import COUNTERS
 from core.dlq import DeadLetters
 from core.embedded import database_dsn
 from core.groups import ConsumerGroups
+from core.key_check import check_key
 from core.listener import WakeupHub
 from core.longpoll import Backoff, pop_or_wait
 from core.messages import Messages
@@ -77,7 +78,8 @@ class Broker:
     @contextlib.asynccontextmanager
     async def open(cls, settings: Settings, *, dsn: str | None = None, migrate: bool = True,
                    stop_waiting: asyncio.Event | None = None) -> AsyncIterator[Broker]:
-        """Open the pool (applying migrations), start the side tasks, and yield the broker.
+        """Open the pool (applying migrations), check QUEEN_ENCRYPTION_KEY against the
+        database (core/key_check.py), start the side tasks, and yield the broker.
 
         `stop_waiting`, when given, is the event that makes parked long polls answer at once
         (the owner sets it when it starts to drain; `Broker.stop_waiting` sets it too).
@@ -86,6 +88,9 @@ class Broker:
         target = dsn if dsn is not None else database_dsn(settings)
         db = await Database.open(settings, target, migrate=migrate)
         try:
+            encryption.install(settings.encryption_key)
+            async with db.session() as conn:
+                await check_key(conn, settings.encryption_key)
             hub = WakeupHub(target, server_settings(settings, role="wakeup"))
             broker = cls(settings, db, hub, stop_waiting or asyncio.Event())
             flusher = broker.flusher = stats.CounterFlusher(

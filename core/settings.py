@@ -14,6 +14,7 @@ from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 from core.auth_settings import AuthSettings, auth_settings_from_env
+from core.encryption import key_from_env
 from core.env import EnvReader, SettingsError
 
 
@@ -65,6 +66,8 @@ class Settings:
     auth: AuthSettings = dataclasses.field(default_factory=AuthSettings)
     # Origins a browser page may call the API from (CORS); `*` is any.
     cors_origins: tuple[str, ...] = ("*",)
+    # QUEEN_ENCRYPTION_KEY (32 bytes), for queues with encryptionEnabled; never in the repr.
+    encryption_key: bytes | None = dataclasses.field(default=None, repr=False)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -129,6 +132,7 @@ class Settings:
                 "LOG_LEVEL", cls.log_level, ("debug", "info", "warning", "error", "critical")),
             auth=auth_settings_from_env(env),
             cors_origins=cors_origins_from_env(env),
+            encryption_key=key_from_env(env),
         )
 
     @property

@@ -46,7 +46,7 @@ def row_json(row: dlq.DlqRow) -> DlqMessage:
         data=msgspec.Raw(row.payload), producerSub=row.producer_sub,
         createdAt=iso(row.created_at), failedAt=iso(row.failed_at),
         messageId=str(row.message_id), traceId=str(row.trace_id) if row.trace_id else None,
-        offset=row.offset)
+        offset=row.offset, isEncrypted=True if row.encrypted else msgspec.UNSET)
 
 
 async def list_dlq(request: Request, query: DlqQuery) -> Response:

@@ -77,7 +77,7 @@ async def get_message(request: Request, path: MessagePath) -> Response:
         id=str(view.message_id), transactionId=view.transaction_id, data=data, payload=data,
         traceId=str(view.trace_id) if view.trace_id else None, producerSub=view.producer_sub,
         createdAt=iso(view.created_at), partitionId=str(view.partition_id),
-        partition=view.partition, isEncrypted=False, queue=view.queue,
+        partition=view.partition, isEncrypted=view.encrypted, queue=view.queue,
         queuePath=f"{view.queue}/{view.partition}", namespace=view.namespace, task=view.task,
         offset=view.offset, status=view.status, errorMessage=view.error_message,
         retryCount=view.retry_count, leaseExpiresAt=_iso(view.lease_expires_at),

@@ -45,6 +45,8 @@ class DlqMessage(msgspec.Struct):
     messageId: str
     traceId: str | None
     offset: int
+    # Present (true) only when the payload was stored encrypted and decrypted for this (§5.1).
+    isEncrypted: bool | msgspec.UnsetType = msgspec.UNSET
 
 
 class DlqPage(msgspec.Struct):
