@@ -75,7 +75,7 @@ class AckResult:
 _UNKNOWN_PARTITION = AckOutcome(False, "partition not found")
 
 
-def _partition_id(text: str) -> int | None:
+def partition_id_of(text: str) -> int | None:
     """Our partition ids are decimal integers; any other text names no partition."""
     if text.isascii() and text.isdigit() and len(text) <= 18:
         return int(text)
@@ -94,7 +94,7 @@ async def apply_acks(conn: Conn, acks: Sequence[GroupAck], *,
     inputs: list[sql.AckInput] = []
     positions: list[int] = []  # index in `acks` of each input
     for index, ack in enumerate(acks):
-        pid = _partition_id(ack.item.partition_id)
+        pid = partition_id_of(ack.item.partition_id)
         if pid is None:
             outcomes[index] = _UNKNOWN_PARTITION
             continue

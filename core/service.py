@@ -16,6 +16,12 @@ nothing while pop maintenance is on (core/switches.py holds both switches).
     maintenance / set_maintenance / require_direct_writes      the switches and the spool
     dlq.*        dead letters (core/dlq.py)        messages.*   inspection (core/messages.py)
     groups.*     consumer groups (core/groups.py)  resources.*  figures (core/resources.py)
+    stats_refresh / analytics / cluster_figures / partitions_changed   (core/stats.py)
+
+The message plane counts what it did in `core.counters.COUNTERS` (in memory); a side task
+(`core.stats.CounterFlusher`) adds the counts to the database every METRICS_FLUSH_MS.
+`figures_provider` is where the maintenance switch and push spool report their state to the
+metrics (`_operating_figures`).
 """
 
 from __future__ import annotations
@@ -28,8 +34,9 @@ from datetime import datetime
 from typing import Any
 
 from core import ack as acks
-from core import encryption, leases, queues, transactions
+from core import changes, encryption, leases, queues, stats, transactions
 from core import fetch as offset_reads
+from core.counters import COUNTERS
 from core.dlq import DeadLetters
 from core.embedded import database_dsn
 from core.errors import ServiceError, StorageUnavailable
@@ -45,6 +52,7 @@ from core.settings import Settings
 from core.spool import Spool, SpoolSettings
 from core.spool_format import SpoolRecord
 from core.storage.database import Database, PoolStats, server_settings
+from core.storage.stats import SeriesRow
 from core.switches import CHANNEL as SWITCHES_CHANNEL
 from core.switches import Switches, SwitchState
 from core.writes import Appended, NewMessage
@@ -88,6 +96,9 @@ class Broker:
         self.groups = ConsumerGroups(db, hub.announce)
         self.resources = Resources(db)
         self.messages = Messages(db)
+        self.counters = COUNTERS
+        self.figures_provider: stats.FiguresProvider = stats.no_spool
+        self.flusher: stats.CounterFlusher | None = None  # set by `open`
         self._switches = Switches(db, self._switched)
         self._spool = Spool(SpoolSettings(settings.spool_dir))  # its directory: see `open`
 
@@ -112,10 +123,15 @@ class Broker:
             broker = cls(settings, db, hub, stop_waiting or asyncio.Event())
             switches, spool = broker._switches, await broker._open_spool()
             hub.subscribe(SWITCHES_CHANNEL, switches.notified)
+            broker.figures_provider = broker._operating_figures
+            flusher = broker.flusher = stats.CounterFlusher(
+                target, settings, pool_stats=db.pool_stats, parked=hub.parked_by_queue,
+                figures=lambda: broker.figures_provider())
             try:
                 async with asyncio.TaskGroup() as side_tasks:
                     side_tasks.create_task(hub.listen_forever(), name="wakeup-listen")
                     side_tasks.create_task(hub.announce_forever(), name="wakeup-notify")
+                    side_tasks.create_task(flusher.flush_forever(), name="counter-flush")
                     side_tasks.create_task(switches.reread_forever(), name="switches")
                     side_tasks.create_task(spool.run_forever(
                         broker._replay, paused=lambda: switches.push_paused,
@@ -128,6 +144,7 @@ class Broker:
                         switches.close()
                         await broker._pusher.close()
                         hub.close()  # the loops return; the TaskGroup waits for them
+                        flusher.close()  # after a last flush, with the pushes just written
             finally:
                 await spool.close()  # what it still holds waits for the next worker
         finally:
@@ -166,6 +183,7 @@ class Broker:
                 return outcomes  # the spool cannot help either: the database error stands
             for i, outcome in zip(unwritten, buffered):
                 outcomes[i] = outcome
+        _count_queued(outcomes)
         return outcomes
 
     async def _buffer(self, items: Sequence[PushItem]) -> list[PushOutcome]:
@@ -181,6 +199,7 @@ class Broker:
             PushItem(r.queue, r.partition, NewMessage(r.message_id, r.transaction_id,
                                                       r.payload, r.trace_id, r.producer_sub))
             for r in records])
+        _count_queued(outcomes)  # a buffered message counts as pushed once it is stored
         for outcome in outcomes:
             if outcome.error is not None:
                 raise outcome.error
@@ -193,10 +212,14 @@ class Broker:
         """Claim and read now; with `wait`, park until something is delivered, `timeout_ms`
         passes, the client is `gone`, or the broker stops waiting (an empty result)."""
         switches = self._switches
-        return await pop_or_wait(self._db, self._hub, request, wait=wait,
-                                 timeout_ms=timeout_ms, backoff=self._backoff, gone=gone,
-                                 stop_waiting=self._stop_waiting,
-                                 paused=lambda: switches.pop_paused)
+        result = await pop_or_wait(self._db, self._hub, request, wait=wait,
+                                   timeout_ms=timeout_ms, backoff=self._backoff, gone=gone,
+                                   stop_waiting=self._stop_waiting,
+                                   paused=lambda: switches.pop_paused)
+        for claim in result.claims:
+            COUNTERS.add("delivered", claim.count, claim.partition_id)
+        COUNTERS.add("pop_messages", result.count)
+        return result
 
     def stop_waiting(self) -> None:
         """Parked long polls answer now and new ones do not park (the process drains)."""
@@ -213,6 +236,7 @@ class Broker:
         async with self._db.session() as conn:
             result = await acks.apply_acks(conn, items)
         self._hub.announce(result.wakes)
+        _count_acks(items, result.outcomes)
         return result
 
     async def transaction(self, ops: list[transactions.TxPush | transactions.TxAck],
@@ -224,6 +248,13 @@ class Broker:
         result = await transactions.run_transaction(self._db, ops, required_leases)
         if result.committed:
             self._hub.announce(result.wakes)
+            COUNTERS.add("transactions")
+            COUNTERS.add("push_messages", sum(1 for v in result.verdicts.values()
+                                              if v.status == "queued"))
+            applied = sorted(result.acks)
+            _count_acks([acks.GroupAck(op.group, op.item) for op in
+                         (ops[i] for i in applied) if isinstance(op, transactions.TxAck)],
+                        [result.acks[i] for i in applied])
         return result
 
     async def extend_lease(self, lease_id: str, seconds: int) -> list[datetime]:
@@ -263,6 +294,11 @@ class Broker:
         await self._switches.set(push=push, pop=pop)
         return await self.maintenance()
 
+    def _operating_figures(self) -> stats.OperatingFigures:
+        """For the metrics: the push switch and the spool (its count as last taken)."""
+        return stats.OperatingFigures(self._switches.push_paused, self._spool.last_waiting,
+                                      self._spool.failed)
+
     def _switched(self, state: SwitchState) -> None:
         if not state.push:
             self._spool.kick()  # drain now
@@ -277,3 +313,48 @@ class Broker:
 
     def pool_stats(self) -> PoolStats:
         return self._db.pool_stats()
+
+    # --- observability (core/stats.py) --------------------------------------------------
+
+    async def stats_refresh(self) -> int:
+        """Take an analytics sample now; answers the queue rows stored."""
+        return await stats.sample(self._db)
+
+    async def analytics(self, where: stats.SeriesFilter) -> list[SeriesRow]:
+        return await stats.series(self._db, where)
+
+    async def cluster_figures(self) -> stats.ClusterFigures:
+        """Every process's counters (this one's flushed first, so its own requests are in),
+        live processes and per-queue gauges."""
+        assert self.flusher is not None
+        await self.flusher.flush()
+        return await stats.cluster_figures(
+            self._db, live_seconds=stats.LIVE_INTERVALS * self.flusher.interval + 2)
+
+    async def partitions_changed(self, entries: Sequence[changes.ChangedEntry]
+                                 ) -> tuple[datetime, list[changes.ChangedResult]]:
+        return await changes.partitions_changed(self._db, entries)
+
+
+def _count_acks(items: Sequence[acks.GroupAck], outcomes: Sequence[acks.AckOutcome]) -> None:
+    """Count applied acks: all of them, the failed ones per partition (for the analytics),
+    and those that dead-lettered a message."""
+    applied = failed = dead = 0
+    for ack, outcome in zip(items, outcomes):
+        if not outcome.success or outcome.noop:
+            continue
+        applied += 1
+        if ack.item.status != "completed":
+            failed += 1
+            pid = acks.partition_id_of(ack.item.partition_id)
+            if pid is not None:
+                COUNTERS.add("failed", 1, pid)
+        dead += outcome.dlq
+    COUNTERS.add("ack_messages", applied)
+    COUNTERS.add("ack_failed", failed)
+    COUNTERS.add("dlq", dead)
+
+
+def _count_queued(outcomes: Sequence[PushOutcome]) -> None:
+    COUNTERS.add("push_messages", sum(
+        1 for o in outcomes if o.verdict is not None and o.verdict.status == "queued"))

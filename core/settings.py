@@ -53,6 +53,11 @@ class Settings:
     retention_interval_ms: int = 300000
     retention_batch_size: int = 1000
     reaper_interval_ms: int = 1000
+    # Observability: how often each web worker adds its counters to the database, how often
+    # the reaper samples the analytics series, and how long samples are kept.
+    metrics_flush_ms: int = 1000
+    stats_sample_interval_ms: int = 300000
+    metrics_retention_days: int = 90
     # `serve` stops the broker when one of its processes dies more than this many times
     # within the window, instead of restarting it forever.
     supervisor_max_restarts: int = 5
@@ -121,6 +126,12 @@ class Settings:
             retention_batch_size=read.integer(
                 "RETENTION_BATCH_SIZE", cls.retention_batch_size, low=1),
             reaper_interval_ms=read.integer("REAPER_INTERVAL_MS", cls.reaper_interval_ms, low=10),
+            metrics_flush_ms=read.integer("METRICS_FLUSH_MS", cls.metrics_flush_ms, low=50,
+                                          high=600_000),
+            stats_sample_interval_ms=read.integer(
+                "STATS_SAMPLE_INTERVAL_MS", cls.stats_sample_interval_ms, low=1000),
+            metrics_retention_days=read.integer(
+                "METRICS_RETENTION_DAYS", cls.metrics_retention_days, low=1, high=3650),
             supervisor_max_restarts=read.integer(
                 "SUPERVISOR_MAX_RESTARTS", cls.supervisor_max_restarts, low=0),
             supervisor_restart_window_ms=read.integer(

@@ -47,6 +47,7 @@ import fcntl
 import itertools
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,6 +79,7 @@ DAMAGED_SUFFIX = ".damaged"
 _TEMP_SUFFIX = ".creating"
 WRITE_LOCK = "write.lock"
 DRAIN_LOCK = "drain.lock"
+COUNT_SECONDS = 2.0  # how often the drain loop recounts the waiting records
 
 Replay = Callable[[list[SpoolRecord]], Awaitable[None]]
 
@@ -321,6 +323,7 @@ class Spool:
         self._probe: tuple[int, int] | None = None  # (seq, fd) of the newest file
         self.database_down = False
         self.failed = 0  # records this worker refused because the spool could not take them
+        self.last_waiting = 0  # records waiting, as last counted (for the metrics)
 
     # --- the push path -----------------------------------------------------------------------
 
@@ -420,11 +423,16 @@ class Spool:
 
     async def run_forever(self, replay: Replay, *, paused: Callable[[], bool],
                           healthy: Callable[[], Awaitable[bool]]) -> None:
-        """Drain while maintenance is off and the database answers, until `stop`."""
+        """Drain while maintenance is off and the database answers, until `stop`; recount
+        what waits every COUNT_SECONDS (for the metrics)."""
+        next_count = 0.0
         while not self._stopping.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._kick.wait(), self.settings.flush_ms / 1000)
             self._kick.clear()
+            if time.monotonic() >= next_count:
+                next_count = time.monotonic() + COUNT_SECONDS
+                await self.waiting()
             if self._stopping.is_set() or paused():
                 continue
             if self.database_down:
@@ -481,10 +489,11 @@ class Spool:
         """Records in the spool not yet in the database (every worker's); 0 when the
         directory cannot be read."""
         try:
-            return await asyncio.to_thread(self.files.waiting_records)
+            self.last_waiting = await asyncio.to_thread(self.files.waiting_records)
         except OSError as exc:
             log.warning("push spool directory unreadable (%s)", exc)
-            return 0
+            self.last_waiting = 0
+        return self.last_waiting
 
     async def close(self) -> None:
         """Finish the writes in flight (what the spool holds waits for the next drainer)."""
