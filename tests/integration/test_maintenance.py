@@ -119,6 +119,13 @@ async def test_pushes_in_maintenance_are_buffered_then_stored_once_in_order(
             answered[item["transactionId"]] = a["message_id"]
     total = sum(len(v) for v in sent.values())
     assert (await client.get(MAINTENANCE)).json()["bufferedMessages"] == total
+
+    async def gauges_say(maintenance: int, pending: int) -> bool:
+        text = (await client.get("/metrics/prometheus")).text
+        return (f"\nqueen_maintenance_mode_enabled {maintenance}.0\n" in text
+                and f"\nqueen_file_buffer_pending {pending}.0\n" in text)
+
+    await wait_for(lambda: gauges_say(1, total), timeout=15, interval=0.3)
     # Nothing reaches the database while maintenance lasts.
     assert await pop_json(client, queue_name) is None
 
