@@ -202,6 +202,8 @@ async def test_transactions_that_push_and_dlq_replays_are_refused_in_push_mainte
     assert "maintenance" in r.json()["error"]
     r = await client.post("/api/v1/messages/1/some-txid/retry")
     assert r.status_code == 503 and "maintenance" in r.json()["error"]
+    r = await client.post("/api/v1/dlq/1/replay")
+    assert r.status_code == 503 and "maintenance" in r.json()["error"]
     await client.post(MAINTENANCE, json={"enabled": False})
     assert await pop_json(client, queue_name) is None  # the refused push wrote nothing
 
