@@ -11,6 +11,7 @@ DLQ replays, group deletes and seeks (lease expiry is announced by the reaper pr
     fetch / healthy / pool_stats / stop_waiting
     dlq.*        dead letters (core/dlq.py)        messages.*   inspection (core/messages.py)
     groups.*     consumer groups (core/groups.py)  resources.*  figures (core/resources.py)
+    traces.*     traces (core/traces.py)
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from core.push import Pusher, PushItem, PushOutcome
 from core.resources import Resources
 from core.settings import Settings
 from core.storage.database import Database, PoolStats, server_settings
+from core.traces import Traces
 from core.writes import Appended
 
 
@@ -61,6 +63,7 @@ class Broker:
         self.groups = ConsumerGroups(db, hub.announce)
         self.resources = Resources(db)
         self.messages = Messages(db)
+        self.traces = Traces(db)
 
     @classmethod
     @contextlib.asynccontextmanager

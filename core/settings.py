@@ -52,6 +52,8 @@ class Settings:
     retention_interval_ms: int = 300000
     retention_batch_size: int = 1000
     reaper_interval_ms: int = 1000
+    # Traces older than this are deleted by the reaper's retention step; 0 = keep them.
+    trace_retention_days: int = 7
     # `serve` stops the broker when one of its processes dies more than this many times
     # within the window, instead of restarting it forever.
     supervisor_max_restarts: int = 5
@@ -110,6 +112,8 @@ class Settings:
             retention_batch_size=read.integer(
                 "RETENTION_BATCH_SIZE", cls.retention_batch_size, low=1),
             reaper_interval_ms=read.integer("REAPER_INTERVAL_MS", cls.reaper_interval_ms, low=10),
+            trace_retention_days=read.integer(
+                "TRACE_RETENTION_DAYS", cls.trace_retention_days, low=0, high=36500),
             supervisor_max_restarts=read.integer(
                 "SUPERVISOR_MAX_RESTARTS", cls.supervisor_max_restarts, low=0),
             supervisor_restart_window_ms=read.integer(
