@@ -77,7 +77,7 @@ moved AS (
     SELECT t.id, $2, t.committed FROM target t
     ON CONFLICT (partition_id, consumer_group) DO UPDATE
        SET committed = excluded.committed, batch_end = NULL, worker_id = NULL,
-           lease_expires_at = NULL, retry_count = 0
+           lease_expires_at = NULL, retry_count = 0, not_before = NULL
     RETURNING c.partition_id, c.committed)
 SELECT t.name AS partition, m.committed FROM moved m JOIN target t ON t.id = m.partition_id
  ORDER BY t.name;

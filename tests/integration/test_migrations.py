@@ -56,7 +56,7 @@ async def test_rows_of_version_20_are_migrated_and_used_by_todays_broker(
             " message_id, payload, error_message, retry_count, created_at)"
             " VALUES ($1, 'g-old', 9, 'dead-1', $2, '{\"was\":\"dead\"}', 'boom', 3, now())",
             pid, uuid.uuid4())
-        assert await apply_migrations(conn) == [21, 22, 23, 24, 25, 26]
+        assert await apply_migrations(conn) == [v for v, _ in migration_files() if v > 20]
     finally:
         await conn.close()
 
