@@ -24,6 +24,11 @@ from core.storage import writes
 from core.storage.database import Database
 from core.storage.statements import Conn
 
+# What the lookups answer (rows of the storage statements).
+Trace = sql.TraceRow
+NamedTraceRow = sql.NamedTraceRow
+TraceName = sql.TraceNameRow
+
 # The most traces one message answers (a consumer tracing in a loop must not make the
 # lookup unbounded).
 MESSAGE_TRACES_LIMIT = 1000

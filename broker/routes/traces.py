@@ -27,9 +27,8 @@ from broker.wire.types import PARTITION_KEY_DIGITS
 from core.errors import BadRequest
 from core.ids import PartitionId
 from core.pop import QUEUE_MODE
-from core.storage.traces import TraceRow
 from core.timefmt import iso
-from core.traces import NewTrace
+from core.traces import NewTrace, Trace
 
 DEFAULT_EVENT_TYPE = "info"
 
@@ -48,7 +47,7 @@ async def record(request: Request, body: TraceBody) -> Response:
     return json_response(TraceRecorded(True, str(recorded.trace_id)), 201)
 
 
-def _out(row: TraceRow) -> TraceOut:
+def _out(row: Trace) -> TraceOut:
     return TraceOut(str(row.id), row.event_type, msgspec.Raw(row.data), row.consumer_group,
                     row.worker_id, iso(row.created_at), row.trace_names)
 

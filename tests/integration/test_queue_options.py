@@ -8,6 +8,7 @@ waited for only where the broker's own clock must pass (short delays, generous m
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from typing import Any
 
@@ -127,7 +128,7 @@ async def test_official_client_poison_message_is_redelivered_at_the_retry_delay_
         await client.queue(queue_name).push([{"data": {"bad": True}}])
         await asyncio.wait_for(client.queue(queue_name).batch(1).timeout_millis(500)
                                .consume(handler, signal=done), 30)
-    gaps = [b - a for a, b in zip(deliveries, deliveries[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(deliveries)]
     assert len(gaps) >= 2 and min(gaps) >= 0.6, gaps
 
 
