@@ -112,11 +112,14 @@ ENDPOINTS: list[Endpoint] = [
              {200: traces_wire.TraceNames}, query=traces_wire.TraceNamesQuery,
              access=READ_ONLY),
     Endpoint("GET", "/api/v1/traces/by-name/{name:path}", traces.by_name,
-             "Traces carrying a name, newest first", {200: traces_wire.NamedTraces},
+             # A 404 only from the router (a path no route matches, e.g. one with a newline).
+             "Traces carrying a name, newest first",
+             {200: traces_wire.NamedTraces, 404: ErrorBody},
              path_params=traces_wire.TraceNamePath, query=traces_wire.TracePageQuery,
              access=READ_ONLY),
     Endpoint("GET", "/api/v1/traces/{partitionId}/{transactionId:path}", traces.of_message,
-             "The traces of one message, oldest first", {200: traces_wire.MessageTraces},
+             "The traces of one message, oldest first",
+             {200: traces_wire.MessageTraces, 404: ErrorBody},
              path_params=traces_wire.TracePath, access=READ_ONLY),
     # Consumer groups (§6.1)
     Endpoint("GET", _GROUPS, groups.list_groups, "List consumer groups per queue",
