@@ -19,6 +19,7 @@ rows, so they cannot disagree. The request pipeline is the same for every route:
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,7 @@ from broker.wire.binary import BINARY_MEDIA_TYPE, media_type
 from broker.wire.common import ErrorBody
 from broker.wire.decoding import decode_body, decode_strings
 from broker.wire.http import json_response, read_body
+from core.counters import COUNTERS
 from core.errors import ClientError, QueenError
 from core.settings import Settings
 
@@ -42,6 +44,17 @@ TEXT = "text/plain"  # an answer that is not JSON (Prometheus exposition, the do
 HTML = "text/html"
 # Decodes a binary body (`application/x-queen-push`, §7) within the settings' limits.
 BinaryDecoder = Callable[[bytes, Settings], Any]
+# Routes counted by kind in the metrics (queen_cluster_<kind>_requests_total, and latency
+# histograms for push, pop and ack); every request counts in queen_cluster_requests_total.
+REQUEST_KINDS = {
+    "/api/v1/push": "push",
+    "/api/v1/pop/queue/{queue}": "pop",
+    "/api/v1/pop/queue/{queue}/partition/{partition}": "pop",
+    "/api/v1/pop": "pop",
+    "/api/v1/ack": "ack",
+    "/api/v1/ack/batch": "ack",
+    "/api/v1/transaction": "transaction",
+}
 
 
 @dataclass(frozen=True)
@@ -85,6 +98,14 @@ class Endpoint:
         return self.path.replace(":path}", "}")
 
     async def serve(self, request: Request) -> Response:
+        """Answer the request (see the module docstring), counting it whatever the outcome."""
+        started = time.perf_counter()
+        try:
+            return await self._serve(request)
+        finally:
+            COUNTERS.request(REQUEST_KINDS.get(self.path), time.perf_counter() - started)
+
+    async def _serve(self, request: Request) -> Response:
         state = state_of(request)
         try:
             identity = await state.gate.admit(

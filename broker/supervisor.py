@@ -40,6 +40,7 @@ from types import FrameType
 from broker.auth.exposure import exposure_warnings
 from broker.worker import BACKLOG, drain_seconds
 from core.embedded import EmbeddedPostgres
+from core.key_check import verify_encryption_key
 from core.settings import Settings
 from core.storage.database import migrate
 
@@ -244,6 +245,7 @@ def serve(settings: Settings, *, with_reaper: bool = True, web_only: bool = Fals
             dsn = env.get("DATABASE_URL") or settings.database_url
             assert dsn is not None
             asyncio.run(migrate(settings, dsn))
+            asyncio.run(verify_encryption_key(settings, dsn))
         listener = bind_listener(settings)
         fd = listener.fileno()
         stop_timeout = drain_seconds(settings) + 10

@@ -4,16 +4,20 @@ The Starlette routes and `/openapi.json` are both derived from `ENDPOINTS`; a ro
 not in this table does not exist. Each row's `access` is who may call it when auth is on
 (wire-protocol §9); decisions beyond §9's list: `POST /api/v1/fetch` is READ_ONLY (it reads,
 like the DLQ and message GETs), the DLQ retry route READ_WRITE (as §9 suggests), and
-`/openapi.json` and `/docs` PUBLIC (and skipped by default: the API description is no secret).
+`/openapi.json` and `/docs` PUBLIC (and skipped by default: the API description is no secret),
+and `/`, the dashboard page, PUBLIC (in §9's default skip list: it holds no data; the page asks
+for a token and calls the API with it).
 """
 
 from __future__ import annotations
 
 from broker import openapi
 from broker.auth.access import Access
+from broker.dashboard import page as dashboard
 from broker.endpoint import HTML, TEXT, Endpoint
 from broker.routes import (
     ack,
+    changes,
     dlq,
     fetch,
     groups,
@@ -30,6 +34,7 @@ from broker.routes import (
     transaction,
 )
 from broker.wire import ack as ack_wire
+from broker.wire import changes as changes_wire
 from broker.wire import fetch as fetch_wire
 from broker.wire import groups as groups_wire
 from broker.wire import messages as messages_wire
@@ -170,11 +175,13 @@ ENDPOINTS: list[Endpoint] = [
              {200: FreeForm}, access=READ_ONLY),
     # Status (§6.3): dashboard figures, free-form
     Endpoint("GET", "/api/v1/status", status.status, "Status figures", {200: FreeForm},
-             access=READ_ONLY),
+             query=resources_wire.StatusQuery, access=READ_ONLY),
     Endpoint("GET", "/api/v1/status/queues", status.status_queues, "Status per queue",
-             {200: FreeForm}, query=resources_wire.PageQuery, access=READ_ONLY),
-    Endpoint("GET", "/api/v1/status/analytics", status.analytics, "Analytics (empty series)",
-             {200: FreeForm}, query=resources_wire.AnalyticsQuery, access=READ_ONLY),
+             {200: FreeForm}, query=resources_wire.StatusQueuesQuery, access=READ_ONLY),
+    Endpoint("GET", "/api/v1/status/analytics", status.analytics,
+             "Throughput, depth and lag per interval (sampled by the reaper)",
+             {200: resources_wire.Analytics}, query=resources_wire.AnalyticsQuery,
+             access=READ_ONLY),
     Endpoint("GET", "/api/v1/status/queues/{queue}/messages",
              status.status_queue_messages, "Recent messages of a queue",
              {200: FreeForm}, path_params=QueuePath,
@@ -183,13 +190,31 @@ ENDPOINTS: list[Endpoint] = [
              "Status of one queue", {200: FreeForm, 404: ErrorBody},
              path_params=QueuePath, access=READ_ONLY),
     Endpoint("POST", "/api/v1/stats/refresh", status.refresh,
-             "Refresh statistics (they are computed on demand)", {200: FreeForm}, access=ADMIN),
+             "Take an analytics sample now", {200: FreeForm}, access=ADMIN),
+    # Offset-read discovery (§6.6), DLQ replay by id and bulk purge (§11). Access: the feed
+    # reads like fetch (READ_ONLY); replay by id is the DLQ retry route's READ_WRITE; a bulk
+    # purge destroys a queue's dead letters, so ADMIN like DELETE queue.
+    Endpoint("POST", "/api/v1/partitions/changed", changes.changed,
+             "Partitions written since an instant (changed_since)",
+             {200: changes_wire.ChangedAnswer}, body=changes_wire.ChangedBody,
+             access=READ_ONLY),
+    Endpoint("POST", "/api/v1/dlq/{id}/replay", dlq.replay,
+             "Replay one dead letter by its row id", {200: messages_wire.RetryAnswer,
+                                                      404: messages_wire.DlqMissing},
+             path_params=messages_wire.DlqIdPath, body=messages_wire.DlqReplayBody,
+             access=READ_WRITE),
+    Endpoint("DELETE", "/api/v1/dlq", dlq.purge, "Delete a queue's dead letters",
+             {200: messages_wire.DlqPurged}, query=messages_wire.DlqPurgeQuery, access=ADMIN),
     # Health and metrics (§6.5)
     Endpoint("GET", "/health", health.health, "Liveness (503 while the database is down)",
              {200: resources_wire.Health, 503: resources_wire.Health}, access=PUBLIC),
-    Endpoint("GET", "/metrics", metrics.metrics, "Counters (JSON)", {200: FreeForm}, access=PUBLIC),
-    Endpoint("GET", "/metrics/prometheus", metrics.prometheus,
-             "Counters (Prometheus text format)", {200: TEXT}, access=PUBLIC),
+    Endpoint("GET", "/metrics", metrics.metrics, "Cluster counters (JSON)", {200: FreeForm},
+             access=PUBLIC),
+    Endpoint("GET", "/metrics/prometheus", metrics.prometheus_text,
+             "Cluster counters and gauges (Prometheus text format)", {200: TEXT},
+             access=PUBLIC),
+    # The dashboard: one self-contained page over this API (broker/dashboard)
+    Endpoint("GET", "/", dashboard.serve, "The dashboard (HTML)", {200: HTML}, access=PUBLIC),
     # This document
     Endpoint("GET", "/openapi.json", openapi.serve_document, "This API as OpenAPI 3.1",
              {200: FreeForm}, access=PUBLIC),

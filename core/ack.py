@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from core import segments
+from core import encryption, segments
 from core.ids import PartitionId, QueueId
 from core.storage import reads as sql
 from core.storage.statements import Conn
@@ -75,7 +75,7 @@ class AckResult:
 _UNKNOWN_PARTITION = AckOutcome(False, "partition not found")
 
 
-def _partition_id(text: str) -> int | None:
+def partition_id_of(text: str) -> int | None:
     """Our partition ids are decimal integers; any other text names no partition."""
     if text.isascii() and text.isdigit() and len(text) <= 18:
         return int(text)
@@ -94,7 +94,7 @@ async def apply_acks(conn: Conn, acks: Sequence[GroupAck], *,
     inputs: list[sql.AckInput] = []
     positions: list[int] = []  # index in `acks` of each input
     for index, ack in enumerate(acks):
-        pid = _partition_id(ack.item.partition_id)
+        pid = partition_id_of(ack.item.partition_id)
         if pid is None:
             outcomes[index] = _UNKNOWN_PARTITION
             continue
@@ -140,7 +140,8 @@ async def _search(conn: Conn, inputs: list[sql.AckInput],
         if hi < lo:
             continue
         for seg in await sql.span_segments(conn, partition_id=pid, lo=lo, hi=hi):
-            for k, frame in enumerate(segments.unpack(seg.blob)):
+            blob = encryption.opened(seg.blob, seg.queue, seg.partition)
+            for k, frame in enumerate(segments.unpack(blob)):
                 offset = seg.base_offset + k
                 if lo <= offset and frame.transaction_id in wanted:
                     for i in wanted.pop(frame.transaction_id):

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from core import segments
+from core import encryption, segments
 from core.ids import NIL_UUID, PartitionId, uuid7
 from core.storage import dead_letters as sql
 from core.storage.database import Database
@@ -23,6 +23,7 @@ from core.wakeup import Wake
 from core.writes import NewMessage, PartitionName, append
 
 _UNKNOWN_ID = uuid.UUID(NIL_UUID)
+PURGE_BATCH = 5000  # dead letters deleted per transaction by a bulk purge
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,7 @@ class DlqRow:
     retry_count: int
     created_at: datetime
     failed_at: datetime
+    encrypted: bool = False  # the payload was stored encrypted (and decrypted for this)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +75,7 @@ def dead_letter(row: sql.DeadLetterRow) -> DlqRow:
     extracted from the preserved copy of its segment."""
     message_id, trace_id, producer_sub = row.message_id, row.trace_id, row.producer_sub
     payload = row.payload
+    encrypted = False
     if payload is None:
         frame = _frame(row)
         if frame is None:  # the copy is gone (cannot happen while the row exists)
@@ -81,19 +84,20 @@ def dead_letter(row: sql.DeadLetterRow) -> DlqRow:
             message_id, trace_id, producer_sub = frame.message_id, frame.trace_id, \
                 frame.producer_sub
             payload = frame.payload
+            encrypted = encryption.is_sealed(row.segment_blob or b"")
     return DlqRow(
         id=row.id, partition_id=row.partition_id, queue=row.queue, partition=row.partition,
         consumer_group=row.consumer_group, offset=row.msg_offset,
         transaction_id=row.transaction_id, message_id=message_id or _UNKNOWN_ID,
         trace_id=trace_id, producer_sub=producer_sub, payload=bytes(payload),
         error_message=row.error_message, retry_count=row.retry_count,
-        created_at=row.created_at, failed_at=row.failed_at)
+        created_at=row.created_at, failed_at=row.failed_at, encrypted=encrypted)
 
 
 def _frame(row: sql.DeadLetterRow) -> segments.Frame | None:
     if row.segment_blob is None or row.segment_base is None:
         return None
-    frames = segments.unpack(row.segment_blob)
+    frames = segments.unpack(encryption.opened(row.segment_blob, row.queue, row.partition))
     index = row.msg_offset - row.segment_base
     return frames[index] if 0 <= index < len(frames) else None
 
@@ -131,20 +135,39 @@ class DeadLetters:
                                             transaction_id=transaction_id)
             if row is None:
                 return None
-            letter = dead_letter(row)
-            fresh_txid = str(uuid7())
-            [appended] = await append(conn, [(PartitionName(letter.queue, letter.partition), [
-                NewMessage(uuid7(), fresh_txid, letter.payload, letter.trace_id,
-                           letter.producer_sub)])])
-            await _delete(conn, partition_id, row_id=letter.id, transaction_id=None)
-        [verdict] = appended.verdicts
-        if verdict.status == "queued":
-            self._announce([(appended.queue_id, appended.partition_id)])
-        return Replayed(
-            dlq_id=letter.id, queue=letter.queue, partition=letter.partition,
-            consumer_group=letter.consumer_group, original_transaction_id=transaction_id,
-            transaction_id=fresh_txid, message_id=verdict.message_id, status=verdict.status,
-            offset=verdict.offset)
+            replayed, wake = await _replay(conn, dead_letter(row), None, None)
+        self._announce(wake)
+        return replayed
+
+    async def replay_id(self, dlq_id: int, *, queue: str | None = None,
+                        partition: str | None = None) -> Replayed | None:
+        """Replay one dead letter by its row id (§11), to its own queue and partition or to
+        the `queue` / `partition` given instead (created like a push creates them); None
+        when no such row exists."""
+        async with self._db.transaction() as conn:
+            row = await sql.dlq_lock_by_id(conn, dlq_id=dlq_id)
+            if row is None:
+                return None
+            replayed, wake = await _replay(conn, dead_letter(row), queue, partition)
+        self._announce(wake)
+        return replayed
+
+    async def purge(self, queue: str, group: str | None) -> int:
+        """Delete every dead letter of a queue (or of one group on it), in transactions of
+        PURGE_BATCH rows so a large purge holds no long locks; answers rows deleted."""
+        deleted = 0
+        while True:
+            async with self._db.transaction() as conn:
+                gone = await sql.dlq_purge(conn, queue=queue, group=group, batch=PURGE_BATCH)
+                by_partition: dict[int, set[int]] = {}
+                for g in gone:
+                    if g.segment_base is not None:
+                        by_partition.setdefault(g.partition_id, set()).add(g.segment_base)
+                for pid, bases in sorted(by_partition.items()):
+                    await _drop_unreferenced_copies(conn, pid, sorted(bases))
+            deleted += len(gone)
+            if len(gone) < PURGE_BATCH:
+                return deleted
 
     async def delete_address(self, partition_id: PartitionId, transaction_id: str) -> int:
         """Delete every dead letter of an address (stored log messages are immutable);
@@ -154,6 +177,27 @@ class DeadLetters:
                                  transaction_id=transaction_id)
 
 
+async def _replay(conn: Conn, letter: DlqRow, queue: str | None,
+                  partition: str | None) -> tuple[Replayed, list[Wake]]:
+    """Append a locked dead letter as a new message under a fresh transactionId (to its own
+    partition unless another is named) and delete its row, in the caller's transaction."""
+    target = PartitionName(letter.queue if queue is None else queue,
+                           letter.partition if partition is None else partition)
+    fresh_txid = str(uuid7())
+    [appended] = await append(conn, [(target, [
+        NewMessage(uuid7(), fresh_txid, letter.payload, letter.trace_id,
+                   letter.producer_sub)])])
+    await _delete(conn, letter.partition_id, row_id=letter.id, transaction_id=None)
+    [verdict] = appended.verdicts
+    wake: list[Wake] = ([(appended.queue_id, appended.partition_id)]
+                        if verdict.status == "queued" else [])
+    return Replayed(
+        dlq_id=letter.id, queue=target.queue, partition=target.partition,
+        consumer_group=letter.consumer_group,
+        original_transaction_id=letter.transaction_id, transaction_id=fresh_txid,
+        message_id=verdict.message_id, status=verdict.status, offset=verdict.offset), wake
+
+
 async def _delete(conn: Conn, partition_id: int, *, row_id: int | None,
                   transaction_id: str | None) -> int:
     """Delete dead letters and the segment copies nobody refers to any more (in the
@@ -161,7 +205,12 @@ async def _delete(conn: Conn, partition_id: int, *, row_id: int | None,
     gone = await sql.dlq_delete(conn, partition_id=partition_id, row_id=row_id,
                                 transaction_id=transaction_id)
     bases: Sequence[int] = sorted({g.segment_base for g in gone if g.segment_base is not None})
+    await _drop_unreferenced_copies(conn, partition_id, bases)
+    return len(gone)
+
+
+async def _drop_unreferenced_copies(conn: Conn, partition_id: int,
+                                    bases: Sequence[int]) -> None:
     if bases:
         await sql.dlq_lock_copies(conn, partition_id=partition_id, bases=bases)
         await sql.dlq_drop_copies(conn, partition_id=partition_id, bases=bases)
-    return len(gone)

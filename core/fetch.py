@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from core import segments
+from core import encryption, segments
 from core.storage import reads as sql
 from core.storage.database import Database
 
@@ -94,7 +94,8 @@ async def fetch_entry(db: Database, *, queue: str, partition: str, offset: int,
                                         limit=_SEGMENT_LIMIT)
     used = 0
     for row in rows:
-        for i, frame in enumerate(segments.unpack(row.blob)):
+        for i, frame in enumerate(segments.unpack(encryption.opened(row.blob, queue,
+                                                                     partition))):
             at = row.base_offset + i
             if at < offset:
                 continue

@@ -106,6 +106,12 @@ class WakeupHub:
                 if not lines:
                     del self._lines[slot]
 
+    def parked_by_queue(self) -> dict[int, int]:
+        """Parked pops per queue id (ANY_QUEUE: discovery pops, and pops that have not yet
+        learnt their queue's id), for the metrics."""
+        return {slot: len({w for ws in lines.values() for w in ws})
+                for slot, lines in self._lines.items()}
+
     @property
     def parked_count(self) -> int:
         return len({w for lines in self._lines.values() for ws in lines.values() for w in ws})

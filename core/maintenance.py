@@ -53,6 +53,7 @@ class PassReport:
     segments_deleted: int = 0
     partitions_trimmed: int = 0
     traces_deleted: int = 0
+    queues_sampled: int = 0  # analytics rows stored (core/stats.py), when a sample was due
 
 
 def retention_lock_key(partition_id: int) -> int:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from core import options, segments
+from core import encryption, options, segments
 from core.dlq import DlqRow, dead_letter
 from core.ids import PartitionId
 from core.storage import dead_letters as sql
@@ -59,6 +59,7 @@ class MessageView:
     retry_count: int = 0
     lease_expires_at: datetime | None = None
     groups: list[GroupState] = field(default_factory=list)
+    encrypted: bool = False  # the payload was stored encrypted (and decrypted for this)
 
 
 def group_status(offset: int | None, cursor: sql.CursorState, dead_groups: set[str]) -> Status:
@@ -83,25 +84,42 @@ def overall_status(states: list[GroupState]) -> Status:
     return "completed" if found else "pending"
 
 
-async def _find_frame(conn: Conn, partition_id: int, transaction_id: str, log_start: int,
-                      last_offset: int) -> tuple[int, segments.Frame, datetime] | None:
+@dataclass(frozen=True, slots=True)
+class _Found:
+    offset: int
+    frame: segments.Frame
+    created_at: datetime
+    encrypted: bool
+
+
+def _frames(part: sql.MessagePartition | sql.ListedPartition, blob: bytes
+            ) -> list[segments.Frame]:
+    return segments.unpack(encryption.opened(blob, part.queue, part.name))
+
+
+async def _find_frame(conn: Conn, part: sql.MessagePartition,
+                      transaction_id: str) -> _Found | None:
+    partition_id = part.id
     offsets = await sql.message_offsets(conn, partition_id=partition_id,
-                                        transaction_id=transaction_id, log_start=log_start)
+                                        transaction_id=transaction_id,
+                                        log_start=part.log_start)
     if offsets:
         for held in await segments_at(conn, partition_id=partition_id, offsets=offsets[:1]):
-            frames = segments.unpack(held.blob)
-            return offsets[0], frames[offsets[0] - held.base_offset], held.created_at
+            frames = _frames(part, held.blob)
+            return _Found(offsets[0], frames[offsets[0] - held.base_offset], held.created_at,
+                          encryption.is_sealed(held.blob))
     # Index row pruned (or never written): scan the newest segments backwards, bounded.
-    bound, scanned = last_offset + 1, 0
+    bound, scanned = part.last_offset + 1, 0
     while scanned < FALLBACK_SEGMENTS:
         rows = await sql.message_segments_newest(conn, partition_id=partition_id, below=bound,
                                                  limit=_SEGMENT_PAGE)
         if not rows:
             return None
         for seg in rows:
-            for i, frame in enumerate(segments.unpack(seg.blob)):
+            for i, frame in enumerate(_frames(part, seg.blob)):
                 if frame.transaction_id == transaction_id:
-                    return seg.base_offset + i, frame, seg.created_at
+                    return _Found(seg.base_offset + i, frame, seg.created_at,
+                                  encryption.is_sealed(seg.blob))
         scanned += len(rows)
         bound = rows[-1].base_offset
     return None
@@ -117,23 +135,24 @@ async def get_message(db: Database, partition_id: PartitionId,
             return None
         dead = [dead_letter(r) for r in await sql.dlq_rows_for_address(
             conn, partition_id=partition_id, transaction_id=transaction_id)]
-        found = await _find_frame(conn, partition_id, transaction_id, part.log_start,
-                                  part.last_offset)
+        found = await _find_frame(conn, part, transaction_id)
         cursors = await sql.message_cursors(conn, partition_id=partition_id)
     common: dict[str, Any] = {
         "partition_id": part.id, "partition": part.name, "queue": part.queue,
         "namespace": part.namespace, "task": part.task,
         "options": options.decode(part.options).as_dict(), "transaction_id": transaction_id}
     if found is not None:
-        offset, frame, created = found
-        view = MessageView(**common, offset=offset, message_id=frame.message_id,
+        frame = found.frame
+        view = MessageView(**common, offset=found.offset, message_id=frame.message_id,
                            trace_id=frame.trace_id, producer_sub=frame.producer_sub,
-                           payload=frame.payload, created_at=created)
+                           payload=frame.payload, created_at=found.created_at,
+                           encrypted=found.encrypted)
     elif dead:
         d: DlqRow = dead[0]
         view = MessageView(**common, offset=None, message_id=d.message_id,
                            trace_id=d.trace_id, producer_sub=d.producer_sub,
-                           payload=d.payload, created_at=d.created_at)
+                           payload=d.payload, created_at=d.created_at,
+                           encrypted=d.encrypted)
     else:
         return None
     dead_groups = {d.consumer_group for d in dead}
@@ -206,7 +225,7 @@ async def list_messages(db: Database, where: ListFilter, *, limit: int,
                     if where.created_from and seg.created_at < where.created_from:
                         taken = want  # older segments only get older
                         break
-                    frames = segments.unpack(seg.blob)
+                    frames = _frames(part, seg.blob)
                     for i in range(len(frames) - 1, -1, -1):
                         at = seg.base_offset + i
                         if at < part.log_start or taken >= want:

@@ -5,9 +5,9 @@ partitions (data past the group's cursor, no live lease), locks their cursors wi
 LOCKED or creates them on first contact (seeded by the subscription rule), spends a budget
 of `batch` messages across up to `max_partitions` of them, leases the delivered spans (or
 commits them, with autoAck), and answers the segments overlapping each span. The result
-carries those stored segments as they are (`Claim.segments`), for an answer that sends
-stored frames unchanged; `PopResult.messages()` decompresses and slices them for a JSON
-answer.
+carries those stored segments (`Claim.segments`, decrypted when sealed: no reader ever
+sees ciphertext), for an answer that sends stored frames unchanged; `PopResult.messages()`
+decompresses and slices them for a JSON answer.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from core import segments
+from core import encryption, segments
 from core.ids import LeaseId, PartitionId, QueueId, uuid7
 from core.options import POP_LEASE_FALLBACK_SECONDS
 from core.storage import reads as sql
@@ -54,7 +54,7 @@ class StoredSegment:
 
     base_offset: int
     created_at: datetime
-    blob: bytes  # zstd of storage frames (wire-protocol §7.1)
+    blob: bytes  # zstd of storage frames (wire-protocol §7.1), decrypted if it was sealed
     last_offset: int
 
 
@@ -167,6 +167,7 @@ def _result(lease_id: LeaseId | None, rows: list[sql.PopRow]) -> PopResult:
                 result.queue_ids.append(claim.queue_id)
         assert row.base_offset is not None and row.created_at is not None
         assert row.blob is not None and row.last_offset is not None
-        claim.segments.append(StoredSegment(row.base_offset, row.created_at, row.blob,
+        blob = encryption.opened(row.blob, claim.queue, claim.partition)
+        claim.segments.append(StoredSegment(row.base_offset, row.created_at, blob,
                                             row.last_offset))
     return result

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from core import options
+from core import encryption, options
+from core.errors import BadRequest
 from core.ids import QueueId
 from core.storage import traces
 from core.storage import writes as sql
@@ -24,7 +25,10 @@ class QueueConfig:
 async def configure(db: Database, *, queue: str, namespace: str | None, task: str | None,
                     given: dict[str, Any], replace: bool) -> QueueConfig:
     """Create the queue if missing and apply `given` options (merge, or replace)."""
-    options.validate(given)  # reject bad values before touching the database
+    if options.validate(given).get("encryptionEnabled") and encryption.cipher() is None:
+        # Nothing stored: a setting that claims to protect data and cannot is refused.
+        raise BadRequest(f"encryptionEnabled needs {encryption.ENV_NAME} (64 hex characters) "
+                         f"set on the broker; it is not set, so nothing was configured")
     derived_ns, derived_task = options.derive_namespace_task(queue)
     async with db.transaction() as conn:
         row = await sql.lock_queue(conn, name=queue)

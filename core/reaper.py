@@ -2,7 +2,8 @@
 
 One small asyncio process (uvloop) with one loop: every REAPER_INTERVAL_MS (jittered) it
 expires leases and prunes the transactionId index; every RETENTION_INTERVAL ms it also applies
-retention to segments and to traces (TRACE_RETENTION_DAYS). The steps live in
+retention to segments and to traces (TRACE_RETENTION_DAYS); every STATS_SAMPLE_INTERVAL_MS it
+takes an analytics sample and trims old ones (`core/stats.py`). The other steps live in
 `core/maintenance.py`. The process holds no state: it can be killed at any moment and
 restarted, and two copies at once are harmless.
 
@@ -24,7 +25,7 @@ import time
 
 import uvloop
 
-from core import maintenance
+from core import maintenance, stats
 from core.embedded import database_dsn
 from core.errors import ServiceError
 from core.listener import WakeupHub
@@ -53,6 +54,9 @@ class Reaper:
         self._segment_batch = settings.retention_batch_size
         self._trace_retention_seconds = settings.trace_retention_days * 86400
         self._next_retention = 0.0  # monotonic; 0 = due on the first pass
+        self._sample_interval = settings.stats_sample_interval_ms / 1000
+        self._sample_retention_days = settings.metrics_retention_days
+        self._next_sample = 0.0
 
     async def run_pass(self) -> maintenance.PassReport:
         now = time.monotonic()
@@ -65,6 +69,10 @@ class Reaper:
         # the next pass instead of a whole RETENTION_INTERVAL later.
         if retention:
             self._next_retention = now + self._retention_interval
+        if now >= self._next_sample:
+            report.queues_sampled = await stats.sample(self._db)
+            await stats.housekeeping(self._db, retention_days=self._sample_retention_days)
+            self._next_sample = now + self._sample_interval
         return report
 
     async def run(self, stop: asyncio.Event) -> None:

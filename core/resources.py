@@ -18,6 +18,8 @@ from core.storage import admin as sql
 from core.storage.admin import Overview, PartitionListRow
 from core.storage.database import Database
 
+_EVERY_QUEUE = 1 << 40  # a LIMIT that never binds
+
 
 @dataclass(frozen=True, slots=True)
 class PartitionStats:
@@ -105,6 +107,17 @@ def _queue_row(r: sql.QueueInfo) -> QueueRow:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueFilter:
+    """Which queues a list or status route covers (every field optional)."""
+
+    queue: str | None = None
+    namespace: str | None = None
+    task: str | None = None
+    created_from: datetime | None = None
+    created_to: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Depth:
     partitions: list[tuple[str, int]]  # (partition name, pending)
 
@@ -124,15 +137,31 @@ class Resources:
         async with self._db.session() as conn:
             return [_stats(r) for r in await sql.partition_stats(conn, queue_ids=queue_ids)]
 
-    async def queue_page(self, *, search: str | None, limit: int,
-                         offset: int) -> tuple[list[tuple[QueueRow, Totals]], int]:
+    async def queue_page(self, *, search: str | None, limit: int, offset: int,
+                         where: QueueFilter | None = None
+                         ) -> tuple[list[tuple[QueueRow, Totals]], int]:
         """A page of queues with their totals, and the number of all matching queues."""
+        f = where or QueueFilter()
         async with self._db.session() as conn:
-            rows = await sql.queue_page(conn, search=search, limit=limit, offset=offset)
+            rows = await sql.queue_page(conn, search=search, limit=limit, offset=offset,
+                                        name=f.queue, namespace=f.namespace, task=f.task,
+                                        created_from=f.created_from,
+                                        created_to=f.created_to)
         queues = [_queue_row(r) for r in rows]
         by_queue = totals_by(await self.partition_stats([q.id for q in queues]), "queue_id")
         total = int(rows[0].total) if rows else 0
         return [(q, by_queue.get(q.id, Totals())) for q in queues], total
+
+    async def matching_stats(self, where: QueueFilter) -> list[PartitionStats]:
+        """Partition figures of every queue the filter covers."""
+        if where == QueueFilter():
+            return await self.partition_stats()
+        async with self._db.session() as conn:
+            rows = await sql.queue_page(conn, search=None, limit=_EVERY_QUEUE, offset=0,
+                                        name=where.queue, namespace=where.namespace,
+                                        task=where.task, created_from=where.created_from,
+                                        created_to=where.created_to)
+        return await self.partition_stats([r.id for r in rows]) if rows else []
 
     async def queue_detail(self, name: str) -> tuple[QueueRow, list[PartitionStats]]:
         async with self._db.session() as conn:

@@ -12,6 +12,12 @@ DLQ replays, group deletes and seeks (lease expiry is announced by the reaper pr
     dlq.*        dead letters (core/dlq.py)        messages.*   inspection (core/messages.py)
     groups.*     consumer groups (core/groups.py)  resources.*  figures (core/resources.py)
     traces.*     traces (core/traces.py)
+    stats_refresh / analytics / cluster_figures / partitions_changed   (core/stats.py)
+
+The message plane counts what it did in `core.counters.COUNTERS` (in memory); a side task
+(`core.stats.CounterFlusher`) adds the counts to the database every METRICS_FLUSH_MS.
+`figures_provider` is where the maintenance switch and push spool report their state to the
+metrics (no spool: maintenance off, nothing buffered).
 """
 
 from __future__ import annotations
@@ -23,11 +29,13 @@ from datetime import datetime
 from typing import Any
 
 from core import ack as acks
+from core import changes, encryption, leases, queues, stats, transactions
 from core import fetch as offset_reads
-from core import leases, queues, transactions
+from core.counters import COUNTERS
 from core.dlq import DeadLetters
 from core.embedded import database_dsn
 from core.groups import ConsumerGroups
+from core.key_check import check_key
 from core.listener import WakeupHub
 from core.longpoll import Backoff, pop_or_wait
 from core.messages import Messages
@@ -36,6 +44,7 @@ from core.push import Pusher, PushItem, PushOutcome
 from core.resources import Resources
 from core.settings import Settings
 from core.storage.database import Database, PoolStats, server_settings
+from core.storage.stats import SeriesRow
 from core.traces import Traces
 from core.writes import Appended
 
@@ -64,12 +73,16 @@ class Broker:
         self.resources = Resources(db)
         self.messages = Messages(db)
         self.traces = Traces(db)
+        self.counters = COUNTERS
+        self.figures_provider: stats.FiguresProvider = stats.no_spool
+        self.flusher: stats.CounterFlusher | None = None  # set by `open`
 
     @classmethod
     @contextlib.asynccontextmanager
     async def open(cls, settings: Settings, *, dsn: str | None = None, migrate: bool = True,
                    stop_waiting: asyncio.Event | None = None) -> AsyncIterator[Broker]:
-        """Open the pool (applying migrations), start the side tasks, and yield the broker.
+        """Open the pool (applying migrations), check QUEEN_ENCRYPTION_KEY against the
+        database (core/key_check.py), start the side tasks, and yield the broker.
 
         `stop_waiting`, when given, is the event that makes parked long polls answer at once
         (the owner sets it when it starts to drain; `Broker.stop_waiting` sets it too).
@@ -78,17 +91,25 @@ class Broker:
         target = dsn if dsn is not None else database_dsn(settings)
         db = await Database.open(settings, target, migrate=migrate)
         try:
+            encryption.install(settings.encryption_key)
+            async with db.session() as conn:
+                await check_key(conn, settings.encryption_key)
             hub = WakeupHub(target, server_settings(settings, role="wakeup"))
             broker = cls(settings, db, hub, stop_waiting or asyncio.Event())
+            flusher = broker.flusher = stats.CounterFlusher(
+                target, settings, pool_stats=db.pool_stats, parked=hub.parked_by_queue,
+                figures=lambda: broker.figures_provider())
             async with asyncio.TaskGroup() as side_tasks:
                 side_tasks.create_task(hub.listen_forever(), name="wakeup-listen")
                 side_tasks.create_task(hub.announce_forever(), name="wakeup-notify")
+                side_tasks.create_task(flusher.flush_forever(), name="counter-flush")
                 try:
                     yield broker
                 finally:
                     broker.stop_waiting()
                     await broker._pusher.close()
                     hub.close()  # the loops return; the TaskGroup waits for them
+                    flusher.close()  # after a last flush, with the pushes just written
         finally:
             await db.close()
 
@@ -98,7 +119,10 @@ class Broker:
         """Append items (JSON items, or the frames of a client-built blob: see
         `core.writes.NewMessage.packed`); one outcome per item, in order, each answered
         once its flush committed."""
-        return await self._pusher.push(items)
+        outcomes = await self._pusher.push(items)
+        COUNTERS.add("push_messages", sum(
+            1 for o in outcomes if o.verdict is not None and o.verdict.status == "queued"))
+        return outcomes
 
     def _appended(self, appended: Appended) -> None:
         self._hub.announce([(appended.queue_id, appended.partition_id)])
@@ -107,9 +131,13 @@ class Broker:
                   gone: asyncio.Event | None = None) -> PopResult:
         """Claim and read now; with `wait`, park until something is delivered, `timeout_ms`
         passes, the client is `gone`, or the broker stops waiting (an empty result)."""
-        return await pop_or_wait(self._db, self._hub, request, wait=wait,
-                                 timeout_ms=timeout_ms, backoff=self._backoff, gone=gone,
-                                 stop_waiting=self._stop_waiting)
+        result = await pop_or_wait(self._db, self._hub, request, wait=wait,
+                                   timeout_ms=timeout_ms, backoff=self._backoff, gone=gone,
+                                   stop_waiting=self._stop_waiting)
+        for claim in result.claims:
+            COUNTERS.add("delivered", claim.count, claim.partition_id)
+        COUNTERS.add("pop_messages", result.count)
+        return result
 
     def stop_waiting(self) -> None:
         """Parked long polls answer now and new ones do not park (the process drains)."""
@@ -126,6 +154,7 @@ class Broker:
         async with self._db.session() as conn:
             result = await acks.apply_acks(conn, items)
         self._hub.announce(result.wakes)
+        _count_acks(items, result.outcomes)
         return result
 
     async def transaction(self, ops: list[transactions.TxPush | transactions.TxAck],
@@ -134,6 +163,13 @@ class Broker:
         result = await transactions.run_transaction(self._db, ops, required_leases)
         if result.committed:
             self._hub.announce(result.wakes)
+            COUNTERS.add("transactions")
+            COUNTERS.add("push_messages", sum(1 for v in result.verdicts.values()
+                                              if v.status == "queued"))
+            applied = sorted(result.acks)
+            _count_acks([acks.GroupAck(op.group, op.item) for op in
+                         (ops[i] for i in applied) if isinstance(op, transactions.TxAck)],
+                        [result.acks[i] for i in applied])
         return result
 
     async def extend_lease(self, lease_id: str, seconds: int) -> list[datetime]:
@@ -160,3 +196,43 @@ class Broker:
 
     def pool_stats(self) -> PoolStats:
         return self._db.pool_stats()
+
+    # --- observability (core/stats.py) --------------------------------------------------
+
+    async def stats_refresh(self) -> int:
+        """Take an analytics sample now; answers the queue rows stored."""
+        return await stats.sample(self._db)
+
+    async def analytics(self, where: stats.SeriesFilter) -> list[SeriesRow]:
+        return await stats.series(self._db, where)
+
+    async def cluster_figures(self) -> stats.ClusterFigures:
+        """Every process's counters (this one's flushed first, so its own requests are in),
+        live processes and per-queue gauges."""
+        assert self.flusher is not None
+        await self.flusher.flush()
+        return await stats.cluster_figures(
+            self._db, live_seconds=stats.LIVE_INTERVALS * self.flusher.interval + 2)
+
+    async def partitions_changed(self, entries: Sequence[changes.ChangedEntry]
+                                 ) -> tuple[datetime, list[changes.ChangedResult]]:
+        return await changes.partitions_changed(self._db, entries)
+
+
+def _count_acks(items: Sequence[acks.GroupAck], outcomes: Sequence[acks.AckOutcome]) -> None:
+    """Count applied acks: all of them, the failed ones per partition (for the analytics),
+    and those that dead-lettered a message."""
+    applied = failed = dead = 0
+    for ack, outcome in zip(items, outcomes):
+        if not outcome.success or outcome.noop:
+            continue
+        applied += 1
+        if ack.item.status != "completed":
+            failed += 1
+            pid = acks.partition_id_of(ack.item.partition_id)
+            if pid is not None:
+                COUNTERS.add("failed", 1, pid)
+        dead += outcome.dlq
+    COUNTERS.add("ack_messages", applied)
+    COUNTERS.add("ack_failed", failed)
+    COUNTERS.add("dlq", dead)

@@ -14,6 +14,7 @@ from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 from core.auth_settings import AuthSettings, auth_settings_from_env
+from core.encryption import key_from_env
 from core.env import EnvReader, SettingsError
 
 
@@ -54,6 +55,11 @@ class Settings:
     reaper_interval_ms: int = 1000
     # Traces older than this are deleted by the reaper's retention step; 0 = keep them.
     trace_retention_days: int = 7
+    # Observability: how often each web worker adds its counters to the database, how often
+    # the reaper samples the analytics series, and how long samples are kept.
+    metrics_flush_ms: int = 1000
+    stats_sample_interval_ms: int = 300000
+    metrics_retention_days: int = 90
     # `serve` stops the broker when one of its processes dies more than this many times
     # within the window, instead of restarting it forever.
     supervisor_max_restarts: int = 5
@@ -62,6 +68,8 @@ class Settings:
     auth: AuthSettings = dataclasses.field(default_factory=AuthSettings)
     # Origins a browser page may call the API from (CORS); `*` is any.
     cors_origins: tuple[str, ...] = ("*",)
+    # QUEEN_ENCRYPTION_KEY (32 bytes), for queues with encryptionEnabled; never in the repr.
+    encryption_key: bytes | None = dataclasses.field(default=None, repr=False)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -114,6 +122,12 @@ class Settings:
             reaper_interval_ms=read.integer("REAPER_INTERVAL_MS", cls.reaper_interval_ms, low=10),
             trace_retention_days=read.integer(
                 "TRACE_RETENTION_DAYS", cls.trace_retention_days, low=0, high=36500),
+            metrics_flush_ms=read.integer("METRICS_FLUSH_MS", cls.metrics_flush_ms, low=50,
+                                          high=600_000),
+            stats_sample_interval_ms=read.integer(
+                "STATS_SAMPLE_INTERVAL_MS", cls.stats_sample_interval_ms, low=1000),
+            metrics_retention_days=read.integer(
+                "METRICS_RETENTION_DAYS", cls.metrics_retention_days, low=1, high=3650),
             supervisor_max_restarts=read.integer(
                 "SUPERVISOR_MAX_RESTARTS", cls.supervisor_max_restarts, low=0),
             supervisor_restart_window_ms=read.integer(
@@ -122,6 +136,7 @@ class Settings:
                 "LOG_LEVEL", cls.log_level, ("debug", "info", "warning", "error", "critical")),
             auth=auth_settings_from_env(env),
             cors_origins=cors_origins_from_env(env),
+            encryption_key=key_from_env(env),
         )
 
     @property

@@ -8,6 +8,11 @@ whose messages meet stored duplicates writes nothing and says which; those messa
 taken out, the rest is written by the next statement. So the common case is one statement
 for many partitions, and duplicates cost a lookup of the stored messages' ids plus one
 more statement.
+
+Segments of a queue with `encryptionEnabled` are sealed (core/encryption.py). Which queues
+those are is guessed from what earlier appends answered; the statement checks the guess
+under the partition lock, writes nothing for a partition built the wrong way, and says how
+the queue is set, so the next statement builds it again the right way.
 """
 
 from __future__ import annotations
@@ -18,14 +23,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from core import options, segments
-from core.errors import QueenError, StorageUnavailable
+from core import encryption, options, segments
+from core.errors import QueenError, StorageError, StorageUnavailable
 from core.ids import NIL_UUID
 from core.storage import writes as sql
 from core.storage.statements import Conn
 
 _UNKNOWN_ID = uuid.UUID(NIL_UUID)
 DEFAULT_PARTITION = "Default"  # the partition of an item that names none (§2)
+# Queue name -> encryptionEnabled, as the last append to it answered (absent: plain).
+_encrypted_queues: dict[str, bool] = {}
+_MAX_REMEMBERED_QUEUES = 100_000
+# Rounds a flush may be refused for a wrong encryption guess (a configure racing it).
+_MAX_ENCRYPTION_ROUNDS = 5
 
 
 @dataclass(slots=True, eq=False)
@@ -128,18 +138,36 @@ class _Flush:
         self.pending = list(range(len(messages)))
         self.verdicts: list[Verdict | None] = [None] * len(messages)
         self.ids: tuple[int, int] | None = None  # (queue id, partition id) once known
+        self.encrypted = False  # whether the last target's segments were sealed
+        self.encryption_rounds = 0
 
     def target(self) -> sql.AppendTarget:
-        namespace, task = options.derive_namespace_task(self.name.queue)
+        queue, partition = self.name.queue, self.name.partition
+        namespace, task = options.derive_namespace_task(queue)
         batch = [self.messages[i] for i in self.pending]
         repeats = any(self.first[i] != i for i in self.pending)
-        return sql.AppendTarget(self.name.queue, self.name.partition, namespace, task,
-                                segments_of(batch), repeats)
+        built = segments_of(batch)
+        self.encrypted = _encrypted_queues.get(queue, False)
+        if self.encrypted:
+            # A client-built blob is sealed as it came: encrypted, still stored unchanged.
+            built = [sql.AppendSegment(encryption.seal(s.blob, queue, partition),
+                                       s.transaction_ids) for s in built]
+        return sql.AppendTarget(queue, partition, namespace, task, built, repeats,
+                                self.encrypted)
 
     def settle(self, row: sql.AppendRow) -> dict[int, int]:
         """Take in the statement's answer; answer {message index: stored offset} of the
         duplicates whose stored message id is still to be read."""
         self.ids = (row.queue_id, row.partition_id)
+        if row.encrypted != self.encrypted:  # built the wrong way: nothing was written
+            if len(_encrypted_queues) >= _MAX_REMEMBERED_QUEUES:
+                _encrypted_queues.clear()
+            _encrypted_queues[self.name.queue] = row.encrypted
+            self.encryption_rounds += 1
+            if self.encryption_rounds > _MAX_ENCRYPTION_ROUNDS:
+                raise StorageError(f"encryptionEnabled of queue {self.name.queue!r} keeps "
+                                   f"changing under this push; retry")
+            return {}
         if row.base_offset is not None:
             assert row.created_at is not None
             for k, i in enumerate(self.pending):
@@ -205,7 +233,8 @@ async def _read_stored_ids(conn: Conn, flush: _Flush, stored: dict[int, int]) ->
     ids: dict[int, uuid.UUID] = {}
     for seg in await sql.segments_at(conn, partition_id=flush.ids[1],
                                      offsets=sorted(set(stored.values()))):
-        for k, frame in enumerate(segments.unpack(seg.blob)):
+        blob = encryption.opened(seg.blob, flush.name.queue, flush.name.partition)
+        for k, frame in enumerate(segments.unpack(blob)):
             ids[seg.base_offset + k] = frame.message_id
     for i, offset in stored.items():
         flush.verdicts[i] = Verdict("duplicate", ids.get(offset, _UNKNOWN_ID), flush.ids[1])

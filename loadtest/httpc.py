@@ -8,6 +8,7 @@ pre-built request bytes and reads Content-Length or chunked answers, nothing els
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -26,12 +27,14 @@ class HttpError(Exception):
 class Connection:
     """One persistent connection; requests on it are strictly sequential."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, headers: Mapping[str, str] | None = None) -> None:
+        """`headers` go with every request (e.g. Authorization)."""
         parts = urlsplit(url)
         if parts.hostname not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError(f"load is only ever sent to this machine, not {parts.hostname}")
         self.host = parts.hostname
         self.port = parts.port or 80
+        self._extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
 
@@ -49,7 +52,7 @@ class Connection:
 
     async def request(self, method: str, path: str, body: bytes | None = None,
                       timeout: float = 30.0, content_type: str = "application/json") -> Answer:
-        head = f"{method} {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"
+        head = f"{method} {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n{self._extra}"
         if body is not None:
             head += f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
         data = head.encode() + b"\r\n" + (body or b"")

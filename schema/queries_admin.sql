@@ -92,13 +92,20 @@ UPDATE queen.consumer_subscriptions
  WHERE consumer_group = $1;
 
 -- name: admin_queue_page
--- One page of queues by name, optionally only names containing $1 (case-insensitive), with
--- the number of all matching queues.
--- $1 search text or null, $2 limit, $3 offset
+-- One page of queues by name, with the number of all matching queues. Every filter is
+-- optional (null = any): names containing $1 (case-insensitive), the exact name $4,
+-- namespace $5, task $6, created at or after $7 and at or before $8.
+-- $1 search text, $2 limit, $3 offset, $4 queue name, $5 namespace, $6 task,
+-- $7 created from, $8 created to
 SELECT id, name, namespace, task, created_at, options::text AS options,
        count(*) OVER () AS total
   FROM queen.queues
- WHERE $1::text IS NULL OR strpos(lower(name), lower($1)) > 0
+ WHERE ($1::text IS NULL OR strpos(lower(name), lower($1)) > 0)
+   AND ($4::text IS NULL OR name = $4)
+   AND ($5::text IS NULL OR namespace = $5)
+   AND ($6::text IS NULL OR task = $6)
+   AND ($7::timestamptz IS NULL OR created_at >= $7)
+   AND ($8::timestamptz IS NULL OR created_at <= $8)
  ORDER BY name
  LIMIT $2 OFFSET $3;
 

@@ -144,3 +144,36 @@ SELECT p.id, p.name, p.last_offset, p.log_start, q.name AS queue, q.namespace, q
    AND p.last_offset >= p.log_start
  ORDER BY p.last_write_at DESC NULLS LAST, p.id
  LIMIT $5;
+
+-- name: dlq_lock_by_id
+-- One DLQ row by its own id, locked for replay, with its queue and partition (shaped like
+-- dlq_lock_newest's row). A concurrent replay or purge of the same row waits; the loser
+-- finds no row.
+-- $1 DLQ row id
+SELECT d.id, d.partition_id, q.name AS queue, p.name AS partition, d.consumer_group,
+       d.msg_offset, d.transaction_id, d.message_id, d.trace_id, d.producer_sub, d.payload,
+       d.segment_base, ds.blob AS segment_blob, d.error_message, d.retry_count,
+       d.created_at, d.failed_at
+  FROM queen.log_dlq d
+  JOIN queen.log_partitions p ON p.id = d.partition_id
+  JOIN queen.queues q ON q.id = p.queue_id
+  LEFT JOIN queen.log_dlq_segments ds
+    ON ds.partition_id = d.partition_id AND ds.base_offset = d.segment_base
+ WHERE d.id = $1
+   FOR UPDATE OF d;
+
+-- name: dlq_purge
+-- Remove up to $3 DLQ rows of a queue (of one consumer group, or of all); answers each
+-- removed row's partition and the segment copy it referred to. Rows a replay holds are
+-- waited for (and are gone, or deleted, after it).
+-- $1 queue name, $2 consumer group or null, $3 batch size
+DELETE FROM queen.log_dlq d
+ USING (SELECT x.id FROM queen.log_dlq x
+          JOIN queen.log_partitions p ON p.id = x.partition_id
+          JOIN queen.queues q ON q.id = p.queue_id
+         WHERE q.name = $1 AND ($2::text IS NULL OR x.consumer_group = $2)
+         ORDER BY x.id
+         LIMIT $3
+           FOR UPDATE OF x) doomed
+ WHERE d.id = doomed.id
+RETURNING d.partition_id, d.segment_base;

@@ -25,10 +25,13 @@ SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_fr
 
 -- name: span_segments
 -- Segments overlapping offsets [lo, hi] of a partition, in offset order (the search for an
--- address the index no longer has).
+-- address the index no longer has), with the names of their queue and partition (what a
+-- sealed segment is bound to, core/encryption.py).
 -- $1 partition id, $2 lo, $3 hi
-SELECT x.base_offset, x.created_at, x.blob
+SELECT q.name AS queue, p.name AS partition, x.base_offset, x.created_at, x.blob
   FROM queen.log_segments x
+  JOIN queen.log_partitions p ON p.id = x.partition_id
+  JOIN queen.queues q ON q.id = p.queue_id
  WHERE x.partition_id = $1
    AND x.base_offset <= $3
    AND x.base_offset >= coalesce((SELECT max(y.base_offset) FROM queen.log_segments y

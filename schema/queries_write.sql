@@ -5,10 +5,12 @@
 -- 024_append.sql for the arguments and the answer).
 -- $1 queues, $2 partitions, $3 namespaces, $4 tasks (one per partition), $5 default options
 -- (jsonb text), $6 segments per partition, $7 frames per segment, $8 blobs,
--- $9 transactionIds (flat), $10 whether each partition's transactionIds repeat
-SELECT queue_id, partition_id, base_offset, created_at, dup_positions, dup_offsets
+-- $9 transactionIds (flat), $10 whether each partition's transactionIds repeat,
+-- $11 whether each partition's segments are sealed
+SELECT queue_id, partition_id, base_offset, created_at, dup_positions, dup_offsets, encrypted
   FROM queen.append($1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb,
-                    $6::integer[], $7::integer[], $8::bytea[], $9::text[], $10::boolean[]);
+                    $6::integer[], $7::integer[], $8::bytea[], $9::text[], $10::boolean[],
+                    $11::boolean[]);
 
 -- name: segments_at
 -- The segments holding the given offsets of a partition (each once, in offset order).

@@ -1,4 +1,5 @@
-"""`GET /api/v1/dlq` (§5.1): dead letters, filtered and paged, newest first."""
+"""Dead-letter routes: `GET /api/v1/dlq` (§5.1: filtered and paged, newest first), replay by
+row id and bulk purge (§11)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,31 @@ from starlette.responses import Response
 from broker.state import broker_of
 from broker.wire.common import Pagination, given
 from broker.wire.http import json_response
-from broker.wire.messages import DlqMessage, DlqPage, DlqQuery
+from broker.wire.messages import (
+    DlqIdPath,
+    DlqMessage,
+    DlqMissing,
+    DlqPage,
+    DlqPurged,
+    DlqPurgeQuery,
+    DlqQuery,
+    DlqReplayBody,
+    Replayed,
+    RetryAnswer,
+)
 from core import dlq
 from core.timefmt import iso
+
+
+def retry_answer(done: dlq.Replayed) -> RetryAnswer:
+    """The §5.2 answer of a replay (by address or by row id)."""
+    return RetryAnswer(
+        success=True, result="moved" if done.status == "queued" else "duplicate",
+        queue=done.queue, partition=done.partition, consumerGroup=done.consumer_group,
+        dlqId=str(done.dlq_id), originalTransactionId=done.original_transaction_id,
+        replayedAs=Replayed(0, str(done.message_id), done.transaction_id, done.queue,
+                            done.status, done.offset),
+        dlqRowRemoved=True)
 
 
 def row_json(row: dlq.DlqRow) -> DlqMessage:
@@ -23,7 +46,7 @@ def row_json(row: dlq.DlqRow) -> DlqMessage:
         data=msgspec.Raw(row.payload), producerSub=row.producer_sub,
         createdAt=iso(row.created_at), failedAt=iso(row.failed_at),
         messageId=str(row.message_id), traceId=str(row.trace_id) if row.trace_id else None,
-        offset=row.offset)
+        offset=row.offset, isEncrypted=True if row.encrypted else msgspec.UNSET)
 
 
 async def list_dlq(request: Request, query: DlqQuery) -> Response:
@@ -36,3 +59,20 @@ async def list_dlq(request: Request, query: DlqQuery) -> Response:
                                                          offset=query.offset)
     return json_response(DlqPage([row_json(r) for r in rows],
                                  Pagination(query.limit, query.offset), total))
+
+
+async def replay(request: Request, path: DlqIdPath, body: DlqReplayBody) -> Response:
+    """`POST /api/v1/dlq/{id}/replay` (§11): replay one dead letter by its row id, to its
+    own queue and partition or to the ones the body names; answered as §5.2."""
+    done = await broker_of(request).dlq.replay_id(
+        int(path.id), queue=given(body.queue), partition=given(body.partition))
+    if done is None:
+        return json_response(DlqMissing(False, path.id, "Message not found"), 404)
+    return json_response(retry_answer(done))
+
+
+async def purge(request: Request, query: DlqPurgeQuery) -> Response:
+    """`DELETE /api/v1/dlq?queue=&consumerGroup=` (§11): delete a queue's dead letters."""
+    group = given(query.consumerGroup)
+    deleted = await broker_of(request).dlq.purge(query.queue, group)
+    return json_response(DlqPurged(True, deleted, query.queue, group))

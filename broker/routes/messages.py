@@ -8,6 +8,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
+from broker.routes.dlq import retry_answer
 from broker.state import broker_of
 from broker.wire.common import ErrorBody, Pagination, given
 from broker.wire.http import json_response
@@ -22,8 +23,6 @@ from broker.wire.messages import (
     MessagePath,
     MessagesQuery,
     Mode,
-    Replayed,
-    RetryAnswer,
 )
 from broker.wire.types import PARTITION_KEY_DIGITS
 from core import messages
@@ -53,13 +52,7 @@ async def retry(request: Request, path: MessagePath) -> Response:
                                                                          path.transactionId)
     if done is None:
         return _not_found(path)
-    return json_response(RetryAnswer(
-        success=True, result="moved" if done.status == "queued" else "duplicate",
-        queue=done.queue, partition=done.partition, consumerGroup=done.consumer_group,
-        dlqId=str(done.dlq_id), originalTransactionId=done.original_transaction_id,
-        replayedAs=Replayed(0, str(done.message_id), done.transaction_id, done.queue,
-                            done.status, done.offset),
-        dlqRowRemoved=True))
+    return json_response(retry_answer(done))
 
 
 def _mode(groups: list[messages.GroupState]) -> Mode:
@@ -84,7 +77,7 @@ async def get_message(request: Request, path: MessagePath) -> Response:
         id=str(view.message_id), transactionId=view.transaction_id, data=data, payload=data,
         traceId=str(view.trace_id) if view.trace_id else None, producerSub=view.producer_sub,
         createdAt=iso(view.created_at), partitionId=str(view.partition_id),
-        partition=view.partition, isEncrypted=False, queue=view.queue,
+        partition=view.partition, isEncrypted=view.encrypted, queue=view.queue,
         queuePath=f"{view.queue}/{view.partition}", namespace=view.namespace, task=view.task,
         offset=view.offset, status=view.status, errorMessage=view.error_message,
         retryCount=view.retry_count, leaseExpiresAt=_iso(view.lease_expires_at),

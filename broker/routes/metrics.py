@@ -1,7 +1,12 @@
 """`GET /metrics` (JSON) and `GET /metrics/prometheus` (text exposition format), §6.5.
 
-Figures come from the database (shared by every worker) plus this worker's process and pool.
-Request counting would need a middleware in the app, so `requests` is reported as unknown.
+Counters are the cluster's: every web worker counts in memory and flushes its deltas to
+PostgreSQL every METRICS_FLUSH_MS (`core/stats.py`); a scrape first flushes the answering
+worker's own, so what it did itself is always in, and another worker's counts are at most
+one flush interval behind. Why not prometheus-client's multiprocess mode: its files sum
+only the workers of one host, vanish with the data directory, and would be a second
+aggregation beside the one the analytics need anyway; the table sums every worker of every
+broker on the database and survives restarts (README, protocol notes).
 """
 
 from __future__ import annotations
@@ -13,57 +18,67 @@ import time
 from starlette.requests import Request
 from starlette.responses import Response
 
+from broker import prometheus
 from broker.state import broker_of
 from broker.wire.http import json_response
+from core.errors import ServiceError
+from core.service import Broker
+from core.stats import ClusterFigures, ProcessFigures, resident_memory_bytes
 
 _STARTED = time.monotonic()  # per worker process; module import happens at app start
 
 
+def _local(broker: Broker) -> ProcessFigures:
+    pool = broker.pool_stats()
+    assert broker.flusher is not None
+    return ProcessFigures(
+        process=broker.flusher.process, uptime_seconds=time.monotonic() - _STARTED,
+        pool_size=pool.size, pool_idle=pool.idle, pool_max=pool.max_size,
+        rss_bytes=resident_memory_bytes())
+
+
+async def _figures(broker: Broker) -> ClusterFigures | None:
+    """The cluster's figures, or None when the database cannot be read: the metrics routes
+    answer what this process knows rather than an error."""
+    try:
+        return await broker.cluster_figures()
+    except ServiceError:
+        return None
+
+
 async def metrics(request: Request) -> Response:
     broker = broker_of(request)
-    row = await broker.resources.overview()
-    pool = broker.pool_stats()
-    uptime = time.monotonic() - _STARTED
+    cluster = await _figures(broker)
+    row = cluster.overview if cluster is not None else None
+    local = _local(broker)
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    return json_response({
-        "uptime": round(uptime, 3),
-        "requests": {"total": None, "rate": None},
-        "messages": {"total": row.appended, "retained": row.retained, "rate": None},
-        "database": {"poolSize": pool.size, "idleConnections": pool.idle,
-                     "waitingRequests": 0, "maxSize": pool.max_size},
-        "memory": {"maxRssKb": usage.ru_maxrss},
+    assert broker.flusher is not None
+    request_rate, message_rate = broker.flusher.rates()
+    counters = cluster.counters if cluster is not None else {}
+    answer = {
+        "uptime": round(local.uptime_seconds, 3),
+        "requests": {"total": counters.get("requests") if cluster else None,
+                     "rate": request_rate},
+        "messages": {"total": row.appended if row else None,
+                     "pushed": counters.get("push_messages", 0) if cluster else None,
+                     "delivered": counters.get("pop_messages", 0) if cluster else None,
+                     "acked": counters.get("ack_messages", 0) if cluster else None,
+                     "retained": row.retained if row else None, "rate": message_rate},
+        "database": {"poolSize": local.pool_size, "idleConnections": local.pool_idle,
+                     "waitingRequests": 0, "maxSize": local.pool_max,
+                     "healthy": cluster is not None},
+        "memory": {"rssBytes": local.rss_bytes, "maxRssKb": usage.ru_maxrss},
         "cpu": {"userSeconds": usage.ru_utime, "systemSeconds": usage.ru_stime},
-        "queues": row.queues, "partitions": row.partitions,
-        "activeLeases": row.live_leases, "deadLetters": row.dead_letters,
+        "workers": len(cluster.processes) if cluster else None,
         "pid": os.getpid(),
-    })
+    }
+    if row is not None:
+        answer.update({"queues": row.queues, "partitions": row.partitions,
+                       "activeLeases": row.live_leases, "deadLetters": row.dead_letters})
+    return json_response(answer)
 
 
-_GAUGES = (
-    ("queen_queues", "Queues.", "queues"),
-    ("queen_partitions", "Partitions.", "partitions"),
-    ("queen_messages_appended", "Messages ever appended (sum of high watermarks).", "appended"),
-    ("queen_messages_retained", "Messages currently retained.", "retained"),
-    ("queen_segments", "Stored segments.", "segments"),
-    ("queen_consumer_cursors", "Consumer cursors (partition, group).", "cursors"),
-    ("queen_leases_active", "Live leases.", "live_leases"),
-    ("queen_dead_letters", "Rows in the dead-letter store.", "dead_letters"),
-)
-
-
-async def prometheus(request: Request) -> Response:
+async def prometheus_text(request: Request) -> Response:
     broker = broker_of(request)
-    row = await broker.resources.overview()
-    lines: list[str] = []
-    for name, text, key in _GAUGES:
-        lines += [f"# HELP {name} {text}", f"# TYPE {name} gauge",
-                  f"{name} {getattr(row, key)}"]
-    lines += ["# HELP queen_process_uptime_seconds Uptime of this worker process.",
-              "# TYPE queen_process_uptime_seconds gauge",
-              f"queen_process_uptime_seconds {time.monotonic() - _STARTED:.3f}",
-              "# HELP queen_db_pool_connections Open connections in this worker's pool.",
-              "# TYPE queen_db_pool_connections gauge",
-              f"queen_db_pool_connections {broker.pool_stats().size}"]
-    return Response("\n".join(lines) + "\n",
-                    media_type="text/plain; version=0.0.4; charset=utf-8")
-
+    scrape = prometheus.Scrape(await _figures(broker), _local(broker), broker.figures_provider())
+    return Response(prometheus.exposition(scrape), media_type=prometheus.MEDIA_TYPE)

@@ -10,6 +10,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
+from broker.routes.status import queue_filter
 from broker.state import broker_of
 from broker.wire.common import Pagination, QueuePath, given
 from broker.wire.http import json_response
@@ -49,7 +50,8 @@ def stats_json(t: Totals | PartitionStats) -> Stats:
 
 async def list_queues(request: Request, query: QueueListQuery) -> Response:
     page, total = await broker_of(request).resources.queue_page(
-        search=given(query.search), limit=query.limit, offset=query.offset)
+        search=given(query.search), limit=query.limit, offset=query.offset,
+        where=queue_filter(query, created=True))
     return json_response(QueueList(
         [QueueSummary(str(q.id), q.name, q.namespace, q.task, iso(q.created_at), t.partitions,
                       MessageCounts(t.total, t.pending, t.processing)) for q, t in page],

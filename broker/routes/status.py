@@ -1,42 +1,101 @@
-"""Dashboard status routes (§6.3), minimal: small JSON objects computed on demand.
+"""Dashboard status routes (§6.3): figures computed on demand, filtered as §6.3 lists, and
+the analytics series sampled by the reaper (`core/stats.py`).
 
-No core flow reads these; the official client only passes them through. Statistics are
-derived from offsets and cursors at request time, so `stats/refresh` has nothing to do.
+Filters: `queue`, `namespace`, `task` select queues everywhere; on `/status` `from`/`to`
+bound the throughput window (default: the last hour), on `/status/queues` they bound the
+queues' creation time, like `/resources/queues`. `/status/analytics` answers buckets of
+`interval` (minute, hour, day, week, month) between `from` and `to`.
 """
 
 from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from broker.state import broker_of
-from broker.wire.common import QueuePath
+from broker.wire.common import QueuePath, given
 from broker.wire.http import json_response
-from broker.wire.resources import AnalyticsQuery, PageQuery, StatusMessagesQuery
-from core import messages
-from core.resources import Totals
+from broker.wire.resources import (
+    Analytics,
+    AnalyticsBucket,
+    AnalyticsQuery,
+    QueueFilterQuery,
+    StatusMessagesQuery,
+    StatusQuery,
+    StatusQueuesQuery,
+)
+from core import messages, stats
+from core.errors import BadRequest
+from core.resources import QueueFilter, Totals
 from core.timefmt import iso
 
+# Default window of each analytics interval when `from` is absent.
+_DEFAULT_SPAN = {"minute": timedelta(hours=1), "hour": timedelta(days=1),
+                 "day": timedelta(days=30), "week": timedelta(weeks=12),
+                 "month": timedelta(days=365)}
+_STATUS_SPAN = timedelta(hours=1)
 
-async def status(request: Request) -> Response:
-    row = await broker_of(request).resources.overview()
+
+def queue_filter(query: QueueFilterQuery, *, created: bool) -> QueueFilter:
+    """The queues a query selects; `from`/`to` bound their creation time when `created`."""
+    return QueueFilter(
+        queue=given(query.queue), namespace=given(query.namespace), task=given(query.task),
+        created_from=query.from_.instant if created and query.from_ else None,
+        created_to=query.to.instant if created and query.to else None)
+
+
+def window(query: QueueFilterQuery, span: timedelta) -> tuple[datetime, datetime]:
+    end = query.to.instant if query.to else datetime.now(UTC)
+    start = query.from_.instant if query.from_ else end - span
+    if start > end:
+        raise BadRequest("from must not be later than to")
+    return start, end
+
+
+def _totals_json(t: Totals) -> dict[str, int]:
+    return {"total": t.total, "pending": t.pending, "processing": t.processing,
+            "completed": t.completed, "failed": t.failed, "deadLetter": t.dead_letter}
+
+
+async def status(request: Request, query: StatusQuery) -> Response:
+    broker = broker_of(request)
+    where = queue_filter(query, created=False)
+    start, end = window(query, _STATUS_SPAN)
+    parts = await broker.resources.matching_stats(where)
+    totals = Totals()
+    for p in parts:
+        totals.add(p)
+    buckets = await broker.analytics(stats.SeriesFilter(
+        "hour", start, end, where.queue, where.namespace, where.task))
+    row = await broker.resources.overview()
     return json_response({
-        "queues": row.queues, "partitions": row.partitions,
-        "messages": {"appended": row.appended, "retained": row.retained},
+        "queues": len(totals.queues), "partitions": totals.partitions,
+        "namespaces": len({p.namespace for p in parts}),
+        "messages": _totals_json(totals),
+        "throughput": {
+            "from": iso(start), "to": iso(end),
+            "pushed": sum(b.pushed for b in buckets),
+            "delivered": sum(b.delivered for b in buckets),
+            "acked": sum(b.acked for b in buckets),
+            "failed": sum(b.failed for b in buckets),
+            "deadLettered": sum(b.dead_lettered for b in buckets)},
+        "filters": {"queue": where.queue, "namespace": where.namespace, "task": where.task},
+        # system-wide, whatever the filters
         "consumerGroups": row.groups, "activeLeases": row.live_leases,
         "deadLetters": row.dead_letters, "timestamp": iso(row.db_now),
     })
 
 
-async def status_queues(request: Request, query: PageQuery) -> Response:
+async def status_queues(request: Request, query: StatusQueuesQuery) -> Response:
     page, total = await broker_of(request).resources.queue_page(
-        search=None, limit=query.limit, offset=query.offset)
+        search=None, limit=query.limit, offset=query.offset,
+        where=queue_filter(query, created=True))
     return json_response({
         "queues": [{"name": q.name, "namespace": q.namespace, "task": q.task,
-                    "partitions": t.partitions,
-                    "messages": {"total": t.total, "pending": t.pending,
-                                 "processing": t.processing, "completed": t.completed,
-                                 "deadLetter": t.dead_letter}}
+                    "createdAt": iso(q.created_at), "partitions": t.partitions,
+                    "messages": _totals_json(t)}
                    for q, t in page],
         "total": total, "pagination": {"limit": query.limit, "offset": query.offset},
     })
@@ -49,9 +108,7 @@ async def status_queue(request: Request, path: QueuePath) -> Response:
         totals.add(p)
     return json_response({
         "queue": queue.name, "namespace": queue.namespace, "task": queue.task,
-        "totals": {"total": totals.total, "pending": totals.pending,
-                   "processing": totals.processing, "completed": totals.completed,
-                   "deadLetter": totals.dead_letter},
+        "totals": _totals_json(totals),
         "partitions": [{"name": p.name, "id": str(p.id), "pending": p.pending,
                         "processing": p.processing, "total": p.total} for p in parts],
     })
@@ -72,8 +129,23 @@ async def status_queue_messages(request: Request, path: QueuePath,
 
 
 async def analytics(request: Request, query: AnalyticsQuery) -> Response:
-    return json_response({"interval": query.interval or "hour", "series": []})
+    broker = broker_of(request)
+    where = queue_filter(query, created=False)
+    start, end = window(query, _DEFAULT_SPAN[query.interval])
+    rows = await broker.analytics(stats.SeriesFilter(
+        query.interval, start, end, where.queue, where.namespace, where.task))
+    return json_response(Analytics(
+        query.interval, iso(start), iso(end), where.queue, where.namespace, where.task,
+        broker.settings.stats_sample_interval_ms,
+        [AnalyticsBucket(iso(r.at), r.pushed, r.delivered, r.acked, r.failed,
+                         r.dead_lettered, r.depth, round(r.lag_seconds, 3)) for r in rows]))
 
 
 async def refresh(request: Request) -> Response:
-    return json_response({"success": True, "message": "statistics are computed on demand"})
+    """Take an analytics sample now (the reaper takes one every STATS_SAMPLE_INTERVAL_MS)."""
+    broker = broker_of(request)
+    assert broker.flusher is not None
+    await broker.flusher.flush()  # this worker's counts go into the sample
+    sampled = await broker.stats_refresh()
+    return json_response({"success": True, "queuesSampled": sampled,
+                          "message": "analytics sample taken"})

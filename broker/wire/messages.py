@@ -45,6 +45,8 @@ class DlqMessage(msgspec.Struct):
     messageId: str
     traceId: str | None
     offset: int
+    # Present (true) only when the payload was stored encrypted and decrypted for this (§5.1).
+    isEncrypted: bool | msgspec.UnsetType = msgspec.UNSET
 
 
 class DlqPage(msgspec.Struct):
@@ -183,3 +185,34 @@ class MessageList(msgspec.Struct):
     mode: Mode
     total: int
     pagination: Pagination
+
+
+class DlqIdPath(msgspec.Struct):
+    """`/api/v1/dlq/{id}/replay`: a DLQ row's own id (decimal text, as listed)."""
+
+    id: Annotated[str, Meta(pattern=r"^[0-9]{1,18}$")]
+
+
+class DlqReplayBody(msgspec.Struct):
+    """An optional destination other than the dead letter's own queue and partition."""
+
+    queue: Name | UnsetType = UNSET
+    partition: Name | UnsetType = UNSET
+
+
+class DlqMissing(msgspec.Struct):
+    success: bool
+    dlqId: str
+    error: str
+
+
+class DlqPurgeQuery(msgspec.Struct):
+    queue: Name  # mandatory (§11): a purge of every queue's dead letters is not offered
+    consumerGroup: Name | UnsetType = UNSET
+
+
+class DlqPurged(msgspec.Struct):
+    success: bool
+    deleted: int
+    queue: str
+    consumerGroup: str | None

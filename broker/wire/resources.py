@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
 from broker.wire.common import Pagination
 from broker.wire.messages import MAX_OFFSET
-from broker.wire.types import Name
+from broker.wire.types import Name, Timestamp
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 10_000
@@ -20,7 +20,27 @@ class PageQuery(msgspec.Struct):
     offset: Annotated[int, Meta(ge=0, le=MAX_OFFSET)] = 0
 
 
-class QueueListQuery(PageQuery):
+class QueueFilterQuery(msgspec.Struct):
+    """Filters of the queue lists and status routes (§6.2, §6.3); `from`/`to` bound the
+    queues' creation time on the lists, the throughput window on `/status`."""
+
+    queue: Name | UnsetType = UNSET
+    namespace: Name | UnsetType = UNSET
+    task: Name | UnsetType = UNSET
+    from_: Timestamp | UnsetType = msgspec.field(default=UNSET, name="from")
+    to: Timestamp | UnsetType = UNSET
+
+
+class StatusQuery(QueueFilterQuery):
+    pass
+
+
+class StatusQueuesQuery(QueueFilterQuery):
+    limit: Annotated[int, Meta(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT
+    offset: Annotated[int, Meta(ge=0, le=MAX_OFFSET)] = 0
+
+
+class QueueListQuery(StatusQueuesQuery):
     search: Name | UnsetType = UNSET
 
 
@@ -37,9 +57,31 @@ class StatusMessagesQuery(msgspec.Struct):
     offset: Annotated[int, Meta(ge=0, le=1000)] = 0
 
 
-class AnalyticsQuery(msgspec.Struct):
-    interval: Name | UnsetType = UNSET
-    queue: Name | UnsetType = UNSET
+class AnalyticsQuery(QueueFilterQuery):
+    interval: Literal["minute", "hour", "day", "week", "month"] = "hour"
+
+
+class AnalyticsBucket(msgspec.Struct):
+    at: str
+    pushed: int
+    delivered: int
+    acked: int
+    failed: int
+    deadLettered: int
+    depth: int
+    lagSeconds: float
+
+
+class Analytics(msgspec.Struct):
+    interval: str
+    # `from` is a keyword in Python; the wire name is `from`
+    from_: str = msgspec.field(name="from")
+    to: str
+    queue: str | None
+    namespace: str | None
+    task: str | None
+    sampleIntervalMs: int
+    buckets: list[AnalyticsBucket]
 
 
 class MessageCounts(msgspec.Struct):

@@ -165,9 +165,12 @@ async def set_subscription_timestamp(conn: Conn, *, group: str, timestamp: datet
     return await _SET_SUBSCRIPTION.run(conn, group, timestamp)
 
 
-async def queue_page(conn: Conn, *, search: str | None, limit: int,
-                     offset: int) -> list[QueuePageRow]:
-    return await _QUEUE_PAGE.rows(conn, search, limit, offset)
+async def queue_page(conn: Conn, *, search: str | None, limit: int, offset: int,
+                     name: str | None = None, namespace: str | None = None,
+                     task: str | None = None, created_from: datetime | None = None,
+                     created_to: datetime | None = None) -> list[QueuePageRow]:
+    return await _QUEUE_PAGE.rows(conn, search, limit, offset, name, namespace, task,
+                                  created_from, created_to)
 
 
 async def partition_stats(conn: Conn, *,

@@ -155,3 +155,22 @@ async def message_list_partitions(conn: Conn, *, queue: str | None, partition: s
                                   namespace: str | None, task: str | None,
                                   limit: int) -> list[ListedPartition]:
     return await _LIST_PARTITIONS.rows(conn, queue, partition, namespace, task, limit)
+
+
+@dataclass(frozen=True, slots=True)
+class PurgedDeadLetter:
+    partition_id: int
+    segment_base: int | None
+
+
+_LOCK_BY_ID = Statement("dlq_lock_by_id", DeadLetterRow)
+_PURGE = Statement("dlq_purge", PurgedDeadLetter)
+
+
+async def dlq_lock_by_id(conn: Conn, *, dlq_id: int) -> DeadLetterRow | None:
+    return await _LOCK_BY_ID.one(conn, dlq_id)
+
+
+async def dlq_purge(conn: Conn, *, queue: str, group: str | None,
+                    batch: int) -> list[PurgedDeadLetter]:
+    return await _PURGE.rows(conn, queue, group, batch)

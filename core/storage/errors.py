@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import asyncpg
 
+from core.counters import COUNTERS
 from core.errors import QueenError, StorageError, StorageUnavailable
 
 # SQLSTATE classes that mean "the server is not there for us right now".
@@ -48,4 +49,5 @@ def storage_errors() -> Iterator[None]:
     try:
         yield
     except DRIVER_ERRORS as exc:
+        COUNTERS.add("db_errors")
         raise translate(exc) from exc

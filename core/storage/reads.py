@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from core.storage.statements import Conn, Statement
-from core.storage.writes import SegmentRow
 
 
 @dataclass(slots=True)
@@ -67,6 +66,17 @@ class PartitionState:
 
 
 @dataclass(slots=True)
+class PlacedSegmentRow:
+    """A segment with the names of its queue and partition."""
+
+    queue: str
+    partition: str
+    base_offset: int
+    created_at: datetime
+    blob: bytes
+
+
+@dataclass(slots=True)
 class RangeRow:
     base_offset: int
     last_offset: int
@@ -76,7 +86,7 @@ class RangeRow:
 
 _POP = Statement("pop", PopRow)
 _ACK = Statement("ack", AckRow)
-_SPAN_SEGMENTS = Statement("span_segments", SegmentRow)
+_SPAN_SEGMENTS = Statement("span_segments", PlacedSegmentRow)
 _EXTEND_LEASE = Statement[None]("extend_lease")
 _FETCH_PARTITION_STATE = Statement("fetch_partition_state", PartitionState)
 _FETCH_SEGMENTS = Statement("fetch_segments", RangeRow)
@@ -105,7 +115,7 @@ async def ack(conn: Conn, *, items: Sequence[AckInput], lease_from_cursor: bool,
 
 
 async def span_segments(conn: Conn, *, partition_id: int, lo: int,
-                        hi: int) -> list[SegmentRow]:
+                        hi: int) -> list[PlacedSegmentRow]:
     return await _SPAN_SEGMENTS.rows(conn, partition_id, lo, hi)
 
 

@@ -11,7 +11,8 @@ from core.storage.statements import Conn, Statement
 
 @dataclass(slots=True)
 class AppendRow:
-    """One partition of an append: written (base_offset set) or refused for duplicates."""
+    """One partition of an append: written (base_offset set), or refused for duplicates
+    or for segments sealed (or not) against the queue's encryptionEnabled."""
 
     queue_id: int
     partition_id: int
@@ -19,6 +20,7 @@ class AppendRow:
     created_at: datetime | None
     dup_positions: list[int] | None  # 1-based frame positions within the partition
     dup_offsets: list[int | None] | None  # stored offset each repeats; None: an earlier frame
+    encrypted: bool  # the queue's encryptionEnabled, as the append saw it
 
 
 @dataclass(slots=True)
@@ -54,6 +56,7 @@ class AppendTarget:
     task: str
     segments: Sequence[AppendSegment]
     repeats: bool  # whether a transactionId occurs twice among its frames
+    encrypted: bool = False  # whether its segments are sealed (core/encryption.py)
 
 
 _APPEND = Statement("append", AppendRow)
@@ -84,7 +87,7 @@ async def append(conn: Conn, *, targets: Sequence[AppendTarget],
         conn, [t.queue for t in targets], [t.partition for t in targets],
         [t.namespace for t in targets], [t.task for t in targets], default_options,
         [len(t.segments) for t in targets], frames, blobs, txids,
-        [t.repeats for t in targets])
+        [t.repeats for t in targets], [t.encrypted for t in targets])
 
 
 async def segments_at(conn: Conn, *, partition_id: int,

@@ -29,6 +29,11 @@ LONG_POLL_GRACE = 5.0
 DEADLINE_SLACK = 10.0
 
 
+def bearer(token: str | None) -> dict[str, str]:
+    """The Authorization header of a token (none without one)."""
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
 @dataclass(slots=True)
 class Outcome:
     t0: float
@@ -59,10 +64,11 @@ class Outcome:
 class Caller:
     """Keep-alive connections to one or more brokers; the current one is used until it fails."""
 
-    def __init__(self, urls: list[str], start: int = 0) -> None:
+    def __init__(self, urls: list[str], start: int = 0, token: str | None = None) -> None:
+        """`token`: a JWT sent as a bearer token with every call (a run with auth on)."""
         self.urls = urls
         self.index = start % len(urls)
-        self._conns = {u: Connection(u) for u in urls}
+        self._conns = {u: Connection(u, bearer(token)) for u in urls}
 
     async def close(self) -> None:
         for conn in self._conns.values():

@@ -34,6 +34,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--fast-disk", action="store_true",
                    help="fsync off (only the server process is ever killed); default durable")
     p.add_argument("--no-dlq", action="store_true", help="skip the DLQ variant")
+    p.add_argument("--auth", action="store_true",
+                   help="JWT auth on (HS256); producers, consumers and the driver send tokens")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", type=Path, default=RESULTS)
 
@@ -46,7 +48,7 @@ def main(args: argparse.Namespace) -> int:
                     faults=faults, duration=args.duration, producers=args.producers,
                     consumers=args.consumers, rate=args.rate, workers=args.workers,
                     lease_seconds=args.lease_seconds, gap=args.gap, fast_disk=args.fast_disk,
-                    dlq=not args.no_dlq, seed=args.seed, out_dir=args.out)
+                    auth=args.auth, dlq=not args.no_dlq, seed=args.seed, out_dir=args.out)
     result = asyncio.run(run(cfg))
     publish(table(result), result["json_path"])
     return 0 if result["passed"] else 1

@@ -55,6 +55,7 @@ class ConsumerConfig:
     poll_timeout_ms: int = 2000
     max_batch: int = 10
     max_partitions: int = 3
+    token: str | None = None  # JWT of a run with auth on
 
 
 class Consumer:
@@ -62,7 +63,7 @@ class Consumer:
         self.cfg = cfg
         self.rng = random.Random(cfg.seed)
         self.journal = Journal(Path(cfg.run_dir) / f"consumer-{cfg.name}.jsonl")
-        self.caller = Caller(cfg.urls, start=cfg.seed)
+        self.caller = Caller(cfg.urls, start=cfg.seed, token=cfg.token)
         self._moves = list(MOVES)
         self._weights = list(MOVES.values())
 

@@ -47,6 +47,7 @@ class ProducerConfig:
     stop_file: str
     give_up_seconds: float = 120.0
     count: int = 0         # stop after this many pushes (0 = until the stop file appears)
+    token: str | None = None  # JWT of a run with auth on
 
 
 # partition, transactionId, payload, kind
@@ -58,7 +59,7 @@ class Producer:
         self.cfg = cfg
         self.rng = random.Random(cfg.seed)
         self.journal = Journal(Path(cfg.run_dir) / f"producer-{cfg.name}.jsonl")
-        self.caller = Caller(cfg.urls, start=cfg.seed)
+        self.caller = Caller(cfg.urls, start=cfg.seed, token=cfg.token)
         self.seq = 0
         self.acknowledged: list[Item] = []
         self.attempted: set[tuple[str, str]] = set()

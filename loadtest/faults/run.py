@@ -8,6 +8,9 @@ Configurations (reliability.md "Ledger test under faults"; issue 7, points 5 and
 - `two-brokers`: two `serve` on two ports over one external PostgreSQL, producers and
   consumers spread over both; one `serve` is killed with kill -9 and started again, and
   long polls parked on one broker are woken by pushes to the other (latency measured).
+
+With `auth`, every broker runs with JWT auth on (HS256, a secret made for the run) and every
+client sends a token: producers and consumers a read-write one, the driver an admin one.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import asyncio
 import contextlib
 import functools
 import json
+import secrets
 import shutil
 import signal
 import socket
@@ -29,11 +33,12 @@ from typing import Any
 
 import asyncpg
 import httpx
+import jwt
 
 from core.embedded import stop_process
 from loadtest.faults import dlq, snapshot
 from loadtest.faults.checker import Inputs, check, verdict
-from loadtest.faults.client import Caller
+from loadtest.faults.client import Caller, bearer
 from loadtest.faults.injectors import Injector, outside_reaper
 from loadtest.faults.journal import Journal, read_all
 from loadtest.faults.servers import (
@@ -78,6 +83,7 @@ class RunConfig:
     pg_downtime: float = 2.0           # the external PostgreSQL stays down this long
     drain_timeout: float = 120.0
     fast_disk: bool = False
+    auth: bool = False                 # JWT auth on, every client with a token
     dlq: bool = True
     seed: int = 1
     out_dir: Path = field(default=RESULTS)
@@ -85,6 +91,21 @@ class RunConfig:
     @property
     def label(self) -> str:
         return "two-brokers" if self.brokers > 1 else self.database
+
+
+def run_tokens(auth: bool) -> tuple[dict[str, str], str | None, str | None]:
+    """The brokers' auth settings, the workload's token and the driver's, for a run with
+    auth on (a secret and tokens made for the run); nothing without."""
+    if not auth:
+        return {}, None, None
+    secret = secrets.token_urlsafe(48)
+    expires = int(time.time()) + 24 * 3600
+
+    def token(sub: str, role: str) -> str:
+        return jwt.encode({"sub": sub, "role": role, "exp": expires}, secret, algorithm="HS256")
+
+    return ({"JWT_ENABLED": "true", "JWT_ALGORITHM": "HS256", "JWT_SECRET": secret},
+            token("fault-workload", "read-write"), token("fault-driver", "admin"))
 
 
 def free_port() -> int:
@@ -118,6 +139,8 @@ class Run:
         self.drain = self.run_dir / "drain"
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
+        self.auth_env, self.token, self.admin_token = run_tokens(cfg.auth)
+        self.admin_headers = bearer(self.admin_token)
 
     # --- processes -----------------------------------------------------------------------
 
@@ -139,6 +162,7 @@ class Run:
     def _consumer_config(self, group: str, slot: int, gen: int) -> dict[str, Any]:
         cfg = self.cfg
         return {"name": f"{group}-s{slot}-{gen}", "group": group, "urls": self.urls,
+                "token": self.token,
                 "queue": LEDGER_QUEUE, "lease_seconds": cfg.lease_seconds,
                 "run_dir": str(self.run_dir), "seed": cfg.seed * 10_000 + slot * 100 + gen
                 + 5000 * cfg.groups.index(group), "stop_file": str(self.stop_consumers),
@@ -155,7 +179,8 @@ class Run:
         parts = [f"P{k}" for k in range(cfg.partitions)]
         for i in range(cfg.producers):
             self.producers.append(self._spawn("loadtest.faults.producer", {
-                "name": f"p{i}", "urls": self.urls, "queue": LEDGER_QUEUE, "partitions": parts,
+                "name": f"p{i}", "urls": self.urls, "token": self.token, "queue": LEDGER_QUEUE,
+                "partitions": parts,
                 "run_dir": str(self.run_dir), "seed": cfg.seed * 100 + i, "rate": cfg.rate,
                 "max_items": 4, "dup_prob": 0.06, "stop_file": str(self.stop_producers)},
                 "producers"))
@@ -164,13 +189,14 @@ class Run:
                 self._spawn_consumer(group, slot, 0)
         if cfg.dlq:
             self.producers.append(self._spawn("loadtest.faults.producer", {
-                "name": "d0", "urls": self.urls, "queue": DLQ_QUEUE,
+                "name": "d0", "urls": self.urls, "token": self.token, "queue": DLQ_QUEUE,
                 "partitions": [f"D{k}" for k in range(4)], "run_dir": str(self.run_dir),
                 "seed": cfg.seed * 100 + 99, "rate": cfg.rate / 3, "max_items": 3,
                 "dup_prob": 0.0, "stop_file": str(self.stop_producers)}, "producers"))
             for group in cfg.groups:
                 self.dlq_consumers.append(self._spawn("loadtest.faults.dlq", {
                     "name": f"dlq-{group}", "group": group, "urls": self.urls,
+                    "token": self.token,
                     "queue": DLQ_QUEUE, "lease_seconds": cfg.lease_seconds,
                     "run_dir": str(self.run_dir), "seed": cfg.seed * 1000 + 7,
                     "stop_file": str(self.stop_consumers), "drain_file": str(self.drain),
@@ -195,7 +221,7 @@ class Run:
 
     async def _probe(self, inst: ServeInstance) -> None:
         """One push every 250 ms per broker: heal checks and recovery times rest on them."""
-        caller = Caller([inst.url])
+        caller = Caller([inst.url], token=self.token)
         n = 0
         try:
             while True:
@@ -230,7 +256,7 @@ class Run:
         if cfg.database == "external":
             self.ext_pg = ExternalPostgres(self.data_root / "ext", disk)
             await asyncio.to_thread(self.ext_pg.start)
-        env = {"REAPER_INTERVAL_MS": "200", "DB_POOL_SIZE": "10"}
+        env = {"REAPER_INTERVAL_MS": "200", "DB_POOL_SIZE": "10", **self.auth_env}
         for i in range(cfg.brokers):
             data_dir = self.data_root / f"b{i}"
             if self.ext_pg is None:
@@ -244,7 +270,8 @@ class Run:
             if not await inst.wait_healthy(90):
                 raise RuntimeError(f"serve {inst.name} did not become healthy; "
                                    f"see {inst.log_path}")
-        async with httpx.AsyncClient(base_url=self.urls[0], timeout=30) as client:
+        async with httpx.AsyncClient(base_url=self.urls[0], timeout=30,
+                                     headers=self.admin_headers) as client:
             for queue, options in ((LEDGER_QUEUE, {"leaseTime": cfg.lease_seconds}),
                                    (DLQ_QUEUE, {"leaseTime": cfg.lease_seconds,
                                                 "retryLimit": dlq.RETRY_LIMIT})):
@@ -317,7 +344,8 @@ class Run:
 
     async def dlq_route_totals(self) -> dict[str, int]:
         totals: dict[str, int] = {}
-        async with httpx.AsyncClient(base_url=self.urls[0], timeout=30) as client:
+        async with httpx.AsyncClient(base_url=self.urls[0], timeout=30,
+                                     headers=self.admin_headers) as client:
             for group in self.cfg.groups:
                 r = await client.get("/api/v1/dlq", params={
                     "queue": DLQ_QUEUE, "consumerGroup": group, "limit": 1})

@@ -27,7 +27,7 @@ POLL_MS = 5000
 
 
 async def wake_loop(run: Run) -> None:
-    callers = [Caller([i.url]) for i in run.instances]
+    callers = [Caller([i.url], token=run.token) for i in run.instances]
     n = 0
     try:
         while True:

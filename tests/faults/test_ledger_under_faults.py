@@ -42,11 +42,14 @@ async def test_serve_on_its_embedded_database_survives_every_fault_losing_nothin
 
 
 @pytest.mark.timeout(900)
-async def test_two_serve_instances_over_one_external_database_survive_kills(
+async def test_two_serve_instances_over_one_external_database_survive_kills_auth_on(
         tmp_path: Path) -> None:
+    # With JWT auth on (every client sends a token): the fault suite runs with auth on as
+    # well as off, at no extra cost in CI.
     result = await Run(_small(database="external", brokers=2,
                               faults=("supervisor_kill", "pg_kill"), out_dir=tmp_path,
-                              seed=8)).execute()
+                              seed=8, auth=True)).execute()
+    assert result["config"]["auth"] is True
     kill = result["faults"][0]
     assert kill["fault"] == "supervisor_kill" and kill["survived"], kill
     wake = result["wake"]

@@ -286,6 +286,42 @@ async def test_pushes_are_stamped_with_the_token_sub_and_a_body_cannot_spoof_it(
     assert detail["producerSub"] == "alice"
 
 
+async def test_binary_pushes_and_transactions_are_stamped_with_the_token_sub(
+        anon: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
+    """QPB1 (plain and framed) and QTB1 bodies carry no producer; the token's sub is stamped
+    on the stored frames (a client-built frame is framed again to carry it)."""
+    from queen.http.push_binary import (
+        PushBatch,
+        encode_push_binary,
+        encode_push_frames,
+        encode_transaction_frames,
+    )
+
+    binary = {"Content-Type": "application/x-queen-push"}
+    bodies = [
+        ("/api/v1/push", "dave", encode_push_binary([PushBatch(queue_name, "", [b"1"],
+                                                                ["p1"])])),
+        ("/api/v1/push", "erin", encode_push_frames([PushBatch(queue_name, "Default",
+                                                                [b"2", b"3"], ["f1", "f2"])])),
+        ("/api/v1/transaction", "frank", encode_transaction_frames(None, [PushBatch(
+            queue_name, "Default", [b"4"], ["x1"])])),
+    ]
+    for path, sub, body in bodies:
+        r = await anon.post(path, content=body,
+                            headers={**binary, **bearer(HS.token(sub, role="admin"))})
+        assert r.status_code in (200, 201), r.text
+    blobs = await db.fetch(
+        """SELECT s.blob FROM queen.log_segments s JOIN queen.log_partitions p
+             ON p.id = s.partition_id JOIN queen.queues q ON q.id = p.queue_id
+            WHERE q.name = $1 ORDER BY s.base_offset""", queue_name)
+    frames = [f for b in blobs for f in segments.unpack(b["blob"])]
+    want = [("p1", "dave"), ("f1", "erin"), ("f2", "erin"), ("x1", "frank")]
+    assert [(f.transaction_id, f.producer_sub) for f in frames] == want
+    r = await anon.get(f"/api/v1/pop/queue/{queue_name}?wait=false&batch=10",
+                       headers=bearer(HS.token("root", role="admin")))
+    assert [(m["transactionId"], m["producerSub"]) for m in r.json()["messages"]] == want
+
+
 async def test_with_auth_off_producer_sub_is_null_and_the_body_cannot_set_it(
         http: httpx.AsyncClient, queue_name: str) -> None:
     r = await http.post("/api/v1/push", json={"items": [

@@ -190,7 +190,7 @@ async def test_boundary_lengths_are_accepted(
 
 async def test_unknown_route_answers_404_json(http: httpx.AsyncClient) -> None:
     for method, path in [("GET", "/api/v1/nothing-here"), ("POST", "/api/v2/push"),
-                         ("GET", "/")]:
+                         ("GET", "/nothing"), ("GET", "/index.html")]:
         r = await http.request(method, path)
         await _assert_error(r, 404, "no route for")
 

@@ -215,6 +215,15 @@ async def test_database_stopped_mid_run_answers_errors_then_recovers_losing_noth
         assert r.headers["retry-after"].isdigit()
         assert "database" in r.json()["error"].lower()
         assert len(ledger.statuses) > down_at, "producers kept getting answers during the outage"
+        # The metrics still answer, from what the worker knows, and say the database is away.
+        r = await client.get("/metrics/prometheus")
+        assert r.status_code == 200
+        assert "\nqueen_file_buffer_db_healthy 0.0\n" in r.text
+        assert "queen_cluster_push_requests_total" not in r.text  # absent, not zero
+        assert "queen_process_resident_memory_bytes{" in r.text
+        r = await client.get("/metrics")
+        assert r.status_code == 200 and r.json()["database"]["healthy"] is False
+        assert r.json()["requests"]["total"] is None
 
         cluster.start_pg()
         recovery = await _wait_until_push_succeeds(client, queue_name, timeout=10)
@@ -226,6 +235,12 @@ async def test_database_stopped_mid_run_answers_errors_then_recovers_losing_noth
     assert recovery <= 10
     r = await client.get("/health")
     assert r.status_code == 200 and r.json()["database"] == "connected"
+    # The errors the workers met are counted once their counters reach the database again.
+    r = await client.get("/metrics/prometheus")
+    assert "\nqueen_file_buffer_db_healthy 1.0\n" in r.text
+    [errors] = [line for line in r.text.splitlines()
+                if line.startswith("queen_cluster_db_errors_total ")]
+    assert float(errors.split()[1]) > 0
     assert 500 not in ledger.statuses
     assert set(ledger.statuses) <= {201, 503}, set(ledger.statuses)
     assert ledger.errors, "some pushes must have met the outage"

@@ -21,6 +21,15 @@ from core.storage.database import Database
 from tests.support import ROOT, BrokerProcess, wait_for
 
 
+def catches_sigterm(pid: int) -> bool:
+    """Whether the process has a handler for SIGTERM (its SigCgt mask in /proc)."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("SigCgt:"):
+                return bool(int(line.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+    return False
+
+
 def start_reaper(database_url: str, **env: str) -> subprocess.Popen[bytes]:
     import os
     import sys
@@ -174,8 +183,15 @@ async def test_reaper_killed_and_restarted_loses_nothing(
 
 async def test_reaper_waits_for_the_database_and_stops_on_sigterm(database_url: str) -> None:
     # An unreachable server: the reaper keeps waiting instead of exiting, and SIGTERM ends it.
+    # Wait until it catches SIGTERM (its handler is installed before it first tries the
+    # database): a fixed sleep raced start-up on a loaded machine and killed it with -15.
     reaper = start_reaper("postgresql://nobody@127.0.0.1:1/none")
-    await asyncio.sleep(1.0)
+    for _ in range(300):
+        if catches_sigterm(reaper.pid) or reaper.poll() is not None:
+            break
+        await asyncio.sleep(0.1)
+    assert catches_sigterm(reaper.pid)
+    await asyncio.sleep(0.5)
     assert reaper.poll() is None
     stop_process(reaper, signal.SIGTERM, timeout=10)
     assert reaper.returncode == 0

@@ -95,7 +95,7 @@ async def test_status_routes_answer_small_objects(
         await client.close()
     assert overall["queues"] >= 1
     assert detail["totals"] == {"total": 6, "pending": 4, "processing": 0, "completed": 2,
-                                "deadLetter": 0}
+                                "failed": 0, "deadLetter": 0}
     assert len(stats["queues"]) <= 5 and refreshed["success"] is True
     r = await http.get(f"/api/v1/status/queues/{queue_name}/messages", params={"limit": 2})
     assert r.json()["total"] == 6 and len(r.json()["messages"]) == 2

@@ -29,8 +29,9 @@ POOL = "queen-broker"  # application_name of the pool's connections
 @pytest.fixture
 async def counted(database_url: str) -> AsyncIterator[tuple[Broker, RoundTrips]]:
     async with counting_proxy(database_url) as (dsn, trips):
+        # The counter flusher's own timer is kept out of the way: tests flush by hand.
         settings = Settings(db_pool_size=1, pop_wait_initial_interval_ms=50,
-                            pop_wait_max_interval_ms=50)
+                            pop_wait_max_interval_ms=50, metrics_flush_ms=600_000)
         async with Broker.open(settings, dsn=dsn, migrate=False) as broker:
             yield broker, trips
 
@@ -133,3 +134,22 @@ async def test_the_counter_sees_every_round_trip_of_a_transaction(
         [TxPush(queue_name, "t", NewMessage(uuid.uuid4(), "tx-1", b"1"))], [])
     assert result.committed
     assert trips.of(POOL) == 3  # BEGIN, queen.append, COMMIT
+
+
+async def test_counting_costs_the_pool_nothing_and_a_flush_is_one_round_trip(
+        counted: tuple[Broker, RoundTrips], queue_name: str) -> None:
+    """Pushes, pops and acks only count in memory; the counters reach the database in one
+    statement per flush, on the flusher's own connection (`queen-broker-stats`)."""
+    broker, trips = counted
+    await _warm_up(broker, queue_name)
+    assert broker.flusher is not None
+    assert await broker.flusher.flush()  # connects and prepares the statement
+    trips.reset()
+    await _push(broker, queue_name, "c", 3)
+    result = await broker.pop(PopRequest(group="g", batch=3, queue=queue_name))
+    assert await _ack_all(broker, "g", result) == [True] * 3
+    assert trips.of(POOL) == 3  # the push's flush, the pop, the ack: nothing more
+    assert broker.counters.peek()[(result.claims[0].partition_id, "delivered")] == 3
+    pool_before = trips.of(POOL)
+    assert await broker.flusher.flush()
+    assert trips.of("queen-broker-stats") == 1 and trips.of(POOL) == pool_before

@@ -27,6 +27,7 @@ SECTION_9 = {
     ("GET", "/metrics/prometheus"): PUBLIC,
     ("GET", "/openapi.json"): PUBLIC,
     ("GET", "/docs"): PUBLIC,
+    ("GET", "/"): PUBLIC,  # the dashboard page (it holds no data; its API calls carry the token)
     # WRITE_ONLY: push
     ("POST", "/api/v1/push"): WRITE_ONLY,
     # READ_WRITE: pop (a GET), ack, ack/batch, transaction, lease extend, configure, POST
@@ -75,6 +76,11 @@ SECTION_9 = {
     ("GET", "/api/v1/status/queues/{queue}"): READ_ONLY,
     ("GET", "/api/v1/status/queues/{queue}/messages"): READ_ONLY,
     ("GET", "/api/v1/status/analytics"): READ_ONLY,
+    # Issue 10 point 5 (decisions, broker/table.py): the partitions feed reads like fetch;
+    # replay by id like the DLQ retry route; a bulk purge is ADMIN like DELETE queue.
+    ("POST", "/api/v1/partitions/changed"): READ_ONLY,
+    ("POST", "/api/v1/dlq/{id}/replay"): READ_WRITE,
+    ("DELETE", "/api/v1/dlq"): ADMIN,
 }
 
 

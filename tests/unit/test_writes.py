@@ -35,7 +35,7 @@ def test_first_occurrences_of_nothing_is_empty() -> None:
 
 
 class FakeAppendConn:
-    """Plays `queen.append` (schema/024_append.sql) and `segments_at` in memory, for one
+    """Plays `queen.append` (schema/030_encryption.sql; plain queues only) and `segments_at` in memory, for one
     partition."""
 
     def __init__(self, window: int) -> None:
@@ -55,8 +55,9 @@ class FakeAppendConn:
 
     def _append(self, queues: list[str], partitions: list[str], namespaces: list[str],
                 tasks: list[str], options: str, per_partition: list[int], frames: list[int],
-                blobs: list[bytes], txids: list[str], repeats: list[bool]) -> tuple[Any, ...]:
-        assert len(queues) == 1 and per_partition == [len(blobs)]
+                blobs: list[bytes], txids: list[str], repeats: list[bool],
+                encrypted: list[bool]) -> tuple[Any, ...]:
+        assert len(queues) == 1 and per_partition == [len(blobs)] and encrypted == [False]
         self.statements.append(list(txids))
         stored = [f for blob in blobs for f in segments.unpack(blob)]
         assert [f.transaction_id for f in stored] == txids
@@ -70,7 +71,7 @@ class FakeAppendConn:
                     assert repeats[0]
                     dups.append((pos, None))
             if dups:
-                return (1, 1, None, None, [p for p, _ in dups], [o for _, o in dups])
+                return (1, 1, None, None, [p for p, _ in dups], [o for _, o in dups], False)
         base = len(self.log)
         stamp = datetime.now(UTC)
         for blob in blobs:
@@ -78,7 +79,7 @@ class FakeAppendConn:
             for frame in segments.unpack(blob):
                 self.first_stored.setdefault(frame.transaction_id, len(self.log))
                 self.log.append((len(self.log), frame.transaction_id, frame.payload))
-        return (1, 1, base, stamp, None, None)
+        return (1, 1, base, stamp, None, None, False)
 
 
 def _numbered(*txids: str) -> list[NewMessage]:

@@ -1,0 +1,1 @@
+"""The operators' dashboard served at `/`: static files shipped in this package (see `page`)."""

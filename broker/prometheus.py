@@ -1,0 +1,146 @@
+"""The Prometheus exposition of `/metrics/prometheus`, built with `prometheus-client`.
+
+The figures are the cluster's (`core.stats.ClusterFigures`: every worker's flushed counters
+summed in PostgreSQL, live workers' heartbeats, per-queue gauges), turned into metric
+families by a one-shot collector on a fresh registry per scrape. Names follow Queen's
+(`queen_cluster_*_total`, `queen_dlq_depth`, ...), so its documented alert rules work;
+the latency histograms (`queen_{push,pop,ack}_duration_seconds`) are ours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
+
+from core.counters import LATENCY_BOUNDS, TIMED, bucket_name
+from core.stats import ClusterFigures, OperatingFigures, ProcessFigures
+
+MEDIA_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # the format wire-protocol §6.5 names
+
+# (metric name without _total, counter name in core.counters, help)
+_CLUSTER_COUNTERS = (
+    ("queen_cluster_requests", "requests", "HTTP requests answered."),
+    ("queen_cluster_push_requests", "push_requests", "Push requests answered."),
+    ("queen_cluster_push_messages", "push_messages",
+     "Messages appended (pushes and transactions; duplicates not counted)."),
+    ("queen_cluster_pop_requests", "pop_requests", "Pop requests answered."),
+    ("queen_cluster_pop_messages", "pop_messages", "Messages delivered by pops."),
+    ("queen_cluster_ack_requests", "ack_requests", "Ack and batch-ack requests answered."),
+    ("queen_cluster_ack_messages", "ack_messages",
+     "Acks applied (any status; repeated acks of committed messages not counted)."),
+    ("queen_cluster_ack_failed", "ack_failed", "Acks applied with a failed/retry/dlq status."),
+    ("queen_cluster_transactions", "transactions", "Transactions committed."),
+    ("queen_cluster_dlq", "dlq", "Messages moved to the dead-letter store by acks."),
+    ("queen_cluster_db_errors", "db_errors", "Database errors met by web workers."),
+)
+_OVERVIEW_GAUGES = (
+    ("queen_queues", "Queues.", "queues"),
+    ("queen_partitions", "Partitions.", "partitions"),
+    ("queen_messages_appended", "Messages ever appended (sum of high watermarks).", "appended"),
+    ("queen_messages_retained", "Messages currently retained.", "retained"),
+    ("queen_segments", "Stored segments.", "segments"),
+    ("queen_consumer_cursors", "Consumer cursors (partition, group).", "cursors"),
+    ("queen_leases_active", "Live leases.", "live_leases"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Scrape:
+    """Everything one scrape shows. `cluster` is None when the database could not be read:
+    the local gauges still answer, and `queen_file_buffer_db_healthy` says why the rest is
+    missing."""
+
+    cluster: ClusterFigures | None
+    local: ProcessFigures  # this worker, for when the cluster view is missing
+    operating: OperatingFigures
+
+
+def _gauge(name: str, text: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, text, value=value)
+
+
+def _labelled(name: str, text: str, label: str,
+              values: Iterable[tuple[str, float]]) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, text, labels=[label])
+    for key, value in values:
+        family.add_metric([key], value)
+    return family
+
+
+def _histogram(kind: str, counters: dict[str, int]) -> HistogramMetricFamily:
+    buckets: list[tuple[str, float]] = []
+    running = 0
+    for index, bound in enumerate((*LATENCY_BOUNDS, float("inf"))):
+        running += counters.get(bucket_name(kind, index), 0)
+        buckets.append(("+Inf" if bound == float("inf") else repr(bound), running))
+    return HistogramMetricFamily(
+        f"queen_{kind}_duration_seconds",
+        f"Time to answer a {kind} request (a pop's includes its long-poll wait).",
+        buckets=buckets, sum_value=counters.get(f"{kind}_seconds_sum_us", 0) / 1_000_000)
+
+
+def _families(scrape: Scrape) -> Iterator[Metric]:
+    processes = scrape.cluster.processes if scrape.cluster else []
+    if not any(p.process == scrape.local.process for p in processes):
+        processes = [*processes, scrape.local]
+    yield _gauge("queen_uptime_seconds", "Seconds since the oldest live web worker started.",
+                 max(p.uptime_seconds for p in processes))
+    yield _gauge("queen_db_pool_size", "Pool capacity (DB_POOL_SIZE) summed over web workers.",
+                 sum(p.pool_max for p in processes))
+    yield _gauge("queen_db_pool_active", "Pool connections in use, over web workers.",
+                 sum(p.pool_size - p.pool_idle for p in processes))
+    yield _gauge("queen_db_pool_idle", "Open idle pool connections, over web workers.",
+                 sum(p.pool_idle for p in processes))
+    yield _labelled("queen_process_resident_memory_bytes", "Resident memory of each web worker.",
+                    "process", ((p.process, p.rss_bytes) for p in processes))
+    op = scrape.operating
+    yield _gauge("queen_maintenance_mode_enabled", "1 while pushes go to the spool.",
+                 int(op.maintenance or any(p.maintenance for p in processes)))
+    yield _gauge("queen_file_buffer_pending", "Pushes waiting in the spool, over web workers.",
+                 max(sum(p.file_buffer_pending for p in processes), op.file_buffer_pending))
+    yield _gauge("queen_file_buffer_failed", "Spool entries that failed to drain.",
+                 max(sum(p.file_buffer_failed for p in processes), op.file_buffer_failed))
+    yield _gauge("queen_file_buffer_db_healthy", "1 when this scrape could read the database.",
+                 int(scrape.cluster is not None))
+    cluster = scrape.cluster
+    if cluster is None:
+        return
+    for name, key, text in _CLUSTER_COUNTERS:
+        yield CounterMetricFamily(name, text, value=cluster.counters.get(key, 0))
+    for kind in TIMED:
+        yield _histogram(kind, cluster.counters)
+    yield _gauge("queen_dlq_depth", "Rows in the dead-letter store.",
+                 sum(q.dead_letters for q in cluster.queues))
+    yield _labelled("queen_dlq_depth_by_queue", "Dead letters per queue.", "queue",
+                    ((q.name, q.dead_letters) for q in cluster.queues))
+    yield _labelled("queen_queue_pop_lag_milliseconds",
+                    "Age of the oldest message the slowest cursor has not consumed.", "queue",
+                    ((q.name, q.lag_ms) for q in cluster.queues))
+    yield _labelled("queen_queue_parked_consumers",
+                    "Long-poll pops parked per queue (* = any queue: discovery pops, and pops "
+                    "before their first check).", "queue", cluster.parked.items())
+    for name, text, attr in _OVERVIEW_GAUGES:
+        yield _gauge(name, text, getattr(cluster.overview, attr))
+
+
+class _OneScrape:
+    def __init__(self, scrape: Scrape) -> None:
+        self._scrape = scrape
+
+    def collect(self) -> Iterator[Metric]:
+        return _families(self._scrape)
+
+
+def exposition(scrape: Scrape) -> bytes:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_OneScrape(scrape))
+    return generate_latest(registry)

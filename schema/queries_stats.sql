@@ -1,0 +1,239 @@
+-- Statements of the observability features (core/stats.py, core/counters.py): counter
+-- flushes, process heartbeats, analytics samples and the metrics routes' figures.
+-- Loaded by core/storage/statements.py. Time is the database's (now()).
+
+-- name: stats_flush
+-- Add one process's counter deltas and refresh its heartbeat row, in one statement. Deltas
+-- of partitions that do not exist (an ack naming a made-up partition id) are dropped. The
+-- caller sends each key once, sorted, so concurrent flushes lock rows in the same order.
+-- Answers the counters written and the cluster's request and message totals (as of the
+-- statement's snapshot: without the deltas it adds), for the rates of `/metrics`.
+-- The heartbeat row is created with the database's now() as the process's start.
+-- $1 partition ids (0 = cluster-wide), $2 names, $3 deltas, $4 process, $5 figures (JSON)
+WITH added AS (
+    INSERT INTO queen.stats_counters AS c (partition_id, name, value)
+    SELECT u.pid, u.name, u.delta
+      FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS u(pid, name, delta)
+     WHERE u.pid = 0 OR EXISTS (SELECT 1 FROM queen.log_partitions p WHERE p.id = u.pid)
+    ON CONFLICT (partition_id, name) DO UPDATE SET value = c.value + excluded.value
+    RETURNING 1)
+INSERT INTO queen.stats_processes AS s (process, started_at, seen_at, figures)
+VALUES ($4, now(), now(), $5::jsonb)
+ON CONFLICT (process) DO UPDATE SET seen_at = now(), figures = excluded.figures
+RETURNING (SELECT count(*) FROM added) AS written,
+          (SELECT coalesce(sum(value), 0) FROM queen.stats_counters
+            WHERE partition_id = 0 AND name = 'requests')::bigint AS requests,
+          (SELECT coalesce(sum(value), 0) FROM queen.stats_counters
+            WHERE partition_id = 0 AND name = 'push_messages')::bigint AS messages;
+
+-- name: stats_cluster_counters
+-- The cluster-wide counters (every process's flushed deltas, summed as they were added).
+SELECT name, value FROM queen.stats_counters WHERE partition_id = 0 ORDER BY name;
+
+-- name: stats_live_processes
+-- Processes whose heartbeat is younger than $1 seconds, with the database's now.
+-- $1 seconds
+SELECT process, started_at, seen_at, figures::text AS figures, now() AS db_now
+  FROM queen.stats_processes
+ WHERE seen_at > now() - make_interval(secs => $1::float8)
+ ORDER BY process;
+
+-- name: stats_forget_processes
+-- Drop heartbeat rows older than $1 seconds (processes that stopped or died).
+-- $1 seconds
+DELETE FROM queen.stats_processes
+ WHERE seen_at < now() - make_interval(secs => $1::float8);
+
+-- name: stats_queue_gauges
+-- Per queue: dead letters, and the pop lag: the age in milliseconds of the oldest message a
+-- cursor has not had delivered yet (past its committed offset and past the span a live
+-- lease holds), the worst cursor's; 0 when every cursor has been served everything.
+SELECT q.id, q.name,
+       (SELECT count(*) FROM queen.log_dlq d JOIN queen.log_partitions p ON p.id = d.partition_id
+         WHERE p.queue_id = q.id) AS dead_letters,
+       coalesce((SELECT max(extract(epoch FROM now() - lag.created_at)) * 1000
+                   FROM queen.log_partitions p
+                   JOIN queen.log_consumers c ON c.partition_id = p.id
+                   CROSS JOIN LATERAL (
+                         SELECT greatest(c.committed, p.log_start - 1,
+                                         CASE WHEN c.worker_id IS NOT NULL
+                                                   AND c.lease_expires_at > now()
+                                              THEN c.batch_end END) AS served) k
+                   CROSS JOIN LATERAL (
+                         SELECT s.created_at FROM queen.log_segments s
+                          WHERE p.last_offset > k.served
+                            AND s.partition_id = p.id
+                            AND s.base_offset <= k.served + 1
+                          ORDER BY s.base_offset DESC LIMIT 1) lag
+                  WHERE p.queue_id = q.id), 0)::float8 AS lag_ms
+  FROM queen.queues q
+ ORDER BY q.name;
+
+-- name: stats_lock
+-- Serialise sampling passes (the reaper's, `stats/refresh`, several reapers): waits for the
+-- transaction of another pass to end, so the next one reads the baseline it wrote.
+-- $1 lock key
+SELECT pg_advisory_xact_lock($1);
+
+-- name: stats_sample
+-- One sampling pass: per queue, the cumulative counters now (pushed = offsets allocated,
+-- acked = messages cursors consumed, delivered/failed = the workers' flushed counters) minus
+-- the previous pass's baseline, dead letters written since the previous pass, the backlog of
+-- the worst cursor (depth) and the age of the oldest unconsumed message (lag). Stores a row
+-- for the pass (queue_id 0) and one per queue with something to show, moves the baseline,
+-- and forgets baselines and counters of deleted queues and partitions. A queue without a
+-- baseline counts from zero when it was created after the previous pass; on the very first
+-- pass nothing is counted (the history before it is unknown, not a spike).
+-- Answers the number of queue rows stored.
+WITH prev AS (
+    SELECT max(sampled_at) AS at FROM queen.stats_samples WHERE queue_id = 0),
+parts AS (
+    SELECT p.queue_id,
+           sum(p.last_offset + 1) AS pushed,
+           sum(greatest(p.last_offset - greatest(coalesce(cur.low, -1), p.log_start - 1), 0))
+               AS depth,
+           sum(coalesce(cur.consumed, 0)) AS acked,
+           max(coalesce(cur.lag, 0)) AS lag
+      FROM queen.log_partitions p
+      LEFT JOIN LATERAL (
+            SELECT min(c.committed) AS low, sum(c.total_consumed) AS consumed,
+                   max(extract(epoch FROM now() - lag.created_at)) AS lag
+              FROM queen.log_consumers c
+              LEFT JOIN LATERAL (
+                    SELECT s.created_at FROM queen.log_segments s
+                     WHERE p.last_offset > greatest(c.committed, p.log_start - 1)
+                       AND s.partition_id = p.id
+                       AND s.base_offset <= greatest(c.committed + 1, p.log_start)
+                     ORDER BY s.base_offset DESC LIMIT 1) lag ON true
+             WHERE c.partition_id = p.id) cur ON true
+     GROUP BY p.queue_id),
+counted AS (
+    SELECT p.queue_id,
+           sum(c.value) FILTER (WHERE c.name = 'delivered') AS delivered,
+           sum(c.value) FILTER (WHERE c.name = 'failed') AS failed
+      FROM queen.stats_counters c JOIN queen.log_partitions p ON p.id = c.partition_id
+     WHERE c.partition_id <> 0
+     GROUP BY p.queue_id),
+dead AS (
+    SELECT p.queue_id, count(*) AS n
+      FROM queen.log_dlq d JOIN queen.log_partitions p ON p.id = d.partition_id, prev
+     WHERE prev.at IS NOT NULL AND d.failed_at > prev.at
+     GROUP BY p.queue_id),
+now_ AS (
+    SELECT q.id, q.name, q.namespace, q.task, q.created_at,
+           coalesce(pa.pushed, 0)::bigint AS pushed, coalesce(co.delivered, 0)::bigint AS delivered,
+           coalesce(pa.acked, 0)::bigint AS acked, coalesce(co.failed, 0)::bigint AS failed,
+           coalesce(de.n, 0)::bigint AS dead, coalesce(pa.depth, 0)::bigint AS depth,
+           coalesce(pa.lag, 0)::float8 AS lag
+      FROM queen.queues q
+      LEFT JOIN parts pa ON pa.queue_id = q.id
+      LEFT JOIN counted co ON co.queue_id = q.id
+      LEFT JOIN dead de ON de.queue_id = q.id),
+delta AS (
+    SELECT n.*,
+           CASE WHEN b.queue_id IS NOT NULL THEN true
+                WHEN prev.at IS NOT NULL AND n.created_at > prev.at THEN true
+                ELSE false END AS counts,
+           coalesce(b.pushed, 0) AS b_pushed, coalesce(b.delivered, 0) AS b_delivered,
+           coalesce(b.acked, 0) AS b_acked, coalesce(b.failed, 0) AS b_failed
+      FROM now_ n CROSS JOIN prev LEFT JOIN queen.stats_baseline b ON b.queue_id = n.id),
+rows_ AS (
+    SELECT id, name, namespace, task, depth, lag, dead,
+           CASE WHEN counts THEN greatest(pushed - b_pushed, 0) ELSE 0 END AS d_pushed,
+           CASE WHEN counts THEN greatest(delivered - b_delivered, 0) ELSE 0 END AS d_delivered,
+           CASE WHEN counts THEN greatest(acked - b_acked, 0) ELSE 0 END AS d_acked,
+           CASE WHEN counts THEN greatest(failed - b_failed, 0) ELSE 0 END AS d_failed
+      FROM delta),
+stored AS (
+    INSERT INTO queen.stats_samples (sampled_at, queue_id, queue, namespace, task, pushed,
+                                     delivered, acked, failed, dead_lettered, depth,
+                                     lag_seconds)
+    SELECT now(), id, name, namespace, task, d_pushed, d_delivered, d_acked, d_failed, dead,
+           depth, lag
+      FROM rows_
+     WHERE d_pushed > 0 OR d_delivered > 0 OR d_acked > 0 OR d_failed > 0 OR dead > 0
+        OR depth > 0 OR lag > 0
+    UNION ALL
+    SELECT now(), 0, '', '', '', 0, 0, 0, 0, 0, 0, 0
+    RETURNING queue_id),
+moved AS (
+    INSERT INTO queen.stats_baseline AS b (queue_id, pushed, delivered, acked, failed,
+                                           sampled_at)
+    SELECT id, pushed, delivered, acked, failed, now() FROM now_
+    ON CONFLICT (queue_id) DO UPDATE
+       SET pushed = excluded.pushed, delivered = excluded.delivered, acked = excluded.acked,
+           failed = excluded.failed, sampled_at = excluded.sampled_at),
+forgotten AS (
+    DELETE FROM queen.stats_baseline b
+     WHERE NOT EXISTS (SELECT 1 FROM queen.queues q WHERE q.id = b.queue_id)),
+orphans AS (
+    DELETE FROM queen.stats_counters c
+     WHERE c.partition_id <> 0
+       AND NOT EXISTS (SELECT 1 FROM queen.log_partitions p WHERE p.id = c.partition_id))
+-- (Data-modifying CTEs run to completion whether or not the final SELECT reads them.)
+SELECT count(*) FROM stored WHERE queue_id <> 0;
+
+-- name: stats_trim_samples
+-- Delete up to $2 samples older than $1 days (analytics retention, METRICS_RETENTION_DAYS).
+-- $1 days, $2 batch size
+DELETE FROM queen.stats_samples s
+ USING (SELECT ctid AS row_id FROM queen.stats_samples
+         WHERE sampled_at < now() - make_interval(days => $1::int)
+         LIMIT $2) doomed
+ WHERE s.ctid = doomed.row_id;
+
+-- name: stats_series
+-- The analytics series: per bucket (date_trunc of the unit $1, in UTC) of the passes between
+-- $2 and $3, throughput summed over the matching queues' rows, the depth at the bucket's last
+-- pass (queues without a row then had none) and the largest lag seen in the bucket.
+-- $1 unit (minute|hour|day|week|month), $2 from, $3 to, $4 queue or null, $5 namespace or
+-- null, $6 task or null
+WITH passes AS (
+    SELECT date_trunc($1, sampled_at, 'UTC') AS bucket, max(sampled_at) AS last_at
+      FROM queen.stats_samples
+     WHERE queue_id = 0 AND sampled_at >= $2 AND sampled_at <= $3
+     GROUP BY 1),
+matched AS (
+    SELECT date_trunc($1, s.sampled_at, 'UTC') AS bucket, s.*
+      FROM queen.stats_samples s
+     WHERE s.queue_id <> 0 AND s.sampled_at >= $2 AND s.sampled_at <= $3
+       AND ($4::text IS NULL OR s.queue = $4)
+       AND ($5::text IS NULL OR s.namespace = $5)
+       AND ($6::text IS NULL OR s.task = $6))
+SELECT p.bucket AS at,
+       coalesce(sum(m.pushed), 0)::bigint AS pushed,
+       coalesce(sum(m.delivered), 0)::bigint AS delivered,
+       coalesce(sum(m.acked), 0)::bigint AS acked,
+       coalesce(sum(m.failed), 0)::bigint AS failed,
+       coalesce(sum(m.dead_lettered), 0)::bigint AS dead_lettered,
+       coalesce(sum(m.depth) FILTER (WHERE m.sampled_at = p.last_at), 0)::bigint AS depth,
+       coalesce(max(m.lag_seconds), 0)::float8 AS lag_seconds
+  FROM passes p LEFT JOIN matched m ON m.bucket = p.bucket
+ GROUP BY p.bucket
+ ORDER BY p.bucket;
+
+-- name: stats_safe_time
+-- The instant before which every write is visible to a statement issued after this one:
+-- the start of the oldest transaction still open in this database (its writes may carry an
+-- earlier time than their commit), or now when there is none. Read before the partitions,
+-- so a transaction that commits in between is either seen open here or visible there.
+SELECT least(clock_timestamp(),
+             (SELECT min(a.xact_start) FROM pg_stat_activity a
+               WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
+                 AND a.xact_start IS NOT NULL AND a.backend_type = 'client backend'));
+
+-- name: stats_changed_partitions
+-- A queue's partitions written at or after $2 (all when null), in creation (id) order after
+-- the page cursor $3, at most $4; null rows when the queue does not exist.
+-- $1 queue name, $2 since or null, $3 after partition id or null, $4 limit
+SELECT q.id AS queue_id, p.id, p.name, p.last_offset, p.log_start, p.last_write_at
+  FROM queen.queues q
+  LEFT JOIN LATERAL (
+        SELECT * FROM queen.log_partitions p
+         WHERE p.queue_id = q.id
+           AND ($2::timestamptz IS NULL OR p.last_write_at >= $2)
+           AND ($3::bigint IS NULL OR p.id > $3)
+         ORDER BY p.id
+         LIMIT $4) p ON true
+ WHERE q.name = $1
+ ORDER BY p.id;

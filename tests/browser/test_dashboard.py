@@ -1,0 +1,456 @@
+"""The dashboard in a real browser (headless Debian chromium via Playwright) against the
+session's broker with data: every view loads and shows what the JSON API answers, and a
+seek, a DLQ replay, a DLQ delete and a group delete clicked on the page change what the API
+then answers. One browser for the module; data under one unique prefix.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import tomllib
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from fnmatch import fnmatch
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.browser.conftest import snap
+from tests.support import ROOT, BrokerProcess
+from tests.tokens import AUTH_SECRET, Signer
+
+playwright_api = pytest.importorskip(
+    "playwright.async_api",
+    reason="browser tests need the playwright package (pip install -e '.[test]')")
+expect = playwright_api.expect
+expect.set_options(timeout=15_000)
+Page = Any  # playwright.async_api.Page
+GROUPS = "/api/v1/consumer-groups"
+
+
+class Data:
+    """What the module pushed: queue names, partitions and groups, all under one prefix."""
+
+    def __init__(self) -> None:
+        self.prefix = "dash-" + uuid.uuid4().hex[:8]
+        self.orders = f"{self.prefix}-orders"  # partitions p1 (30 messages), p2 (10)
+        self.pay = f"{self.prefix}-pay"  # 6 messages; 3 dead-lettered by group `audit`
+        self.extra = [f"{self.prefix}-x{i}" for i in range(3)]
+
+
+async def push(http: httpx.AsyncClient, items: list[dict[str, Any]]) -> None:
+    r = await http.post("/api/v1/push", json={"items": items})
+    assert r.status_code == 201 and all(i["status"] == "queued" for i in r.json()), r.text
+
+
+async def consume(http: httpx.AsyncClient, queue: str, group: str, n: int, *,
+                  partition: str | None = None, status: str = "completed") -> None:
+    """Pop n messages as `group` and ack each with `status`, one at a time."""
+    path = f"/api/v1/pop/queue/{queue}" + (f"/partition/{partition}" if partition else "")
+    for _ in range(n):
+        r = await http.get(path, params={"batch": 1, "consumerGroup": group})
+        assert r.status_code == 200, r.text
+        (m,) = r.json()["messages"]
+        r = await http.post("/api/v1/ack", json={
+            "transactionId": m["transactionId"], "partitionId": m["partitionId"],
+            "status": status, "error": "amount out of range", "consumerGroup": group,
+            "leaseId": m["leaseId"]})
+        assert r.json()[0]["success"], r.text
+
+
+@pytest.fixture(scope="module")
+async def data(broker: BrokerProcess) -> AsyncIterator[Data]:
+    d = Data()
+    async with httpx.AsyncClient(base_url=broker.url, timeout=30) as http:
+        for queue in (d.orders, d.pay):
+            r = await http.post("/api/v1/configure", json={
+                "queue": queue, "options": {"retryLimit": 0, "leaseTime": 30}})
+            assert r.status_code == 200, r.text
+        await push(http, [{"queue": d.orders, "partition": p, "transactionId": f"o-{p}-{i}",
+                           "payload": {"order": i, "partition": p, "lines": [1, 2]}}
+                          for p, n in (("p1", 30), ("p2", 10)) for i in range(n)])
+        await push(http, [{"queue": d.pay, "transactionId": f"pay-{i}",
+                           "payload": {"amount": i * 10}} for i in range(6)])
+        await push(http, [{"queue": q, "payload": i} for i, q in enumerate(d.extra)])
+        await consume(http, d.orders, "billing", 10, partition="p1")
+        await consume(http, d.pay, "audit", 3, status="failed")  # retryLimit 0: DLQ at once
+    yield d
+
+
+@pytest.fixture(scope="module")
+async def api(broker: BrokerProcess) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=broker.url, timeout=30) as client:
+        yield client
+
+
+@pytest.fixture
+async def page(browser: Any) -> AsyncIterator[Page]:
+    context = await browser.new_context(viewport={"width": 1280, "height": 860})
+    tab = await context.new_page()
+    errors: list[str] = []
+    tab.on("pageerror", lambda e: errors.append(str(e)))
+    yield tab
+    await context.close()
+    assert not errors, errors  # no script error on any view
+
+
+async def open_view(page: Page, base: str, route: str) -> None:
+    """Load the page at `#/route` and wait for the view's first load to finish."""
+    await page.goto(f"{base}/#/{route}")
+    await page.wait_for_selector("#view[data-loads]:not([data-loads='0'])")
+
+
+def text_of(n: int) -> str:
+    return f"{n:,}"
+
+
+def row(page: Page, key: str) -> Any:
+    return page.locator(f"tr[data-key='{key}']")
+
+
+async def confirm(page: Page) -> None:
+    await expect(page.locator("dialog#confirm")).to_be_visible()
+    await page.click("#confirm-ok")
+
+
+async def cancel(page: Page) -> None:
+    await expect(page.locator("dialog#confirm")).to_be_visible()
+    await page.click("#confirm-cancel")
+    await expect(page.locator("dialog#confirm")).to_be_hidden()
+
+
+# --- the page itself ------------------------------------------------------------------------
+
+async def test_the_page_is_one_document_with_nothing_from_elsewhere(api: httpx.AsyncClient) -> None:
+    r = await api.get("/")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    # The SVG namespace is a name, not something fetched.
+    page = r.text.replace('"http://www.w3.org/2000/svg"', "")
+    for marker in ("http://", "https://", "<script src", "<link rel=\"stylesheet\"", "@import"):
+        assert marker not in page, marker
+    # The policy allows exactly the inlined script and style, by hash, and this origin.
+    policy = r.headers["content-security-policy"]
+    assert "unsafe-inline" not in policy and "unsafe-eval" not in policy
+    assert "default-src 'none'" in policy and "connect-src 'self'" in policy
+    (script,) = re.findall(r"<script>(.*?)</script>", r.text, re.DOTALL)
+    (style,) = re.findall(r"<style>(.*?)</style>", r.text, re.DOTALL)
+    for text, directive in ((script, "script-src"), (style, "style-src")):
+        digest = base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
+        assert f"{directive} 'sha256-{digest}'" in policy
+
+
+def test_every_dashboard_file_ships_in_the_package() -> None:
+    """pyproject's package-data globs cover every file the page is assembled from, so a
+    wheel (not only an editable install) serves the dashboard."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    globs = config["tool"]["setuptools"]["package-data"]["broker.dashboard"]
+    static = ROOT / "broker" / "dashboard" / "static"
+    files = [p.relative_to(static.parent).as_posix() for p in static.iterdir()]
+    assert files and all(any(fnmatch(f, g) for g in globs) for f in files), files
+
+
+# --- views against the API ------------------------------------------------------------------
+
+async def test_overview_shows_what_the_api_answers(page: Page, broker: BrokerProcess,
+                                                   api: httpx.AsyncClient, data: Data) -> None:
+    await open_view(page, broker.url, "")
+    overview = (await api.get("/api/v1/resources/overview")).json()
+    field = lambda name: page.locator(f"dd[data-field='{name}']")
+    await expect(field("queues")).to_have_text(text_of(overview["queues"]))
+    await expect(field("partitions")).to_have_text(text_of(overview["partitions"]))
+    await expect(field("messages")).to_have_text(text_of(overview["messages"]["total"]))
+    await expect(field("deadLetters")).to_have_text(text_of(overview["deadLetters"]))
+    await expect(field("consumerGroups")).to_have_text(text_of(overview["consumerGroups"]))
+    await expect(field("database")).to_have_text("connected")
+    await expect(page.locator("#who")).to_contain_text("auth off")
+    await snap(page, "overview")
+
+
+async def test_queues_are_searched_and_paged_by_the_broker(page: Page, broker: BrokerProcess,
+                                                           api: httpx.AsyncClient,
+                                                           data: Data) -> None:
+    async def api_names(search: str, limit: int, offset: int) -> list[str]:
+        r = await api.get("/api/v1/resources/queues",
+                          params={"search": search, "limit": limit, "offset": offset})
+        return [q["name"] for q in r.json()["queues"]]
+
+    await open_view(page, broker.url, f"queues?search={data.prefix}&limit=2")
+    names = page.locator("td[data-field='name']")
+    await expect(names).to_have_text(await api_names(data.prefix, 2, 0))
+    await expect(page.locator("[data-field='range']")).to_have_text("1–2 of 5")
+    await page.click("button[data-page='next']")
+    await expect(names).to_have_text(await api_names(data.prefix, 2, 2))
+    await expect(page.locator("[data-field='range']")).to_have_text("3–4 of 5")
+    # The search box: only the three extra queues match "-x".
+    await page.fill("input[name='search']", f"{data.prefix}-x")
+    await page.press("input[name='search']", "Enter")
+    await expect(names).to_have_text(await api_names(f"{data.prefix}-x", 2, 0))
+    await expect(page.locator("[data-field='range']")).to_have_text("1–2 of 3")
+    await open_view(page, broker.url, f"queues?search={data.prefix}")
+    await snap(page, "queues")
+
+
+async def test_queue_detail_shows_options_partitions_and_group_lag(
+        page: Page, broker: BrokerProcess, api: httpx.AsyncClient, data: Data) -> None:
+    await open_view(page, broker.url, f"queue/{data.orders}")
+    detail = (await api.get(f"/api/v1/resources/queues/{data.orders}")).json()
+    await expect(row(page, "leaseTime").locator("[data-field='value']")).to_have_text(
+        str(detail["options"]["leaseTime"]))
+    await expect(row(page, "retryLimit").locator("[data-field='value']")).to_have_text("0")
+    for part in detail["partitions"]:
+        cells = row(page, part["name"]).first
+        await expect(cells.locator("[data-field='lastOffset']")).to_have_text(
+            text_of(part["lastOffset"]))
+        await expect(cells.locator("[data-field='lastWrite']")).to_have_text(
+            part["newestMessage"][:19].replace("T", " ") + "Z")
+    # The group's lag per partition is the API's.
+    group = (await api.get(f"{GROUPS}/billing")).json()[data.orders]["partitions"]
+    (p1,) = [p for p in group if p["partition"] == "p1"]
+    assert p1["offsetLag"] == 20  # 30 pushed, 10 acked
+    block = page.locator("[data-group='billing']")
+    await expect(block.locator("tr[data-key='p1'] [data-field='offsetLag']")).to_have_text("20")
+    await expect(block.locator("tr[data-key='p1'] [data-field='committed']")).to_have_text("9")
+    await snap(page, "queue")
+
+
+async def test_messages_of_a_partition_by_offset_with_their_payload(
+        page: Page, broker: BrokerProcess, api: httpx.AsyncClient, data: Data) -> None:
+    await open_view(page, broker.url, f"messages/{data.orders}/p1?offset=5&limit=10")
+    offsets = page.locator("td[data-field='offset']")
+    await expect(offsets).to_have_text([str(n) for n in range(5, 15)])
+    await expect(page.locator("td[data-field='transactionId']")).to_have_text(
+        [f"o-p1-{n}" for n in range(5, 15)])
+    await page.get_by_role("link", name="o-p1-7", exact=True).click()
+    detail = page.locator("[data-detail='message']")
+    await expect(detail.locator("pre[data-field='payload']")).to_be_visible()
+    shown = json.loads(await detail.locator("pre[data-field='payload']").inner_text())
+    assert shown == {"order": 7, "partition": "p1", "lines": [1, 2]}
+    pid = (await api.get(f"/api/v1/resources/queues/{data.orders}")).json()["partitions"][0]["id"]
+    message = (await api.get(f"/api/v1/messages/{pid}/o-p1-7")).json()
+    await expect(detail.locator("dd[data-field='status']")).to_have_text(message["status"])
+    await snap(page, "messages")
+    # Paging: "newer" continues after the last shown offset.
+    await page.click("button[data-page='next']")
+    await expect(offsets.first).to_have_text("15")
+
+
+async def test_consumer_groups_list_matches_the_api(page: Page, broker: BrokerProcess,
+                                                    api: httpx.AsyncClient, data: Data) -> None:
+    await open_view(page, broker.url, f"groups?search={data.prefix}")
+    groups = [g for g in (await api.get(GROUPS)).json() if g["queueName"].startswith(data.prefix)]
+    assert {(g["name"], g["queueName"]) for g in groups} == {
+        ("billing", data.orders), ("audit", data.pay)}
+    for g in groups:
+        cells = row(page, f"{g['name']}/{g['queueName']}")
+        await expect(cells.locator("[data-field='offsetLag']")).to_have_text(text_of(g["offsetLag"]))
+        await expect(cells.locator("[data-field='state']")).to_have_text(g["state"])
+    await snap(page, "groups")
+
+
+# --- actions --------------------------------------------------------------------------------
+
+async def group_lag(api: httpx.AsyncClient, group: str, queue: str) -> dict[str, int]:
+    detail = (await api.get(f"{GROUPS}/{group}")).json()
+    return {p["partition"]: p["offsetLag"] for p in detail.get(queue, {}).get("partitions", [])}
+
+
+async def test_seek_to_end_is_confirmed_then_the_lag_is_gone(
+        page: Page, broker: BrokerProcess, api: httpx.AsyncClient, data: Data) -> None:
+    await consume(api, data.orders, "seeker", 2, partition="p2")
+    assert await group_lag(api, "seeker", data.orders) == {"p2": 8}
+    await open_view(page, broker.url, f"groups?search={data.prefix}")
+    target = row(page, f"seeker/{data.orders}")
+    await target.locator("[data-action='seek-end']").click()
+    await cancel(page)
+    assert await group_lag(api, "seeker", data.orders) == {"p2": 8}  # cancelled: unchanged
+    await target.locator("[data-action='seek-end']").click()
+    await confirm(page)
+    await expect(page.locator("#notice")).to_contain_text("moved to the end")
+    # The seek creates the group's missing cursor on p1 too: nothing left anywhere.
+    assert await group_lag(api, "seeker", data.orders) == {"p1": 0, "p2": 0}
+    await expect(target.locator("[data-field='offsetLag']")).to_have_text("0")
+
+
+async def test_seek_to_a_time_moves_the_cursor_back(page: Page, broker: BrokerProcess,
+                                                    api: httpx.AsyncClient, data: Data) -> None:
+    await consume(api, data.orders, "rewinder", 4, partition="p2")
+    assert await group_lag(api, "rewinder", data.orders) == {"p2": 6}
+    await open_view(page, broker.url, "group/rewinder")
+    section = page.locator(f"section[data-queue='{data.orders}']")
+    await section.locator("[data-action='seek-time']").click()
+    # An hour before now, in the browser's local time (the input's own format).
+    await expect(page.locator("#seek-time")).to_be_visible()
+    before = await page.locator("#seek-time").input_value()
+    hour_ago = datetime.now(UTC) - timedelta(hours=1)
+    assert abs(await page.evaluate(f"() => new Date({before!r}).getTime()")
+               - hour_ago.timestamp() * 1000) < 120_000
+    await snap(page, "seek")
+    await confirm(page)
+    await expect(page.locator("#notice")).to_contain_text("partition(s) moved to")
+    # Every message is younger than an hour: the group has everything to read again.
+    assert await group_lag(api, "rewinder", data.orders) == {"p1": 30, "p2": 10}
+    await expect(section.locator("tr[data-key='p2'] [data-field='offsetLag']")).to_have_text("10")
+
+
+async def test_dead_letters_are_replayed_and_deleted_from_the_page(
+        page: Page, broker: BrokerProcess, api: httpx.AsyncClient, data: Data) -> None:
+    async def dlq() -> dict[str, Any]:
+        r = await api.get("/api/v1/dlq", params={"queue": data.pay})
+        return r.json()  # type: ignore[no-any-return]
+
+    async def last_offset() -> int:
+        r = await api.get(f"/api/v1/resources/queues/{data.pay}")
+        return int(r.json()["partitions"][0]["lastOffset"])
+
+    before = await dlq()
+    assert before["total"] == 3
+    rows = {m["transactionId"]: m for m in before["messages"]}
+    await open_view(page, broker.url, f"dlq?queue={data.pay}")
+    await expect(page.locator("[data-field='total']")).to_have_text("3")
+    await expect(page.locator("td[data-field='transactionId']")).to_have_text(
+        [m["transactionId"] for m in before["messages"]])
+    # The payload view of one row.
+    await page.get_by_role("link", name="pay-1", exact=True).click()
+    shown = page.locator("[data-detail='dead-letter'] pre[data-field='payload']")
+    await expect(shown).to_have_text('{\n  "amount": 10\n}')
+    await snap(page, "dlq")
+
+    # Replay pay-1: the stored payload is pushed again as a new message, the row is gone.
+    end = await last_offset()
+    await row(page, rows["pay-1"]["id"]).locator("[data-action='replay']").click()
+    await confirm(page)
+    await expect(page.locator("#notice")).to_contain_text("Replayed pay-1")
+    await expect(row(page, rows["pay-1"]["id"])).to_have_count(0)
+    after = await dlq()
+    assert after["total"] == 2 and "pay-1" not in {m["transactionId"] for m in after["messages"]}
+    assert await last_offset() == end + 1
+    r = await api.post("/api/v1/fetch", json={"entries": [
+        {"queue": data.pay, "offset": end + 1}]})
+    (record,) = r.json()["entries"][0]["records"]
+    assert record["payload"] == {"amount": 10} and record["transactionId"] != "pay-1"
+
+    # Delete pay-2: the row is gone, nothing is pushed.
+    await row(page, rows["pay-2"]["id"]).locator("[data-action='delete-dead-letter']").click()
+    await confirm(page)
+    await expect(page.locator("#notice")).to_contain_text("pay-2 deleted")
+    await expect(row(page, rows["pay-2"]["id"])).to_have_count(0)
+    assert [m["transactionId"] for m in (await dlq())["messages"]] == ["pay-0"]
+    assert await last_offset() == end + 1
+    await expect(page.locator("[data-field='total']")).to_have_text("1")
+
+
+async def test_deleting_a_group_asks_first(page: Page, broker: BrokerProcess,
+                                           api: httpx.AsyncClient, data: Data) -> None:
+    await consume(api, data.orders, "doomed", 1, partition="p2")
+
+    async def listed() -> bool:
+        return any(g["name"] == "doomed" and g["queueName"] == data.orders
+                   for g in (await api.get(GROUPS)).json())
+
+    assert await listed()
+    await open_view(page, broker.url, f"groups?search={data.prefix}")
+    target = row(page, f"doomed/{data.orders}")
+    await target.locator("[data-action='delete-group']").click()
+    await cancel(page)
+    assert await listed()
+    await target.locator("[data-action='delete-group']").click()
+    await confirm(page)
+    await expect(page.locator("#notice")).to_contain_text("Group doomed deleted")
+    await expect(target).to_have_count(0)
+    assert not await listed()
+
+
+# --- views whose routes a broker may not serve yet ------------------------------------------
+
+async def test_traces_and_analytics_show_the_api_or_say_it_is_missing(
+        page: Page, broker: BrokerProcess, api: httpx.AsyncClient, data: Data) -> None:
+    r = await api.get("/api/v1/traces/names", params={"limit": 25})
+    await open_view(page, broker.url, "traces")
+    if r.status_code == 404:
+        await expect(page.locator("[data-unavailable='Traces']")).to_contain_text(
+            "not available on this broker")
+    else:
+        assert r.status_code == 200, r.text
+        await expect(page.locator("td[data-field='name']")).to_have_text(
+            [n["trace_name"] for n in r.json()["trace_names"]])
+    await snap(page, "traces")
+
+    r = await api.get("/api/v1/status/analytics", params={"interval": "hour"})
+    await open_view(page, broker.url, "analytics")
+    buckets = r.json().get("buckets") if r.status_code == 200 else None
+    if not isinstance(buckets, list):
+        await expect(page.locator("[data-unavailable='Analytics']")).to_contain_text(
+            "not available on this broker")
+    elif buckets:
+        await expect(page.locator("svg[data-chart='throughput']")).to_have_attribute(
+            "data-points", str(len(buckets)))
+    await snap(page, "analytics")
+
+
+async def test_views_refresh_on_their_own(browser: Any, broker: BrokerProcess,
+                                          api: httpx.AsyncClient, data: Data) -> None:
+    context = await browser.new_context()
+    await context.add_init_script("sessionStorage.setItem('queen.dashboard.refreshMs', '700')")
+    page = await context.new_page()
+    try:
+        await open_view(page, broker.url, f"queue/{data.orders}")
+        cell = row(page, "p2").first.locator("[data-field='lastOffset']")
+        await expect(cell).to_have_text("9")
+        await push(api, [{"queue": data.orders, "partition": "p2", "payload": n}
+                         for n in range(3)])
+        await expect(cell).to_have_text("12")  # no navigation: the view refreshed itself
+        # Unticking "live" stops the refreshes.
+        await page.uncheck("#live")
+        loads = await page.locator("#view").get_attribute("data-loads")
+        await page.wait_for_timeout(1600)
+        assert await page.locator("#view").get_attribute("data-loads") == loads
+    finally:
+        await context.close()
+
+
+# --- auth on ---------------------------------------------------------------------------------
+
+async def test_with_auth_on_the_page_asks_for_a_token_and_offers_what_the_role_may_do(
+        browser: Any, auth_broker: BrokerProcess, data: Data) -> None:
+    signer = Signer(AUTH_SECRET, "HS256")
+    context = await browser.new_context(viewport={"width": 1280, "height": 860})
+    page = await context.new_page()
+    try:
+        await page.goto(f"{auth_broker.url}/#/groups?search={data.prefix}")
+        form = page.locator("#token-form")
+        await expect(form).to_be_visible()
+        await snap(page, "token")
+        await page.fill("#token-input", "not-a-token")
+        await page.click("#token-form button[type='submit']")
+        await expect(page.locator("[data-error='token']")).to_contain_text("refused")
+
+        async def use(role: str) -> None:
+            if await page.locator("[data-action='forget-token']").count():
+                await page.click("[data-action='forget-token']")
+            await page.fill("#token-input", signer.token(f"{role}-user", role=role))
+            await page.click("#token-form button[type='submit']")
+            await expect(page.locator("#who")).to_contain_text(f"{role}-user · {role}")
+            await expect(row(page, f"billing/{data.orders}")).to_be_visible()
+
+        actions = row(page, f"billing/{data.orders}").locator("[data-action]")
+        await use("read-only")
+        await expect(actions).to_have_count(0)
+        await page.goto(f"{auth_broker.url}/#/dlq?queue={data.pay}")
+        await expect(page.locator("td[data-field='transactionId']").first).to_be_visible()
+        await expect(page.locator("[data-action='replay']")).to_have_count(0)
+        # The token lives in this tab's sessionStorage, nowhere else.
+        assert await page.evaluate("() => localStorage.length") == 0
+        assert (await page.evaluate("() => sessionStorage.getItem('queen.dashboard.token')")
+                ).count(".") == 2
+        await page.goto(f"{auth_broker.url}/#/groups?search={data.prefix}")
+        await use("read-write")
+        await expect(actions).to_have_text(["Seek to end", "Seek to time…"])
+        await use("admin")
+        await expect(actions).to_have_text(["Seek to end", "Seek to time…", "Delete"])
+    finally:
+        await context.close()
