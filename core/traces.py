@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from core import segments
+from core import encryption, segments
 from core.errors import NotFound
 from core.ids import PartitionId, uuid7
 from core.storage import traces as sql
@@ -104,16 +104,20 @@ class Traces:
 
 async def _payloads(conn: Conn, rows: Sequence[sql.NamedTraceRow]
                     ) -> dict[tuple[int, int | None], bytes]:
-    """The stored payload at each trace's (partition, offset), reading each segment once."""
+    """The stored payload at each trace's (partition, offset), reading each segment once
+    (decrypted when the segment is sealed: encryption at rest)."""
     wanted: dict[int, set[int]] = {}
+    names: dict[int, tuple[str, str]] = {}
     for r in rows:
-        if r.msg_offset is not None and r.queue is not None:
+        if r.msg_offset is not None and r.queue is not None and r.partition is not None:
             wanted.setdefault(r.partition_id, set()).add(r.msg_offset)
+            names[r.partition_id] = (r.queue, r.partition)
     found: dict[tuple[int, int | None], bytes] = {}
     for partition_id, offsets in wanted.items():
+        queue, partition = names[partition_id]
         for seg in await writes.segments_at(conn, partition_id=partition_id,
                                             offsets=sorted(offsets)):
-            frames = segments.unpack(seg.blob)
+            frames = segments.unpack(encryption.opened(seg.blob, queue, partition))
             for at in offsets:
                 if 0 <= at - seg.base_offset < len(frames):
                     found[(partition_id, at)] = frames[at - seg.base_offset].payload
