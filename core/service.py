@@ -11,6 +11,7 @@ DLQ replays, group deletes and seeks (lease expiry is announced by the reaper pr
     fetch / healthy / pool_stats / stop_waiting
     dlq.*        dead letters (core/dlq.py)        messages.*   inspection (core/messages.py)
     groups.*     consumer groups (core/groups.py)  resources.*  figures (core/resources.py)
+    traces.*     traces (core/traces.py)
     stats_refresh / analytics / cluster_figures / partitions_changed   (core/stats.py)
 
 The message plane counts what it did in `core.counters.COUNTERS` (in memory); a side task
@@ -44,6 +45,7 @@ from core.resources import Resources
 from core.settings import Settings
 from core.storage.database import Database, PoolStats, server_settings
 from core.storage.stats import SeriesRow
+from core.traces import Traces
 from core.writes import Appended
 
 
@@ -70,6 +72,7 @@ class Broker:
         self.groups = ConsumerGroups(db, hub.announce)
         self.resources = Resources(db)
         self.messages = Messages(db)
+        self.traces = Traces(db)
         self.counters = COUNTERS
         self.figures_provider: stats.FiguresProvider = stats.no_spool
         self.flusher: stats.CounterFlusher | None = None  # set by `open`
