@@ -31,6 +31,7 @@ from broker.routes import (
     resources,
     status,
     system,
+    traces,
     transaction,
 )
 from broker.wire import ack as ack_wire
@@ -43,6 +44,7 @@ from broker.wire import push as push_wire
 from broker.wire import queues as queues_wire
 from broker.wire import resources as resources_wire
 from broker.wire import system as system_wire
+from broker.wire import traces as traces_wire
 from broker.wire import transaction as tx_wire
 from broker.wire.binary import FRAMED_POP_MEDIA_TYPE
 from broker.wire.common import ErrorBody, FreeForm, QueuePath
@@ -109,6 +111,23 @@ ENDPOINTS: list[Endpoint] = [
              path_params=messages_wire.MessagePath, access=READ_WRITE),
     Endpoint("GET", "/api/v1/messages", messages.list_messages, "List messages",
              {200: messages_wire.MessageList}, query=messages_wire.MessagesQuery, access=READ_ONLY),
+    # Traces (§6.4): recording is READ_WRITE (a consumer's), lookups READ_ONLY
+    Endpoint("POST", "/api/v1/traces", traces.record, "Record a trace of a message",
+             {201: traces_wire.TraceRecorded, 404: ErrorBody}, body=traces_wire.TraceBody,
+             access=READ_WRITE),
+    Endpoint("GET", "/api/v1/traces/names", traces.names, "Trace names with their counts",
+             {200: traces_wire.TraceNames}, query=traces_wire.TraceNamesQuery,
+             access=READ_ONLY),
+    Endpoint("GET", "/api/v1/traces/by-name/{name:path}", traces.by_name,
+             # A 404 only from the router (a path no route matches, e.g. one with a newline).
+             "Traces carrying a name, newest first",
+             {200: traces_wire.NamedTraces, 404: ErrorBody},
+             path_params=traces_wire.TraceNamePath, query=traces_wire.TracePageQuery,
+             access=READ_ONLY),
+    Endpoint("GET", "/api/v1/traces/{partitionId}/{transactionId:path}", traces.of_message,
+             "The traces of one message, oldest first",
+             {200: traces_wire.MessageTraces, 404: ErrorBody},
+             path_params=traces_wire.TracePath, access=READ_ONLY),
     # Consumer groups (§6.1)
     Endpoint("GET", _GROUPS, groups.list_groups, "List consumer groups per queue",
              {200: list[groups_wire.GroupSummaryOut]}, access=READ_ONLY),

@@ -1,4 +1,5 @@
-"""The reaper's steps: lease expiry, transactionId-index pruning and segment retention.
+"""The reaper's steps: lease expiry, transactionId-index pruning, segment retention and
+trace retention.
 
 Each step is a short statement (or a few, each bounded by a batch size) that is safe to run
 from several processes at once and safe to interrupt at any point: all state lives in the
@@ -16,6 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from core.storage import maintenance as sql
+from core.storage import traces
 from core.storage.database import Database
 from core.wakeup import Wake
 
@@ -25,6 +27,7 @@ Announce = Callable[[Iterable[Wake]], None]
 # the migration lock (0x717565656E) and from anything keyed by a small integer.
 _LOCK_BASE = 0x7172656170 << 20
 INDEX_PRUNE_LOCK = _LOCK_BASE
+TRACE_RETENTION_LOCK = _LOCK_BASE + 2
 _RETENTION_LOCK_BASE = _LOCK_BASE + (1 << 19)
 
 # Index rows younger than this are kept even when the queue's dedup window is shorter (or 0 =
@@ -34,6 +37,7 @@ _RETENTION_LOCK_BASE = _LOCK_BASE + (1 << 19)
 INDEX_KEEP_FLOOR_SECONDS = 3600
 
 LEASE_BATCH = 1000
+TRACE_BATCH = 10_000
 INDEX_PRUNE_BATCH = 10_000
 # Upper bound of batches per step per pass, so one pass stays short and the loop keeps its
 # cadence even with a large backlog; the next pass continues where this one stopped.
@@ -48,6 +52,7 @@ class PassReport:
     index_rows_pruned: int = 0
     segments_deleted: int = 0
     partitions_trimmed: int = 0
+    traces_deleted: int = 0
     queues_sampled: int = 0  # analytics rows stored (core/stats.py), when a sample was due
 
 
@@ -118,13 +123,36 @@ async def apply_retention(db: Database, *, segment_batch: int) -> tuple[int, int
     return deleted, trimmed
 
 
+async def expire_traces(db: Database, *, retention_seconds: int,
+                        batch: int = TRACE_BATCH) -> int:
+    """Delete traces older than `retention_seconds` (with their names), in batches.
+
+    Answers traces deleted; 0 when another reaper holds the trace lock."""
+    deleted = 0
+    for _ in range(MAX_BATCHES_PER_PASS):
+        async with db.transaction() as conn:
+            if not await sql.try_lock(conn, key=TRACE_RETENTION_LOCK):
+                return deleted
+            count = await traces.expire(conn, retention_seconds=retention_seconds,
+                                        batch=batch)
+        deleted += count
+        if count < batch:
+            break
+    return deleted
+
+
 async def run_pass(db: Database, *, retention: bool, segment_batch: int,
-                   announce: Announce | None = None) -> PassReport:
-    """One reaper pass: leases, index, and (when due) retention."""
+                   announce: Announce | None = None,
+                   trace_retention_seconds: int = 0) -> PassReport:
+    """One reaper pass: leases, index, and (when due) retention of segments and of traces
+    (`trace_retention_seconds` 0 = keep traces)."""
     report = PassReport()
     report.leases_expired = await expire_leases(db, announce=announce)
     report.index_rows_pruned = await prune_txn_index(db)
     if retention:
         report.segments_deleted, report.partitions_trimmed = await apply_retention(
             db, segment_batch=segment_batch)
+        if trace_retention_seconds > 0:
+            report.traces_deleted = await expire_traces(
+                db, retention_seconds=trace_retention_seconds)
     return report

@@ -1,6 +1,10 @@
 """Queue options: every default in one place, validation, and configure's merge/replace
 rules (wire-protocol §4.9).
 
+Every option configure accepts is applied (README, protocol notes) or refused: an unknown
+key answers 400 naming it, and `maxSize` is accepted only as 0 (no limit; see
+`MAX_SIZE_REFUSAL`). `ttl` and `priority` are labels, stored and echoed.
+
 `QueueOptions` is the only place an option's default is written down. A queue row always
 holds the complete set (written by `encode` when a queue is created or configured; migration
 021 filled in older rows), so SQL reads options without restating defaults.
@@ -33,13 +37,13 @@ class QueueOptions(msgspec.Struct, frozen=True, rename="camel"):
     retention_enabled: bool = False
     delayed_processing: int = 0             # seconds before a message is visible
     window_buffer: int = 0                  # hold a partition until quiet for N seconds
-    max_size: int = 0                       # stored and echoed, not enforced
-    retry_delay: int = 1000                 # stored and echoed, not enforced (ms)
+    max_size: int = 0                       # only 0 (no limit) is accepted
+    retry_delay: int = 1000                 # ms before a failed/retried span is claimable
     ttl: int = 3600                         # stored and echoed, not enforced
     priority: int = 0                       # a label; no priority ordering
     encryption_enabled: bool = False
-    max_wait_time_seconds: int = 0          # stored and echoed, no effect
-    min_pop_wait_time: int = 0              # ms, clamped to 0..60000
+    max_wait_time_seconds: int = 0          # older messages are skipped (evicted); 0 = off
+    min_pop_wait_time: int = 0              # ms an under-full span is held; 0..60000
 
     @property
     def dlq_enabled(self) -> bool:
@@ -68,19 +72,31 @@ _BOOLEAN = {k for k, v in DEFAULTS.items() if isinstance(v, bool)}
 _NON_NEGATIVE = {k for k, v in DEFAULTS.items() if not isinstance(v, bool)} - {"priority"}
 _CLAMPS = {"minPopWaitTime": (0, 60000)}
 _MAX_INT = 2**31 - 1
+# Why a maxSize other than 0 is refused rather than stored and ignored.
+MAX_SIZE_REFUSAL = (
+    "option maxSize is not supported: only 0 (no limit) is accepted. In the log model a "
+    "queue's size depends on which consumer group is asked, and a limit would add a count "
+    "over every partition to each push; bound storage with retentionSeconds and "
+    "retentionEnabled instead")
+
+
+def unknown_option(key: str) -> str:
+    """The 400 text of an option configure does not know."""
+    return f"unknown option {key}; the options are: {', '.join(DEFAULTS)}"
 _DECODER = msgspec.json.Decoder(QueueOptions)
 
 
 def validate(given: Mapping[str, Any]) -> dict[str, Any]:
     """Known options with checked types; `None` values are kept (they mean "reset").
 
-    Unknown keys are ignored: the official client forwards whatever a user passes to
-    `create()`, and a typo there should not make queue creation fail.
+    An unknown key is refused (BadRequest naming it): an option that silently vanishes
+    leaves the user believing a setting is in force. The official client sends only known
+    keys by default (its QUEUE_DEFAULTS), plus whatever the user passes to `config()`.
     """
     clean: dict[str, Any] = {}
     for key, value in given.items():
         if key not in DEFAULTS:
-            continue
+            raise BadRequest(unknown_option(key))
         if value is None:
             clean[key] = None
         elif key in _BOOLEAN:
@@ -98,6 +114,8 @@ def validate(given: Mapping[str, Any]) -> dict[str, Any]:
                 raise BadRequest(f"option {key} must not be negative")
             if abs(value) > _MAX_INT:
                 raise BadRequest(f"option {key} is too large")
+            if key == "maxSize" and value != 0:
+                raise BadRequest(MAX_SIZE_REFUSAL)
             if key in _CLAMPS:
                 low, high = _CLAMPS[key]
                 value = min(max(value, low), high)

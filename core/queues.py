@@ -8,6 +8,7 @@ from typing import Any
 from core import encryption, options
 from core.errors import BadRequest
 from core.ids import QueueId
+from core.storage import traces
 from core.storage import writes as sql
 from core.storage.database import Database
 
@@ -53,5 +54,6 @@ async def delete_queue(db: Database, queue: str) -> bool:
             return False
         partition_ids = await sql.delete_queue_partitions(conn, queue_id=queue_id)
         await sql.delete_partition_data(conn, partition_ids=partition_ids)
+        await traces.delete_partitions(conn, partition_ids=partition_ids)
         await sql.delete_queue_subscriptions(conn, queue_id=queue_id)
     return True

@@ -2,9 +2,10 @@
 
 One small asyncio process (uvloop) with one loop: every REAPER_INTERVAL_MS (jittered) it
 expires leases and prunes the transactionId index; every RETENTION_INTERVAL ms it also applies
-retention; every STATS_SAMPLE_INTERVAL_MS it takes an analytics sample and trims old ones
-(`core/stats.py`). The other steps live in `core/maintenance.py`. The process holds no state: it can be
-killed at any moment and restarted, and two copies at once are harmless.
+retention to segments and to traces (TRACE_RETENTION_DAYS); every STATS_SAMPLE_INTERVAL_MS it
+takes an analytics sample and trims old ones (`core/stats.py`). The other steps live in
+`core/maintenance.py`. The process holds no state: it can be killed at any moment and
+restarted, and two copies at once are harmless.
 
 A database outage does not stop the process: the pass fails, is logged, and the next pass
 tries again, so `queen-broker serve` (which stops everything when a child dies) survives a
@@ -51,6 +52,7 @@ class Reaper:
         self._interval = settings.reaper_interval_ms / 1000
         self._retention_interval = settings.retention_interval_ms / 1000
         self._segment_batch = settings.retention_batch_size
+        self._trace_retention_seconds = settings.trace_retention_days * 86400
         self._next_retention = 0.0  # monotonic; 0 = due on the first pass
         self._sample_interval = settings.stats_sample_interval_ms / 1000
         self._sample_retention_days = settings.metrics_retention_days
@@ -61,7 +63,8 @@ class Reaper:
         retention = now >= self._next_retention
         report = await maintenance.run_pass(
             self._db, retention=retention, segment_batch=self._segment_batch,
-            announce=self._hub.announce if self._hub is not None else None)
+            announce=self._hub.announce if self._hub is not None else None,
+            trace_retention_seconds=self._trace_retention_seconds)
         # Scheduled only after a pass that went through, so a failed retention is retried on
         # the next pass instead of a whole RETENTION_INTERVAL later.
         if retention:
@@ -76,7 +79,8 @@ class Reaper:
         while not stop.is_set():
             try:
                 report = await self.run_pass()
-                if report.leases_expired or report.index_rows_pruned or report.segments_deleted:
+                if (report.leases_expired or report.index_rows_pruned or report.segments_deleted
+                        or report.traces_deleted):
                     log.info("reaper pass: %s", report)
             except asyncio.CancelledError:
                 raise

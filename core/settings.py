@@ -53,6 +53,8 @@ class Settings:
     retention_interval_ms: int = 300000
     retention_batch_size: int = 1000
     reaper_interval_ms: int = 1000
+    # Traces older than this are deleted by the reaper's retention step; 0 = keep them.
+    trace_retention_days: int = 7
     # Observability: how often each web worker adds its counters to the database, how often
     # the reaper samples the analytics series, and how long samples are kept.
     metrics_flush_ms: int = 1000
@@ -126,6 +128,8 @@ class Settings:
             retention_batch_size=read.integer(
                 "RETENTION_BATCH_SIZE", cls.retention_batch_size, low=1),
             reaper_interval_ms=read.integer("REAPER_INTERVAL_MS", cls.reaper_interval_ms, low=10),
+            trace_retention_days=read.integer(
+                "TRACE_RETENTION_DAYS", cls.trace_retention_days, low=0, high=36500),
             metrics_flush_ms=read.integer("METRICS_FLUSH_MS", cls.metrics_flush_ms, low=50,
                                           high=600_000),
             stats_sample_interval_ms=read.integer(

@@ -7,7 +7,8 @@
 SELECT id FROM queen.queues WHERE name = $1;
 
 -- name: admin_group_cursors
--- Cursors with their queue, partition, offset lag, lease state and time lag. The time lag is
+-- Cursors with their queue, partition, offset lag, lease state, time lag and the messages
+-- maxWaitTimeSeconds evicted. The time lag is
 -- the age of the first unconsumed message: the created_at of the segment holding
 -- max(committed + 1, log_start), found through the primary key; 0 when nothing is unconsumed.
 -- $1 consumer group or null (all), $2 queue name or null (all)
@@ -17,7 +18,8 @@ SELECT c.consumer_group, q.id AS queue_id, q.name AS queue, p.id AS partition_id
        (c.worker_id IS NOT NULL AND c.lease_expires_at > now()) AS lease_active,
        c.worker_id, c.lease_expires_at, c.retry_count, c.total_consumed, c.last_consumed_at,
        lag.created_at AS oldest_unconsumed_at,
-       coalesce(extract(epoch FROM now() - lag.created_at), 0)::float8 AS time_lag_seconds
+       coalesce(extract(epoch FROM now() - lag.created_at), 0)::float8 AS time_lag_seconds,
+       c.evicted
   FROM queen.log_consumers c
   JOIN queen.log_partitions p ON p.id = c.partition_id
   JOIN queen.queues q ON q.id = p.queue_id
@@ -61,7 +63,7 @@ RETURNING s.queue_id;
 -- to the last offset, or to just before the first message created at or after $4 (segments
 -- carry one created_at for all their messages, so the first such segment's base offset is
 -- exact), or to the last offset when nothing is that recent. Releases any lease and resets
--- the retry counter. Answers each cursor with its partition name.
+-- the retry counter and the retry delay. Answers each cursor with its partition name.
 -- $1 queue id, $2 consumer group, $3 partition name or null (all), $4 timestamp or null (end)
 WITH target AS (
     SELECT p.id, p.name,
@@ -77,7 +79,7 @@ moved AS (
     SELECT t.id, $2, t.committed FROM target t
     ON CONFLICT (partition_id, consumer_group) DO UPDATE
        SET committed = excluded.committed, batch_end = NULL, worker_id = NULL,
-           lease_expires_at = NULL, retry_count = 0
+           lease_expires_at = NULL, retry_count = 0, not_before = NULL
     RETURNING c.partition_id, c.committed)
 SELECT t.name AS partition, m.committed FROM moved m JOIN target t ON t.id = m.partition_id
  ORDER BY t.name;

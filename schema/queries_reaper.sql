@@ -50,15 +50,17 @@ doomed AS (
 DELETE FROM queen.log_txn_index t USING doomed d WHERE t.ctid = d.row_id;
 
 -- name: reaper_retention_partitions
--- Partitions of queues with time-based or completed retention on, with their cut-offs in
--- seconds (0 = that rule is off) and the queue id.
+-- Partitions of queues with retention switched on (retentionEnabled) and a time-based or
+-- completed retention set, with their cut-offs in seconds (0 = that rule is off) and the
+-- queue id. With the switch off the seconds are kept but nothing is deleted.
 SELECT p.id AS partition_id, p.queue_id,
        greatest((q.options ->> 'retentionSeconds')::bigint, 0) AS retention,
        greatest((q.options ->> 'completedRetentionSeconds')::bigint, 0)
            AS completed_retention
   FROM queen.queues q JOIN queen.log_partitions p ON p.queue_id = q.id
- WHERE (q.options ->> 'retentionSeconds')::bigint > 0
-    OR (q.options ->> 'completedRetentionSeconds')::bigint > 0
+ WHERE (q.options ->> 'retentionEnabled')::boolean
+   AND ((q.options ->> 'retentionSeconds')::bigint > 0
+        OR (q.options ->> 'completedRetentionSeconds')::bigint > 0)
  ORDER BY p.id;
 
 -- name: reaper_apply_retention

@@ -73,7 +73,8 @@ async def group_detail(request: Request, path: GroupPath) -> Response:
             workerId=c.worker_id if c.lease_active else None,
             lastConsumedAt=_iso_or_none(c.last_consumed_at), totalConsumed=c.total_consumed,
             committedOffset=c.committed, offsetLag=c.offset_lag,
-            timeLagSeconds=int(c.time_lag_seconds), leaseActive=c.lease_active))
+            timeLagSeconds=int(c.time_lag_seconds), leaseActive=c.lease_active,
+            evicted=c.evicted))
     return json_response(by_queue)
 
 

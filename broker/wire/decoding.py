@@ -22,6 +22,7 @@ T = TypeVar("T")
 _AT = re.compile(r"^(?P<what>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
 _EXPECTED = re.compile(r"^Expected `(?P<want>[^`]+)`(?P<rest>.*?)(?:, got `(?P<got>\w+)`)?$")
 _MISSING = re.compile(r"^Object missing required field `(?P<field>[^`]+)`$")
+_UNKNOWN = re.compile(r"^Object contains unknown field `(?P<field>[^`]+)`$")
 _BOUND = re.compile(r"^ (?P<op>>=|<=|>|<) (?P<n>-?\d+)$")
 _LENGTH = re.compile(r"^ of length (?P<op>>=|<=) (?P<n>\d+)$")
 _ARTICLE = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
@@ -90,6 +91,12 @@ def explain(report: str, root: Any) -> str:
     match = _AT.match(report)
     assert match is not None
     what, raw_path = match.group("what"), match.group("path") or ""
+    unknown = _UNKNOWN.match(what)
+    if unknown:
+        # A Struct that refuses unknown keys may word the refusal (`UNKNOWN_FIELD`).
+        name = unknown.group("field")
+        word = getattr(root, "UNKNOWN_FIELD", None)
+        return word(name) if word else f"{(raw_path + '.' + name).lstrip('.')} is not a known field"
     missing = _MISSING.match(what)
     if missing:
         raw_path += "." + missing.group("field")

@@ -82,6 +82,7 @@ class GroupPartitionOut(msgspec.Struct):
     offsetLag: int
     timeLagSeconds: int
     leaseActive: bool
+    evicted: int  # messages skipped because they waited longer than maxWaitTimeSeconds
 
 
 class GroupQueueOut(msgspec.Struct):

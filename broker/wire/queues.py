@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
 import msgspec
@@ -14,9 +15,9 @@ Number = int | float | None | UnsetType
 Flag = bool | None | UnsetType
 
 
-class QueueOptions(msgspec.Struct, kw_only=True):
+class QueueOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Every option of §4.9; `null` resets one to its default. Ranges are checked by
-    `core.options` (its texts name the option)."""
+    `core.options` (its texts name the option). An unknown key is refused with 400."""
 
     leaseTime: Number = UNSET
     retryLimit: Number = UNSET
@@ -50,11 +51,13 @@ def _option_messages() -> dict[str, str]:
 
 
 class ConfigureBody(QueueOptions, kw_only=True):
-    """Options may come nested in `options` or at top level (nested ones win)."""
+    """Options may come nested in `options` or at top level (nested ones win); an unknown
+    key in either place is refused, naming it."""
 
     MESSAGES: ClassVar[dict[str, str]] = {
         "queue": "queue is required", "mode": 'mode must be "merge" or "replace"',
         **_option_messages()}
+    UNKNOWN_FIELD: ClassVar[Callable[[str], str]] = staticmethod(options.unknown_option)
 
     queue: Name
     namespace: NameOrEmpty | None = None

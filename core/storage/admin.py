@@ -31,6 +31,7 @@ class GroupCursor:
     last_consumed_at: datetime | None
     oldest_unconsumed_at: datetime | None
     time_lag_seconds: float
+    evicted: int  # messages skipped by maxWaitTimeSeconds
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,7 +61,7 @@ class Snapshot:
 
 
 async def take(dsn: str, queues: list[str]) -> Snapshot:
-    conn = await asyncpg.connect(dsn)
+    conn = await asyncpg.connect(dsn, timeout=10, command_timeout=60)  # never wait for good
     try:
         snap = Snapshot()
         for queue in queues:
@@ -108,7 +108,7 @@ async def take(dsn: str, queues: list[str]) -> Snapshot:
 
 async def drained(dsn: str, queues: list[str], groups: list[str]) -> bool:
     """Every group's cursor is at its partition's last offset, with no live lease."""
-    conn = await asyncpg.connect(dsn, timeout=5)
+    conn = await asyncpg.connect(dsn, timeout=5, command_timeout=10)
     try:
         behind = await conn.fetchval(
             """SELECT count(*) FROM queen.log_partitions p

@@ -139,8 +139,10 @@ def test_the_broker_equals_a_plain_model_after_every_step(
             self.http = httpx.Client(base_url=model_broker.url, timeout=30)
             self.restarts = 0
             self.steps = 0
+            # retryDelay 0: the model redelivers a failed span at once (the delay has its own
+            # tests, tests/integration/test_queue_options.py).
             r = self.http.post("/api/v1/configure", json={"queue": self.queue, "options": {
-                "retryLimit": RETRY_LIMIT, "leaseTime": 300}})
+                "retryLimit": RETRY_LIMIT, "leaseTime": 300, "retryDelay": 0}})
             assert r.status_code == 200, r.text
 
         def teardown(self) -> None:

@@ -120,7 +120,7 @@ async def test_unknown_transaction_id_and_unknown_consumer_answer_success_false(
 
 async def test_retry_releases_the_lease_without_spending_budget(
         http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
-    await configure(http, queue_name, retryLimit=0)
+    await configure(http, queue_name, retryLimit=0, retryDelay=0)
     await push_items(http, queue_name, ["a", "b"])
     for _ in range(3):  # with retryLimit 0 a single failed would dead-letter at once
         body = await pop_json(http, queue_name, batch=2)
@@ -135,7 +135,7 @@ async def test_retry_releases_the_lease_without_spending_budget(
 
 async def test_failed_spends_the_retry_budget_then_dead_letters_with_payload_and_error(
         http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
-    await configure(http, queue_name, retryLimit=2)
+    await configure(http, queue_name, retryLimit=2, retryDelay=0)
     await push_items(http, queue_name, [{"poison": True}, "next"])
     for attempt in (1, 2):
         body = await pop_json(http, queue_name, consumerGroup="g")
@@ -295,6 +295,7 @@ async def test_a_bad_item_in_a_batch_ack_applies_none_of_the_batch(
 
 async def test_each_mode_partial_acks_keep_the_lease_and_a_later_failure_redelivers_from_it(
         http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
+    await configure(http, queue_name, retryDelay=0)  # redelivery at once
     await push_items(http, queue_name, ["m0", "m1", "m2"])
     body = await pop_json(http, queue_name, batch=3, consumerGroup="g")
     assert body is not None

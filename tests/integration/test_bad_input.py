@@ -103,14 +103,19 @@ async def test_malformed_json_push_answers_400_bad_body(
 async def test_deeply_nested_json_answers_400_not_500(
         http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
     depth = 100_000
-    for route, head, tail in [
+    too_deep = "bad body: JSON is nested too deeply"
+    for route, head, tail, fragment in [
             ("/api/v1/push", b'{"items": [{"queue": "' + queue_name.encode() + b'", "payload": ',
-             b"}]}"),
-            ("/api/v1/configure", b'{"queue": "' + queue_name.encode() + b'", "x": ', b"}"),
-            ("/api/v1/fetch", b'{"entries": [], "x": ', b"}")]:
+             b"}]}", too_deep),
+            # configure refuses an unknown key before it reads the key's value
+            ("/api/v1/configure", b'{"queue": "' + queue_name.encode() + b'", "x": ', b"}",
+             "unknown option x"),
+            ("/api/v1/traces", b'{"transactionId": "t", "partitionId": "1", "data": ', b"}",
+             too_deep),
+            ("/api/v1/fetch", b'{"entries": [], "x": ', b"}", too_deep)]:
         body = head + b"[" * depth + b"]" * depth + tail
         r = await http.post(route, content=body, headers={"content-type": "application/json"})
-        await _assert_error(r, 400, "bad body: JSON is nested too deeply")
+        await _assert_error(r, 400, fragment)
     await _assert_nothing_written(db, queue_name)
 
 

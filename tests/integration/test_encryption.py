@@ -325,3 +325,20 @@ async def test_the_database_records_the_key_it_was_first_started_with(
     assert encryption.SegmentCipher(key).open(bytes(row["check_value"]),
                                               *encryption.CHECK_PLACE) == \
         encryption.CHECK_PLAINTEXT
+
+
+async def test_traces_by_name_show_the_decrypted_payload_of_an_encrypted_message(
+        enc: httpx.AsyncClient, raw: asyncpg.Connection, queue_name: str) -> None:
+    await configure(enc, queue_name, encryptionEnabled=True)
+    await push_json(enc, queue_name, [secret(42)])
+    popped = await pop_json(enc, queue_name)
+    assert popped is not None
+    [message] = popped["messages"]
+    name = f"enc-{queue_name}"
+    r = await enc.post("/api/v1/traces", json={
+        "transactionId": message["transactionId"], "partitionId": message["partitionId"],
+        "traceNames": [name], "data": {"step": "charged"}})
+    assert r.status_code == 201, r.text
+    [found] = (await enc.get(f"/api/v1/traces/by-name/{name}")).json()["traces"]
+    assert found["message_payload"] == secret(42)
+    assert all(encryption.is_sealed(b) for b in await stored_blobs(raw, queue_name))

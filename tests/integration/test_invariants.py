@@ -128,6 +128,7 @@ async def test_ack_of_offset_3_completes_0_to_2_and_the_next_pop_starts_at_4(
 
 async def test_mixed_outcomes_clamp_the_cursor_below_the_first_failure(
         http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
+    await configure(http, queue_name, retryDelay=0)  # redelivery at once
     await push_items(http, queue_name, ["m0", "m1", "m2", "m3"])
     body = await pop_json(http, queue_name, batch=4)
     assert body is not None
@@ -145,7 +146,7 @@ async def test_mixed_outcomes_clamp_the_cursor_below_the_first_failure(
 
 async def test_at_equal_offsets_failed_beats_retry_and_dlq_beats_failed(
         http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
-    await configure(http, queue_name, retryLimit=5)
+    await configure(http, queue_name, retryLimit=5, retryDelay=0)
     await push_items(http, queue_name, ["m0", "m1", "m2"])
     body = await pop_json(http, queue_name, batch=3)
     assert body is not None
@@ -171,6 +172,7 @@ async def test_at_equal_offsets_failed_beats_retry_and_dlq_beats_failed(
 
 async def test_lowest_signal_wins_and_completed_positions_above_it_are_redelivered(
         http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
+    await configure(http, queue_name, retryDelay=0)  # redelivery at once
     await push_items(http, queue_name, ["m0", "m1", "m2", "m3"])
     body = await pop_json(http, queue_name, batch=4)
     assert body is not None
@@ -187,6 +189,7 @@ async def test_lowest_signal_wins_and_completed_positions_above_it_are_redeliver
 
 async def test_auto_ack_commits_at_pop_and_never_redelivers(
         http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
+    await configure(http, queue_name, retryDelay=0)  # redelivery at once
     await push_items(http, queue_name, [f"m{i}" for i in range(5)])
     body = await pop_json(http, queue_name, batch=3, autoAck=True, consumerGroup="amo")
     assert body is not None

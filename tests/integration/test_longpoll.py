@@ -12,7 +12,7 @@ import uuid
 import asyncpg
 import httpx
 
-from tests.support import BrokerProcess, cursor_row, pop_json, push_items
+from tests.support import BrokerProcess, configure, cursor_row, pop_json, push_items
 
 TRIALS = 10
 PARK_SECONDS = 2.0
@@ -155,6 +155,7 @@ async def test_client_disconnect_drops_the_parked_pop_and_takes_no_lease(
 
 async def test_parked_pop_of_the_group_is_woken_when_a_failed_ack_releases_the_span(
         http: httpx.AsyncClient, queue_name: str) -> None:
+    await configure(http, queue_name, retryDelay=0)  # redelivery at once
     await push_items(http, queue_name, ["work"])
     held = await pop_json(http, queue_name, consumerGroup="g")
     assert held is not None

@@ -108,7 +108,8 @@ async def test_configure_merges_by_default_resets_null_and_replace_resets_omitte
 
 async def test_concurrent_configures_of_one_new_queue_all_succeed_and_merge(
         http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
-    keys = ["leaseTime", "retryLimit", "ttl", "maxSize", "retryDelay", "windowBuffer"]
+    keys = ["leaseTime", "retryLimit", "ttl", "dedupWindowSeconds", "retryDelay",
+            "windowBuffer"]
     answers = await asyncio.gather(*(
         _configure(http, {"queue": queue_name, "options": {key: 11}}) for key in keys))
     assert all(a["configured"] for a in answers)

@@ -139,8 +139,8 @@ async def test_two_reapers_at_once_release_each_lease_exactly_once(
 async def test_two_reapers_at_once_delete_each_retained_segment_once(
         http: httpx.AsyncClient, db: asyncpg.Connection, database_url: str,
         queue_name: str) -> None:
-    await http.post("/api/v1/configure", json={"queue": queue_name,
-                                               "options": {"retentionSeconds": 60}})
+    await http.post("/api/v1/configure", json={
+        "queue": queue_name, "options": {"retentionSeconds": 60, "retentionEnabled": True}})
     await push(http, queue_name, 30)
     pid = await partition_id(db, queue_name)
     await db.execute("UPDATE queen.log_segments SET created_at = created_at - interval '1 hour'"
@@ -233,8 +233,8 @@ async def test_index_pruning_respects_each_queues_dedup_window(
 async def test_retention_deletes_whole_old_segments_and_advances_log_start(
         http: httpx.AsyncClient, db: asyncpg.Connection, core_db: Database,
         queue_name: str) -> None:
-    await http.post("/api/v1/configure", json={"queue": queue_name,
-                                               "options": {"retentionSeconds": 60}})
+    await http.post("/api/v1/configure", json={
+        "queue": queue_name, "options": {"retentionSeconds": 60, "retentionEnabled": True}})
     await push(http, queue_name, 4)
     pid = await partition_id(db, queue_name)
     await db.execute("UPDATE queen.log_segments SET created_at = created_at - interval '2 min'"
@@ -261,7 +261,8 @@ async def test_completed_retention_waits_for_every_group(
         http: httpx.AsyncClient, db: asyncpg.Connection, core_db: Database,
         queue_name: str) -> None:
     await http.post("/api/v1/configure", json={"queue": queue_name,
-                                               "options": {"completedRetentionSeconds": 60}})
+                                               "options": {"completedRetentionSeconds": 60,
+                                                           "retentionEnabled": True}})
     await push(http, queue_name, 4)
     pid = await partition_id(db, queue_name)
     await db.execute("UPDATE queen.log_segments SET created_at = created_at - interval '2 min'"
@@ -281,8 +282,8 @@ async def test_completed_retention_waits_for_every_group(
 async def test_serve_style_reaper_runs_retention_on_its_cadence(
         http: httpx.AsyncClient, db: asyncpg.Connection, database_url: str,
         queue_name: str) -> None:
-    await http.post("/api/v1/configure", json={"queue": queue_name,
-                                               "options": {"retentionSeconds": 30}})
+    await http.post("/api/v1/configure", json={
+        "queue": queue_name, "options": {"retentionSeconds": 30, "retentionEnabled": True}})
     await push(http, queue_name, 2)
     pid = await partition_id(db, queue_name)
     await db.execute("UPDATE queen.log_segments SET created_at = created_at - interval '1 min'"

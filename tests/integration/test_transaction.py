@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from tests.support import (
+    configure,
     cursor_row,
     dlq_rows,
     expire_leases_of,
@@ -116,6 +117,7 @@ async def test_unknown_transaction_id_rolls_back_everything_including_other_acks
 
 async def test_ack_op_without_lease_falls_back_to_the_single_required_lease(
         http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
+    await configure(http, queue_name, retryDelay=0)  # redelivery at once
     await push_items(http, queue_name, ["in0"])
     body = await pop_json(http, queue_name)
     assert body is not None

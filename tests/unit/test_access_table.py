@@ -30,8 +30,8 @@ SECTION_9 = {
     ("GET", "/"): PUBLIC,  # the dashboard page (it holds no data; its API calls carry the token)
     # WRITE_ONLY: push
     ("POST", "/api/v1/push"): WRITE_ONLY,
-    # READ_WRITE: pop (a GET), ack, ack/batch, transaction, lease extend, configure, seek,
-    # subscription, DELETE message; the DLQ retry route (§9 suggests READ_WRITE)
+    # READ_WRITE: pop (a GET), ack, ack/batch, transaction, lease extend, configure, POST
+    # traces, seek, subscription, DELETE message; the DLQ retry route (§9 suggests READ_WRITE)
     ("GET", "/api/v1/pop/queue/{queue}"): READ_WRITE,
     ("GET", "/api/v1/pop/queue/{queue}/partition/{partition}"): READ_WRITE,
     ("GET", "/api/v1/pop"): READ_WRITE,
@@ -40,6 +40,7 @@ SECTION_9 = {
     ("POST", "/api/v1/transaction"): READ_WRITE,
     ("POST", "/api/v1/lease/{leaseId}/extend"): READ_WRITE,
     ("POST", "/api/v1/configure"): READ_WRITE,
+    ("POST", "/api/v1/traces"): READ_WRITE,
     ("POST", G + "/{group}/subscription"): READ_WRITE,
     ("POST", G + "/{group}/queues/{queue}/seek"): READ_WRITE,
     ("POST", G + "/{group}/queues/{queue}/partitions/{partition}/seek"): READ_WRITE,
@@ -55,9 +56,13 @@ SECTION_9 = {
     ("POST", "/api/v1/system/maintenance"): ADMIN,
     ("GET", "/api/v1/system/maintenance/pop"): ADMIN,
     ("POST", "/api/v1/system/maintenance/pop"): ADMIN,
-    # READ_ONLY: GET on resources, status, analytics, DLQ, messages, consumer groups; fetch
+    # READ_ONLY: GET on resources, status, analytics, DLQ, messages, traces, consumer groups;
+    # fetch
     # (a POST that only reads, like the GETs on DLQ and messages: a decision)
     ("POST", "/api/v1/fetch"): READ_ONLY,
+    ("GET", "/api/v1/traces/{partitionId}/{transactionId:path}"): READ_ONLY,
+    ("GET", "/api/v1/traces/by-name/{name:path}"): READ_ONLY,
+    ("GET", "/api/v1/traces/names"): READ_ONLY,
     ("GET", "/api/v1/dlq"): READ_ONLY,
     ("GET", MESSAGE): READ_ONLY,
     ("GET", "/api/v1/messages"): READ_ONLY,

@@ -43,8 +43,16 @@ def test_stored_options_missing_a_newer_key_get_its_default() -> None:
     assert effective == {**options.DEFAULTS, "leaseTime": 5}
 
 
-def test_unknown_options_are_ignored() -> None:
-    assert options.validate({"leaseTme": "typo", "retryLimit": 2}) == {"retryLimit": 2}
+def test_an_unknown_option_is_refused_naming_it() -> None:
+    with pytest.raises(BadRequest, match="^unknown option leaseTme; the options are: leaseTime"):
+        options.validate({"leaseTme": "typo", "retryLimit": 2})
+
+
+def test_max_size_is_accepted_only_as_zero() -> None:
+    assert options.validate({"maxSize": 0}) == {"maxSize": 0}
+    assert options.validate({"maxSize": None}) == {"maxSize": None}
+    with pytest.raises(BadRequest, match="^option maxSize is not supported: only 0"):
+        options.validate({"maxSize": 10})
 
 
 def test_whole_floats_become_ints_and_min_pop_wait_is_clamped() -> None:

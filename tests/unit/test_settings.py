@@ -25,6 +25,8 @@ def test_values_are_parsed_from_text() -> None:
     assert s.pop_wait_backoff_multiplier == 1.5
     assert s.log_level == "debug"
     assert s.data_dir == Path("/srv/q")
+    assert Settings().trace_retention_days == 7
+    assert Settings.from_env({"TRACE_RETENTION_DAYS": "0"}).trace_retention_days == 0
 
 
 def test_empty_value_means_default() -> None:
@@ -46,6 +48,7 @@ def test_alias_is_used_when_the_main_name_is_absent() -> None:
     ({"MAX_PUSH_ITEMS": "1.5"}, "MAX_PUSH_ITEMS='1.5': expected an integer"),
     ({"POP_WAIT_BACKOFF_MULTIPLIER": "fast"}, "POP_WAIT_BACKOFF_MULTIPLIER='fast'"),
     ({"LOG_LEVEL": "loud"}, "LOG_LEVEL='loud': expected one of"),
+    ({"TRACE_RETENTION_DAYS": "-1"}, "TRACE_RETENTION_DAYS='-1': must be at least 0"),
     ({"PG_PORT": "abc"}, "PG_PORT='abc': expected an integer"),
     ({"DATABASE_URL": "mysql://u:secret@db/x"}, "DATABASE_URL='db/x' is not a postgres://"),
 ])

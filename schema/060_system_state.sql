@@ -1,4 +1,4 @@
--- Version 40: the maintenance switches (wire-protocol §11), shared by every broker process.
+-- Version 60: the maintenance switches (wire-protocol §11), shared by every broker process.
 --
 -- One row. `push_maintenance` diverts pushes to each worker's disk spool; `pop_maintenance`
 -- makes pops answer 204. `version` grows with every change, so a process that hears of two

@@ -1,0 +1,93 @@
+"""Typed calls of the trace statements (schema/queries_traces.sql)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from core.storage.statements import Conn, Statement
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRow:
+    id: uuid.UUID
+    event_type: str
+    data: bytes  # JSON as posted
+    consumer_group: str
+    worker_id: str | None
+    created_at: datetime
+    trace_names: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class NamedTraceRow:
+    """A trace found by name, with its message's address."""
+
+    id: uuid.UUID
+    event_type: str
+    data: bytes
+    consumer_group: str
+    worker_id: str | None
+    created_at: datetime
+    trace_names: list[str]
+    transaction_id: str
+    partition_id: int
+    queue: str | None  # None once the partition is gone
+    partition: str | None
+    msg_offset: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class TraceNameRow:
+    name: str
+    trace_count: int
+    message_count: int
+    last_seen: datetime
+    total: int  # names matching, all pages
+
+
+_INSERT = Statement[None]("trace_insert")
+_OF_MESSAGE = Statement("traces_of_message", TraceRow)
+_BY_NAME = Statement("traces_by_name", NamedTraceRow)
+_COUNT_BY_NAME = Statement[None]("traces_count_by_name")
+_NAMES_PAGE = Statement("trace_names_page", TraceNameRow)
+_DELETE_PARTITIONS = Statement[None]("traces_delete_partitions")
+_EXPIRE = Statement[None]("reaper_expire_traces")
+
+
+async def insert(conn: Conn, *, trace_id: uuid.UUID, partition_id: int, transaction_id: str,
+                 group: str, event_type: str, data: bytes,
+                 names: Sequence[str]) -> datetime | None:
+    """The trace's created_at; None when the partition does not exist (nothing written)."""
+    created: datetime | None = await _INSERT.value(conn, trace_id, partition_id,
+                                                   transaction_id, group, event_type, data,
+                                                   list(names))
+    return created
+
+
+async def of_message(conn: Conn, *, partition_id: int, transaction_id: str,
+                     limit: int) -> list[TraceRow]:
+    return await _OF_MESSAGE.rows(conn, partition_id, transaction_id, limit)
+
+
+async def by_name(conn: Conn, *, name: str, limit: int, offset: int) -> list[NamedTraceRow]:
+    return await _BY_NAME.rows(conn, name, limit, offset)
+
+
+async def count_by_name(conn: Conn, *, name: str) -> int:
+    return int(await _COUNT_BY_NAME.value(conn, name))
+
+
+async def names_page(conn: Conn, *, limit: int, offset: int,
+                     search: str | None) -> list[TraceNameRow]:
+    return await _NAMES_PAGE.rows(conn, limit, offset, search)
+
+
+async def delete_partitions(conn: Conn, *, partition_ids: Sequence[int]) -> int:
+    return await _DELETE_PARTITIONS.run(conn, list(partition_ids))
+
+
+async def expire(conn: Conn, *, retention_seconds: int, batch: int) -> int:
+    return int(await _EXPIRE.value(conn, retention_seconds, batch))
