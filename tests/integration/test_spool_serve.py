@@ -116,7 +116,9 @@ async def test_kill_9_of_workers_while_spooling_and_draining_loses_nothing(
             await asyncio.gather(*producers)
         total = sum(map(len, answered.values()))
         status = (await client.get(MAINTENANCE)).json()
-        assert status["bufferedMessages"] == total, status  # everything went to the spool
+        # Everything went to the spool; a push whose answer the kill cut off was sent again
+        # and spooled twice (its replay is a duplicate), so there may be more records.
+        assert status["bufferedMessages"] >= total, status
         assert await _stored(client, queue_name) == {}
 
         assert (await client.post(MAINTENANCE, json={"enabled": False})).status_code == 200
