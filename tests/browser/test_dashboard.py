@@ -427,7 +427,6 @@ async def test_traces_by_name_and_by_message_show_what_the_api_answers(
     for name, listed in names.items():
         await expect(row(page, name).locator("[data-field='count']")).to_have_text(
             text_of(listed["trace_count"]))
-    await snap(page, "traces")
 
     # A name with a `/`, clicked: its traces, newest first, with their messages.
     await page.get_by_role("link", name=data.tenant, exact=True).click()
@@ -439,7 +438,7 @@ async def test_traces_by_name_and_by_message_show_what_the_api_answers(
     await expect(page.locator("td[data-field='event']")).to_have_text(
         [t["event_type"] for t in by_name["traces"]])
     await expect(page.locator("td[data-field='where']").first).to_have_text(f"{data.orders} / p1")
-    await snap(page, "traces-by-name")
+    await snap(page, "traces")
 
     # A message, clicked: its traces, oldest first, with their names and data.
     await page.get_by_role("link", name="o-p1-0", exact=True).first.click()
