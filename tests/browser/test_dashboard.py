@@ -41,6 +41,12 @@ class Data:
         self.orders = f"{self.prefix}-orders"  # partitions p1 (30 messages), p2 (10)
         self.pay = f"{self.prefix}-pay"  # 6 messages; 3 dead-lettered by group `audit`
         self.extra = [f"{self.prefix}-x{i}" for i in range(3)]
+        # Trace names: every billed order, the first three, a tenant (a name with a `/`:
+        # orders 0 and 1, order 0 twice), and the failed payments.
+        self.checkout = f"{self.prefix}-checkout"
+        self.vip = f"{self.prefix}-vip"
+        self.tenant = f"{self.prefix}/tenant-a"
+        self.declined = f"{self.prefix}-declined"
 
 
 async def push(http: httpx.AsyncClient, items: list[dict[str, Any]]) -> None:
@@ -49,9 +55,11 @@ async def push(http: httpx.AsyncClient, items: list[dict[str, Any]]) -> None:
 
 
 async def consume(http: httpx.AsyncClient, queue: str, group: str, n: int, *,
-                  partition: str | None = None, status: str = "completed") -> None:
+                  partition: str | None = None,
+                  status: str = "completed") -> list[dict[str, Any]]:
     """Pop n messages as `group` and ack each with `status`, one at a time."""
     path = f"/api/v1/pop/queue/{queue}" + (f"/partition/{partition}" if partition else "")
+    popped = []
     for _ in range(n):
         r = await http.get(path, params={"batch": 1, "consumerGroup": group})
         assert r.status_code == 200, r.text
@@ -61,6 +69,22 @@ async def consume(http: httpx.AsyncClient, queue: str, group: str, n: int, *,
             "status": status, "error": "amount out of range", "consumerGroup": group,
             "leaseId": m["leaseId"]})
         assert r.json()[0]["success"], r.text
+        popped.append(m)
+    return popped
+
+
+async def trace(http: httpx.AsyncClient, message: dict[str, Any], group: str, event: str,
+                names: list[str], data: Any) -> None:
+    r = await http.post("/api/v1/traces", json={
+        "transactionId": message["transactionId"], "partitionId": message["partitionId"],
+        "consumerGroup": group, "eventType": event, "traceNames": names, "data": data})
+    assert r.status_code == 201, r.text
+
+
+async def sample(http: httpx.AsyncClient) -> None:
+    """Take an analytics sample now (the session broker runs no reaper)."""
+    r = await http.post("/api/v1/stats/refresh")
+    assert r.status_code == 200, r.text
 
 
 @pytest.fixture(scope="module")
@@ -71,14 +95,23 @@ async def data(broker: BrokerProcess) -> AsyncIterator[Data]:
             r = await http.post("/api/v1/configure", json={
                 "queue": queue, "options": {"retryLimit": 0, "leaseTime": 30}})
             assert r.status_code == 200, r.text
+        await sample(http)  # analytics count from here: the pushes below land in buckets
         await push(http, [{"queue": d.orders, "partition": p, "transactionId": f"o-{p}-{i}",
                            "payload": {"order": i, "partition": p, "lines": [1, 2]}}
                           for p, n in (("p1", 30), ("p2", 10)) for i in range(n)])
         await push(http, [{"queue": d.pay, "transactionId": f"pay-{i}",
                            "payload": {"amount": i * 10}} for i in range(6)])
         await push(http, [{"queue": q, "payload": i} for i, q in enumerate(d.extra)])
-        await consume(http, d.orders, "billing", 10, partition="p1")
-        await consume(http, d.pay, "audit", 3, status="failed")  # retryLimit 0: DLQ at once
+        await sample(http)
+        billed = await consume(http, d.orders, "billing", 10, partition="p1")
+        declined = await consume(http, d.pay, "audit", 3, status="failed")  # DLQ at once
+        for i, m in enumerate(billed):
+            names = [d.checkout] + [d.vip] * (i < 3) + [d.tenant] * (i < 2)
+            await trace(http, m, "billing", "reserved", names, {"order": i, "step": 1})
+        await trace(http, billed[0], "billing", "shipped", [d.tenant], {"carrier": "post"})
+        for m in declined:
+            await trace(http, m, "audit", "declined", [d.declined], "amount out of range")
+        await sample(http)
     yield d
 
 
@@ -320,12 +353,17 @@ async def test_dead_letters_are_replayed_and_deleted_from_the_page(
     await expect(shown).to_have_text('{\n  "amount": 10\n}')
     await snap(page, "dlq")
 
-    # Replay pay-1: the stored payload is pushed again as a new message, the row is gone.
+    # Replay pay-1 by its DLQ row id: the stored payload is pushed again as a new message,
+    # the row is gone.
+    posts: list[str] = []
+    page.on("request", lambda q: posts.append(q.url) if q.method == "POST" else None)
     end = await last_offset()
     await row(page, rows["pay-1"]["id"]).locator("[data-action='replay']").click()
     await confirm(page)
-    await expect(page.locator("#notice")).to_contain_text("Replayed pay-1")
+    await expect(page.locator("#notice")).to_contain_text(
+        re.compile(rf"^Replayed pay-1 as \S+ at offset {end + 1}\.$"))
     await expect(row(page, rows["pay-1"]["id"])).to_have_count(0)
+    assert posts == [f"{broker.url}/api/v1/dlq/{rows['pay-1']['id']}/replay"]
     after = await dlq()
     assert after["total"] == 2 and "pay-1" not in {m["transactionId"] for m in after["messages"]}
     assert await last_offset() == end + 1
@@ -333,6 +371,7 @@ async def test_dead_letters_are_replayed_and_deleted_from_the_page(
         {"queue": data.pay, "offset": end + 1}]})
     (record,) = r.json()["entries"][0]["records"]
     assert record["payload"] == {"amount": 10} and record["transactionId"] != "pay-1"
+    assert record["transactionId"] in await page.locator("#notice").inner_text()
 
     # Delete pay-2: the row is gone, nothing is pushed.
     await row(page, rows["pay-2"]["id"]).locator("[data-action='delete-dead-letter']").click()
@@ -342,6 +381,14 @@ async def test_dead_letters_are_replayed_and_deleted_from_the_page(
     assert [m["transactionId"] for m in (await dlq())["messages"]] == ["pay-0"]
     assert await last_offset() == end + 1
     await expect(page.locator("[data-field='total']")).to_have_text("1")
+
+    # The replayed message is the partition's newest, with the payload of pay-1.
+    await open_view(page, broker.url, f"messages/{data.pay}/Default")
+    newest = page.locator("tbody tr").last
+    await expect(newest.locator("td[data-field='offset']")).to_have_text(text_of(end + 1))
+    await expect(newest.locator("td[data-field='transactionId']")).to_have_text(
+        record["transactionId"])
+    await expect(newest.locator("td[data-field='payload']")).to_have_text('{"amount":10}')
 
 
 async def test_deleting_a_group_asks_first(page: Page, broker: BrokerProcess,
@@ -365,30 +412,75 @@ async def test_deleting_a_group_asks_first(page: Page, broker: BrokerProcess,
     assert not await listed()
 
 
-# --- views whose routes a broker may not serve yet ------------------------------------------
+# --- traces and analytics --------------------------------------------------------------
 
-async def test_traces_and_analytics_show_the_api_or_say_it_is_missing(
+async def test_traces_by_name_and_by_message_show_what_the_api_answers(
         page: Page, broker: BrokerProcess, api: httpx.AsyncClient, data: Data) -> None:
-    r = await api.get("/api/v1/traces/names", params={"limit": 25})
-    await open_view(page, broker.url, "traces")
-    if r.status_code == 404:
-        await expect(page.locator("[data-unavailable='Traces']")).to_contain_text(
-            "not available on this broker")
-    else:
-        assert r.status_code == 200, r.text
-        await expect(page.locator("td[data-field='name']")).to_have_text(
-            [n["trace_name"] for n in r.json()["trace_names"]])
+    # The names, searched by the broker: this module's four with their counts.
+    r = await api.get("/api/v1/traces/names", params={"search": data.prefix, "limit": 25})
+    names = {n["trace_name"]: n for n in r.json()["trace_names"]}
+    assert {n: (v["trace_count"], v["message_count"]) for n, v in names.items()} == {
+        data.checkout: (10, 10), data.vip: (3, 3), data.tenant: (3, 2), data.declined: (3, 3)}
+    await open_view(page, broker.url, f"traces?search={data.prefix}")
+    await expect(page.locator("td[data-field='name']")).to_have_text(
+        [n["trace_name"] for n in r.json()["trace_names"]])
+    for name, listed in names.items():
+        await expect(row(page, name).locator("[data-field='count']")).to_have_text(
+            text_of(listed["trace_count"]))
+
+    # A name with a `/`, clicked: its traces, newest first, with their messages.
+    await page.get_by_role("link", name=data.tenant, exact=True).click()
+    by_name = (await api.get(f"/api/v1/traces/by-name/{data.tenant}")).json()
+    assert [t["transaction_id"] for t in by_name["traces"]] == ["o-p1-0", "o-p1-1", "o-p1-0"]
+    await expect(page.locator("[data-field='total']")).to_have_text("3")
+    await expect(page.locator("td[data-field='transactionId']")).to_have_text(
+        [t["transaction_id"] for t in by_name["traces"]])
+    await expect(page.locator("td[data-field='event']")).to_have_text(
+        [t["event_type"] for t in by_name["traces"]])
+    await expect(page.locator("td[data-field='where']").first).to_have_text(f"{data.orders} / p1")
     await snap(page, "traces")
 
-    r = await api.get("/api/v1/status/analytics", params={"interval": "hour"})
-    await open_view(page, broker.url, "analytics")
-    buckets = r.json().get("buckets") if r.status_code == 200 else None
-    if not isinstance(buckets, list):
-        await expect(page.locator("[data-unavailable='Analytics']")).to_contain_text(
-            "not available on this broker")
-    elif buckets:
-        await expect(page.locator("svg[data-chart='throughput']")).to_have_attribute(
+    # A message, clicked: its traces, oldest first, with their names and data.
+    await page.get_by_role("link", name="o-p1-0", exact=True).first.click()
+    pid = by_name["traces"][0]["partition_id"]
+    of_message = (await api.get(f"/api/v1/traces/{pid}/o-p1-0")).json()["traces"]
+    assert [t["event_type"] for t in of_message] == ["reserved", "shipped"]
+    await expect(page.get_by_role("heading", name="Traces of message o-p1-0")).to_be_visible()
+    await expect(page.locator("td[data-field='event']")).to_have_text(["reserved", "shipped"])
+    await expect(page.locator("td[data-field='names']")).to_have_text(
+        [", ".join(t["trace_names"]) for t in of_message])
+    await expect(page.locator("td[data-field='data']")).to_have_text(
+        ['{"order":0,"step":1}', '{"carrier":"post"}'])
+
+
+async def test_analytics_charts_the_samples_the_api_answers(
+        page: Page, broker: BrokerProcess, api: httpx.AsyncClient, data: Data) -> None:
+    r = await api.get("/api/v1/status/analytics",
+                      params={"interval": "minute", "queue": data.orders})
+    buckets = r.json()["buckets"]
+    # Sampled before and after the fixture's traffic: its 40 pushes and 10 acks are in.
+    assert buckets and sum(b["pushed"] for b in buckets) == 40, buckets
+    assert sum(b["acked"] for b in buckets) == 10
+    await open_view(page, broker.url, f"analytics?interval=minute&queue={data.orders}")
+    for chart in ("throughput", "depth", "lag"):
+        await expect(page.locator(f"svg[data-chart='{chart}']")).to_have_attribute(
             "data-points", str(len(buckets)))
+    # Five throughput series, one dot per bucket each.
+    await expect(page.locator("svg[data-chart='throughput'] circle")).to_have_count(
+        5 * len(buckets))
+    field = lambda name: page.locator(f"dd[data-field='{name}']")
+    for key in ("pushed", "delivered", "acked", "failed", "deadLettered"):
+        await expect(field(key)).to_have_text(text_of(sum(b[key] for b in buckets)))
+    await expect(field("depth")).to_have_text(text_of(buckets[-1]["depth"]))
+    await expect(page.locator("svg[data-chart='throughput'] circle title").first).to_have_text(
+        re.compile(rf"^pushed {buckets[0]['pushed']} at "))
+
+    # Every queue of the broker, as the view opens by default (per hour).
+    everything = (await api.get("/api/v1/status/analytics")).json()["buckets"]
+    await open_view(page, broker.url, "analytics")
+    await expect(page.locator("[data-buckets]")).to_have_attribute(
+        "data-buckets", str(len(everything)))
+    await open_view(page, broker.url, "analytics?interval=minute")
     await snap(page, "analytics")
 
 

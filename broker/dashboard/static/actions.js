@@ -60,22 +60,6 @@ function localInputValue(date) {
   return local.toISOString().slice(0, 19);
 }
 
-// Replay by DLQ row id when the broker has that route; else by the message's address,
-// which every broker here serves (it replays the newest dead letter of that address).
-let replayById = true;
-
-async function replayDeadLetter(row) {
-  if (replayById) {
-    try {
-      return await Api.post(`/api/v1/dlq/${seg(row.id)}/replay`, {});
-    } catch (error) {
-      if (!(error instanceof ApiError && error.missingRoute)) throw error;
-      replayById = false;
-    }
-  }
-  return Api.post(`/api/v1/messages/${seg(row.partitionId)}/${seg(row.transactionId)}/retry`);
-}
-
 function dlqActions(row) {
   const box = h("span", { class: "actions" });
   if (!Access.can.write) return box;
@@ -86,7 +70,7 @@ function dlqActions(row) {
         `Push the stored payload of ${row.transactionId} again to ${row.queue} / ${row.partition} ` +
         "as a new message, and remove this dead letter?", { verb: "Replay" });
       if (!ok) return;
-      await perform(() => replayDeadLetter(row), (a) => {
+      await perform(() => Api.post(`/api/v1/dlq/${seg(row.id)}/replay`, {}), (a) => {
         const as = a.replayedAs || {};
         return `Replayed ${row.transactionId} as ${as.transaction_id || "a new message"}` +
           (as.offset != null ? ` at offset ${as.offset}` : "") + ".";

@@ -1,10 +1,16 @@
 // Analytics over time: throughput, depth and lag per bucket, from
 // GET /api/v1/status/analytics, whose series has this shape:
-//   {interval, from, to, buckets: [{at, pushed, delivered, acked, failed, deadLettered,
-//                                   depth, lagSeconds}]}
-// A broker that answers without `buckets` (or not at all) gets a note, not an empty chart.
+//   {interval, from, to, queue, namespace, task, sampleIntervalMs,
+//    buckets: [{at, pushed, delivered, acked, failed, deadLettered, depth, lagSeconds}]}
+// Buckets hold the samples the reaper takes every sampleIntervalMs (or `stats/refresh`).
 
-const INTERVALS = ["hour", "day", "week", "month"];
+const INTERVALS = ["minute", "hour", "day", "week", "month"];
+const THROUGHPUT = [["pushed", "pushed"], ["delivered", "delivered"], ["acked", "acked"],
+  ["failed", "failed"], ["deadLettered", "dead-lettered"]];
+
+function sum(buckets, key) {
+  return buckets.reduce((total, b) => total + b[key], 0);
+}
 
 view("analytics", {
   title: "Analytics",
@@ -21,31 +27,26 @@ view("analytics", {
     ctx.controls.append(form);
   },
   async load(ctx) {
-    let answer;
-    try {
-      answer = await Api.get("/api/v1/status/analytics", {
-        interval: ctx.params.interval || "hour", queue: ctx.params.queue });
-    } catch (error) {
-      if (error instanceof ApiError && error.missingRoute) return unavailable("Analytics", error);
-      throw error;
-    }
-    if (!answer || !Array.isArray(answer.buckets)) {
-      return h("div", { class: "unavailable", "data-unavailable": "Analytics" },
-        h("strong", {}, "Analytics are not available on this broker yet."),
-        " GET /api/v1/status/analytics answered without a series of buckets, so there is nothing to chart.");
-    }
+    const answer = await Api.get("/api/v1/status/analytics", {
+      interval: ctx.params.interval || "hour", queue: ctx.params.queue });
     const buckets = answer.buckets;
-    if (!buckets.length) return h("p", { class: "empty", "data-buckets": "0" }, "No sample in this range yet.");
+    const range = `from ${fmtTime(answer.from)} to ${fmtTime(answer.to)}, per ${answer.interval}`;
+    if (!buckets.length) {
+      return h("p", { class: "empty", "data-buckets": "0" },
+        `No sample ${range}. The reaper samples every ${fmtSeconds(answer.sampleIntervalMs / 1000)}.`);
+    }
     const times = buckets.map((b) => b.at);
-    const pick = (key) => buckets.map((b) => (typeof b[key] === "number" ? b[key] : null));
+    const pick = (key) => buckets.map((b) => b[key]);
     return [
       h("p", { "data-buckets": String(buckets.length) },
-        `${fmtInt(buckets.length)} bucket(s) from ${fmtTime(answer.from)} to ${fmtTime(answer.to)}, per ${answer.interval}.`),
-      lineChart("Throughput (messages per bucket)", times, [
-        { name: "pushed", values: pick("pushed") }, { name: "delivered", values: pick("delivered") },
-        { name: "acked", values: pick("acked") }, { name: "failed", values: pick("failed") },
-        { name: "dead-lettered", values: pick("deadLettered") },
-      ], { chart: "throughput" }),
+        `${fmtInt(buckets.length)} bucket(s) ${range}${answer.queue ? `, queue ${answer.queue}` : ""}.`),
+      figures([
+        ...THROUGHPUT.map(([key, label]) => [`${label} (total)`, fmtInt(sum(buckets, key)), key]),
+        ["depth (last)", fmtInt(buckets[buckets.length - 1].depth), "depth"],
+        ["lag (largest)", fmtSeconds(Math.max(...pick("lagSeconds"))), "lagSeconds"],
+      ]),
+      lineChart("Throughput (messages per bucket)", times,
+        THROUGHPUT.map(([key, name]) => ({ name, values: pick(key) })), { chart: "throughput" }),
       lineChart("Depth (messages waiting)", times, [{ name: "depth", values: pick("depth") }], { chart: "depth" }),
       lineChart("Lag (seconds)", times, [{ name: "lag", values: pick("lagSeconds") }],
         { chart: "lag", format: (v) => fmtSeconds(v) }),

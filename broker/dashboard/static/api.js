@@ -12,12 +12,6 @@ class ApiError extends Error {
     this.body = body;
     this.text = text;
   }
-
-  // A 404 from the router (no such route on this broker), as opposed to a route's own 404
-  // for a missing queue or message: the router's says "no route for ...".
-  get missingRoute() {
-    return this.status === 404 && /^no route for /.test(this.text);
-  }
 }
 
 const Api = {

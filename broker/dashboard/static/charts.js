@@ -55,7 +55,7 @@ function lineChart(title, times, series, { format = fmtInt, chart = "" } = {}) {
         class: `line ${cls}` }));
     }
     for (const [px, py, v, i] of points) {
-      root.append(svg("circle", { cx: px, cy: py, r: 2.5, class: `dot ${cls}` },
+      root.append(svg("circle", { cx: px, cy: py, r: n <= 1 ? 4 : 2.5, class: `dot ${cls}` },
         svg("title", {}, `${s.name} ${format(v)} at ${fmtTime(times[i])}`)));
     }
   });

@@ -142,12 +142,6 @@ function section(title, ...children) {
   return h("section", {}, h("h2", {}, title), ...children);
 }
 
-function unavailable(what, error) {
-  return h("div", { class: "unavailable", "data-unavailable": what },
-    h("strong", {}, `${what} are not available on this broker.`),
-    ` ${error.text} (HTTP ${error.status}). This view fills in once the broker serves the route.`);
-}
-
 let noticeTimer = null;
 function notice(text, kind = "ok") {
   const box = document.getElementById("notice");
