@@ -105,8 +105,10 @@ def _families(scrape: Scrape) -> Iterator[Metric]:
     op = scrape.operating
     yield _gauge("queen_maintenance_mode_enabled", "1 while pushes go to the spool.",
                  int(op.maintenance or any(p.maintenance for p in processes)))
-    yield _gauge("queen_file_buffer_pending", "Pushes waiting in the spool, over web workers.",
-                 max(sum(p.file_buffer_pending for p in processes), op.file_buffer_pending))
+    # Every worker of a host counts the same spool (core/spool.py: one per database per
+    # host), so the largest count is the host's, not their sum.
+    yield _gauge("queen_file_buffer_pending", "Pushes waiting in the spool.",
+                 max([p.file_buffer_pending for p in processes] + [op.file_buffer_pending]))
     yield _gauge("queen_file_buffer_failed", "Spool entries that failed to drain.",
                  max(sum(p.file_buffer_failed for p in processes), op.file_buffer_failed))
     yield _gauge("queen_file_buffer_db_healthy", "1 when this scrape could read the database.",

@@ -30,6 +30,7 @@ from broker.routes import (
     queues,
     resources,
     status,
+    system,
     traces,
     transaction,
 )
@@ -42,6 +43,7 @@ from broker.wire import pop as pop_wire
 from broker.wire import push as push_wire
 from broker.wire import queues as queues_wire
 from broker.wire import resources as resources_wire
+from broker.wire import system as system_wire
 from broker.wire import traces as traces_wire
 from broker.wire import transaction as tx_wire
 from broker.wire.binary import FRAMED_POP_MEDIA_TYPE
@@ -213,6 +215,19 @@ ENDPOINTS: list[Endpoint] = [
     Endpoint("GET", "/metrics/prometheus", metrics.prometheus_text,
              "Cluster counters and gauges (Prometheus text format)", {200: TEXT},
              access=PUBLIC),
+    # Maintenance switches and the push spool (§11)
+    Endpoint("GET", "/api/v1/system/maintenance", system.get_maintenance,
+             "Both maintenance switches and the push spool's figures",
+             {200: system_wire.MaintenanceAnswer}, access=ADMIN),
+    Endpoint("POST", "/api/v1/system/maintenance", system.set_maintenance,
+             "Send pushes to the disk spool (enabled=true) or back to the database",
+             {200: system_wire.MaintenanceAnswer}, body=system_wire.SwitchBody, access=ADMIN),
+    Endpoint("GET", "/api/v1/system/maintenance/pop", system.get_pop_maintenance,
+             "Both maintenance switches and the push spool's figures",
+             {200: system_wire.MaintenanceAnswer}, access=ADMIN),
+    Endpoint("POST", "/api/v1/system/maintenance/pop", system.set_pop_maintenance,
+             "Pause pops (enabled=true: they answer 204) or serve them again",
+             {200: system_wire.MaintenanceAnswer}, body=system_wire.SwitchBody, access=ADMIN),
     # The dashboard: one self-contained page over this API (broker/dashboard)
     Endpoint("GET", "/", dashboard.serve, "The dashboard (HTML)", {200: HTML}, access=PUBLIC),
     # This document

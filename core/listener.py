@@ -25,7 +25,7 @@ import contextlib
 import logging
 import time
 from collections import Counter, OrderedDict, defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import asyncpg
@@ -73,7 +73,14 @@ class WakeupHub:
         self._announce_ready = asyncio.Event()
         self._stopping = asyncio.Event()
         self._notifier_pid: int | None = None
+        self._channels: dict[str, Callable[[str | None], None]] = {}
         self.listening = False
+
+    def subscribe(self, channel: str, callback: Callable[[str | None], None]) -> None:
+        """Also LISTEN on `channel` (call before `listen_forever` starts): `callback` gets
+        each notification's payload, and None whenever the connection is (re)established,
+        since notifications sent while it was down are lost."""
+        self._channels[channel] = callback
 
     def close(self) -> None:
         """Make `listen_forever` and `announce_forever` return (after a last announcement)."""
@@ -179,7 +186,8 @@ class WakeupHub:
             return
         self.wake(queue_id, count, partitions)
 
-    def _wake_everyone(self) -> None:
+    def wake_everyone(self) -> None:
+        """Every parked pop checks again (e.g. pops were paused and are not any more)."""
         for lines in self._lines.values():
             for waiters in lines.values():
                 for waiter in waiters:
@@ -196,8 +204,11 @@ class WakeupHub:
                 lost = asyncio.Event()
                 conn.add_termination_listener(lambda _conn, event=lost: event.set())
                 await conn.add_listener(CHANNEL, self._on_notification)
+                for channel, callback in self._channels.items():
+                    await conn.add_listener(channel, _relay(callback))
+                    callback(None)
                 self.listening = True
-                self._wake_everyone()  # anything missed while disconnected: check once
+                self.wake_everyone()  # anything missed while disconnected: check once
                 while not self._stopping.is_set() and not conn.is_closed():
                     await _first_of(self._stopping, lost, timeout=5.0)
             except asyncio.CancelledError:
@@ -249,6 +260,12 @@ class WakeupHub:
             if conn is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(conn.close(), 2.0)
+
+
+def _relay(callback: Callable[[str | None], None]) -> Callable[..., None]:
+    def on_notification(conn: Any, pid: int, channel: str, payload: object) -> None:
+        callback(str(payload))
+    return on_notification
 
 
 async def _first_of(*events: asyncio.Event, timeout: float) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from core.errors import StorageUnavailable
@@ -30,10 +31,15 @@ class Backoff:
 async def pop_or_wait(db: Database, hub: WakeupHub, request: PopRequest, *, wait: bool,
                       timeout_ms: int, backoff: Backoff,
                       gone: asyncio.Event | None = None,
-                      stop_waiting: asyncio.Event | None = None) -> PopResult:
+                      stop_waiting: asyncio.Event | None = None,
+                      paused: Callable[[], bool] = lambda: False) -> PopResult:
     """Answer as soon as something is delivered; an empty result at the deadline, when
     `wait` is false, when the client has `gone`, or once `stop_waiting` is set (the process
-    is shutting down: a parked pop answers at once rather than when it is cut off)."""
+    is shutting down: a parked pop answers at once rather than when it is cut off).
+
+    While `paused()` (pop maintenance) nothing is claimed: a long poll stays parked as on an
+    empty queue, so consume loops idle instead of spinning, and claims as soon as pops
+    resume (whoever resumes them wakes every parked pop) or answers empty at its deadline."""
     deadline = time.monotonic() + timeout_ms / 1000
     interval = backoff.initial_ms / 1000
     empty_checks = 0
@@ -47,7 +53,7 @@ async def pop_or_wait(db: Database, hub: WakeupHub, request: PopRequest, *, wait
         # Park before checking, so a commit between the check and the wait still wakes us.
         with hub.parked(scope, request.group, request.partition) as waiter:
             try:
-                result = await pop(db, request, hints)
+                result = PopResult(None) if paused() else await pop(db, request, hints)
             except StorageUnavailable:
                 if not wait:
                     raise

@@ -23,11 +23,13 @@ class PushItem:
 
 @dataclass(slots=True)  # not frozen: one per message, and frozen __init__ is slow
 class PushOutcome:
-    """One item's fate: a verdict, or the error of the flush that carried it."""
+    """One item's fate: a verdict, the error of the flush that carried it, or `buffered`
+    (no verdict, no error: it is in the push spool, fsynced, on its way to the database)."""
 
     item: PushItem
     verdict: Verdict | None
     error: QueenError | None
+    buffered: bool = False
 
     @property
     def partition_id(self) -> int | None:

@@ -7,8 +7,13 @@ one). The HTTP edge calls its methods and never its parts. Every state change an
 what it made deliverable to parked pops, here, after its commit: pushes, acks, transactions,
 DLQ replays, group deletes and seeks (lease expiry is announced by the reaper process).
 
+Pushes go to the push spool (core/spool.py) instead of the database while push maintenance
+is on, while the database is unreachable, and until the spool is drained; pops claim
+nothing while pop maintenance is on (core/switches.py holds both switches).
+
     push / pop / ack / ack_batch / transaction / extend_lease / configure / delete_queue /
     fetch / healthy / pool_stats / stop_waiting
+    maintenance / set_maintenance / require_direct_writes      the switches and the spool
     dlq.*        dead letters (core/dlq.py)        messages.*   inspection (core/messages.py)
     groups.*     consumer groups (core/groups.py)  resources.*  figures (core/resources.py)
     traces.*     traces (core/traces.py)
@@ -17,7 +22,7 @@ DLQ replays, group deletes and seeks (lease expiry is announced by the reaper pr
 The message plane counts what it did in `core.counters.COUNTERS` (in memory); a side task
 (`core.stats.CounterFlusher`) adds the counts to the database every METRICS_FLUSH_MS.
 `figures_provider` is where the maintenance switch and push spool report their state to the
-metrics (no spool: maintenance off, nothing buffered).
+metrics (`_operating_figures`).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -34,6 +40,7 @@ from core import fetch as offset_reads
 from core.counters import COUNTERS
 from core.dlq import DeadLetters
 from core.embedded import database_dsn
+from core.errors import ServiceError, StorageUnavailable
 from core.groups import ConsumerGroups
 from core.key_check import check_key
 from core.listener import WakeupHub
@@ -43,10 +50,29 @@ from core.pop import PopRequest, PopResult
 from core.push import Pusher, PushItem, PushOutcome
 from core.resources import Resources
 from core.settings import Settings
+from core.spool import Spool, SpoolSettings
+from core.spool_format import SpoolRecord
 from core.storage.database import Database, PoolStats, server_settings
 from core.storage.stats import SeriesRow
+from core.switches import CHANNEL as SWITCHES_CHANNEL
+from core.switches import Switches, SwitchState
 from core.traces import Traces
-from core.writes import Appended
+from core.writes import Appended, NewMessage
+
+
+class WritesPaused(ServiceError):
+    """Pushes are in maintenance: this write cannot go to the spool; retry later."""
+
+    retry_after_seconds = 5
+
+
+@dataclass(frozen=True, slots=True)
+class MaintenanceStatus:
+    push: bool  # pushes go to the spool
+    pop: bool  # pops answer 204
+    buffered_messages: int  # in this host's spool for the database, not yet written
+    database_healthy: bool  # as this worker last found it
+    spool_failed: int  # records this worker refused because the spool could not take them
 
 
 class Broker:
@@ -76,6 +102,8 @@ class Broker:
         self.counters = COUNTERS
         self.figures_provider: stats.FiguresProvider = stats.no_spool
         self.flusher: stats.CounterFlusher | None = None  # set by `open`
+        self._switches = Switches(db, self._switched)
+        self._spool = Spool(SpoolSettings(settings.spool_dir))  # its directory: see `open`
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -96,33 +124,88 @@ class Broker:
                 await check_key(conn, settings.encryption_key)
             hub = WakeupHub(target, server_settings(settings, role="wakeup"))
             broker = cls(settings, db, hub, stop_waiting or asyncio.Event())
+            switches, spool = broker._switches, await broker._open_spool()
+            hub.subscribe(SWITCHES_CHANNEL, switches.notified)
+            broker.figures_provider = broker._operating_figures
             flusher = broker.flusher = stats.CounterFlusher(
                 target, settings, pool_stats=db.pool_stats, parked=hub.parked_by_queue,
                 figures=lambda: broker.figures_provider())
-            async with asyncio.TaskGroup() as side_tasks:
-                side_tasks.create_task(hub.listen_forever(), name="wakeup-listen")
-                side_tasks.create_task(hub.announce_forever(), name="wakeup-notify")
-                side_tasks.create_task(flusher.flush_forever(), name="counter-flush")
-                try:
-                    yield broker
-                finally:
-                    broker.stop_waiting()
-                    await broker._pusher.close()
-                    hub.close()  # the loops return; the TaskGroup waits for them
-                    flusher.close()  # after a last flush, with the pushes just written
+            try:
+                async with asyncio.TaskGroup() as side_tasks:
+                    side_tasks.create_task(hub.listen_forever(), name="wakeup-listen")
+                    side_tasks.create_task(hub.announce_forever(), name="wakeup-notify")
+                    side_tasks.create_task(flusher.flush_forever(), name="counter-flush")
+                    side_tasks.create_task(switches.reread_forever(), name="switches")
+                    side_tasks.create_task(spool.run_forever(
+                        broker._replay, paused=lambda: switches.push_paused,
+                        healthy=broker.healthy), name="spool-drain")
+                    try:
+                        yield broker
+                    finally:
+                        broker.stop_waiting()
+                        spool.stop()
+                        switches.close()
+                        await broker._pusher.close()
+                        hub.close()  # the loops return; the TaskGroup waits for them
+                        flusher.close()  # after a last flush, with the pushes just written
+            finally:
+                await spool.close()  # what it still holds waits for the next worker
         finally:
             await db.close()
+
+    async def _open_spool(self) -> Spool:
+        """Read the switches, and place the spool in this database's own directory."""
+        await self._switches.load()
+        s = self.settings
+        self._spool = Spool(SpoolSettings(
+            s.spool_dir / self._switches.instance_id, flush_ms=s.file_buffer_flush_ms,
+            max_batch=s.file_buffer_max_batch, events_per_file=s.file_buffer_events_per_file,
+            max_bytes=s.file_buffer_max_bytes))
+        return self._spool
 
     # --- the message plane ---------------------------------------------------------------
 
     async def push(self, items: Sequence[PushItem]) -> list[PushOutcome]:
         """Append items (JSON items, or the frames of a client-built blob: see
         `core.writes.NewMessage.packed`); one outcome per item, in order, each answered
-        once its flush committed."""
+        once its flush committed, or once it is fsynced in the spool (`buffered`): while
+        push maintenance is on, while the database is unreachable (an item whose write
+        failed for that reason is spooled then), and while this worker's spool still holds
+        older messages. Raises SpoolUnavailable when the spool cannot take them."""
+        spool = self._spool
+        if self._switches.push_paused or spool.database_down or spool.busy():
+            return await self._buffer(items)
         outcomes = await self._pusher.push(items)
-        COUNTERS.add("push_messages", sum(
-            1 for o in outcomes if o.verdict is not None and o.verdict.status == "queued"))
+        unwritten = [i for i, o in enumerate(outcomes)
+                     if isinstance(o.error, StorageUnavailable)]
+        if unwritten:
+            spool.database_down = True
+            try:
+                buffered = await self._buffer([outcomes[i].item for i in unwritten])
+            except ServiceError:
+                return outcomes  # the spool cannot help either: the database error stands
+            for i, outcome in zip(unwritten, buffered):
+                outcomes[i] = outcome
+        _count_queued(outcomes)
         return outcomes
+
+    async def _buffer(self, items: Sequence[PushItem]) -> list[PushOutcome]:
+        await self._spool.append([
+            SpoolRecord(m.message_id, m.transaction_id, i.queue, i.partition, m.payload,
+                        m.trace_id, m.producer_sub) for i in items for m in (i.message,)])
+        return [PushOutcome(item, None, None, buffered=True) for item in items]
+
+    async def _replay(self, records: list[SpoolRecord]) -> None:
+        """Write spooled records through the coalescer; raises the first failure (the batch
+        is then replayed again later; what did commit is a duplicate then)."""
+        outcomes = await self._pusher.push([
+            PushItem(r.queue, r.partition, NewMessage(r.message_id, r.transaction_id,
+                                                      r.payload, r.trace_id, r.producer_sub))
+            for r in records])
+        _count_queued(outcomes)  # a buffered message counts as pushed once it is stored
+        for outcome in outcomes:
+            if outcome.error is not None:
+                raise outcome.error
 
     def _appended(self, appended: Appended) -> None:
         self._hub.announce([(appended.queue_id, appended.partition_id)])
@@ -131,9 +214,11 @@ class Broker:
                   gone: asyncio.Event | None = None) -> PopResult:
         """Claim and read now; with `wait`, park until something is delivered, `timeout_ms`
         passes, the client is `gone`, or the broker stops waiting (an empty result)."""
+        switches = self._switches
         result = await pop_or_wait(self._db, self._hub, request, wait=wait,
                                    timeout_ms=timeout_ms, backoff=self._backoff, gone=gone,
-                                   stop_waiting=self._stop_waiting)
+                                   stop_waiting=self._stop_waiting,
+                                   paused=lambda: switches.pop_paused)
         for claim in result.claims:
             COUNTERS.add("delivered", claim.count, claim.partition_id)
         COUNTERS.add("pop_messages", result.count)
@@ -159,7 +244,10 @@ class Broker:
 
     async def transaction(self, ops: list[transactions.TxPush | transactions.TxAck],
                           required_leases: list[str]) -> transactions.TxResult:
-        """Pushes and acks in one database transaction (§4.7)."""
+        """Pushes and acks in one database transaction (§4.7); refused while pushes are in
+        maintenance when it pushes (the spool cannot keep a transaction's atomicity)."""
+        if any(isinstance(op, transactions.TxPush) for op in ops):
+            self.require_direct_writes()
         result = await transactions.run_transaction(self._db, ops, required_leases)
         if result.committed:
             self._hub.announce(result.wakes)
@@ -187,6 +275,38 @@ class Broker:
                     max_wait_ms: int) -> list[offset_reads.FetchResult]:
         return await offset_reads.fetch(self._db, entries, max_bytes=max_bytes,
                                         max_wait_ms=max_wait_ms)
+
+    # --- maintenance ----------------------------------------------------------------------
+
+    def require_direct_writes(self) -> None:
+        """Raise WritesPaused while push maintenance is on: for writes that must go to the
+        database or nowhere (transactions that push, DLQ replays)."""
+        if self._switches.push_paused:
+            raise WritesPaused("pushes are in maintenance mode: this write is refused "
+                               "until maintenance ends")
+
+    async def maintenance(self) -> MaintenanceStatus:
+        """The switches as this worker applies them, and the spool's figures."""
+        state = self._switches.state
+        return MaintenanceStatus(state.push, state.pop, await self._spool.waiting(),
+                                 not self._spool.database_down, self._spool.failed)
+
+    async def set_maintenance(self, *, push: bool | None = None,
+                              pop: bool | None = None) -> MaintenanceStatus:
+        """Turn a switch on or off for every worker of every broker on this database."""
+        await self._switches.set(push=push, pop=pop)
+        return await self.maintenance()
+
+    def _operating_figures(self) -> stats.OperatingFigures:
+        """For the metrics: the push switch and the spool (its count as last taken)."""
+        return stats.OperatingFigures(self._switches.push_paused, self._spool.last_waiting,
+                                      self._spool.failed)
+
+    def _switched(self, state: SwitchState) -> None:
+        if not state.push:
+            self._spool.kick()  # drain now
+        if not state.pop:
+            self._hub.wake_everyone()  # parked pops claim now
 
     # --- the process ---------------------------------------------------------------------
 
@@ -236,3 +356,8 @@ def _count_acks(items: Sequence[acks.GroupAck], outcomes: Sequence[acks.AckOutco
     COUNTERS.add("ack_messages", applied)
     COUNTERS.add("ack_failed", failed)
     COUNTERS.add("dlq", dead)
+
+
+def _count_queued(outcomes: Sequence[PushOutcome]) -> None:
+    COUNTERS.add("push_messages", sum(
+        1 for o in outcomes if o.verdict is not None and o.verdict.status == "queued"))

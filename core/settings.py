@@ -68,6 +68,14 @@ class Settings:
     auth: AuthSettings = dataclasses.field(default_factory=AuthSettings)
     # Origins a browser page may call the API from (CORS); `*` is any.
     cors_origins: tuple[str, ...] = ("*",)
+    # The push spool (core/spool.py), under Queen's names: its directory (None: `spool` in
+    # the data directory), how often its drain loop looks, records per replayed batch,
+    # records per file, and the most bytes one worker may hold in it.
+    file_buffer_dir: Path | None = None
+    file_buffer_flush_ms: int = 100
+    file_buffer_max_batch: int = 100
+    file_buffer_events_per_file: int = 10_000
+    file_buffer_max_bytes: int = 1 << 30
     # QUEEN_ENCRYPTION_KEY (32 bytes), for queues with encryptionEnabled; never in the repr.
     encryption_key: bytes | None = dataclasses.field(default=None, repr=False)
 
@@ -136,12 +144,26 @@ class Settings:
                 "LOG_LEVEL", cls.log_level, ("debug", "info", "warning", "error", "critical")),
             auth=auth_settings_from_env(env),
             cors_origins=cors_origins_from_env(env),
+            file_buffer_dir=Path(env["FILE_BUFFER_DIR"]) if env.get("FILE_BUFFER_DIR") else None,
+            file_buffer_flush_ms=read.integer(
+                "FILE_BUFFER_FLUSH_MS", cls.file_buffer_flush_ms, low=1, high=60_000),
+            file_buffer_max_batch=read.integer(
+                "FILE_BUFFER_MAX_BATCH", cls.file_buffer_max_batch, low=1, high=100_000),
+            file_buffer_events_per_file=read.integer(
+                "FILE_BUFFER_EVENTS_PER_FILE", cls.file_buffer_events_per_file, low=1),
+            file_buffer_max_bytes=read.integer(
+                "FILE_BUFFER_MAX_BYTES", cls.file_buffer_max_bytes, low=1024),
             encryption_key=key_from_env(env),
         )
 
     @property
     def uses_embedded_database(self) -> bool:
         return self.database_url is None
+
+    @property
+    def spool_dir(self) -> Path:
+        """FILE_BUFFER_DIR, or `spool` in the data directory."""
+        return self.file_buffer_dir or self.data_dir / "spool"
 
 
 def from_env_or_exit(program: str) -> Settings:

@@ -15,7 +15,7 @@ import httpx
 import psutil
 
 from broker.supervisor import terminate_with_parent
-from tests.support import PYTHON, ROOT, free_port
+from tests.support import PYTHON, ROOT, TEST_SPOOL_DIR, free_port
 
 
 class Served:
@@ -30,7 +30,8 @@ class Served:
         self.argv = argv or [PYTHON, "-m", "broker.cli", command]
         self.workers = workers
         self.env = {**os.environ, "HOST": "127.0.0.1", "PORT": str(self.port),
-                    "WORKERS": str(workers), "LOG_LEVEL": "info", **(env or {})}
+                    "WORKERS": str(workers), "LOG_LEVEL": "info",
+                    "FILE_BUFFER_DIR": TEST_SPOOL_DIR, **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 60.0) -> Self:

@@ -25,6 +25,11 @@ ROOT = Path(__file__).resolve().parent.parent
 # Speed settings for the test server only; benchmarks and production keep fsync on.
 FAST_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off",
                  "max_connections": "400"}
+# Where test brokers keep their push spools unless a test gives its own: outside the work
+# tree. Each database gets its own directory below it (core/spool.py), so brokers of
+# different tests never drain each other's files, and a broker restarted on the same
+# database finds what its predecessor left.
+TEST_SPOOL_DIR = str(Path(tempfile.gettempdir()) / "queen-test-spool")
 
 
 def external_database_url() -> str | None:
@@ -88,7 +93,7 @@ class BrokerProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {**os.environ, "DATABASE_URL": database_url, "HOST": "127.0.0.1",
                     "PORT": str(self.port), "WORKERS": str(workers), "LOG_LEVEL": "warning",
-                    **(env or {})}
+                    "FILE_BUFFER_DIR": TEST_SPOOL_DIR, **(env or {})}
         self.log_path = log_path  # the web processes' output goes there instead of ours
         self.web: subprocess.Popen[bytes] | None = None
         self.reaper: subprocess.Popen[bytes] | None = None

@@ -63,7 +63,9 @@ async def list_dlq(request: Request, query: DlqQuery) -> Response:
 
 async def replay(request: Request, path: DlqIdPath, body: DlqReplayBody) -> Response:
     """`POST /api/v1/dlq/{id}/replay` (§11): replay one dead letter by its row id, to its
-    own queue and partition or to the ones the body names; answered as §5.2."""
+    own queue and partition or to the ones the body names; answered as §5.2 (503 while
+    pushes are in maintenance, like §5.2's route)."""
+    broker_of(request).require_direct_writes()
     done = await broker_of(request).dlq.replay_id(
         int(path.id), queue=given(body.queue), partition=given(body.partition))
     if done is None:

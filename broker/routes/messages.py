@@ -47,6 +47,7 @@ def _not_found(path: MessagePath) -> Response:
 
 
 async def retry(request: Request, path: MessagePath) -> Response:
+    broker_of(request).require_direct_writes()  # 503 while pushes are in maintenance (§11)
     pid = _partition(path)
     done = None if pid is None else await broker_of(request).dlq.replay(pid,
                                                                          path.transactionId)

@@ -33,6 +33,9 @@ def to_push_item(item: PushItemIn, producer_sub: str | None) -> PushItem:
 def outcome_json(index: int, outcome: PushOutcome) -> PushResult:
     item = outcome.item
     txid = item.message.transaction_id
+    if outcome.buffered:  # in the spool; the id it will be stored under (§11)
+        message_id = str(item.message.message_id)
+        return PushResult(index, txid, txid, item.queue, message_id, message_id, "buffered")
     if outcome.verdict is None:
         assert outcome.error is not None
         # message_id is always a string on the wire (§4.1); no message exists, so all zeros.
@@ -76,7 +79,9 @@ async def push(request: Request, body: PushBody | BinaryPush, identity: Identity
         raise errors[0]
     if isinstance(body, BinaryPush) and body.counts:
         verdicts = [o.verdict.status for o in outcomes if o.verdict is not None]
-        return json_response(PushCounts(len(outcomes), verdicts.count("queued"),
-                                        verdicts.count("duplicate"),
-                                        errors[0].message if errors else None), 201)
+        counts = PushCounts(len(outcomes), verdicts.count("queued"),
+                            verdicts.count("duplicate"), errors[0].message if errors else None)
+        if buffered := sum(o.buffered for o in outcomes):
+            counts.buffered = buffered
+        return json_response(counts, 201)
     return json_response([outcome_json(i, o) for i, o in enumerate(outcomes)], 201)

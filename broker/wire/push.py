@@ -32,7 +32,7 @@ class PushResult(msgspec.Struct):
     queueName: str
     message_id: str
     messageId: str
-    status: Literal["queued", "duplicate", "failed"]
+    status: Literal["queued", "duplicate", "failed", "buffered"]
     partition_id: str | UnsetType = UNSET
     trace_id: str | None | UnsetType = UNSET
     error: str | UnsetType = UNSET
@@ -40,10 +40,12 @@ class PushResult(msgspec.Struct):
 
 class PushCounts(msgspec.Struct):
     """The answer to a binary push that asked for counts (§7.2, flag 2): how many items,
-    how many stored, how many were duplicates, and the first failure's text (`null` when
-    none failed; failed = count - queued - duplicate)."""
+    how many stored, how many were duplicates, the first failure's text (`null` when none
+    failed), and, only when some did, how many went to the push spool (`buffered`, §11;
+    failed = count - queued - duplicate - buffered)."""
 
     count: int
     queued: int
     duplicate: int
     error: str | None
+    buffered: int | UnsetType = UNSET

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from loadtest.faults.run import Run
 
 NAMES = ("worker_kill", "reaper_kill", "pg_kill", "pg_immediate", "worker_stop",
-         "consumer_kill", "supervisor_kill")
+         "consumer_kill", "supervisor_kill", "maintenance_kill")
 
 
 class Injector:
@@ -132,6 +132,13 @@ class Injector:
         except ProcessLookupError:
             rec["note"] = "the stopped worker was gone at SIGCONT"
         return await self.finish(rec, inst, since=time.time())
+
+    async def maintenance_kill(self, inst: ServeInstance) -> dict[str, Any]:
+        """Push maintenance with kill -9 of a spooling worker and of the spool's drainer
+        (loadtest/faults/spool_fault.py)."""
+        from loadtest.faults.spool_fault import maintenance_kill
+
+        return await maintenance_kill(self, inst)
 
     async def pg_kill(self, inst: ServeInstance) -> dict[str, Any]:
         return await self._crash_pg(inst, signal.SIGKILL)

@@ -55,7 +55,7 @@ LEDGER_QUEUE = "ledger"
 DLQ_QUEUE = "ledger-dlq"
 PROBE_QUEUE = "probe"
 SINGLE_BROKER_FAULTS = ("worker_kill", "reaper_kill", "pg_kill", "worker_stop",
-                        "pg_immediate", "consumer_kill")
+                        "pg_immediate", "consumer_kill", "maintenance_kill")
 TWO_BROKER_FAULTS = ("supervisor_kill", "worker_kill", "pg_kill", "consumer_kill")
 # Only the server process is killed, never the machine, so the OS page cache survives and
 # fsync may be off in CI-sized runs; synchronous_commit stays on (an acknowledged commit must

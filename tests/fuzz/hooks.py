@@ -7,6 +7,10 @@
 - The binary push and transaction bodies (`application/x-queen-push`, wire-protocol §7)
   are documented as bytes; they go out as the bytes schemathesis generates, like
   `application/octet-stream` (random bytes: every one must be refused with a 4xx).
+- A valid request to turn a maintenance switch on (`POST /api/v1/system/maintenance[/pop]`,
+  wire-protocol §11) goes out turning it off instead: left on, push maintenance would make
+  every later transaction and DLQ replay of the run answer its documented 503, which the
+  fuzzer counts as a server error. The route is still fuzzed with every invalid body.
 - With QUEEN_FUZZ_TALLY=<file>, every answer's status and every request's body type is
   counted and the tally written there when the run ends: the figures the suite reports
   (requests, 5xx).
@@ -45,6 +49,9 @@ def _wait_ms(value: Any) -> int | None:
 
 @schemathesis.hook
 def before_call(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
+    if (case.method.upper() == "POST" and case.path.startswith("/api/v1/system/maintenance")
+            and isinstance(case.body, dict) and case.body.get("enabled") is True):
+        case.body["enabled"] = False
     query = case.query
     if isinstance(query, dict):
         timeout = _wait_ms(query.get("timeout"))

@@ -51,6 +51,11 @@ SECTION_9 = {
     ("DELETE", G + "/{group}"): ADMIN,
     ("DELETE", G + "/{group}/queues/{queue}"): ADMIN,
     ("POST", "/api/v1/stats/refresh"): ADMIN,
+    # ADMIN: /api/v1/system/* (the maintenance switches)
+    ("GET", "/api/v1/system/maintenance"): ADMIN,
+    ("POST", "/api/v1/system/maintenance"): ADMIN,
+    ("GET", "/api/v1/system/maintenance/pop"): ADMIN,
+    ("POST", "/api/v1/system/maintenance/pop"): ADMIN,
     # READ_ONLY: GET on resources, status, analytics, DLQ, messages, traces, consumer groups;
     # fetch
     # (a POST that only reads, like the GETs on DLQ and messages: a decision)
