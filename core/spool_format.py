@@ -11,7 +11,11 @@ writer writes `end`, `records` and `flags`; the drainer only `drained`), so neit
 overwrites the other's.
 
 The body is a msgpack array: message id (16 bytes), transactionId, queue, partition, payload
-(the JSON bytes as received), trace id (16 bytes or nil), producerSub (text or nil). The
+(the JSON bytes as received), trace id (16 bytes or nil), producerSub (text or nil). When the
+process has an encryption key (`QUEEN_ENCRYPTION_KEY`), every payload is sealed with it
+(AES-256-GCM, bound to its queue and partition, as segments are): the spool is written before
+the queue's options can be read (the database may be down), so it never holds a payload in
+plain text that an encrypted queue would not store in plain text. The
 message id and transactionId are those minted when the push was answered `buffered`, so a
 record replayed twice (after a crash between its commit and the header update) is a
 duplicate in the database, not a second message.
@@ -35,6 +39,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import msgspec
+
+from core import encryption
 
 MAGIC = b"QSPOOL2\n"
 HEADER = struct.Struct("<8sQQQQ")
@@ -67,9 +73,11 @@ _decoder = msgspec.msgpack.Decoder(_Body)
 
 def encode_record(record: SpoolRecord) -> bytes:
     # str(): the edge's names are str subclasses, which msgpack does not take as they are
+    queue, partition, payload = str(record.queue), str(record.partition), bytes(record.payload)
+    if encryption.cipher() is not None:
+        payload = encryption.seal(payload, queue, partition)
     body = msgspec.msgpack.encode((
-        record.message_id.bytes, str(record.transaction_id), str(record.queue),
-        str(record.partition), bytes(record.payload),
+        record.message_id.bytes, str(record.transaction_id), queue, partition, payload,
         record.trace_id.bytes if record.trace_id else None,
         None if record.producer_sub is None else str(record.producer_sub)))
     length = _LENGTH.pack(len(body))
@@ -78,6 +86,9 @@ def encode_record(record: SpoolRecord) -> bytes:
 
 def decode_body(body: bytes) -> SpoolRecord:
     mid, txid, queue, partition, payload, trace, sub = _decoder.decode(body)
+    # A sealed payload is opened (EncryptionError without the key, never garbage); a JSON
+    # payload never starts with the seal's magic bytes.
+    payload = encryption.opened(payload, queue, partition)
     return SpoolRecord(uuid.UUID(bytes=mid), txid, queue, partition, payload,
                        uuid.UUID(bytes=trace) if trace is not None else None, sub)
 

@@ -183,3 +183,22 @@ def test_only_spool_files_count_and_names_sort_in_order(tmp_path: Path) -> None:
     assert files.live() == [2, 10]
     assert files.next_seq() == 11
     assert HEADER_SIZE == 40
+
+
+def test_with_an_encryption_key_no_payload_is_spooled_in_plain_text(tmp_path: Path) -> None:
+    from core import encryption
+
+    secret = b'{"card": "4111-1111-1111-1111"}'
+    record = SpoolRecord(uuid.uuid4(), "t-enc", "q", "p", secret)
+    encryption.install(bytes(range(32)))
+    try:
+        blob = encode_record(record)
+        assert secret not in blob and b"4111" not in blob
+        got, state = _scan(blob, tmp_path)
+        assert state.ending is Ending.CLEAN and [r.payload for r in got] == [secret]
+        encryption.install(None)  # the same spool read without the key: refused, not garbage
+        with pytest.raises(encryption.EncryptionError):
+            _scan(blob, tmp_path)
+    finally:
+        encryption.install(None)
+    assert secret in encode_record(record)  # without a key the spool keeps the JSON as sent
