@@ -5,10 +5,25 @@
 -- (queue, partition) by name inside it, creating both when missing: a flush never needs a
 -- round trip (or a cache) to learn partition ids first, and a queue deleted meanwhile is
 -- simply created again. Replaces append_segment, append_segments and ensure_partition.
+--
+-- queen.append learns whether each partition's segments were sealed, and writes them only
+-- when that matches the queue's encryptionEnabled as it stands under the partition lock: a
+-- configure that committed before never sees plain text written to its encrypted queue
+-- (nor a sealed segment in a plain queue written by a broker that guessed wrong).
 
 DROP FUNCTION queen.append_segments(bigint[], integer[], text[], uuid[], bytea[]);
 DROP FUNCTION queen.append_segment(bigint, text[], uuid[], bytea);
 DROP FUNCTION queen.ensure_partition(text, text, text, text, jsonb);
+
+-- The key check of encryption at rest: QUEEN_ENCRYPTION_KEY's key id and a constant sealed
+-- under it, written at the first start with a key; a later start with another key (or
+-- none) is refused (core/key_check.py).
+CREATE TABLE queen.encryption_key (
+    singleton   boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    key_id      bytea NOT NULL,
+    check_value bytea NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now()
+);
 
 -- Every function below runs its statements with generic plans (planned once per
 -- connection) and without sequential scans: re-planning them at each call, PL/pgSQL's
@@ -25,17 +40,21 @@ DROP FUNCTION queen.ensure_partition(text, text, text, text, jsonb);
 --   p_blobs       each segment's zstd blob of storage frames
 --   p_txids       each frame's transactionId, flat, in frame order
 --   p_repeats     per partition: whether its transactionIds repeat within this flush
+--   p_encrypted   per partition: whether its segments are sealed (core/encryption.py)
 -- One row per partition, in the given order: its ids, and either the first offset and the
 -- append time of what was written (offsets follow frame order across its segments), or
 -- the frames (1-based positions within the partition) that are duplicates, with the offset
 -- of the stored message each repeats (null: it repeats an earlier frame of this flush).
--- Duplicates are checked only when the queue's dedupWindowSeconds is above 0.
+-- Duplicates are checked only when the queue's dedupWindowSeconds is above 0. Segments
+-- sealed or not against the queue's encryptionEnabled (read under the partition lock) are
+-- refused: nothing written for that partition, `encrypted` says what the queue wants.
 CREATE FUNCTION queen.append(
     p_queues text[], p_partitions text[], p_namespaces text[], p_tasks text[],
     p_options jsonb, p_segments integer[], p_frames integer[], p_blobs bytea[],
-    p_txids text[], p_repeats boolean[])
+    p_txids text[], p_repeats boolean[], p_encrypted boolean[])
 RETURNS TABLE (queue_id bigint, partition_id bigint, base_offset bigint,
-               created_at timestamptz, dup_positions integer[], dup_offsets bigint[])
+               created_at timestamptz, dup_positions integer[], dup_offsets bigint[],
+               encrypted boolean)
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
 AS $$
@@ -58,7 +77,9 @@ BEGIN
         -- creates it again.
         FOR attempt IN 1 .. 10 LOOP
             SELECT p.queue_id, p.id AS partition_id, p.last_offset, p.last_write_at,
-                   (q.options ->> 'dedupWindowSeconds')::integer AS dedup_window
+                   (q.options ->> 'dedupWindowSeconds')::integer AS dedup_window,
+                   coalesce((q.options ->> 'encryptionEnabled')::boolean, false)
+                       AS encryption_enabled
               INTO l
               FROM queen.queues q JOIN queen.log_partitions p ON p.queue_id = q.id
              WHERE q.name = p_queues[i] AND p.name = p_partitions[i]
@@ -86,7 +107,12 @@ BEGIN
         created_at := NULL;
         dup_positions := NULL;
         dup_offsets := NULL;
-        IF l.dedup_window > 0 THEN
+        encrypted := l.encryption_enabled;
+        IF encrypted IS DISTINCT FROM p_encrypted[i] THEN
+            -- Built for the other setting (configure changed it, or the caller guessed):
+            -- nothing written; the caller builds the segments again and retries.
+            NULL;
+        ELSIF l.dedup_window > 0 THEN
             -- Stored duplicates, and later repeats of a transactionId within this flush
             -- (looked for only when the caller saw some).
             SELECT array_agg(d.pos ORDER BY d.pos), array_agg(d.hit ORDER BY d.pos)
@@ -102,7 +128,7 @@ BEGIN
                              ORDER BY x.msg_offset LIMIT 1) hit ON true) d
              WHERE d.hit IS NOT NULL OR d.repeat;
         END IF;
-        IF dup_positions IS NULL THEN
+        IF dup_positions IS NULL AND encrypted = p_encrypted[i] THEN
             base_offset := l.last_offset + 1;
             created_at := v_now;
             v_next := base_offset;

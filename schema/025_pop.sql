@@ -8,6 +8,25 @@
 -- batch budget across up to `partitions` of them, lease the delivered spans (or, with
 -- autoAck, commit them), and answer the segments overlapping each span. Decompressing and
 -- slicing the segments is the caller's (PostgreSQL has no zstd).
+--
+-- Queue options the claim applies (wire-protocol §4.9; README, protocol notes):
+-- * retryDelay (ms): a `failed` ack within the retry budget, or a `retry` ack, releases the
+--   span with a not-before time (log_consumers.not_before = now() + retryDelay); the span is
+--   not claimable before it, so a poison message is redelivered at that pace instead of at
+--   once. Dead-lettering, dropping, a completed ack, a claim and a seek clear it. A delayed
+--   release wakes no parked pop (they find the span on a backoff re-check).
+-- * maxWaitTimeSeconds: when a pop claims a cursor, messages appended longer ago than that
+--   are skipped: the cursor moves past them without delivering them, and they are counted in
+--   log_consumers.evicted (only spans nobody holds are evicted; a leased batch is left to
+--   its holder).
+-- * minPopWaitTime (ms): a span that cannot fill the pop's remaining budget is not claimed
+--   until its oldest message has waited that long (more messages may arrive meanwhile).
+-- (retentionEnabled gates the reaper's retention: queries_reaper.sql.)
+
+-- Cursor state the claim applies: retryDelay's not-before time, maxWaitTimeSeconds' count.
+ALTER TABLE queen.log_consumers
+    ADD COLUMN not_before timestamptz,              -- the span is claimable from then on
+    ADD COLUMN evicted bigint NOT NULL DEFAULT 0;   -- messages skipped by maxWaitTimeSeconds
 
 -- Partitions a pop may claim: data past the group's cursor and no live lease, or no cursor
 -- yet (first contact); windowBuffer holds a partition until it has been quiet for N seconds.
@@ -28,7 +47,8 @@ LANGUAGE sql STABLE AS $$
        AND p.last_offset >= p.log_start
        AND (c.partition_id IS NULL
             OR (c.committed < p.last_offset
-                AND (c.worker_id IS NULL OR c.lease_expires_at <= now())))
+                AND (c.worker_id IS NULL OR c.lease_expires_at <= now())
+                AND (c.not_before IS NULL OR c.not_before <= now())))
        AND ((q.options ->> 'windowBuffer')::integer = 0
             OR p.last_write_at
                <= now() - make_interval(secs => (q.options ->> 'windowBuffer')::integer))
@@ -44,7 +64,9 @@ CREATE TYPE queen.pop_queue AS (
     seed_instant  timestamptz,   -- the instant of a timestamp seed
     lease_seconds integer,       -- lease length of its spans
     delay_seconds integer,       -- delayedProcessing
-    window_buffer integer);
+    window_buffer integer,
+    max_wait_seconds integer,    -- maxWaitTimeSeconds
+    min_pop_wait_ms integer);    -- minPopWaitTime
 
 -- Every function below runs its statements with generic plans (planned once per
 -- connection) and without sequential scans: re-planning them at each call, PL/pgSQL's
@@ -85,6 +107,11 @@ DECLARE
     v_secs    integer[] := '{}';
     v_end     bigint;
     v_start   bigint;
+    v_fresh   bigint;
+    v_head    timestamptz;
+    e_ids     bigint[] := '{}';
+    e_tops    bigint[] := '{}';
+    e_counts  bigint[] := '{}';
     c         record;
 BEGIN
     -- Existing cursors still claimable are locked, in candidate order, skipping those a
@@ -103,6 +130,7 @@ BEGIN
              WHERE x.consumer_group = p_group
                AND x.committed < cand.last_offset
                AND (x.worker_id IS NULL OR x.lease_expires_at <= now())
+               AND (x.not_before IS NULL OR x.not_before <= now())
              ORDER BY cand.ord
              LIMIT p_wanted  -- locks no more than it takes: the others stay claimable
                FOR UPDATE OF x SKIP LOCKED),
@@ -124,7 +152,8 @@ BEGIN
             RETURNING log_consumers.partition_id, log_consumers.committed,
                       log_consumers.retry_count)
         SELECT cand.id, cand.queue_id, cand.last_offset, cand.log_start, k.committed,
-               k.retry_count, q.delay_seconds, q.lease_seconds
+               k.retry_count, q.delay_seconds, q.lease_seconds, q.max_wait_seconds,
+               q.min_pop_wait_ms
           FROM (SELECT * FROM locked UNION ALL SELECT * FROM created) k
           JOIN cand ON cand.id = k.partition_id
           JOIN unnest(p_queues) q ON q.id = cand.queue_id
@@ -135,6 +164,26 @@ BEGIN
         EXIT WHEN v_budget <= 0;
         -- Offsets below log_start were removed by retention: delivery starts at log_start.
         v_start := greatest(c.committed + 1, c.log_start);
+        IF c.max_wait_seconds > 0 THEN
+            -- maxWaitTimeSeconds: messages that waited longer are skipped (evicted), not
+            -- delivered. Segments are stamped in offset order, so they are a prefix: the
+            -- walk from the head stops at the first segment young enough.
+            v_fresh := (SELECT s.base_offset FROM queen.log_segments s
+                         WHERE s.partition_id = c.id
+                           AND s.base_offset >= coalesce(
+                               (SELECT max(z.base_offset) FROM queen.log_segments z
+                                 WHERE z.partition_id = c.id AND z.base_offset <= v_start),
+                               v_start)
+                           AND s.created_at >= now() - make_interval(secs => c.max_wait_seconds)
+                         ORDER BY s.base_offset LIMIT 1);
+            v_fresh := greatest(coalesce(v_fresh, c.last_offset + 1), v_start);
+            IF v_fresh > v_start THEN
+                e_ids := e_ids || c.id;
+                e_tops := e_tops || (v_fresh - 1);
+                e_counts := e_counts || (v_fresh - v_start);
+                v_start := v_fresh;
+            END IF;
+        END IF;
         v_end := c.last_offset;
         IF c.delay_seconds > 0 THEN  -- only messages old enough are visible
             v_end := (SELECT s.last_offset FROM queen.log_segments s
@@ -143,6 +192,15 @@ BEGIN
                        ORDER BY s.base_offset DESC LIMIT 1);
         END IF;
         CONTINUE WHEN v_end IS NULL;  -- nothing old enough yet
+        CONTINUE WHEN v_end < v_start;
+        IF c.min_pop_wait_ms > 0 AND v_end - v_start + 1 < v_budget THEN
+            -- minPopWaitTime: a span that cannot fill the budget is held until its oldest
+            -- message has waited that long, so more can arrive and go out with it.
+            v_head := (SELECT s.created_at FROM queen.log_segments s
+                        WHERE s.partition_id = c.id AND s.base_offset <= v_start
+                        ORDER BY s.base_offset DESC LIMIT 1);
+            CONTINUE WHEN v_head > now() - make_interval(secs => c.min_pop_wait_ms / 1000.0);
+        END IF;
         v_end := least(v_end, v_start - 1 + v_budget);
         CONTINUE WHEN v_end < v_start;
         v_budget := v_budget - (v_end - v_start + 1)::integer;
@@ -151,6 +209,13 @@ BEGIN
         v_ends := v_ends || v_end;
         v_secs := v_secs || c.lease_seconds;
     END LOOP;
+    IF cardinality(e_ids) > 0 THEN  -- evicted heads: the cursor moves past them
+        UPDATE queen.log_consumers x
+           SET committed = greatest(x.committed, e.top), retry_count = 0,
+               evicted = x.evicted + e.n
+          FROM unnest(e_ids, e_tops, e_counts) AS e(pid, top, n)
+         WHERE x.partition_id = e.pid AND x.consumer_group = p_group;
+    END IF;
     IF cardinality(v_ids) = 0 THEN
         RETURN;
     END IF;
@@ -159,14 +224,14 @@ BEGIN
         UPDATE queen.log_consumers x
            SET committed = w.hi, batch_end = NULL, worker_id = NULL, lease_expires_at = NULL,
                retry_count = 0, total_consumed = x.total_consumed + (w.hi - w.lo + 1),
-               last_consumed_at = now()
+               last_consumed_at = now(), not_before = NULL
           FROM unnest(v_ids, v_starts, v_ends) AS w(pid, lo, hi)
          WHERE x.partition_id = w.pid AND x.consumer_group = p_group;
     ELSE
         UPDATE queen.log_consumers x
            SET committed = w.lo - 1, batch_end = w.hi, worker_id = p_lease_id,
                lease_expires_at = now() + make_interval(secs => w.secs),
-               last_consumed_at = now()
+               last_consumed_at = now(), not_before = NULL
           FROM unnest(v_ids, v_starts, v_ends, v_secs) AS w(pid, lo, hi, secs)
          WHERE x.partition_id = w.pid AND x.consumer_group = p_group;
     END IF;
@@ -266,7 +331,9 @@ BEGIN
                         ELSE p_lease_fallback END;
         v_queues := v_queues || ROW(r.id, r.name, v_mode, v_instant, v_lease,
                                     (r.options ->> 'delayedProcessing')::integer,
-                                    (r.options ->> 'windowBuffer')::integer)::queen.pop_queue;
+                                    (r.options ->> 'windowBuffer')::integer,
+                                    (r.options ->> 'maxWaitTimeSeconds')::integer,
+                                    (r.options ->> 'minPopWaitTime')::integer)::queen.pop_queue;
         v_qids := v_qids || r.id;
         v_buffer := v_buffer OR (r.options ->> 'windowBuffer')::integer > 0;
     END LOOP;

@@ -70,6 +70,7 @@ DECLARE
     u_retries  integer[] := '{}';
     u_release  boolean[] := '{}';
     u_done     bigint[] := '{}';
+    u_after    timestamptz[] := '{}';
     -- dead letters
     d_pid      bigint[] := '{}';
     d_group    text[] := '{}';
@@ -95,6 +96,7 @@ DECLARE
     v_new      bigint;
     v_retries  integer;
     v_release  boolean;
+    v_delay    boolean;
     v_dlq_idx  integer;
     v_lease    text;
     v_rank     integer;
@@ -117,6 +119,7 @@ BEGIN
                (c.worker_id IS NOT NULL AND c.lease_expires_at > now()) AS lease_live,
                p.last_offset, p.queue_id AS qid,
                (q.options ->> 'retryLimit')::integer AS retry_limit,
+               (q.options ->> 'retryDelay')::integer AS retry_delay,
                ((q.options ->> 'deadLetterQueue')::boolean
                 OR (q.options ->> 'dlqAfterMaxRetries')::boolean) AS dlq_on,
                -- The earliest occurrence above the cursor, else the latest at or below it
@@ -136,7 +139,7 @@ BEGIN
           LEFT JOIN queen.queues q ON q.id = p.queue_id
         UNION ALL  -- closes the last (group, partition)
         SELECT true, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-               NULL, NULL, NULL, NULL, NULL, NULL
+               NULL, NULL, NULL, NULL, NULL, NULL, NULL
         ORDER BY 1, 3, 4, 2
     LOOP
         -- Decide the previous (group, partition) once its items are all seen.
@@ -152,9 +155,13 @@ BEGIN
                 -- The retry counter belongs to the head of the span.
                 v_retries := CASE WHEN v_new = k.committed THEN k.retry_count ELSE 0 END;
                 v_release := false;
+                v_delay := false;
                 v_dlq_idx := NULL;
                 IF s_offset IS NOT NULL THEN
                     v_release := true;
+                    -- A failed or retried span is claimable again after retryDelay (unless
+                    -- it is dead-lettered or dropped below): a poison message must not spin.
+                    v_delay := s_status IN ('failed', 'retry') AND k.retry_delay > 0;
                     IF s_offset = v_new + 1 THEN  -- the signal is at the head: it acts now
                         IF s_status = 'dlq'
                            OR (s_status = 'failed' AND v_retries >= k.retry_limit) THEN
@@ -170,6 +177,7 @@ BEGIN
                             END IF;
                             v_new := s_offset;
                             v_retries := 0;
+                            v_delay := false;
                         ELSIF s_status = 'failed' THEN
                             v_retries := v_retries + 1;
                         END IF;
@@ -190,7 +198,10 @@ BEGIN
                 u_retries := u_retries || v_retries;
                 u_release := u_release || v_release;
                 u_done := u_done || (v_new - k.committed);
-                IF v_release AND v_new < k.last_offset THEN
+                u_after := u_after || CASE WHEN v_delay
+                    THEN now() + make_interval(secs => k.retry_delay / 1000.0) END;
+                -- A delayed span wakes nobody: parked pops find it on a re-check.
+                IF v_release AND NOT v_delay AND v_new < k.last_offset THEN
                     w_qid := w_qid || k.qid;
                     w_pid := w_pid || k.pid;
                 END IF;
@@ -299,9 +310,10 @@ BEGIN
            worker_id = CASE WHEN w.release THEN NULL ELSE c.worker_id END,
            lease_expires_at = CASE WHEN w.release THEN NULL ELSE c.lease_expires_at END,
            total_consumed = c.total_consumed + w.done,
-           last_consumed_at = CASE WHEN w.done > 0 THEN now() ELSE c.last_consumed_at END
-      FROM unnest(u_pid, u_group, u_committed, u_retries, u_release, u_done)
-           AS w(pid, grp, committed, retries, release, done)
+           last_consumed_at = CASE WHEN w.done > 0 THEN now() ELSE c.last_consumed_at END,
+           not_before = w.after
+      FROM unnest(u_pid, u_group, u_committed, u_retries, u_release, u_done, u_after)
+           AS w(pid, grp, committed, retries, release, done, after)
      WHERE c.partition_id = w.pid AND c.consumer_group = w.grp;
 
     RETURN QUERY
