@@ -62,6 +62,7 @@ TWO_BROKER_FAULTS = ("supervisor_kill", "worker_kill", "pg_kill", "consumer_kill
 # be in the WAL before the answer). Long runs keep the server durable.
 FAST_DISK = {"fsync": "off", "full_page_writes": "off", "synchronous_commit": "on"}
 DURABLE = {"fsync": "on", "full_page_writes": "on", "synchronous_commit": "on"}
+TASK_STOP_SECONDS = 10.0
 
 
 @dataclass
@@ -108,6 +109,27 @@ def run_tokens(auth: bool) -> tuple[dict[str, str], str | None, str | None]:
             token("fault-workload", "read-write"), token("fault-driver", "admin"))
 
 
+async def cancel_until_done(tasks: list[asyncio.Task[None]],
+                            timeout: float) -> set[asyncio.Task[None]]:
+    """Cancel `tasks` until every one has ended or `timeout` passed; answer those left.
+
+    One cancel is not enough on Python 3.11: `asyncio.wait_for` returns its inner result
+    and drops a cancel that arrives in the same turn as that result (gh-86296, fixed in
+    3.12), so a loop calling it can live on, and awaiting it once cancelled hung a CI run
+    for its whole 900 s timeout."""
+    deadline = time.monotonic() + timeout
+    pending = {t for t in tasks if not t.done()}
+    while pending and time.monotonic() < deadline:
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=min(
+            0.5, max(0.01, deadline - time.monotonic())))
+    for task in tasks:  # collect the outcomes, so none is reported as never retrieved
+        if task.done() and not task.cancelled():
+            task.exception()
+    return pending
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -139,6 +161,7 @@ class Run:
         self.drain = self.run_dir / "drain"
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
+        self.closing = False  # the background loops end at their next turn
         self.auth_env, self.token, self.admin_token = run_tokens(cfg.auth)
         self.admin_headers = bearer(self.admin_token)
 
@@ -224,7 +247,7 @@ class Run:
         caller = Caller([inst.url], token=self.token)
         n = 0
         try:
-            while True:
+            while not self.closing:
                 out = await caller.call("POST", "/api/v1/push", {"items": [
                     {"queue": PROBE_QUEUE, "partition": inst.name, "payload": n}]})
                 n += 1
@@ -239,7 +262,7 @@ class Run:
 
     async def _keep_consumers(self) -> None:
         """Consumers are clients: one that died (on purpose or killed) is replaced."""
-        while True:
+        while not self.closing:
             for name, proc in list(self.consumers.items()):
                 if proc.poll() is not None and not self._stopping:
                     del self.consumers[name]
@@ -327,11 +350,11 @@ class Run:
                 proc.wait()
 
     async def teardown(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        self.closing = True
+        left = await cancel_until_done(self._tasks, TASK_STOP_SECONDS)
+        if left:
+            print(f"  background tasks still running after {TASK_STOP_SECONDS} s: "
+                  f"{', '.join(t.get_name() for t in left)}", file=sys.stderr)
         await self.stop_workload()
         for inst in self.instances:
             await asyncio.to_thread(inst.stop)

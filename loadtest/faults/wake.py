@@ -30,7 +30,7 @@ async def wake_loop(run: Run) -> None:
     callers = [Caller([i.url], token=run.token) for i in run.instances]
     n = 0
     try:
-        while True:
+        while not run.closing:
             await asyncio.sleep(1.0)
             parked, pusher = n % 2, (n + 1) % 2
             n += 1
