@@ -32,6 +32,7 @@ import asyncpg
 
 from core.errors import ServiceError
 from core.storage.errors import DRIVER_ERRORS
+from core.waiting import wait_event, within
 from core.wakeup import CHANNEL, MAX_HINTS, Wake, decode_payload, notify_hinted
 
 log = logging.getLogger(__name__)
@@ -219,9 +220,8 @@ class WakeupHub:
                 self.listening = False
                 if conn is not None:
                     with contextlib.suppress(Exception):
-                        await asyncio.wait_for(conn.close(), 2.0)
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), _RECONNECT_DELAY)
+                        await within(2.0, conn.close())
+            await wait_event(self._stopping, _RECONNECT_DELAY)
 
     async def announce_forever(self) -> None:
         """Send what `announce` gathered, as NOTIFY, until `close` (then once more)."""
@@ -259,7 +259,7 @@ class WakeupHub:
         finally:
             if conn is not None:
                 with contextlib.suppress(Exception):
-                    await asyncio.wait_for(conn.close(), 2.0)
+                    await within(2.0, conn.close())
 
 
 def _relay(callback: Callable[[str | None], None]) -> Callable[..., None]:

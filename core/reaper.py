@@ -32,6 +32,7 @@ from core.listener import WakeupHub
 from core.logs import configure_logging
 from core.settings import Settings, from_env_or_exit
 from core.storage.database import Database, server_settings
+from core.waiting import wait_event
 
 log = logging.getLogger("queen.reaper")
 
@@ -87,8 +88,7 @@ class Reaper:
             except ServiceError as exc:
                 log.warning("reaper pass failed, will retry: %s", exc.message)
             delay = self._interval * random.uniform(1 - _JITTER, 1 + _JITTER)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), delay)
+            await wait_event(stop, delay)
 
 
 async def _open_database(settings: Settings, stop: asyncio.Event) -> Database | None:
@@ -113,8 +113,7 @@ async def _open_database(settings: Settings, stop: asyncio.Event) -> Database | 
                 return opening.result()
             except ServiceError as exc:
                 log.warning("database not available yet: %s", exc.message)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), 2.0)
+            await wait_event(stop, 2.0)
         return None
     finally:
         stopping.cancel()

@@ -71,6 +71,7 @@ from core.spool_format import (
     scan,
     write_field,
 )
+from core.waiting import wait_event
 
 log = logging.getLogger(__name__)
 
@@ -427,8 +428,7 @@ class Spool:
         what waits every COUNT_SECONDS (for the metrics)."""
         next_count = 0.0
         while not self._stopping.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._kick.wait(), self.settings.flush_ms / 1000)
+            await wait_event(self._kick, self.settings.flush_ms / 1000)
             self._kick.clear()
             if time.monotonic() >= next_count:
                 next_count = time.monotonic() + COUNT_SECONDS

@@ -18,7 +18,6 @@ reaper for the analytics series, and the figures the metrics routes read.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -39,6 +38,7 @@ from core.storage.admin import Overview
 from core.storage.database import Database, PoolStats, connect_with_retry
 from core.storage.statements import Conn
 from core.storage.stats import QueueGauges, SeriesRow
+from core.waiting import wait_event
 
 log = logging.getLogger(__name__)
 
@@ -140,8 +140,7 @@ class CounterFlusher:
 
     async def flush_forever(self) -> None:
         while not self._stopping.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), self.interval)
+            await wait_event(self._stopping, self.interval)
             # The last flush (on the way out) must not hold up a shutdown for long.
             await self.flush(timeout=_LAST_FLUSH_SECONDS if self._stopping.is_set() else None)
         await self._disconnect()

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from core.errors import ServiceError
 from core.storage import system as sql
 from core.storage.database import Database
+from core.waiting import wait_event
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +104,7 @@ class Switches:
         """Re-read the row every REREAD_SECONDS, or at once when the listener reconnects,
         until `close`."""
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._reread.wait(), REREAD_SECONDS)
+            await wait_event(self._reread, REREAD_SECONDS)
             self._reread.clear()
             if self._stopping.is_set():
                 return

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from core.waiting import within
+
 
 @dataclass(frozen=True, slots=True)
 class Answer:
@@ -62,7 +64,7 @@ class Connection:
             assert self._reader is not None and self._writer is not None
             try:
                 self._writer.write(data)
-                return await asyncio.wait_for(self._read(), timeout)
+                return await within(timeout, self._read())
             except (OSError, ConnectionError, asyncio.IncompleteReadError) as exc:
                 await self.close()
                 if attempt:

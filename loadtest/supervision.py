@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import psutil  # type: ignore[import-untyped]
 
+from core.waiting import within
 from loadtest import launch
 
 RUNNERS = ("hypercorn", "supervisor")
@@ -76,7 +77,7 @@ async def _connection(port: int, queue: str, k: int, until: float, tally: Tally,
             if writer is None:
                 reader, writer = await asyncio.open_connection("127.0.0.1", port)
             assert reader is not None
-            status = await asyncio.wait_for(_send(reader, writer, request), 10)
+            status = await within(10, _send(reader, writer, request))
         except (OSError, asyncio.IncompleteReadError, TimeoutError, ValueError, IndexError):
             tally.failed += 1
             if writer is not None:

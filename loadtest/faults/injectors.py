@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.embedded import EmbeddedPostgres
+from core.waiting import within
 from loadtest.faults.roles import Roles, postmaster_of
 from loadtest.faults.servers import ROOT, ServeInstance, die_with_parent, kill_pids, pg_ready
 
@@ -174,7 +175,7 @@ class Injector:
         try:
             await self.finish(rec, inst, lambda r: r.postmaster not in (None, victim))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(watcher), 10)
+                await within(10, asyncio.shield(watcher))
             return rec
         finally:
             watcher.cancel()

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Self
 
+from core.waiting import within
+
 QUEUE = "loadtest-w2"
 
 
@@ -118,7 +120,7 @@ class _Rabbit:
 
     async def take(self, limit: int, wait_s: float) -> tuple[list[bytes], Any]:
         try:
-            first = await asyncio.wait_for(self.inbox.get(), wait_s)
+            first = await within(wait_s, self.inbox.get())
         except TimeoutError:
             return [], None
         got = [first]
