@@ -104,7 +104,10 @@ async def reset_statements(url: str) -> bool:
         await conn.close()
 
 
-async def top_statements(url: str, top: int = 12) -> list[dict[str, Any]]:
+async def top_statements(url: str, top: int = 12, *,
+                         toplevel: bool = True) -> list[dict[str, Any]]:
+    """The statements by total execution time: those the broker sent (`toplevel`), or
+    those run inside its PL/pgSQL functions (their time is already inside the caller's)."""
     conn = await asyncpg.connect(url)
     try:
         rows = await conn.fetch(
@@ -112,8 +115,8 @@ async def top_statements(url: str, top: int = 12) -> list[dict[str, Any]]:
                       regexp_replace(query, '\\s+', ' ', 'g') AS query
                  FROM pg_stat_statements
                 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-                  AND toplevel
-                ORDER BY total_exec_time DESC LIMIT $1""", top)
+                  AND toplevel = $2
+                ORDER BY total_exec_time DESC LIMIT $1""", top, toplevel)
     except asyncpg.PostgresError:
         return []
     finally:
@@ -125,7 +128,8 @@ async def top_statements(url: str, top: int = 12) -> list[dict[str, Any]]:
             for r in rows]
 
 
-def render(cell: str, stacks: dict[str, Any] | None, statements: list[dict[str, Any]]) -> str:
+def render(cell: str, stacks: dict[str, Any] | None, statements: list[dict[str, Any]],
+           nested: list[dict[str, Any]] | None = None) -> str:
     lines = [f"== {cell}"]
     if stacks:
         lines.append(f"py-spy: {stacks['samples']} samples, idle share {stacks['idle_share']}")
@@ -133,8 +137,10 @@ def render(cell: str, stacks: dict[str, Any] | None, statements: list[dict[str, 
         lines += [f"    {share:6.1%}  {name}" for name, share in stacks["own"][:20]]
         lines.append("  inclusive:")
         lines += [f"    {share:6.1%}  {name}" for name, share in stacks["inclusive"][:25]]
-    if statements:
-        lines.append("pg_stat_statements (by total time):")
-        lines += [f"  {s['share']:6.1%} {s['calls']:>8} calls {s['mean_ms']:>8.3f} ms  "
-                  f"{s['query'][:110]}" for s in statements]
+    for title, chosen in (("pg_stat_statements (by total time):", statements),
+                          ("  inside functions (share among these):", nested or [])):
+        if chosen:
+            lines.append(title)
+            lines += [f"  {s['share']:6.1%} {s['calls']:>8} calls {s['mean_ms']:>8.3f} ms  "
+                      f"{s['query'][:110]}" for s in chosen]
     return "\n".join(lines) + "\n"
