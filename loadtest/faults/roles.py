@@ -89,7 +89,7 @@ def postmaster_of(serve_pid: int) -> int | None:
 
 def alive(pid: int) -> bool:
     try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return False
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import psutil  # type: ignore[import-untyped]
 
-from core.embedded import POSTGRES_BIN_PATH, EmbeddedPostgres, stop_process
+from core.embedded import BIN_DIR, EmbeddedPostgres, stop_process
 from loadtest.faults.roles import Roles, alive, roles_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +48,7 @@ def kill_pids(pids: list[int] | tuple[int, ...], sig: int = signal.SIGKILL) -> N
 def pg_ready(socket_dir: Path) -> bool:
     """True when a PostgreSQL accepts connections on the socket in `socket_dir`."""
     result = subprocess.run(
-        [str(POSTGRES_BIN_PATH / "pg_isready"), "-q", "-h", str(socket_dir), "-p", "5432"],
+        [str(BIN_DIR / "pg_isready"), "-q", "-h", str(socket_dir), "-p", "5432"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, timeout=10)
     return result.returncode == 0
 
