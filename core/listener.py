@@ -13,11 +13,7 @@ their own waiting line, so they are never passed over for a pop of another parti
 
 Local commits wake local waiters at once and are announced to the other processes by NOTIFY;
 announcements that arrive while one NOTIFY is in flight are merged (with their counts) into
-the next. A span for which a waiting pop of a group was woken here is announced as served
-for that group, and the other processes wake nobody of that group for it: otherwise each
-span woke one pop of the group per process, and only one of them could claim it. A pop woken
-in the middle of its own claim does not count as served (its claim may not see the span),
-and such pops are woken only when no waiting pop of the line is left. This process's own notifications are ignored when they come back. Missed
+the next. This process's own notifications are ignored when they come back. Missed
 notifications (e.g. while the LISTEN connection reconnects) are covered by the pop's own
 backoff re-check.
 """
@@ -29,7 +25,7 @@ import contextlib
 import logging
 import time
 from collections import Counter, OrderedDict, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import asyncpg
@@ -54,12 +50,11 @@ class Waiter:
     """One parked pop; its event is set when it should check again, and `hints` then lists
     partitions that just became deliverable (if known)."""
 
-    __slots__ = ("event", "hints", "waiting")
+    __slots__ = ("event", "hints")
 
     def __init__(self) -> None:
         self.event = asyncio.Event()
         self.hints: list[int] = []
-        self.waiting = False  # set by its pop once its claim came back empty
 
 
 class WakeupHub:
@@ -70,7 +65,6 @@ class WakeupHub:
         self._lines: dict[int, dict[WaitLine, dict[Waiter, None]]] = {}
         self._to_announce: Counter[int] = Counter()
         self._hints: defaultdict[int, list[int]] = defaultdict(list)
-        self._served: defaultdict[int, Counter[str]] = defaultdict(Counter)
         # Per queue, partitions announced (local or remote) and not claimed here since, in the
         # order they were first announced: the longest-waiting first. Bounded per queue and in
         # queues, so a broker serving ever new queues or partitions does not grow.
@@ -130,48 +124,41 @@ class WakeupHub:
     def parked_count(self) -> int:
         return len({w for lines in self._lines.values() for ws in lines.values() for w in ws})
 
-    def wake(self, queue_id: int, count: int = 1, partitions: Sequence[int] = (),
-             served: Mapping[str, int] | None = None) -> Counter[str]:
+    def wake(self, queue_id: int, count: int = 1, partitions: Sequence[int] = ()) -> None:
         """Wake up to `count` not-yet-woken waiters per waiting line of the queue, and as many
         discovery waiters per line, handing each the queue's partitions with data announced
         and not claimed here since, the longest-waiting first: a woken pop claims those by
         key, oldest data first, which keeps the tail of end-to-end latency short (serving the
-        newest first left partitions written a moment earlier to the scan).
-
-        A group's any-partition line of the queue wakes `served[group]` fewer: another
-        process already woke a pop of that group for those spans. Answers, per group, how
-        many waiting (not mid-claim) pops of its any-partition line of the queue were woken."""
-        hints = self._pending_hints(queue_id, partitions) if partitions else []
-        woken_waiting: Counter[str] = Counter()
+        newest first left partitions written a moment earlier to the scan)."""
+        hints: list[int] = []
+        if partitions:
+            pending = self._pending.get(queue_id)
+            if pending is None:
+                pending = self._pending[queue_id] = {}
+                if len(self._pending) > _RECENT_QUEUES:
+                    self._pending.popitem(last=False)
+            else:
+                self._pending.move_to_end(queue_id)
+            now = time.monotonic()
+            while pending:
+                oldest = next(iter(pending))
+                if pending[oldest] > now - _PENDING_SECONDS:
+                    break
+                del pending[oldest]
+            for p in partitions:
+                if p not in pending and len(pending) < _RECENT_PARTITIONS:
+                    pending[p] = now  # a partition already waiting keeps its place
+            hints = list(pending)
         for slot in (queue_id, ANY_QUEUE):
-            for (group, partition), waiters in self._lines.get(slot, {}).items():
-                mine = slot == queue_id and partition is None
-                budget = count - (served or {}).get(group, 0) if mine else count
-                if budget <= 0:
-                    continue
-                woken = _wake_some(waiters, budget, hints)
-                if mine and woken:
-                    woken_waiting[group] += woken
-        return woken_waiting
-
-    def _pending_hints(self, queue_id: int, partitions: Sequence[int]) -> list[int]:
-        pending = self._pending.get(queue_id)
-        if pending is None:
-            pending = self._pending[queue_id] = {}
-            if len(self._pending) > _RECENT_QUEUES:
-                self._pending.popitem(last=False)
-        else:
-            self._pending.move_to_end(queue_id)
-        now = time.monotonic()
-        while pending:
-            oldest = next(iter(pending))
-            if pending[oldest] > now - _PENDING_SECONDS:
-                break
-            del pending[oldest]
-        for p in partitions:
-            if p not in pending and len(pending) < _RECENT_PARTITIONS:
-                pending[p] = now  # a partition already waiting keeps its place
-        return list(pending)
+            for waiters in self._lines.get(slot, {}).values():
+                woken = 0
+                for waiter in waiters:
+                    if woken >= count:
+                        break
+                    if not waiter.event.is_set():
+                        waiter.hints = hints
+                        waiter.event.set()
+                        woken += 1
 
     def claimed(self, queue_id: int, partitions: Iterable[int]) -> None:
         """A pop of this process claimed these partitions: their data is being served."""
@@ -184,8 +171,7 @@ class WakeupHub:
         """Spans became deliverable (one per (queue, partition or None) listed), after their
         commit: wake local waiters now, other processes by NOTIFY."""
         for queue_id, partition_id in wakes:
-            self._served[queue_id] += self.wake(
-                queue_id, 1, [] if partition_id is None else [partition_id])
+            self.wake(queue_id, 1, [] if partition_id is None else [partition_id])
             self._to_announce[queue_id] += 1
             if partition_id is not None and len(self._hints[queue_id]) < MAX_HINTS:
                 self._hints[queue_id].append(partition_id)
@@ -195,11 +181,11 @@ class WakeupHub:
         if pid == self._notifier_pid:
             return  # our own announcement: local waiters were woken when it was made
         try:
-            queue_id, count, partitions, served = decode_payload(str(payload))
+            queue_id, count, partitions = decode_payload(str(payload))
         except ValueError:
             log.warning("ignoring malformed wake-up payload %r", payload)
             return
-        self.wake(queue_id, count, partitions, served)
+        self.wake(queue_id, count, partitions)
 
     def wake_everyone(self) -> None:
         """Every parked pop checks again (e.g. pops were paused and are not any more)."""
@@ -253,14 +239,12 @@ class WakeupHub:
                     continue
                 batch, self._to_announce = self._to_announce, Counter()
                 hints, self._hints = self._hints, defaultdict(list)
-                served, self._served = self._served, defaultdict(Counter)
                 try:
                     if conn is None or conn.is_closed():
                         conn = await asyncpg.connect(self._dsn, server_settings=settings,
                                                      timeout=2)
                         self._notifier_pid = conn.get_server_pid()
-                    await notify_hinted(conn, {q: (n, hints.get(q, []), served.get(q, {}))
-                                               for q, n in batch.items()})
+                    await notify_hinted(conn, {q: (n, hints.get(q, [])) for q, n in batch.items()})
                     # Let announcements gather for a moment: one NOTIFY per few milliseconds
                     # wakes waiters just as well as one per push, at a fraction of the cost.
                     await asyncio.sleep(_ANNOUNCE_GATHER_SECONDS)
@@ -276,22 +260,6 @@ class WakeupHub:
             if conn is not None:
                 with contextlib.suppress(Exception):
                     await within(2.0, conn.close())
-
-
-def _wake_some(waiters: dict[Waiter, None], count: int, hints: list[int]) -> int:
-    """Wake up to `count` of the not-yet-woken `waiters`, oldest first, those waiting before
-    those in the middle of a claim; answer how many of the waiting ones were woken."""
-    woken = woken_waiting = 0
-    for waiting in (True, False):
-        for waiter in waiters:
-            if woken >= count:
-                return woken_waiting
-            if waiter.waiting == waiting and not waiter.event.is_set():
-                waiter.hints = hints
-                waiter.event.set()
-                woken += 1
-                woken_waiting += waiting
-    return woken_waiting
 
 
 def _relay(callback: Callable[[str | None], None]) -> Callable[..., None]:

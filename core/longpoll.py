@@ -71,7 +71,6 @@ async def pop_or_wait(db: Database, hub: WakeupHub, request: PopRequest, *, wait
             remaining = deadline - time.monotonic()
             if remaining <= 0 or _is_set(gone):
                 return result
-            waiter.waiting = True  # a wake-up from now on is ours to act on
             woke = await _wait_any(waiter.event, [gone, stop_waiting], min(interval, remaining))
             hints = waiter.hints if woke else []
         if request.queue is not None and result.queue_ids:
