@@ -9,6 +9,7 @@
         ├── Overloaded         the write backlog is full; retry after a pause
         ├── StorageUnavailable the database cannot be reached
         └── StorageError       the database answered with an unexpected failure
+            └── StorageDeadlock    it aborted the statement to break a deadlock
     SegmentError               a stored segment cannot be decoded (a bug or corruption)
 
 The message defaults to the class docstring. `broker/errors.py` maps each class to a status.
@@ -65,6 +66,10 @@ class StorageUnavailable(ServiceError):
 
 class StorageError(ServiceError):
     """The database failed to complete the operation."""
+
+
+class StorageDeadlock(StorageError):
+    """The database aborted the statement to break a deadlock; it changed nothing."""
 
 
 class SegmentError(QueenError):

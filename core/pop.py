@@ -12,12 +12,14 @@ decompresses and slices them for a JSON answer.
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from core import encryption, segments
+from core.errors import StorageDeadlock
 from core.ids import LeaseId, PartitionId, QueueId, uuid7
 from core.options import POP_LEASE_FALLBACK_SECONDS
 from core.storage import reads as sql
@@ -29,6 +31,10 @@ QUEUE_MODE = "__QUEUE_MODE__"
 # pop locks first (SKIP LOCKED) without a second scan.
 _CANDIDATE_FACTOR = 2
 _CANDIDATE_EXTRA = 8
+# Attempts of a pop that PostgreSQL aborts to break a deadlock: pops creating the cursors of
+# the same fresh partitions in opposite orders (hints first vs. a scan from a random pivot)
+# wait for each other's insert. The aborted statement changed nothing, so it is run again.
+_DEADLOCK_ATTEMPTS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,17 +141,24 @@ async def pop(db: Database, request: PopRequest, hints: Sequence[int] = ()) -> P
     named = request.group != QUEUE_MODE
     wanted = 1 if request.partition is not None else max(request.max_partitions, 1)
     lease_id = None if request.auto_ack else LeaseId(str(uuid7()))
-    async with db.session() as conn:
-        rows = await sql.pop(
-            conn, queue=request.queue, namespace=request.namespace, task=request.task,
-            partition=request.partition, group=request.group, named=named,
-            seed_mode=seed_mode, seed_instant=seed_instant,
-            store_seed=named and request.partition is None, batch=request.batch,
-            partitions=request.max_partitions, auto_ack=request.auto_ack,
-            lease_seconds=request.lease_seconds, lease_fallback=POP_LEASE_FALLBACK_SECONDS,
-            lease_id=lease_id or "", hints=hints, pivot=random.random(),
-            candidates=wanted * _CANDIDATE_FACTOR + _CANDIDATE_EXTRA)
-    return _result(lease_id, rows)
+
+    async def claim() -> list[sql.PopRow]:
+        async with db.session() as conn:
+            return await sql.pop(
+                conn, queue=request.queue, namespace=request.namespace, task=request.task,
+                partition=request.partition, group=request.group, named=named,
+                seed_mode=seed_mode, seed_instant=seed_instant,
+                store_seed=named and request.partition is None, batch=request.batch,
+                partitions=request.max_partitions, auto_ack=request.auto_ack,
+                lease_seconds=request.lease_seconds,
+                lease_fallback=POP_LEASE_FALLBACK_SECONDS, lease_id=lease_id or "",
+                hints=hints, pivot=random.random(),
+                candidates=wanted * _CANDIDATE_FACTOR + _CANDIDATE_EXTRA)
+
+    for _ in range(_DEADLOCK_ATTEMPTS - 1):
+        with contextlib.suppress(StorageDeadlock):
+            return _result(lease_id, await claim())
+    return _result(lease_id, await claim())
 
 
 def _result(lease_id: LeaseId | None, rows: list[sql.PopRow]) -> PopResult:

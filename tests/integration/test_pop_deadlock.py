@@ -1,0 +1,45 @@
+"""Concurrent first-contact pops that create the same cursors in opposite orders.
+
+A pop creates the cursors of partitions its group has not touched yet (INSERT .. ON
+CONFLICT) in its candidates' order: the hinted partitions first, or a scan from a random
+pivot. Two pops that reach the same fresh partitions in opposite orders wait for each
+other's insert, and PostgreSQL aborts one of them (40P01). The pop is one statement that
+changed nothing when aborted, so it is run again instead of answering 503 (the official
+client's consume() loop stops at most errors answered to its pop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+import httpx
+
+from core.pop import PopRequest, pop
+from core.storage.database import Database
+
+PARTITIONS = 40
+
+
+async def test_pops_creating_cursors_in_opposite_orders_all_succeed(
+        http: httpx.AsyncClient, db: asyncpg.Connection, core_db: Database,
+        queue_name: str) -> None:
+    names = [f"p{i:02d}" for i in range(PARTITIONS)]
+    r = await http.post("/api/v1/push", json={"items": [
+        {"queue": queue_name, "partition": n, "payload": {"n": n}} for n in names]})
+    assert r.status_code == 201
+    ids = [int(i) for i in await db.fetchval(
+        """SELECT array_agg(p.id ORDER BY p.name) FROM queen.log_partitions p
+             JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = $1""", queue_name)]
+    for round_ in range(3):  # a new group each round: every cursor is created again
+        request = PopRequest(group=f"g{round_}", batch=1000, max_partitions=PARTITIONS,
+                             queue=queue_name, auto_ack=True)
+        # The group's first pop stores its subscription (concurrent first pops would queue
+        # on that row); it takes p00 only.
+        first = await pop(core_db, PopRequest(group=f"g{round_}", batch=1, queue=queue_name,
+                                              auto_ack=True), hints=ids[:1])
+        assert len(first.messages()) == 1
+        results = await asyncio.gather(*(pop(core_db, request, hints=h)
+                                         for h in (ids, ids[::-1], ids, ids[::-1])))
+        # Every message of the group once: the pops split the partitions between them.
+        assert sum(len(res.messages()) for res in results) == PARTITIONS - 1
