@@ -148,6 +148,10 @@ BEGIN
               FROM (SELECT * FROM cand WHERE cand.fresh ORDER BY cand.ord
                      LIMIT greatest(p_wanted - (SELECT count(*) FROM locked), 0)) f
               JOIN unnest(p_queues) q ON q.id = f.queue_id
+             -- Inserted in partition order, whatever the candidates' order: two first
+             -- pops creating the same cursors then queue behind one another instead of
+             -- each waiting for the other's insert (a deadlock, 40P01).
+             ORDER BY f.id
             ON CONFLICT ON CONSTRAINT log_consumers_pkey DO NOTHING
             RETURNING log_consumers.partition_id, log_consumers.committed,
                       log_consumers.retry_count)

@@ -21,16 +21,22 @@ from core.storage.database import Database
 PARTITIONS = 40
 
 
+async def _one_message_per_partition(http: httpx.AsyncClient, db: asyncpg.Connection,
+                                     queue: str) -> list[int]:
+    """Push one message to each of PARTITIONS new partitions; answer their ids by name."""
+    names = [f"p{i:02d}" for i in range(PARTITIONS)]
+    r = await http.post("/api/v1/push", json={"items": [
+        {"queue": queue, "partition": n, "payload": {"n": n}} for n in names]})
+    assert r.status_code == 201
+    return [int(i) for i in await db.fetchval(
+        """SELECT array_agg(p.id ORDER BY p.name) FROM queen.log_partitions p
+             JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = $1""", queue)]
+
+
 async def test_pops_creating_cursors_in_opposite_orders_all_succeed(
         http: httpx.AsyncClient, db: asyncpg.Connection, core_db: Database,
         queue_name: str) -> None:
-    names = [f"p{i:02d}" for i in range(PARTITIONS)]
-    r = await http.post("/api/v1/push", json={"items": [
-        {"queue": queue_name, "partition": n, "payload": {"n": n}} for n in names]})
-    assert r.status_code == 201
-    ids = [int(i) for i in await db.fetchval(
-        """SELECT array_agg(p.id ORDER BY p.name) FROM queen.log_partitions p
-             JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = $1""", queue_name)]
+    ids = await _one_message_per_partition(http, db, queue_name)
     for round_ in range(3):  # a new group each round: every cursor is created again
         request = PopRequest(group=f"g{round_}", batch=1000, max_partitions=PARTITIONS,
                              queue=queue_name, auto_ack=True)
@@ -43,3 +49,29 @@ async def test_pops_creating_cursors_in_opposite_orders_all_succeed(
                                          for h in (ids, ids[::-1], ids, ids[::-1])))
         # Every message of the group once: the pops split the partitions between them.
         assert sum(len(res.messages()) for res in results) == PARTITIONS - 1
+
+
+async def _deadlocks(db: asyncpg.Connection) -> int:
+    return int(await db.fetchval(
+        "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()"))
+
+
+async def test_first_contact_pops_in_opposite_orders_do_not_deadlock_at_all(
+        http: httpx.AsyncClient, db: asyncpg.Connection, core_db: Database,
+        queue_name: str) -> None:
+    """Cursors are created in partition order (schema/025_pop.sql), so the pops above queue
+    behind one another: PostgreSQL aborts none of them (the retry is only a backstop)."""
+    ids = await _one_message_per_partition(http, db, queue_name)
+    # Statistics reach pg_stat_database within about a second of the aborted statement.
+    await asyncio.sleep(1.2)
+    before = await _deadlocks(db)
+    for round_ in range(3):
+        group = f"h{round_}"
+        await pop(core_db, PopRequest(group=group, batch=1, queue=queue_name, auto_ack=True),
+                  hints=ids[:1])
+        request = PopRequest(group=group, batch=1000, max_partitions=PARTITIONS,
+                             queue=queue_name, auto_ack=True)
+        await asyncio.gather(*(pop(core_db, request, hints=h)
+                               for h in (ids, ids[::-1], ids, ids[::-1])))
+    await asyncio.sleep(1.2)
+    assert await _deadlocks(db) == before
