@@ -30,8 +30,8 @@ from broker.routes import (
     queues,
     resources,
     status,
-    system,
     streams,
+    system,
     traces,
     transaction,
 )

@@ -19,8 +19,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from core import options
-from core import writes
+from core import options, writes
 from core.ack import partition_id_of
 from core.counters import COUNTERS
 from core.ids import uuid7
