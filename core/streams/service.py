@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from core import options, writes
 from core.ack import partition_id_of
 from core.counters import COUNTERS
+from core.errors import CapacityExceeded
 from core.ids import uuid7
 from core.storage import streams as sql
 from core.storage.database import Database
@@ -93,6 +94,12 @@ class Streams:
             return CycleResult(False, "partition not found")
         if cycle.pushes:
             self._require_direct_writes()
+        try:
+            return await self._commit(cycle, qid, pid)
+        except CapacityExceeded as full:  # a sink queue's maxSize: nothing was written
+            return CycleResult(False, full.message)
+
+    async def _commit(self, cycle: Cycle, qid: uuid.UUID, pid: int) -> CycleResult:
         flushes = _flushes(cycle)
         work, targets = writes.prepare(flushes)
         try:
