@@ -115,14 +115,15 @@ async def test_an_acked_cycle_resent_after_a_lost_answer_is_not_applied_twice(
         http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
     qid, body = await _setup(http, queue_name)
     pid, group = body["messages"][0]["partitionId"], GROUP_OF.format(queue_name)
-    args = dict(ack=_ack(body), group=group,
-                state_ops=[{"type": "upsert", "key": "count", "value": {"n": 5}}],
-                push=[{"queue": queue_name + "-sink", "payload": {"sum": 10}}])
-    first = await cycle(http, qid, pid, **args)  # type: ignore[arg-type]
+    args: dict[str, Any] = {
+        "ack": _ack(body), "group": group,
+        "state_ops": [{"type": "upsert", "key": "count", "value": {"n": 5}}],
+        "push": [{"queue": queue_name + "-sink", "payload": {"sum": 10}}]}
+    first = await cycle(http, qid, pid, **args)
     assert first.json()["success"] is True, first.text
     assert first.json()["ack_result"] == {"success": True, "count": 5, "lease_released": True,
                                           "dlq": False}
-    again = await cycle(http, qid, pid, **args)  # type: ignore[arg-type]
+    again = await cycle(http, qid, pid, **args)
     assert again.json() == {**again.json(), "success": False,
                             "error": "invalid or expired lease"}
     assert await sink_count(db, queue_name + "-sink") == 1
@@ -134,16 +135,17 @@ async def test_partial_ack_keeps_the_lease_and_a_resent_one_is_not_applied_twice
         http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
     qid, body = await _setup(http, queue_name, n=6)
     pid, group = body["messages"][0]["partitionId"], GROUP_OF.format(queue_name)
-    args = dict(ack=_ack(body, upto=2), group=group, release=False,
-                push=[{"queue": queue_name + "-sink", "payload": {"ok": 2}}])
-    first = await cycle(http, qid, pid, **args)  # type: ignore[arg-type]
+    args: dict[str, Any] = {
+        "ack": _ack(body, upto=2), "group": group, "release": False,
+        "push": [{"queue": queue_name + "-sink", "payload": {"ok": 2}}]}
+    first = await cycle(http, qid, pid, **args)
     assert first.json()["success"] is True, first.text
     assert first.json()["ack_result"]["count"] == 2
     assert first.json()["ack_result"]["lease_released"] is False
     row = await cursor_row(db, queue_name, group)
     assert row is not None
     assert (row["committed"], row["batch_end"], row["worker_id"]) == (1, 5, body["leaseId"])
-    again = await cycle(http, qid, pid, **args)  # type: ignore[arg-type]
+    again = await cycle(http, qid, pid, **args)
     assert again.json()["success"] is False
     assert again.json()["error"] == "cycle already applied"
     row = await cursor_row(db, queue_name, group)
@@ -168,13 +170,14 @@ async def test_an_idle_flush_resent_after_a_lost_answer_pushes_once(
     pid = body["messages"][0]["partitionId"]
     await cycle(http, qid, pid, ack=None, group=GROUP_OF.format(queue_name),
                 state_ops=[{"type": "upsert", "key": "w1", "value": {"acc": 3}}])
-    flush = dict(ack=None, group=GROUP_OF.format(queue_name),
-                 state_ops=[{"type": "delete", "key": "w1"}],
-                 push=[{"queue": queue_name + "-sink", "payload": {"value": 3}}])
-    first = await cycle(http, qid, pid, **flush)  # type: ignore[arg-type]
+    flush: dict[str, Any] = {
+        "ack": None, "group": GROUP_OF.format(queue_name),
+        "state_ops": [{"type": "delete", "key": "w1"}],
+        "push": [{"queue": queue_name + "-sink", "payload": {"value": 3}}]}
+    first = await cycle(http, qid, pid, **flush)
     assert first.json()["push_results"][0]["status"] == "queued"
     assert first.json()["ack_result"] is None
-    again = await cycle(http, qid, pid, **flush)  # type: ignore[arg-type]
+    again = await cycle(http, qid, pid, **flush)
     assert again.json()["success"] is True
     assert again.json()["push_results"][0]["status"] == "duplicate"
     assert again.json()["push_results"][0]["message_ids"] == \
@@ -203,7 +206,7 @@ async def test_two_runners_racing_on_one_partition_commit_one_cycle_per_lease(
     answers = [r.json() for r in await asyncio.gather(*cycles)]
     assert sum(a["success"] for a in answers) == 1
     winner = next(i for i, a in enumerate(answers) if a["success"])
-    assert await state_of(db, qid) == {"by": '{"runner": %d}' % winner}
+    assert await state_of(db, qid) == {"by": f'{{"runner": {winner}}}'}
     assert await sink_count(db, queue_name + "-sink") == 1
 
 
