@@ -6,7 +6,7 @@
 -- (null when it has none); without a group, the lowest cursor among named groups, else
 -- the queue-mode cursor (null when neither exists).
 -- $1 queue id, $2 consumer group or null
-SELECT p.name, p.last_offset, p.log_start,
+SELECT p.name AS partition, p.last_offset, p.log_start,
        CASE WHEN $2::text IS NOT NULL
             THEN (SELECT c.committed FROM queen.log_consumers c
                    WHERE c.partition_id = p.id AND c.consumer_group = $2::text)
@@ -16,7 +16,7 @@ SELECT p.name, p.last_offset, p.log_start,
                           (SELECT c.committed FROM queen.log_consumers c
                             WHERE c.partition_id = p.id
                               AND c.consumer_group = '__QUEUE_MODE__'))
-       END
+       END AS committed
   FROM queen.log_partitions p
  WHERE p.queue_id = $1
  ORDER BY p.name;

@@ -11,7 +11,7 @@ SELECT query_id, outcome FROM queen.stream_register($1, $2, $3, $4, $5);
 -- and a ripeness bound on value.windowEnd.
 -- $1 query id, $2 partition id, $3 keys (empty: any), $4 key prefix ('' : any),
 -- $5 epoch ms (null: any): rows whose numeric value.windowEnd is at or before it
-SELECT s.key, s.value::text, s.updated_at
+SELECT s.key, s.value::text AS value, s.updated_at
   FROM queen.stream_state s
  WHERE s.query_id = $1 AND s.partition_id = $2
    AND (cardinality($3::text[]) = 0 OR s.key = ANY($3::text[]))
@@ -50,9 +50,9 @@ RETURNING s.id;
 -- (the dashboard). One row per (query, partition); a query without cycles has one row
 -- with a null partition.
 -- (no parameters)
-SELECT q.id, q.name, q.source_queue, q.sink_queue, q.config_hash, q.created_at,
-       p.partition_id, lp.name, coalesce(p.cycles, 0), p.last_cycle_at,
-       coalesce(st.keys, 0), coalesce(st.bytes, 0)
+SELECT q.id AS query_id, q.name, q.source_queue, q.sink_queue, q.config_hash, q.created_at,
+       p.partition_id, lp.name AS partition, coalesce(p.cycles, 0) AS cycles, p.last_cycle_at,
+       coalesce(st.keys, 0) AS state_keys, coalesce(st.bytes, 0) AS state_bytes
   FROM queen.stream_queries q
   LEFT JOIN queen.stream_partitions p ON p.query_id = q.id
   LEFT JOIN queen.log_partitions lp ON lp.id = p.partition_id

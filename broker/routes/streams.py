@@ -32,13 +32,14 @@ from broker.wire.streams import (
 from core.ack import parse_status
 from core.errors import BadRequest, PayloadTooLarge
 from core.pop import QUEUE_MODE
-from core.storage.streams import CycleAck, StateOp
 from core.streams.cycle import (
     MAX_KEY_BYTES,
     MAX_STATE_OPS,
     MAX_STATE_VALUE_BYTES,
     Cycle,
+    CycleAck,
     CyclePush,
+    StateOp,
 )
 from core.timefmt import iso
 from core.writes import DEFAULT_PARTITION

@@ -10,6 +10,7 @@ from datetime import datetime
 from core.errors import StorageError
 from core.storage.statements import Conn, Statement
 from core.storage.writes import AppendTarget
+from core.streams.cycle import CycleAck, StateOp
 
 # SQLSTATE queen.stream_cycle raises when its sink pushes need the ordinary write path.
 _NEEDS_WRITE_PATH = "QN010"
@@ -62,22 +63,6 @@ class QueryPartitionRow:
     last_cycle_at: datetime | None
     state_keys: int
     state_bytes: int
-
-
-@dataclass(frozen=True, slots=True)
-class StateOp:
-    delete: bool
-    key: str
-    value: str  # JSON text (ignored for a delete)
-
-
-@dataclass(frozen=True, slots=True)
-class CycleAck:
-    lease_id: str
-    ok: bool
-    release: bool
-    count: int
-    transaction_id: str | None
 
 
 _REGISTER = Statement("stream_register", RegisterRow)

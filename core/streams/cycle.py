@@ -16,11 +16,25 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from core.storage.streams import CycleAck, StateOp
-
 MAX_STATE_OPS = 4096  # per cycle (the KV store's call budget, §14 decision 1)
 MAX_STATE_VALUE_BYTES = 1 << 20  # one state value's JSON text
 MAX_KEY_BYTES = 4096  # one state key
+
+
+@dataclass(frozen=True, slots=True)
+class StateOp:
+    delete: bool
+    key: str
+    value: str  # JSON text (ignored for a delete)
+
+
+@dataclass(frozen=True, slots=True)
+class CycleAck:
+    lease_id: str
+    ok: bool
+    release: bool
+    count: int
+    transaction_id: str | None
 
 
 @dataclass(slots=True)

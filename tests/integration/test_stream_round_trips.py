@@ -9,8 +9,7 @@ import pytest
 from core.pop import PopRequest
 from core.service import Broker, WritesPaused
 from core.settings import Settings
-from core.storage.streams import CycleAck, StateOp
-from core.streams.cycle import Cycle, CyclePush
+from core.streams.cycle import Cycle, CycleAck, CyclePush, StateOp
 from tests.integration.test_round_trips import POOL, _push, _warm_up, counted
 from tests.support import create_database
 from tests.wire_counter import RoundTrips

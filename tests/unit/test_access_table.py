@@ -86,6 +86,13 @@ SECTION_9 = {
     ("POST", "/api/v1/partitions/changed"): READ_ONLY,
     ("POST", "/api/v1/dlq/{id}/replay"): READ_WRITE,
     ("DELETE", "/api/v1/dlq"): ADMIN,
+    # Streams (wire-protocol-extensions §18 table); the listing reads, deleting a query with
+    # its state is ADMIN like DELETE queue.
+    ("POST", "/streams/v1/queries"): READ_WRITE,
+    ("POST", "/streams/v1/state/get"): READ_ONLY,
+    ("POST", "/streams/v1/cycle"): READ_WRITE,
+    ("GET", "/streams/v1/queries"): READ_ONLY,
+    ("DELETE", "/streams/v1/queries/{name}"): ADMIN,
 }
 
 
