@@ -11,7 +11,10 @@ One broker (web workers) on a fresh database; each round runs every variant, alt
   partition instead of one cycle, and no atomicity.
 - `maxSize`: push throughput and broker CPU per pushed message into a queue with
   `maxSize` 0 (no check) and with a `maxSize` no push reaches (the check runs on every
-  flush), `--connections` connections pushing batches of 10 for `--seconds`.
+  flush), `--connections` connections pushing batches of 10 for `--seconds`; and, where the
+  check runs, in PostgreSQL: the time of one `queen.append` of 10 messages (asyncpg, one
+  connection, no HTTP) into such queues of 10 partitions read by 2 groups, 300 flushes per
+  variant per round in alternating blocks of 50.
 
 Ratios are of medians over the rounds (runner / raw; maxSize on / off). Load goes only to
 127.0.0.1; only processes this command started are signalled.
@@ -27,10 +30,13 @@ import uuid
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+import asyncpg
 import httpx
 from queen import Queen
 from queen.streams import Stream
 
+from core.ids import uuid7
+from core.writes import NewMessage, PartitionName, append
 from loadtest import launch
 from loadtest.auth_cost import _cpu_seconds
 from loadtest.corpus import build_corpus
@@ -125,6 +131,35 @@ async def _max_size(url: str, limit: int, connections: int, seconds: float,
     return pushed / elapsed, (_cpu_seconds(pid) - cpu) / max(pushed, 1) * 1e6
 
 
+async def _append_cost(url: str, database_url: str) -> tuple[float, float]:
+    """Microseconds per 10-message append with maxSize off and on (see the docstring)."""
+    queues = {label: f"a{label}-{uuid.uuid4().hex[:8]}" for label in ("off", "on")}
+    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        for label, queue in queues.items():
+            r = await http.post("/api/v1/configure", json={"queue": queue, "options": {
+                "maxSize": 0 if label == "off" else 2**31 - 1}})
+            r.raise_for_status()
+            await http.post("/api/v1/push", json={"items": [
+                {"queue": queue, "partition": f"p{i}", "payload": i} for i in range(10)]})
+            for group in ("g1", "g2"):
+                await http.get(f"/api/v1/pop/queue/{queue}", params={
+                    "batch": "100", "partitions": "10", "wait": "false", "autoAck": "true",
+                    "consumerGroup": group})
+    conn = await asyncpg.connect(database_url)
+    spent = {"off": 0.0, "on": 0.0}
+    try:
+        for block in range(12):
+            label = ("off", "on")[block % 2]
+            for i in range(50):
+                batch = [NewMessage(uuid7(), f"{block}-{i}-{k}", b'{"n": 1}') for k in range(10)]
+                start = time.perf_counter()
+                await append(conn, [(PartitionName(queues[label], f"p{i % 10}"), batch)])
+                spent[label] += time.perf_counter() - start
+    finally:
+        await conn.close()
+    return spent["off"] / 300 * 1e6, spent["on"] / 300 * 1e6
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = load_arguments("python -m loadtest.streams_cost", __doc__ or "", 4.0)
     parser.add_argument("--messages", type=int, default=4000,
@@ -133,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     bodies = build_corpus().bodies
     figures: dict[str, list[float]] = {k: [] for k in (
         "runner msg/s", "raw msg/s", "push msg/s maxSize off", "push msg/s maxSize on",
-        "CPU us/msg maxSize off", "CPU us/msg maxSize on")}
+        "CPU us/msg maxSize off", "CPU us/msg maxSize on", "append us maxSize off",
+        "append us maxSize on")}
     with launch.Postgres(FAST_DATABASE if args.fast_database else None) as pg:
         url = str(launch.run_sync(launch.fresh_database(pg.dsn)))
         with launch.broker(url, args.workers) as server:
@@ -152,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
                         server.proc.pid))
                     figures[f"push msg/s maxSize {label}"].append(rate)
                     figures[f"CPU us/msg maxSize {label}"].append(cpu)
+                off, on = _sync(_append_cost(server.url, url))
+                figures["append us maxSize off"].append(off)
+                figures["append us maxSize on"].append(on)
                 print(json.dumps({k: round(v[-1], 1) for k, v in figures.items()}), flush=True)
     med = {k: statistics.median(v) for k, v in figures.items()}
     print()
@@ -160,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"runner / raw                     {med['runner msg/s'] / med['raw msg/s']:.3f}")
     print(f"push msg/s maxSize on / off      "
           f"{med['push msg/s maxSize on'] / med['push msg/s maxSize off']:.3f}")
+    print(f"append (10 msgs) maxSize on / off "
+          f"{med['append us maxSize on'] / med['append us maxSize off']:.3f} "
+          f"({med['append us maxSize on'] - med['append us maxSize off']:.0f} us per flush)")
     print(f"CPU per push maxSize on - off    "
           f"{med['CPU us/msg maxSize on'] - med['CPU us/msg maxSize off']:.1f} us/msg")
     return 0
