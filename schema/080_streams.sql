@@ -17,12 +17,16 @@ CREATE TABLE queen.stream_queries (
 );
 
 -- State rows. The key is compared in byte order (COLLATE "C"): state/get answers in key
--- byte order and filters by a literal prefix, both served by the primary key. The source
--- partition's rows go with it (a deleted queue deletes its partitions), the query's with
--- the query (a deleted query, or a reset).
+-- byte order and filters by a literal prefix, both served by the primary key. No foreign
+-- keys, as for every hot table (001_log.sql): their checks would take KEY SHARE locks on
+-- the partition row that every push to the source partition locks FOR UPDATE, coupling
+-- cycles to producers (and deadlocking with a flush that holds a sink partition). Rows
+-- are deleted explicitly instead: with their partitions (delete_partition_data, a deleted
+-- queue) and with their query (stream_delete_query, a reset), each under the query's
+-- advisory lock or after the partition is gone.
 CREATE TABLE queen.stream_state (
-    query_id     uuid NOT NULL REFERENCES queen.stream_queries (id) ON DELETE CASCADE,
-    partition_id bigint NOT NULL REFERENCES queen.log_partitions (id) ON DELETE CASCADE,
+    query_id     uuid NOT NULL,
+    partition_id bigint NOT NULL,      -- the source partition
     key          text COLLATE "C" NOT NULL,
     value        jsonb NOT NULL,
     updated_at   timestamptz NOT NULL DEFAULT now(),
@@ -32,8 +36,8 @@ CREATE INDEX stream_state_partition_idx ON queen.stream_state (partition_id);
 
 -- One row per (query, source partition) that committed a cycle: what the dashboard shows.
 CREATE TABLE queen.stream_partitions (
-    query_id      uuid NOT NULL REFERENCES queen.stream_queries (id) ON DELETE CASCADE,
-    partition_id  bigint NOT NULL REFERENCES queen.log_partitions (id) ON DELETE CASCADE,
+    query_id      uuid NOT NULL,
+    partition_id  bigint NOT NULL,
     cycles        bigint NOT NULL DEFAULT 0,
     last_cycle_at timestamptz NOT NULL,
     PRIMARY KEY (query_id, partition_id)
@@ -58,15 +62,18 @@ BEGIN
         RETURN NEXT;
         RETURN;
     END IF;
-    SELECT q.id, q.config_hash INTO r FROM queen.stream_queries q WHERE q.name = p_name
+    SELECT q.id INTO query_id FROM queen.stream_queries q WHERE q.name = p_name;
+    IF p_reset THEN
+        -- Serialised with the query's cycles, which take the query's advisory lock in
+        -- shared mode, before any row lock (a cycle waiting for a row lock this holds
+        -- while this waits for the cycle would deadlock).
+        PERFORM pg_advisory_xact_lock(hashtextextended('queen.stream:' || query_id::text, 0));
+    END IF;
+    SELECT q.id, q.config_hash INTO r FROM queen.stream_queries q WHERE q.id = query_id
        FOR UPDATE;
-    query_id := r.id;
     IF r.config_hash = p_hash THEN
         outcome := 'same';
     ELSIF p_reset THEN
-        -- Serialised with the query's cycles: each takes its (query, partition) advisory
-        -- lock in shared mode against this exclusive one.
-        PERFORM pg_advisory_xact_lock(hashtextextended('queen.stream:' || r.id::text, 0));
         DELETE FROM queen.stream_state s WHERE s.query_id = r.id;
         outcome := 'reset';
     ELSE
@@ -79,6 +86,23 @@ BEGIN
            updated_at = now()
      WHERE id = r.id;
     RETURN NEXT;
+END $$;
+
+-- Delete a query with its state; its id, or null when there is none.
+CREATE FUNCTION queen.stream_delete_query(p_name text) RETURNS uuid
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_id uuid;
+BEGIN
+    SELECT q.id INTO v_id FROM queen.stream_queries q WHERE q.name = p_name;
+    IF v_id IS NULL THEN
+        RETURN NULL;
+    END IF;
+    PERFORM pg_advisory_xact_lock(hashtextextended('queen.stream:' || v_id::text, 0));
+    DELETE FROM queen.stream_state s WHERE s.query_id = v_id;
+    DELETE FROM queen.stream_partitions s WHERE s.query_id = v_id;
+    DELETE FROM queen.stream_queries q WHERE q.id = v_id;
+    RETURN v_id;
 END $$;
 
 -- One cycle (§18.3), as one statement: the caller's transaction, or its own when it runs

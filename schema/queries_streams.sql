@@ -35,15 +35,11 @@ SELECT error, source_queue, ack_count, lease_released, wake_queue, wake_partitio
                           $19::text, $20::boolean, $21::boolean, $22::bigint, $23::text);
 
 -- name: stream_delete_query
--- Delete a query by name with its state (the query's advisory lock first, as a reset);
--- answers its id (nothing when absent).
+-- Delete a query by name with its state and cycle counters; answers its id (nothing when
+-- absent). The query's advisory lock is taken exclusively first (queen.stream_delete_query),
+-- so no cycle of it is running or starts before the commit (it then finds no query).
 -- $1 name
-WITH q AS (SELECT id FROM queen.stream_queries WHERE name = $1),
-     l AS (SELECT pg_advisory_xact_lock(hashtextextended('queen.stream:' || q.id::text, 0))
-             FROM q)
-DELETE FROM queen.stream_queries s USING q, (SELECT count(*) FROM l) lk
- WHERE s.id = q.id
-RETURNING s.id;
+SELECT queen.stream_delete_query($1);
 
 -- name: stream_list
 -- Every query with its partitions: state rows, bytes, cycles and the last cycle's time

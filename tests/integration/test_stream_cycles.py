@@ -310,3 +310,23 @@ async def test_deleting_the_source_queue_or_the_query_removes_its_state(
     assert r.json() == {"deleted": True, "name": queue_name}
     assert await db.fetchval("SELECT count(*) FROM queen.stream_queries WHERE id = $1::uuid",
                              qid) == 0
+
+
+async def test_a_reset_racing_cycles_of_its_query_waits_for_them_and_deadlocks_nothing(
+        http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
+    qid, body = await _setup(http, queue_name)
+    pid = body["messages"][0]["partitionId"]
+    cycles = [cycle(http, qid, pid, ack=None, group="g",
+                    state_ops=[{"type": "upsert", "key": f"k{n}", "value": n}],
+                    push=[{"queue": queue_name + "-sink", "payload": {"n": n}}])
+              for n in range(10)]
+    reset = http.post("/streams/v1/queries", json={
+        "name": queue_name, "source_queue": queue_name, "config_hash": "h2", "reset": True})
+    answers = await asyncio.gather(*cycles, reset)
+    assert [a.status_code for a in answers] == [200] * 11
+    assert all(a.json()["success"] for a in answers[:10])
+    assert answers[10].json()["reset"] is True
+    # Every cycle committed either before the reset (its state wiped) or after it (kept).
+    after = await state_of(db, qid)
+    assert await sink_count(db, queue_name + "-sink") == 10
+    assert set(after) <= {f"k{n}" for n in range(10)}
