@@ -9,7 +9,7 @@ from datetime import datetime
 
 from core.errors import StorageError
 from core.storage.statements import Conn, Statement
-from core.storage.writes import AppendTarget
+from core.storage.writes import AppendTarget, append_arguments
 from core.streams.cycle import CycleAck, StateOp
 
 # SQLSTATE queen.stream_cycle raises when its sink pushes need the ordinary write path.
@@ -91,21 +91,10 @@ async def cycle(conn: Conn, *, query_id: uuid.UUID, partition_id: int, group: st
                 ack: CycleAck | None) -> CycleRow:
     """One cycle in one statement; raises CycleNeedsWritePath when its pushes need the
     write path (nothing was written then)."""
-    blobs: list[bytes] = []
-    frames: list[int] = []
-    txids: list[str] = []
-    for target in targets:
-        for segment in target.segments:
-            blobs.append(segment.blob)
-            frames.append(len(segment.transaction_ids))
-            txids.extend(segment.transaction_ids)
     try:
         row = await _CYCLE.one(
             conn, query_id, partition_id, group, [o.delete for o in ops], [o.key for o in ops],
-            [o.value for o in ops], [t.queue for t in targets],
-            [t.partition for t in targets], [t.namespace for t in targets],
-            [t.task for t in targets], default_options, [len(t.segments) for t in targets],
-            frames, blobs, txids, [t.repeats for t in targets], [t.encrypted for t in targets],
+            [o.value for o in ops], *append_arguments(targets, default_options),
             ack is not None, ack.lease_id if ack else None, ack.ok if ack else None,
             ack.release if ack else None, ack.count if ack else None,
             ack.transaction_id if ack else None)
