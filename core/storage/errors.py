@@ -61,5 +61,7 @@ def storage_errors() -> Iterator[None]:
     try:
         yield
     except DRIVER_ERRORS as exc:
-        COUNTERS.add("db_errors")
-        raise translate(exc) from exc
+        error = translate(exc)
+        if not isinstance(error, CapacityExceeded):  # a refusal, not a database failure
+            COUNTERS.add("db_errors")
+        raise error from exc
