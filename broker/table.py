@@ -22,6 +22,7 @@ from broker.routes import (
     fetch,
     groups,
     health,
+    kv,
     lease,
     messages,
     metrics,
@@ -38,6 +39,7 @@ from broker.wire import ack as ack_wire
 from broker.wire import changes as changes_wire
 from broker.wire import fetch as fetch_wire
 from broker.wire import groups as groups_wire
+from broker.wire import kv as kv_wire
 from broker.wire import messages as messages_wire
 from broker.wire import pop as pop_wire
 from broker.wire import push as push_wire
@@ -207,6 +209,34 @@ ENDPOINTS: list[Endpoint] = [
              access=READ_WRITE),
     Endpoint("DELETE", "/api/v1/dlq", dlq.purge, "Delete a queue's dead letters",
              {200: messages_wire.DlqPurged}, query=messages_wire.DlqPurgeQuery, access=ADMIN),
+    # KV store, locks and semaphores (extensions §14, §15). The batch routes are READ_WRITE
+    # even for reads (§14.1, decision 15); the namespace listing is the dashboard's, READ_ONLY
+    # like the other resource listings.
+    Endpoint("POST", "/api/v1/kv", kv.kv_batch, "KV operations, batched, in one transaction",
+             {200: kv_wire.KvResults, 400: kv_wire.RefusalBody, 413: kv_wire.RefusalBody,
+              503: kv_wire.RefusalBody},
+             body=kv_wire.KvBody, decode=kv_wire.decode_kv, access=READ_WRITE),
+    Endpoint("GET", "/api/v1/kv/{ns}/{key:path}", kv.kv_get, "One KV get (ETag: the version)",
+             {200: kv_wire.FreeFormElement, 400: kv_wire.RefusalBody, 413: kv_wire.RefusalBody,
+              503: kv_wire.RefusalBody},
+             path_params=kv_wire.KvPath, access=READ_ONLY),
+    Endpoint("PUT", "/api/v1/kv/{ns}/{key:path}", kv.kv_put, "One KV put",
+             {200: kv_wire.FreeFormElement, 400: kv_wire.RefusalBody, 413: kv_wire.RefusalBody,
+              503: kv_wire.RefusalBody},
+             path_params=kv_wire.KvPath, body=kv_wire.KvPutBody, decode=kv_wire.decode_kv,
+             access=READ_WRITE),
+    Endpoint("DELETE", "/api/v1/kv/{ns}/{key:path}", kv.kv_delete, "One KV delete",
+             {200: kv_wire.FreeFormElement, 400: kv_wire.RefusalBody, 413: kv_wire.RefusalBody,
+              503: kv_wire.RefusalBody},
+             path_params=kv_wire.KvPath, body=kv_wire.KvDeleteBody,
+             decode=kv_wire.decode_optional_kv, access=READ_WRITE),
+    Endpoint("POST", "/api/v1/locks", kv.locks, "Lock and semaphore operations",
+             {200: kv_wire.LockResults, 400: kv_wire.RefusalBody, 503: kv_wire.RefusalBody},
+             body=kv_wire.LocksBody, decode=kv_wire.decode_locks, access=READ_WRITE),
+    Endpoint("GET", "/api/v1/resources/kv-namespaces", kv.kv_namespaces,
+             "KV namespaces: live keys, value bytes, keys expiring soon",
+             {200: kv_wire.NamespacePage, 400: kv_wire.RefusalBody, 503: kv_wire.RefusalBody},
+             query=kv_wire.NamespaceQuery, access=READ_ONLY),
     # Health and metrics (§6.5)
     Endpoint("GET", "/health", health.health, "Liveness (503 while the database is down)",
              {200: resources_wire.Health, 503: resources_wire.Health}, access=PUBLIC),

@@ -33,8 +33,9 @@ class TransactionBody(msgspec.Struct):
 
     operations: list[PushOp | AckOp]
     requiredLeases: list[Token] = []
-    # Riders of features this broker does not have (§11): present and non-empty → 400.
-    kv: Any = None
+    # Riders (extensions §17): `kv` is an array of §14.3 ops, checked by core.kv. `timers`
+    # is not served yet: present and non-empty → 400.
+    kv: Any = UNSET
     timers: Any = None
 
 
@@ -62,6 +63,14 @@ class AckEntry(msgspec.Struct, tag="ack", tag_field="type"):
     dlq: bool
 
 
+class KvEntry(msgspec.Struct, tag="kv", tag_field="type"):
+    """A `kv` rider op's §14.3 element (its other fields depend on the op)."""
+
+    index: int
+    opIndex: int
+    op: str
+
+
 class TransactionAnswer(msgspec.Struct):
     """Both outcomes (§4.7): success with results, or failure with an error and no results.
     A binary transaction that asked for counts (§7.3, flag 2) gets them instead of results:
@@ -69,8 +78,15 @@ class TransactionAnswer(msgspec.Struct):
 
     transactionId: str
     success: bool
-    results: list[PushEntry | AckEntry]
+    results: list[PushEntry | AckEntry | KvEntry]
     error: str | UnsetType = UNSET
+    # A lost `required` KV precondition (§17): success false, ok false, these fields.
+    reason: str | UnsetType = UNSET
+    ok: bool | UnsetType = UNSET
+    failedIndex: int | UnsetType = UNSET
+    kvReason: str | UnsetType = UNSET
+    version: int | UnsetType = UNSET
+    value: Any = UNSET
     pushed: int | UnsetType = UNSET
     duplicate: int | UnsetType = UNSET
     acked: int | UnsetType = UNSET
