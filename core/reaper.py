@@ -26,9 +26,9 @@ import time
 import uvloop
 
 from core import maintenance, stats
-from core.kv.service import sweep as sweep_kv
 from core.embedded import database_dsn
 from core.errors import ServiceError
+from core.kv.service import sweep as sweep_kv
 from core.listener import WakeupHub
 from core.logs import configure_logging
 from core.settings import Settings, from_env_or_exit

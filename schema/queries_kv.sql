@@ -13,7 +13,8 @@ SELECT t.ns, t.key, 'null', 0, '-infinity', now()
   FROM unnest($1::text[], $2::text[]) AS t(ns, key)
  ORDER BY t.ns COLLATE "C", t.key COLLATE "C"
     ON CONFLICT (ns, key) DO UPDATE SET version = k.version
-RETURNING k.ns, k.key, k.value, k.version, k.expires_at, k.updated_at,
+RETURNING k.ns, k.key, k.value, k.version, queen.kv_iso(k.expires_at),
+          queen.kv_iso(k.updated_at),
           (k.expires_at IS NULL OR k.expires_at > now()) AS live, (k.xmax = 0) AS created,
           nextval('queen.kv_versions') AS next_version, now() AS instant;
 
@@ -22,9 +23,10 @@ RETURNING k.ns, k.key, k.value, k.version, k.expires_at, k.updated_at,
 SELECT now();
 
 -- name: kv_get
--- The live rows among some keys, unlocked.
+-- The live rows among some keys, unlocked (timestamps as wire text, as in every read here).
 -- $1 namespaces, $2 keys
-SELECT k.ns, k.key, k.value, k.version, k.expires_at, k.updated_at
+SELECT k.ns, k.key, k.value, k.version, queen.kv_iso(k.expires_at),
+       queen.kv_iso(k.updated_at)
   FROM unnest($1::text[], $2::text[]) AS t(ns, key)
   JOIN queen.kv k ON k.ns = t.ns AND k.key = t.key
  WHERE k.expires_at IS NULL OR k.expires_at > now();
@@ -54,8 +56,8 @@ SELECT (SELECT count(*) FROM updated), (SELECT count(*) FROM deleted);
 -- (exclusive; '' = from the start). $3 is the first string past every key with that prefix
 -- (NULL when there is none to compute), so the index range ends there.
 -- $1 namespace, $2 prefix, $3 upper bound or NULL, $4 after, $5 limit, $6 keys only
-SELECT k.key, CASE WHEN $6::boolean THEN NULL ELSE k.value END, k.version, k.expires_at,
-       k.updated_at
+SELECT k.key, CASE WHEN $6::boolean THEN NULL ELSE k.value END, k.version,
+       queen.kv_iso(k.expires_at), queen.kv_iso(k.updated_at)
   FROM queen.kv k
  WHERE k.ns = $1 AND k.key >= $2 AND ($3::text IS NULL OR k.key < $3)
    AND k.key > $4 AND starts_with(k.key, $2)

@@ -37,12 +37,16 @@ _NULL = msgspec.Raw(b"null")
 
 @dataclass(slots=True)
 class Row:
-    """A key's live row as the call sees it."""
+    """A key's live row as the call sees it; timestamps are wire text. A row this call
+    wrote also carries its expiry as an instant (`expires`), or `keep` (an incr of a live
+    counter keeps the row's expiry)."""
 
     value: str
     version: int
-    expires_at: datetime | None
-    updated_at: datetime
+    expires_at: str | None
+    updated_at: str
+    expires: datetime | None = None
+    keep: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,10 +74,9 @@ def _raw(text: str | None) -> msgspec.Raw:
     return _NULL if text is None else msgspec.Raw(text.encode())
 
 
-def _row_fields(key: str, row: Row) -> Element:
+def _row_fields(key: str, row: Row | store.KvRow | store.PrefixRow) -> Element:
     return {"key": key, "value": _raw(row.value), "version": row.version,
-            "expiresAt": None if row.expires_at is None else iso(row.expires_at),
-            "updatedAt": iso(row.updated_at)}
+            "expiresAt": row.expires_at, "updatedAt": row.updated_at}
 
 
 class _Budget:
@@ -166,7 +169,7 @@ def _decide(op: KvOp, current: Row | None, now: datetime,
         return _incr(op, current, now, version)
     expires = None if op.forever else now + timedelta(seconds=op.ttl_seconds or 0)
     assert op.value is not None
-    row = Row(op.value, version, expires, now)
+    row = Row(op.value, version, None if expires is None else iso(expires), iso(now), expires)
     return {"applied": True, "key": op.key, "value": _raw(op.value), "version": version}, row
 
 
@@ -202,16 +205,16 @@ def _incr(op: KvOp, current: Row | None, now: datetime,
         return _refusal(op, "limit", current, value=numbers.render(base)), current
     text = numbers.render(total)
     if current is not None:  # a live counter keeps its expiry (create-only TTL)
-        row = Row(text, version, current.expires_at, now)
+        row = Row(text, version, current.expires_at, iso(now), keep=True)
     else:
-        row = Row(text, version, None if op.forever
-                  else now + timedelta(seconds=op.ttl_seconds or 0), now)
+        expires = None if op.forever else now + timedelta(seconds=op.ttl_seconds or 0)
+        row = Row(text, version, None if expires is None else iso(expires), iso(now), expires)
     return {"applied": True, "key": op.key, "value": _raw(text), "version": version}, row
 
 
 async def _write(conn: Conn, ops: list[KvOp], written: dict[tuple[str, str], Row | None],
                  locked: dict[tuple[str, str], store.LockedRow]) -> None:
-    writes = [store.RowWrite(ns, key, row.value, row.version, row.expires_at, False)
+    writes = [store.RowWrite(ns, key, row.value, row.version, row.expires, row.keep)
               for (ns, key), row in written.items() if row is not None]
     deletes = [k for k, row in written.items() if row is None]
     # Placeholders this call inserted and did not write: gone again at commit.
@@ -232,7 +235,7 @@ async def _get_many(conn: Conn, op: KvOp, budget: _Budget) -> Element:
         if not budget.spend(r.value):
             cut.add(key)
             continue
-        rows.append(_row_fields(key, Row(r.value, r.version, r.expires_at, r.updated_at)))
+        rows.append(_row_fields(key, r))
     # Cut keys (past the budget) are in neither list; so is any key after the first cut.
     first_cut = min(cut) if cut else None
     missing = [k for k in op.keys if k not in found and (first_cut is None or k < first_cut)]
@@ -262,8 +265,7 @@ async def _get_prefix(conn: Conn, op: KvOp, budget: _Budget) -> Element:
         if not budget.spend(r.value):
             truncated = True
             break
-        fields = _row_fields(r.key, Row(r.value or "null", r.version, r.expires_at,
-                                        r.updated_at))
+        fields = _row_fields(r.key, r)
         if op.keys_only:
             del fields["value"]
         rows.append(fields)

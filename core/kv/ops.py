@@ -40,7 +40,7 @@ MAX_TTL_SECONDS = 100 * 366 * 86400
 ENCODER = msgspec.json.Encoder(decimal_format="number")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen __init__ costs a setattr call per field
 class KvOp:
     """One checked op. `expect` 0 for putIfAbsent; `ttl_seconds` None with `forever`."""
 
@@ -134,6 +134,8 @@ def _parse(index: int, raw: Any, limits: Limits) -> KvOp:
     required = raw.get("required", False)
     if not isinstance(required, bool):
         raise bad("kv_bad_request", f"{where}.required must be true or false")
+    if op == "get":
+        return KvOp(index, "get", ns, check_key(raw.get("key"), f"{where}.key"))
     if op == "getMany":
         return _get_many(index, where, raw, ns)
     if op == "getPrefix":
@@ -156,7 +158,7 @@ def _parse(index: int, raw: Any, limits: Limits) -> KvOp:
 def check_key(key: Any, where: str) -> str:
     """A key (or a prefix): non-empty, no NUL, at most 512 bytes of UTF-8."""
     if not isinstance(key, str) or not key or "\x00" in key:
-        raise bad("kv_bad_key", f"{where} must be a non-empty string without NUL")
+        raise bad("kv_bad_key", where + " must be a non-empty string without NUL")
     if len(key) * 4 > MAX_KEY_BYTES and len(key.encode()) > MAX_KEY_BYTES:
         raise RefusedTooLarge("payload_too_large", "kv_key_too_large",
                               f"{where} is longer than {MAX_KEY_BYTES} bytes")

@@ -81,6 +81,11 @@ class KvService:
         return KvAnswer(applied.elements)
 
     async def _apply(self, ops: list[KvOp]) -> Applied:
+        if all(op.op == "get" for op in ops) or (len(ops) == 1 and ops[0].op != "check"
+                                                 and not ops[0].writes):
+            # One read statement: its own snapshot and instant, no transaction to open.
+            async with self._db.session() as conn:
+                return await apply_ops(conn, ops)
         applied = Applied()
         with contextlib.suppress(_RolledBack):
             async with self._db.transaction() as conn:

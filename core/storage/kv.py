@@ -15,8 +15,8 @@ class LockedRow:
     key: str
     value: str
     version: int
-    expires_at: datetime | None
-    updated_at: datetime
+    expires_at: str | None  # wire text (ISO-8601 UTC), as in every row read here
+    updated_at: str
     live: bool
     created: bool  # a placeholder this call inserted
     next_version: int  # drawn while the lock is held
@@ -29,8 +29,8 @@ class KvRow:
     key: str
     value: str
     version: int
-    expires_at: datetime | None
-    updated_at: datetime
+    expires_at: str | None
+    updated_at: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,8 +38,8 @@ class PrefixRow:
     key: str
     value: str | None  # None for a keys-only listing
     version: int
-    expires_at: datetime | None
-    updated_at: datetime
+    expires_at: str | None
+    updated_at: str
 
 
 @dataclass(frozen=True, slots=True)
