@@ -80,8 +80,10 @@ class TransactionAnswer(msgspec.Struct):
     success: bool
     results: list[PushEntry | AckEntry | KvEntry]
     error: str | UnsetType = UNSET
-    # A lost `required` KV precondition (§17): success false, ok false, these fields.
+    # A lost `required` KV precondition (§17): success false, ok false, these fields; a
+    # refused `kv` rider (§14.4): `error` is its code, with `reason` and `detail`.
     reason: str | UnsetType = UNSET
+    detail: str | UnsetType = UNSET
     ok: bool | UnsetType = UNSET
     failedIndex: int | UnsetType = UNSET
     kvReason: str | UnsetType = UNSET

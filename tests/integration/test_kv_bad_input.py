@@ -1,5 +1,6 @@
 """Hostile input on the KV, lock and transaction-rider routes (extensions §14.4, §14.7,
-§15.2, §17): every validation code answers its 4xx with `{error, reason, detail}`, and the
+§15.2, §17): every validation code answers its 4xx with `{error, reason, detail}` (inside
+the transaction's failure shape on its route), and the
 whole schema is the same before and after (a valid op beside a bad one is not applied)."""
 
 from __future__ import annotations
@@ -187,5 +188,9 @@ async def test_every_validation_code_answers_its_4xx_and_changes_nothing(
         assert r.status_code == status, (label, r.text)
         answer = r.json()
         assert (answer["error"], answer["reason"]) == (error, reason), (label, answer)
-        assert set(answer) == {"error", "reason", "detail"} and answer["detail"], label
+        shape = {"error", "reason", "detail"}
+        if path == TX:  # the transaction's failure shape (§4.7) around the code (§17)
+            shape |= {"transactionId", "success", "results"}
+            assert answer["success"] is False and answer["results"] == [], label
+        assert set(answer) == shape and answer["detail"], label
     assert await schema_snapshot(db) == before
