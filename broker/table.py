@@ -54,6 +54,10 @@ from broker.wire.common import ErrorBody, FreeForm, QueuePath
 PUBLIC, READ_ONLY, WRITE_ONLY = Access.PUBLIC, Access.READ_ONLY, Access.WRITE_ONLY
 READ_WRITE, ADMIN = Access.READ_WRITE, Access.ADMIN
 _GROUPS = "/api/v1/consumer-groups"
+# The KV path routes' errors; a 404 only from the router (a key with a newline matches no
+# route, as for the traces' names).
+_KV_PATH_ERRORS = {400: kv_wire.RefusalBody, 404: ErrorBody, 413: kv_wire.RefusalBody,
+                   503: kv_wire.RefusalBody}
 # JSON, or framed for `frames=true` (§7.4)
 _POPPED = {200: (pop_wire.PopAnswer, FRAMED_POP_MEDIA_TYPE), 204: None}
 
@@ -217,17 +221,14 @@ ENDPOINTS: list[Endpoint] = [
               503: kv_wire.RefusalBody},
              body=kv_wire.KvBody, decode=kv_wire.decode_kv, access=READ_WRITE),
     Endpoint("GET", "/api/v1/kv/{ns}/{key:path}", kv.kv_get, "One KV get (ETag: the version)",
-             {200: kv_wire.FreeFormElement, 400: kv_wire.RefusalBody, 413: kv_wire.RefusalBody,
-              503: kv_wire.RefusalBody},
+             {200: kv_wire.FreeFormElement, **_KV_PATH_ERRORS},
              path_params=kv_wire.KvPath, access=READ_ONLY),
     Endpoint("PUT", "/api/v1/kv/{ns}/{key:path}", kv.kv_put, "One KV put",
-             {200: kv_wire.FreeFormElement, 400: kv_wire.RefusalBody, 413: kv_wire.RefusalBody,
-              503: kv_wire.RefusalBody},
+             {200: kv_wire.FreeFormElement, **_KV_PATH_ERRORS},
              path_params=kv_wire.KvPath, body=kv_wire.KvPutBody, decode=kv_wire.decode_kv,
              access=READ_WRITE),
     Endpoint("DELETE", "/api/v1/kv/{ns}/{key:path}", kv.kv_delete, "One KV delete",
-             {200: kv_wire.FreeFormElement, 400: kv_wire.RefusalBody, 413: kv_wire.RefusalBody,
-              503: kv_wire.RefusalBody},
+             {200: kv_wire.FreeFormElement, **_KV_PATH_ERRORS},
              path_params=kv_wire.KvPath, body=kv_wire.KvDeleteBody,
              decode=kv_wire.decode_optional_kv, access=READ_WRITE),
     Endpoint("POST", "/api/v1/locks", kv.locks, "Lock and semaphore operations",
