@@ -28,7 +28,7 @@ from core.errors import BadRequest, PayloadTooLarge
 from core.ids import uuid7
 from core.pop import QUEUE_MODE
 from core.settings import Settings
-from core.transactions import Rider, TxAck, TxPush
+from core.transactions import Rider, RiderOutcome, TxAck, TxPush
 
 
 def failure(error: str) -> TransactionAnswer:
@@ -49,8 +49,10 @@ def parse_operations(body: TransactionBody, max_items: int,
                      producer_sub: str | None) -> list[TxPush | TxAck]:
     if body.timers:
         raise BadRequest("the timers rider is not supported by this broker")
+    if body.operations is None and isinstance(body.kv, UnsetType):
+        raise BadRequest(TransactionBody.MESSAGES["operations"])
     ops: list[TxPush | TxAck] = []
-    for i, op in enumerate(body.operations):
+    for i, op in enumerate(body.operations or ()):
         if isinstance(op, AckOp):
             ops.append(TxAck(op.consumerGroup or QUEUE_MODE, to_ack_item(op)))
         else:
@@ -93,10 +95,14 @@ async def transaction(request: Request, body: TransactionBody | BinaryTransactio
     if not result.committed:
         return json_response(failure(result.error or "transaction rejected"))
     if isinstance(body, BinaryTransaction) and body.counts:
+        # Counts instead of the pushes' and acks' entries; the riders' entries stay, at
+        # their flat positions.
         statuses = [v.status for v in result.verdicts.values()]
-        return json_response(TransactionAnswer(
-            str(uuid7()), True, [], pushed=statuses.count("queued"),
-            duplicate=statuses.count("duplicate"), acked=len(result.acks)))
+        return json_response({
+            "transactionId": str(uuid7()), "success": True,
+            "results": _rider_entries(result.riders, len(ops)),
+            "pushed": statuses.count("queued"), "duplicate": statuses.count("duplicate"),
+            "acked": len(result.acks)})
     results: list[PushEntry | AckEntry | dict[str, Any]] = []
     for i, op in enumerate(ops):
         if isinstance(op, TxPush):
@@ -109,12 +115,19 @@ async def transaction(request: Request, body: TransactionBody | BinaryTransactio
         else:
             results.append(AckEntry(i, True, op.item.transaction_id, None,
                                     result.acks[i].dlq))
-    # Rider entries follow the §4.7 ones, numbered in the flat array (§17).
-    for outcome in result.riders:
-        for op_index, element in enumerate(outcome.entries):
-            results.append({**element, "index": len(results), "opIndex": op_index})
+    results += _rider_entries(result.riders, len(results))
     return json_response({"transactionId": str(uuid7()), "success": True,
                           "results": results})
+
+
+def _rider_entries(outcomes: list[RiderOutcome], first: int) -> list[dict[str, Any]]:
+    """The riders' entries, which follow the §4.7 ones in the flat array (§17): `index` is
+    the flat position, `opIndex` the position in the rider."""
+    entries: list[dict[str, Any]] = []
+    for outcome in outcomes:
+        for op_index, element in enumerate(outcome.entries):
+            entries.append({**element, "index": first + len(entries), "opIndex": op_index})
+    return entries
 
 
 def _offset(riders: list[Rider], rider: Rider | None) -> int:

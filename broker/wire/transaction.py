@@ -31,7 +31,8 @@ class AckOp(AckItemIn, tag="ack", tag_field="type"):
 class TransactionBody(msgspec.Struct):
     MESSAGES: ClassVar[dict[str, str]] = {"operations": "operations array is required"}
 
-    operations: list[PushOp | AckOp]
+    # Required unless a rider is present (§17: then it may be empty or absent).
+    operations: list[PushOp | AckOp] | None = None
     requiredLeases: list[Token] = []
     # Riders (extensions §17): `kv` is an array of §14.3 ops, checked by core.kv. `timers`
     # is not served yet: present and non-empty → 400.

@@ -188,3 +188,40 @@ async def test_a_refused_ack_rolls_the_kv_writes_back(
     assert not await queen.kv.get(ns, "n")
     rows = await db.fetch("SELECT key FROM queen.kv WHERE ns = $1", ns)
     assert [r["key"] for r in rows] == ["kept"]
+
+
+async def test_binary_transaction_carries_the_kv_rider_in_its_head(
+        broker: BrokerProcess, db: asyncpg.Connection, queue_name: str) -> None:
+    """The client in its binary mode sends the bundle as QTB1 (checked on the wire by
+    `official_client`): the `kv` rider rides in the JSON head, its entries follow the
+    pushes, and a lost `required` op rolls the pushes back."""
+    from tests.client_modes import official_client
+
+    ns = "bin-" + uuid.uuid4().hex[:10]
+    async with official_client(broker.url, "binary-zstd") as client:
+        answer = await (client.transaction().queue(queue_name).push([{"data": 1}, {"data": 2}])
+                        .kv.put(ns, "k", "v", ttl_seconds=60).kv.get(ns, "k").commit())
+        assert answer["success"] is True
+        assert [(r["type"], r["index"]) for r in answer["results"]] == [
+            ("push", 0), ("push", 1), ("kv", 2), ("kv", 3)]
+        assert answer["results"][3]["value"] == "v" and answer["results"][3]["opIndex"] == 1
+        lost = await (client.transaction().queue(queue_name).push([{"data": 3}])
+                      .once(ns, "k", ttl_seconds=60).commit())
+        assert lost["reason"] == "kv_precondition" and lost["failedIndex"] == 1
+    assert (await queue_counts(db, queue_name))["segments"] == 1
+
+
+async def test_a_kv_only_transaction_may_leave_operations_out(
+        broker: BrokerProcess, db: asyncpg.Connection) -> None:
+    import httpx
+
+    ns = "tx-" + uuid.uuid4().hex[:10]
+    async with httpx.AsyncClient(base_url=broker.url, timeout=30) as http:
+        r = await http.post("/api/v1/transaction", json={"kv": [
+            {"op": "incr", "ns": ns, "key": "n", "delta": 2, "forever": True}]})
+        assert r.status_code == 200, r.text
+        [entry] = r.json()["results"]
+        assert (entry["type"], entry["index"], entry["opIndex"], entry["value"]) == (
+            "kv", 0, 0, 2)
+        r = await http.post("/api/v1/transaction", json={})
+        assert r.status_code == 400 and "operations array is required" in r.json()["error"]
