@@ -13,20 +13,16 @@ SELECT t.ns, t.key, 'null', 0, '-infinity', now()
   FROM unnest($1::text[], $2::text[]) AS t(ns, key)
  ORDER BY t.ns COLLATE "C", t.key COLLATE "C"
     ON CONFLICT (ns, key) DO UPDATE SET version = k.version
-RETURNING k.ns, k.key, k.value, k.version, queen.kv_iso(k.expires_at),
-          queen.kv_iso(k.updated_at),
+RETURNING k.ns, k.key, k.value, k.version, queen.kv_iso(k.expires_at) AS expires_at,
+          queen.kv_iso(k.updated_at) AS updated_at,
           (k.expires_at IS NULL OR k.expires_at > now()) AS live, (k.xmax = 0) AS created,
           nextval('queen.kv_versions') AS next_version, now() AS instant;
-
--- name: kv_instant
--- The call's instant, for a call that locks nothing.
-SELECT now();
 
 -- name: kv_get
 -- The live rows among some keys, unlocked (timestamps as wire text, as in every read here).
 -- $1 namespaces, $2 keys
-SELECT k.ns, k.key, k.value, k.version, queen.kv_iso(k.expires_at),
-       queen.kv_iso(k.updated_at)
+SELECT k.ns, k.key, k.value, k.version, queen.kv_iso(k.expires_at) AS expires_at,
+       queen.kv_iso(k.updated_at) AS updated_at
   FROM unnest($1::text[], $2::text[]) AS t(ns, key)
   JOIN queen.kv k ON k.ns = t.ns AND k.key = t.key
  WHERE k.expires_at IS NULL OR k.expires_at > now();
@@ -49,15 +45,15 @@ deleted AS (
     DELETE FROM queen.kv k USING unnest($7::text[], $8::text[]) AS d(ns, key)
      WHERE k.ns = d.ns AND k.key = d.key
     RETURNING 1)
-SELECT (SELECT count(*) FROM updated), (SELECT count(*) FROM deleted);
+SELECT (SELECT count(*) FROM updated) AS updated, (SELECT count(*) FROM deleted) AS deleted;
 
 -- name: kv_get_prefix
 -- Up to $5 live rows of a namespace whose key starts with $2, in byte order, after $4
 -- (exclusive; '' = from the start). $3 is the first string past every key with that prefix
 -- (NULL when there is none to compute), so the index range ends there.
 -- $1 namespace, $2 prefix, $3 upper bound or NULL, $4 after, $5 limit, $6 keys only
-SELECT k.key, CASE WHEN $6::boolean THEN NULL ELSE k.value END, k.version,
-       queen.kv_iso(k.expires_at), queen.kv_iso(k.updated_at)
+SELECT k.key, CASE WHEN $6::boolean THEN NULL ELSE k.value END AS value, k.version,
+       queen.kv_iso(k.expires_at) AS expires_at, queen.kv_iso(k.updated_at) AS updated_at
   FROM queen.kv k
  WHERE k.ns = $1 AND k.key >= $2 AND ($3::text IS NULL OR k.key < $3)
    AND k.key > $4 AND starts_with(k.key, $2)

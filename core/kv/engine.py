@@ -18,7 +18,7 @@ and of every rider of a transaction, is taken at one instant.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -31,6 +31,9 @@ from core.storage.statements import Conn
 from core.timefmt import iso
 
 READ_BUDGET_BYTES = 4 * 1024 * 1024
+# The instant of an unlocked decision: only applied writes need the real one, and an
+# unlocked decision stops before applying any.
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 Element = dict[str, Any]  # one §14.3 result element, ready to encode
 _NULL = msgspec.Raw(b"null")
 
@@ -92,24 +95,28 @@ class _Budget:
         return True
 
 
-async def apply_ops(conn: Conn, ops: list[KvOp], *,
-                    read_budget: int = READ_BUDGET_BYTES) -> Applied:
-    """Apply `ops` on `conn`, inside the caller's transaction."""
+async def apply_ops(conn: Conn, ops: list[KvOp], *, lock: bool = True,
+                    read_budget: int = READ_BUDGET_BYTES) -> Applied | None:
+    """Apply `ops` on `conn`, inside the caller's transaction.
+
+    With `lock=False` nothing is locked and nothing is written: the ops are decided on the
+    rows as one unlocked read sees them, and the answer is None as soon as one write would
+    apply (the caller then applies the call with locks). A call that only loses its
+    preconditions is thus answered from a snapshot, linearized at that read, without
+    taking a row lock (whose commit waits for a WAL flush while other callers queue on it)."""
     result = Applied()
     elements: dict[int, Element] = {}
-    guarded = sorted({(op.ns, op.key) for op in ops if op.single_key and op.op != "get"})
     state: dict[tuple[str, str], Row | None] = {}
     locked: dict[tuple[str, str], store.LockedRow] = {}
     now: datetime | None = None
-    if guarded:
+    guarded = sorted({(op.ns, op.key) for op in ops if op.single_key and op.op != "get"})
+    if guarded and lock:
         for row in await store.lock_rows(conn, keys=guarded):
             locked[(row.ns, row.key)] = row
             now = row.instant
             state[(row.ns, row.key)] = Row(row.value, row.version, row.expires_at,
                                            row.updated_at) if row.live else None
-    if now is None and any(op.writes for op in ops):
-        now = await store.instant(conn)
-    looked = sorted({(op.ns, op.key) for op in ops if op.op == "get"} - set(locked))
+    looked = sorted({(op.ns, op.key) for op in ops if op.single_key} - set(locked))
     if looked:
         found = {(r.ns, r.key): r for r in await store.live_rows(conn, keys=looked)}
         for k in looked:
@@ -126,14 +133,16 @@ async def apply_ops(conn: Conn, ops: list[KvOp], *,
                                   if current is not None else {"found": False, "key": op.key})
             result.reads += 1
             continue
-        assert now is not None
-        verdict, after = _decide(op, current, now, locked[k].next_version)
+        held = locked.get(k)
+        verdict, after = _decide(op, current, now or _EPOCH, held.next_version if held else 0)
         if not verdict.get("applied") and op.required:
             result.lost = Lost(op.index, verdict["reason"], verdict["version"],
                                verdict["value"])
             return result
         elements[op.index] = verdict
         if op.writes and verdict.get("applied"):
+            if not lock:
+                return None
             state[k] = written[k] = after
             result.writes += 1
     await _write(conn, ops, written, locked)

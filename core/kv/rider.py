@@ -22,7 +22,9 @@ class KvRider:
         return len(self.ops)
 
     async def apply(self, conn: Conn) -> RiderOutcome:
-        self._applied = applied = await apply_ops(conn, self.ops)
+        applied = await apply_ops(conn, self.ops)
+        assert applied is not None  # a locked apply always answers
+        self._applied = applied
         lost = applied.lost
         if lost is not None:
             return RiderOutcome([], RiderRefusal(lost.index, {

@@ -85,11 +85,23 @@ class KvService:
                                                  and not ops[0].writes):
             # One read statement: its own snapshot and instant, no transaction to open.
             async with self._db.session() as conn:
-                return await apply_ops(conn, ops)
+                read = await apply_ops(conn, ops, lock=False)
+            assert read is not None  # nothing to write
+            return read
+        if all(_may_lose(op) for op in ops if op.writes):
+            # Every write is conditional, so the call may well write nothing (an acquire of
+            # a held lock, a counter at its bound): decide it on an unlocked read first,
+            # and take locks only when something applies.
+            async with self._db.session() as conn:
+                preview = await apply_ops(conn, ops, lock=False)
+            if preview is not None:
+                return preview
         applied = Applied()
         with contextlib.suppress(_RolledBack):
             async with self._db.transaction() as conn:
-                applied = await apply_ops(conn, ops)
+                locked = await apply_ops(conn, ops)
+                assert locked is not None
+                applied = locked
                 if applied.lost is not None:
                     raise _RolledBack
         return applied
@@ -125,6 +137,14 @@ class KvService:
         truncated = len(rows) > limit
         rows = rows[:limit]
         return NamespacePage(rows, truncated, rows[-1].ns if truncated and rows else None)
+
+
+def _may_lose(op: KvOp) -> bool:
+    """Whether a write has a precondition that can refuse it (an unconditional put cannot;
+    an incr without bounds loses only to a non-numeric value)."""
+    if op.op == "incr":
+        return op.low is not None or op.high is not None
+    return op.expect is not None or op.op == "delete"
 
 
 def _count(ops: Sequence[KvOp], applied: Applied) -> None:

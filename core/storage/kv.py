@@ -67,7 +67,6 @@ class RowWrite:
 
 
 _LOCK = Statement("kv_lock", LockedRow)
-_INSTANT = Statement[None]("kv_instant")
 _GET = Statement("kv_get", KvRow)
 _WRITE = Statement("kv_write", WriteCounts)
 _PREFIX = Statement("kv_get_prefix", PrefixRow)
@@ -78,11 +77,6 @@ _NAMESPACES = Statement("kv_namespaces", NamespaceRow)
 async def lock_rows(conn: Conn, *, keys: Sequence[tuple[str, str]]) -> list[LockedRow]:
     """Lock (creating placeholders for) distinct (ns, key) pairs, in byte order."""
     return await _LOCK.rows(conn, [k[0] for k in keys], [k[1] for k in keys])
-
-
-async def instant(conn: Conn) -> datetime:
-    value: datetime = await _INSTANT.value(conn)
-    return value
 
 
 async def live_rows(conn: Conn, *, keys: Sequence[tuple[str, str]]) -> list[KvRow]:
