@@ -17,7 +17,7 @@ def test_incr_arithmetic_is_exact_and_rendered_shortest() -> None:
     total = numbers.add(Decimal("0.1"), Decimal("0.2"))
     assert total is not None and numbers.render(total) == "0.3"
     assert numbers.render(Decimal("2.5") + Decimal("0.5")) == "3"
-    assert numbers.render(Decimal("100")) == "100"
+    assert numbers.render(Decimal(100)) == "100"
     assert numbers.render(Decimal("-0.0")) == "0"
     assert numbers.render(Decimal("1E+400")) == "1E+400"
     huge = numbers.add(Decimal(10) ** 30, 1)
@@ -38,9 +38,9 @@ def test_prefix_end_is_the_first_string_past_the_prefix() -> None:
     assert prefix_end("a\ud7ff") == "a\ue000"  # surrogates are no characters
 
 
-def _refusal(ops: list[object], limits: Limits = Limits()) -> tuple[str, str]:
+def _refusal(ops: list[object], limits: Limits | None = None) -> tuple[str, str]:
     with pytest.raises((Refused, RefusedTooLarge)) as caught:
-        parse_ops(ops, limits)
+        parse_ops(ops, limits or Limits())
     error = caught.value
     assert isinstance(error, Refused | RefusedTooLarge)
     return error.code, error.reason
