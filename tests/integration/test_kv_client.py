@@ -223,3 +223,31 @@ async def test_concurrent_bounded_incr_never_passes_the_bound(queen: Queen, ns: 
     assert sum(1 for a in answers if a["applied"]) == 20
     assert sorted(a["value"] for a in answers if a["applied"]) == list(range(1, 21))
     assert await db.fetchval("SELECT value FROM queen.kv WHERE ns=$1 AND key='quota'", ns) == "20"
+
+
+async def test_one_instant_per_call(queen: Queen, ns: str) -> None:
+    op = queen.kv.op
+    await queen.kv.batch([op.put(ns, f"k{i}", i, ttl_seconds=60) for i in range(30)])
+    rows = (await queen.kv.get_prefix(ns, "k"))["rows"]
+    assert len(rows) == 30
+    assert len({r["expiresAt"] for r in rows}) == 1 and len({r["updatedAt"] for r in rows}) == 1
+
+
+async def test_the_read_budget_cuts_reads_past_4_mib(queen: Queen, ns: str) -> None:
+    value = "v" * 64_000  # 64,002 bytes of JSON each: the 66th row crosses 4 MiB
+    keys = [f"big/{i:03d}" for i in range(70)]
+    op = queen.kv.op
+    for start in range(0, 70, 10):
+        await queen.kv.batch([op.put(ns, k, value, ttl_seconds=60) for k in keys[start:start + 10]])
+    many = await queen.kv.get_many(ns, ["zz-absent", *reversed(keys), "a-absent"])
+    assert [r["key"] for r in many["rows"]] == keys[:66] and many["truncated"] is True
+    # Keys are read in byte order: those past the cut, absent or not, are in neither list.
+    assert many["missing"] == ["a-absent"]
+    page = await queen.kv.get_prefix(ns, "big/", limit=1000)
+    assert len(page["rows"]) == 66 and page["truncated"] is True
+    assert page["nextAfter"] == keys[65]
+    names = await queen.kv.get_prefix(ns, "big/", limit=1000, keys_only=True)
+    assert len(names["rows"]) == 70 and names["truncated"] is False  # keys cost nothing
+    # Spent in apply order across the call: a get always answers, and spends.
+    first, second = await queen.kv.batch([op.get(ns, keys[0]), op.get_many(ns, keys)])
+    assert first["found"] is True and len(second["rows"]) == 65
