@@ -5,8 +5,6 @@ API's cursor."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-from typing import Any
 
 import httpx
 import pytest
@@ -17,22 +15,12 @@ playwright_api = pytest.importorskip(
     "playwright.async_api",
     reason="browser tests need the playwright package (pip install -e '.[test]')")
 expect = playwright_api.expect
-Page = Any
-
-
-@pytest.fixture
-async def page(browser: Any) -> AsyncIterator[Page]:
-    context = await browser.new_context(viewport={"width": 1280, "height": 860})
-    tab = await context.new_page()
-    errors: list[str] = []
-    tab.on("pageerror", lambda e: errors.append(str(e)))
-    yield tab
-    await context.close()
-    assert not errors, errors
+# The dashboard module's tab (no script error allowed on it) and its view loader.
+from tests.browser.test_dashboard import Page, open_view, page  # noqa: F401
 
 
 async def test_kv_namespaces_show_what_the_api_answers_and_page_by_cursor(
-        page: Page, broker: BrokerProcess) -> None:
+        page: Page, broker: BrokerProcess) -> None:  # noqa: F811
     expect.set_options(timeout=15_000)
     prefix = "dkv-" + uuid.uuid4().hex[:8]
     names = [f"{prefix}-{i:02d}" for i in range(51)]
@@ -50,8 +38,7 @@ async def test_kv_namespaces_show_what_the_api_answers_and_page_by_cursor(
     assert (listed["rows"][3]["keys"], listed["rows"][3]["bytes"],
             listed["rows"][3]["expiringSoon"]) == (2, 5 + 1, 1)
 
-    await page.goto(f"{broker.url}/#/kv?after={prefix}")
-    await page.wait_for_selector("#view[data-loads]:not([data-loads='0'])")
+    await open_view(page, broker.url, f"kv?after={prefix}")
     await expect(page.locator("td[data-field='ns']")).to_have_text(names[:50])
     for r in listed["rows"][:5]:
         line = page.locator(f"tr[data-key='{r['ns']}']")

@@ -5,33 +5,21 @@ keep growing over the restart."""
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
 
 import httpx
-import pytest
 
-from tests.integration.test_outage_and_restart import Cluster
-from tests.support import server_data_dir, wait_for
-
-
-@pytest.fixture(scope="module")
-def kv_cluster() -> Iterator[Cluster]:
-    with server_data_dir("queen-kv-outage-") as data:
-        c = Cluster(data)
-        try:
-            c.start_pg()
-            c.start_broker()
-            yield c
-        finally:
-            c.stop()
+# The outage module's own PostgreSQL and broker (a module-scoped fixture: one for this
+# module), restartable.
+from tests.integration.test_outage_and_restart import Cluster, cluster  # noqa: F401
+from tests.support import wait_for
 
 
 async def test_database_down_answers_kv_unavailable_and_versions_survive_a_restart(
-        kv_cluster: Cluster) -> None:
-    async with httpx.AsyncClient(base_url=kv_cluster.url, timeout=30) as http:
+        cluster: Cluster) -> None:  # noqa: F811
+    async with httpx.AsyncClient(base_url=cluster.url, timeout=30) as http:
         put = {"op": "put", "ns": "outage", "key": "k", "value": 1, "forever": True}
         first = (await http.post("/api/v1/kv", json=[put])).json()["results"][0]["version"]
-        kv_cluster.stop_pg(signal.SIGKILL)
+        cluster.stop_pg(signal.SIGKILL)
         for path, body in (("/api/v1/kv", [put]),
                            ("/api/v1/locks", [{"op": "acquire", "name": "n",
                                                "ttlSeconds": 5}])):
@@ -42,7 +30,7 @@ async def test_database_down_answers_kv_unavailable_and_versions_survive_a_resta
             assert (answer["error"], answer["reason"]) == ("kv_unavailable", "kv_unavailable")
         r = await http.get("/api/v1/kv/outage/k")
         assert r.status_code == 503 and r.json()["error"] == "kv_unavailable"
-        kv_cluster.start_pg()
+        cluster.start_pg()
 
         async def answered() -> httpx.Response | None:
             r = await http.post("/api/v1/kv", json=[{**put, "value": 2}])
