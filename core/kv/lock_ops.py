@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from core.errors import Refused
-from core.kv.ops import MAX_TTL_SECONDS
+from core.kv.ops import MAX_TTL_SECONDS, is_int
+from core.kv.ops import operations_of as kv_operations_of
 
 LockOpName = Literal["acquire", "renew", "release", "get"]
 _NAMES = ("acquire", "renew", "release", "get")
@@ -35,11 +36,7 @@ def bad(reason: str, detail: str) -> Refused:
 
 
 def operations_of(body: Any) -> list[Any]:
-    if isinstance(body, list):
-        return body
-    if isinstance(body, dict) and isinstance(body.get("operations"), list):
-        return body["operations"]  # type: ignore[no-any-return]
-    raise bad("locks_bad_body", 'the body must be an array of operations or {"operations": [...]}')
+    return kv_operations_of(body, "locks_bad_request", "locks_bad_body")
 
 
 def parse_lock_ops(raw_ops: Sequence[Any]) -> list[LockOp]:
@@ -63,10 +60,6 @@ def parse_lock_ops(raw_ops: Sequence[Any]) -> list[LockOp]:
 
 def _has_control(text: str) -> bool:
     return any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in text)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _text_ok(value: Any) -> bool:
@@ -93,7 +86,7 @@ def _parse(index: int, raw: Any) -> LockOp:
         if "forever" in raw or raw.get("ttlSeconds") is None:
             raise bad("locks_ttl_required", f"{where} needs ttlSeconds (locks have no forever)")
         ttl = raw["ttlSeconds"]
-        if not _is_int(ttl) or not 0 < ttl <= MAX_TTL_SECONDS:
+        if not is_int(ttl) or not 0 < ttl <= MAX_TTL_SECONDS:
             raise bad("locks_bad_ttl", f"{where}.ttlSeconds must be an integer > 0")
         fields["ttl_seconds"] = ttl
         owner = raw.get("owner")
@@ -105,18 +98,18 @@ def _parse(index: int, raw: Any) -> LockOp:
         if raw.get("token") is None:
             raise bad("locks_token_required", f"{where} needs the permit's token")
         token = raw["token"]
-        if not _is_int(token) or token <= 0:
+        if not is_int(token) or token <= 0:
             raise bad("locks_bad_token", f"{where}.token must be an integer > 0")
         fields["token"] = token
         slot = raw.get("slot")
         if slot is not None:
-            if not _is_int(slot) or not 0 <= slot < MAX_LIMIT:
+            if not is_int(slot) or not 0 <= slot < MAX_LIMIT:
                 raise bad("locks_bad_slot", f"{where}.slot must be an integer from 0 to 1023")
             fields["slot"] = slot
     if op == "acquire":
         limit = raw.get("limit")
         if limit is not None:
-            if not _is_int(limit) or not 1 <= limit <= MAX_LIMIT:
+            if not is_int(limit) or not 1 <= limit <= MAX_LIMIT:
                 raise bad("locks_bad_limit", f"{where}.limit must be an integer from 1 to 1024")
             fields["limit"] = limit
     return LockOp(index, op, name, **fields)

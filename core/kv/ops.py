@@ -86,13 +86,15 @@ def bad(reason: str, detail: str) -> Refused:
     return Refused("kv_bad_request", reason, detail)
 
 
-def operations_of(body: Any) -> list[Any]:
-    """The op list of a body: `{"operations": [...]}` or a bare array (§14.2)."""
+def operations_of(body: Any, code: str = "kv_bad_request",
+                  reason: str = "kv_bad_body") -> list[Any]:
+    """The op list of a body: `{"operations": [...]}` or a bare array (§14.2, §15.1)."""
     if isinstance(body, list):
         return body
     if isinstance(body, dict) and isinstance(body.get("operations"), list):
         return body["operations"]  # type: ignore[no-any-return]
-    raise bad("kv_bad_body", 'the body must be an array of operations or {"operations": [...]}')
+    raise Refused(code, reason, 'the body must be an array of operations or '
+                                '{"operations": [...]}')
 
 
 def parse_ops(raw_ops: Sequence[Any], limits: Limits) -> list[KvOp]:
@@ -173,14 +175,15 @@ def encode_value(value: Any, where: str) -> str:
     return text.decode()
 
 
-def _is_int(value: Any) -> bool:
+def is_int(value: Any) -> bool:
+    """A JSON integer (true and false are not)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _number(value: Any) -> Decimal | int | None:
     """A JSON number as an exact value (a float, from a body decoded without Decimal, by
     its shortest repr: 0.1 is 0.1); None when it is not a number."""
-    if _is_int(value):
+    if is_int(value):
         return int(value)
     if isinstance(value, float) and math.isfinite(value):
         return Decimal(repr(value))
@@ -200,7 +203,7 @@ def _expiry(where: str, raw: dict[str, Any]) -> dict[str, Any]:
                   f"{where} needs exactly one of ttlSeconds or forever: true")
     if forever:
         return {"forever": True}
-    if not _is_int(ttl) or ttl <= 0:
+    if not is_int(ttl) or ttl <= 0:
         raise bad("kv_bad_ttl", f"{where}.ttlSeconds must be an integer > 0")
     if ttl > MAX_TTL_SECONDS:
         raise bad("kv_bad_ttl", f"{where}.ttlSeconds must be at most {MAX_TTL_SECONDS}")
@@ -213,7 +216,7 @@ def _expect(where: str, raw: dict[str, Any], op: str) -> int | None:
             raise bad("kv_bad_expect", f"{where}: check needs expect")
         return 0 if op == "putIfAbsent" else None
     expect = raw["expect"]
-    if not _is_int(expect) or expect < 0:
+    if not is_int(expect) or expect < 0:
         raise bad("kv_bad_expect", f"{where}.expect must be a non-negative integer")
     if op == "putIfAbsent" and expect != 0:
         raise bad("kv_bad_expect", f"{where}: putIfAbsent takes no expect other than 0")
@@ -258,7 +261,7 @@ def _get_prefix(index: int, where: str, raw: dict[str, Any], ns: str) -> KvOp:
     limit: Any = raw.get("limit")
     if limit is None:
         limit = PREFIX_LIMIT_DEFAULT
-    elif not _is_int(limit):
+    elif not is_int(limit):
         raise bad("kv_bad_request", f"{where}.limit must be an integer")
     keys_only = raw.get("keysOnly", False)
     if not isinstance(keys_only, bool):
