@@ -135,12 +135,13 @@ class Endpoint:
             if self.client_error is None:
                 raise
             answer = error_response(exc)
-            body = self.client_error(exc.message)
             if isinstance(exc, Coded):
                 # A coded refusal (a transaction's `kv` rider, extensions §17) is the route's
                 # failure with the code as `error`, plus `reason` and `detail`.
                 body = {**msgspec.to_builtins(self.client_error(exc.code)),
                         "reason": exc.reason, "detail": exc.message}
+            else:
+                body = self.client_error(exc.message)
             return json_response(body, answer.status_code,
                                  headers={k: v for k, v in answer.headers.items()
                                           if k in ("connection", "retry-after")})
