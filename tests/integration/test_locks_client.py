@@ -225,3 +225,25 @@ async def test_a_kv_only_transaction_may_leave_operations_out(
             "kv", 0, 0, 2)
         r = await http.post("/api/v1/transaction", json={})
         assert r.status_code == 400 and "operations array is required" in r.json()["error"]
+
+
+async def test_renew_by_token_or_by_owner_and_lost_when_expired(
+        queen: Queen, name: str, db: asyncpg.Connection) -> None:
+    first = await queen.locks.acquire(name, ttl_seconds=30, owner="me")
+    renewed = await queen.locks.renew(name, token=first["token"], ttl_seconds=30)
+    assert renewed["renewed"] is True and renewed["token"] > first["token"]
+    assert renewed["guard"]["expect"] == renewed["token"] and renewed["slot"] == 0
+    # The answer of that renew was "lost": the owner's retry with the old token still renews.
+    again = await queen.locks.renew(name, token=first["token"], ttl_seconds=30, owner="me")
+    assert again["renewed"] is True and again["token"] > renewed["token"]
+    stranger = await queen.locks.renew(name, token=first["token"], ttl_seconds=30,
+                                       owner="other")
+    assert stranger == {"index": 0, "op": "renew", "name": name, "renewed": False,
+                        "reason": "lost", "slot": 0, "holders": [{"slot": 0, "owner": "me"}]}
+    held = await queen.locks.get(name)
+    [holder] = held["holders"]
+    assert holder["token"] == again["token"] and holder["since"] <= holder["renewedAt"]
+    await _expire_permit(db, f"{name}#0")
+    gone = await queen.locks.renew(name, token=again["token"], ttl_seconds=30, owner="me")
+    assert (gone["renewed"], gone["reason"], gone["holders"]) == (False, "lost", [])
+    assert (await queen.locks.get(name))["held"] is False
