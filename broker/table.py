@@ -54,10 +54,10 @@ from broker.wire.common import ErrorBody, FreeForm, QueuePath
 PUBLIC, READ_ONLY, WRITE_ONLY = Access.PUBLIC, Access.READ_ONLY, Access.WRITE_ONLY
 READ_WRITE, ADMIN = Access.READ_WRITE, Access.ADMIN
 _GROUPS = "/api/v1/consumer-groups"
-# The KV path routes' errors; a 404 only from the router (a key with a newline matches no
-# route, as for the traces' names).
-_KV_PATH_ERRORS = {400: kv_wire.RefusalBody, 404: ErrorBody, 413: kv_wire.RefusalBody,
-                   503: kv_wire.RefusalBody}
+# The KV path routes' errors; 404 and 405 only from the router (a key with a newline
+# matches no route, as for the traces' names; empty segments land on POST /api/v1/kv).
+_KV_PATH_ERRORS = {400: kv_wire.RefusalBody, 404: ErrorBody, 405: ErrorBody,
+                   413: kv_wire.RefusalBody, 503: kv_wire.RefusalBody}
 # JSON, or framed for `frames=true` (§7.4)
 _POPPED = {200: (pop_wire.PopAnswer, FRAMED_POP_MEDIA_TYPE), 204: None}
 

@@ -9,7 +9,7 @@ valid as `{"operations": [...]}`, and every refusal has its own §14.4 / §15.2 
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -92,8 +92,8 @@ FreeFormElement = dict[str, Any]
 class KvPath(msgspec.Struct):
     """`/api/v1/kv/{ns}/{key…}`: the key is the rest of the path, slashes included."""
 
-    ns: Annotated[str, msgspec.Meta(min_length=1)] = ""
-    key: Annotated[str, msgspec.Meta(min_length=1)] = ""
+    ns: str = ""
+    key: str = ""
 
 
 class KvPutBody(msgspec.Struct):
