@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.browser.test_dashboard import Page, expect, open_view, page, row
+from tests.browser.test_dashboard import Page, expect, open_view, page
 from tests.support import BrokerProcess
 
 __all__ = ["page"]  # the fixture, shared with test_dashboard
@@ -44,11 +44,14 @@ async def test_streams_view_lists_queries_state_and_last_cycle(
     listed = next(q for q in (await api.get("/streams/v1/queries")).json()["queries"]
                   if q["name"] == name)
     await open_view(page, broker.url, "streams")
-    await expect(page.get_by_role("heading", name=f"Query {name}")).to_be_visible()
-    await expect(page.locator("[data-field='sink']").last).to_have_text(name + "-out")
-    await expect(page.locator("[data-field='totalKeys']").last).to_have_text("3")
+    heading = page.get_by_role("heading", name=f"Query {name}")
+    await expect(heading).to_be_visible()
+    # Other tests' queries are listed too: look inside this query's section only.
+    mine = page.locator("section", has=heading)
+    await expect(mine.locator("[data-field='sink']")).to_have_text(name + "-out")
+    await expect(mine.locator("[data-field='totalKeys']")).to_have_text("3")
     for p in listed["partitions"]:
-        line = row(page, p["partitionId"])
+        line = mine.locator(f"tr[data-key='{p['partitionId']}']")
         await expect(line.locator("[data-field='stateKeys']")).to_have_text(str(p["stateKeys"]))
         await expect(line.locator("[data-field='cycles']")).to_have_text("1")
         await expect(line.locator("[data-field='partition']")).to_have_text(p["partition"])
