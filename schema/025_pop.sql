@@ -52,6 +52,17 @@ LANGUAGE sql STABLE AS $$
        AND ((q.options ->> 'windowBuffer')::integer = 0
             OR p.last_write_at
                <= now() - make_interval(secs => (q.options ->> 'windowBuffer')::integer))
+       -- delayedProcessing: the oldest message the group could get (the segment holding
+       -- the offset after its cursor, or the oldest kept one on first contact) must be old
+       -- enough; segments are stamped in offset order, so when it is not, none is. Keeps a
+       -- pop from walking partitions that hold only messages not yet visible.
+       AND ((q.options ->> 'delayedProcessing')::integer = 0
+            OR coalesce((SELECT s.created_at FROM queen.log_segments s
+                          WHERE s.partition_id = p.id
+                            AND s.base_offset <= greatest(coalesce(c.committed + 1, p.log_start),
+                                                          p.log_start)
+                          ORDER BY s.base_offset DESC LIMIT 1), '-infinity')
+               <= now() - make_interval(secs => (q.options ->> 'delayedProcessing')::integer))
      ORDER BY p.id
      LIMIT p_limit
 $$;
