@@ -10,6 +10,7 @@ import random
 import asyncpg
 import httpx
 
+from tests.served import fresh_connections
 from tests.support import BrokerProcess, expire_leases_of, pop_json
 
 PARTITIONS = [f"p{i}" for i in range(8)]
@@ -40,7 +41,9 @@ async def test_64_waiting_pops_of_one_group_on_two_workers_share_every_message_o
                 done.set()
 
     limits = httpx.Limits(max_connections=80, max_keepalive_connections=80)
-    async with httpx.AsyncClient(base_url=broker.url, timeout=30, limits=limits) as http:
+    # Pushes open a connection each: no reuse of one the server may be closing as idle.
+    async with httpx.AsyncClient(base_url=broker.url, timeout=30, limits=limits) as http, \
+            fresh_connections(broker.url) as pusher:
         consumers = [asyncio.create_task(consumer(http)) for _ in range(64)]
         await asyncio.sleep(0.3)  # most of them parked
         rng = random.Random(7)
@@ -55,7 +58,7 @@ async def test_64_waiting_pops_of_one_group_on_two_workers_share_every_message_o
                               "transactionId": f"{p}-{next_offset[p]}"})
                 next_offset[p] += 1
             items = items[:total - pushed]
-            r = await http.post("/api/v1/push", json={"items": items})
+            r = await pusher.post("/api/v1/push", json={"items": items})
             assert r.status_code == 201, r.text
             pushed += len(items)
             await asyncio.sleep(rng.random() * 0.02)
