@@ -4,6 +4,7 @@
     ├── ClientError            the request cannot succeed as sent; retrying will not help
     │   ├── BadRequest         malformed body, wrong types, bad names or parameters
     │   ├── PayloadTooLarge    body over the size limit, or too many items
+    │   ├── CapacityExceeded   a push would take a queue past its maxSize
     │   └── NotFound           the addressed resource does not exist
     └── ServiceError           the request was fine; the broker could not serve it now
         ├── Overloaded         the write backlog is full; retry after a pause
@@ -43,6 +44,10 @@ class BadRequest(ClientError):
 
 class PayloadTooLarge(ClientError):
     """The request is larger than the broker accepts."""
+
+
+class CapacityExceeded(ClientError):
+    """The queue would exceed its max capacity."""
 
 
 class NotFound(ClientError):

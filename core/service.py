@@ -16,7 +16,7 @@ nothing while pop maintenance is on (core/switches.py holds both switches).
     maintenance / set_maintenance / require_direct_writes      the switches and the spool
     dlq.*        dead letters (core/dlq.py)        messages.*   inspection (core/messages.py)
     groups.*     consumer groups (core/groups.py)  resources.*  figures (core/resources.py)
-    traces.*     traces (core/traces.py)
+    traces.*     traces (core/traces.py)            streams.*    stream queries (core/streams)
     stats_refresh / analytics / cluster_figures / partitions_changed   (core/stats.py)
 
 The message plane counts what it did in `core.counters.COUNTERS` (in memory); a side task
@@ -56,6 +56,7 @@ from core.spool import Spool, SpoolSettings
 from core.spool_format import SpoolRecord
 from core.storage.database import Database, PoolStats, server_settings
 from core.storage.stats import SeriesRow
+from core.streams.service import Streams
 from core.switches import CHANNEL as SWITCHES_CHANNEL
 from core.switches import Switches, SwitchState
 from core.traces import Traces
@@ -105,6 +106,7 @@ class Broker:
         self.messages = Messages(db)
         self.traces = Traces(db)
         self.kv = KvService(db, max_keys=settings.kv_max_keys)
+        self.streams = Streams(db, hub.announce, self.require_direct_writes)  # §18
         self.counters = COUNTERS
         self.figures_provider: stats.FiguresProvider = stats.no_spool
         self.flusher: stats.CounterFlusher | None = None  # set by `open`
