@@ -111,12 +111,19 @@ def pop(api: Api, queue: str, partition: str | None, group: str | None, batch: i
                      [(m["partition"], m["transactionId"], json.dumps(m["data"]))
                       for m in messages], empty="no messages")
         if acks:
-            verdict = "failed" if failure is not None else "completed"
-            done = sum(1 for a in acks if a.get("success"))
-            dead = sum(1 for a in acks if a.get("dlq"))
-            render.line(f"acknowledged {done} of {len(acks)} as {verdict}"
-                        + (f"; {dead} dead-lettered" if dead else ""))
+            render.line(_ack_summary(acks, failed=failure is not None))
         elif messages:
             render.line(f"left leased (lease {messages[0]['leaseId']})")
     if any(not a.get("success") for a in acks):
         raise SystemExit(REFUSED)
+
+
+def _ack_summary(acks: list[dict[str, Any]], *, failed: bool) -> str:
+    done = sum(1 for a in acks if a.get("success"))
+    text = f"acknowledged {done} of {len(acks)} as {'failed' if failed else 'completed'}"
+    if not failed:
+        return text
+    # A failure commits nothing: the message is retried (or dead-lettered past its retry
+    # limit), and the later messages of its partition are delivered again.
+    dead = sum(1 for a in acks if a.get("dlq"))
+    return f"{text}: {dead} dead-lettered, {done - dead} to be delivered again"
