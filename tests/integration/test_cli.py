@@ -242,9 +242,10 @@ def test_the_installed_command_prints_its_version_and_exits_with_the_status(
     """The real process, as a script would run it (python -m broker.cli is what the
     `queen-broker` entry point calls)."""
     version = subprocess.run([PYTHON, "-m", "broker.cli", "--version"], cwd=ROOT,
-                             capture_output=True, text=True, timeout=60)
+                             capture_output=True, text=True, timeout=60,
+                             check=False)
     assert version.returncode == 0 and version.stdout.startswith("queen-broker ")
     missing = subprocess.run([PYTHON, "-m", "broker.cli", "queues", "show", "no-such-queue-x",
                               "--url", broker.url], cwd=ROOT, capture_output=True, text=True,
-                             timeout=60)
+                             timeout=60, check=False)
     assert missing.returncode == 4 and "Queue not found" in missing.stderr

@@ -71,7 +71,7 @@ def _run(block: Block, port: int, env: dict[str, str], workdir: Path) -> None:
         argv = [sys.executable, str(script)]
     try:
         done = subprocess.run(argv, cwd=workdir, env=env, capture_output=True, text=True,
-                              timeout=BLOCK_TIMEOUT, stdin=subprocess.DEVNULL)
+                              timeout=BLOCK_TIMEOUT, stdin=subprocess.DEVNULL, check=False)
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"README.md line {block.line} ({block.info}) did not finish in "
                     f"{BLOCK_TIMEOUT:.0f} s:\n{code}\n--- output ---\n{_text(exc.stdout)}"
