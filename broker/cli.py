@@ -91,7 +91,7 @@ def postgres(**options: Any) -> None:
 def migrate(**options: Any) -> None:
     """Apply schema migrations and exit. On the embedded default, starts the embedded
     PostgreSQL for the time it takes (or uses the one already running)."""
-    from broker.migrate import run
+    from core.migrate import run
 
     sys.exit(run(_settings(options)))
 
