@@ -249,3 +249,42 @@ def test_the_installed_command_prints_its_version_and_exits_with_the_status(
                               "--url", broker.url], cwd=ROOT, capture_output=True, text=True,
                              timeout=60, check=False)
     assert missing.returncode == 4 and "Queue not found" in missing.stderr
+
+
+def _on_a_terminal(argv: list[str], url: str, answer: bytes = b"") -> tuple[int, str]:
+    """`queen-broker ARGV` with a pseudo-terminal as stdin, stdout and stderr (as a person
+    runs it); `answer` is typed in. Answers (exit status, everything it showed)."""
+    import os
+    import pty
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([PYTHON, "-m", "broker.cli", *argv, "--url", url], cwd=ROOT,
+                            stdin=slave, stdout=slave, stderr=slave,
+                            env={**os.environ, "QUEEN_TOKEN": "", "COLUMNS": "120"})
+    os.close(slave)
+    if answer:
+        os.write(master, answer)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # the terminal closed: the process is gone
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(master)
+    return proc.wait(timeout=60), shown.decode(errors="replace")
+
+
+def test_on_a_terminal_long_operations_show_progress_and_deletions_ask(
+        broker: BrokerProcess, queue_name: str) -> None:
+    status, shown = _on_a_terminal(["push", queue_name, "x", "--count", "3000"], broker.url)
+    assert status == 0 and "3000 message(s)" in shown
+    assert "pushing" in shown  # the progress bar (stderr, terminal only)
+    status, shown = _on_a_terminal(["queues", "delete", queue_name], broker.url, b"n\n")
+    assert status == 2 and "Delete queue" in shown and "cancelled" in shown
+    assert Cli(broker.url).json("queues", "show", queue_name)["totals"]["total"] == 3000
+    status, shown = _on_a_terminal(["queues", "delete", queue_name], broker.url, b"y\n")
+    assert status == 0 and f"queue {queue_name} deleted" in shown
+    assert Cli(broker.url)("queues", "show", queue_name).exit_code == 4
