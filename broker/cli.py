@@ -4,11 +4,12 @@ broker over HTTP."""
 
 from __future__ import annotations
 
+import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -17,6 +18,9 @@ from broker.ctl.groups import groups, lag
 from broker.ctl.maintenance import maintenance
 from broker.ctl.messages import pop, push
 from broker.ctl.queues import queues, status
+
+if TYPE_CHECKING:
+    from core.settings import Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -96,10 +100,8 @@ def migrate(**options: Any) -> None:
     sys.exit(run(_settings(options)))
 
 
-def _settings(options: dict[str, Any]) -> Any:
+def _settings(options: dict[str, Any]) -> Settings:
     """Command-line options win over the environment; children inherit them through it."""
-    import os
-
     from core.logs import configure_logging
     from core.settings import from_env_or_exit
 
@@ -115,16 +117,6 @@ def _settings(options: dict[str, Any]) -> Any:
 
 for _command in (status, queues, lag, groups, dlq, maintenance, push, pop):
     main.add_command(_command)
-
-
-def run(argv: Sequence[str] | None = None) -> int:
-    """`main` as a function answering its exit status (for tests and `python -m`)."""
-    try:
-        main.main(args=list(argv) if argv is not None else None, prog_name="queen-broker",
-                  standalone_mode=True)
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    return 0
 
 
 if __name__ == "__main__":
