@@ -12,7 +12,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -31,13 +31,10 @@ pytestmark = pytest.mark.timeout(900)
 
 
 @pytest.fixture(scope="module")
-async def readme_database(pg_server_url: str) -> str:
-    return await create_database(pg_server_url)
-
-
-@pytest.fixture(scope="module")
-def readme_broker(readme_database: str) -> Iterator[BrokerProcess]:
-    with BrokerProcess(readme_database, workers=2, reaper=True) as proc:
+async def readme_broker(pg_server_url: str) -> AsyncIterator[BrokerProcess]:
+    """A broker (and reaper) of its own on a fresh database: the README's queues and
+    switches touch no other test."""
+    with BrokerProcess(await create_database(pg_server_url), workers=2, reaper=True) as proc:
         yield proc
 
 
