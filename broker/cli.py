@@ -4,6 +4,7 @@ broker over HTTP."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from collections.abc import Callable
@@ -12,12 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-
-from broker.ctl.dlq import dlq
-from broker.ctl.groups import groups, lag
-from broker.ctl.maintenance import maintenance
-from broker.ctl.messages import pop, push
-from broker.ctl.queues import queues, status
 
 if TYPE_CHECKING:
     from core.settings import Settings
@@ -32,7 +27,31 @@ def _version() -> str:
         return "unknown"
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"],
+# The operator commands, imported when one is run: `serve` and `web` (which the supervisor
+# starts again after a crash) do not pay for the HTTP client and the table library.
+_OPERATOR_COMMANDS = {
+    "status": "broker.ctl.queues:status", "queues": "broker.ctl.queues:queues",
+    "lag": "broker.ctl.groups:lag", "groups": "broker.ctl.groups:groups",
+    "dlq": "broker.ctl.dlq:dlq", "maintenance": "broker.ctl.maintenance:maintenance",
+    "push": "broker.ctl.messages:push", "pop": "broker.ctl.messages:pop",
+}
+
+
+class _Commands(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *_OPERATOR_COMMANDS])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = _OPERATOR_COMMANDS.get(cmd_name)
+        if target is None:
+            return super().get_command(ctx, cmd_name)
+        module, _, attr = target.partition(":")
+        command = getattr(importlib.import_module(module), attr)
+        assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"],
                                "max_content_width": 100})
 @click.version_option(_version(), "--version", "-V", prog_name="queen-broker",
                       message="%(prog)s %(version)s")
@@ -113,10 +132,6 @@ def _settings(options: dict[str, Any]) -> Settings:
     settings = from_env_or_exit("queen-broker")
     configure_logging(settings.log_level)
     return settings
-
-
-for _command in (status, queues, lag, groups, dlq, maintenance, push, pop):
-    main.add_command(_command)
 
 
 if __name__ == "__main__":

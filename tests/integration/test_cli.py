@@ -219,6 +219,9 @@ def test_with_auth_on_the_token_decides(auth_broker: BrokerProcess, queue_name: 
     assert refused.exit_code == 5 and "401" in refused.stderr
     reader = Cli(auth_broker.url, SIGNER.token(role="read-only"))
     assert reader.json("queues", "list")["total"] >= 0
+    # The switches are ADMIN: a reader's status shows the rest.
+    assert reader.json("status")["maintenance"] is None
+    assert "(an admin token shows it)" in reader("status").stdout
     denied = reader("queues", "create", queue_name)
     assert denied.exit_code == 5 and "403" in denied.stderr
     admin = Cli(auth_broker.url, SIGNER.token(role="admin"))
