@@ -35,7 +35,7 @@ from datetime import datetime
 from typing import Any
 
 from core import ack as acks
-from core import changes, encryption, leases, queues, stats, transactions
+from core import changes, encryption, queues, stats, transactions
 from core import fetch as offset_reads
 from core.counters import COUNTERS
 from core.dlq import DeadLetters
@@ -49,6 +49,7 @@ from core.longpoll import Backoff, pop_or_wait
 from core.messages import Messages
 from core.pop import PopRequest, PopResult
 from core.push import Pusher, PushItem, PushOutcome
+from core.reads.acks import AckFlusher, ExtendFlusher
 from core.resources import Resources
 from core.settings import Settings
 from core.spool import Spool, SpoolSettings
@@ -95,6 +96,9 @@ class Broker:
                                 settings.pop_wait_backoff_threshold,
                                 settings.pop_wait_backoff_multiplier,
                                 settings.pop_wait_max_interval_ms)
+        # Acks and lease extensions of concurrent requests: one statement per flush.
+        self._acks = AckFlusher(db, hub.announce)
+        self._extends = ExtendFlusher(db)
         self.dlq = DeadLetters(db, hub.announce)
         self.groups = ConsumerGroups(db, hub.announce)
         self.resources = Resources(db)
@@ -148,6 +152,8 @@ class Broker:
                         spool.stop()
                         switches.close()
                         await broker._pusher.close()
+                        await broker._acks.close()
+                        await broker._extends.close()
                         hub.close()  # the loops return; the TaskGroup waits for them
                         flusher.close()  # after a last flush, with the pushes just written
             finally:
@@ -236,11 +242,10 @@ class Broker:
         return outcome
 
     async def ack_batch(self, items: Sequence[acks.GroupAck]) -> acks.AckResult:
-        """Acks of any groups and partitions (§4.6), applied in one statement: all of it or
-        none; each item answers what was applied to it."""
-        async with self._db.session() as conn:
-            result = await acks.apply_acks(conn, items)
-        self._hub.announce(result.wakes)
+        """Acks of any groups and partitions (§4.6), applied in one statement with the
+        concurrent acks on other cursors (core/reads/acks.py): all of it or none; each item
+        answers what was applied to it."""
+        result = await self._acks.apply(items)
         _count_acks(items, result.outcomes)
         return result
 
@@ -265,7 +270,7 @@ class Broker:
         return result
 
     async def extend_lease(self, lease_id: str, seconds: int) -> list[datetime]:
-        return await leases.extend_lease(self._db, lease_id, seconds)
+        return await self._extends.extend(lease_id, seconds)
 
     async def configure(self, *, queue: str, namespace: str | None, task: str | None,
                         given: Mapping[str, Any], replace: bool) -> queues.QueueConfig:
