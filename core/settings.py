@@ -22,7 +22,10 @@ from core.env import EnvReader, SettingsError
 class Settings:
     """Everything a broker process needs to know, read once from the environment."""
 
-    host: str = "0.0.0.0"
+    # Loopback unless told otherwise: with auth off anyone who reaches the port owns every
+    # queue, so listening beyond this machine must be asked for (from_env picks 0.0.0.0 when
+    # auth is on).
+    host: str = "127.0.0.1"
     port: int = 6632
     # None means "no database configured": start the embedded PostgreSQL. Not in the repr:
     # the URL may carry the database password.
@@ -85,8 +88,9 @@ class Settings:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if environ is None else environ
         read = EnvReader(env)
+        auth = auth_settings_from_env(env)
         return cls(
-            host=read.text("HOST", cls.host),
+            host=bind_host_from_env(env, auth_enabled=auth.enabled),
             port=read.integer("PORT", cls.port, low=0, high=65535),
             database_url=database_url_from_env(env),
             data_dir=Path(read.text("QUEEN_DATA_DIR", str(cls.data_dir))),
@@ -144,7 +148,7 @@ class Settings:
                 "SUPERVISOR_RESTART_WINDOW_MS", cls.supervisor_restart_window_ms, low=1000),
             log_level=read.choice(
                 "LOG_LEVEL", cls.log_level, ("debug", "info", "warning", "error", "critical")),
-            auth=auth_settings_from_env(env),
+            auth=auth,
             cors_origins=cors_origins_from_env(env),
             file_buffer_dir=Path(env["FILE_BUFFER_DIR"]) if env.get("FILE_BUFFER_DIR") else None,
             file_buffer_flush_ms=read.integer(
@@ -177,6 +181,17 @@ def from_env_or_exit(program: str) -> Settings:
     except SettingsError as exc:
         print(f"{program}: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def bind_host_from_env(env: Mapping[str, str], *, auth_enabled: bool) -> str:
+    """QUEEN_HOST, else HOST; when neither is set, every interface with auth on and only
+    loopback with auth off (an open broker must not be reachable from the network by
+    accident)."""
+    for name in ("QUEEN_HOST", "HOST"):
+        value = env.get(name, "").strip()
+        if value:
+            return value
+    return "0.0.0.0" if auth_enabled else Settings.host
 
 
 def cors_origins_from_env(env: Mapping[str, str]) -> tuple[str, ...]:

@@ -12,7 +12,7 @@ from core.settings import Settings, SettingsError
 def test_empty_environment_gives_the_defaults_and_the_embedded_database() -> None:
     s = Settings.from_env({})
     assert s == Settings()
-    assert s.port == 6632 and s.host == "0.0.0.0"
+    assert s.port == 6632 and s.host == "127.0.0.1"
     assert s.database_url is None and s.uses_embedded_database
     assert s.max_body_bytes == 16 * 1024 * 1024
 
@@ -93,3 +93,14 @@ def test_settings_are_frozen() -> None:
     s = Settings()
     with pytest.raises(AttributeError):
         s.port = 1  # type: ignore[misc]
+
+
+def test_listen_address_defaults_to_loopback_with_auth_off_and_every_interface_with_it_on(
+        ) -> None:
+    assert Settings.from_env({}).host == "127.0.0.1"
+    auth = {"JWT_ENABLED": "true", "JWT_SECRET": "s" * 32}
+    assert Settings.from_env(auth).host == "0.0.0.0"
+    assert Settings.from_env({"HOST": "0.0.0.0"}).host == "0.0.0.0"
+    assert Settings.from_env({**auth, "HOST": "127.0.0.1"}).host == "127.0.0.1"
+    assert Settings.from_env({"QUEEN_HOST": "::1", "HOST": "0.0.0.0"}).host == "::1"
+    assert Settings.from_env({"QUEEN_HOST": " ", "HOST": ""}).host == "127.0.0.1"
