@@ -28,6 +28,11 @@ class Backoff:
     max_ms: int = 1000
 
 
+# How long past its deadline a long poll's claim may run before it is abandoned (it answers
+# empty; a claim the server still commits is redelivered when its lease expires).
+_STATEMENT_GRACE_S = 3.0
+
+
 async def pop_or_wait(db: Database, hub: WakeupHub, request: PopRequest, *, wait: bool,
                       timeout_ms: int, backoff: Backoff,
                       gone: asyncio.Event | None = None,
@@ -53,8 +58,17 @@ async def pop_or_wait(db: Database, hub: WakeupHub, request: PopRequest, *, wait
         # Park before checking, so a commit between the check and the wait still wakes us.
         with hub.parked(scope, request.group, request.partition) as waiter:
             try:
-                result = PopResult(None) if paused() else await pop(db, request, hints)
-            except StorageUnavailable:
+                if paused():
+                    result = PopResult(None)
+                elif wait:
+                    # A frozen primary (a failover under way) holds a statement until the
+                    # driver gives up, past our deadline: answer by the deadline regardless.
+                    async with asyncio.timeout(
+                            max(deadline - time.monotonic(), 0) + _STATEMENT_GRACE_S):
+                        result = await pop(db, request, hints)
+                else:
+                    result = await pop(db, request, hints)
+            except (StorageUnavailable, TimeoutError):
                 if not wait:
                     raise
                 # A long poll waits out a database outage like an empty queue: it re-checks

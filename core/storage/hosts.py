@@ -103,15 +103,23 @@ class HostConnector:
         for step in range(count):
             index = (self._preferred + step) % count
             host = self.hosts[index]
+            connected = False
             try:
                 conn: asyncpg.Connection = await asyncpg.connect(
                     self.dsn, host=host.host, port=host.port, **kwargs)
+                connected = True
             except (OSError, TimeoutError, asyncpg.PostgresError,
                     asyncpg.InterfaceError, asyncpg.InternalClientError) as exc:
                 # Down, silent, refusing us, or a standby (TargetServerAttributeNotMatched):
                 # the next host may be the primary.
                 last = exc
                 continue
+            finally:
+                if not connected:
+                    # Also when the caller gives up on us meanwhile (a pool's acquire
+                    # timeout cancels the attempt): the next attempt starts past this host,
+                    # or a silent first host would be all any attempt ever tried.
+                    self._preferred = (index + 1) % count
             self._preferred = index
             return conn
         assert last is not None

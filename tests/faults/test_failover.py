@@ -247,3 +247,28 @@ async def test_a_commit_in_doubt_is_answered_503_and_its_retry_is_a_duplicate(
             assert await records() == ["warm", "x1"]
     finally:
         stop_process(proc, signal.SIGINT)
+
+
+async def test_a_long_poll_answers_by_its_deadline_while_the_database_is_frozen(
+        pair_dirs: tuple[Path, Path], client: httpx.AsyncClient) -> None:
+    """A primary that stops answering without closing anything (frozen, partitioned: the
+    first seconds of a failover) holds a statement until the driver gives up (statement
+    timeout + 5 s, 35 s by default); a long poll must still answer by its deadline."""
+    dir_a, _ = pair_dirs
+    pg, proc = restart_embedded(dir_a)
+    try:
+        url = await create_database(pg.dsn)
+        with BrokerProcess(url, workers=1) as broker:
+            client.base_url = httpx.URL(broker.url)
+            assert _status(await _push(client, "frozen", "m0")) == "queued"
+            _signal_tree(proc.pid, signal.SIGSTOP)
+            try:
+                # 1 s of long poll, and a client that waits 20 s (liveness, not speed): the
+                # pool's idle connection takes the claim and the server never answers it.
+                r = await client.get("/api/v1/pop/queue/frozen?wait=true&timeout=1000",
+                                     timeout=20)
+                assert r.status_code in (200, 204), r.text
+            finally:
+                _signal_tree(proc.pid, signal.SIGCONT)
+    finally:
+        stop_process(proc, signal.SIGINT)
