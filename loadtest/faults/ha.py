@@ -133,10 +133,16 @@ class PatroniPair:
         return int(text.split()[0])
 
     def signal_node(self, node: str, sig: int) -> None:
-        """Signal a node's Patroni and every process under it (PostgreSQL and its backends:
-        each is a session of its own, so no process group covers them)."""
-        root = psutil.Process(self.procs[node].pid)
-        for proc in [root, *root.children(recursive=True)]:
+        """Signal a node's Patroni and its PostgreSQL: the postmaster (Patroni starts it
+        detached, so it is no child of Patroni) and every process under either (backends
+        are sessions of their own, so no process group covers them)."""
+        roots = [psutil.Process(self.procs[node].pid)]
+        with contextlib.suppress(OSError, ValueError, psutil.Error):
+            postmaster = psutil.Process(self.postmaster_pid(node))
+            if str(self.layout.node_dir(node)) in " ".join(postmaster.cmdline()):
+                roots.append(postmaster)
+        procs = {p.pid: p for root in roots for p in [root, *root.children(recursive=True)]}
+        for proc in procs.values():
             with contextlib.suppress(psutil.Error):
                 proc.send_signal(sig)
 
@@ -155,6 +161,11 @@ class PatroniPair:
                         child.kill()
                 proc.kill()
                 proc.wait()
+        for node in NODES:  # a postmaster Patroni could not stop (it is detached from it)
+            with contextlib.suppress(OSError, ValueError, psutil.Error):
+                postmaster = psutil.Process(self.postmaster_pid(node))
+                if str(self.layout.node_dir(node)) in " ".join(postmaster.cmdline()):
+                    postmaster.kill()
         self.procs.clear()
 
 
@@ -201,10 +212,22 @@ async def _run_fault(injector: Injector, inst: ServeInstance, pair: PatroniPair,
             await watcher
 
 
+async def _whole(pair: PatroniPair, role: str) -> str:
+    """The node in `role` once the pair is whole (a fault starts on a healthy pair)."""
+    deadline = time.monotonic() + HEAL_SECONDS
+    while time.monotonic() < deadline:
+        if await asyncio.to_thread(pair.healthy):
+            node = await asyncio.to_thread(pair.role, role)
+            if node is not None:
+                return node
+        await asyncio.sleep(0.5)
+    raise RuntimeError(f"the Patroni pair has no {role} after {HEAL_SECONDS:.0f} s: "
+                       f"{pair.members()}")
+
+
 async def ha_pg_kill(injector: Injector, inst: ServeInstance, pair: PatroniPair
                      ) -> dict[str, Any]:
-    leader = await asyncio.to_thread(pair.role, "leader")
-    assert leader is not None
+    leader = await _whole(pair, "leader")
     pid = pair.postmaster_pid(leader)
     rec: dict[str, Any] = {"target": f"{leader} postmaster", "pid": pid,
                            "leader_before": leader}
@@ -218,8 +241,7 @@ async def ha_pg_kill(injector: Injector, inst: ServeInstance, pair: PatroniPair
 
 async def ha_freeze(injector: Injector, inst: ServeInstance, pair: PatroniPair
                     ) -> dict[str, Any]:
-    leader = await asyncio.to_thread(pair.role, "leader")
-    assert leader is not None
+    leader = await _whole(pair, "leader")
     seconds = pair.layout.ttl + 10.0
     rec: dict[str, Any] = {"target": f"{leader} node", "leader_before": leader,
                            "stopped_s": seconds}
@@ -238,8 +260,7 @@ async def ha_freeze(injector: Injector, inst: ServeInstance, pair: PatroniPair
 
 async def ha_standby_cut(injector: Injector, inst: ServeInstance, pair: PatroniPair
                          ) -> dict[str, Any]:
-    standby = await asyncio.to_thread(pair.role, "sync_standby")
-    assert standby is not None
+    standby = await _whole(pair, "sync_standby")
     rec: dict[str, Any] = {"target": f"{standby} node (sync standby)",
                            "stopped_s": STANDBY_CUT_SECONDS}
 
