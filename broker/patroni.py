@@ -103,7 +103,7 @@ def node_config(layout: Layout, node: str) -> dict[str, object]:
     return {
         "scope": SCOPE,
         "name": node,
-        "log": {"level": "WARNING", "dir": str(here / "log")},
+        "log": {"level": "WARNING"},  # to stderr: the process manager's log
         "restapi": {"listen": f"{host}:{layout.rest_port(node)}",
                     "connect_address": f"{host}:{layout.rest_port(node)}"},
         "raft": _raft(layout, i),
@@ -127,6 +127,13 @@ def node_config(layout: Layout, node: str) -> dict[str, object]:
                         "synchronous_commit": "on",
                         "wal_log_hints": "on",  # pg_rewind needs it (or data checksums)
                         "hot_standby": "on",
+                        # A standby that stops answering (frozen, cut off) is dropped after
+                        # 5 s instead of 60: until then every commit waits for it, and
+                        # Patroni can only take it out of the synchronous set once it is gone.
+                        "wal_sender_timeout": "5s",
+                        # A standby retries its primary every second (5 s by default), so a
+                        # restarted primary finds its synchronous standby sooner.
+                        "wal_retrieve_retry_interval": "1s",
                     },
                 },
             },
@@ -184,7 +191,7 @@ def _exec(config: dict[str, object], path: Path, program: list[str], user: str |
 def run_node(layout: Layout, node: str) -> None:
     here = layout.node_dir(node)
     raft_dir = layout.root / f"raft{layout.index(node)}"
-    user = _prepare([layout.root, here, here / "log", here / "run", raft_dir])
+    user = _prepare([layout.root, here, here / "run", raft_dir])
     _exec(node_config(layout, node), here / "patroni.yml", ["-m", "patroni"], user)
 
 

@@ -44,6 +44,10 @@ class Settings:
     # statements one process runs at once.
     max_partitions_per_flush: int = 64
     max_concurrent_flushes: int = 4
+    # A push whose write has not committed by then is answered as if the database were
+    # down (503, or `buffered` by the spool): a frozen primary (a failover under way) would
+    # otherwise hold it until the driver's timeout, behind earlier flushes stuck the same way.
+    push_answer_timeout_ms: int = 8000
     default_timeout_ms: int = 30000
     default_batch_size: int = 1
     default_subscription_mode: str = "all"
@@ -110,6 +114,8 @@ class Settings:
             max_concurrent_flushes=read.integer(
                 "COALESCER_MAX_CONCURRENT_FLUSHES", cls.max_concurrent_flushes, low=1,
                 high=1000),
+            push_answer_timeout_ms=read.integer(
+                "PUSH_ANSWER_TIMEOUT_MS", cls.push_answer_timeout_ms, low=100),
             default_timeout_ms=read.integer(
                 "DEFAULT_TIMEOUT",
                 read.integer("POP_DEFAULT_TIMEOUT_MS", cls.default_timeout_ms, low=0), low=0),

@@ -105,25 +105,33 @@ class PatroniPair:
         raise RuntimeError(f"the Patroni pair did not come up in {timeout:.0f} s; "
                            f"see {self.log_dir}")
 
-    def members(self) -> list[dict[str, Any]]:
-        """Patroni's view of the cluster, from the first node whose REST API answers."""
-        for node in NODES:
-            url = f"http://{self.layout.hosts[NODES.index(node)]}:" \
-                  f"{self.layout.rest_port(node)}/cluster"
+    def views(self) -> list[list[dict[str, Any]]]:
+        """Each answering node's view of the cluster (Patroni's REST API)."""
+        out = []
+        for i, node in enumerate(NODES):
+            url = f"http://{self.layout.hosts[i]}:{self.layout.rest_port(node)}/cluster"
             with contextlib.suppress(OSError, ValueError), \
                     urllib.request.urlopen(url, timeout=1) as answer:
-                return list(json.load(answer).get("members", []))
-        return []
+                out.append(list(json.load(answer).get("members", [])))
+        return out
 
     def role(self, role: str) -> str | None:
-        for m in self.members():
-            if m.get("role") == role:
-                return str(m["name"])
-        return None
+        """The node in `role`, when every answering node says the same."""
+        names = {next((str(m["name"]) for m in view if m.get("role") == role), None)
+                 for view in self.views()}
+        return names.pop() if len(names) == 1 else None
 
     def healthy(self) -> bool:
-        """A leader running and a synchronous standby streaming from it."""
-        members = self.members()
+        """Both nodes answer and agree: a leader running and a synchronous standby streaming
+        from it (a node just resumed from SIGSTOP may report a stale view for a moment)."""
+        views = self.views()
+        if len(views) < len(NODES):
+            return False
+        states = {tuple(sorted((str(m.get("name")), str(m.get("role")), str(m.get("state")))
+                               for m in view)) for view in views}
+        if len(states) != 1:
+            return False
+        members = views[0]
         return (any(m.get("role") == "leader" and m.get("state") == "running" for m in members)
                 and any(m.get("role") == "sync_standby" and m.get("state") == "streaming"
                         for m in members))
@@ -222,7 +230,7 @@ async def _whole(pair: PatroniPair, role: str) -> str:
                 return node
         await asyncio.sleep(0.5)
     raise RuntimeError(f"the Patroni pair has no {role} after {HEAL_SECONDS:.0f} s: "
-                       f"{pair.members()}")
+                       f"{pair.views()}")
 
 
 async def ha_pg_kill(injector: Injector, inst: ServeInstance, pair: PatroniPair

@@ -272,3 +272,33 @@ async def test_a_long_poll_answers_by_its_deadline_while_the_database_is_frozen(
                 _signal_tree(proc.pid, signal.SIGCONT)
     finally:
         stop_process(proc, signal.SIGINT)
+
+
+async def test_a_push_answers_while_the_database_is_frozen_and_is_stored_once(
+        pair_dirs: tuple[Path, Path], client: httpx.AsyncClient) -> None:
+    """A push caught on a frozen primary is answered within PUSH_ANSWER_TIMEOUT_MS (as an
+    outage: `buffered` by the spool), not when the driver gives up (35 s by default); its
+    write, which may still commit when the server thaws, and the spool's replay make one
+    stored message."""
+    dir_a, _ = pair_dirs
+    pg, proc = restart_embedded(dir_a)
+    try:
+        url = await create_database(pg.dsn)
+        with BrokerProcess(url, workers=1, env={"PUSH_ANSWER_TIMEOUT_MS": "2000"}) as broker:
+            client.base_url = httpx.URL(broker.url)
+            assert _status(await _push(client, "frozen-push", "p0")) == "queued"
+            _signal_tree(proc.pid, signal.SIGSTOP)
+            try:
+                r = await client.post("/api/v1/push", timeout=20, json={"items": [
+                    {"queue": "frozen-push", "payload": {}, "transactionId": "p1"}]})
+                assert _status(r) in ("buffered", "503")
+            finally:
+                _signal_tree(proc.pid, signal.SIGCONT)
+
+            async def stored() -> list[str] | None:
+                got = [r["transactionId"]
+                       for r in (await fetch_records(client, "frozen-push"))["records"]]
+                return got if "p1" in got else None
+            assert await wait_for(stored, timeout=60, interval=0.5) == ["p0", "p1"]
+    finally:
+        stop_process(proc, signal.SIGINT)
