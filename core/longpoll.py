@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 from core.errors import StorageUnavailable
 from core.listener import WakeupHub
@@ -63,9 +64,9 @@ async def pop_or_wait(db: Database, hub: WakeupHub, request: PopRequest, *, wait
                 elif wait:
                     # A frozen primary (a failover under way) holds a statement until the
                     # driver gives up, past our deadline: answer by the deadline regardless.
-                    async with asyncio.timeout(
-                            max(deadline - time.monotonic(), 0) + _STATEMENT_GRACE_S):
-                        result = await pop(db, request, hints)
+                    result = await _abandoned_after(
+                        pop(db, request, hints),
+                        max(deadline - time.monotonic(), 0) + _STATEMENT_GRACE_S)
                 else:
                     result = await pop(db, request, hints)
             except (StorageUnavailable, TimeoutError):
@@ -96,6 +97,27 @@ async def pop_or_wait(db: Database, hub: WakeupHub, request: PopRequest, *, wait
             empty_checks += 1
             if empty_checks >= backoff.threshold:
                 interval = min(interval * backoff.multiplier, backoff.max_ms / 1000)
+
+
+async def _abandoned_after(claim: Coroutine[Any, Any, PopResult], seconds: float) -> PopResult:
+    """`claim`'s result, or TimeoutError after `seconds`, leaving it to finish on its own:
+    cancelling it would wait again for the silent server (the rollback and the connection's
+    reset). What it claims then is leased to nobody and delivered again when the lease ends."""
+    task = asyncio.ensure_future(claim)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=seconds)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if task in done:
+        return task.result()
+    task.add_done_callback(_drop_outcome)
+    raise TimeoutError
+
+
+def _drop_outcome(task: asyncio.Future[PopResult]) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved: an abandoned claim's failure is expected, not news
 
 
 def _is_set(event: asyncio.Event | None) -> bool:
