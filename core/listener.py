@@ -33,12 +33,14 @@ import asyncpg
 from core.errors import ServiceError
 from core.storage.errors import DRIVER_ERRORS
 from core.storage.hosts import connector_for
+from core.storage.statements import Statement
 from core.waiting import wait_event, within
 from core.wakeup import CHANNEL, MAX_HINTS, Wake, decode_payload, notify_hinted
 
 log = logging.getLogger(__name__)
 _RECONNECT_DELAY = 1.0
 _PROBE_SECONDS = 3.0
+_PROBE = Statement[None]("listener_probe")
 _ANNOUNCE_GATHER_SECONDS = 0.005
 _RECENT_PARTITIONS = 64
 _RECENT_QUEUES = 1024  # queues whose recent partitions are remembered (least recent dropped)
@@ -218,10 +220,10 @@ class WakeupHub:
                     if not lost.is_set() and not self._stopping.is_set():
                         # A server that stopped answering (frozen, partitioned, a failover
                         # in progress) closes nothing: ask, and reconnect if it is silent.
-                        await within(_PROBE_SECONDS, conn.execute("SELECT 1"))
+                        await within(_PROBE_SECONDS, _PROBE.value(conn))
             except asyncio.CancelledError:
                 raise
-            except DRIVER_ERRORS as exc:
+            except (*DRIVER_ERRORS, ServiceError) as exc:
                 log.info("wake-up listener disconnected (%s); reconnecting", type(exc).__name__)
             finally:
                 self.listening = False
