@@ -100,8 +100,9 @@ class HostConnector:
             return only
         last: BaseException | None = None
         count = len(self.hosts)
+        start = self._preferred  # read once: a failed attempt moves it (below)
         for step in range(count):
-            index = (self._preferred + step) % count
+            index = (start + step) % count
             host = self.hosts[index]
             connected = False
             try:

@@ -81,6 +81,21 @@ def _status(r: httpx.Response) -> str:
     return str(r.json()[0]["status"])
 
 
+@contextlib.asynccontextmanager
+async def _served(data_dir: Path, client: httpx.AsyncClient, env: dict[str, str] | None = None,
+                  **pg_settings: str) -> AsyncIterator[tuple[subprocess.Popen[bytes], str]]:
+    """One embedded server of the test's own, a fresh database on it and a 1-worker broker
+    that `client` talks to; yields the server's process and the database's URL."""
+    pg, proc = restart_embedded(data_dir, **pg_settings)
+    try:
+        url = await create_database(pg.dsn)
+        with BrokerProcess(url, workers=1, env=env) as broker:
+            client.base_url = httpx.URL(broker.url)
+            yield proc, url
+    finally:
+        stop_process(proc, signal.SIGINT)
+
+
 @pytest.fixture
 async def client() -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(timeout=60) as c:
@@ -175,31 +190,24 @@ async def test_broker_follows_the_promoted_standby_without_a_restart(
 
 async def test_a_read_only_server_answering_a_write_is_an_outage_not_an_error(
         pair_dirs: tuple[Path, Path], client: httpx.AsyncClient) -> None:
-    dir_a, _ = pair_dirs
-    pg, proc = restart_embedded(dir_a)
-    try:
-        url = await create_database(pg.dsn)
-        with BrokerProcess(url, workers=1) as broker:
-            client.base_url = httpx.URL(broker.url)
-            assert _status(await _push(client, "ro", "w0")) == "queued"
-            conn = await asyncpg.connect(url)
-            try:
-                await conn.execute("ALTER SYSTEM SET default_transaction_read_only = on")
-                await conn.execute("SELECT pg_reload_conf()")
-                # Taken by the spool as in any outage (a StorageError 503 before this change).
-                assert _status(await _push(client, "ro", "w1")) == "buffered"
-                await conn.execute("ALTER SYSTEM RESET default_transaction_read_only")
-                await conn.execute("SELECT pg_reload_conf()")
-            finally:
-                await conn.close()
+    async with _served(pair_dirs[0], client) as (_, url):
+        assert _status(await _push(client, "ro", "w0")) == "queued"
+        conn = await asyncpg.connect(url)
+        try:
+            await conn.execute("ALTER SYSTEM SET default_transaction_read_only = on")
+            await conn.execute("SELECT pg_reload_conf()")
+            # Taken by the spool as in any outage (a StorageError 503 before this change).
+            assert _status(await _push(client, "ro", "w1")) == "buffered"
+            await conn.execute("ALTER SYSTEM RESET default_transaction_read_only")
+            await conn.execute("SELECT pg_reload_conf()")
+        finally:
+            await conn.close()
 
-            async def drained() -> bool:
-                got = [r["transactionId"] for r in (await fetch_records(client, "ro"))["records"]]
-                return got == ["w0", "w1"]
-            await wait_for(drained, timeout=30, interval=0.3)
-            assert _status(await _push(client, "ro", "w2")) == "queued"
-    finally:
-        stop_process(proc, signal.SIGINT)
+        async def drained() -> bool:
+            got = [r["transactionId"] for r in (await fetch_records(client, "ro"))["records"]]
+            return got == ["w0", "w1"]
+        await wait_for(drained, timeout=30, interval=0.3)
+        assert _status(await _push(client, "ro", "w2")) == "queued"
 
 
 async def test_a_commit_in_doubt_is_answered_503_and_its_retry_is_a_duplicate(
@@ -208,45 +216,38 @@ async def test_a_commit_in_doubt_is_answered_503_and_its_retry_is_a_duplicate(
     answers; the connection is cut there (as when the primary dies at that moment). The
     broker cannot know whether it committed: it must not answer `queued`, and the client's
     retry with the same transactionId must not store a second message."""
-    dir_a, _ = pair_dirs
-    pg, proc = restart_embedded(dir_a, synchronous_commit="on")
-    try:
-        url = await create_database(pg.dsn)
-        with BrokerProcess(url, workers=1) as broker:
-            client.base_url = httpx.URL(broker.url)
-            assert _status(await _push(client, "doubt", "warm")) == "queued"
-            conn = await asyncpg.connect(url)
-            try:
-                await conn.execute("ALTER SYSTEM SET synchronous_standby_names = 'nobody'")
-                await conn.execute("SELECT pg_reload_conf()")
-                await asyncio.sleep(0.5)  # reload is asynchronous: let the backends see it
-                push = asyncio.ensure_future(_push(client, "doubt", "x1"))
+    async with _served(pair_dirs[0], client, synchronous_commit="on") as (_, url):
+        assert _status(await _push(client, "doubt", "warm")) == "queued"
+        conn = await asyncpg.connect(url)
+        try:
+            await conn.execute("ALTER SYSTEM SET synchronous_standby_names = 'nobody'")
+            await conn.execute("SELECT pg_reload_conf()")
 
-                async def waiting_backend() -> int | None:
-                    return await conn.fetchval(  # type: ignore[no-any-return]
-                        "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'")
-                pid = await wait_for(waiting_backend, timeout=30)
-                await conn.execute("ALTER SYSTEM RESET synchronous_standby_names")
-                await conn.execute("SELECT pg_terminate_backend($1)", pid)
-                # Not `queued` (it may not have committed): an outage, which the push spool
-                # takes (`buffered`: its replay will meet the stored copy as a duplicate).
-                assert _status(await push) in ("503", "buffered")
-                await conn.execute("SELECT pg_reload_conf()")
-            finally:
-                await conn.close()
+            async def reloaded() -> bool:  # the server re-read its configuration
+                return await conn.fetchval("SHOW synchronous_standby_names") == "nobody"
+            await wait_for(reloaded, timeout=30)
+            push = asyncio.ensure_future(_push(client, "doubt", "x1"))
 
-            async def retried() -> str | None:
-                s = _status(await _push(client, "doubt", "x1"))
-                return s if s in ("queued", "duplicate") else None
-            # It did commit locally: the client's retry finds it.
-            assert await wait_for(retried, timeout=30, interval=0.3) == "duplicate"
+            async def waiting_backend() -> int | None:
+                return await conn.fetchval(  # type: ignore[no-any-return]
+                    "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'")
+            pid = await wait_for(waiting_backend, timeout=30)
+            await conn.execute("ALTER SYSTEM RESET synchronous_standby_names")
+            await conn.execute("SELECT pg_terminate_backend($1)", pid)
+            # Not `queued` (it may not have committed): an outage, which the push spool
+            # takes (`buffered`: its replay will meet the stored copy as a duplicate).
+            assert _status(await push) in ("503", "buffered")
+            await conn.execute("SELECT pg_reload_conf()")
+        finally:
+            await conn.close()
 
-            async def records() -> list[str]:
-                return [r["transactionId"]
-                        for r in (await fetch_records(client, "doubt"))["records"]]
-            assert await records() == ["warm", "x1"]
-    finally:
-        stop_process(proc, signal.SIGINT)
+        async def retried() -> str | None:
+            s = _status(await _push(client, "doubt", "x1"))
+            return s if s in ("queued", "duplicate") else None
+        # It did commit locally: the client's retry finds it.
+        assert await wait_for(retried, timeout=30, interval=0.3) == "duplicate"
+        got = [r["transactionId"] for r in (await fetch_records(client, "doubt"))["records"]]
+        assert got == ["warm", "x1"]
 
 
 async def test_a_long_poll_answers_by_its_deadline_while_the_database_is_frozen(
@@ -254,24 +255,17 @@ async def test_a_long_poll_answers_by_its_deadline_while_the_database_is_frozen(
     """A primary that stops answering without closing anything (frozen, partitioned: the
     first seconds of a failover) holds a statement until the driver gives up (statement
     timeout + 5 s, 35 s by default); a long poll must still answer by its deadline."""
-    dir_a, _ = pair_dirs
-    pg, proc = restart_embedded(dir_a)
-    try:
-        url = await create_database(pg.dsn)
-        with BrokerProcess(url, workers=1) as broker:
-            client.base_url = httpx.URL(broker.url)
-            assert _status(await _push(client, "frozen", "m0")) == "queued"
-            _signal_tree(proc.pid, signal.SIGSTOP)
-            try:
-                # 1 s of long poll, and a client that waits 20 s (liveness, not speed): the
-                # pool's idle connection takes the claim and the server never answers it.
-                r = await client.get("/api/v1/pop/queue/frozen?wait=true&timeout=1000",
-                                     timeout=20)
-                assert r.status_code in (200, 204), r.text
-            finally:
-                _signal_tree(proc.pid, signal.SIGCONT)
-    finally:
-        stop_process(proc, signal.SIGINT)
+    async with _served(pair_dirs[0], client) as (proc, _):
+        assert _status(await _push(client, "frozen", "m0")) == "queued"
+        _signal_tree(proc.pid, signal.SIGSTOP)
+        try:
+            # 1 s of long poll, and a client that waits 20 s (liveness, not speed): the
+            # pool's idle connection takes the claim and the server never answers it.
+            r = await client.get("/api/v1/pop/queue/frozen?wait=true&timeout=1000",
+                                 timeout=20)
+            assert r.status_code in (200, 204), r.text
+        finally:
+            _signal_tree(proc.pid, signal.SIGCONT)
 
 
 async def test_a_push_answers_while_the_database_is_frozen_and_is_stored_once(
@@ -280,25 +274,19 @@ async def test_a_push_answers_while_the_database_is_frozen_and_is_stored_once(
     outage: `buffered` by the spool), not when the driver gives up (35 s by default); its
     write, which may still commit when the server thaws, and the spool's replay make one
     stored message."""
-    dir_a, _ = pair_dirs
-    pg, proc = restart_embedded(dir_a)
-    try:
-        url = await create_database(pg.dsn)
-        with BrokerProcess(url, workers=1, env={"PUSH_ANSWER_TIMEOUT_MS": "2000"}) as broker:
-            client.base_url = httpx.URL(broker.url)
-            assert _status(await _push(client, "frozen-push", "p0")) == "queued"
-            _signal_tree(proc.pid, signal.SIGSTOP)
-            try:
-                r = await client.post("/api/v1/push", timeout=20, json={"items": [
-                    {"queue": "frozen-push", "payload": {}, "transactionId": "p1"}]})
-                assert _status(r) in ("buffered", "503")
-            finally:
-                _signal_tree(proc.pid, signal.SIGCONT)
+    async with _served(pair_dirs[0], client, env={"PUSH_ANSWER_TIMEOUT_MS": "2000"}) as (
+            proc, _):
+        assert _status(await _push(client, "frozen-push", "p0")) == "queued"
+        _signal_tree(proc.pid, signal.SIGSTOP)
+        try:
+            r = await client.post("/api/v1/push", timeout=20, json={"items": [
+                {"queue": "frozen-push", "payload": {}, "transactionId": "p1"}]})
+            assert _status(r) in ("buffered", "503")
+        finally:
+            _signal_tree(proc.pid, signal.SIGCONT)
 
-            async def stored() -> list[str] | None:
-                got = [r["transactionId"]
-                       for r in (await fetch_records(client, "frozen-push"))["records"]]
-                return got if "p1" in got else None
-            assert await wait_for(stored, timeout=60, interval=0.5) == ["p0", "p1"]
-    finally:
-        stop_process(proc, signal.SIGINT)
+        async def stored() -> list[str] | None:
+            got = [r["transactionId"]
+                   for r in (await fetch_records(client, "frozen-push"))["records"]]
+            return got if "p1" in got else None
+        assert await wait_for(stored, timeout=60, interval=0.5) == ["p0", "p1"]

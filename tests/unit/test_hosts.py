@@ -39,3 +39,28 @@ def test_several_hosts_default_to_the_read_write_one() -> None:
     assert with_read_write("postgresql://u@db1,db2/q?target_session_attrs=primary") == \
         "postgresql://u@db1,db2/q?target_session_attrs=primary"
     assert with_read_write("postgresql://u@db1/q") == "postgresql://u@db1/q"
+
+
+async def test_the_connector_tries_every_host_once_starting_with_the_last_good_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A standby listed first is passed over for the primary behind it (a failed attempt
+    must not make the next one start at the same host again), and the primary is tried
+    first from then on."""
+    import asyncpg
+
+    from core.storage.hosts import HostConnector
+
+    tried: list[int] = []
+
+    async def connect(dsn: str, *, host: str, port: int, **kwargs: object) -> str:
+        tried.append(port)
+        if port == 1:
+            raise asyncpg.exceptions.TargetServerAttributeNotMatched("a standby")
+        return f"conn to {port}"
+
+    monkeypatch.setattr(asyncpg, "connect", connect)
+    connector = HostConnector("postgresql://u@db1:1,db2:2/q")
+    assert await connector.connect() == "conn to 2"
+    assert tried == [1, 2]
+    assert await connector.connect() == "conn to 2"
+    assert tried == [1, 2, 2]
