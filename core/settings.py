@@ -16,6 +16,7 @@ from urllib.parse import quote, urlsplit
 from core.auth_settings import AuthSettings, auth_settings_from_env
 from core.encryption import key_from_env
 from core.env import EnvReader, SettingsError
+from core.storage.hosts import dsn_hosts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +47,10 @@ class Settings:
     # statements one process runs at once.
     max_partitions_per_flush: int = 64
     max_concurrent_flushes: int = 4
+    # A push whose write has not committed by then is answered as if the database were
+    # down (503, or `buffered` by the spool): a frozen primary (a failover under way) would
+    # otherwise hold it until the driver's timeout, behind earlier flushes stuck the same way.
+    push_answer_timeout_ms: int = 8000
     default_timeout_ms: int = 30000
     default_batch_size: int = 1
     default_subscription_mode: str = "all"
@@ -115,6 +120,8 @@ class Settings:
             max_concurrent_flushes=read.integer(
                 "COALESCER_MAX_CONCURRENT_FLUSHES", cls.max_concurrent_flushes, low=1,
                 high=1000),
+            push_answer_timeout_ms=read.integer(
+                "PUSH_ANSWER_TIMEOUT_MS", cls.push_answer_timeout_ms, low=100),
             default_timeout_ms=read.integer(
                 "DEFAULT_TIMEOUT",
                 read.integer("POP_DEFAULT_TIMEOUT_MS", cls.default_timeout_ms, low=0), low=0),
@@ -214,17 +221,34 @@ def database_url_from_env(env: Mapping[str, str]) -> str | None:
         if not url.startswith(("postgres://", "postgresql://")):
             raise SettingsError(
                 f"DATABASE_URL={url.split('@')[-1]!r} is not a postgres:// or postgresql:// URL")
+        try:
+            dsn_hosts(url)
+        except ValueError as exc:
+            raise SettingsError(f"DATABASE_URL={url.split('@')[-1]!r}: {exc}") from None
         return url
     names = ("PG_HOST", "PG_PORT", "PG_USER", "PG_PASSWORD", "PG_DATABASE", "PG_DB")
     if not any(env.get(name) for name in names):
         return None
     read = EnvReader(env)
-    host = read.text("PG_HOST", "localhost")
-    port = read.integer("PG_PORT", 5432, low=1, high=65535)
+    hosts = [h.strip() for h in read.text("PG_HOST", "localhost").split(",")]
+    ports = [p.strip() for p in (env.get("PG_PORT", "").strip() or "5432").split(",")]
+    if "" in hosts:
+        raise SettingsError(f"PG_HOST={env.get('PG_HOST')!r} names an empty host")
+    if not all(p.isdigit() and 0 < int(p) < 65536 for p in ports):
+        raise SettingsError(f"PG_PORT={env.get('PG_PORT')!r}: expected an integer from 1 to "
+                            "65535, or a comma-separated list of them (one per PG_HOST)")
+    if len(ports) == 1:
+        ports *= len(hosts)
+    elif len(ports) != len(hosts):
+        raise SettingsError(f"PG_PORT lists {len(ports)} ports for {len(hosts)} PG_HOST hosts")
     user = read.text("PG_USER", "postgres")
     password = env.get("PG_PASSWORD", "postgres")
     database = env.get("PG_DATABASE") or env.get("PG_DB") or "postgres"
     auth = quote(user, safe="") + (":" + quote(password, safe="") if password else "")
-    if host.startswith("/"):  # a Unix-socket directory
-        return f"postgresql://{auth}@/{quote(database, safe='')}?host={host}&port={port}"
-    return f"postgresql://{auth}@{host}:{port}/{quote(database, safe='')}"
+    if all(h.startswith("/") for h in hosts):  # Unix-socket directories
+        return (f"postgresql://{auth}@/{quote(database, safe='')}"
+                f"?host={','.join(hosts)}&port={','.join(ports)}")
+    if any(h.startswith("/") for h in hosts):
+        raise SettingsError("PG_HOST mixes Unix-socket directories and network hosts")
+    netloc = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in zip(hosts, ports))
+    return f"postgresql://{auth}@{netloc}/{quote(database, safe='')}"

@@ -20,6 +20,7 @@ from core.errors import (
     QueenError,
     StorageDeadlock,
     StorageError,
+    StorageReadOnly,
     StorageUnavailable,
 )
 
@@ -28,6 +29,9 @@ _UNAVAILABLE_CLASSES = ("08", "53", "57")
 _STATEMENT_TIMEOUT = "57014"
 _DEADLOCK = "40P01"
 _CAPACITY = "QN011"  # queen.append: a flush would exceed the queue's maxSize (081_max_size.sql)
+# "cannot execute ... in a read-only transaction": a standby (or a server being demoted)
+# answered; after a failover the primary is elsewhere.
+_READ_ONLY = "25006"
 
 # Errors `storage_errors` converts; anything else (our own bugs) passes through untouched.
 # InternalClientError is included because the pool raises it when it resets (on release) a
@@ -47,6 +51,8 @@ def translate(exc: BaseException) -> QueenError:
             return StorageUnavailable()
         if state == _CAPACITY:
             return CapacityExceeded(getattr(exc, "message", None) or str(exc))
+        if state == _READ_ONLY:
+            return StorageReadOnly()
         if state == _DEADLOCK:
             return StorageDeadlock(f"database error {state}: {exc}")
         return StorageError(f"database error {state}: {exc}")
