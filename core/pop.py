@@ -53,6 +53,12 @@ class PopRequest:
     lease_seconds: int = 0  # 0 = the queue's leaseTime
     subscription_mode: str = "all"
     subscription_from: str = ""
+    # Extensions §20 (core/conflation.py): conflation declared; the width of a conflating
+    # pop; whether the autopilot chooses the width, and the lane's pops in flight for it.
+    conflation: bool = False
+    conflation_width: int = 1
+    auto_width: bool = False
+    in_flight: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +105,8 @@ class PopResult:
     lease_id: LeaseId | None
     claims: list[Claim] = field(default_factory=list)
     queue_ids: list[QueueId] = field(default_factory=list)  # the queues the pop addressed
+    conflation: bool | None = None  # a queue it addressed has a conflating group; None: unknown
+    width: int | None = None  # partitions it wanted; None: unknown (no claim was tried)
 
     @property
     def partitions_claimed(self) -> int:
@@ -142,7 +150,8 @@ async def pop(db: Database, request: PopRequest, hints: Sequence[int] = ()) -> P
     seed_mode, seed_instant = requested_seed(request.subscription_mode,
                                              request.subscription_from)
     named = request.group != QUEUE_MODE
-    wanted = 1 if request.partition is not None else max(request.max_partitions, 1)
+    wanted = 1 if request.partition is not None else max(
+        request.max_partitions, request.conflation_width if request.conflation else 1, 1)
     lease_id = None if request.auto_ack else LeaseId(str(uuid7()))
 
     async def claim() -> list[sql.PopRow]:
@@ -156,7 +165,9 @@ async def pop(db: Database, request: PopRequest, hints: Sequence[int] = ()) -> P
                 lease_seconds=request.lease_seconds,
                 lease_fallback=POP_LEASE_FALLBACK_SECONDS, lease_id=lease_id or "",
                 hints=hints, pivot=random.random(),
-                candidates=wanted * _CANDIDATE_FACTOR + _CANDIDATE_EXTRA)
+                candidates=wanted * _CANDIDATE_FACTOR + _CANDIDATE_EXTRA,
+                conflation=request.conflation, conflation_width=request.conflation_width,
+                auto_width=request.auto_width, in_flight=request.in_flight)
 
     for _ in range(_DEADLOCK_ATTEMPTS - 1):
         with contextlib.suppress(StorageDeadlock):
@@ -168,6 +179,8 @@ def _result(lease_id: LeaseId | None, rows: list[sql.PopRow]) -> PopResult:
     result = PopResult(lease_id)
     claims: dict[int, Claim] = {}
     for row in rows:
+        result.conflation = bool(result.conflation) or bool(row.conflation)
+        result.width = row.width
         if row.partition_id is None:  # nothing delivered: the queues it looked at
             result.queue_ids.append(QueueId(row.queue_id))
             continue

@@ -35,8 +35,9 @@ from datetime import datetime
 from typing import Any
 
 from core import ack as acks
-from core import changes, encryption, queues, stats, transactions
+from core import changes, conflation, encryption, queues, stats, transactions
 from core import fetch as offset_reads
+from core.autopilot import Autopilot
 from core.counters import COUNTERS
 from core.dlq import DeadLetters
 from core.embedded import database_dsn
@@ -108,6 +109,7 @@ class Broker:
         self.traces = Traces(db)
         self.kv = KvService(db, max_keys=settings.kv_max_keys)
         self.streams = Streams(db, hub.announce, self.require_direct_writes)  # §18
+        self.autopilot = Autopilot()  # extensions §20.5: pops in flight, drain rates
         self.counters = COUNTERS
         self.figures_provider: stats.FiguresProvider = stats.no_spool
         self.flusher: stats.CounterFlusher | None = None  # set by `open`
@@ -235,6 +237,15 @@ class Broker:
         COUNTERS.add("pop_messages", result.count)
         return result
 
+    @property
+    def pops_paused(self) -> bool:
+        """Pop maintenance is on: pops claim nothing."""
+        return self._switches.pop_paused
+
+    async def conflating(self, request: PopRequest, result: PopResult) -> bool:
+        """The group's effective conflation policy for a pop's answer (extensions §20.2)."""
+        return await conflation.effective(self._db, request, result)
+
     def stop_waiting(self) -> None:
         """Parked long polls answer now and new ones do not park (the process drains)."""
         self._stop_waiting.set()
@@ -250,6 +261,8 @@ class Broker:
         answers what was applied to it."""
         result = await self._acks.apply(items)
         _count_acks(items, result.outcomes)
+        self.autopilot.acked((a.item.lease_id, o.lease_released)
+                             for a, o in zip(items, result.outcomes) if o.success)
         return result
 
     async def transaction(self, ops: list[transactions.TxPush | transactions.TxAck],
@@ -270,6 +283,10 @@ class Broker:
             _count_acks([acks.GroupAck(op.group, op.item) for op in
                          (ops[i] for i in applied) if isinstance(op, transactions.TxAck)],
                         [result.acks[i] for i in applied])
+            only = required_leases[0] if len(set(required_leases)) == 1 else None
+            self.autopilot.acked(
+                (op.item.lease_id or only, result.acks[i].lease_released)
+                for i, op in ((i, ops[i]) for i in applied) if isinstance(op, transactions.TxAck))
         return result
 
     async def extend_lease(self, lease_id: str, seconds: int) -> list[datetime]:
