@@ -4,21 +4,14 @@ column of the group list and a line per queue on the group's page."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 
 import httpx
-import pytest
 
 from tests.browser.test_dashboard import Page, expect, open_view, page, row
+from tests.browser.test_streams_view import api
 from tests.support import BrokerProcess
 
-__all__ = ["page"]  # the fixture, shared with test_dashboard
-
-
-@pytest.fixture
-async def api(broker: BrokerProcess) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=broker.url, timeout=30) as client:
-        yield client
+__all__ = ["api", "page"]  # the fixtures, shared with test_dashboard and test_streams_view
 
 
 async def test_group_list_and_page_show_the_conflation_flag(
