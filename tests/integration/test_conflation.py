@@ -50,33 +50,34 @@ async def subscription(db: asyncpg.Connection, queue: str, group: str) -> asyncp
 async def test_official_client_conflating_consumer_gets_the_newest_per_partition(
         broker: BrokerProcess, http: httpx.AsyncClient, db: asyncpg.Connection,
         queue_name: str) -> None:
-    await fill(http, queue_name, 3, 5)
+    # 1,000 updates to 10 keys (partitions).
+    await fill(http, queue_name, 10, 100)
     seen: list[dict[str, Any]] = []
     done = asyncio.Event()
 
     async def handler(messages: Any) -> None:
         seen.extend(messages if isinstance(messages, list) else [messages])
-        if len(seen) >= 3:
+        if len(seen) >= 10:
             done.set()
 
     async with Queen(broker.url) as client:
         builder = client.queue(queue_name).group("latest").conflation().timeout_millis(500)
         await asyncio.wait_for(builder.consume(handler, signal=done), 30)
     assert sorted((m["partition"], m["data"]["n"]) for m in seen) == [
-        ("p0", 4), ("p1", 4), ("p2", 4)]
+        (f"p{p}", 99) for p in range(10)]
     # The acks committed each partition to its tail: the superseded updates are retired.
-    for p in range(3):
+    for p in range(10):
         row = await cursor_row(db, queue_name, "latest", f"p{p}")
-        assert row is not None and (row["committed"], row["worker_id"]) == (4, None)
+        assert row is not None and (row["committed"], row["worker_id"]) == (99, None)
     r = await http.get(f"/api/v1/resources/queues/{queue_name}/depth",
                        params={"group": "latest"})
     assert (r.json()["conflation"], r.json()["pending"], r.json()["effectivePending"]) == (
         True, 0, 0)
-    # Nothing older comes back; a plain group on the same queue still sees all 15.
+    # Nothing older comes back; a plain group on the same queue still sees all 1,000.
     r = await pop(http, queue_name, consumerGroup="latest", conflation=True, batch=10)
     assert r.status_code == 200 and r.json()["messages"] == []
-    plain = await pop(http, queue_name, consumerGroup="all", batch=100, partitions=3)
-    assert len(plain.json()["messages"]) == 15 and "conflation" not in plain.json()
+    plain = await pop(http, queue_name, consumerGroup="all", batch=1000, partitions=10)
+    assert len(plain.json()["messages"]) == 1000 and "conflation" not in plain.json()
 
 
 async def test_conflated_pop_leases_the_span_and_ack_commits_the_tail(
