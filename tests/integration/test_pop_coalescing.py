@@ -101,9 +101,10 @@ async def test_a_pop_that_leaves_while_its_share_is_claimed_loses_nothing(
     await _push(broker, queue_name, 5)
     request = PopRequest(group="g", batch=5, queue=queue_name, lease_seconds=1)
     tasks = [asyncio.ensure_future(broker.pop(request)) for _ in range(8)]
-    await asyncio.sleep(0)  # all registered: the first one's statement is out
-    tasks[0].cancel()
-    tasks[5].cancel()
+    await asyncio.sleep(0)  # all registered in the line, nothing sent yet
+    tasks[5].cancel()  # leaves before its share goes out: it is not claimed
+    await asyncio.sleep(0)  # the line's task took the first share: its statement is out
+    tasks[0].cancel()  # leaves while its share is claimed: leased to nobody for 1 s
     seen: list[tuple[int, int]] = []
     for task in tasks:
         try:
