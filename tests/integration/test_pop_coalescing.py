@@ -15,8 +15,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -27,7 +26,7 @@ from core.service import Broker
 from core.settings import Settings
 from core.writes import NewMessage
 from tests.served import Served, fresh_connections
-from tests.support import create_database, wait_for
+from tests.support import wait_for
 
 PARTITIONS = [f"p{i}" for i in range(8)]
 
@@ -137,17 +136,6 @@ async def test_a_share_whose_client_is_gone_is_not_claimed(
     assert (await first).count == 1
     rest = await asyncio.gather(*(broker.pop(request) for _ in range(8)))
     assert sum(r.count for r in rest) == 7  # the one the gone pop did not take is here
-
-
-@pytest.fixture
-async def own_database(pg_server_url: str) -> str:
-    return await create_database(pg_server_url)
-
-
-@pytest.fixture
-def served(own_database: str, tmp_path: Path) -> Iterator[Served]:
-    with Served(tmp_path / "serve.log", env={"DATABASE_URL": own_database}) as s:
-        yield s
 
 
 async def test_64_waiting_pops_on_two_workers_deliver_each_message_once(
