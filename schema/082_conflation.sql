@@ -12,6 +12,7 @@
 -- * queen.pop: stores/reads the policy, chooses the width (partition route 1; autopilot:
 --   ready partitions / pops in flight; conflation: p_conflation_width; else partitions) and
 --   answers, per row, its queue's effective policy and the width used.
+-- * queen.pop_shared (version 27): the same, for pops served together.
 -- * queen.ack: a failed/dlq/retry signal on a conflated lease's tail acts as at the head
 --   (retry budget, then dead-letter it and move the cursor to it), and a completed ack of a
 --   conflated lease reports the superseded messages its commit retired (`conflated`).
@@ -414,6 +415,61 @@ BEGIN
                        FROM unnest(v_queues) q;
     END IF;
 END $$;
+
+-- queen.pop_shared (version 27) with queen.pop's new arguments and answer columns: the
+-- same loop over shares.
+DROP FUNCTION queen.pop_shared(text, text, text, text, text, boolean, text, timestamptz,
+                               boolean, integer, integer, boolean, integer, integer, text[],
+                               bigint[], float8[], integer);
+CREATE FUNCTION queen.pop_shared(
+    p_queue text, p_namespace text, p_task text, p_partition text, p_group text,
+    p_named boolean, p_seed_mode text, p_seed_instant timestamptz, p_store_seed boolean,
+    p_batch integer, p_partitions integer, p_auto_ack boolean, p_lease_seconds integer,
+    p_lease_fallback integer, p_lease_ids text[], p_hints bigint[], p_pivots float8[],
+    p_candidates integer, p_conflation boolean, p_conflation_width integer,
+    p_auto_width boolean, p_in_flight integer)
+RETURNS TABLE (share integer, queue_id bigint, queue text, partition_id bigint,
+               partition text, span_start bigint, span_end bigint, retry_count integer,
+               base_offset bigint, created_at timestamptz, blob bytea, last_offset bigint,
+               conflation boolean, width integer)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    i         integer;
+    delivered boolean;
+    r         queen.pop_answer;
+BEGIN
+    FOR i IN 1 .. coalesce(cardinality(p_lease_ids), 0) LOOP
+        delivered := false;
+        FOR r IN
+            SELECT * FROM queen.pop(p_queue, p_namespace, p_task, p_partition, p_group,
+                                    p_named, p_seed_mode, p_seed_instant, p_store_seed,
+                                    p_batch, p_partitions, p_auto_ack, p_lease_seconds,
+                                    p_lease_fallback, p_lease_ids[i], p_hints, p_pivots[i],
+                                    p_candidates, p_conflation, p_conflation_width,
+                                    p_auto_width, p_in_flight)
+        LOOP
+            delivered := delivered OR r.partition_id IS NOT NULL;
+            share := i;
+            queue_id := r.queue_id;
+            queue := r.queue;
+            partition_id := r.partition_id;
+            partition := r.partition;
+            span_start := r.span_start;
+            span_end := r.span_end;
+            retry_count := r.retry_count;
+            base_offset := r.base_offset;
+            created_at := r.created_at;
+            blob := r.blob;
+            last_offset := r.last_offset;
+            conflation := r.conflation;
+            width := r.width;
+            RETURN NEXT;
+        END LOOP;
+        EXIT WHEN NOT delivered;
+    END LOOP;
+END $$;
+
 
 DROP FUNCTION queen.ack(text[], bigint[], text[], text[], text[], text[], bigint[], boolean,
                         text, boolean);
