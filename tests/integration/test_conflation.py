@@ -13,6 +13,9 @@ import httpx
 import pytest
 from queen import Queen
 
+from core.pop import PopRequest
+from core.reads.claims import PopLines
+from core.storage.database import Database
 from tests.support import (
     BrokerProcess,
     configure,
@@ -344,3 +347,42 @@ async def test_conflating_pop_in_pop_maintenance_answers_paused(
             assert (await pop(client, queue_name, consumerGroup="plain")).status_code == 204
         finally:
             await client.post(POP_MAINTENANCE, json={"enabled": False})
+
+
+# --- conflating pops served together (core/reads/claims.py: one pop_shared statement) ------
+
+async def test_conflating_pops_sharing_one_statement(
+        core_db: Database, http: httpx.AsyncClient, db: asyncpg.Connection,
+        queue_name: str) -> None:
+    await fill(http, queue_name, 4, 3)
+    lines = PopLines(core_db)
+    request = PopRequest(group="g", batch=10, queue=queue_name, conflation=True,
+                         conflation_width=1)
+    results = await asyncio.gather(*(lines.claim(request) for _ in range(6)))
+    assert (lines.statements, lines.shares) == (1, 6)  # one pop_shared for all six
+    delivered = [(c.partition, c.start, c.end, r.lease_id) for r in results for c in r.claims]
+    # One partition per share (width 1), its newest message, each under its own lease.
+    assert sorted(d[:3] for d in delivered) == [(f"p{p}", 2, 2) for p in range(4)]
+    assert len({d[3] for d in delivered}) == 4
+    assert all(r.conflation for r in results if r.claims)
+    sub = await subscription(db, queue_name, "g")
+    assert sub is not None and sub["conflation"] is True
+    for p in range(4):
+        row = await cursor_row(db, queue_name, "g", f"p{p}")
+        assert row is not None and (row["committed"], row["batch_end"]) == (-1, 2)
+
+
+async def test_concurrent_long_polls_of_a_conflating_group_on_one_worker(
+        solo: BrokerProcess, queue_name: str) -> None:
+    async with httpx.AsyncClient(base_url=solo.url, timeout=30) as client:
+        await pop(client, queue_name, consumerGroup="g", conflation=True)  # registers
+        polls = [asyncio.create_task(pop(client, queue_name, consumerGroup="g",
+                                         conflation=True, wait=True, timeout=3000, batch=1))
+                 for _ in range(6)]
+        await asyncio.sleep(0.3)  # parked
+        await fill(client, queue_name, 4, 3)
+        answers = [r.json() for r in await asyncio.gather(*polls)]
+    assert all(a["conflation"] is True for a in answers)
+    got = sorted((m["partition"], m["data"]["n"]) for a in answers for m in a["messages"])
+    assert got == sorted(set(got))  # no partition twice
+    assert all(n == 2 for _, n in got) and got
