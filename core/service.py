@@ -40,6 +40,8 @@ from core import fetch as offset_reads
 from core.counters import COUNTERS
 from core.dlq import DeadLetters
 from core.embedded import database_dsn
+from core.ephemeral import Ephemeral
+from core.ephemeral.waiters import CHANNEL as EPHEMERAL_CHANNEL
 from core.errors import ServiceError, StorageUnavailable
 from core.groups import ConsumerGroups
 from core.key_check import check_key
@@ -99,6 +101,10 @@ class Broker:
         self.resources = Resources(db)
         self.messages = Messages(db)
         self.traces = Traces(db)
+        self.ephemeral = Ephemeral(  # ephemeral queues (§19, core/ephemeral)
+            db, cap_bytes=settings.ephemeral_max_bytes,
+            idle_seconds=settings.ephemeral_idle_seconds,
+            sweep_seconds=settings.ephemeral_sweep_ms / 1000, stop_waiting=stop_waiting)
         self.counters = COUNTERS
         self.figures_provider: stats.FiguresProvider = stats.no_spool
         self.flusher: stats.CounterFlusher | None = None  # set by `open`
@@ -126,6 +132,7 @@ class Broker:
             broker = cls(settings, db, hub, stop_waiting or asyncio.Event())
             switches, spool = broker._switches, await broker._open_spool()
             hub.subscribe(SWITCHES_CHANNEL, switches.notified)
+            hub.subscribe(EPHEMERAL_CHANNEL, broker.ephemeral.waiters.notified)
             broker.figures_provider = broker._operating_figures
             flusher = broker.flusher = stats.CounterFlusher(
                 target, settings, pool_stats=db.pool_stats, parked=hub.parked_by_queue,
@@ -136,6 +143,8 @@ class Broker:
                     side_tasks.create_task(hub.announce_forever(), name="wakeup-notify")
                     side_tasks.create_task(flusher.flush_forever(), name="counter-flush")
                     side_tasks.create_task(switches.reread_forever(), name="switches")
+                    side_tasks.create_task(broker.ephemeral.sweep_forever(),
+                                           name="ephemeral-sweep")
                     side_tasks.create_task(spool.run_forever(
                         broker._replay, paused=lambda: switches.push_paused,
                         healthy=broker.healthy), name="spool-drain")
@@ -145,6 +154,7 @@ class Broker:
                         broker.stop_waiting()
                         spool.stop()
                         switches.close()
+                        broker.ephemeral.close()
                         await broker._pusher.close()
                         hub.close()  # the loops return; the TaskGroup waits for them
                         flusher.close()  # after a last flush, with the pushes just written

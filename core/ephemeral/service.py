@@ -1,0 +1,254 @@
+"""The ephemeral queue service (§19) that `core.service.Broker` composes as `broker.ephemeral`.
+
+Every verb is one database call on a function of schema/090_ephemeral.sql, on UNLOGGED
+tables shared by every worker and broker over the database; this process keeps only its
+parked pops (`Waiters`). `sweep_forever` runs in every web worker; the sweep itself takes an
+advisory lock, so at most one runs at a time deployment-wide and more workers only mean it
+keeps running when one stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from core.ephemeral import model, store
+from core.ephemeral.errors import EphemeralQueueNotFound, EphemeralUnavailable, QueueFull
+from core.ephemeral.waiters import CHANNEL, Waiters, first_of
+from core.errors import ServiceError
+from core.storage.database import Database
+from core.waiting import wait_event
+
+log = logging.getLogger(__name__)
+# A parked pop checks again at least this often: a notification lost while the LISTEN
+# connection reconnects must not leave it waiting until its deadline.
+_RECHECK_SECONDS = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Popped:
+    id: str
+    partition: str
+    attempts: int
+    payload: str  # JSON text as pushed
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDepth:
+    partition: str
+    pending: int
+    bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDepth:
+    group: str
+    pending: int
+    skipped: int
+
+
+@dataclass(frozen=True, slots=True)
+class Depth:
+    queue: str
+    group: str | None
+    tier: str
+    pending: int
+    partitions_pending: int
+    bytes: int
+    partitions: list[PartitionDepth]
+    groups: list[GroupDepth]
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    queue: str
+    tier: str
+    depth: int
+    bytes: int
+    partitions: int
+    groups: int
+    drops: dict[str, int]
+    options: model.Options
+
+
+@dataclass(frozen=True, slots=True)
+class Configured:
+    queue: str
+    sent: Any
+    updated_at: datetime
+
+
+class Ephemeral:
+    def __init__(self, db: Database, *, cap_bytes: int, idle_seconds: int,
+                 sweep_seconds: float, stop_waiting: asyncio.Event) -> None:
+        self._db = db
+        self._cap_bytes = cap_bytes
+        self._idle_seconds = idle_seconds
+        self._sweep_seconds = sweep_seconds
+        self._stop_waiting = stop_waiting
+        self._stopping = asyncio.Event()
+        self.waiters = Waiters()
+
+    def close(self) -> None:
+        self._stopping.set()
+
+    async def push(self, queue: str, partition: str, payloads: Sequence[str]) -> int:
+        if not payloads:
+            return 0
+        async with self._db.session() as conn:
+            row = await store.push(conn, queue=queue, partition=partition, payloads=payloads,
+                                   cap_bytes=self._cap_bytes, channel=CHANNEL)
+        if row.status == "full":
+            raise QueueFull()
+        if row.status == "unavailable":
+            raise EphemeralUnavailable("ephemeral storage holds its ceiling of bytes "
+                                       f"({self._cap_bytes}); retry later")
+        self.waiters.wake(queue)
+        return row.pushed
+
+    async def _pop_once(self, queue: str, partition: str | None, group: str, batch: int,
+                        auto_ack: bool) -> list[Popped]:
+        async with self._db.session() as conn:
+            rows = await store.pop(conn, queue=queue, partition=partition, group=group,
+                                   batch=batch, auto_ack=auto_ack)
+        return [Popped(model.message_id(r.epoch, r.partition, r.seq), r.partition,
+                       r.attempts, r.payload) for r in rows]
+
+    async def pop(self, *, queue: str, partition: str | None, group: str, batch: int,
+                  auto_ack: bool, wait: bool, timeout_ms: int,
+                  gone: asyncio.Event | None = None) -> list[Popped]:
+        """Pop now; with `wait`, park until a message comes, `timeout_ms` passes, the client
+        is `gone` or the process stops waiting; with a windowBuffer, keep collecting (§19.4)."""
+        got = await self._pop_once(queue, partition, group, batch, auto_ack)
+        if not wait or len(got) >= batch:
+            return got
+        deadline = time.monotonic() + timeout_ms / 1000
+        async with self._db.session() as conn:
+            window = await store.window(conn, queue=queue)
+        windowed = window.ms > 0 or window.count > 0
+        if got and not windowed:
+            return got
+        want = min(window.count or batch, batch)
+        first_at = time.monotonic() if got else None
+        gone = gone or asyncio.Event()
+        with self.waiters.parked(queue) as event:
+            while True:
+                if got and len(got) >= want:
+                    return got
+                until = deadline
+                if first_at is not None and window.ms > 0:
+                    until = min(until, first_at + window.ms / 1000)
+                now = time.monotonic()
+                if now >= until or gone.is_set() or self._stop_waiting.is_set():
+                    return got
+                await first_of(event, gone, self._stop_waiting,
+                               timeout=min(until - now, _RECHECK_SECONDS))
+                if gone.is_set():
+                    return got
+                event.clear()
+                more = await self._pop_once(queue, partition, group, batch - len(got),
+                                            auto_ack)
+                if more and first_at is None:
+                    if not windowed:
+                        return more
+                    first_at = time.monotonic()
+                got += more
+
+    async def ack(self, *, queue: str, group: str,
+                  acks: Sequence[tuple[str, str | None]]) -> list[str]:
+        """Acks `(id, status)` in order; one outcome each (§19.5)."""
+        if not acks:
+            return []
+        ids = [model.parse_id(i) for i, _ in acks]
+        statuses = [model.ack_status(s) for _, s in acks]
+        async with self._db.session() as conn:
+            outcomes = await store.ack(
+                conn, queue=queue, group=group, epochs=[p.epoch for p in ids],
+                partitions=[p.partition for p in ids], seqs=[p.seq for p in ids],
+                statuses=statuses, channel=CHANNEL)
+        if "redelivered" in outcomes:
+            self.waiters.wake(queue)
+        return outcomes
+
+    async def configure(self, queue: str, sent: Any) -> Configured:
+        options = model.options_in_force(sent)
+        async with self._db.session() as conn:
+            stamp = await store.configure(conn, queue=queue, sent=sent or {}, options=options)
+        return Configured(queue, sent if sent is not None else {}, stamp)
+
+    async def reset(self, queue: str) -> int:
+        async with self._db.session() as conn:
+            return await store.reset(conn, queue=queue)
+
+    async def delete(self, queue: str) -> store.DeleteRow:
+        async with self._db.session() as conn:
+            return await store.delete(conn, queue=queue)
+
+    async def queues(self) -> tuple[list[Listed], int]:
+        """Every queue by name, and the bytes held deployment-wide (`cellBytes`)."""
+        async with self._db.session() as conn:
+            rows = await store.queues(conn, queue=None)
+        listed = [_listed(r) for r in rows]
+        return listed, sum(q.bytes for q in listed)
+
+    async def depth(self, queue: str, group: str | None) -> Depth:
+        """§19.7; raises EphemeralQueueNotFound for a queue that does not exist."""
+        async with self._db.session() as conn:
+            found = await store.queues(conn, queue=queue)
+            if not found:
+                raise EphemeralQueueNotFound(f"ephemeral queue {queue!r} does not exist")
+            rings = await store.rings(conn, queue=queue)
+            backlogs = await store.backlogs(conn, queue=queue)
+        return _depth(found[0], group, rings, backlogs)
+
+    async def totals(self) -> store.TotalsRow:
+        async with self._db.session() as conn:
+            return await store.totals(conn)
+
+    async def sweep_once(self) -> None:
+        async with self._db.session() as conn:
+            await store.sweep(conn, idle_seconds=self._idle_seconds, channel=CHANNEL)
+
+    async def sweep_forever(self) -> None:
+        """Lease expiry, ttl and idle reclaim every `sweep_seconds`, until `close`."""
+        while not self._stopping.is_set():
+            try:
+                await self.sweep_once()
+            except ServiceError as exc:  # the database is away: try again next time
+                log.info("ephemeral sweep failed (%s)", type(exc).__name__)
+            await wait_event(self._stopping, self._sweep_seconds)
+
+
+def _listed(r: store.QueueRow) -> Listed:
+    return Listed(r.queue, "declared" if r.declared else "implicit", r.depth, r.bytes,
+                  r.partitions, r.groups,
+                  {"bounds": r.drops_bounds, "ttl": r.drops_ttl, "retry": r.drops_retry},
+                  r.options or model.DEFAULTS)
+
+
+def _depth(q: store.QueueRow, group: str | None, rings: list[store.RingRow],
+           backlogs: list[store.BacklogRow]) -> Depth:
+    by_part: dict[str, dict[str, int]] = {}
+    groups: dict[str, list[int]] = {}
+    for b in backlogs:
+        by_part.setdefault(b.partition, {})[b.group] = b.pending
+        totals = groups.setdefault(b.group, [0, 0])
+        totals[0] += b.pending
+        totals[1] += b.skipped
+    parts = []
+    for ring in rings:
+        owed = by_part.get(ring.partition, {})
+        if group is not None:
+            pending = owed.get(group, ring.length)  # an unseen group owes the whole ring
+        else:
+            named = [n for g, n in owed.items() if g != model.QUEUE_MODE]
+            pending = (max(named) if named else owed.get(model.QUEUE_MODE, ring.length))
+        parts.append(PartitionDepth(ring.partition, pending, ring.bytes))
+    return Depth(q.queue, group, "declared" if q.declared else "implicit",
+                 sum(p.pending for p in parts), sum(1 for p in parts if p.pending > 0),
+                 q.bytes, parts, [GroupDepth(g, n, s) for g, (n, s) in groups.items()])

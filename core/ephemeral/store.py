@@ -1,0 +1,174 @@
+"""Typed calls of the ephemeral statements (schema/queries_ephemeral.sql)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from core.ephemeral.model import Options
+from core.storage.statements import Conn, Statement
+
+
+@dataclass(frozen=True, slots=True)
+class PushRow:
+    status: str  # ok | full | unavailable
+    pushed: int
+
+
+@dataclass(frozen=True, slots=True)
+class PoppedRow:
+    epoch: int
+    partition: str
+    seq: int
+    attempts: int
+    payload: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRow:
+    deleted: bool
+    declared: bool
+
+
+@dataclass(frozen=True, slots=True)
+class WindowRow:
+    ms: int
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRow:
+    queue: str
+    declared: bool
+    depth: int
+    bytes: int
+    partitions: int
+    groups: int
+    drops_bounds: int
+    drops_ttl: int
+    drops_retry: int
+    max_bytes: int | None
+    max_length: int | None
+    policy: str | None
+    ttl_seconds: int | None
+    lease_seconds: int | None
+    retry_limit: int | None
+    window_ms: int | None
+    window_count: int | None
+
+    @property
+    def options(self) -> Options | None:
+        if self.max_bytes is None:
+            return None
+        return Options(self.max_bytes, self.max_length or 0, self.policy or "reject",
+                       self.ttl_seconds or 0, self.lease_seconds or 0, self.retry_limit or 0,
+                       self.window_ms or 0, self.window_count or 0)
+
+
+@dataclass(frozen=True, slots=True)
+class RingRow:
+    partition: str
+    length: int
+    bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class BacklogRow:
+    group: str
+    partition: str
+    pending: int
+    skipped: int
+
+
+@dataclass(frozen=True, slots=True)
+class TotalsRow:
+    queues: int
+    depth: int
+    bytes: int
+    drops_bounds: int
+    drops_ttl: int
+    drops_retry: int
+
+
+_PUSH = Statement("eph_push", PushRow)
+_POP = Statement("eph_pop", PoppedRow)
+_ACK = Statement[None]("eph_ack")
+_CONFIGURE = Statement[None]("eph_configure")
+_RESET = Statement[None]("eph_reset")
+_DELETE = Statement("eph_delete", DeleteRow)
+_SWEEP = Statement[None]("eph_sweep")
+_WINDOW = Statement("eph_window", WindowRow)
+_QUEUES = Statement("eph_queues", QueueRow)
+_RINGS = Statement("eph_depth_partitions", RingRow)
+_BACKLOGS = Statement("eph_depth_groups", BacklogRow)
+_TOTALS = Statement("eph_totals", TotalsRow)
+
+
+async def push(conn: Conn, *, queue: str, partition: str, payloads: Sequence[str],
+               cap_bytes: int, channel: str) -> PushRow:
+    row = await _PUSH.one(conn, queue, partition, list(payloads), cap_bytes, channel)
+    assert row is not None
+    return row
+
+
+async def pop(conn: Conn, *, queue: str, partition: str | None, group: str, batch: int,
+              auto_ack: bool) -> list[PoppedRow]:
+    return await _POP.rows(conn, queue, partition, group, batch, auto_ack)
+
+
+async def ack(conn: Conn, *, queue: str, group: str, epochs: Sequence[int | None],
+              partitions: Sequence[str], seqs: Sequence[int], statuses: Sequence[str],
+              channel: str) -> list[str]:
+    return await _ACK.values(conn, queue, group, list(epochs), list(partitions), list(seqs),
+                             list(statuses), channel)
+
+
+async def configure(conn: Conn, *, queue: str, sent: Any, options: Options) -> datetime:
+    o = options
+    stamp: datetime = await _CONFIGURE.value(
+        conn, queue, json.dumps(sent), o.max_bytes, o.max_length, o.policy, o.ttl_seconds,
+        o.lease_seconds, o.retry_limit, o.window_ms, o.window_count)
+    return stamp
+
+
+async def reset(conn: Conn, *, queue: str) -> int:
+    dropped: int = await _RESET.value(conn, queue)
+    return dropped
+
+
+async def delete(conn: Conn, *, queue: str) -> DeleteRow:
+    row = await _DELETE.one(conn, queue)
+    assert row is not None
+    return row
+
+
+async def sweep(conn: Conn, *, idle_seconds: int, channel: str) -> list[str] | None:
+    woken: list[str] | None = await _SWEEP.value(conn, idle_seconds, channel)
+    return woken
+
+
+async def window(conn: Conn, *, queue: str) -> WindowRow:
+    row = await _WINDOW.one(conn, queue)
+    assert row is not None
+    return row
+
+
+async def queues(conn: Conn, *, queue: str | None) -> list[QueueRow]:
+    return await _QUEUES.rows(conn, queue)
+
+
+async def rings(conn: Conn, *, queue: str) -> list[RingRow]:
+    return await _RINGS.rows(conn, queue)
+
+
+async def backlogs(conn: Conn, *, queue: str) -> list[BacklogRow]:
+    return await _BACKLOGS.rows(conn, queue)
+
+
+async def totals(conn: Conn) -> TotalsRow:
+    row = await _TOTALS.one(conn)
+    assert row is not None
+    return row

@@ -1,0 +1,560 @@
+-- Version 90: ephemeral queues (wire-protocol-extensions §19).
+--
+-- Declarations live in a normal (WAL-logged) table: they survive every restart. Contents,
+-- cursors, leases, counters and the epoch live in UNLOGGED tables: no WAL, so the hot verbs
+-- need no fsync (§19.8 point 4), shared by every worker and every broker over this database
+-- (points 1-2), and emptied by PostgreSQL's crash recovery (and empty on a promoted replica).
+-- The epoch row is UNLOGGED too: when recovery empties the contents it empties the epoch
+-- row with them, and the next call mints a new epoch from the logged counter, so an id
+-- handed out before the loss acks `stale` and never `acked` (point 3).
+--
+-- Every call that changes a queue first locks its `eph_queue` row (FOR UPDATE): the calls of
+-- one queue run one after another, which keeps bounds all-or-nothing, cursors and leases
+-- consistent, and means one lock order (one queue per call) so they cannot deadlock.
+-- Sequence numbers come from one UNLOGGED sequence, so a seq is never reused within an
+-- epoch, also after a queue is collected and created again; a crash resets the sequence and
+-- the epoch together.
+
+CREATE TABLE queen.eph_declared (
+    queue text PRIMARY KEY,
+    sent jsonb NOT NULL,             -- the options as the client sent them (echoed)
+    max_bytes bigint NOT NULL,       -- the values in force (clamped, defaults filled in)
+    max_length integer NOT NULL,
+    policy text NOT NULL CHECK (policy IN ('reject', 'dropOldest')),
+    ttl_seconds integer NOT NULL,
+    lease_seconds integer NOT NULL,
+    retry_limit integer NOT NULL,
+    window_ms integer NOT NULL,
+    window_count integer NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- Epochs minted so far (one row, logged): a new epoch is always greater than every old one.
+CREATE TABLE queen.eph_epochs_minted (
+    id boolean PRIMARY KEY DEFAULT true CHECK (id),
+    last bigint NOT NULL
+);
+INSERT INTO queen.eph_epochs_minted (last) VALUES (0);
+
+CREATE UNLOGGED TABLE queen.eph_epoch (
+    id boolean PRIMARY KEY DEFAULT true CHECK (id),
+    epoch bigint NOT NULL
+);
+
+CREATE UNLOGGED SEQUENCE queen.eph_seq;
+
+-- One row per live queue (implicit or declared) with its gauges; the lock of every call.
+CREATE UNLOGGED TABLE queen.eph_queue (
+    queue text PRIMARY KEY,
+    depth integer NOT NULL DEFAULT 0,
+    bytes bigint NOT NULL DEFAULT 0,
+    drops_bounds bigint NOT NULL DEFAULT 0,
+    drops_ttl bigint NOT NULL DEFAULT 0,
+    drops_retry bigint NOT NULL DEFAULT 0,
+    touched_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE UNLOGGED TABLE queen.eph_partition (
+    queue text NOT NULL,
+    partition text NOT NULL,
+    PRIMARY KEY (queue, partition)
+);
+
+-- Group names seen by pops (`__QUEUE_MODE__` for groupless pops).
+CREATE UNLOGGED TABLE queen.eph_group (
+    queue text NOT NULL,
+    grp text NOT NULL,
+    PRIMARY KEY (queue, grp)
+);
+
+-- A group's cursor on a ring: the seq of the last message delivered to it. No row = 0 =
+-- before every held message: a group starts at the ring's head.
+CREATE UNLOGGED TABLE queen.eph_cursor (
+    queue text NOT NULL,
+    partition text NOT NULL,
+    grp text NOT NULL,
+    last_seq bigint NOT NULL DEFAULT 0,
+    skipped bigint NOT NULL DEFAULT 0,   -- messages evicted before this group reached them
+    PRIMARY KEY (queue, partition, grp)
+);
+
+CREATE UNLOGGED TABLE queen.eph_message (
+    queue text NOT NULL,
+    partition text NOT NULL,
+    seq bigint NOT NULL,
+    payload text NOT NULL,               -- the JSON text as pushed, re-emitted byte for byte
+    bytes integer NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (queue, partition, seq)
+);
+
+-- A delivered, unsettled message of one group: leased until `expires_at`, or awaiting
+-- redelivery once it passed (the sweep sets a passed lease to -infinity: "announced").
+CREATE UNLOGGED TABLE queen.eph_lease (
+    queue text NOT NULL,
+    partition text NOT NULL,
+    grp text NOT NULL,
+    seq bigint NOT NULL,
+    attempts integer NOT NULL,
+    expires_at timestamptz NOT NULL,
+    PRIMARY KEY (queue, grp, partition, seq)
+);
+CREATE INDEX eph_lease_expiry ON queen.eph_lease (expires_at);
+CREATE INDEX eph_lease_message ON queen.eph_lease (queue, partition, seq);
+
+-- The current epoch; minted when the row is missing (first use, after a crash emptied it).
+CREATE FUNCTION queen.eph_epoch_now() RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    v bigint;
+BEGIN
+    SELECT epoch INTO v FROM queen.eph_epoch;
+    IF FOUND THEN
+        RETURN v;
+    END IF;
+    -- The contents and the sequence were lost with the row: start a new epoch. The logged
+    -- counter serialises concurrent minters; the loser's number is simply never used.
+    UPDATE queen.eph_epochs_minted SET last = last + 1 RETURNING last INTO v;
+    INSERT INTO queen.eph_epoch (id, epoch) VALUES (true, v) ON CONFLICT (id) DO NOTHING;
+    SELECT epoch INTO v FROM queen.eph_epoch;
+    RETURN v;
+END $$;
+
+-- The options in force of a queue: its declaration, else the defaults of §19.2.
+CREATE FUNCTION queen.eph_options(p_queue text,
+    OUT max_bytes bigint, OUT max_length integer, OUT policy text, OUT ttl_seconds integer,
+    OUT lease_seconds integer, OUT retry_limit integer, OUT window_ms integer,
+    OUT window_count integer)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    SELECT d.max_bytes, d.max_length, d.policy, d.ttl_seconds, d.lease_seconds,
+           d.retry_limit, d.window_ms, d.window_count
+      INTO max_bytes, max_length, policy, ttl_seconds, lease_seconds, retry_limit,
+           window_ms, window_count
+      FROM queen.eph_declared d WHERE d.queue = p_queue;
+    IF NOT FOUND THEN
+        max_bytes := 16777216; max_length := 10000; policy := 'reject'; ttl_seconds := 0;
+        lease_seconds := 30; retry_limit := 5; window_ms := 0; window_count := 0;
+    END IF;
+END $$;
+
+-- Lock a queue's row, creating it when `p_create`; false when it does not exist.
+CREATE FUNCTION queen.eph_lock(p_queue text, p_create boolean) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    LOOP
+        PERFORM 1 FROM queen.eph_queue WHERE queue = p_queue FOR UPDATE;
+        IF FOUND THEN
+            RETURN true;
+        END IF;
+        IF NOT p_create THEN
+            -- A declared queue whose live row was lost (crash) or not yet made.
+            IF NOT EXISTS (SELECT 1 FROM queen.eph_declared WHERE queue = p_queue) THEN
+                RETURN false;
+            END IF;
+        END IF;
+        INSERT INTO queen.eph_queue (queue) VALUES (p_queue) ON CONFLICT (queue) DO NOTHING;
+    END LOOP;
+END $$;
+
+-- Free the messages of these rings that every known group has passed and no lease holds;
+-- subtract them from the queue's gauges. A ring no group ever popped keeps everything.
+CREATE FUNCTION queen.eph_free(p_queue text, p_partitions text[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    n integer;
+    b bigint;
+BEGIN
+    WITH floor AS (
+        SELECT p.partition, min(coalesce(c.last_seq, 0)) AS upto
+          FROM (SELECT DISTINCT unnest(p_partitions) AS partition) p
+          CROSS JOIN queen.eph_group g
+          LEFT JOIN queen.eph_cursor c
+                 ON c.queue = g.queue AND c.partition = p.partition AND c.grp = g.grp
+         WHERE g.queue = p_queue
+         GROUP BY p.partition),
+    freed AS (
+        DELETE FROM queen.eph_message m USING floor f
+         WHERE m.queue = p_queue AND m.partition = f.partition AND m.seq <= f.upto
+           AND NOT EXISTS (SELECT 1 FROM queen.eph_lease l
+                            WHERE l.queue = p_queue AND l.partition = m.partition
+                              AND l.seq = m.seq)
+        RETURNING m.bytes)
+    SELECT count(*), coalesce(sum(bytes), 0) INTO n, b FROM freed;
+    IF n > 0 THEN
+        UPDATE queen.eph_queue SET depth = depth - n, bytes = bytes - b WHERE queue = p_queue;
+    END IF;
+END $$;
+
+-- Drop what ttl and lease expiry say must go, in a locked queue: messages older than ttl
+-- (consumed or not, with their leases), and passed leases that spent the retry limit.
+-- Answers whether a lease passed (redeliveries became available).
+CREATE FUNCTION queen.eph_expire(p_queue text, p_ttl integer, p_retry_limit integer)
+RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+    n integer;
+    b bigint;
+    parts text[];
+    passed boolean;
+BEGIN
+    IF p_ttl > 0 THEN
+        WITH gone AS (
+            DELETE FROM queen.eph_message
+             WHERE queue = p_queue AND created_at < now() - make_interval(secs => p_ttl)
+            RETURNING partition, seq, bytes),
+        leases AS (
+            DELETE FROM queen.eph_lease l USING gone
+             WHERE l.queue = p_queue AND l.partition = gone.partition AND l.seq = gone.seq)
+        SELECT count(*), coalesce(sum(bytes), 0) INTO n, b FROM gone;
+        IF n > 0 THEN
+            UPDATE queen.eph_queue SET depth = depth - n, bytes = bytes - b,
+                   drops_ttl = drops_ttl + n WHERE queue = p_queue;
+        END IF;
+    END IF;
+    WITH spent AS (
+        DELETE FROM queen.eph_lease
+         WHERE queue = p_queue AND expires_at <= now() AND attempts >= p_retry_limit
+        RETURNING partition)
+    SELECT count(*), array_agg(DISTINCT partition) INTO n, parts FROM spent;
+    IF n > 0 THEN
+        UPDATE queen.eph_queue SET drops_retry = drops_retry + n WHERE queue = p_queue;
+        PERFORM queen.eph_free(p_queue, parts);
+    END IF;
+    UPDATE queen.eph_lease SET expires_at = '-infinity'
+     WHERE queue = p_queue AND expires_at <= now() AND expires_at > '-infinity';
+    GET DIAGNOSTICS n = ROW_COUNT;
+    passed := n > 0;
+    RETURN passed;
+END $$;
+
+-- Push (§19.3): all or nothing. Answers 'ok', 'full' (429 queue_full) or 'unavailable'
+-- (the deployment-wide ceiling on held bytes, 503), and the count written. Notifies
+-- `p_channel` with the queue name at commit when it wrote.
+CREATE FUNCTION queen.eph_push(p_queue text, p_partition text, p_payloads text[],
+                               p_cap bigint, p_channel text,
+                               OUT status text, OUT pushed integer)
+LANGUAGE plpgsql AS $$
+DECLARE
+    o record;
+    n integer := coalesce(array_length(p_payloads, 1), 0);
+    nb bigint;
+    q record;
+    evict_n integer := 0;
+    evict_b bigint := 0;
+    evict_upto bigint;
+    held bigint;
+BEGIN
+    pushed := 0;
+    PERFORM queen.eph_lock(p_queue, true);
+    o := queen.eph_options(p_queue);
+    PERFORM queen.eph_expire(p_queue, o.ttl_seconds, o.retry_limit);
+    SELECT coalesce(sum(octet_length(x)), 0) INTO nb FROM unnest(p_payloads) x;
+    SELECT depth, bytes INTO q FROM queen.eph_queue WHERE queue = p_queue;
+    IF q.depth + n > o.max_length OR q.bytes + nb > o.max_bytes THEN
+        IF o.policy <> 'dropOldest' OR n > o.max_length OR nb > o.max_bytes THEN
+            status := 'full';
+            RETURN;
+        END IF;
+        -- The shortest head of the pushed ring whose eviction makes the push fit.
+        SELECT w.seq, w.k, w.kb INTO evict_upto, evict_n, evict_b
+          FROM (SELECT seq, count(*) OVER (ORDER BY seq) AS k,
+                       sum(bytes) OVER (ORDER BY seq) AS kb
+                  FROM queen.eph_message
+                 WHERE queue = p_queue AND partition = p_partition) w
+         WHERE q.depth - w.k + n <= o.max_length AND q.bytes - w.kb + nb <= o.max_bytes
+         ORDER BY w.seq LIMIT 1;
+        IF NOT FOUND THEN
+            status := 'full';
+            RETURN;
+        END IF;
+    END IF;
+    SELECT coalesce(sum(bytes), 0) INTO held FROM queen.eph_queue;
+    IF held - evict_b + nb > p_cap THEN
+        status := 'unavailable';
+        RETURN;
+    END IF;
+    IF evict_n > 0 THEN
+        -- Groups whose cursor had not reached an evicted message skipped it.
+        INSERT INTO queen.eph_cursor AS c (queue, partition, grp, last_seq, skipped)
+        SELECT p_queue, p_partition, g.grp, 0,
+               (SELECT count(*) FROM queen.eph_message m
+                 WHERE m.queue = p_queue AND m.partition = p_partition AND m.seq <= evict_upto
+                   AND m.seq > coalesce((SELECT c2.last_seq FROM queen.eph_cursor c2
+                                          WHERE c2.queue = p_queue
+                                            AND c2.partition = p_partition
+                                            AND c2.grp = g.grp), 0))
+          FROM queen.eph_group g WHERE g.queue = p_queue
+        ON CONFLICT (queue, partition, grp) DO UPDATE SET skipped = c.skipped + excluded.skipped;
+        DELETE FROM queen.eph_lease
+         WHERE queue = p_queue AND partition = p_partition AND seq <= evict_upto;
+        DELETE FROM queen.eph_message
+         WHERE queue = p_queue AND partition = p_partition AND seq <= evict_upto;
+    END IF;
+    INSERT INTO queen.eph_partition (queue, partition) VALUES (p_queue, p_partition)
+        ON CONFLICT DO NOTHING;
+    IF n > 0 THEN
+        INSERT INTO queen.eph_message (queue, partition, seq, payload, bytes)
+        SELECT p_queue, p_partition, nextval('queen.eph_seq'), x, octet_length(x)
+          FROM unnest(p_payloads) WITH ORDINALITY AS t(x, i) ORDER BY i;
+        PERFORM pg_notify(p_channel, p_queue);
+    END IF;
+    UPDATE queen.eph_queue
+       SET depth = depth - evict_n + n, bytes = bytes - evict_b + nb,
+           drops_bounds = drops_bounds + evict_n, touched_at = now()
+     WHERE queue = p_queue;
+    status := 'ok';
+    pushed := n;
+END $$;
+
+-- Pop (§19.4) once, without waiting: up to p_batch messages for the group, its
+-- redeliveries first (in seq order), then from its cursor ring by ring in partition name
+-- byte order. Leases what it delivers unless p_auto_ack. p_partition NULL: every existing
+-- partition; named: created if needed. Creates the queue.
+CREATE FUNCTION queen.eph_pop(p_queue text, p_partition text, p_group text, p_batch integer,
+                              p_auto_ack boolean)
+RETURNS TABLE (epoch bigint, partition text, seq bigint, attempts integer, payload text)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    o record;
+    v_epoch bigint := queen.eph_epoch_now();
+    r_parts text[];
+    r_seqs bigint[];
+    r_attempts integer[];
+    f_parts text[];
+    f_seqs bigint[];
+    touched text[];
+BEGIN
+    PERFORM queen.eph_lock(p_queue, true);
+    o := queen.eph_options(p_queue);
+    PERFORM queen.eph_expire(p_queue, o.ttl_seconds, o.retry_limit);
+    IF p_partition IS NOT NULL THEN
+        INSERT INTO queen.eph_partition (queue, partition) VALUES (p_queue, p_partition)
+            ON CONFLICT DO NOTHING;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM queen.eph_group g WHERE g.queue = p_queue AND g.grp = p_group)
+    THEN
+        INSERT INTO queen.eph_group (queue, grp) VALUES (p_queue, p_group) ON CONFLICT DO NOTHING;
+    END IF;
+    -- Redeliveries: passed leases of this group.
+    SELECT array_agg(l.partition ORDER BY l.seq), array_agg(l.seq ORDER BY l.seq),
+           array_agg(l.attempts + 1 ORDER BY l.seq)
+      INTO r_parts, r_seqs, r_attempts
+      FROM (SELECT l.partition, l.seq, l.attempts FROM queen.eph_lease l
+             WHERE l.queue = p_queue AND l.grp = p_group AND l.expires_at <= now()
+               AND (p_partition IS NULL OR l.partition = p_partition)
+             ORDER BY l.seq LIMIT p_batch) l;
+    -- Fresh messages past the cursor.
+    IF coalesce(array_length(r_seqs, 1), 0) < p_batch THEN
+        SELECT array_agg(x.partition ORDER BY x.partition COLLATE "C", x.seq),
+               array_agg(x.seq ORDER BY x.partition COLLATE "C", x.seq)
+          INTO f_parts, f_seqs
+          FROM (SELECT p.partition, m.seq
+                  FROM queen.eph_partition p
+                  LEFT JOIN queen.eph_cursor c
+                         ON c.queue = p.queue AND c.partition = p.partition AND c.grp = p_group
+                  CROSS JOIN LATERAL (
+                      SELECT m.seq FROM queen.eph_message m
+                       WHERE m.queue = p.queue AND m.partition = p.partition
+                         AND m.seq > coalesce(c.last_seq, 0)
+                       ORDER BY m.seq
+                       LIMIT p_batch - coalesce(array_length(r_seqs, 1), 0)) m
+                 WHERE p.queue = p_queue AND (p_partition IS NULL OR p.partition = p_partition)
+                 ORDER BY p.partition COLLATE "C", m.seq
+                 LIMIT p_batch - coalesce(array_length(r_seqs, 1), 0)) x;
+    END IF;
+    IF f_seqs IS NOT NULL THEN
+        INSERT INTO queen.eph_cursor AS c (queue, partition, grp, last_seq)
+        SELECT p_queue, t.p, p_group, max(t.s)
+          FROM unnest(f_parts, f_seqs) AS t(p, s) GROUP BY t.p
+        ON CONFLICT (queue, partition, grp) DO UPDATE SET last_seq = excluded.last_seq;
+    END IF;
+    IF p_auto_ack THEN
+        IF r_seqs IS NOT NULL THEN
+            DELETE FROM queen.eph_lease l USING unnest(r_parts, r_seqs) AS t(p, s)
+             WHERE l.queue = p_queue AND l.grp = p_group AND l.partition = t.p AND l.seq = t.s;
+        END IF;
+    ELSE
+        IF r_seqs IS NOT NULL THEN
+            UPDATE queen.eph_lease l
+               SET attempts = l.attempts + 1,
+                   expires_at = now() + make_interval(secs => o.lease_seconds)
+              FROM unnest(r_parts, r_seqs) AS t(p, s)
+             WHERE l.queue = p_queue AND l.grp = p_group AND l.partition = t.p AND l.seq = t.s;
+        END IF;
+        IF f_seqs IS NOT NULL THEN
+            INSERT INTO queen.eph_lease (queue, partition, grp, seq, attempts, expires_at)
+            SELECT p_queue, t.p, p_group, t.s, 1,
+                   now() + make_interval(secs => o.lease_seconds)
+              FROM unnest(f_parts, f_seqs) AS t(p, s);
+        END IF;
+    END IF;
+    UPDATE queen.eph_queue SET touched_at = now() WHERE queue = p_queue;
+    -- Read the payloads before the messages can be freed.
+    RETURN QUERY
+        SELECT v_epoch, t.p, t.s, t.a, m.payload
+          FROM unnest(coalesce(r_parts, '{}') || coalesce(f_parts, '{}'),
+                      coalesce(r_seqs, '{}') || coalesce(f_seqs, '{}'),
+                      coalesce(r_attempts, '{}') || array_fill(1, ARRAY[coalesce(array_length(f_seqs, 1), 0)]))
+               WITH ORDINALITY AS t(p, s, a, i)
+          JOIN queen.eph_message m ON m.queue = p_queue AND m.partition = t.p AND m.seq = t.s
+         ORDER BY t.i;
+    touched := coalesce(r_parts, '{}') || coalesce(f_parts, '{}');
+    IF cardinality(touched) > 0 THEN
+        PERFORM queen.eph_free(p_queue, touched);
+    END IF;
+END $$;
+
+-- Ack (§19.5), items in order. p_epochs[i] NULL: unparsable id. Statuses are normalised by
+-- the caller to completed | failed | retry. Notifies `p_channel` when something became
+-- redeliverable.
+CREATE FUNCTION queen.eph_ack(p_queue text, p_group text, p_epochs bigint[],
+                              p_partitions text[], p_seqs bigint[], p_statuses text[],
+                              p_channel text)
+RETURNS TABLE (idx integer, outcome text)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    v_epoch bigint := queen.eph_epoch_now();
+    o record;
+    i integer;
+    a integer;
+    touched text[] := '{}';
+    outcomes text[] := '{}';
+    woken boolean := false;
+    drops integer := 0;
+BEGIN
+    IF NOT queen.eph_lock(p_queue, false) THEN
+        RETURN QUERY SELECT t.i::integer,
+                            CASE WHEN t.e IS NOT NULL AND t.e <> v_epoch THEN 'stale'
+                                 ELSE 'unknown' END
+                       FROM unnest(p_epochs) WITH ORDINALITY AS t(e, i);
+        RETURN;
+    END IF;
+    o := queen.eph_options(p_queue);
+    FOR i IN 1 .. coalesce(array_length(p_epochs, 1), 0) LOOP
+        IF p_epochs[i] IS NULL THEN
+            outcomes := outcomes || 'unknown'::text;
+            CONTINUE;
+        ELSIF p_epochs[i] <> v_epoch THEN
+            outcomes := outcomes || 'stale'::text;
+            CONTINUE;
+        END IF;
+        SELECT l.attempts INTO a FROM queen.eph_lease l
+         WHERE l.queue = p_queue AND l.grp = p_group AND l.partition = p_partitions[i]
+           AND l.seq = p_seqs[i] AND l.expires_at > now()
+         FOR UPDATE;
+        IF NOT FOUND THEN
+            outcomes := outcomes || 'unknown'::text;
+            CONTINUE;
+        END IF;
+        IF p_statuses[i] = 'completed' OR a >= o.retry_limit THEN
+            DELETE FROM queen.eph_lease l
+             WHERE l.queue = p_queue AND l.grp = p_group AND l.partition = p_partitions[i]
+               AND l.seq = p_seqs[i];
+            IF p_statuses[i] <> 'completed' THEN
+                drops := drops + 1;
+            END IF;
+            touched := touched || p_partitions[i];
+            outcomes := outcomes || 'acked'::text;
+        ELSE
+            UPDATE queen.eph_lease l SET expires_at = '-infinity'
+             WHERE l.queue = p_queue AND l.grp = p_group AND l.partition = p_partitions[i]
+               AND l.seq = p_seqs[i];
+            woken := true;
+            outcomes := outcomes || 'redelivered'::text;
+        END IF;
+    END LOOP;
+    UPDATE queen.eph_queue SET touched_at = now(), drops_retry = drops_retry + drops
+     WHERE queue = p_queue;
+    IF cardinality(touched) > 0 THEN
+        PERFORM queen.eph_free(p_queue, touched);
+    END IF;
+    IF woken THEN
+        PERFORM pg_notify(p_channel, p_queue);
+    END IF;
+    RETURN QUERY SELECT t.i::integer, t.o FROM unnest(outcomes) WITH ORDINALITY AS t(o, i);
+END $$;
+
+-- Reset (§19.6): drop every message and lease, keep cursors (every later seq is past
+-- them: they are at the tail) and the declaration. Answers the messages dropped.
+CREATE FUNCTION queen.eph_reset(p_queue text) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    n integer;
+BEGIN
+    IF NOT queen.eph_lock(p_queue, false) THEN
+        RETURN 0;
+    END IF;
+    DELETE FROM queen.eph_lease WHERE queue = p_queue;
+    DELETE FROM queen.eph_message WHERE queue = p_queue;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    UPDATE queen.eph_queue SET depth = 0, bytes = 0, touched_at = now() WHERE queue = p_queue;
+    RETURN n;
+END $$;
+
+-- Delete (§19.6): contents, cursors and declaration. Answers (deleted, declared).
+CREATE FUNCTION queen.eph_delete(p_queue text, OUT deleted boolean, OUT declared boolean)
+LANGUAGE plpgsql AS $$
+DECLARE
+    live boolean;
+BEGIN
+    live := queen.eph_lock(p_queue, false);
+    DELETE FROM queen.eph_declared WHERE queue = p_queue;
+    declared := FOUND;
+    DELETE FROM queen.eph_lease WHERE queue = p_queue;
+    DELETE FROM queen.eph_message WHERE queue = p_queue;
+    DELETE FROM queen.eph_cursor WHERE queue = p_queue;
+    DELETE FROM queen.eph_group WHERE queue = p_queue;
+    DELETE FROM queen.eph_partition WHERE queue = p_queue;
+    DELETE FROM queen.eph_queue WHERE queue = p_queue;
+    deleted := live OR declared;
+END $$;
+
+-- The sweep (§19.2: at least every second), for every queue: ttl and lease expiry, and
+-- implicit queues empty and untouched for p_idle_seconds are collected. Harmless when
+-- several run: a queue another call holds is skipped (it is being touched anyway), and only
+-- one sweep runs at a time (advisory lock). Notifies `p_channel` with each queue where
+-- leases passed (redeliveries for its waiting pops); answers those queues, or NULL when
+-- another sweep was running.
+CREATE FUNCTION queen.eph_sweep(p_idle_seconds integer, p_channel text) RETURNS text[]
+LANGUAGE plpgsql AS $$
+DECLARE
+    q record;
+    o record;
+    woken text[] := '{}';
+BEGIN
+    IF NOT pg_try_advisory_xact_lock(7431, 19) THEN
+        RETURN NULL;
+    END IF;
+    FOR q IN
+        SELECT e.queue FROM queen.eph_queue e
+         WHERE EXISTS (SELECT 1 FROM queen.eph_lease l
+                        WHERE l.queue = e.queue AND l.expires_at <= now()
+                          AND l.expires_at > '-infinity')
+            OR EXISTS (SELECT 1 FROM queen.eph_declared d
+                        WHERE d.queue = e.queue AND d.ttl_seconds > 0)
+            OR (e.depth = 0 AND e.touched_at < now() - make_interval(secs => p_idle_seconds))
+    LOOP
+        PERFORM 1 FROM queen.eph_queue WHERE queue = q.queue FOR UPDATE SKIP LOCKED;
+        CONTINUE WHEN NOT FOUND;
+        o := queen.eph_options(q.queue);
+        IF queen.eph_expire(q.queue, o.ttl_seconds, o.retry_limit) THEN
+            woken := woken || q.queue;
+            PERFORM pg_notify(p_channel, q.queue);
+        END IF;
+        IF NOT EXISTS (SELECT 1 FROM queen.eph_declared d WHERE d.queue = q.queue) THEN
+            DELETE FROM queen.eph_queue
+             WHERE queue = q.queue AND depth = 0
+               AND touched_at < now() - make_interval(secs => p_idle_seconds);
+            IF FOUND THEN
+                DELETE FROM queen.eph_lease WHERE queue = q.queue;
+                DELETE FROM queen.eph_cursor WHERE queue = q.queue;
+                DELETE FROM queen.eph_group WHERE queue = q.queue;
+                DELETE FROM queen.eph_partition WHERE queue = q.queue;
+            END IF;
+        END IF;
+    END LOOP;
+    RETURN woken;
+END $$;
