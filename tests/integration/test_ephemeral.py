@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import asyncpg
 import httpx
@@ -33,6 +34,10 @@ async def _lease_passes(db: asyncpg.Connection, queue: str) -> None:
     """Make every lease of the queue pass now (as waiting its leaseSeconds would)."""
     await db.execute("UPDATE queen.eph_lease SET expires_at = now() - interval '1 second' "
                      "WHERE queue = $1", queue)
+
+
+async def _listed(client: Queen, queue: str) -> dict[str, Any]:
+    return next(q for q in (await client.ephemeral.queues())["queues"] if q["queue"] == queue)
 
 
 async def test_official_client_flow(client: Queen, eq: str) -> None:
@@ -133,7 +138,7 @@ async def test_retry_limit_drops_and_counts(client: Queen, eq: str,
     assert m["attempts"] == 2
     await _lease_passes(db, eq)
     assert (await eph.pop(eq))["messages"] == []
-    listed = [q for q in (await eph.queues())["queues"] if q["queue"] == eq][0]
+    listed = await _listed(client, eq)
     assert listed["drops"]["retry"] == 2 and listed["depth"] == 0
 
 
@@ -156,7 +161,7 @@ async def test_bounds_reject_and_drop_oldest(broker: BrokerProcess, client: Quee
     await eph.push(eq, [4, 5])  # 2, 3 + 4, 5 is one too many: 2 goes
     rest = (await eph.pop(eq, group="slow", batch=10, auto_ack=True))["messages"]
     assert [m["payload"] for m in rest] == [3, 4, 5]
-    listed = [q for q in (await eph.queues())["queues"] if q["queue"] == eq][0]
+    listed = await _listed(client, eq)
     assert listed["drops"]["bounds"] == 1
     depth = await eph.depth(eq)
     assert {g["group"]: g["skipped"] for g in depth["groups"]} == {"slow": 1}
@@ -184,7 +189,7 @@ async def test_ttl_drops_from_head(client: Queen, eq: str, db: asyncpg.Connectio
     await eph.push(eq, ["new"])
     got = (await eph.pop(eq, batch=10, auto_ack=True))["messages"]
     assert [m["payload"] for m in got] == ["new"]
-    listed = [q for q in (await eph.queues())["queues"] if q["queue"] == eq][0]
+    listed = await _listed(client, eq)
     assert listed["drops"]["ttl"] == 1
 
 
@@ -195,7 +200,7 @@ async def test_ttl_sweep_runs_without_a_touch(client: Queen, eq: str,
     await eph.push(eq, ["a", "b"])
 
     async def gone() -> bool:
-        listed = [q for q in (await eph.queues())["queues"] if q["queue"] == eq][0]
+        listed = await _listed(client, eq)
         return bool(listed["depth"] == 0 and listed["drops"]["ttl"] == 2)
     deadline = asyncio.get_running_loop().time() + 15
     while not await gone():
