@@ -252,3 +252,19 @@ async def test_stale_epoch_and_unparsable_ids(client: Queen, eq: str) -> None:
     old = f"e:{int(epoch, 16) + 1:x}:{rest}"
     out = await eph.ack(eq, [old, "nonsense", m["id"]])
     assert [r["outcome"] for r in out["results"]] == ["stale", "unknown", "acked"]
+
+
+async def test_metrics_count_ephemeral_queues(broker: BrokerProcess, client: Queen,
+                                              eq: str) -> None:
+    await client.ephemeral.configure(eq, max_length=1, policy="dropOldest")
+    await client.ephemeral.push(eq, ["a"])
+    await client.ephemeral.push(eq, ["b"])
+    async with httpx.AsyncClient(base_url=broker.url) as http:
+        figures = (await http.get("/metrics")).json()["ephemeral"]
+        text = (await http.get("/metrics/prometheus")).text
+    listing = await client.ephemeral.queues()
+    assert figures["queues"] >= 1 and figures["messages"] >= 1
+    assert figures["bytes"] >= 3 and figures["drops"]["bounds"] >= 1
+    assert f"queen_ephemeral_bytes {float(listing['cellBytes'])}" in text or (
+        "queen_ephemeral_bytes " in text)
+    assert 'queen_ephemeral_drops{reason="bounds"}' in text
