@@ -101,6 +101,7 @@ SELECT g.grp, p.partition,
 -- Deployment-wide gauges for the metrics: queues, messages held, bytes held, drops.
 SELECT (SELECT count(*) FROM (SELECT queue FROM queen.eph_queue
                               UNION SELECT queue FROM queen.eph_declared) n),
-       coalesce(sum(depth), 0), coalesce(sum(bytes), 0), coalesce(sum(drops_bounds), 0),
-       coalesce(sum(drops_ttl), 0), coalesce(sum(drops_retry), 0)
+       coalesce(sum(depth), 0)::bigint, coalesce(sum(bytes), 0)::bigint,
+       coalesce(sum(drops_bounds), 0)::bigint, coalesce(sum(drops_ttl), 0)::bigint,
+       coalesce(sum(drops_retry), 0)::bigint
   FROM queen.eph_queue;
