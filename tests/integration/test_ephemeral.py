@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import asyncpg
@@ -14,7 +15,7 @@ import pytest
 from queen import Queen
 from queen.errors import EphemeralError, EphemeralQueueNotFoundError
 
-from tests.support import BrokerProcess
+from tests.support import BrokerProcess, create_database
 
 EPH = "/api/v1/ephemeral"
 
@@ -266,3 +267,67 @@ async def test_metrics_count_ephemeral_queues(broker: BrokerProcess, client: Que
     assert figures["bytes"] >= 3 and figures["drops"]["bounds"] >= 1
     assert "\nqueen_ephemeral_bytes " in text and "\nqueen_ephemeral_messages " in text
     assert 'queen_ephemeral_drops{reason="bounds"}' in text
+
+
+@pytest.fixture(scope="module")
+async def tight_database(pg_server_url: str) -> str:
+    return await create_database(pg_server_url)
+
+
+@pytest.fixture(scope="module")
+def tight(tight_database: str) -> Iterator[BrokerProcess]:
+    """A broker on a database of its own with a 4 KiB ceiling on held bytes and implicit
+    queues collected after 1 s idle."""
+    with BrokerProcess(tight_database, workers=2, env={
+            "EPHEMERAL_MAX_BYTES": "4096", "EPHEMERAL_IDLE_SECONDS": "1"}) as proc:
+        yield proc
+
+
+async def test_the_deployment_ceiling_answers_503(tight: BrokerProcess) -> None:
+    async with httpx.AsyncClient(base_url=tight.url) as http:
+        body = {"queue": "ceiling", "messages": [{"payload": "x" * 998}]}  # 1000 bytes
+        for _ in range(4):
+            assert (await http.post(EPH + "/push", json=body)).status_code == 201
+        r = await http.post(EPH + "/push", json=body)
+        assert r.status_code == 503 and r.json()["code"] == "ephemeral_unavailable"
+        assert r.headers["retry-after"]
+        assert (await http.get(EPH + "/queues")).json()["cellBytes"] == 4000
+        # room again once something is consumed
+        await http.get(EPH + "/pop", params={"queue": "ceiling", "autoAck": "true"})
+        assert (await http.post(EPH + "/push", json=body)).status_code == 201
+
+
+async def test_idle_implicit_queues_are_collected_declared_ones_kept(
+        tight: BrokerProcess) -> None:
+    async with httpx.AsyncClient(base_url=tight.url) as http:
+        for q in ("idle-a", "idle-declared"):
+            await http.post(EPH + "/push", json={"queue": q, "messages": [{"payload": 1}]})
+        await http.post(EPH + "/configure", json={"queue": "idle-declared"})
+        first = (await http.get(EPH + "/pop", params={"queue": "idle-a", "autoAck": "true"}))
+        await http.get(EPH + "/pop", params={"queue": "idle-declared", "autoAck": "true"})
+        deadline = asyncio.get_running_loop().time() + 15
+        while (await http.get(EPH + "/queues/idle-a/depth")).status_code != 404:
+            assert asyncio.get_running_loop().time() < deadline, "never collected"
+            await asyncio.sleep(0.2)
+        assert (await http.get(EPH + "/queues/idle-declared/depth")).status_code == 200
+        # created again: its seq continues, never reused within the epoch
+        await http.post(EPH + "/push", json={"queue": "idle-a", "messages": [{"payload": 2}]})
+        again = (await http.get(EPH + "/pop", params={"queue": "idle-a"})).json()["messages"]
+        old_seq = int(first.json()["messages"][0]["id"].rsplit(":", 1)[1])
+        assert int(again[0]["id"].rsplit(":", 1)[1]) > old_seq
+
+
+async def test_a_parked_pop_whose_client_left_takes_nothing(broker: BrokerProcess,
+                                                            eq: str) -> None:
+    async with httpx.AsyncClient(base_url=broker.url, timeout=30) as http:
+        parked = asyncio.create_task(http.get(EPH + "/pop", params={
+            "queue": eq, "wait": "true", "timeout": "20000"}))
+        await asyncio.sleep(1.0)
+        parked.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await parked
+    await asyncio.sleep(1.0)
+    async with httpx.AsyncClient(base_url=broker.url, timeout=30) as http:
+        await http.post(EPH + "/push", json={"queue": eq, "messages": [{"payload": "mine"}]})
+        got = (await http.get(EPH + "/pop", params={"queue": eq})).json()["messages"]
+    assert [(m["payload"], m["attempts"]) for m in got] == [("mine", 1)]
