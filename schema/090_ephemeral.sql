@@ -97,10 +97,15 @@ CREATE UNLOGGED TABLE queen.eph_lease (
     seq bigint NOT NULL,
     attempts integer NOT NULL,
     expires_at timestamptz NOT NULL,
-    PRIMARY KEY (queue, grp, partition, seq)
+    -- seq is unique deployment-wide within an epoch: it names the message alone, so
+    -- lookups by a list of seqs are one index probe each (seq = ANY).
+    PRIMARY KEY (queue, grp, seq)
 );
 CREATE INDEX eph_lease_expiry ON queen.eph_lease (expires_at);
-CREATE INDEX eph_lease_message ON queen.eph_lease (queue, partition, seq);
+-- A group's passed leases (redeliveries), by range: dead versions of settled leases, whose
+-- expiry lies ahead, are never walked.
+CREATE INDEX eph_lease_due ON queen.eph_lease (queue, grp, expires_at);
+CREATE INDEX eph_lease_message ON queen.eph_lease (queue, seq);
 
 -- The current epoch; minted when the row is missing (first use, after a crash emptied it).
 CREATE FUNCTION queen.eph_epoch_now() RETURNS bigint
@@ -160,72 +165,107 @@ END $$;
 -- Free the messages of these rings that every known group has passed and no lease holds;
 -- subtract them from the queue's gauges. A ring no group ever popped keeps everything.
 CREATE FUNCTION queen.eph_free(p_queue text, p_partitions text[]) RETURNS void
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+SET enable_hashjoin = off SET enable_mergejoin = off SET enable_bitmapscan = off AS $$
 DECLARE
-    n integer;
-    b bigint;
+    n integer := 0;
+    b bigint := 0;
+    dn integer;
+    db bigint;
+    f record;
 BEGIN
-    WITH floor AS (
+    -- Per ring, the lowest cursor of the known groups (none known: keep everything).
+    FOR f IN
         SELECT p.partition, min(coalesce(c.last_seq, 0)) AS upto
           FROM (SELECT DISTINCT unnest(p_partitions) AS partition) p
-          CROSS JOIN queen.eph_group g
-          LEFT JOIN queen.eph_cursor c
-                 ON c.queue = g.queue AND c.partition = p.partition AND c.grp = g.grp
-         WHERE g.queue = p_queue
-         GROUP BY p.partition),
-    freed AS (
-        DELETE FROM queen.eph_message m USING floor f
-         WHERE m.queue = p_queue AND m.partition = f.partition AND m.seq <= f.upto
-           AND NOT EXISTS (SELECT 1 FROM queen.eph_lease l
-                            WHERE l.queue = p_queue AND l.partition = m.partition
-                              AND l.seq = m.seq)
-        RETURNING m.bytes)
-    SELECT count(*), coalesce(sum(bytes), 0) INTO n, b FROM freed;
+          CROSS JOIN LATERAL (
+              SELECT c.last_seq FROM queen.eph_group g
+                LEFT JOIN queen.eph_cursor c
+                       ON c.queue = g.queue AND c.partition = p.partition AND c.grp = g.grp
+               WHERE g.queue = p_queue) c
+         GROUP BY p.partition
+    LOOP
+        WITH freed AS (
+            DELETE FROM queen.eph_message m
+             WHERE m.queue = p_queue AND m.partition = f.partition AND m.seq <= f.upto
+               AND NOT EXISTS (SELECT 1 FROM queen.eph_lease l
+                                WHERE l.queue = p_queue AND l.seq = m.seq)
+            RETURNING m.bytes)
+        SELECT count(*), coalesce(sum(bytes), 0) INTO dn, db FROM freed;
+        n := n + dn;
+        b := b + db;
+    END LOOP;
     IF n > 0 THEN
         UPDATE queen.eph_queue SET depth = depth - n, bytes = bytes - b WHERE queue = p_queue;
     END IF;
 END $$;
 
--- Drop what ttl and lease expiry say must go, in a locked queue: messages older than ttl
--- (consumed or not, with their leases), and passed leases that spent the retry limit.
--- Answers whether a lease passed (redeliveries became available).
-CREATE FUNCTION queen.eph_expire(p_queue text, p_ttl integer, p_retry_limit integer)
-RETURNS boolean
-LANGUAGE plpgsql AS $$
+-- Drop the messages older than ttl from the heads of a locked queue, consumed or not, with
+-- their leases (drops.ttl).
+CREATE FUNCTION queen.eph_ttl(p_queue text, p_ttl integer) RETURNS void
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+SET enable_hashjoin = off SET enable_mergejoin = off SET enable_bitmapscan = off AS $$
 DECLARE
     n integer;
     b bigint;
-    parts text[];
-    passed boolean;
 BEGIN
-    IF p_ttl > 0 THEN
-        WITH gone AS (
-            DELETE FROM queen.eph_message
-             WHERE queue = p_queue AND created_at < now() - make_interval(secs => p_ttl)
-            RETURNING partition, seq, bytes),
-        leases AS (
-            DELETE FROM queen.eph_lease l USING gone
-             WHERE l.queue = p_queue AND l.partition = gone.partition AND l.seq = gone.seq)
-        SELECT count(*), coalesce(sum(bytes), 0) INTO n, b FROM gone;
-        IF n > 0 THEN
-            UPDATE queen.eph_queue SET depth = depth - n, bytes = bytes - b,
-                   drops_ttl = drops_ttl + n WHERE queue = p_queue;
-        END IF;
+    WITH gone AS (
+        DELETE FROM queen.eph_message
+         WHERE queue = p_queue AND created_at < now() - make_interval(secs => p_ttl)
+        RETURNING partition, seq, bytes),
+    leases AS (
+        DELETE FROM queen.eph_lease l
+         WHERE l.queue = p_queue AND l.seq IN (SELECT gone.seq FROM gone))
+    SELECT count(*), coalesce(sum(bytes), 0) INTO n, b FROM gone;
+    IF n > 0 THEN
+        UPDATE queen.eph_queue SET depth = depth - n, bytes = bytes - b,
+               drops_ttl = drops_ttl + n WHERE queue = p_queue;
     END IF;
+END $$;
+
+-- Passed leases of a locked queue (of one group, or of every group when p_group is NULL):
+-- those that spent the retry limit are dropped (drops.retry) and their messages freed.
+CREATE FUNCTION queen.eph_spent(p_queue text, p_group text, p_retry_limit integer)
+RETURNS void
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+SET enable_hashjoin = off SET enable_mergejoin = off SET enable_bitmapscan = off AS $$
+DECLARE
+    n integer;
+    parts text[];
+BEGIN
     WITH spent AS (
         DELETE FROM queen.eph_lease
-         WHERE queue = p_queue AND expires_at <= now() AND attempts >= p_retry_limit
+         WHERE queue = p_queue AND (p_group IS NULL OR grp = p_group)
+           AND expires_at <= now() AND attempts >= p_retry_limit
         RETURNING partition)
     SELECT count(*), array_agg(DISTINCT partition) INTO n, parts FROM spent;
     IF n > 0 THEN
         UPDATE queen.eph_queue SET drops_retry = drops_retry + n WHERE queue = p_queue;
         PERFORM queen.eph_free(p_queue, parts);
     END IF;
+END $$;
+
+-- The sweep's work on one locked queue: ttl, spent leases, and passed leases marked
+-- (-infinity: "announced"); answers whether a lease passed since the last sweep.
+CREATE FUNCTION queen.eph_expire(p_queue text, p_ttl integer, p_retry_limit integer)
+RETURNS boolean
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+SET enable_hashjoin = off SET enable_mergejoin = off SET enable_bitmapscan = off AS $$
+DECLARE
+    n integer;
+BEGIN
+    IF p_ttl > 0 THEN
+        PERFORM queen.eph_ttl(p_queue, p_ttl);
+    END IF;
+    PERFORM queen.eph_spent(p_queue, NULL, p_retry_limit);
     UPDATE queen.eph_lease SET expires_at = '-infinity'
      WHERE queue = p_queue AND expires_at <= now() AND expires_at > '-infinity';
     GET DIAGNOSTICS n = ROW_COUNT;
-    passed := n > 0;
-    RETURN passed;
+    RETURN n > 0;
 END $$;
 
 -- Push (§19.3): all or nothing. Answers 'ok', 'full' (429 queue_full) or 'unavailable'
@@ -234,7 +274,9 @@ END $$;
 CREATE FUNCTION queen.eph_push(p_queue text, p_partition text, p_payloads text[],
                                p_cap bigint, p_channel text,
                                OUT status text, OUT pushed integer)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+SET enable_hashjoin = off SET enable_mergejoin = off SET enable_bitmapscan = off AS $$
 DECLARE
     o record;
     n integer := coalesce(array_length(p_payloads, 1), 0);
@@ -248,7 +290,11 @@ BEGIN
     pushed := 0;
     PERFORM queen.eph_lock(p_queue, true);
     o := queen.eph_options(p_queue);
-    PERFORM queen.eph_expire(p_queue, o.ttl_seconds, o.retry_limit);
+    -- Lease expiry cannot change whether a push fits (a leased message is held either way);
+    -- ttl can. Spent leases are the pops' and the sweep's business.
+    IF o.ttl_seconds > 0 THEN
+        PERFORM queen.eph_ttl(p_queue, o.ttl_seconds);
+    END IF;
     SELECT coalesce(sum(octet_length(x)), 0) INTO nb FROM unnest(p_payloads) x;
     SELECT depth, bytes INTO q FROM queen.eph_queue WHERE queue = p_queue;
     IF q.depth + n > o.max_length OR q.bytes + nb > o.max_bytes THEN
@@ -287,7 +333,10 @@ BEGIN
           FROM queen.eph_group g WHERE g.queue = p_queue
         ON CONFLICT (queue, partition, grp) DO UPDATE SET skipped = c.skipped + excluded.skipped;
         DELETE FROM queen.eph_lease
-         WHERE queue = p_queue AND partition = p_partition AND seq <= evict_upto;
+         WHERE queue = p_queue AND seq IN (SELECT m.seq FROM queen.eph_message m
+                                            WHERE m.queue = p_queue
+                                              AND m.partition = p_partition
+                                              AND m.seq <= evict_upto);
         DELETE FROM queen.eph_message
          WHERE queue = p_queue AND partition = p_partition AND seq <= evict_upto;
     END IF;
@@ -314,7 +363,9 @@ END $$;
 CREATE FUNCTION queen.eph_pop(p_queue text, p_partition text, p_group text, p_batch integer,
                               p_auto_ack boolean)
 RETURNS TABLE (epoch bigint, partition text, seq bigint, attempts integer, payload text)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+SET enable_hashjoin = off SET enable_mergejoin = off SET enable_bitmapscan = off AS $$
 #variable_conflict use_column
 DECLARE
     o record;
@@ -325,10 +376,16 @@ DECLARE
     f_parts text[];
     f_seqs bigint[];
     touched text[];
+    room integer;
+    ring record;
 BEGIN
     PERFORM queen.eph_lock(p_queue, true);
     o := queen.eph_options(p_queue);
-    PERFORM queen.eph_expire(p_queue, o.ttl_seconds, o.retry_limit);
+    IF o.ttl_seconds > 0 THEN
+        PERFORM queen.eph_ttl(p_queue, o.ttl_seconds);
+    END IF;
+    -- This group's passed leases that spent the retry limit go, not back to it.
+    PERFORM queen.eph_spent(p_queue, p_group, o.retry_limit);
     IF p_partition IS NOT NULL THEN
         INSERT INTO queen.eph_partition (queue, partition) VALUES (p_queue, p_partition)
             ON CONFLICT DO NOTHING;
@@ -345,24 +402,33 @@ BEGIN
              WHERE l.queue = p_queue AND l.grp = p_group AND l.expires_at <= now()
                AND (p_partition IS NULL OR l.partition = p_partition)
              ORDER BY l.seq LIMIT p_batch) l;
-    -- Fresh messages past the cursor.
-    IF coalesce(array_length(r_seqs, 1), 0) < p_batch THEN
-        SELECT array_agg(x.partition ORDER BY x.partition COLLATE "C", x.seq),
-               array_agg(x.seq ORDER BY x.partition COLLATE "C", x.seq)
-          INTO f_parts, f_seqs
-          FROM (SELECT p.partition, m.seq
-                  FROM queen.eph_partition p
-                  LEFT JOIN queen.eph_cursor c
-                         ON c.queue = p.queue AND c.partition = p.partition AND c.grp = p_group
-                  CROSS JOIN LATERAL (
-                      SELECT m.seq FROM queen.eph_message m
-                       WHERE m.queue = p.queue AND m.partition = p.partition
-                         AND m.seq > coalesce(c.last_seq, 0)
-                       ORDER BY m.seq
-                       LIMIT p_batch - coalesce(array_length(r_seqs, 1), 0)) m
-                 WHERE p.queue = p_queue AND (p_partition IS NULL OR p.partition = p_partition)
-                 ORDER BY p.partition COLLATE "C", m.seq
-                 LIMIT p_batch - coalesce(array_length(r_seqs, 1), 0)) x;
+    -- Fresh messages past the cursor, ring by ring in name order until the batch is full
+    -- (one ring at a time: asking every ring for a whole batch would read up to
+    -- partitions x batch rows to keep batch of them).
+    f_parts := '{}';
+    f_seqs := '{}';
+    room := p_batch - coalesce(array_length(r_seqs, 1), 0);
+    FOR ring IN
+        SELECT p.partition AS name,
+               coalesce((SELECT c.last_seq FROM queen.eph_cursor c
+                          WHERE c.queue = p_queue AND c.partition = p.partition
+                            AND c.grp = p_group), 0) AS after
+          FROM queen.eph_partition p
+         WHERE p.queue = p_queue AND (p_partition IS NULL OR p.partition = p_partition)
+         ORDER BY p.partition COLLATE "C"
+    LOOP
+        EXIT WHEN room <= 0;
+        SELECT f_seqs || coalesce(array_agg(m.seq ORDER BY m.seq), '{}')
+          INTO f_seqs
+          FROM (SELECT m.seq FROM queen.eph_message m
+                 WHERE m.queue = p_queue AND m.partition = ring.name AND m.seq > ring.after
+                 ORDER BY m.seq LIMIT room) m;
+        f_parts := f_parts || array_fill(ring.name, ARRAY[cardinality(f_seqs) - cardinality(f_parts)]);
+        room := p_batch - coalesce(array_length(r_seqs, 1), 0) - cardinality(f_seqs);
+    END LOOP;
+    IF cardinality(f_seqs) = 0 THEN
+        f_seqs := NULL;
+        f_parts := NULL;
     END IF;
     IF f_seqs IS NOT NULL THEN
         INSERT INTO queen.eph_cursor AS c (queue, partition, grp, last_seq)
@@ -372,16 +438,15 @@ BEGIN
     END IF;
     IF p_auto_ack THEN
         IF r_seqs IS NOT NULL THEN
-            DELETE FROM queen.eph_lease l USING unnest(r_parts, r_seqs) AS t(p, s)
-             WHERE l.queue = p_queue AND l.grp = p_group AND l.partition = t.p AND l.seq = t.s;
+            DELETE FROM queen.eph_lease l
+             WHERE l.queue = p_queue AND l.grp = p_group AND l.seq = ANY(r_seqs);
         END IF;
     ELSE
         IF r_seqs IS NOT NULL THEN
             UPDATE queen.eph_lease l
                SET attempts = l.attempts + 1,
                    expires_at = now() + make_interval(secs => o.lease_seconds)
-              FROM unnest(r_parts, r_seqs) AS t(p, s)
-             WHERE l.queue = p_queue AND l.grp = p_group AND l.partition = t.p AND l.seq = t.s;
+             WHERE l.queue = p_queue AND l.grp = p_group AND l.seq = ANY(r_seqs);
         END IF;
         IF f_seqs IS NOT NULL THEN
             INSERT INTO queen.eph_lease (queue, partition, grp, seq, attempts, expires_at)
@@ -398,10 +463,13 @@ BEGIN
                       coalesce(r_seqs, '{}') || coalesce(f_seqs, '{}'),
                       coalesce(r_attempts, '{}') || array_fill(1, ARRAY[coalesce(array_length(f_seqs, 1), 0)]))
                WITH ORDINALITY AS t(p, s, a, i)
-          JOIN queen.eph_message m ON m.queue = p_queue AND m.partition = t.p AND m.seq = t.s
+          CROSS JOIN LATERAL (
+              SELECT m.payload FROM queen.eph_message m
+               WHERE m.queue = p_queue AND m.partition = t.p AND m.seq = t.s) m
          ORDER BY t.i;
+    -- Leased messages stay held; only an autoAck pop can free what it delivered.
     touched := coalesce(r_parts, '{}') || coalesce(f_parts, '{}');
-    IF cardinality(touched) > 0 THEN
+    IF p_auto_ack AND cardinality(touched) > 0 THEN
         PERFORM queen.eph_free(p_queue, touched);
     END IF;
 END $$;
@@ -413,17 +481,20 @@ CREATE FUNCTION queen.eph_ack(p_queue text, p_group text, p_epochs bigint[],
                               p_partitions text[], p_seqs bigint[], p_statuses text[],
                               p_channel text)
 RETURNS TABLE (idx integer, outcome text)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+SET enable_hashjoin = off SET enable_mergejoin = off SET enable_bitmapscan = off AS $$
 #variable_conflict use_column
 DECLARE
     v_epoch bigint := queen.eph_epoch_now();
     o record;
-    i integer;
-    a integer;
-    touched text[] := '{}';
-    outcomes text[] := '{}';
-    woken boolean := false;
-    drops integer := 0;
+    n_drops integer;
+    n_redelivered integer;
+    touched text[];
+    v_i integer[];
+    v_p text[];
+    v_s bigint[];
+    v_verdict text[];
 BEGIN
     IF NOT queen.eph_lock(p_queue, false) THEN
         RETURN QUERY SELECT t.i::integer,
@@ -433,48 +504,50 @@ BEGIN
         RETURN;
     END IF;
     o := queen.eph_options(p_queue);
-    FOR i IN 1 .. coalesce(array_length(p_epochs, 1), 0) LOOP
-        IF p_epochs[i] IS NULL THEN
-            outcomes := outcomes || 'unknown'::text;
-            CONTINUE;
-        ELSIF p_epochs[i] <> v_epoch THEN
-            outcomes := outcomes || 'stale'::text;
-            CONTINUE;
-        END IF;
-        SELECT l.attempts INTO a FROM queen.eph_lease l
-         WHERE l.queue = p_queue AND l.grp = p_group AND l.partition = p_partitions[i]
-           AND l.seq = p_seqs[i] AND l.expires_at > now()
-         FOR UPDATE;
-        IF NOT FOUND THEN
-            outcomes := outcomes || 'unknown'::text;
-            CONTINUE;
-        END IF;
-        IF p_statuses[i] = 'completed' OR a >= o.retry_limit THEN
-            DELETE FROM queen.eph_lease l
-             WHERE l.queue = p_queue AND l.grp = p_group AND l.partition = p_partitions[i]
-               AND l.seq = p_seqs[i];
-            IF p_statuses[i] <> 'completed' THEN
-                drops := drops + 1;
-            END IF;
-            touched := touched || p_partitions[i];
-            outcomes := outcomes || 'acked'::text;
-        ELSE
-            UPDATE queen.eph_lease l SET expires_at = '-infinity'
-             WHERE l.queue = p_queue AND l.grp = p_group AND l.partition = p_partitions[i]
-               AND l.seq = p_seqs[i];
-            woken := true;
-            outcomes := outcomes || 'redelivered'::text;
-        END IF;
-    END LOOP;
-    UPDATE queen.eph_queue SET touched_at = now(), drops_retry = drops_retry + drops
+    -- Each item's verdict, decided before anything changes: the first item naming a live
+    -- lease of this group settles it; a repeat in the same call finds it settled (unknown).
+    SELECT array_agg(x.i ORDER BY x.i), array_agg(x.p ORDER BY x.i),
+           array_agg(x.s ORDER BY x.i), array_agg(x.verdict ORDER BY x.i)
+      INTO v_i, v_p, v_s, v_verdict
+      FROM (
+    SELECT t.i::integer AS i, t.p, t.s,
+           CASE WHEN t.e IS NULL THEN 'unknown'
+                WHEN t.e <> v_epoch THEN 'stale'
+                WHEN l.seq IS NULL
+                  OR t.i <> min(t.i) FILTER (WHERE t.e = v_epoch)
+                                       OVER (PARTITION BY t.p, t.s) THEN 'unknown'
+                WHEN t.st = 'completed' THEN 'acked'
+                WHEN l.attempts >= o.retry_limit THEN 'dropped'
+                ELSE 'redelivered' END AS verdict
+      FROM unnest(p_epochs, p_partitions, p_seqs, p_statuses) WITH ORDINALITY
+           AS t(e, p, s, st, i)
+      LEFT JOIN LATERAL (
+          SELECT l.seq, l.attempts FROM queen.eph_lease l
+           WHERE t.e = v_epoch AND l.queue = p_queue AND l.grp = p_group AND l.seq = t.s
+             AND l.partition = t.p AND l.expires_at > now()) l ON true) x;
+    DELETE FROM queen.eph_lease l
+     WHERE l.queue = p_queue AND l.grp = p_group
+       AND l.seq = ANY(ARRAY(SELECT a.s FROM unnest(v_s, v_verdict) AS a(s, verdict)
+                              WHERE a.verdict IN ('acked', 'dropped')));
+    UPDATE queen.eph_lease l SET expires_at = '-infinity'
+     WHERE l.queue = p_queue AND l.grp = p_group
+       AND l.seq = ANY(ARRAY(SELECT a.s FROM unnest(v_s, v_verdict) AS a(s, verdict)
+                              WHERE a.verdict = 'redelivered'));
+    SELECT count(*) FILTER (WHERE verdict = 'dropped'),
+           count(*) FILTER (WHERE verdict = 'redelivered'),
+           array_agg(DISTINCT p) FILTER (WHERE verdict IN ('acked', 'dropped'))
+      INTO n_drops, n_redelivered, touched
+      FROM unnest(v_p, v_verdict) AS a(p, verdict);
+    UPDATE queen.eph_queue SET touched_at = now(), drops_retry = drops_retry + n_drops
      WHERE queue = p_queue;
-    IF cardinality(touched) > 0 THEN
+    IF touched IS NOT NULL THEN
         PERFORM queen.eph_free(p_queue, touched);
     END IF;
-    IF woken THEN
+    IF n_redelivered > 0 THEN
         PERFORM pg_notify(p_channel, p_queue);
     END IF;
-    RETURN QUERY SELECT t.i::integer, t.o FROM unnest(outcomes) WITH ORDINALITY AS t(o, i);
+    RETURN QUERY SELECT a.i, CASE WHEN a.verdict = 'dropped' THEN 'acked' ELSE a.verdict END
+                   FROM unnest(v_i, v_verdict) AS a(i, verdict) ORDER BY a.i;
 END $$;
 
 -- Reset (§19.6): drop every message and lease, keep cursors (every later seq is past
