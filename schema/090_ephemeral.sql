@@ -57,6 +57,8 @@ CREATE UNLOGGED TABLE queen.eph_queue (
 CREATE UNLOGGED TABLE queen.eph_partition (
     queue text NOT NULL,
     partition text NOT NULL,
+    last_seq bigint NOT NULL DEFAULT 0,  -- the newest message pushed: a ring whose cursor
+                                         -- is there has nothing for that group
     PRIMARY KEY (queue, partition)
 );
 
@@ -340,13 +342,19 @@ BEGIN
         DELETE FROM queen.eph_message
          WHERE queue = p_queue AND partition = p_partition AND seq <= evict_upto;
     END IF;
-    INSERT INTO queen.eph_partition (queue, partition) VALUES (p_queue, p_partition)
-        ON CONFLICT DO NOTHING;
     IF n > 0 THEN
-        INSERT INTO queen.eph_message (queue, partition, seq, payload, bytes)
-        SELECT p_queue, p_partition, nextval('queen.eph_seq'), x, octet_length(x)
-          FROM unnest(p_payloads) WITH ORDINALITY AS t(x, i) ORDER BY i;
+        WITH added AS (
+            INSERT INTO queen.eph_message (queue, partition, seq, payload, bytes)
+            SELECT p_queue, p_partition, nextval('queen.eph_seq'), x, octet_length(x)
+              FROM unnest(p_payloads) WITH ORDINALITY AS t(x, i) ORDER BY i
+            RETURNING seq)
+        INSERT INTO queen.eph_partition AS p (queue, partition, last_seq)
+        SELECT p_queue, p_partition, max(seq) FROM added
+        ON CONFLICT (queue, partition) DO UPDATE SET last_seq = excluded.last_seq;
         PERFORM pg_notify(p_channel, p_queue);
+    ELSE
+        INSERT INTO queen.eph_partition (queue, partition) VALUES (p_queue, p_partition)
+            ON CONFLICT DO NOTHING;
     END IF;
     UPDATE queen.eph_queue
        SET depth = depth - evict_n + n, bytes = bytes - evict_b + nb,
@@ -409,13 +417,15 @@ BEGIN
     f_seqs := '{}';
     room := p_batch - coalesce(array_length(r_seqs, 1), 0);
     FOR ring IN
-        SELECT p.partition AS name,
-               coalesce((SELECT c.last_seq FROM queen.eph_cursor c
-                          WHERE c.queue = p_queue AND c.partition = p.partition
-                            AND c.grp = p_group), 0) AS after
-          FROM queen.eph_partition p
-         WHERE p.queue = p_queue AND (p_partition IS NULL OR p.partition = p_partition)
-         ORDER BY p.partition COLLATE "C"
+        SELECT r.name, r.after FROM (
+            SELECT p.partition AS name, p.last_seq,
+                   coalesce((SELECT c.last_seq FROM queen.eph_cursor c
+                              WHERE c.queue = p_queue AND c.partition = p.partition
+                                AND c.grp = p_group), 0) AS after
+              FROM queen.eph_partition p
+             WHERE p.queue = p_queue AND (p_partition IS NULL OR p.partition = p_partition)) r
+         WHERE r.last_seq > r.after
+         ORDER BY r.name COLLATE "C"
     LOOP
         EXIT WHEN room <= 0;
         SELECT f_seqs || coalesce(array_agg(m.seq ORDER BY m.seq), '{}')

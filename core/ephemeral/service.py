@@ -136,9 +136,11 @@ class Ephemeral:
         want = min(window.count or batch, batch)
         first_at = time.monotonic() if got else None
         gone = gone or asyncio.Event()
-        with self.waiters.parked(queue) as event:
+        with self.waiters.parked(queue, group) as event:
             while True:
                 if got and len(got) >= want:
+                    if len(got) >= batch:
+                        self.waiters.pass_on(queue, group)  # there may be more
                     return got
                 until = deadline
                 if first_at is not None and window.ms > 0:
@@ -155,6 +157,8 @@ class Ephemeral:
                                             auto_ack)
                 if more and first_at is None:
                     if not windowed:
+                        if len(more) >= batch:
+                            self.waiters.pass_on(queue, group)  # there may be more
                         return more
                     first_at = time.monotonic()
                 got += more
