@@ -22,6 +22,8 @@ MAX_LEASE_SECONDS = 24 * 3600
 MAX_RETRY_LIMIT = 1000
 MAX_WINDOW_MS = 60_000
 MAX_WINDOW_COUNT = 10_000
+# §19 sets no ceiling on ttl; ten years keeps it an int4 and is "forever" for these queues.
+MAX_TTL_SECONDS = 10 * 365 * 86_400
 OPTION_KEYS = ("maxBytes", "maxLength", "policy", "ttlSeconds", "leaseSeconds", "retryLimit",
                "windowBuffer")
 POLICIES = ("reject", "dropOldest")
@@ -88,7 +90,7 @@ def options_in_force(sent: Any) -> Options:
         max_bytes=_clamp(n.get("maxBytes", 0), MAX_QUEUE_BYTES, DEFAULTS.max_bytes),
         max_length=_clamp(n.get("maxLength", 0), MAX_LENGTH, DEFAULTS.max_length),
         policy=policy,
-        ttl_seconds=n.get("ttlSeconds", 0),
+        ttl_seconds=min(n.get("ttlSeconds", 0), MAX_TTL_SECONDS),
         lease_seconds=_clamp(n.get("leaseSeconds", 0), MAX_LEASE_SECONDS,
                              DEFAULTS.lease_seconds),
         retry_limit=min(n.get("retryLimit", DEFAULTS.retry_limit), MAX_RETRY_LIMIT),
@@ -130,6 +132,10 @@ def parse_id(text: str) -> ParsedId:
     partition, sep2, seq_text = rest.rpartition(":")
     if not (sep and sep2 and partition and epoch_text and seq_text.isascii()
             and seq_text.isdigit() and all(c in "0123456789abcdef" for c in epoch_text)):
+        return _UNPARSABLE
+    try:
+        check_name("partition", partition)  # no id we minted names another partition
+    except EphemeralBadRequest:
         return _UNPARSABLE
     epoch, seq = int(epoch_text, 16), int(seq_text)
     if epoch > _MAX_BIGINT or seq > _MAX_BIGINT:

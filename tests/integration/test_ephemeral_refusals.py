@@ -173,3 +173,19 @@ async def test_a_queue_name_with_a_slash_is_addressable(http: httpx.AsyncClient)
     assert r.status_code == 200 and r.json()["pending"] == 1
     r = await http.delete(EPH + "/queue/a%2Fb" + name[3:])
     assert r.json()["deleted"] is True
+
+
+async def test_hostile_ids_and_statuses_ack_unknown(http: httpx.AsyncClient,
+                                                    db: asyncpg.Connection, seeded: str) -> None:
+    before = await _snapshot(db, seeded)
+    ids = ["e:1:p\u0000:3", "e:1:" + "p" * 600 + ":3", "e:ffffffffffffffffff:p:1",
+           "e:1:p:99999999999999999999", "", "e::p:1", "\u0000"]
+    r = await http.post(EPH + "/ack", json={"queue": seeded, "group": "g", "acks": [
+        {"id": i, "status": "\u0000weird", "error": {"any": ["thing"]}} for i in ids]})
+    assert r.status_code == 200, r.text
+    assert [x["outcome"] for x in r.json()["results"]] == ["unknown"] * len(ids)
+    after = await _snapshot(db, seeded)
+    # an ack is a touch (§19.2), so only the queue's touched_at may move
+    assert [row[:-1] for row in after.pop("eph_queue")] == [
+        row[:-1] for row in before.pop("eph_queue")]
+    assert after == before
