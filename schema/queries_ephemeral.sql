@@ -1,4 +1,4 @@
--- Statements of ephemeral queues (core/ephemeral/store.py); the functions are in
+-- Statements of ephemeral queues (core/storage/ephemeral.py); the functions are in
 -- schema/090_ephemeral.sql. Loaded by core/storage/statements.py.
 
 -- name: eph_push
@@ -39,7 +39,7 @@ SELECT updated_at FROM stored;
 
 -- name: eph_reset
 -- $1 queue; answers the messages dropped
-SELECT queen.eph_reset($1::text);
+SELECT queen.eph_reset($1::text) AS dropped;
 
 -- name: eph_delete
 -- $1 queue
@@ -48,20 +48,21 @@ SELECT deleted, declared FROM queen.eph_delete($1::text);
 -- name: eph_sweep
 -- $1 seconds an implicit queue stays empty and untouched before it is collected; answers
 -- the queues whose leases passed (NULL: another sweep was running); $2 wake-up channel
-SELECT queen.eph_sweep($1::integer, $2::text);
+SELECT queen.eph_sweep($1::integer, $2::text) AS woken;
 
 -- name: eph_window
 -- $1 queue: its windowBuffer in force
-SELECT window_ms, window_count FROM queen.eph_options($1::text);
+SELECT window_ms AS ms, window_count AS count FROM queen.eph_options($1::text);
 
 -- name: eph_queues
 -- Every ephemeral queue, live or declared, by name: tier, gauges, counts and the options in
 -- force (NULL options: an implicit queue, the defaults).
 SELECT n.queue, d.queue IS NOT NULL AS declared,
-       coalesce(e.depth, 0), coalesce(e.bytes, 0),
-       (SELECT count(*) FROM queen.eph_partition p WHERE p.queue = n.queue),
-       (SELECT count(*) FROM queen.eph_group g WHERE g.queue = n.queue),
-       coalesce(e.drops_bounds, 0), coalesce(e.drops_ttl, 0), coalesce(e.drops_retry, 0),
+       coalesce(e.depth, 0) AS depth, coalesce(e.bytes, 0) AS bytes,
+       (SELECT count(*) FROM queen.eph_partition p WHERE p.queue = n.queue) AS partitions,
+       (SELECT count(*) FROM queen.eph_group g WHERE g.queue = n.queue) AS groups,
+       coalesce(e.drops_bounds, 0) AS drops_bounds, coalesce(e.drops_ttl, 0) AS drops_ttl,
+       coalesce(e.drops_retry, 0) AS drops_retry,
        d.max_bytes, d.max_length, d.policy, d.ttl_seconds, d.lease_seconds, d.retry_limit,
        d.window_ms, d.window_count
   FROM (SELECT queue FROM queen.eph_queue UNION SELECT queue FROM queen.eph_declared) n
@@ -72,7 +73,7 @@ SELECT n.queue, d.queue IS NOT NULL AS declared,
 
 -- name: eph_depth_partitions
 -- $1 queue: each ring's length and bytes, by partition name
-SELECT p.partition, count(m.seq), coalesce(sum(m.bytes), 0)
+SELECT p.partition, count(m.seq) AS length, coalesce(sum(m.bytes), 0) AS bytes
   FROM queen.eph_partition p
   LEFT JOIN queen.eph_message m ON m.queue = p.queue AND m.partition = p.partition
  WHERE p.queue = $1::text
@@ -82,14 +83,14 @@ SELECT p.partition, count(m.seq), coalesce(sum(m.bytes), 0)
 -- name: eph_depth_groups
 -- $1 queue: per known group and partition, its backlog (undelivered + awaiting redelivery)
 -- and the messages it skipped (evicted before it reached them)
-SELECT g.grp, p.partition,
+SELECT g.grp AS "group", p.partition,
        (SELECT count(*) FROM queen.eph_message m
          WHERE m.queue = p.queue AND m.partition = p.partition
            AND m.seq > coalesce(c.last_seq, 0))
      + (SELECT count(*) FROM queen.eph_lease l
          WHERE l.queue = p.queue AND l.partition = p.partition AND l.grp = g.grp
-           AND l.expires_at <= now()),
-       coalesce(c.skipped, 0)
+           AND l.expires_at <= now()) AS pending,
+       coalesce(c.skipped, 0) AS skipped
   FROM queen.eph_group g
   JOIN queen.eph_partition p ON p.queue = g.queue
   LEFT JOIN queen.eph_cursor c
@@ -100,8 +101,17 @@ SELECT g.grp, p.partition,
 -- name: eph_totals
 -- Deployment-wide gauges for the metrics: queues, messages held, bytes held, drops.
 SELECT (SELECT count(*) FROM (SELECT queue FROM queen.eph_queue
-                              UNION SELECT queue FROM queen.eph_declared) n),
-       coalesce(sum(depth), 0)::bigint, coalesce(sum(bytes), 0)::bigint,
-       coalesce(sum(drops_bounds), 0)::bigint, coalesce(sum(drops_ttl), 0)::bigint,
-       coalesce(sum(drops_retry), 0)::bigint
+                              UNION SELECT queue FROM queen.eph_declared) n) AS queues,
+       coalesce(sum(depth), 0)::bigint AS depth, coalesce(sum(bytes), 0)::bigint AS bytes,
+       coalesce(sum(drops_bounds), 0)::bigint AS drops_bounds,
+       coalesce(sum(drops_ttl), 0)::bigint AS drops_ttl,
+       coalesce(sum(drops_retry), 0)::bigint AS drops_retry
   FROM queen.eph_queue;
+
+-- name: eph_vacuum
+-- Reclaim the dead versions the ephemeral tables' churn leaves (every message is inserted
+-- and deleted, gauges and cursors are updated by every call): autovacuum looks once a
+-- minute, so a flood would otherwise grow them by a minute of traffic. SKIP_LOCKED: a
+-- table another worker is vacuuming is left to it.
+VACUUM (SKIP_LOCKED) queen.eph_message, queen.eph_lease, queen.eph_queue,
+    queen.eph_partition, queen.eph_cursor;

@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from core.ephemeral import model, store
+from core.ephemeral import model
 from core.ephemeral.errors import EphemeralQueueNotFound, EphemeralUnavailable, QueueFull
 from core.ephemeral.waiters import CHANNEL, Waiters, first_of
 from core.errors import ServiceError
+from core.storage import ephemeral as store
 from core.storage.database import Database
 from core.waiting import wait_event
 
@@ -28,6 +29,8 @@ log = logging.getLogger(__name__)
 # A parked pop checks again at least this often: a notification lost while the LISTEN
 # connection reconnects must not leave it waiting until its deadline.
 _RECHECK_SECONDS = 1.0
+# Dead row versions of the ephemeral tables are reclaimed this often (see eph_vacuum).
+_VACUUM_SECONDS = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,23 +127,27 @@ class Ephemeral:
                   gone: asyncio.Event | None = None) -> list[Popped]:
         """Pop now; with `wait`, park until a message comes, `timeout_ms` passes, the client
         is `gone` or the process stops waiting; with a windowBuffer, keep collecting (§19.4)."""
-        got = await self._pop_once(queue, partition, group, batch, auto_ack)
-        if not wait or len(got) >= batch:
-            return got
+        if not wait:
+            return await self._pop_once(queue, partition, group, batch, auto_ack)
         deadline = time.monotonic() + timeout_ms / 1000
-        async with self._db.session() as conn:
-            window = await store.window(conn, queue=queue)
-        windowed = window.ms > 0 or window.count > 0
-        if got and not windowed:
-            return got
-        want = min(window.count or batch, batch)
-        first_at = time.monotonic() if got else None
         gone = gone or asyncio.Event()
+        # Parked before the first look: a commit between that look and the wait must wake it.
         with self.waiters.parked(queue, group) as event:
+            got = await self._pop_once(queue, partition, group, batch, auto_ack)
+            if len(got) >= batch:
+                self.waiters.pass_on(queue, group)  # there may be more
+                return got
+            async with self._db.session() as conn:
+                window = await store.window(conn, queue=queue)
+            windowed = window.ms > 0 or window.count > 0
+            if got and not windowed:
+                return got
+            want = min(window.count or batch, batch)
+            first_at = time.monotonic() if got else None
             while True:
                 if got and len(got) >= want:
                     if len(got) >= batch:
-                        self.waiters.pass_on(queue, group)  # there may be more
+                        self.waiters.pass_on(queue, group)
                     return got
                 until = deadline
                 if first_at is not None and window.ms > 0:
@@ -158,7 +165,7 @@ class Ephemeral:
                 if more and first_at is None:
                     if not windowed:
                         if len(more) >= batch:
-                            self.waiters.pass_on(queue, group)  # there may be more
+                            self.waiters.pass_on(queue, group)
                         return more
                     first_at = time.monotonic()
                 got += more
@@ -182,7 +189,12 @@ class Ephemeral:
     async def configure(self, queue: str, sent: Any) -> Configured:
         options = model.options_in_force(sent)
         async with self._db.session() as conn:
-            stamp = await store.configure(conn, queue=queue, sent=sent or {}, options=options)
+            o = options
+            stamp = await store.configure(
+                conn, queue=queue, sent=sent or {}, max_bytes=o.max_bytes,
+                max_length=o.max_length, policy=o.policy, ttl_seconds=o.ttl_seconds,
+                lease_seconds=o.lease_seconds, retry_limit=o.retry_limit,
+                window_ms=o.window_ms, window_count=o.window_count)
         return Configured(queue, sent if sent is not None else {}, stamp)
 
     async def reset(self, queue: str) -> int:
@@ -219,10 +231,16 @@ class Ephemeral:
             await store.sweep(conn, idle_seconds=self._idle_seconds, channel=CHANNEL)
 
     async def sweep_forever(self) -> None:
-        """Lease expiry, ttl and idle reclaim every `sweep_seconds`, until `close`."""
+        """Lease expiry, ttl and idle reclaim every `sweep_seconds`, and a VACUUM of the
+        ephemeral tables every `_VACUUM_SECONDS`, until `close`."""
+        vacuumed = time.monotonic()
         while not self._stopping.is_set():
             try:
                 await self.sweep_once()
+                if time.monotonic() - vacuumed >= _VACUUM_SECONDS:
+                    vacuumed = time.monotonic()
+                    async with self._db.session() as conn:
+                        await store.vacuum(conn)
             except ServiceError as exc:  # the database is away: try again next time
                 log.info("ephemeral sweep failed (%s)", type(exc).__name__)
             await wait_event(self._stopping, self._sweep_seconds)
@@ -232,7 +250,16 @@ def _listed(r: store.QueueRow) -> Listed:
     return Listed(r.queue, "declared" if r.declared else "implicit", r.depth, r.bytes,
                   r.partitions, r.groups,
                   {"bounds": r.drops_bounds, "ttl": r.drops_ttl, "retry": r.drops_retry},
-                  r.options or model.DEFAULTS)
+                  _options(r))
+
+
+def _options(r: store.QueueRow) -> model.Options:
+    """The options in force: the declaration's, else the defaults (an implicit queue)."""
+    if r.max_bytes is None:
+        return model.DEFAULTS
+    return model.Options(r.max_bytes, r.max_length or 0, r.policy or "reject",
+                         r.ttl_seconds or 0, r.lease_seconds or 0, r.retry_limit or 0,
+                         r.window_ms or 0, r.window_count or 0)
 
 
 def _depth(q: store.QueueRow, group: str | None, rings: list[store.RingRow],

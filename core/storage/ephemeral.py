@@ -1,4 +1,5 @@
-"""Typed calls of the ephemeral statements (schema/queries_ephemeral.sql)."""
+"""Typed calls of the ephemeral queue statements (schema/queries_ephemeral.sql; the
+functions they call are in schema/090_ephemeral.sql)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from core.ephemeral.model import Options
 from core.storage.statements import Conn, Statement
 
 
@@ -59,14 +59,6 @@ class QueueRow:
     window_ms: int | None
     window_count: int | None
 
-    @property
-    def options(self) -> Options | None:
-        if self.max_bytes is None:
-            return None
-        return Options(self.max_bytes, self.max_length or 0, self.policy or "reject",
-                       self.ttl_seconds or 0, self.lease_seconds or 0, self.retry_limit or 0,
-                       self.window_ms or 0, self.window_count or 0)
-
 
 @dataclass(frozen=True, slots=True)
 class RingRow:
@@ -105,6 +97,7 @@ _QUEUES = Statement("eph_queues", QueueRow)
 _RINGS = Statement("eph_depth_partitions", RingRow)
 _BACKLOGS = Statement("eph_depth_groups", BacklogRow)
 _TOTALS = Statement("eph_totals", TotalsRow)
+_VACUUM = Statement[None]("eph_vacuum")
 
 
 async def push(conn: Conn, *, queue: str, partition: str, payloads: Sequence[str],
@@ -126,11 +119,13 @@ async def ack(conn: Conn, *, queue: str, group: str, epochs: Sequence[int | None
                              list(statuses), channel)
 
 
-async def configure(conn: Conn, *, queue: str, sent: Any, options: Options) -> datetime:
-    o = options
+async def configure(conn: Conn, *, queue: str, sent: Any, max_bytes: int, max_length: int,
+                    policy: str, ttl_seconds: int, lease_seconds: int, retry_limit: int,
+                    window_ms: int, window_count: int) -> datetime:
+    """Store a declaration: the options as sent, and the values in force."""
     stamp: datetime = await _CONFIGURE.value(
-        conn, queue, json.dumps(sent), o.max_bytes, o.max_length, o.policy, o.ttl_seconds,
-        o.lease_seconds, o.retry_limit, o.window_ms, o.window_count)
+        conn, queue, json.dumps(sent), max_bytes, max_length, policy, ttl_seconds,
+        lease_seconds, retry_limit, window_ms, window_count)
     return stamp
 
 
@@ -172,3 +167,8 @@ async def totals(conn: Conn) -> TotalsRow:
     row = await _TOTALS.one(conn)
     assert row is not None
     return row
+
+
+async def vacuum(conn: Conn) -> None:
+    """Outside a transaction (VACUUM cannot run in one)."""
+    await _VACUUM.run(conn)
