@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 # connection reconnects must not leave it waiting until its deadline.
 _RECHECK_SECONDS = 1.0
 # Dead row versions of the ephemeral tables are reclaimed this often (see eph_vacuum).
-_VACUUM_SECONDS = 10.0
+_VACUUM_SECONDS = 2.0
 
 
 @dataclass(frozen=True, slots=True)
