@@ -273,14 +273,13 @@ END $$;
 -- Push (§19.3): all or nothing. Answers 'ok', 'full' (429 queue_full) or 'unavailable'
 -- (the deployment-wide ceiling on held bytes, 503), and the count written. Notifies
 -- `p_channel` with the queue name at commit when it wrote.
-CREATE FUNCTION queen.eph_push(p_queue text, p_partition text, p_payloads text[],
-                               p_cap bigint, p_channel text,
-                               OUT status text, OUT pushed integer)
+CREATE FUNCTION queen.eph_push_into(p_queue text, p_partition text, p_payloads text[],
+                                    p_cap bigint, p_max_bytes bigint, p_max_length integer,
+                                    p_policy text, OUT status text, OUT pushed integer)
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
 SET enable_hashjoin = off SET enable_mergejoin = off SET enable_bitmapscan = off AS $$
 DECLARE
-    o record;
     n integer := coalesce(array_length(p_payloads, 1), 0);
     nb bigint;
     q record;
@@ -290,17 +289,10 @@ DECLARE
     held bigint;
 BEGIN
     pushed := 0;
-    PERFORM queen.eph_lock(p_queue, true);
-    o := queen.eph_options(p_queue);
-    -- Lease expiry cannot change whether a push fits (a leased message is held either way);
-    -- ttl can. Spent leases are the pops' and the sweep's business.
-    IF o.ttl_seconds > 0 THEN
-        PERFORM queen.eph_ttl(p_queue, o.ttl_seconds);
-    END IF;
     SELECT coalesce(sum(octet_length(x)), 0) INTO nb FROM unnest(p_payloads) x;
     SELECT depth, bytes INTO q FROM queen.eph_queue WHERE queue = p_queue;
-    IF q.depth + n > o.max_length OR q.bytes + nb > o.max_bytes THEN
-        IF o.policy <> 'dropOldest' OR n > o.max_length OR nb > o.max_bytes THEN
+    IF q.depth + n > p_max_length OR q.bytes + nb > p_max_bytes THEN
+        IF p_policy <> 'dropOldest' OR n > p_max_length OR nb > p_max_bytes THEN
             status := 'full';
             RETURN;
         END IF;
@@ -310,7 +302,7 @@ BEGIN
                        sum(bytes) OVER (ORDER BY seq) AS kb
                   FROM queen.eph_message
                  WHERE queue = p_queue AND partition = p_partition) w
-         WHERE q.depth - w.k + n <= o.max_length AND q.bytes - w.kb + nb <= o.max_bytes
+         WHERE q.depth - w.k + n <= p_max_length AND q.bytes - w.kb + nb <= p_max_bytes
          ORDER BY w.seq LIMIT 1;
         IF NOT FOUND THEN
             status := 'full';
@@ -351,7 +343,6 @@ BEGIN
         INSERT INTO queen.eph_partition AS p (queue, partition, last_seq)
         SELECT p_queue, p_partition, max(seq) FROM added
         ON CONFLICT (queue, partition) DO UPDATE SET last_seq = excluded.last_seq;
-        PERFORM pg_notify(p_channel, p_queue);
     ELSE
         INSERT INTO queen.eph_partition (queue, partition) VALUES (p_queue, p_partition)
             ON CONFLICT DO NOTHING;
@@ -362,6 +353,47 @@ BEGIN
      WHERE queue = p_queue;
     status := 'ok';
     pushed := n;
+END $$;
+
+-- Push (§19.3): the pushes of one queue that a worker gathered while its previous call was
+-- running, in order, each all or nothing (p_counts[i] payloads of p_payloads for
+-- p_partitions[i]); one lock and one commit for all of them. Notifies `p_channel` once
+-- when any wrote.
+CREATE FUNCTION queen.eph_push(p_queue text, p_partitions text[], p_counts integer[],
+                               p_payloads text[], p_cap bigint, p_channel text)
+RETURNS TABLE (idx integer, status text, pushed integer)
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+SET enable_hashjoin = off SET enable_mergejoin = off SET enable_bitmapscan = off AS $$
+#variable_conflict use_column
+DECLARE
+    o record;
+    r record;
+    i integer;
+    first integer := 1;
+    wrote boolean := false;
+BEGIN
+    PERFORM queen.eph_lock(p_queue, true);
+    o := queen.eph_options(p_queue);
+    -- Lease expiry cannot change whether a push fits (a leased message is held either way);
+    -- ttl can. Spent leases are the pops' and the sweep's business.
+    IF o.ttl_seconds > 0 THEN
+        PERFORM queen.eph_ttl(p_queue, o.ttl_seconds);
+    END IF;
+    FOR i IN 1 .. coalesce(array_length(p_counts, 1), 0) LOOP
+        r := queen.eph_push_into(p_queue, p_partitions[i],
+                                 p_payloads[first : first + p_counts[i] - 1], p_cap,
+                                 o.max_bytes, o.max_length, o.policy);
+        first := first + p_counts[i];
+        wrote := wrote OR r.pushed > 0;
+        idx := i;
+        status := r.status;
+        pushed := r.pushed;
+        RETURN NEXT;
+    END LOOP;
+    IF wrote THEN
+        PERFORM pg_notify(p_channel, p_queue);
+    END IF;
 END $$;
 
 -- Pop (§19.4) once, without waiting: up to p_batch messages for the group, its

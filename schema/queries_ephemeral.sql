@@ -2,9 +2,12 @@
 -- schema/090_ephemeral.sql. Loaded by core/storage/statements.py.
 
 -- name: eph_push
--- $1 queue, $2 partition, $3 payloads (JSON texts), $4 deployment ceiling on held bytes,
--- $5 wake-up channel
-SELECT status, pushed FROM queen.eph_push($1::text, $2::text, $3::text[], $4::bigint, $5::text);
+-- Pushes to one queue, in order, each all or nothing. $1 queue, $2 each push's partition,
+-- $3 each push's count of payloads, $4 the payloads (JSON texts) one push after the other,
+-- $5 deployment ceiling on held bytes, $6 wake-up channel
+SELECT status, pushed
+  FROM queen.eph_push($1::text, $2::text[], $3::integer[], $4::text[], $5::bigint, $6::text)
+ ORDER BY idx;
 
 -- name: eph_pop
 -- $1 queue, $2 partition or NULL (every partition), $3 group, $4 batch, $5 autoAck

@@ -13,14 +13,14 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from core.ephemeral import model
 from core.ephemeral.errors import EphemeralQueueNotFound, EphemeralUnavailable, QueueFull
 from core.ephemeral.waiters import CHANNEL, Waiters, first_of
-from core.errors import ServiceError
+from core.errors import QueenError, ServiceError
 from core.storage import ephemeral as store
 from core.storage.database import Database
 from core.waiting import wait_event
@@ -86,6 +86,22 @@ class Configured:
     updated_at: datetime
 
 
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    partition: str
+    payloads: Sequence[str]
+    done: asyncio.Future[store.PushRow]
+
+
+@dataclass(slots=True)
+class _PushLine:
+    """The pushes to one queue waiting for this worker's next call, and the task making
+    the calls (None when idle)."""
+
+    pending: list[_Pending] = field(default_factory=list)
+    task: asyncio.Task[None] | None = None
+
+
 class Ephemeral:
     def __init__(self, db: Database, *, cap_bytes: int, idle_seconds: int,
                  sweep_seconds: float, stop_waiting: asyncio.Event) -> None:
@@ -96,16 +112,25 @@ class Ephemeral:
         self._stop_waiting = stop_waiting
         self._stopping = asyncio.Event()
         self.waiters = Waiters()
+        self._push_lines: dict[str, _PushLine] = {}
 
     def close(self) -> None:
         self._stopping.set()
 
     async def push(self, queue: str, partition: str, payloads: Sequence[str]) -> int:
+        """All or nothing; answered after its commit. Pushes to one queue that arrive while
+        this worker's previous call for it runs go together in the next one (one lock, one
+        commit; each still all or nothing, in arrival order): `_PushLine`."""
         if not payloads:
             return 0
-        async with self._db.session() as conn:
-            row = await store.push(conn, queue=queue, partition=partition, payloads=payloads,
-                                   cap_bytes=self._cap_bytes, channel=CHANNEL)
+        line = self._push_lines.get(queue)
+        if line is None:
+            line = self._push_lines[queue] = _PushLine()
+        done: asyncio.Future[store.PushRow] = asyncio.get_running_loop().create_future()
+        line.pending.append(_Pending(partition, payloads, done))
+        if line.task is None:
+            line.task = asyncio.create_task(self._drain(queue, line), name="eph-push")
+        row = await done
         if row.status == "full":
             raise QueueFull()
         if row.status == "unavailable":
@@ -113,6 +138,41 @@ class Ephemeral:
                                        f"({self._cap_bytes}); retry later")
         self.waiters.wake(queue)
         return row.pushed
+
+    async def _drain(self, queue: str, line: _PushLine) -> None:
+        """Write what the queue's line holds, call after call, until it is empty."""
+        batch: list[_Pending] = []
+        try:
+            while line.pending:
+                batch = []
+                held = 0
+                while line.pending and (not batch or held + len(line.pending[0].payloads)
+                                        <= model.MAX_ITEMS):
+                    batch.append(line.pending.pop(0))
+                    held += len(batch[-1].payloads)
+                try:
+                    async with self._db.session() as conn:
+                        rows = await store.push(
+                            conn, queue=queue, partitions=[p.partition for p in batch],
+                            counts=[len(p.payloads) for p in batch],
+                            payloads=[x for p in batch for x in p.payloads],
+                            cap_bytes=self._cap_bytes, channel=CHANNEL)
+                except QueenError as exc:  # each push of the call answers the failure
+                    for p in batch:
+                        if not p.done.done():
+                            p.done.set_exception(exc)
+                    continue
+                for p, row in zip(batch, rows, strict=True):
+                    if not p.done.done():
+                        p.done.set_result(row)
+        finally:
+            line.task = None
+            for p in batch + line.pending:  # only when cancelled (the process stops)
+                if not p.done.done():
+                    p.done.set_exception(EphemeralUnavailable("the broker is stopping"))
+            line.pending.clear()
+            if self._push_lines.get(queue) is line:
+                del self._push_lines[queue]
 
     async def _pop_once(self, queue: str, partition: str | None, group: str, batch: int,
                         auto_ack: bool) -> list[Popped]:

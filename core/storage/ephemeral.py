@@ -100,11 +100,11 @@ _TOTALS = Statement("eph_totals", TotalsRow)
 _VACUUM = Statement[None]("eph_vacuum")
 
 
-async def push(conn: Conn, *, queue: str, partition: str, payloads: Sequence[str],
-               cap_bytes: int, channel: str) -> PushRow:
-    row = await _PUSH.one(conn, queue, partition, list(payloads), cap_bytes, channel)
-    assert row is not None
-    return row
+async def push(conn: Conn, *, queue: str, partitions: Sequence[str], counts: Sequence[int],
+               payloads: Sequence[str], cap_bytes: int, channel: str) -> list[PushRow]:
+    """Several pushes to one queue in one call, in order: one row each."""
+    return await _PUSH.rows(conn, queue, list(partitions), list(counts), list(payloads),
+                            cap_bytes, channel)
 
 
 async def pop(conn: Conn, *, queue: str, partition: str | None, group: str, batch: int,

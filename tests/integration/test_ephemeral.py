@@ -332,3 +332,22 @@ async def test_a_parked_pop_whose_client_left_takes_nothing(broker: BrokerProces
         await http.post(EPH + "/push", json={"queue": eq, "messages": [{"payload": "mine"}]})
         got = (await http.get(EPH + "/pop", params={"queue": eq})).json()["messages"]
     assert [(m["payload"], m["attempts"]) for m in got] == [("mine", 1)]
+
+
+async def test_concurrent_pushes_are_each_all_or_nothing(broker: BrokerProcess,
+                                                         eq: str) -> None:
+    """Pushes racing into a nearly full queue (a worker gathers concurrent pushes into one
+    call): each is written whole or refused whole, and the bound holds."""
+    async with httpx.AsyncClient(base_url=broker.url, timeout=30) as http:
+        await http.post(EPH + "/configure", json={"queue": eq, "options": {"maxLength": 15}})
+        answers = await asyncio.gather(*(
+            http.post(EPH + "/push", json={"queue": eq, "messages": [
+                {"payload": [i, 0]}, {"payload": [i, 1]}]}) for i in range(20)))
+        assert sorted(r.status_code for r in answers) == [201] * 7 + [429] * 13
+        got = (await http.get(EPH + "/pop", params={"queue": eq, "batch": 100})).json()
+    pairs = [m["payload"] for m in got["messages"]]
+    assert len(pairs) == 14
+    written = {i for i, r in enumerate(answers) if r.status_code == 201}
+    assert sorted(pairs) == sorted([i, k] for i in written for k in (0, 1))
+    # each push's two messages are adjacent: nothing interleaves inside one push
+    assert all(pairs[j][0] == pairs[j + 1][0] for j in range(0, 14, 2))
