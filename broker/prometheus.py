@@ -22,8 +22,8 @@ from prometheus_client.core import (
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 
 from core.counters import LATENCY_BOUNDS, TIMED, bucket_name
+from core.ephemeral import Totals as EphemeralTotals
 from core.stats import ClusterFigures, OperatingFigures, ProcessFigures
-from core.storage.ephemeral import TotalsRow as EphemeralTotals
 
 MEDIA_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # the format wire-protocol §6.5 names
 

@@ -41,6 +41,7 @@ import asyncpg
 import msgspec
 import psutil  # type: ignore[import-untyped]
 
+from core.waiting import within
 from loadtest import launch
 from loadtest.httpc import Connection, HttpError
 
@@ -273,7 +274,7 @@ async def _pairs(kind: str, url: str, pairs: int) -> list[float]:
         stop.set()
         await caller.push(requests, b'{"stop":true}')  # let the responder's poll return
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(serving, 10)
+            await within(10, serving)
         await caller.conn.close()
         await responder.conn.close()
     return times

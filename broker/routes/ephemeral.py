@@ -53,7 +53,7 @@ def _answering(handler: Callable[P, Awaitable[Response]]) -> Callable[P, Awaitab
 
 
 @_answering
-async def push(request: Request, body: wire.EphPushBody) -> Response:
+async def eph_push(request: Request, body: wire.EphPushBody) -> Response:
     partition = given(body.partition) or model.DEFAULT_PARTITION
     payloads = [bytes(m.payload).decode("utf-8") for m in body.messages]
     pushed = await broker_of(request).ephemeral.push(body.queue, partition, payloads)
@@ -61,7 +61,7 @@ async def push(request: Request, body: wire.EphPushBody) -> Response:
 
 
 @_answering
-async def pop(request: Request, query: wire.EphPopQuery) -> Response:
+async def eph_pop(request: Request, query: wire.EphPopQuery) -> Response:
     timeout = given(query.timeout)
     if timeout is None:
         timeout = state_of(request).settings.default_timeout_ms
@@ -84,7 +84,7 @@ async def pop(request: Request, query: wire.EphPopQuery) -> Response:
 
 
 @_answering
-async def ack(request: Request, body: wire.EphAckBody) -> Response:
+async def eph_ack(request: Request, body: wire.EphAckBody) -> Response:
     entries = [(a.id, a.status) for a in body.acks]
     outcomes = await broker_of(request).ephemeral.ack(
         queue=body.queue, group=given(body.group) or model.QUEUE_MODE, acks=entries)
@@ -93,20 +93,20 @@ async def ack(request: Request, body: wire.EphAckBody) -> Response:
 
 
 @_answering
-async def configure(request: Request, body: wire.EphConfigureBody) -> Response:
+async def eph_configure(request: Request, body: wire.EphConfigureBody) -> Response:
     done = await broker_of(request).ephemeral.configure(body.queue, body.options)
     return json_response(wire.EphConfigureAnswer(done.queue, done.sent, iso(done.updated_at)),
                          201)
 
 
 @_answering
-async def reset(request: Request, body: wire.EphQueueBody) -> Response:
+async def eph_reset(request: Request, body: wire.EphQueueBody) -> Response:
     dropped = await broker_of(request).ephemeral.reset(body.queue)
     return json_response(wire.EphResetAnswer(body.queue, dropped))
 
 
 @_answering
-async def delete(request: Request, path: wire.EphQueuePath) -> Response:
+async def eph_delete(request: Request, path: wire.EphQueuePath) -> Response:
     row = await broker_of(request).ephemeral.delete(path.queue)
     return json_response(wire.EphDeleteAnswer(path.queue, row.deleted, row.declared))
 
@@ -118,7 +118,7 @@ def _options(o: model.Options) -> wire.EphOptionsOut:
 
 
 @_answering
-async def queues(request: Request) -> Response:
+async def eph_queues(request: Request) -> Response:
     listed, cell_bytes = await broker_of(request).ephemeral.queues()
     return json_response(wire.EphQueuesAnswer([
         wire.EphListedQueue(q.queue, q.tier, q.depth, q.bytes, q.partitions, q.groups,
@@ -127,7 +127,7 @@ async def queues(request: Request) -> Response:
 
 
 @_answering
-async def depth(request: Request, path: wire.EphQueuePath, query: wire.EphDepthQuery) -> Response:
+async def eph_depth(request: Request, path: wire.EphQueuePath, query: wire.EphDepthQuery) -> Response:
     d = await broker_of(request).ephemeral.depth(path.queue, given(query.group))
     return json_response(wire.EphDepthAnswer(
         d.queue, d.group, d.tier, d.pending, d.partitions_pending, d.bytes,

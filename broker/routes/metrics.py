@@ -21,10 +21,10 @@ from starlette.responses import Response
 from broker import prometheus
 from broker.state import broker_of
 from broker.wire.http import json_response
+from core.ephemeral import Totals as EphemeralTotals
 from core.errors import ServiceError
 from core.service import Broker
 from core.stats import ClusterFigures, ProcessFigures, resident_memory_bytes
-from core.storage.ephemeral import TotalsRow as EphemeralTotals
 
 _STARTED = time.monotonic()  # per worker process; module import happens at app start
 

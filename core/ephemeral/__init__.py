@@ -9,7 +9,7 @@ from core.ephemeral.errors import (
     EphemeralUnavailable,
     QueueFull,
 )
-from core.ephemeral.service import Ephemeral
+from core.ephemeral.service import Ephemeral, Totals
 
 __all__ = ["Ephemeral", "EphemeralBadRequest", "EphemeralError", "EphemeralQueueNotFound",
-           "EphemeralUnavailable", "QueueFull"]
+           "EphemeralUnavailable", "QueueFull", "Totals"]

@@ -23,7 +23,10 @@ from core.ephemeral.waiters import CHANNEL, Waiters, first_of
 from core.errors import QueenError, ServiceError
 from core.storage import ephemeral as store
 from core.storage.database import Database
+from core.storage.ephemeral import TotalsRow as Totals  # what /metrics shows
 from core.waiting import wait_event
+
+__all__ = ["Ephemeral", "Popped", "Totals"]
 
 log = logging.getLogger(__name__)
 # A parked pop checks again at least this often: a notification lost while the LISTEN
@@ -282,7 +285,7 @@ class Ephemeral:
             backlogs = await store.backlogs(conn, queue=queue)
         return _depth(found[0], group, rings, backlogs)
 
-    async def totals(self) -> store.TotalsRow:
+    async def totals(self) -> Totals:
         async with self._db.session() as conn:
             return await store.totals(conn)
 
