@@ -84,6 +84,8 @@ class Settings:
     ephemeral_max_bytes: int = 256 * 1024 * 1024
     ephemeral_idle_seconds: int = 300
     ephemeral_sweep_ms: int = 500
+    # KV (wire-protocol-extensions §14.4): the most keys one call may name (1024, up to 4096).
+    kv_max_keys: int = 1024
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -166,6 +168,7 @@ class Settings:
                 "EPHEMERAL_IDLE_SECONDS", cls.ephemeral_idle_seconds, low=1),
             ephemeral_sweep_ms=read.integer(
                 "EPHEMERAL_SWEEP_MS", cls.ephemeral_sweep_ms, low=10, high=1000),
+            kv_max_keys=read.integer("KV_MAX_KEYS", cls.kv_max_keys, low=1, high=4096),
         )
 
     @property
