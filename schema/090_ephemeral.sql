@@ -627,31 +627,42 @@ BEGIN
     deleted := live OR declared;
 END $$;
 
--- The sweep (§19.2: at least every second), for every queue: ttl and lease expiry, and
--- implicit queues empty and untouched for p_idle_seconds are collected. Harmless when
--- several run: a queue another call holds is skipped (it is being touched anyway), and only
--- one sweep runs at a time (advisory lock). Notifies `p_channel` with each queue where
--- leases passed (redeliveries for its waiting pops); answers those queues, or NULL when
--- another sweep was running.
-CREATE FUNCTION queen.eph_sweep(p_idle_seconds integer, p_channel text) RETURNS text[]
+-- One batch of the sweep (§19.2: at least every second; core/ephemeral/sweeper.py calls
+-- it): ttl and lease expiry, and implicit queues empty and untouched for p_idle_seconds are
+-- collected. Harmless when several run: a queue another call holds is skipped (it is being
+-- touched anyway), only one batch runs at a time (advisory lock), and doing it twice changes
+-- nothing. Notifies `p_channel` with each queue where leases passed (redeliveries for its
+-- waiting pops); answers those queues, or NULL when another sweep was running.
+CREATE FUNCTION queen.eph_sweep(p_idle_seconds integer, p_channel text, p_after text,
+                                p_limit integer, OUT woken text[], OUT last_queue text)
 LANGUAGE plpgsql AS $$
 DECLARE
     q record;
     o record;
-    woken text[] := '{}';
+    seen integer := 0;
 BEGIN
+    -- One batch of at most p_limit queues, in name order after p_after: a call stays short
+    -- however many queues there are, and the caller goes on from last_queue (NULL once the
+    -- batch came back short, i.e. the end was reached).
     IF NOT pg_try_advisory_xact_lock(7431, 19) THEN
-        RETURN NULL;
+        RETURN;  -- another sweep is running: woken NULL
     END IF;
+    woken := '{}';
     FOR q IN
         SELECT e.queue FROM queen.eph_queue e
-         WHERE EXISTS (SELECT 1 FROM queen.eph_lease l
-                        WHERE l.queue = e.queue AND l.expires_at <= now()
-                          AND l.expires_at > '-infinity')
-            OR EXISTS (SELECT 1 FROM queen.eph_declared d
-                        WHERE d.queue = e.queue AND d.ttl_seconds > 0)
-            OR (e.depth = 0 AND e.touched_at < now() - make_interval(secs => p_idle_seconds))
+         WHERE e.queue > p_after
+           AND (EXISTS (SELECT 1 FROM queen.eph_lease l
+                         WHERE l.queue = e.queue AND l.expires_at <= now()
+                           AND l.expires_at > '-infinity')
+                OR EXISTS (SELECT 1 FROM queen.eph_declared d
+                            WHERE d.queue = e.queue AND d.ttl_seconds > 0)
+                OR (e.depth = 0
+                    AND e.touched_at < now() - make_interval(secs => p_idle_seconds)))
+         ORDER BY e.queue
+         LIMIT p_limit
     LOOP
+        seen := seen + 1;
+        last_queue := q.queue;
         PERFORM 1 FROM queen.eph_queue WHERE queue = q.queue FOR UPDATE SKIP LOCKED;
         CONTINUE WHEN NOT FOUND;
         o := queen.eph_options(q.queue);
@@ -671,5 +682,7 @@ BEGIN
             END IF;
         END IF;
     END LOOP;
-    RETURN woken;
+    IF seen < p_limit THEN
+        last_queue := NULL;
+    END IF;
 END $$;

@@ -49,9 +49,16 @@ SELECT queen.eph_reset($1::text) AS dropped;
 SELECT deleted, declared FROM queen.eph_delete($1::text);
 
 -- name: eph_sweep
--- $1 seconds an implicit queue stays empty and untouched before it is collected; answers
--- the queues whose leases passed (NULL: another sweep was running); $2 wake-up channel
-SELECT queen.eph_sweep($1::integer, $2::text) AS woken;
+-- One batch of the sweep: $1 seconds an implicit queue stays empty and untouched before it
+-- is collected; $2 wake-up channel; $3 the last queue of the previous batch ('' first);
+-- $4 queues per batch. Answers the queues whose leases passed (NULL: another sweep was
+-- running) and where the next batch starts (NULL: this one reached the end).
+SELECT woken, last_queue FROM queen.eph_sweep($1::integer, $2::text, $3::text, $4::integer);
+
+-- name: eph_sweeper_claim
+-- Whether this connection is (now) the deployment's one ephemeral sweeper: a session lock,
+-- held until the connection closes, so a sweeper that dies or loses the server frees it.
+SELECT pg_try_advisory_lock(7431, 20) AS claimed;
 
 -- name: eph_window
 -- $1 queue: its windowBuffer in force

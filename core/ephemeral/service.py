@@ -2,15 +2,13 @@
 
 Every verb is one database call on a function of schema/090_ephemeral.sql, on UNLOGGED
 tables shared by every worker and broker over the database; this process keeps only its
-parked pops (`Waiters`). `sweep_forever` runs in every web worker; the sweep itself takes an
-advisory lock, so at most one runs at a time deployment-wide and more workers only mean it
-keeps running when one stops.
+parked pops (`Waiters`). Lease expiry, ttl and idle reclaim are the sweep's
+(core/ephemeral/sweeper.py), on a connection of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,20 +18,16 @@ from typing import Any
 from core.ephemeral import model
 from core.ephemeral.errors import EphemeralQueueNotFound, EphemeralUnavailable, QueueFull
 from core.ephemeral.waiters import CHANNEL, Waiters, first_of
-from core.errors import QueenError, ServiceError
+from core.errors import QueenError
 from core.storage import ephemeral as store
 from core.storage.database import Database
 from core.storage.ephemeral import TotalsRow as Totals  # what /metrics shows
-from core.waiting import wait_event
 
 __all__ = ["Ephemeral", "Popped", "Totals"]
 
-log = logging.getLogger(__name__)
 # A parked pop checks again at least this often: a notification lost while the LISTEN
 # connection reconnects must not leave it waiting until its deadline.
 _RECHECK_SECONDS = 1.0
-# Dead row versions of the ephemeral tables are reclaimed this often (see eph_vacuum).
-_VACUUM_SECONDS = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,19 +100,12 @@ class _PushLine:
 
 
 class Ephemeral:
-    def __init__(self, db: Database, *, cap_bytes: int, idle_seconds: int,
-                 sweep_seconds: float, stop_waiting: asyncio.Event) -> None:
+    def __init__(self, db: Database, *, cap_bytes: int, stop_waiting: asyncio.Event) -> None:
         self._db = db
         self._cap_bytes = cap_bytes
-        self._idle_seconds = idle_seconds
-        self._sweep_seconds = sweep_seconds
         self._stop_waiting = stop_waiting
-        self._stopping = asyncio.Event()
         self.waiters = Waiters()
         self._push_lines: dict[str, _PushLine] = {}
-
-    def close(self) -> None:
-        self._stopping.set()
 
     async def push(self, queue: str, partition: str, payloads: Sequence[str]) -> int:
         """All or nothing; answered after its commit. Pushes to one queue that arrive while
@@ -288,25 +275,6 @@ class Ephemeral:
     async def totals(self) -> Totals:
         async with self._db.session() as conn:
             return await store.totals(conn)
-
-    async def sweep_once(self) -> None:
-        async with self._db.session() as conn:
-            await store.sweep(conn, idle_seconds=self._idle_seconds, channel=CHANNEL)
-
-    async def sweep_forever(self) -> None:
-        """Lease expiry, ttl and idle reclaim every `sweep_seconds`, and a VACUUM of the
-        ephemeral tables every `_VACUUM_SECONDS`, until `close`."""
-        vacuumed = time.monotonic()
-        while not self._stopping.is_set():
-            try:
-                await self.sweep_once()
-                if time.monotonic() - vacuumed >= _VACUUM_SECONDS:
-                    vacuumed = time.monotonic()
-                    async with self._db.session() as conn:
-                        await store.vacuum(conn)
-            except ServiceError as exc:  # the database is away: try again next time
-                log.info("ephemeral sweep failed (%s)", type(exc).__name__)
-            await wait_event(self._stopping, self._sweep_seconds)
 
 
 def _listed(r: store.QueueRow) -> Listed:

@@ -76,6 +76,12 @@ class BacklogRow:
 
 
 @dataclass(frozen=True, slots=True)
+class SweepRow:
+    woken: list[str] | None  # None: another sweep was running
+    last_queue: str | None  # where the next batch starts; None: this one reached the end
+
+
+@dataclass(frozen=True, slots=True)
 class TotalsRow:
     queues: int
     depth: int
@@ -91,7 +97,8 @@ _ACK = Statement[None]("eph_ack")
 _CONFIGURE = Statement[None]("eph_configure")
 _RESET = Statement[None]("eph_reset")
 _DELETE = Statement("eph_delete", DeleteRow)
-_SWEEP = Statement[None]("eph_sweep")
+_SWEEP = Statement("eph_sweep", SweepRow)
+_CLAIM = Statement[None]("eph_sweeper_claim")
 _WINDOW = Statement("eph_window", WindowRow)
 _QUEUES = Statement("eph_queues", QueueRow)
 _RINGS = Statement("eph_depth_partitions", RingRow)
@@ -140,9 +147,17 @@ async def delete(conn: Conn, *, queue: str) -> DeleteRow:
     return row
 
 
-async def sweep(conn: Conn, *, idle_seconds: int, channel: str) -> list[str] | None:
-    woken: list[str] | None = await _SWEEP.value(conn, idle_seconds, channel)
-    return woken
+async def sweep(conn: Conn, *, idle_seconds: int, channel: str, after: str,
+                limit: int) -> SweepRow:
+    row = await _SWEEP.one(conn, idle_seconds, channel, after, limit)
+    assert row is not None
+    return row
+
+
+async def claim_sweeper(conn: Conn) -> bool:
+    """True when this connection holds (or just took) the one sweeper's session lock."""
+    claimed: bool = await _CLAIM.value(conn)
+    return claimed
 
 
 async def window(conn: Conn, *, queue: str) -> WindowRow:

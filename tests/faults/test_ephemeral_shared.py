@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
 
@@ -131,7 +132,35 @@ def _queue() -> str:
     return "sh-" + uuid.uuid4().hex[:10]
 
 
+async def _one_sweeper_sweeps(pair: Pair, http: httpx.AsyncClient) -> None:
+    """A ttl queue nobody touches empties (some worker's sweep runs), and exactly one
+    connection of the two brokers' workers holds the sweeper's lock (schema eph_sweeper_claim),
+    the sweep's own connection."""
+    q = _queue()
+    await _call(http, "POST", pair.a + EPH + "/configure",
+                json={"queue": q, "options": {"ttlSeconds": 1}})
+    await _push(http, pair.a, q, ["t1", "t2"])
+    for _ in range(100):  # listing the queues touches none of them
+        listing = await _call(http, "GET", pair.b + EPH + "/queues")
+        mine = next(x for x in listing["queues"] if x["queue"] == q)
+        if mine["depth"] == 0 and mine["drops"]["ttl"] == 2:
+            break
+        await asyncio.sleep(0.2)
+    else:
+        raise AssertionError(f"the sweep never dropped them: {mine}")
+    conn = await asyncpg.connect(pair.url)
+    try:
+        holders = await conn.fetch(
+            "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
+            "WHERE l.locktype = 'advisory' AND l.classid = 7431 AND l.objid = 20 "
+            "AND l.granted")
+    finally:
+        await conn.close()
+    assert [h["application_name"] for h in holders] == ["queen-broker-sweep"]
+
+
 async def test_two_brokers_see_one_queue(pair: Pair, http: httpx.AsyncClient) -> None:
+    await _one_sweeper_sweeps(pair, http)
     q = _queue()
     await _call(http, "POST", pair.a + EPH + "/configure",
                 json={"queue": q, "options": {"leaseSeconds": 60}})
@@ -199,7 +228,12 @@ async def test_postgres_restart(pair: Pair, http: httpx.AsyncClient, how: str) -
     [leased] = await _pop(http, pair.b, declared)
     pair.stop_pg({"clean": signal.SIGINT, "crash": signal.SIGKILL,
                   "immediate": signal.SIGQUIT}[how])
+    if how == "crash":
+        # Down longer than any sweep loop's pause (2 s at most): every worker's sweep meets
+        # the outage (a failed connect), and one of them must come back sweeping.
+        await asyncio.sleep(3)
     pair.start_pg()
+    await _one_sweeper_sweeps(pair, http)  # the sweep outlived the restart, on one worker
     listing = await _call(http, "GET", pair.a + EPH + "/queues")
     mine = {q["queue"]: q for q in listing["queues"]}
     assert mine[declared]["tier"] == "declared"
