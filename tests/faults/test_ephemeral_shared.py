@@ -13,6 +13,7 @@ import signal
 import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -52,12 +53,16 @@ class Pair:
         self.pg_proc = None
 
     def start_brokers(self) -> None:
+        # Side by side: the suite waits for one start instead of two.
         self.brokers = [Served(self.logs / f"serve-{i}.log",
-                               env={"DATABASE_URL": self.url}).start() for i in (0, 1)]
+                               env={"DATABASE_URL": self.url}).start(wait=False)
+                        for i in (0, 1)]
+        for b in self.brokers:
+            b.wait_healthy(60)
 
     def stop_brokers(self) -> None:
-        for b in self.brokers:
-            b.stop()
+        with ThreadPoolExecutor(2) as both:
+            list(both.map(Served.stop, self.brokers))
         self.brokers = []
 
     @property

@@ -279,7 +279,7 @@ async def tight_database(pg_server_url: str) -> str:
 def tight(tight_database: str) -> Iterator[BrokerProcess]:
     """A broker on a database of its own with a 4 KiB ceiling on held bytes and implicit
     queues collected after 1 s idle."""
-    with BrokerProcess(tight_database, workers=2, env={
+    with BrokerProcess(tight_database, workers=1, env={
             "EPHEMERAL_MAX_BYTES": "4096", "EPHEMERAL_IDLE_SECONDS": "1"}) as proc:
         yield proc
 
