@@ -42,7 +42,7 @@ _CLAIM_SECONDS = 2.0
 # After a failure, the next try (a new connection) waits this long.
 _RETRY_SECONDS = 1.0
 # Queues per sweep call and calls per pass: one call stays a short transaction, one pass
-# stays within its interval; queues past the last batch wait for the next pass.
+# stays within its interval; the queues after the last batch are the next pass's first.
 _BATCH = 500
 _MAX_BATCHES = 20
 # One pass (or claim) longer than this is a failure: the connection is dropped.
@@ -59,11 +59,7 @@ class Sweeper:
         self._conn: Conn | None = None
         self._claimed = False
         self._vacuumed = 0.0  # monotonic time of the last VACUUM
-
-    @property
-    def sweeping(self) -> bool:
-        """Whether this process is the deployment's sweeper right now."""
-        return self._claimed
+        self._after = ""  # where the next pass starts: "" unless the last one was cut short
 
     def close(self) -> None:
         """Make `run_forever` return (its connection closed, the lock with it)."""
@@ -100,14 +96,14 @@ class Sweeper:
         return self._interval
 
     async def sweep_pass(self, conn: Conn) -> None:
-        """Every queue due, batch by batch, and the VACUUM when it is due."""
-        after = ""
+        """The queues due, batch by batch (a pass cut short by `_MAX_BATCHES` leaves the rest
+        to the next pass, which goes on from there), and the VACUUM when it is due."""
         for _ in range(_MAX_BATCHES):
             row = await store.sweep(conn, idle_seconds=self._idle_seconds, channel=CHANNEL,
-                                    after=after, limit=_BATCH)
-            if row.last_queue is None:
+                                    after=self._after, limit=_BATCH)
+            self._after = row.last_queue or ""
+            if not self._after:
                 break
-            after = row.last_queue
         if time.monotonic() - self._vacuumed >= _VACUUM_SECONDS:
             self._vacuumed = time.monotonic()
             await store.vacuum(conn)

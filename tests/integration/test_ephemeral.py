@@ -15,6 +15,9 @@ import pytest
 from queen import Queen
 from queen.errors import EphemeralError, EphemeralQueueNotFoundError
 
+from core.ephemeral.waiters import CHANNEL
+from core.storage import ephemeral as store
+from core.storage.database import Database
 from tests.support import BrokerProcess, create_database
 
 EPH = "/api/v1/ephemeral"
@@ -351,3 +354,32 @@ async def test_concurrent_pushes_are_each_all_or_nothing(broker: BrokerProcess,
     assert sorted(pairs) == sorted([i, k] for i in written for k in (0, 1))
     # each push's two messages are adjacent: nothing interleaves inside one push
     assert all(pairs[j][0] == pairs[j + 1][0] for j in range(0, 14, 2))
+
+
+async def test_a_sweep_call_takes_one_bounded_batch_in_name_order(client: Queen,
+                                                                  core_db: Database) -> None:
+    """eph_sweep handles at most `limit` queues after `after`, in name order, and answers
+    where the next batch starts (NULL once a batch came back short): a sweep call stays
+    short however many queues are due, and the sweeper goes on from there."""
+    prefix = "~~" + uuid.uuid4().hex[:8]  # sorts after every other queue of the suite
+    names = [prefix + s for s in "abc"]
+    for name in names:  # a ttl makes a declared queue due on every sweep
+        await client.ephemeral.configure(name, ttl_seconds=60)
+
+    async def batch(after: str, limit: int) -> str | None:
+        for _ in range(200):  # the broker's own sweep may hold the sweep's lock a moment
+            async with core_db.session() as conn:
+                row = await store.sweep(conn, idle_seconds=300, channel=CHANNEL,
+                                        after=after, limit=limit)
+            if row.woken is not None:
+                return row.last_queue
+            await asyncio.sleep(0.05)
+        raise AssertionError("the sweep's lock was never free")
+    try:
+        assert await batch(prefix, 2) == names[1]
+        assert await batch(names[1], 2) is None  # names[2] alone: the end
+        assert await batch(prefix, 3) == names[2]
+        assert await batch(names[2], 3) is None
+    finally:
+        for name in names:
+            await client.ephemeral.delete(name)
