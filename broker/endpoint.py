@@ -36,7 +36,7 @@ from broker.wire.common import ErrorBody
 from broker.wire.decoding import decode_body, decode_strings
 from broker.wire.http import json_response, read_body
 from core.counters import COUNTERS
-from core.errors import ClientError, QueenError
+from core.errors import ClientError, Coded, QueenError
 from core.settings import Settings
 
 Handler = Callable[..., Awaitable[Response]]
@@ -72,6 +72,9 @@ class Endpoint:
     # The body's alternative, sent as `application/x-queen-push` (§7); its docstring says
     # what it is in the OpenAPI document.
     binary_body: BinaryDecoder | None = None
+    # A route whose body refusals have codes of their own (extensions §14.4, §15.2) decodes
+    # its JSON body with this instead of into `body`, which then only documents it.
+    decode: BinaryDecoder | None = None
     # A GET that changes state (pop) answers HEAD with 405 instead of running.
     changes_state: bool = False
     # The body of this route's 4xx answers when the protocol fixes one (§4.4, §4.7).
@@ -122,11 +125,14 @@ class Endpoint:
             if self.binary_body is not None and media_type(
                     request.headers.get("content-type", "")) == BINARY_MEDIA_TYPE:
                 args["body"] = self.binary_body(raw, state.settings)
+            elif self.decode is not None:
+                args["body"] = self.decode(raw, state.settings)
             elif self.body is not None:
                 args["body"] = decode_body(raw, self.body)
             return await self.handler(request, **args)
         except ClientError as exc:
-            if self.client_error is None:
+            # A coded refusal (a transaction's `kv` rider) keeps its shared shape.
+            if self.client_error is None or isinstance(exc, Coded):
                 raise
             answer = error_response(exc)
             return json_response(self.client_error(exc.message), answer.status_code,

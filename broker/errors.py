@@ -20,6 +20,7 @@ from broker.wire.http import (
 from core.errors import (
     BadRequest,
     ClientError,
+    Coded,
     NotFound,
     Overloaded,
     PayloadTooLarge,
@@ -68,6 +69,9 @@ def error_response(exc: QueenError) -> Response:
     if (status >= 500 or isinstance(exc, StorageError)) and not isinstance(
             exc, KeysUnavailable):
         log.warning("%s: %s", type(exc).__name__, exc.message)
+    if isinstance(exc, Coded):  # the extension routes' shape (§§14–17 shared rules)
+        return json_response({"error": exc.code, "reason": exc.reason, "detail": exc.message},
+                             status, headers=headers)
     return json_response({"error": exc.message}, status, headers=headers)
 
 

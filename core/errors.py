@@ -12,6 +12,10 @@
             └── StorageDeadlock    it aborted the statement to break a deadlock
     SegmentError               a stored segment cannot be decoded (a bug or corruption)
 
+`Coded` marks an error of the extension routes (KV, locks: wire-protocol-extensions, shared
+rules of §§14–17), answered as `{"error": code, "reason": reason, "detail": text}`:
+`Refused` (400), `RefusedTooLarge` (413) and `CodedUnavailable` (503) sit in the tree above.
+
 The message defaults to the class docstring. `broker/errors.py` maps each class to a status.
 """
 
@@ -74,3 +78,24 @@ class StorageDeadlock(StorageError):
 
 class SegmentError(QueenError):
     """A stored segment cannot be decoded."""
+
+
+class Coded(QueenError):
+    """A refusal with a stable code and reason (wire-protocol-extensions, shared rules)."""
+
+    def __init__(self, code: str, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.reason = reason
+
+
+class Refused(Coded, BadRequest):
+    """The request is refused."""
+
+
+class RefusedTooLarge(Coded, PayloadTooLarge):
+    """Part of the request is larger than the broker accepts."""
+
+
+class CodedUnavailable(Coded, ServiceError):
+    """The storage behind the route cannot be reached; retry shortly."""
