@@ -31,6 +31,7 @@ from broker.routes import (
     resources,
     status,
     system,
+    timers,
     traces,
     transaction,
 )
@@ -44,6 +45,7 @@ from broker.wire import push as push_wire
 from broker.wire import queues as queues_wire
 from broker.wire import resources as resources_wire
 from broker.wire import system as system_wire
+from broker.wire import timers as timers_wire
 from broker.wire import traces as traces_wire
 from broker.wire import transaction as tx_wire
 from broker.wire.binary import FRAMED_POP_MEDIA_TYPE
@@ -207,6 +209,36 @@ ENDPOINTS: list[Endpoint] = [
              access=READ_WRITE),
     Endpoint("DELETE", "/api/v1/dlq", dlq.purge, "Delete a queue's dead letters",
              {200: messages_wire.DlqPurged}, query=messages_wire.DlqPurgeQuery, access=ADMIN),
+    # Timers (extensions §16). Scheduling is producing (WRITE_ONLY); the cancel route is
+    # READ_WRITE and never paused; peek and list READ_ONLY. `GET /api/v1/timers` (queues with
+    # pending timers) is the dashboard's, READ_ONLY like the other listings.
+    Endpoint("POST", "/api/v1/timers", timers.timers_call,
+             "Schedule, reschedule and cancel timers, batched, in one transaction",
+             {200: timers_wire.TimersResults, 400: timers_wire.TimersRefusal,
+              403: timers_wire.TimersRefusal, 413: timers_wire.TimersRefusal,
+              503: timers_wire.TimersRefusal},
+             body=timers_wire.TimersBody, decode=timers_wire.decode_timers, access=WRITE_ONLY),
+    Endpoint("GET", "/api/v1/timers", timers.timer_queues,
+             "Queues with pending timers: how many, the next due, how many failing",
+             {200: timers_wire.TimerQueues, 400: timers_wire.TimersRefusal,
+              503: timers_wire.TimersRefusal},
+             query=timers_wire.TimerQueuesQuery, access=READ_ONLY),
+    Endpoint("DELETE", "/api/v1/timers/{queue}/{timerKey:path}", timers.cancel,
+             "Cancel one timer", {200: timers_wire.TimerResult, 400: timers_wire.TimersRefusal,
+                                  503: timers_wire.TimersRefusal},
+             path_params=timers_wire.TimerPath, query=timers_wire.CancelQuery,
+             access=READ_WRITE),
+    Endpoint("GET", "/api/v1/timers/{queue}/{timerKey:path}", timers.peek,
+             "One pending timer, with its payload as stored",
+             {200: timers_wire.TimerRowOut, 400: timers_wire.TimersRefusal,
+              503: timers_wire.TimersRefusal},
+             path_params=timers_wire.TimerPath, access=READ_ONLY),
+    Endpoint("GET", "/api/v1/timers/{queue}", timers.list_timers,
+             "A queue's pending timers by key (after, limit), or their count (mode=count)",
+             {200: timers_wire.TimerListOrCount, 400: timers_wire.TimersRefusal,
+              503: timers_wire.TimersRefusal},
+             path_params=timers_wire.TimerQueuePath, query=timers_wire.TimerListQuery,
+             access=READ_ONLY),
     # Health and metrics (§6.5)
     Endpoint("GET", "/health", health.health, "Liveness (503 while the database is down)",
              {200: resources_wire.Health, 503: resources_wire.Health}, access=PUBLIC),

@@ -16,7 +16,7 @@ nothing while pop maintenance is on (core/switches.py holds both switches).
     maintenance / set_maintenance / require_direct_writes      the switches and the spool
     dlq.*        dead letters (core/dlq.py)        messages.*   inspection (core/messages.py)
     groups.*     consumer groups (core/groups.py)  resources.*  figures (core/resources.py)
-    traces.*     traces (core/traces.py)
+    traces.*     traces (core/traces.py)           timers.*     timers (core/timers)
     stats_refresh / analytics / cluster_figures / partitions_changed   (core/stats.py)
 
 The message plane counts what it did in `core.counters.COUNTERS` (in memory); a side task
@@ -56,6 +56,7 @@ from core.storage.database import Database, PoolStats, server_settings
 from core.storage.stats import SeriesRow
 from core.switches import CHANNEL as SWITCHES_CHANNEL
 from core.switches import Switches, SwitchState
+from core.timers.service import Timers
 from core.traces import Traces
 from core.writes import Appended, NewMessage
 
@@ -99,6 +100,7 @@ class Broker:
         self.resources = Resources(db)
         self.messages = Messages(db)
         self.traces = Traces(db)
+        self.timers = Timers(db, settings)  # timers (core/timers); fired by their own process
         self.counters = COUNTERS
         self.figures_provider: stats.FiguresProvider = stats.no_spool
         self.flusher: stats.CounterFlusher | None = None  # set by `open`
