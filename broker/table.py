@@ -211,7 +211,8 @@ ENDPOINTS: list[Endpoint] = [
              {200: messages_wire.DlqPurged}, query=messages_wire.DlqPurgeQuery, access=ADMIN),
     # Timers (extensions §16). Scheduling is producing (WRITE_ONLY); the cancel route is
     # READ_WRITE and never paused; peek and list READ_ONLY. `GET /api/v1/timers` (queues with
-    # pending timers) is the dashboard's, READ_ONLY like the other listings.
+    # pending timers) is the dashboard's, READ_ONLY like the other listings. A 404 on the
+    # path routes only from the router (a path no route matches, e.g. with a newline).
     Endpoint("POST", "/api/v1/timers", timers.timers_call,
              "Schedule, reschedule and cancel timers, batched, in one transaction",
              {200: timers_wire.TimersResults, 400: timers_wire.TimersRefusal,
@@ -225,18 +226,19 @@ ENDPOINTS: list[Endpoint] = [
              query=timers_wire.TimerQueuesQuery, access=READ_ONLY),
     Endpoint("DELETE", "/api/v1/timers/{queue}/{timerKey:path}", timers.cancel,
              "Cancel one timer", {200: timers_wire.TimerResult, 400: timers_wire.TimersRefusal,
+                                  404: ErrorBody, 405: ErrorBody,
                                   503: timers_wire.TimersRefusal},
              path_params=timers_wire.TimerPath, query=timers_wire.CancelQuery,
              access=READ_WRITE),
     Endpoint("GET", "/api/v1/timers/{queue}/{timerKey:path}", timers.peek,
              "One pending timer, with its payload as stored",
              {200: timers_wire.TimerRowOut, 400: timers_wire.TimersRefusal,
-              503: timers_wire.TimersRefusal},
+              404: ErrorBody, 503: timers_wire.TimersRefusal},
              path_params=timers_wire.TimerPath, access=READ_ONLY),
     Endpoint("GET", "/api/v1/timers/{queue}", timers.list_timers,
              "A queue's pending timers by key (after, limit), or their count (mode=count)",
              {200: timers_wire.TimerListOrCount, 400: timers_wire.TimersRefusal,
-              503: timers_wire.TimersRefusal},
+              404: ErrorBody, 503: timers_wire.TimersRefusal},
              path_params=timers_wire.TimerQueuePath, query=timers_wire.TimerListQuery,
              access=READ_ONLY),
     # Health and metrics (§6.5)

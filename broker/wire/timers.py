@@ -9,7 +9,7 @@ routes check them and answer with the timer codes.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -24,6 +24,9 @@ def decode_timers(raw: bytes, settings: Settings) -> Any:
         return msgspec.json.decode(raw)
     except (msgspec.DecodeError, RecursionError):
         raise Refused(BAD, "timers_bad_body", "the body is not a JSON document") from None
+
+
+NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 
 
 class TimerOpIn(msgspec.Struct):
@@ -74,12 +77,12 @@ class TimerPath(msgspec.Struct):
     """`/api/v1/timers/{queue}/{timerKey…}`: the queue is the first raw segment, percent-
     decoded (so it may hold an encoded `/`), the key the decoded rest, slashes included."""
 
-    queue: str = ""
-    timerKey: str = ""
+    queue: NonEmpty = ""
+    timerKey: NonEmpty = ""
 
 
 class TimerQueuePath(msgspec.Struct):
-    queue: str = ""
+    queue: NonEmpty = ""
 
 
 class CancelQuery(msgspec.Struct):

@@ -110,8 +110,11 @@ def _op(i: int, item: Any, limits: Limits) -> TimerOp:
     if len(key.encode()) > MAX_KEY_BYTES or "\x00" in key:
         raise _refuse("timers_bad_op", f"{at}.timerKey must be at most {MAX_KEY_BYTES} bytes "
                                        "without NUL")
+    _check_types(item, at)
     txn = item.get("txn")
     if name == "cancel":
+        if "payload" in item and not isinstance(item["payload"], str):
+            raise _refuse("timers_bad_op", f"{at}.payload has the wrong type")
         if txn is not None:
             txn = _txn(txn, at)
         return TimerOp("cancel", queue, key, txn)
@@ -142,6 +145,23 @@ def _op(i: int, item: Any, limits: Limits) -> TimerOp:
                               f"{limits.max_payload_bytes}")
     return TimerOp("schedule", queue, key, txn, partition, delay, payload,
                    _flag(item, "payloadZstd", at), _flag(item, "encrypted", at))
+
+
+# The type of each optional field, checked whatever the op (a cancel ignores most of them,
+# but a body with a wrongly typed field is refused, not half read).
+_TYPES: dict[str, tuple[type, ...]] = {"partition": (str,), "delayMs": (int,), "txn": (str,),
+                                       "payloadZstd": (bool,), "encrypted": (bool,)}
+
+
+def _check_types(item: dict[str, Any], at: str) -> None:
+    for field, kinds in _TYPES.items():
+        if field not in item:
+            continue
+        value = item[field]
+        if value is None and field in ("partition", "delayMs", "txn"):
+            continue  # absent, as the specific checks read it
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            raise _refuse("timers_bad_op", f"{at}.{field} has the wrong type")
 
 
 def _required_text(item: dict[str, Any], field: str, at: str, reason: str) -> str:
