@@ -175,3 +175,33 @@ async def test_a_payload_that_is_not_json_backs_off_then_lands_in_the_dlq(
 async def _failed_once(queen: Queen, queue: str) -> dict | None:  # type: ignore[type-arg]
     peeked = await queen.timers.peek(queue, "bad")
     return peeked if peeked.get("attempts", 0) >= 1 else None
+
+
+def _metric(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} missing")
+
+
+async def test_metrics_count_scheduled_fired_and_fire_lag(
+        firer: FirerProcess, queen: Queen, http: httpx.AsyncClient, queue_name: str) -> None:
+    names = ("queen_timers_scheduled_total", "queen_timers_fired_total",
+             "queen_timer_fire_lag_seconds_count", "queen_timers_dead_lettered_total")
+    before_text = (await http.get("/metrics/prometheus")).text
+    before = {n: _metric(before_text, n) for n in names}
+    await queen.timers.batch([queen.timers.op.schedule(queue_name, f"m{i}", {"i": i},
+                                                       delay_ms=0) for i in range(3)])
+
+    async def counted() -> dict[str, float] | None:
+        text = (await http.get("/metrics/prometheus")).text
+        now = {n: _metric(text, n) for n in names}
+        fired = now["queen_timers_fired_total"] - before["queen_timers_fired_total"]
+        return now if fired >= 3 else None
+    after = await wait_for(counted, timeout=20, interval=0.2)
+    assert after["queen_timers_scheduled_total"] - before["queen_timers_scheduled_total"] >= 3
+    assert after["queen_timer_fire_lag_seconds_count"] - \
+        before["queen_timer_fire_lag_seconds_count"] >= 3
+    figures = (await http.get("/metrics")).json()["timers"]
+    assert figures["fired"] >= after["queen_timers_fired_total"]
+    assert figures["fireLagSecondsMean"] is not None and figures["pending"] >= 0
