@@ -27,10 +27,11 @@ import time
 
 import uvloop
 
-from core import stats
+from core import encryption, stats
 from core.counters import COUNTERS, LATENCY_BOUNDS, bucket_name
 from core.embedded import database_dsn
 from core.errors import ServiceError
+from core.key_check import check_key
 from core.listener import WakeupHub
 from core.logs import configure_logging
 from core.reaper import _open_database  # the reaper's wait for a server that starts later
@@ -148,6 +149,11 @@ async def serve(settings: Settings) -> None:
     db = await _open_database(settings, stop)
     if db is None:
         return
+    # A fire opens timers sealed at schedule and seals the segments of encrypted queues; a
+    # wrong key would dead-letter every sealed timer, so it stops the process instead.
+    encryption.install(settings.encryption_key)
+    async with db.session() as conn:
+        await check_key(conn, settings.encryption_key)
     dsn = database_dsn(settings)
     hub = WakeupHub(dsn, server_settings(settings, role="wakeup"))
     firer = Firer(db, hub, batch=settings.timers_fire_batch,
