@@ -77,12 +77,12 @@ class TimerPath(msgspec.Struct):
     """`/api/v1/timers/{queue}/{timerKey…}`: the queue is the first raw segment, percent-
     decoded (so it may hold an encoded `/`), the key the decoded rest, slashes included."""
 
-    queue: NonEmpty = ""
-    timerKey: NonEmpty = ""
+    queue: NonEmpty
+    timerKey: NonEmpty
 
 
 class TimerQueuePath(msgspec.Struct):
-    queue: NonEmpty = ""
+    queue: NonEmpty
 
 
 class CancelQuery(msgspec.Struct):
