@@ -137,6 +137,10 @@ async def test_database_killed_mid_burst_loses_no_timer(
                                timeout=30, interval=0.01)
                 pg_proc.kill()
                 pg_proc.wait()
+                # While it is away the timer routes answer 503 timers_unavailable.
+                r = await client.get(f"/api/v1/timers/{queue_name}")
+                assert r.status_code == 503 and r.headers["retry-after"] == "1", r.text
+                assert r.json()["error"] == "timers_unavailable"
                 pg, pg_proc = restart_embedded(restartable_pg, synchronous_commit="on")
                 await until_drained(pg.dsn, queue_name)
                 broker.wait_healthy(30)
