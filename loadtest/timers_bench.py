@@ -181,30 +181,44 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--consumers", type=int, default=4)
     parser.add_argument("--json", help="write the rounds here")
+    parser.add_argument("--before", help="another checkout whose timer firer runs in every "
+                        "other round (before/after, alternating; the web tier is this one's)")
     args = parser.parse_args(argv)
     rounds = []
     with Postgres() as pg:
-        for i in range(args.rounds):
+        for i in range(args.rounds * (2 if args.before else 1)):
+            root = args.before if args.before and i % 2 else str(ROOT)
             dsn = asyncio.run(fresh_database(pg.dsn))
             bare_dsn = asyncio.run(fresh_database(pg.dsn))
-            firer = subprocess.Popen([sys.executable, "-m", "core.timers.firer"], cwd=ROOT,
+            firer = subprocess.Popen([sys.executable, "-m", "core.timers.firer"], cwd=root,
                                      env={**os.environ, "DATABASE_URL": dsn,
-                                          "LOG_LEVEL": "warning"}, start_new_session=True)
+                                          "PYTHONPATH": root, "LOG_LEVEL": "warning"},
+                                     start_new_session=True)
             try:
                 with broker(dsn, args.workers) as server:
                     result = asyncio.run(one_round(server.url, dsn, bare_dsn, args.timers,
                                                    args.connections, args.consumers))
             finally:
                 stop_process(firer, signal.SIGTERM, timeout=15)
+            result["firer"] = "before" if root != str(ROOT) else "this"
             print(f"round {i + 1}: {json.dumps(result)}", flush=True)
             rounds.append(result)
     ok = all(r["gate"] for r in rounds)
     print(f"gate (every timer delivered exactly once, none pending): "
           f"{'pass' if ok else 'FAIL'} in {sum(r['gate'] for r in rounds)}/{len(rounds)} rounds")
-    for key in ("schedule_ops_per_s", "bare_ops_per_s", "schedule_ratio", "fire_lag_p50_s",
-                "fire_lag_p99_s", "fire_lag_max_s", "delivery_lag_p50_s",
-                "delivery_lag_p99_s"):
-        print(f"  {key}: {_summary(rounds, key)}")
+    for label in ("this", "before") if args.before else ("this",):
+        mine = [r for r in rounds if r["firer"] == label]
+        print(f"firer: {label}")
+        for key in ("schedule_ops_per_s", "bare_ops_per_s", "schedule_ratio",
+                    "fire_lag_p50_s", "fire_lag_p99_s", "fire_lag_max_s",
+                    "delivery_lag_p50_s", "delivery_lag_p99_s"):
+            print(f"  {key}: {_summary(mine, key)}")
+    if args.before:
+        pairs = [(a, b) for a, b in zip(rounds[::2], rounds[1::2]) if a["gate"] and b["gate"]]
+        ratios = [a["fire_lag_p99_s"] / b["fire_lag_p99_s"] for a, b in pairs]
+        if ratios:
+            print(f"fire lag p99, this / before, per round pair: "
+                  f"{[round(r, 2) for r in ratios]} (median {statistics.median(ratios):.2f})")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"args": vars(args), "rounds": rounds, "at": datetime.now(UTC).isoformat()},

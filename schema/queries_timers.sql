@@ -60,12 +60,16 @@ SELECT queue, count(*) AS pending, min(deliver_at) AS next_due,
 
 -- name: timers_claim
 -- Take due rows for a fire, earliest first; rows another fire holds are skipped, so two
--- firers never take one timer. $1 at most this many
+-- firers never take one timer. Concurrent fires of one firer each take the destination
+-- partitions of one residue of a hash (queue, partition) modulo their number, so they do
+-- not queue behind one another's partition locks. $1 at most this many, $2 modulus,
+-- $3 residue
 SELECT queue, timer_key, partition, txn, message_id, payload, payload_zstd, sealed,
        producer_sub, attempts, created_at,
        extract(epoch FROM clock_timestamp() - deliver_at)::float8 AS lag_seconds
   FROM queen.timers
  WHERE fire_at <= clock_timestamp()
+   AND (hashtext(queue || '/' || partition) & 2147483647) % $2 = $3
  ORDER BY fire_at
  LIMIT $1
    FOR UPDATE SKIP LOCKED;

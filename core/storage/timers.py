@@ -145,8 +145,10 @@ async def queues(conn: Conn, *, after: str, rows: int) -> list[QueueTimers]:
     return await _QUEUES.rows(conn, after, rows)
 
 
-async def claim(conn: Conn, *, limit: int) -> list[ClaimedRow]:
-    return await _CLAIM.rows(conn, limit)
+async def claim(conn: Conn, *, limit: int, shards: int = 1, shard: int = 0
+                ) -> list[ClaimedRow]:
+    """Due rows of destination partitions whose hash is `shard` modulo `shards`."""
+    return await _CLAIM.rows(conn, limit, shards, shard)
 
 
 async def delete(conn: Conn, *, queues: Sequence[str], keys: Sequence[str]) -> int:

@@ -77,10 +77,12 @@ def message_payload(row: sql.ClaimedRow, max_bytes: int) -> bytes:
     return data
 
 
-async def fire_due(conn: Conn, *, limit: int, max_payload_bytes: int) -> FireReport:
-    """One batch of up to `limit` due timers, in the caller's open transaction."""
+async def fire_due(conn: Conn, *, limit: int, max_payload_bytes: int, shards: int = 1,
+                   shard: int = 0) -> FireReport:
+    """One batch of up to `limit` due timers (of the destination partitions in `shard` of
+    `shards`), in the caller's open transaction."""
     report = FireReport()
-    rows = await sql.claim(conn, limit=limit)
+    rows = await sql.claim(conn, limit=limit, shards=shards, shard=shard)
     report.taken = len(rows)
     if not rows:
         return report
@@ -105,7 +107,7 @@ async def fire_due(conn: Conn, *, limit: int, max_payload_bytes: int) -> FireRep
     if done:
         await sql.delete(conn, queues=[r.queue for r in done], keys=[r.timer_key for r in done])
     report.fired = len(done)
-    await _record_failures(conn, broken, report)
+    await _record_failures(conn, broken, report, max_payload_bytes)
     return report
 
 
@@ -136,7 +138,7 @@ async def _append_groups(
 
 
 async def _record_failures(conn: Conn, broken: list[tuple[sql.ClaimedRow, str]],
-                           report: FireReport) -> None:
+                           report: FireReport, max_payload_bytes: int) -> None:
     retry = [(row, error) for row, error in broken if row.attempts + 1 < MAX_ATTEMPTS]
     dead = [(row, error) for row, error in broken if row.attempts + 1 >= MAX_ATTEMPTS]
     if retry:
@@ -148,7 +150,8 @@ async def _record_failures(conn: Conn, broken: list[tuple[sql.ClaimedRow, str]],
         await sql.dead_letter(
             conn, queue=row.queue, partition=row.partition, namespace=namespace, task=task,
             default_options=options.DEFAULTS_JSON, txn=row.txn, message_id=row.message_id,
-            producer_sub=row.producer_sub, payload=_dead_payload(row), error=error,
+            producer_sub=row.producer_sub, payload=_dead_payload(row, max_payload_bytes),
+            error=error,
             attempts=row.attempts + 1, created_at=row.created_at)
     if dead:
         await sql.delete(conn, queues=[r.queue for r, _ in dead],
@@ -156,14 +159,14 @@ async def _record_failures(conn: Conn, broken: list[tuple[sql.ClaimedRow, str]],
     report.failed, report.dead = len(retry), len(dead)
 
 
-def _dead_payload(row: sql.ClaimedRow) -> bytes:
+def _dead_payload(row: sql.ClaimedRow, max_bytes: int) -> bytes:
     """What the dead letter shows: the decoded payload when it is JSON, else its bytes as a
     base64 JSON string. A payload the broker sealed stays sealed (the DLQ stores payloads
     in its own column, outside the sealed segments): its base64 then."""
     data = row.payload
     if not row.sealed and row.payload_zstd:
         try:
-            data = unpack_client_frame(data, max_size=len(data) * 1024 + 1024 * 1024)
+            data = unpack_client_frame(data, max_size=max_bytes)
         except QueenError:
             pass
     if not row.sealed:

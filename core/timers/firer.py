@@ -87,18 +87,19 @@ class Firer:
             self._woken.set()
 
     async def sweep(self) -> int:
-        """Fire batches until one comes back short, FIRE_CHAINS transactions at a time (the
-        rows are taken SKIP LOCKED, so the chains never take one timer twice: while one
-        waits for the database, the other packs its messages); answer how many timers were
-        taken."""
-        return sum(await asyncio.gather(*(self._chain() for _ in range(FIRE_CHAINS))))
+        """Fire batches until one comes back short, FIRE_CHAINS transactions at a time, each
+        chain on the destination partitions of its own hash residue (so they never wait for
+        one another's partition locks; rows are taken SKIP LOCKED, so two firers never take
+        one timer either); answer how many timers were taken."""
+        return sum(await asyncio.gather(*(self._chain(i) for i in range(FIRE_CHAINS))))
 
-    async def _chain(self) -> int:
+    async def _chain(self, shard: int) -> int:
         taken = 0
         while True:
             async with self._db.transaction() as conn:
                 report = await fire_due(conn, limit=self._batch,
-                                        max_payload_bytes=self._max_payload)
+                                        max_payload_bytes=self._max_payload,
+                                        shards=FIRE_CHAINS, shard=shard)
             if self._hub is not None and report.wakes:
                 self._hub.announce(report.wakes)
             count_fired(report)
