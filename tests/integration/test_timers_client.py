@@ -196,12 +196,11 @@ async def test_metrics_count_scheduled_fired_and_fire_lag(
     async def counted() -> dict[str, float] | None:
         text = (await http.get("/metrics/prometheus")).text
         now = {n: _metric(text, n) for n in names}
-        fired = now["queen_timers_fired_total"] - before["queen_timers_fired_total"]
-        return now if fired >= 3 else None
+        # Each process adds its counts every METRICS_FLUSH_MS: the worker that took the
+        # schedule and the firer may show up in either order.
+        grown = [now[n] - before[n] for n in names[:3]]
+        return now if min(grown) >= 3 else None
     after = await wait_for(counted, timeout=20, interval=0.2)
-    assert after["queen_timers_scheduled_total"] - before["queen_timers_scheduled_total"] >= 3
-    assert after["queen_timer_fire_lag_seconds_count"] - \
-        before["queen_timer_fire_lag_seconds_count"] >= 3
     figures = (await http.get("/metrics")).json()["timers"]
     assert figures["fired"] >= after["queen_timers_fired_total"]
     assert figures["fireLagSecondsMean"] is not None and figures["pending"] >= 0
