@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -135,7 +136,14 @@ class Endpoint:
             if self.client_error is None or isinstance(exc, Coded):
                 raise
             answer = error_response(exc)
-            return json_response(self.client_error(exc.message), answer.status_code,
+            if isinstance(exc, Coded):
+                # A coded refusal (a transaction's `kv` rider, extensions §17) is the route's
+                # failure with the code as `error`, plus `reason` and `detail`.
+                body = {**msgspec.to_builtins(self.client_error(exc.code)),
+                        "reason": exc.reason, "detail": exc.message}
+            else:
+                body = self.client_error(exc.message)
+            return json_response(body, answer.status_code,
                                  headers={k: v for k, v in answer.headers.items()
                                           if k in ("connection", "retry-after")})
 

@@ -62,10 +62,13 @@ def build_document(endpoints: Sequence[Endpoint], version: str,
         if parameters:
             operation["parameters"] = parameters
         if e.body is not None:
+            body_schema = schema_of[_key(e.body)]
+            if getattr(e.body, "NULLABLE", False):  # `null` is a valid body too (ext §14.7)
+                body_schema = {"anyOf": [body_schema, {"type": "null"}]}
             operation["requestBody"] = {
                 # An absent body counts as `{}` (wire-protocol §1).
                 "required": bool(components[e.body.__name__].get("required")),
-                "content": {"application/json": {"schema": schema_of[_key(e.body)]}}}
+                "content": {"application/json": {"schema": body_schema}}}
             if e.binary_body is not None:
                 doc = " ".join((e.binary_body.__doc__ or "").split())
                 operation["requestBody"]["content"][BINARY_MEDIA_TYPE] = {"schema": {

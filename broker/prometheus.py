@@ -41,6 +41,14 @@ _CLUSTER_COUNTERS = (
     ("queen_cluster_transactions", "transactions", "Transactions committed."),
     ("queen_cluster_dlq", "dlq", "Messages moved to the dead-letter store by acks."),
     ("queen_cluster_db_errors", "db_errors", "Database errors met by web workers."),
+    # KV store and locks (extensions §14, §15)
+    ("queen_cluster_kv_ops", "kv_ops",
+     "KV operations received (KV calls, lock steps and committed transaction riders)."),
+    ("queen_cluster_kv_writes", "kv_writes", "KV writes applied."),
+    ("queen_cluster_kv_reads", "kv_reads", "KV reads answered (get, getMany, getPrefix)."),
+    ("queen_cluster_lock_grants", "lock_grants", "Lock and semaphore acquires granted."),
+    ("queen_cluster_lock_refusals", "lock_refusals",
+     "Lock and semaphore acquires refused (held or contended)."),
     # Timers (core/timers): counted by the web workers (scheduled, cancelled) and by the
     # timer firer (fired, failed fires, dead-lettered).
     ("queen_timers_scheduled", "timers_scheduled", "Timers scheduled or rescheduled."),

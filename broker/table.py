@@ -22,6 +22,7 @@ from broker.routes import (
     fetch,
     groups,
     health,
+    kv,
     lease,
     messages,
     metrics,
@@ -39,6 +40,7 @@ from broker.wire import ack as ack_wire
 from broker.wire import changes as changes_wire
 from broker.wire import fetch as fetch_wire
 from broker.wire import groups as groups_wire
+from broker.wire import kv as kv_wire
 from broker.wire import messages as messages_wire
 from broker.wire import pop as pop_wire
 from broker.wire import push as push_wire
@@ -54,6 +56,10 @@ from broker.wire.common import ErrorBody, FreeForm, QueuePath
 PUBLIC, READ_ONLY, WRITE_ONLY = Access.PUBLIC, Access.READ_ONLY, Access.WRITE_ONLY
 READ_WRITE, ADMIN = Access.READ_WRITE, Access.ADMIN
 _GROUPS = "/api/v1/consumer-groups"
+# The KV path routes' errors; 404 and 405 only from the router (a key with a newline
+# matches no route, as for the traces' names; empty segments land on POST /api/v1/kv).
+_KV_PATH_ERRORS = {400: kv_wire.RefusalBody, 404: ErrorBody, 405: ErrorBody,
+                   413: kv_wire.RefusalBody, 503: kv_wire.RefusalBody}
 # JSON, or framed for `frames=true` (§7.4)
 _POPPED = {200: (pop_wire.PopAnswer, FRAMED_POP_MEDIA_TYPE), 204: None}
 
@@ -209,6 +215,31 @@ ENDPOINTS: list[Endpoint] = [
              access=READ_WRITE),
     Endpoint("DELETE", "/api/v1/dlq", dlq.purge, "Delete a queue's dead letters",
              {200: messages_wire.DlqPurged}, query=messages_wire.DlqPurgeQuery, access=ADMIN),
+    # KV store, locks and semaphores (extensions §14, §15). The batch routes are READ_WRITE
+    # even for reads (§14.1, decision 15); the namespace listing is the dashboard's, READ_ONLY
+    # like the other resource listings.
+    Endpoint("POST", "/api/v1/kv", kv.kv_batch, "KV operations, batched, in one transaction",
+             {200: kv_wire.KvResults, 400: kv_wire.RefusalBody, 413: kv_wire.RefusalBody,
+              503: kv_wire.RefusalBody},
+             body=kv_wire.KvBody, decode=kv_wire.decode_kv, access=READ_WRITE),
+    Endpoint("GET", "/api/v1/kv/{ns}/{key:path}", kv.kv_get, "One KV get (ETag: the version)",
+             {200: kv_wire.FreeFormElement, **_KV_PATH_ERRORS},
+             path_params=kv_wire.KvPath, access=READ_ONLY),
+    Endpoint("PUT", "/api/v1/kv/{ns}/{key:path}", kv.kv_put, "One KV put",
+             {200: kv_wire.FreeFormElement, **_KV_PATH_ERRORS},
+             path_params=kv_wire.KvPath, body=kv_wire.KvPutBody, decode=kv_wire.decode_kv,
+             access=READ_WRITE),
+    Endpoint("DELETE", "/api/v1/kv/{ns}/{key:path}", kv.kv_delete, "One KV delete",
+             {200: kv_wire.FreeFormElement, **_KV_PATH_ERRORS},
+             path_params=kv_wire.KvPath, body=kv_wire.KvDeleteBody,
+             decode=kv_wire.decode_optional_kv, access=READ_WRITE),
+    Endpoint("POST", "/api/v1/locks", kv.locks, "Lock and semaphore operations",
+             {200: kv_wire.LockResults, 400: kv_wire.RefusalBody, 503: kv_wire.RefusalBody},
+             body=kv_wire.LocksBody, decode=kv_wire.decode_locks, access=READ_WRITE),
+    Endpoint("GET", "/api/v1/resources/kv-namespaces", kv.kv_namespaces,
+             "KV namespaces: live keys, value bytes, keys expiring soon",
+             {200: kv_wire.NamespacePage, 400: kv_wire.RefusalBody, 503: kv_wire.RefusalBody},
+             query=kv_wire.NamespaceQuery, access=READ_ONLY),
     # Timers (extensions §16). Scheduling is producing (WRITE_ONLY); the cancel route is
     # READ_WRITE and never paused; peek and list READ_ONLY. `GET /api/v1/timers` (queues with
     # pending timers) is the dashboard's, READ_ONLY like the other listings. A 404 on the

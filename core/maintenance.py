@@ -54,6 +54,7 @@ class PassReport:
     partitions_trimmed: int = 0
     traces_deleted: int = 0
     queues_sampled: int = 0  # analytics rows stored (core/stats.py), when a sample was due
+    kv_rows_swept: int = 0  # dead KV rows deleted (core/kv/service.py `sweep`)
 
 
 def retention_lock_key(partition_id: int) -> int:

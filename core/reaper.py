@@ -28,6 +28,7 @@ import uvloop
 from core import maintenance, stats
 from core.embedded import database_dsn
 from core.errors import ServiceError
+from core.kv.service import sweep as sweep_kv
 from core.listener import WakeupHub
 from core.logs import configure_logging
 from core.settings import Settings, from_env_or_exit
@@ -40,6 +41,11 @@ log = logging.getLogger("queen.reaper")
 _POOL_SIZE = 2
 # Spread passes of several reapers (and of many brokers' reapers) apart: ±20 %.
 _JITTER = 0.2
+# Dead KV rows deleted per statement, and statements per pass: a pass stays short however
+# many keys expired at once; the rest goes on the next pass (expired rows are invisible
+# before they are swept, so sweeping late changes nothing a client sees).
+KV_SWEEP_BATCH = 1000
+KV_SWEEP_BATCHES = 10
 
 
 
@@ -66,6 +72,8 @@ class Reaper:
             self._db, retention=retention, segment_batch=self._segment_batch,
             announce=self._hub.announce if self._hub is not None else None,
             trace_retention_seconds=self._trace_retention_seconds)
+        report.kv_rows_swept = await sweep_kv(self._db, batch=KV_SWEEP_BATCH,
+                                              max_batches=KV_SWEEP_BATCHES)
         # Scheduled only after a pass that went through, so a failed retention is retried on
         # the next pass instead of a whole RETENTION_INTERVAL later.
         if retention:
@@ -81,7 +89,7 @@ class Reaper:
             try:
                 report = await self.run_pass()
                 if (report.leases_expired or report.index_rows_pruned or report.segments_deleted
-                        or report.traces_deleted):
+                        or report.traces_deleted or report.kv_rows_swept):
                     log.info("reaper pass: %s", report)
             except asyncio.CancelledError:
                 raise

@@ -43,6 +43,7 @@ from core.embedded import database_dsn
 from core.errors import ServiceError, StorageUnavailable
 from core.groups import ConsumerGroups
 from core.key_check import check_key
+from core.kv.service import KvService
 from core.listener import WakeupHub
 from core.longpoll import Backoff, pop_or_wait
 from core.messages import Messages
@@ -100,6 +101,7 @@ class Broker:
         self.resources = Resources(db)
         self.messages = Messages(db)
         self.traces = Traces(db)
+        self.kv = KvService(db, max_keys=settings.kv_max_keys)
         self.timers = Timers(db, settings)  # timers (core/timers); fired by their own process
         self.counters = COUNTERS
         self.figures_provider: stats.FiguresProvider = stats.no_spool
@@ -245,12 +247,14 @@ class Broker:
         return result
 
     async def transaction(self, ops: list[transactions.TxPush | transactions.TxAck],
-                          required_leases: list[str]) -> transactions.TxResult:
-        """Pushes and acks in one database transaction (§4.7); refused while pushes are in
-        maintenance when it pushes (the spool cannot keep a transaction's atomicity)."""
+                          required_leases: list[str],
+                          riders: Sequence[transactions.Rider] = ()) -> transactions.TxResult:
+        """Pushes and acks, and the riders' ops (KV: `self.kv.rider`), in one database
+        transaction (§4.7, extensions §17); refused while pushes are in maintenance when it
+        pushes (the spool cannot keep a transaction's atomicity)."""
         if any(isinstance(op, transactions.TxPush) for op in ops):
             self.require_direct_writes()
-        result = await transactions.run_transaction(self._db, ops, required_leases)
+        result = await transactions.run_transaction(self._db, ops, required_leases, riders)
         if result.committed:
             self._hub.announce(result.wakes)
             COUNTERS.add("transactions")

@@ -83,6 +83,8 @@ class Settings:
     file_buffer_max_bytes: int = 1 << 30
     # QUEEN_ENCRYPTION_KEY (32 bytes), for queues with encryptionEnabled; never in the repr.
     encryption_key: bytes | None = dataclasses.field(default=None, repr=False)
+    # KV (wire-protocol-extensions §14.4): the most keys one call may name (1024, up to 4096).
+    kv_max_keys: int = 1024
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -164,6 +166,7 @@ class Settings:
             file_buffer_max_bytes=read.integer(
                 "FILE_BUFFER_MAX_BYTES", cls.file_buffer_max_bytes, low=1024),
             encryption_key=key_from_env(env),
+            kv_max_keys=read.integer("KV_MAX_KEYS", cls.kv_max_keys, low=1, high=4096),
         )
 
     @property

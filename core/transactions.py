@@ -1,11 +1,22 @@
-"""Transactions (§4.7): pushes and acks committed together or not at all."""
+"""Transactions (§4.7): pushes and acks committed together or not at all, with riders
+(wire-protocol-extensions §17): ops of other stores (KV, timers) that commit with them.
+
+A rider is applied first in the transaction's connection (so its rows are locked before
+queues, partitions and consumer rows: one lock order for every transaction), at the
+transaction's instant (`now()`). It answers one entry per op, or a refusal (a lost
+precondition) that rolls everything back; a §4.7 failure (a refused ack) still wins over a
+rider's refusal, so the pushes and acks run in either case.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from core.ack import AckItem, AckOutcome, GroupAck, apply_acks
 from core.storage.database import Database
+from core.storage.statements import Conn
 from core.wakeup import Wake
 from core.writes import NewMessage, PartitionName, Verdict, append
 
@@ -23,10 +34,45 @@ class TxAck:
     item: AckItem
 
 
+@dataclass(frozen=True, slots=True)
+class RiderRefusal:
+    """A rider's veto: `op_index` is its position among the rider's ops, `fields` the
+    answer's fields (§17: reason, error, kvReason, version, value)."""
+
+    op_index: int
+    fields: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class RiderOutcome:
+    entries: list[dict[str, Any]]  # one per op, in op order (the edge numbers them)
+    refusal: RiderRefusal | None = None
+
+
+class Rider(Protocol):
+    """Ops of another store that ride a transaction (§17)."""
+
+    kind: str  # the field of the body it came from: "kv", "timers"
+
+    def __len__(self) -> int: ...
+
+    async def apply(self, conn: Conn) -> RiderOutcome:
+        """Apply the ops inside the transaction (on `conn`)."""
+        ...
+
+    def committed(self) -> None:
+        """Told once the transaction committed (for counters)."""
+        ...
+
+
 @dataclass(slots=True)
 class TxResult:
     committed: bool
     error: str | None = None
+    # The rider that vetoed the bundle, and its refusal (committed is then False).
+    refused_by: Rider | None = None
+    refusal: RiderRefusal | None = None
+    riders: list[RiderOutcome] = field(default_factory=list)  # in the riders' order
     verdicts: dict[int, Verdict] = field(default_factory=dict)  # op index -> push verdict
     acks: dict[int, AckOutcome] = field(default_factory=dict)  # op index -> ack outcome
     wakes: list[Wake] = field(default_factory=list)  # to announce once committed
@@ -38,9 +84,18 @@ class _Rejected(Exception):
         self.error = error
 
 
+class _Vetoed(Exception):
+    def __init__(self, rider: Rider, refusal: RiderRefusal) -> None:
+        super().__init__(refusal.fields.get("reason"))
+        self.rider = rider
+        self.refusal = refusal
+
+
 async def run_transaction(db: Database, ops: list[TxPush | TxAck],
-                          required_leases: list[str]) -> TxResult:
-    """Apply every op in one database transaction; a rejected ack rolls everything back.
+                          required_leases: list[str],
+                          riders: Sequence[Rider] = ()) -> TxResult:
+    """Apply the riders, then every op, in one database transaction; a rejected ack or a
+    rider's refusal rolls everything back (the ack's failure is the one answered).
 
     Queues and partitions a push needs are created inside that transaction too, so a
     refused bundle creates nothing."""
@@ -56,6 +111,8 @@ async def run_transaction(db: Database, ops: list[TxPush | TxAck],
             acks.append(i)
     try:
         async with db.transaction() as conn:
+            for rider in riders:
+                result.riders.append(await rider.apply(conn))
             if pushes:
                 flushes = [(name, [_push(ops[i]).message for i in indexes])
                            for name, indexes in pushes.items()]
@@ -73,8 +130,15 @@ async def run_transaction(db: Database, ops: list[TxPush | TxAck],
                                         f"rejected: {outcome.error}")
                     result.acks[i] = outcome
                 result.wakes.extend(applied.wakes)
+            for rider, answered in zip(riders, result.riders):
+                if answered.refusal is not None:
+                    raise _Vetoed(rider, answered.refusal)
     except _Rejected as rejected:
         return TxResult(committed=False, error=rejected.error)
+    except _Vetoed as vetoed:
+        return TxResult(committed=False, refused_by=vetoed.rider, refusal=vetoed.refusal)
+    for rider in riders:
+        rider.committed()
     return result
 
 

@@ -70,6 +70,10 @@ async def metrics(request: Request) -> Response:
         "memory": {"rssBytes": local.rss_bytes, "maxRssKb": usage.ru_maxrss},
         "cpu": {"userSeconds": usage.ru_utime, "systemSeconds": usage.ru_stime},
         "workers": len(cluster.processes) if cluster else None,
+        "kv": {name: counters.get(key, 0) if cluster else None for name, key in (
+            ("ops", "kv_ops"), ("writes", "kv_writes"), ("reads", "kv_reads"))},
+        "locks": {name: counters.get(key, 0) if cluster else None for name, key in (
+            ("grants", "lock_grants"), ("refusals", "lock_refusals"))},
         "pid": os.getpid(),
     }
     if cluster is not None:

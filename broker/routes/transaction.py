@@ -3,6 +3,9 @@ a binary body (§7.3)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from msgspec import UnsetType
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -25,7 +28,7 @@ from core.errors import BadRequest, PayloadTooLarge
 from core.ids import uuid7
 from core.pop import QUEUE_MODE
 from core.settings import Settings
-from core.transactions import TxAck, TxPush
+from core.transactions import Rider, RiderOutcome, TxAck, TxPush
 
 
 def failure(error: str) -> TransactionAnswer:
@@ -44,10 +47,12 @@ def _push_items(op: PushOp, where: str) -> list[PushItemIn]:
 
 def parse_operations(body: TransactionBody, max_items: int,
                      producer_sub: str | None) -> list[TxPush | TxAck]:
-    if body.kv or body.timers:
-        raise BadRequest("kv and timers riders are not supported by this broker")
+    if body.timers:
+        raise BadRequest("the timers rider is not supported by this broker")
+    if body.operations is None and isinstance(body.kv, UnsetType):
+        raise BadRequest(TransactionBody.MESSAGES["operations"])
     ops: list[TxPush | TxAck] = []
-    for i, op in enumerate(body.operations):
+    for i, op in enumerate(body.operations or ()):
         if isinstance(op, AckOp):
             ops.append(TxAck(op.consumerGroup or QUEUE_MODE, to_ack_item(op)))
         else:
@@ -72,6 +77,8 @@ async def transaction(request: Request, body: TransactionBody | BinaryTransactio
     limit = state_of(request).settings.max_push_items
     head = body.head if isinstance(body, BinaryTransaction) else body
     ops = parse_operations(head, limit, identity.sub)
+    kv = broker_of(request).kv
+    riders: list[Rider] = [] if isinstance(head.kv, UnsetType) else [kv.rider(head.kv)]
     if isinstance(body, BinaryTransaction):
         # The head's operations come first in the answer, then the pushes in wire order.
         stamp_producer(body.pushes, identity.sub)
@@ -79,15 +86,24 @@ async def transaction(request: Request, body: TransactionBody | BinaryTransactio
         if len(ops) > limit:
             raise PayloadTooLarge(f"more than {limit} operations in one transaction")
     result = await broker_of(request).transaction(
-        ops, [lease for lease in head.requiredLeases if lease])
+        ops, [lease for lease in head.requiredLeases if lease], riders)
+    if result.refusal is not None:  # a rider's veto: 200 with its fields (§17)
+        return json_response({
+            "transactionId": str(uuid7()), "success": False, "results": [], "ok": False,
+            **result.refusal.fields, "failedIndex": len(ops) + _offset(
+                riders, result.refused_by) + result.refusal.op_index})
     if not result.committed:
         return json_response(failure(result.error or "transaction rejected"))
     if isinstance(body, BinaryTransaction) and body.counts:
+        # Counts instead of the pushes' and acks' entries; the riders' entries stay, at
+        # their flat positions.
         statuses = [v.status for v in result.verdicts.values()]
-        return json_response(TransactionAnswer(
-            str(uuid7()), True, [], pushed=statuses.count("queued"),
-            duplicate=statuses.count("duplicate"), acked=len(result.acks)))
-    results: list[PushEntry | AckEntry] = []
+        return json_response({
+            "transactionId": str(uuid7()), "success": True,
+            "results": _rider_entries(result.riders, len(ops)),
+            "pushed": statuses.count("queued"), "duplicate": statuses.count("duplicate"),
+            "acked": len(result.acks)})
+    results: list[PushEntry | AckEntry | dict[str, Any]] = []
     for i, op in enumerate(ops):
         if isinstance(op, TxPush):
             verdict = result.verdicts[i]
@@ -99,4 +115,26 @@ async def transaction(request: Request, body: TransactionBody | BinaryTransactio
         else:
             results.append(AckEntry(i, True, op.item.transaction_id, None,
                                     result.acks[i].dlq))
-    return json_response(TransactionAnswer(str(uuid7()), True, results))
+    results += _rider_entries(result.riders, len(results))
+    return json_response({"transactionId": str(uuid7()), "success": True,
+                          "results": results})
+
+
+def _rider_entries(outcomes: list[RiderOutcome], first: int) -> list[dict[str, Any]]:
+    """The riders' entries, which follow the §4.7 ones in the flat array (§17): `index` is
+    the flat position, `opIndex` the position in the rider."""
+    entries: list[dict[str, Any]] = []
+    for outcome in outcomes:
+        for op_index, element in enumerate(outcome.entries):
+            entries.append({**element, "index": first + len(entries), "opIndex": op_index})
+    return entries
+
+
+def _offset(riders: list[Rider], rider: Rider | None) -> int:
+    """How many entries the riders before `rider` add to the flat results."""
+    before = 0
+    for one in riders:
+        if one is rider:
+            break
+        before += len(one)
+    return before

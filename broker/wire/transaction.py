@@ -31,10 +31,12 @@ class AckOp(AckItemIn, tag="ack", tag_field="type"):
 class TransactionBody(msgspec.Struct):
     MESSAGES: ClassVar[dict[str, str]] = {"operations": "operations array is required"}
 
-    operations: list[PushOp | AckOp]
+    # Required unless a rider is present (§17: then it may be empty or absent).
+    operations: list[PushOp | AckOp] | None = None
     requiredLeases: list[Token] = []
-    # Riders of features this broker does not have (§11): present and non-empty → 400.
-    kv: Any = None
+    # Riders (extensions §17): `kv` is an array of §14.3 ops, checked by core.kv. `timers`
+    # is not served yet: present and non-empty → 400.
+    kv: Any = UNSET
     timers: Any = None
 
 
@@ -62,6 +64,14 @@ class AckEntry(msgspec.Struct, tag="ack", tag_field="type"):
     dlq: bool
 
 
+class KvEntry(msgspec.Struct, tag="kv", tag_field="type"):
+    """A `kv` rider op's §14.3 element (its other fields depend on the op)."""
+
+    index: int
+    opIndex: int
+    op: str
+
+
 class TransactionAnswer(msgspec.Struct):
     """Both outcomes (§4.7): success with results, or failure with an error and no results.
     A binary transaction that asked for counts (§7.3, flag 2) gets them instead of results:
@@ -69,8 +79,17 @@ class TransactionAnswer(msgspec.Struct):
 
     transactionId: str
     success: bool
-    results: list[PushEntry | AckEntry]
+    results: list[PushEntry | AckEntry | KvEntry]
     error: str | UnsetType = UNSET
+    # A lost `required` KV precondition (§17): success false, ok false, these fields; a
+    # refused `kv` rider (§14.4): `error` is its code, with `reason` and `detail`.
+    reason: str | UnsetType = UNSET
+    detail: str | UnsetType = UNSET
+    ok: bool | UnsetType = UNSET
+    failedIndex: int | UnsetType = UNSET
+    kvReason: str | UnsetType = UNSET
+    version: int | UnsetType = UNSET
+    value: Any = UNSET
     pushed: int | UnsetType = UNSET
     duplicate: int | UnsetType = UNSET
     acked: int | UnsetType = UNSET

@@ -168,7 +168,7 @@ async def test_roles_from_the_array_claim_add_up(anon: httpx.AsyncClient,
 
 async def test_a_path_the_table_does_not_know_answers_404_and_runs_nothing(
         anon: httpx.AsyncClient) -> None:
-    for method, path in (("GET", "/api/v1/kv"), ("POST", "/api/v1/system/kv-timers"),
+    for method, path in (("GET", "/api/v1/kv-store"), ("POST", "/api/v1/system/kv-timers"),
                          ("GET", "/internal/api/anything")):
         r = await anon.request(method, path, headers=bearer(HS.token(role="admin")))
         assert r.status_code == 404 and "error" in r.json()

@@ -194,8 +194,8 @@ async def test_flat_push_form_and_data_key_are_accepted(
     ({"operations": [{"type": "delete"}]}, "operations[1].type"),
     ({"operations": [5]}, "operations[1] must be an object"),
     ({"operations": [{"type": "ack", "partitionId": "1"}]}, "transactionId"),
-    ({"operations": [], "kv": [{"op": "put", "ns": "a", "key": "b"}]}, "kv and timers"),
-    ({"operations": [], "timers": [{"op": "schedule"}]}, "kv and timers"),
+    ({"operations": [], "kv": [{"op": "put", "ns": "a", "key": "b"}]}, "kv_bad_request"),
+    ({"operations": [], "timers": [{"op": "schedule"}]}, "timers rider"),
     ({"operations": [], "requiredLeases": "lease"}, "requiredLeases"),
 ])
 async def test_bad_transaction_answers_400_in_the_failure_shape_and_applies_nothing(

@@ -86,6 +86,14 @@ SECTION_9 = {
     ("POST", "/api/v1/partitions/changed"): READ_ONLY,
     ("POST", "/api/v1/dlq/{id}/replay"): READ_WRITE,
     ("DELETE", "/api/v1/dlq"): ADMIN,
+    # KV and locks (extensions §14.1, §15.1, decision 15): the batch routes are READ_WRITE
+    # even for reads; a path GET is READ_ONLY; the dashboard's namespace listing READ_ONLY
+    ("POST", "/api/v1/kv"): READ_WRITE,
+    ("GET", "/api/v1/kv/{ns}/{key:path}"): READ_ONLY,
+    ("PUT", "/api/v1/kv/{ns}/{key:path}"): READ_WRITE,
+    ("DELETE", "/api/v1/kv/{ns}/{key:path}"): READ_WRITE,
+    ("POST", "/api/v1/locks"): READ_WRITE,
+    ("GET", "/api/v1/resources/kv-namespaces"): READ_ONLY,
 }
 
 

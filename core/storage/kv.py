@@ -1,0 +1,106 @@
+"""Typed calls of the KV statements (schema/queries_kv.sql)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from core.storage.statements import Conn, Statement
+
+
+@dataclass(frozen=True, slots=True)
+class LockedRow:
+    ns: str
+    key: str
+    value: str
+    version: int
+    expires_at: str | None  # wire text (ISO-8601 UTC), as in every row read here
+    updated_at: str
+    live: bool
+    created: bool  # a placeholder this call inserted
+    next_version: int  # drawn while the lock is held
+    instant: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class KvRow:
+    ns: str
+    key: str
+    value: str
+    version: int
+    expires_at: str | None
+    updated_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixRow:
+    key: str
+    value: str | None  # None for a keys-only listing
+    version: int
+    expires_at: str | None
+    updated_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class WriteCounts:
+    updated: int
+    deleted: int
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceRow:
+    ns: str
+    keys: int
+    bytes: int
+    expiring: int
+
+
+@dataclass(frozen=True, slots=True)
+class RowWrite:
+    ns: str
+    key: str
+    value: str
+    version: int
+    expires_at: datetime | None
+    keep_expiry: bool
+
+
+_LOCK = Statement("kv_lock", LockedRow)
+_GET = Statement("kv_get", KvRow)
+_WRITE = Statement("kv_write", WriteCounts)
+_PREFIX = Statement("kv_get_prefix", PrefixRow)
+_SWEEP = Statement[None]("kv_sweep")
+_NAMESPACES = Statement("kv_namespaces", NamespaceRow)
+
+
+async def lock_rows(conn: Conn, *, keys: Sequence[tuple[str, str]]) -> list[LockedRow]:
+    """Lock (creating placeholders for) distinct (ns, key) pairs, in byte order."""
+    return await _LOCK.rows(conn, [k[0] for k in keys], [k[1] for k in keys])
+
+
+async def live_rows(conn: Conn, *, keys: Sequence[tuple[str, str]]) -> list[KvRow]:
+    return await _GET.rows(conn, [k[0] for k in keys], [k[1] for k in keys])
+
+
+async def write_rows(conn: Conn, *, writes: Sequence[RowWrite],
+                     deletes: Sequence[tuple[str, str]]) -> WriteCounts | None:
+    return await _WRITE.one(
+        conn, [w.ns for w in writes], [w.key for w in writes], [w.value for w in writes],
+        [w.version for w in writes], [w.expires_at for w in writes],
+        [w.keep_expiry for w in writes], [d[0] for d in deletes], [d[1] for d in deletes])
+
+
+async def prefix_rows(conn: Conn, *, ns: str, prefix: str, upper: str | None, after: str,
+                      limit: int, keys_only: bool) -> list[PrefixRow]:
+    return await _PREFIX.rows(conn, ns, prefix, upper, after, limit, keys_only)
+
+
+async def sweep(conn: Conn, *, batch: int) -> int:
+    """Delete up to `batch` dead rows; answer how many."""
+    return await _SWEEP.run(conn, batch)
+
+
+async def namespaces(conn: Conn, *, after: str, limit: int,
+                     horizon_seconds: float) -> list[NamespaceRow]:
+    return await _NAMESPACES.rows(conn, after, limit, horizon_seconds)
