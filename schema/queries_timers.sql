@@ -32,7 +32,8 @@ SELECT t.queue, t.timer_key, t.partition, t.deliver_at, t.txn, t.message_id, t.p
 -- than the page tells whether it is truncated. $1 queue, $2 after ('' = from the start),
 -- $3 rows to read
 SELECT t.queue, t.timer_key, t.partition, t.deliver_at, t.txn, t.message_id,
-       t.payload_zstd, t.encrypted, t.producer_sub, t.attempts, t.last_error,
+       NULL::bytea AS payload, t.payload_zstd, t.encrypted, t.producer_sub, t.attempts,
+       t.last_error,
        NOT EXISTS (SELECT 1 FROM queen.timers f
                     WHERE f.queue = t.queue AND f.timer_key = t.timer_key
                       FOR KEY SHARE SKIP LOCKED) AS claimed,

@@ -65,14 +65,6 @@ class TimersResults(msgspec.Struct):
     results: list[TimerResult]
 
 
-class TimersRefusal(msgspec.Struct):
-    """A refusal: `error` (the code), `reason`, `detail`."""
-
-    error: str
-    reason: str | UnsetType = UNSET
-    detail: str | UnsetType = UNSET
-
-
 class TimerPath(msgspec.Struct):
     """`/api/v1/timers/{queue}/{timerKey…}`: the queue is the first raw segment, percent-
     decoded (so it may hold an encoded `/`), the key the decoded rest, slashes included."""

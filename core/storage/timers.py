@@ -39,24 +39,6 @@ class TimerRow:
 
 
 @dataclass(slots=True)
-class _ListedRow:
-    queue: str
-    timer_key: str
-    partition: str
-    deliver_at: datetime
-    txn: str
-    message_id: uuid.UUID
-    payload_zstd: bool
-    encrypted: bool
-    producer_sub: str | None
-    attempts: int
-    last_error: str | None
-    claimed: bool
-    created_at: datetime
-    updated_at: datetime
-
-
-@dataclass(slots=True)
 class QueueTimers:
     queue: str
     pending: int
@@ -102,7 +84,7 @@ class TimerWrite:
 _APPLY = Statement("timers_apply", AppliedRow)
 _ENCRYPTED = Statement[None]("timers_encrypted_queues")
 _PEEK = Statement("timers_peek", TimerRow)
-_PAGE = Statement("timers_page", _ListedRow)
+_PAGE = Statement("timers_page", TimerRow)
 _COUNT = Statement[None]("timers_count")
 _QUEUES = Statement("timers_queues", QueueTimers)
 _CLAIM = Statement("timers_claim", ClaimedRow)
@@ -131,10 +113,7 @@ async def peek(conn: Conn, *, queue: str, key: str) -> TimerRow | None:
 
 
 async def page(conn: Conn, *, queue: str, after: str, rows: int) -> list[TimerRow]:
-    listed = await _PAGE.rows(conn, queue, after, rows)
-    return [TimerRow(r.queue, r.timer_key, r.partition, r.deliver_at, r.txn, r.message_id,
-                     None, r.payload_zstd, r.encrypted, r.producer_sub, r.attempts,
-                     r.last_error, r.claimed, r.created_at, r.updated_at) for r in listed]
+    return await _PAGE.rows(conn, queue, after, rows)
 
 
 async def count(conn: Conn, *, queue: str, prefix: str) -> int:

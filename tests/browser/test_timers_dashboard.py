@@ -5,13 +5,13 @@ API's keyset (`after`/`nextAfter`), showing attempts and the last error."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
 import httpx
 import pytest
 
+from tests.browser import test_dashboard
 from tests.support import BrokerProcess
 
 playwright_api = pytest.importorskip(
@@ -19,22 +19,8 @@ playwright_api = pytest.importorskip(
     reason="browser tests need the playwright package (pip install -e '.[test]')")
 expect = playwright_api.expect
 expect.set_options(timeout=15_000)
-
-
-@pytest.fixture
-async def page(browser: Any) -> AsyncIterator[Any]:
-    context = await browser.new_context(viewport={"width": 1280, "height": 860})
-    tab = await context.new_page()
-    errors: list[str] = []
-    tab.on("pageerror", lambda e: errors.append(str(e)))
-    yield tab
-    await context.close()
-    assert not errors, errors
-
-
-async def open_view(page: Any, base: str, route: str) -> None:
-    await page.goto(f"{base}/#/{route}")
-    await page.wait_for_selector("#view[data-loads]:not([data-loads='0'])")
+page = test_dashboard.page  # the fixture: a fresh tab that fails the test on a script error
+open_view = test_dashboard.open_view
 
 
 async def test_timers_view_lists_queues_then_a_queues_timers_page_by_page(
