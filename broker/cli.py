@@ -1,71 +1,138 @@
-"""The `queen-broker` command."""
+"""The `queen-broker` command: the server's own commands (serve, web, postgres, migrate),
+which read the environment, and the operator's commands (broker/ctl/), which talk to a
+broker over HTTP."""
 
 from __future__ import annotations
 
-import argparse
-import asyncio
+import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from core.logs import configure_logging
-from core.settings import from_env_or_exit
+import click
 
+if TYPE_CHECKING:
+    from core.settings import Settings
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="queen-broker",
-        description="A partitioned message broker on PostgreSQL speaking the Queen MQ HTTP API.")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    serve = sub.add_parser("serve", help="run the whole broker in the foreground, restarting "
-                                         "any of its processes that dies")
-    web = sub.add_parser("web", help="run only the web workers, restarting any that dies "
-                                     "(for a Procfile)")
-    for p in (serve, web):
-        p.add_argument("--host", help="listen address (env HOST, default 0.0.0.0)")
-        p.add_argument("--port", type=int, help="listen port (env PORT, default 6632)")
-        p.add_argument("--workers", type=int,
-                       help="web worker processes (env WORKERS, default: CPU count)")
-    for p in (serve, web, sub.add_parser("postgres", help="run the embedded PostgreSQL "
-                                                          "in the foreground (for a Procfile)"),
-              sub.add_parser("migrate", help="apply schema migrations and exit")):
-        p.add_argument("--data-dir",
-                       help="embedded database directory (env QUEEN_DATA_DIR, default "
-                            "./.queen-data); unused when DATABASE_URL or PG_* is set")
-    return parser
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _apply_overrides(args: argparse.Namespace) -> None:
+def _version() -> str:
+    try:
+        return version("queen-broker")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
+
+
+# The operator commands, imported when one is run: `serve` and `web` (which the supervisor
+# starts again after a crash) do not pay for the HTTP client and the table library.
+_OPERATOR_COMMANDS = {
+    "status": "broker.ctl.queues:status", "queues": "broker.ctl.queues:queues",
+    "lag": "broker.ctl.groups:lag", "groups": "broker.ctl.groups:groups",
+    "dlq": "broker.ctl.dlq:dlq", "maintenance": "broker.ctl.maintenance:maintenance",
+    "push": "broker.ctl.messages:push", "pop": "broker.ctl.messages:pop",
+}
+
+
+class _Commands(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *_OPERATOR_COMMANDS])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = _OPERATOR_COMMANDS.get(cmd_name)
+        if target is None:
+            return super().get_command(ctx, cmd_name)
+        module, _, attr = target.partition(":")
+        command = getattr(importlib.import_module(module), attr)
+        assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"],
+                               "max_content_width": 100})
+@click.version_option(_version(), "--version", "-V", prog_name="queen-broker",
+                      message="%(prog)s %(version)s")
+def main() -> None:
+    """A partitioned message broker on PostgreSQL speaking the Queen MQ HTTP API.
+
+    `serve`, `web`, `postgres` and `migrate` run the broker (settings from the
+    environment); the other commands operate a running broker over its HTTP API
+    (--url / QUEEN_URL, --token / QUEEN_TOKEN)."""
+
+
+def _data_dir(command: F) -> F:
+    return click.option(
+        "--data-dir", type=click.Path(file_okay=False, path_type=Path),
+        help="embedded database directory (env QUEEN_DATA_DIR, default ./.queen-data); "
+             "unused when DATABASE_URL or PG_* is set")(command)
+
+
+def _listen(command: F) -> F:
+    command = click.option("--workers", type=click.IntRange(1, 256),
+                           help="web worker processes (env WORKERS, default: CPU count)")(command)
+    command = click.option("--port", type=click.IntRange(0, 65535),
+                           help="listen port (env PORT, default 6632)")(command)
+    return click.option(
+        "--host", help="listen address (env QUEEN_HOST or HOST); default 127.0.0.1 with "
+                       "auth off, 0.0.0.0 with auth on")(command)
+
+
+@main.command()
+@_listen
+@_data_dir
+def serve(**options: Any) -> None:
+    """Run the whole broker in the foreground, restarting any of its processes that dies."""
+    from broker.supervisor import serve as run
+
+    sys.exit(run(_settings(options)))
+
+
+@main.command()
+@_listen
+@_data_dir
+def web(**options: Any) -> None:
+    """Run only the web workers, restarting any that dies (for a Procfile)."""
+    from broker.supervisor import serve as run
+
+    sys.exit(run(_settings(options), web_only=True))
+
+
+@main.command()
+@_data_dir
+def postgres(**options: Any) -> None:
+    """Run the embedded PostgreSQL in the foreground (for a Procfile)."""
+    from core.embedded import EmbeddedPostgres
+
+    sys.exit(EmbeddedPostgres(_settings(options).data_dir).run_foreground())
+
+
+@main.command()
+@_data_dir
+def migrate(**options: Any) -> None:
+    """Apply schema migrations and exit. On the embedded default, starts the embedded
+    PostgreSQL for the time it takes (or uses the one already running)."""
+    from core.migrate import run
+
+    sys.exit(run(_settings(options)))
+
+
+def _settings(options: dict[str, Any]) -> Settings:
     """Command-line options win over the environment; children inherit them through it."""
-    for attr, env in (("host", "HOST"), ("port", "PORT"), ("workers", "WORKERS"),
+    from core.logs import configure_logging
+    from core.settings import from_env_or_exit
+
+    for name, env in (("host", "QUEEN_HOST"), ("port", "PORT"), ("workers", "WORKERS"),
                       ("data_dir", "QUEEN_DATA_DIR")):
-        value = getattr(args, attr, None)
+        value = options.get(name)
         if value is not None:
             os.environ[env] = str(value)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    _apply_overrides(args)
     settings = from_env_or_exit("queen-broker")
     configure_logging(settings.log_level)
-    if args.command == "serve":
-        from broker.supervisor import serve
-        return serve(settings)
-    if args.command == "web":
-        from broker.supervisor import serve
-        return serve(settings, web_only=True)
-    if args.command == "postgres":
-        from core.embedded import EmbeddedPostgres
-        return EmbeddedPostgres(settings.data_dir).run_foreground()
-    if args.command == "migrate":
-        from core.embedded import database_dsn
-        from core.storage.database import migrate
-        asyncio.run(migrate(settings, database_dsn(settings)))
-        return 0
-    return 2
+    return settings
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main(prog_name="queen-broker")

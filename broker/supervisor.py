@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
 
-from broker.auth.exposure import exposure_warnings
+from broker.auth.exposure import bind_notice, exposure_warnings
 from broker.worker import BACKLOG, drain_seconds
 from core.embedded import EmbeddedPostgres
 from core.key_check import verify_encryption_key
@@ -272,6 +272,8 @@ def serve(settings: Settings, *, with_reaper: bool = True, web_only: bool = Fals
                  worker_count(settings))
         for warning in exposure_warnings(settings.auth, host):
             log.warning("%s", warning)
+        if (notice := bind_notice(settings.auth, host)) is not None:
+            log.info("%s", notice)
         supervisor.watch()
     except Exception as exc:  # noqa: BLE001 - any start-up failure must still stop the children
         log.error("start-up failed: %s", exc)

@@ -31,6 +31,7 @@ from broker.routes import (
     queues,
     resources,
     status,
+    streams,
     system,
     timers,
     traces,
@@ -46,6 +47,7 @@ from broker.wire import pop as pop_wire
 from broker.wire import push as push_wire
 from broker.wire import queues as queues_wire
 from broker.wire import resources as resources_wire
+from broker.wire import streams as streams_wire
 from broker.wire import system as system_wire
 from broker.wire import timers as timers_wire
 from broker.wire import traces as traces_wire
@@ -272,6 +274,27 @@ ENDPOINTS: list[Endpoint] = [
               404: ErrorBody, 503: kv_wire.RefusalBody},
              path_params=timers_wire.TimerQueuePath, query=timers_wire.TimerListQuery,
              access=READ_ONLY),
+    # Streams (wire-protocol-extensions §18): the client's stream runtime. Registering and
+    # committing cycles are READ_WRITE, reading state READ_ONLY; the listing (dashboard) is
+    # READ_ONLY, deleting a query with its state ADMIN like deleting a queue.
+    Endpoint("POST", "/streams/v1/queries", streams.register,
+             "Register a stream query (409 when its operator chain changed)",
+             {200: streams_wire.RegisterAnswer, 409: streams_wire.RegisterConflict},
+             body=streams_wire.RegisterBody, access=READ_WRITE),
+    Endpoint("POST", "/streams/v1/state/get", streams.state_get,
+             "A stream query's state rows of one partition",
+             {200: streams_wire.StateAnswer, 400: streams_wire.StateAnswer},
+             body=streams_wire.StateGetBody, client_error=streams.state_failure,
+             access=READ_ONLY),
+    Endpoint("POST", "/streams/v1/cycle", streams.cycle,
+             "Commit a cycle: state ops, sink pushes and the source ack, all or nothing",
+             {200: streams_wire.CycleAnswer}, body=streams_wire.CycleBody, access=READ_WRITE),
+    Endpoint("GET", "/streams/v1/queries", streams.list_queries,
+             "Stream queries with their partitions' state and last cycle",
+             {200: streams_wire.QueryList}, access=READ_ONLY),
+    Endpoint("DELETE", "/streams/v1/queries/{name}", streams.delete_query,
+             "Delete a stream query with its state", {200: streams_wire.QueryDeleted},
+             path_params=streams_wire.QueryNamePath, access=ADMIN),
     # Health and metrics (§6.5)
     Endpoint("GET", "/health", health.health, "Liveness (503 while the database is down)",
              {200: resources_wire.Health, 503: resources_wire.Health}, access=PUBLIC),

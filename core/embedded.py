@@ -134,6 +134,23 @@ class EmbeddedPostgres:
                            f"see {self.log_file}")
 
 
+def running_postmaster(pgdata: Path) -> int | None:
+    """The pid of a live server that owns `pgdata` (its postmaster.pid), or None: a file
+    left by a dead server names a pid that is gone (or reused by something we may not
+    signal, which still counts as taken)."""
+    try:
+        pid = int((pgdata / "postmaster.pid").read_text().split("\n", 1)[0])
+    except (OSError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return pid
+    return pid
+
+
 def database_dsn(settings: Settings) -> str:
     """The configured server, or the embedded one that lives in the data directory."""
     if settings.database_url is not None:

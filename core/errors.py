@@ -4,10 +4,12 @@
     ├── ClientError            the request cannot succeed as sent; retrying will not help
     │   ├── BadRequest         malformed body, wrong types, bad names or parameters
     │   ├── PayloadTooLarge    body over the size limit, or too many items
+    │   ├── CapacityExceeded   a push would take a queue past its maxSize
     │   └── NotFound           the addressed resource does not exist
     └── ServiceError           the request was fine; the broker could not serve it now
         ├── Overloaded         the write backlog is full; retry after a pause
         ├── StorageUnavailable the database cannot be reached
+        │   └── StorageReadOnly    a read-only server (a standby) answered a write
         └── StorageError       the database answered with an unexpected failure
             └── StorageDeadlock    it aborted the statement to break a deadlock
     SegmentError               a stored segment cannot be decoded (a bug or corruption)
@@ -45,6 +47,10 @@ class PayloadTooLarge(ClientError):
     """The request is larger than the broker accepts."""
 
 
+class CapacityExceeded(ClientError):
+    """The queue would exceed its max capacity."""
+
+
 class NotFound(ClientError):
     """Not found."""
 
@@ -66,6 +72,15 @@ class StorageUnavailable(ServiceError):
     # polling after an error only when its text contains "connection" (or "timeout").
 
     retry_after_seconds = 2
+
+
+class StorageReadOnly(StorageUnavailable):
+    """The database connection is unavailable; retry shortly."""
+
+    # A read-only server answered a write: a standby (a DSN without target_session_attrs),
+    # or a server switched to read-only. To the client that is the database being
+    # unavailable: the same text (clients that retry on "connection" retry), 503 + Retry-After
+    # or, with the push spool, `buffered`; a StorageError would be neither.
 
 
 class StorageError(ServiceError):

@@ -18,7 +18,6 @@ _new = object.__new__
 _set = object.__setattr__
 _VERSION_7 = 0x7 << 76
 _RFC_VARIANT = 0x2 << 62
-_RANDOM_MASK = ((1 << 80) - 1) & ~(0xF << 76) & ~(0x3 << 62)
 
 
 def uuid_of_int(value: int) -> uuid.UUID:
@@ -51,13 +50,36 @@ class _Entropy:
 _entropy = _Entropy()
 
 
+class _Monotone:
+    """The last id's time and 74 random bits, so the next id of the same millisecond (or
+    of a clock that stepped back) is the last one plus one."""
+
+    millis = 0
+    rand = 0
+
+
+_last = _Monotone()
+_RAND_BITS = 74
+_RAND_B_MASK = (1 << 62) - 1
+
+
 def uuid7() -> uuid.UUID:
     """A version-7 UUID: 48-bit big-endian Unix milliseconds, then 74 random bits.
 
-    Ids minted in one process sort by time at millisecond resolution, which keeps index
-    inserts local; uniqueness comes from the random bits, not from a counter.
+    Ids minted in one process strictly increase (RFC 9562 §6.2, method 1: within one
+    millisecond the random part counts up from a random start): the messages of one flush
+    share their `createdAt`, and the official client's stream runner orders a partition's
+    messages by (createdAt, id), so ids must follow offsets there. Uniqueness comes from the
+    random bits; index inserts stay local.
     """
     millis = time.time_ns() // 1_000_000
-    random_bits = int.from_bytes(_entropy.take(10), "big") & _RANDOM_MASK
-    return uuid_of_int((millis & 0xFFFF_FFFF_FFFF) << 80 | random_bits | _VERSION_7
-                       | _RFC_VARIANT)
+    last = _last
+    if millis > last.millis:
+        rand = int.from_bytes(_entropy.take(10), "big") >> (80 - _RAND_BITS)
+    else:
+        millis, rand = last.millis, last.rand + 1
+        if rand >> _RAND_BITS:  # 2^74 ids in one millisecond: borrow the next one
+            millis, rand = millis + 1, 0
+    last.millis, last.rand = millis, rand
+    return uuid_of_int((millis & 0xFFFF_FFFF_FFFF) << 80 | _VERSION_7 | (rand >> 62) << 64
+                       | _RFC_VARIANT | (rand & _RAND_B_MASK))

@@ -32,11 +32,15 @@ import asyncpg
 
 from core.errors import ServiceError
 from core.storage.errors import DRIVER_ERRORS
+from core.storage.hosts import connector_for
+from core.storage.statements import Statement
 from core.waiting import wait_event, within
 from core.wakeup import CHANNEL, MAX_HINTS, Wake, decode_payload, notify_hinted
 
 log = logging.getLogger(__name__)
 _RECONNECT_DELAY = 1.0
+_PROBE_SECONDS = 3.0
+_PROBE = Statement[None]("listener_probe")
 _ANNOUNCE_GATHER_SECONDS = 0.005
 _RECENT_PARTITIONS = 64
 _RECENT_QUEUES = 1024  # queues whose recent partitions are remembered (least recent dropped)
@@ -199,7 +203,8 @@ class WakeupHub:
         while not self._stopping.is_set():
             conn: asyncpg.Connection | None = None
             try:
-                conn = await asyncpg.connect(self._dsn, server_settings=self._server_settings)
+                conn = await connector_for(self._dsn).connect(
+                    server_settings=self._server_settings)
                 # Told at once when the server goes away (crash, restart), so the reconnect
                 # starts then and not at the next periodic look.
                 lost = asyncio.Event()
@@ -212,9 +217,13 @@ class WakeupHub:
                 self.wake_everyone()  # anything missed while disconnected: check once
                 while not self._stopping.is_set() and not conn.is_closed():
                     await _first_of(self._stopping, lost, timeout=5.0)
+                    if not lost.is_set() and not self._stopping.is_set():
+                        # A server that stopped answering (frozen, partitioned, a failover
+                        # in progress) closes nothing: ask, and reconnect if it is silent.
+                        await within(_PROBE_SECONDS, _PROBE.value(conn))
             except asyncio.CancelledError:
                 raise
-            except DRIVER_ERRORS as exc:
+            except (*DRIVER_ERRORS, ServiceError) as exc:
                 log.info("wake-up listener disconnected (%s); reconnecting", type(exc).__name__)
             finally:
                 self.listening = False
@@ -241,8 +250,8 @@ class WakeupHub:
                 hints, self._hints = self._hints, defaultdict(list)
                 try:
                     if conn is None or conn.is_closed():
-                        conn = await asyncpg.connect(self._dsn, server_settings=settings,
-                                                     timeout=2)
+                        conn = await connector_for(self._dsn).connect(
+                            server_settings=settings, timeout=2)
                         self._notifier_pid = conn.get_server_pid()
                     await notify_hinted(conn, {q: (n, hints.get(q, [])) for q, n in batch.items()})
                     # Let announcements gather for a moment: one NOTIFY per few milliseconds

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 from core.errors import StorageUnavailable
 from core.listener import WakeupHub
@@ -26,6 +27,11 @@ class Backoff:
     threshold: int = 3
     multiplier: float = 2.0
     max_ms: int = 1000
+
+
+# How long past its deadline a long poll's claim may run before it is abandoned (it answers
+# empty; a claim the server still commits is redelivered when its lease expires).
+_STATEMENT_GRACE_S = 3.0
 
 
 async def pop_or_wait(db: Database, hub: WakeupHub, request: PopRequest, *, wait: bool,
@@ -53,8 +59,17 @@ async def pop_or_wait(db: Database, hub: WakeupHub, request: PopRequest, *, wait
         # Park before checking, so a commit between the check and the wait still wakes us.
         with hub.parked(scope, request.group, request.partition) as waiter:
             try:
-                result = PopResult(None) if paused() else await pop(db, request, hints)
-            except StorageUnavailable:
+                if paused():
+                    result = PopResult(None)
+                elif wait:
+                    # A frozen primary (a failover under way) holds a statement until the
+                    # driver gives up, past our deadline: answer by the deadline regardless.
+                    result = await _abandoned_after(
+                        pop(db, request, hints),
+                        max(deadline - time.monotonic(), 0) + _STATEMENT_GRACE_S)
+                else:
+                    result = await pop(db, request, hints)
+            except (StorageUnavailable, TimeoutError):
                 if not wait:
                     raise
                 # A long poll waits out a database outage like an empty queue: it re-checks
@@ -82,6 +97,27 @@ async def pop_or_wait(db: Database, hub: WakeupHub, request: PopRequest, *, wait
             empty_checks += 1
             if empty_checks >= backoff.threshold:
                 interval = min(interval * backoff.multiplier, backoff.max_ms / 1000)
+
+
+async def _abandoned_after(claim: Coroutine[Any, Any, PopResult], seconds: float) -> PopResult:
+    """`claim`'s result, or TimeoutError after `seconds`, leaving it to finish on its own:
+    cancelling it would wait again for the silent server (the rollback and the connection's
+    reset). What it claims then is leased to nobody and delivered again when the lease ends."""
+    task = asyncio.ensure_future(claim)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=seconds)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if task in done:
+        return task.result()
+    task.add_done_callback(_drop_outcome)
+    raise TimeoutError
+
+
+def _drop_outcome(task: asyncio.Future[PopResult]) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved: an abandoned claim's failure is expected, not news
 
 
 def _is_set(event: asyncio.Event | None) -> bool:

@@ -2,8 +2,8 @@
 rules (wire-protocol §4.9).
 
 Every option configure accepts is applied (README, protocol notes) or refused: an unknown
-key answers 400 naming it, and `maxSize` is accepted only as 0 (no limit; see
-`MAX_SIZE_REFUSAL`). `ttl` and `priority` are labels, stored and echoed.
+key answers 400 naming it. `maxSize` is enforced at push (schema/081_max_size.sql).
+`ttl` and `priority` are labels, stored and echoed.
 
 `QueueOptions` is the only place an option's default is written down. A queue row always
 holds the complete set (written by `encode` when a queue is created or configured; migration
@@ -37,7 +37,7 @@ class QueueOptions(msgspec.Struct, frozen=True, rename="camel"):
     retention_enabled: bool = False
     delayed_processing: int = 0             # seconds before a message is visible
     window_buffer: int = 0                  # hold a partition until quiet for N seconds
-    max_size: int = 0                       # only 0 (no limit) is accepted
+    max_size: int = 0                       # unconsumed messages a push may fill; 0 = no limit
     retry_delay: int = 1000                 # ms before a failed/retried span is claimable
     ttl: int = 3600                         # stored and echoed, not enforced
     priority: int = 0                       # a label; no priority ordering
@@ -72,14 +72,6 @@ _BOOLEAN = {k for k, v in DEFAULTS.items() if isinstance(v, bool)}
 _NON_NEGATIVE = {k for k, v in DEFAULTS.items() if not isinstance(v, bool)} - {"priority"}
 _CLAMPS = {"minPopWaitTime": (0, 60000)}
 _MAX_INT = 2**31 - 1
-# Why a maxSize other than 0 is refused rather than stored and ignored.
-MAX_SIZE_REFUSAL = (
-    "option maxSize is not supported: only 0 (no limit) is accepted. In the log model a "
-    "queue's size depends on which consumer group is asked, and a limit would add a count "
-    "over every partition to each push; bound storage with retentionSeconds and "
-    "retentionEnabled instead")
-
-
 def unknown_option(key: str) -> str:
     """The 400 text of an option configure does not know."""
     return f"unknown option {key}; the options are: {', '.join(DEFAULTS)}"
@@ -114,8 +106,6 @@ def validate(given: Mapping[str, Any]) -> dict[str, Any]:
                 raise BadRequest(f"option {key} must not be negative")
             if abs(value) > _MAX_INT:
                 raise BadRequest(f"option {key} is too large")
-            if key == "maxSize" and value != 0:
-                raise BadRequest(MAX_SIZE_REFUSAL)
             if key in _CLAMPS:
                 low, high = _CLAMPS[key]
                 value = min(max(value, low), high)

@@ -22,6 +22,7 @@ from core import encryption, segments
 from core.errors import StorageDeadlock
 from core.ids import LeaseId, PartitionId, QueueId, uuid7
 from core.options import POP_LEASE_FALLBACK_SECONDS
+from core.reads import fanout
 from core.storage import reads as sql
 from core.storage.database import Database
 from core.timefmt import parse_iso
@@ -114,7 +115,9 @@ class PopResult:
             for seg in claim.segments:
                 first = max(claim.start - seg.base_offset, 0)
                 offset = seg.base_offset + first
-                for frame in segments.unpack_range(seg.blob, first, claim.end - seg.base_offset):
+                raw = fanout.SEGMENTS.raw(claim.partition_id, seg.base_offset,
+                                          seg.last_offset, seg.blob)
+                for frame in segments.iter_frames(raw, first, claim.end - seg.base_offset):
                     out.append(Delivered(claim.queue, claim.partition, claim.partition_id,
                                          offset, seg.created_at, frame))
                     offset += 1

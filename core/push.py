@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from core.coalescer import WriteCoalescer
-from core.errors import QueenError
+from core.errors import QueenError, StorageUnavailable
 from core.storage.database import Database
 from core.writes import Appended, NewMessage, PartitionName, Verdict, append_each
 
@@ -41,8 +41,10 @@ class Pusher:
 
     def __init__(self, db: Database, *, max_flush_messages: int, max_pending_messages: int,
                  max_partitions_per_flush: int, max_concurrent_flushes: int,
-                 on_appended: Callable[[Appended], None]) -> None:
+                 on_appended: Callable[[Appended], None],
+                 answer_within_s: float | None = None) -> None:
         self._db = db
+        self._answer_within_s = answer_within_s
         self._on_appended = on_appended
         self.coalescer: WriteCoalescer[PartitionName, NewMessage, Verdict] = WriteCoalescer(
             self._flush, max_flush_items=max_flush_messages,
@@ -72,7 +74,15 @@ class Pusher:
 
         async def write_group(name: PartitionName, indexes: list[int]) -> None:
             try:
-                verdicts = await self.coalescer.submit(name, [items[i].message for i in indexes])
+                # The write goes on if we stop waiting (the coalescer's promise): what commits
+                # later is a dedup duplicate of the client's retry or of the spool's replay.
+                async with asyncio.timeout(self._answer_within_s):
+                    verdicts = await self.coalescer.submit(
+                        name, [items[i].message for i in indexes])
+            except TimeoutError:
+                for i in indexes:
+                    outcomes[i] = PushOutcome(items[i], None, StorageUnavailable())
+                return
             except QueenError as exc:
                 for i in indexes:
                     outcomes[i] = PushOutcome(items[i], None, exc)

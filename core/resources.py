@@ -15,6 +15,7 @@ from typing import Any
 from core import options as queue_options
 from core.errors import NotFound
 from core.storage import admin as sql
+from core.storage import depth as depth_sql
 from core.storage.admin import Overview, PartitionListRow
 from core.storage.database import Database
 
@@ -172,19 +173,16 @@ class Resources:
         return queue, await self.partition_stats([queue.id])
 
     async def queue_depth(self, name: str, group: str | None) -> Depth:
-        """Backlog per partition: of one group, or of the worst cursor when none is named."""
+        """Pending per partition (§21.2): past the named group's cursor, or, without a
+        group, past the lowest named group's cursor (the queue-mode cursor when no named
+        group has one); a partition nobody reads counts every retained message."""
         async with self._db.session() as conn:
             queue_id = await sql.queue_id(conn, name=name)
             if queue_id is None:
                 raise NotFound("Queue not found")
-            committed = {} if group is None else {
-                r.partition_id: r.committed
-                for r in await sql.group_committed(conn, queue_id=queue_id, group=group)}
-        stats = await self.partition_stats([queue_id])
-        if group is None:
-            return Depth([(s.name, s.pending + s.processing) for s in stats])
-        return Depth([(s.name, pending_after(s.last_offset, s.log_start, committed.get(s.id)))
-                      for s in stats])
+            rows = await depth_sql.depth_cursors(conn, queue_id=queue_id, group=group)
+        return Depth([(r.partition, pending_after(r.last_offset, r.log_start, r.committed))
+                      for r in rows])
 
     async def partitions(self, *, queue: str | None, limit: int,
                          offset: int) -> list[PartitionListRow]:

@@ -16,7 +16,8 @@ nothing while pop maintenance is on (core/switches.py holds both switches).
     maintenance / set_maintenance / require_direct_writes      the switches and the spool
     dlq.*        dead letters (core/dlq.py)        messages.*   inspection (core/messages.py)
     groups.*     consumer groups (core/groups.py)  resources.*  figures (core/resources.py)
-    traces.*     traces (core/traces.py)           timers.*     timers (core/timers)
+    traces.*     traces (core/traces.py)            streams.*    stream queries (core/streams)
+    timers.*     timers (core/timers)
     stats_refresh / analytics / cluster_figures / partitions_changed   (core/stats.py)
 
 The message plane counts what it did in `core.counters.COUNTERS` (in memory); a side task
@@ -35,7 +36,7 @@ from datetime import datetime
 from typing import Any
 
 from core import ack as acks
-from core import changes, encryption, leases, queues, stats, transactions
+from core import changes, encryption, queues, stats, transactions
 from core import fetch as offset_reads
 from core.counters import COUNTERS
 from core.dlq import DeadLetters
@@ -49,12 +50,14 @@ from core.longpoll import Backoff, pop_or_wait
 from core.messages import Messages
 from core.pop import PopRequest, PopResult
 from core.push import Pusher, PushItem, PushOutcome
+from core.reads.acks import AckFlusher, ExtendFlusher
 from core.resources import Resources
 from core.settings import Settings
 from core.spool import Spool, SpoolSettings
 from core.spool_format import SpoolRecord
 from core.storage.database import Database, PoolStats, server_settings
 from core.storage.stats import SeriesRow
+from core.streams.service import Streams
 from core.switches import CHANNEL as SWITCHES_CHANNEL
 from core.switches import Switches, SwitchState
 from core.timers.service import Timers
@@ -91,11 +94,15 @@ class Broker:
             max_pending_messages=settings.max_pending_messages,
             max_partitions_per_flush=settings.max_partitions_per_flush,
             max_concurrent_flushes=settings.max_concurrent_flushes,
+            answer_within_s=settings.push_answer_timeout_ms / 1000,
             on_appended=self._appended)
         self._backoff = Backoff(settings.pop_wait_initial_interval_ms,
                                 settings.pop_wait_backoff_threshold,
                                 settings.pop_wait_backoff_multiplier,
                                 settings.pop_wait_max_interval_ms)
+        # Acks and lease extensions of concurrent requests: one statement per flush.
+        self._acks = AckFlusher(db, hub.announce)
+        self._extends = ExtendFlusher(db)
         self.dlq = DeadLetters(db, hub.announce)
         self.groups = ConsumerGroups(db, hub.announce)
         self.resources = Resources(db)
@@ -103,6 +110,7 @@ class Broker:
         self.traces = Traces(db)
         self.kv = KvService(db, max_keys=settings.kv_max_keys)
         self.timers = Timers(db, settings)  # timers (core/timers); fired by their own process
+        self.streams = Streams(db, hub.announce, self.require_direct_writes)  # §18
         self.counters = COUNTERS
         self.figures_provider: stats.FiguresProvider = stats.no_spool
         self.flusher: stats.CounterFlusher | None = None  # set by `open`
@@ -150,6 +158,8 @@ class Broker:
                         spool.stop()
                         switches.close()
                         await broker._pusher.close()
+                        await broker._acks.close()
+                        await broker._extends.close()
                         hub.close()  # the loops return; the TaskGroup waits for them
                         flusher.close()  # after a last flush, with the pushes just written
             finally:
@@ -238,11 +248,10 @@ class Broker:
         return outcome
 
     async def ack_batch(self, items: Sequence[acks.GroupAck]) -> acks.AckResult:
-        """Acks of any groups and partitions (§4.6), applied in one statement: all of it or
-        none; each item answers what was applied to it."""
-        async with self._db.session() as conn:
-            result = await acks.apply_acks(conn, items)
-        self._hub.announce(result.wakes)
+        """Acks of any groups and partitions (§4.6), applied in one statement with the
+        concurrent acks on other cursors (core/reads/acks.py): all of it or none; each item
+        answers what was applied to it."""
+        result = await self._acks.apply(items)
         _count_acks(items, result.outcomes)
         return result
 
@@ -267,7 +276,7 @@ class Broker:
         return result
 
     async def extend_lease(self, lease_id: str, seconds: int) -> list[datetime]:
-        return await leases.extend_lease(self._db, lease_id, seconds)
+        return await self._extends.extend(lease_id, seconds)
 
     async def configure(self, *, queue: str, namespace: str | None, task: str | None,
                         given: Mapping[str, Any], replace: bool) -> queues.QueueConfig:

@@ -16,13 +16,17 @@ from urllib.parse import quote, urlsplit
 from core.auth_settings import AuthSettings, auth_settings_from_env
 from core.encryption import key_from_env
 from core.env import EnvReader, SettingsError
+from core.storage.hosts import dsn_hosts
 
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """Everything a broker process needs to know, read once from the environment."""
 
-    host: str = "0.0.0.0"
+    # Loopback unless told otherwise: with auth off anyone who reaches the port owns every
+    # queue, so listening beyond this machine must be asked for (from_env picks 0.0.0.0 when
+    # auth is on).
+    host: str = "127.0.0.1"
     port: int = 6632
     # None means "no database configured": start the embedded PostgreSQL. Not in the repr:
     # the URL may carry the database password.
@@ -43,6 +47,10 @@ class Settings:
     # statements one process runs at once.
     max_partitions_per_flush: int = 64
     max_concurrent_flushes: int = 4
+    # A push whose write has not committed by then is answered as if the database were
+    # down (503, or `buffered` by the spool): a frozen primary (a failover under way) would
+    # otherwise hold it until the driver's timeout, behind earlier flushes stuck the same way.
+    push_answer_timeout_ms: int = 8000
     default_timeout_ms: int = 30000
     default_batch_size: int = 1
     default_subscription_mode: str = "all"
@@ -90,8 +98,9 @@ class Settings:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if environ is None else environ
         read = EnvReader(env)
+        auth = auth_settings_from_env(env)
         return cls(
-            host=read.text("HOST", cls.host),
+            host=bind_host_from_env(env, auth_enabled=auth.enabled),
             port=read.integer("PORT", cls.port, low=0, high=65535),
             database_url=database_url_from_env(env),
             data_dir=Path(read.text("QUEEN_DATA_DIR", str(cls.data_dir))),
@@ -116,6 +125,8 @@ class Settings:
             max_concurrent_flushes=read.integer(
                 "COALESCER_MAX_CONCURRENT_FLUSHES", cls.max_concurrent_flushes, low=1,
                 high=1000),
+            push_answer_timeout_ms=read.integer(
+                "PUSH_ANSWER_TIMEOUT_MS", cls.push_answer_timeout_ms, low=100),
             default_timeout_ms=read.integer(
                 "DEFAULT_TIMEOUT",
                 read.integer("POP_DEFAULT_TIMEOUT_MS", cls.default_timeout_ms, low=0), low=0),
@@ -154,7 +165,7 @@ class Settings:
                 "SUPERVISOR_RESTART_WINDOW_MS", cls.supervisor_restart_window_ms, low=1000),
             log_level=read.choice(
                 "LOG_LEVEL", cls.log_level, ("debug", "info", "warning", "error", "critical")),
-            auth=auth_settings_from_env(env),
+            auth=auth,
             cors_origins=cors_origins_from_env(env),
             file_buffer_dir=Path(env["FILE_BUFFER_DIR"]) if env.get("FILE_BUFFER_DIR") else None,
             file_buffer_flush_ms=read.integer(
@@ -189,6 +200,17 @@ def from_env_or_exit(program: str) -> Settings:
         raise SystemExit(2) from None
 
 
+def bind_host_from_env(env: Mapping[str, str], *, auth_enabled: bool) -> str:
+    """QUEEN_HOST, else HOST; when neither is set, every interface with auth on and only
+    loopback with auth off (an open broker must not be reachable from the network by
+    accident)."""
+    for name in ("QUEEN_HOST", "HOST"):
+        value = env.get(name, "").strip()
+        if value:
+            return value
+    return "0.0.0.0" if auth_enabled else Settings.host
+
+
 def cors_origins_from_env(env: Mapping[str, str]) -> tuple[str, ...]:
     """CORS_ORIGINS: `*` (the default) or a comma-separated list of `scheme://host[:port]`."""
     raw = env.get("CORS_ORIGINS", "").strip() or "*"
@@ -209,17 +231,34 @@ def database_url_from_env(env: Mapping[str, str]) -> str | None:
         if not url.startswith(("postgres://", "postgresql://")):
             raise SettingsError(
                 f"DATABASE_URL={url.split('@')[-1]!r} is not a postgres:// or postgresql:// URL")
+        try:
+            dsn_hosts(url)
+        except ValueError as exc:
+            raise SettingsError(f"DATABASE_URL={url.split('@')[-1]!r}: {exc}") from None
         return url
     names = ("PG_HOST", "PG_PORT", "PG_USER", "PG_PASSWORD", "PG_DATABASE", "PG_DB")
     if not any(env.get(name) for name in names):
         return None
     read = EnvReader(env)
-    host = read.text("PG_HOST", "localhost")
-    port = read.integer("PG_PORT", 5432, low=1, high=65535)
+    hosts = [h.strip() for h in read.text("PG_HOST", "localhost").split(",")]
+    ports = [p.strip() for p in (env.get("PG_PORT", "").strip() or "5432").split(",")]
+    if "" in hosts:
+        raise SettingsError(f"PG_HOST={env.get('PG_HOST')!r} names an empty host")
+    if not all(p.isdigit() and 0 < int(p) < 65536 for p in ports):
+        raise SettingsError(f"PG_PORT={env.get('PG_PORT')!r}: expected an integer from 1 to "
+                            "65535, or a comma-separated list of them (one per PG_HOST)")
+    if len(ports) == 1:
+        ports *= len(hosts)
+    elif len(ports) != len(hosts):
+        raise SettingsError(f"PG_PORT lists {len(ports)} ports for {len(hosts)} PG_HOST hosts")
     user = read.text("PG_USER", "postgres")
     password = env.get("PG_PASSWORD", "postgres")
     database = env.get("PG_DATABASE") or env.get("PG_DB") or "postgres"
     auth = quote(user, safe="") + (":" + quote(password, safe="") if password else "")
-    if host.startswith("/"):  # a Unix-socket directory
-        return f"postgresql://{auth}@/{quote(database, safe='')}?host={host}&port={port}"
-    return f"postgresql://{auth}@{host}:{port}/{quote(database, safe='')}"
+    if all(h.startswith("/") for h in hosts):  # Unix-socket directories
+        return (f"postgresql://{auth}@/{quote(database, safe='')}"
+                f"?host={','.join(hosts)}&port={','.join(ports)}")
+    if any(h.startswith("/") for h in hosts):
+        raise SettingsError("PG_HOST mixes Unix-socket directories and network hosts")
+    netloc = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in zip(hosts, ports))
+    return f"postgresql://{auth}@{netloc}/{quote(database, safe='')}"

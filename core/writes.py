@@ -261,3 +261,20 @@ async def append_each(conn: Conn, flushes: Sequence[tuple[PartitionName, Sequenc
         except QueenError as exc:
             out.append(exc)
     return out
+
+
+def prepare(flushes: Sequence[tuple[PartitionName, Sequence[NewMessage]]]
+            ) -> tuple[list[_Flush], list[sql.AppendTarget]]:
+    """The flushes of a caller that appends inside a statement of its own (a stream cycle,
+    core/streams), in lock order, with the targets that statement takes."""
+    work = sorted((_Flush(name, messages) for name, messages in flushes), key=lambda f: f.name)
+    return work, [f.target() for f in work]
+
+
+def written(work: Sequence[_Flush], *, queue_ids: Sequence[int],
+            partition_ids: Sequence[int], bases: Sequence[int],
+            times: Sequence[datetime]) -> list[Appended]:
+    """The verdicts of `prepare`d flushes that such a statement wrote whole."""
+    for flush, qid, pid, base, at in zip(work, queue_ids, partition_ids, bases, times):
+        flush.settle(sql.AppendRow(qid, pid, base, at, None, None, flush.encrypted))
+    return [f.result() for f in work]

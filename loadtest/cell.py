@@ -90,6 +90,10 @@ def summarize(out: CellOutcome, shape: Shape, label: str, before: pgstats.PgSnap
         "uncertain_pushes": out.uncertain,
         "latency_ms": {k: h.summary() for k, h in out.hists.items() if h.total},
         "cpu_seconds": out.cpu,
+        # Server CPU per delivered message, per process role (broker, postgres, ...): the
+        # figure compared with a peer's in the same run.
+        "cpu_us_per_delivered": ({k: round(v / delivered * 1e6, 1) for k, v in out.cpu.items()
+                                  if k != "generator"} if delivered else {}),
         "peak_rss_bytes": out.rss,
         "peak_worker_rss_mib": round(out.worker_rss / 2**20, 1) if out.worker_rss else None,
         "seconds": round(out.measured_seconds, 2),

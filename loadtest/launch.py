@@ -65,19 +65,21 @@ async def fresh_database(server_url: str, *, migrate: bool = True,
     import uuid
     from urllib.parse import urlsplit, urlunsplit
 
-    import asyncpg
-
+    from core.storage.hosts import connector_for
     from core.storage.migrations import apply_migrations
 
+    # The broker's connector, not asyncpg's: with several hosts (a Patroni pair), asyncpg
+    # stops at a standby that has not replayed the CREATE DATABASE yet ("does not exist")
+    # instead of going on to the primary.
     name = prefix + uuid.uuid4().hex[:12]
-    conn = await asyncpg.connect(server_url)
+    conn = await connector_for(server_url).connect()
     try:
         await conn.execute(f'CREATE DATABASE "{name}"')
     finally:
         await conn.close()
     url = urlunsplit(urlsplit(server_url)._replace(path="/" + name))
     if migrate:
-        conn = await asyncpg.connect(url)
+        conn = await connector_for(url).connect()
         try:
             await apply_migrations(conn)
         finally:

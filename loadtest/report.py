@@ -62,6 +62,8 @@ def summary(run: dict[str, Any]) -> str:
         lines.append(f"  cpu s: {cell['cpu_seconds']}  peak RSS MiB: "
                      + str({k: round(v / 2**20) for k, v in cell['peak_rss_bytes'].items()})
                      + f", largest web worker {_fmt(cell.get('peak_worker_rss_mib'))}")
+        if cell.get("cpu_us_per_delivered"):
+            lines.append(f"  cpu us per delivered message: {cell['cpu_us_per_delivered']}")
         if "db" in cell:
             d = cell["db"]
             lines.append(f"  commits/msg {d['commits_per_message']}, WAL B/msg "
@@ -79,9 +81,12 @@ def summary(run: dict[str, Any]) -> str:
                          f"{rp['range'][0]:.0f}..{rp['range'][1]:.0f}")
     for name, v in run.get("cross", {}).items():
         lines.append(f"cross-cell {name}: {v}")
+    for skipped in run.get("skipped", []):
+        lines.append(f"\n[{skipped['cell']}] skipped: {skipped['reason']}")
     for peer in run.get("peers", []):
         lines.append(f"\npeer {peer['peer']}: {peer.get('verdict')} {_fmt(peer.get('msg_per_s'))} msg/s"
                      f" e2e p99 {_fmt(peer.get('e2e_p99_ms'))} ms, cpu s {peer.get('cpu_seconds')}"
+                     f", cpu us per delivered message {peer.get('cpu_us_per_delivered')}"
                      f"{', GENERATOR-BOUND (lower bound)' if peer.get('generator_bound') else ''}"
                      f"; {peer.get('note', '')}")
     return "\n".join(lines) + "\n"
@@ -117,6 +122,9 @@ def table(run: dict[str, Any]) -> str:
                     f" | - | - | - | {peer.get('note', '')} |")
     for name, v in run.get("cross", {}).items():
         rows.append(f"| {name} | | | | | | | | {v} |")
+    for skipped in run.get("skipped", []):
+        rows.append(f"| {skipped['cell']} | skipped | - | - | - | - | - | - | "
+                    f"{skipped['reason']} |")
     return "\n".join(rows) + "\n"
 
 

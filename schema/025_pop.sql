@@ -52,6 +52,17 @@ LANGUAGE sql STABLE AS $$
        AND ((q.options ->> 'windowBuffer')::integer = 0
             OR p.last_write_at
                <= now() - make_interval(secs => (q.options ->> 'windowBuffer')::integer))
+       -- delayedProcessing: the oldest message the group could get (the segment holding
+       -- the offset after its cursor, or the oldest kept one on first contact) must be old
+       -- enough; segments are stamped in offset order, so when it is not, none is. Keeps a
+       -- pop from walking partitions that hold only messages not yet visible.
+       AND ((q.options ->> 'delayedProcessing')::integer = 0
+            OR coalesce((SELECT s.created_at FROM queen.log_segments s
+                          WHERE s.partition_id = p.id
+                            AND s.base_offset <= greatest(coalesce(c.committed + 1, p.log_start),
+                                                          p.log_start)
+                          ORDER BY s.base_offset DESC LIMIT 1), '-infinity')
+               <= now() - make_interval(secs => (q.options ->> 'delayedProcessing')::integer))
      ORDER BY p.id
      LIMIT p_limit
 $$;
@@ -89,13 +100,18 @@ CREATE TYPE queen.pop_row AS (
     last_offset  bigint);       -- the segment's last offset (frames: last - base + 1)
 
 -- One claim attempt among candidates (partition ids in preference order, and whether the
--- group has no cursor there yet): lock or create cursors, spend the budget in candidate
--- order, lease (or commit) what is delivered, answer the overlapping segments. Answers
--- nothing when nothing was delivered (then nothing was changed).
+-- group has no cursor there yet): create the missing cursors, then walk the candidates in
+-- order, locking each claimable cursor with SKIP LOCKED and spending the budget, until
+-- `p_wanted` partitions delivered, the budget is spent or the candidates run out. A
+-- candidate that delivers nothing (seeded past its messages on first contact, messages not
+-- yet visible to delayedProcessing or minPopWaitTime, all evicted by maxWaitTimeSeconds,
+-- locked by a concurrent pop) costs nothing of the budget (issue 22). Answers the delivered
+-- spans, leased under `p_lease_id` (or committed, with autoAck); nothing is leased when it
+-- answers nothing.
 CREATE FUNCTION queen.pop_claim(
     p_queues queen.pop_queue[], p_candidates bigint[], p_fresh boolean[], p_group text,
     p_wanted integer, p_batch integer, p_auto_ack boolean, p_lease_id text)
-RETURNS SETOF queen.pop_row
+RETURNS TABLE (partition_id bigint, span_start bigint, span_end bigint)
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
 AS $$
@@ -109,65 +125,57 @@ DECLARE
     v_start   bigint;
     v_fresh   bigint;
     v_head    timestamptz;
+    v_committed bigint;
     e_ids     bigint[] := '{}';
     e_tops    bigint[] := '{}';
     e_counts  bigint[] := '{}';
     c         record;
 BEGIN
-    -- Existing cursors still claimable are locked, in candidate order, skipping those a
-    -- concurrent pop holds and no more than this pop takes (the rest stay claimable by
-    -- others); missing ones are created, but only as many as this pop may still take: a
-    -- concurrent first pop inserting the same row makes ON CONFLICT wait for its commit.
+    IF true = ANY(p_fresh) THEN
+        -- First contact: every missing cursor among the candidates is created, seeded by
+        -- the subscription rule, in partition order whatever the candidates' order: two
+        -- first pops creating the same cursors then queue behind one another (ON CONFLICT
+        -- waits for the other's commit) instead of each waiting for the other's insert (a
+        -- deadlock, 40P01). Created ahead of the walk, so no lock is taken out of order.
+        INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)
+        SELECT p.id, p_group,
+               CASE q.seed_mode
+                 WHEN 'new' THEN p.last_offset
+                 WHEN 'timestamp' THEN greatest(p.log_start - 1, coalesce(
+                      (SELECT s.last_offset FROM queen.log_segments s
+                        WHERE s.partition_id = p.id AND s.created_at < q.seed_instant
+                        ORDER BY s.base_offset DESC LIMIT 1), p.log_start - 1))
+                 ELSE p.log_start - 1
+               END
+          FROM unnest(p_candidates, p_fresh) AS u(id, fresh)
+          JOIN queen.log_partitions p ON p.id = u.id
+          JOIN unnest(p_queues) q ON q.id = p.queue_id
+         WHERE u.fresh
+         ORDER BY p.id
+        ON CONFLICT ON CONSTRAINT log_consumers_pkey DO NOTHING;
+    END IF;
+
     FOR c IN
-        WITH cand AS (
-            SELECT u.id, u.fresh, u.ord, p.queue_id, p.name, p.last_offset, p.log_start
-              FROM unnest(p_candidates, p_fresh) WITH ORDINALITY AS u(id, fresh, ord)
-              JOIN queen.log_partitions p ON p.id = u.id),
-        locked AS (
-            SELECT x.partition_id, x.committed, x.retry_count
-              FROM queen.log_consumers x
-              JOIN cand ON cand.id = x.partition_id AND NOT cand.fresh
-             WHERE x.consumer_group = p_group
-               AND x.committed < cand.last_offset
-               AND (x.worker_id IS NULL OR x.lease_expires_at <= now())
-               AND (x.not_before IS NULL OR x.not_before <= now())
-             ORDER BY cand.ord
-             LIMIT p_wanted  -- locks no more than it takes: the others stay claimable
-               FOR UPDATE OF x SKIP LOCKED),
-        created AS (
-            INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)
-            SELECT f.id, p_group,
-                   CASE q.seed_mode
-                     WHEN 'new' THEN f.last_offset
-                     WHEN 'timestamp' THEN greatest(f.log_start - 1, coalesce(
-                          (SELECT s.last_offset FROM queen.log_segments s
-                            WHERE s.partition_id = f.id AND s.created_at < q.seed_instant
-                            ORDER BY s.base_offset DESC LIMIT 1), f.log_start - 1))
-                     ELSE f.log_start - 1
-                   END
-              FROM (SELECT * FROM cand WHERE cand.fresh ORDER BY cand.ord
-                     LIMIT greatest(p_wanted - (SELECT count(*) FROM locked), 0)) f
-              JOIN unnest(p_queues) q ON q.id = f.queue_id
-             -- Inserted in partition order, whatever the candidates' order: two first
-             -- pops creating the same cursors then queue behind one another instead of
-             -- each waiting for the other's insert (a deadlock, 40P01).
-             ORDER BY f.id
-            ON CONFLICT ON CONSTRAINT log_consumers_pkey DO NOTHING
-            RETURNING log_consumers.partition_id, log_consumers.committed,
-                      log_consumers.retry_count)
-        SELECT cand.id, cand.queue_id, cand.last_offset, cand.log_start, k.committed,
-               k.retry_count, q.delay_seconds, q.lease_seconds, q.max_wait_seconds,
-               q.min_pop_wait_ms
-          FROM (SELECT * FROM locked UNION ALL SELECT * FROM created) k
-          JOIN cand ON cand.id = k.partition_id
-          JOIN unnest(p_queues) q ON q.id = cand.queue_id
-         WHERE k.committed < cand.last_offset
-         ORDER BY cand.ord
-         LIMIT p_wanted
+        SELECT p.id, p.last_offset, p.log_start, q.delay_seconds, q.lease_seconds,
+               q.max_wait_seconds, q.min_pop_wait_ms
+          FROM unnest(p_candidates) WITH ORDINALITY AS u(id, ord)
+          JOIN queen.log_partitions p ON p.id = u.id
+          JOIN unnest(p_queues) q ON q.id = p.queue_id
+         ORDER BY u.ord
     LOOP
-        EXIT WHEN v_budget <= 0;
+        EXIT WHEN v_budget <= 0 OR cardinality(v_ids) >= p_wanted;
+        -- Locked one at a time, only when reached: the cursors this pop does not take stay
+        -- claimable by concurrent pops.
+        SELECT x.committed INTO v_committed
+          FROM queen.log_consumers x
+         WHERE x.partition_id = c.id AND x.consumer_group = p_group
+           AND x.committed < c.last_offset
+           AND (x.worker_id IS NULL OR x.lease_expires_at <= now())
+           AND (x.not_before IS NULL OR x.not_before <= now())
+           FOR UPDATE SKIP LOCKED;
+        CONTINUE WHEN NOT FOUND;
         -- Offsets below log_start were removed by retention: delivery starts at log_start.
-        v_start := greatest(c.committed + 1, c.log_start);
+        v_start := greatest(v_committed + 1, c.log_start);
         IF c.max_wait_seconds > 0 THEN
             -- maxWaitTimeSeconds: messages that waited longer are skipped (evicted), not
             -- delivered. Segments are stamped in offset order, so they are a prefix: the
@@ -239,11 +247,19 @@ BEGIN
           FROM unnest(v_ids, v_starts, v_ends, v_secs) AS w(pid, lo, hi, secs)
          WHERE x.partition_id = w.pid AND x.consumer_group = p_group;
     END IF;
+    RETURN QUERY SELECT * FROM unnest(v_ids, v_starts, v_ends);
+END $$;
 
-    RETURN QUERY
+-- The answer of a pop: per delivered span (in claim order), the segments overlapping it.
+CREATE FUNCTION queen.pop_read(p_group text, p_ids bigint[], p_starts bigint[],
+                               p_ends bigint[])
+RETURNS SETOF queen.pop_row
+LANGUAGE sql STABLE
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+AS $$
     SELECT p.queue_id, q.name, w.pid, p.name, w.lo, w.hi, x.retry_count,
            s.base_offset, s.created_at, s.blob, s.last_offset
-      FROM unnest(v_ids, v_starts, v_ends) WITH ORDINALITY AS w(pid, lo, hi, ord)
+      FROM unnest(p_ids, p_starts, p_ends) WITH ORDINALITY AS w(pid, lo, hi, ord)
       JOIN queen.log_partitions p ON p.id = w.pid
       JOIN queen.queues q ON q.id = p.queue_id
       JOIN queen.log_consumers x ON x.partition_id = w.pid AND x.consumer_group = p_group
@@ -255,8 +271,8 @@ BEGIN
                AND y.base_offset >= coalesce((SELECT max(z.base_offset) FROM queen.log_segments z
                                                WHERE z.partition_id = w.pid
                                                  AND z.base_offset <= w.lo), w.lo)) s
-     ORDER BY w.ord, s.base_offset;
-END $$;
+     ORDER BY w.ord, s.base_offset
+$$;
 
 -- Claim and read (see the top of this file).
 --   p_queue               queue name, or null for a discovery pop by p_namespace / p_task
@@ -295,7 +311,18 @@ DECLARE
     v_lease   integer;
     v_ids     bigint[];
     v_fresh   boolean[];
-    v_got     boolean := false;
+    v_got_ids bigint[] := '{}';  -- the spans delivered so far: partition, first, last
+    v_got_lo  bigint[] := '{}';
+    v_got_hi  bigint[] := '{}';
+    v_spent   bigint;
+    v_lo      bigint;            -- the scan: partition id bounds, pivot, current page
+    v_hi      bigint;
+    v_at      bigint;
+    v_from    bigint;
+    v_to      bigint;
+    v_range   integer;
+    v_found   bigint;
+    v_last    bigint;
     r         record;
 BEGIN
     FOR r IN
@@ -346,8 +373,8 @@ BEGIN
     END IF;
 
     -- Partitions a wake-up named (the first p_candidates), by key, in the order named; only
-    -- the claim checks whether each is still claimable. Skipped when a windowBuffer may hold partitions:
-    -- only the scan applies it.
+    -- the claim checks whether each is still claimable. Skipped when a windowBuffer may hold
+    -- partitions: only the scan applies it.
     IF cardinality(p_hints) > 0 AND NOT v_buffer THEN
         SELECT array_agg(p.id ORDER BY h.ord),
                array_agg(NOT EXISTS (SELECT 1 FROM queen.log_consumers x
@@ -360,35 +387,61 @@ BEGIN
            AND (p_partition IS NULL OR p.name = p_partition)
            AND p.last_offset >= p.log_start;
         IF v_ids IS NOT NULL THEN
-            RETURN QUERY SELECT * FROM queen.pop_claim(v_queues, v_ids, v_fresh, p_group,
-                                                       v_wanted, p_batch, p_auto_ack,
-                                                       p_lease_id);
-            IF FOUND THEN
-                RETURN;
-            END IF;
+            SELECT v_got_ids || coalesce(array_agg(k.partition_id), '{}'),
+                   v_got_lo || coalesce(array_agg(k.span_start), '{}'),
+                   v_got_hi || coalesce(array_agg(k.span_end), '{}')
+              INTO v_got_ids, v_got_lo, v_got_hi
+              FROM queen.pop_claim(v_queues, v_ids, v_fresh, p_group, v_wanted, p_batch,
+                                   p_auto_ack, p_lease_id) k;
         END IF;
     END IF;
 
     -- The scan walks the queues' partitions in id order from a random pivot and wraps
-    -- around, so concurrent pops spread over the partitions and each gets its turn.
-    SELECT array_agg(e.partition_id), array_agg(e.fresh) INTO v_ids, v_fresh
-      FROM (SELECT lo, hi, lo + floor(p_pivot * (hi - lo + 1))::bigint AS at
-              FROM (SELECT min(b.id) AS lo, max(b.id) AS hi FROM queen.log_partitions b
-                     WHERE b.queue_id = ANY(v_qids)) bounds) pivot,
-           LATERAL (
-                (SELECT * FROM queen.pop_eligible(v_qids, p_group, p_partition, pivot.at,
-                                                  pivot.hi + 1, p_candidates))
-                UNION ALL
-                (SELECT * FROM queen.pop_eligible(v_qids, p_group, p_partition, pivot.lo,
-                                                  pivot.at, p_candidates))
-                LIMIT p_candidates) e;
-    IF v_ids IS NOT NULL THEN
-        RETURN QUERY SELECT * FROM queen.pop_claim(v_queues, v_ids, v_fresh, p_group,
-                                                   v_wanted, p_batch, p_auto_ack,
-                                                   p_lease_id);
-        v_got := FOUND;
-    END IF;
-    IF NOT v_got THEN
+    -- around, so concurrent pops spread over the partitions and each gets its turn. It
+    -- fetches p_candidates eligible partitions at a time and goes on past those that
+    -- delivered nothing, until the pop has its partitions, its budget is spent, or no
+    -- partition is left: a pop answers nothing only when nothing was deliverable to it.
+    v_range := 1;
+    SELECT min(b.id), max(b.id) INTO v_lo, v_hi
+      FROM queen.log_partitions b WHERE b.queue_id = ANY(v_qids);
+    v_at := v_lo + floor(p_pivot * (v_hi - v_lo + 1))::bigint;
+    v_from := v_at;
+    WHILE v_lo IS NOT NULL AND cardinality(v_got_ids) < v_wanted LOOP
+        v_spent := 0;
+        SELECT coalesce(sum(w.hi - w.lo + 1), 0) INTO v_spent
+          FROM unnest(v_got_lo, v_got_hi) AS w(lo, hi);
+        EXIT WHEN v_spent >= p_batch;
+        v_to := CASE WHEN v_range = 1 THEN v_hi + 1 ELSE v_at END;
+        SELECT array_agg(e.partition_id ORDER BY e.partition_id)
+                   FILTER (WHERE NOT e.partition_id = ANY(v_got_ids)),
+               array_agg(e.fresh ORDER BY e.partition_id)
+                   FILTER (WHERE NOT e.partition_id = ANY(v_got_ids)),
+               count(*), max(e.partition_id)
+          INTO v_ids, v_fresh, v_found, v_last
+          FROM queen.pop_eligible(v_qids, p_group, p_partition, v_from, v_to,
+                                  p_candidates) e;
+        IF v_ids IS NOT NULL THEN
+            SELECT v_got_ids || coalesce(array_agg(k.partition_id), '{}'),
+                   v_got_lo || coalesce(array_agg(k.span_start), '{}'),
+                   v_got_hi || coalesce(array_agg(k.span_end), '{}')
+              INTO v_got_ids, v_got_lo, v_got_hi
+              FROM queen.pop_claim(v_queues, v_ids, v_fresh, p_group,
+                                   v_wanted - cardinality(v_got_ids), (p_batch - v_spent)::integer,
+                                   p_auto_ack, p_lease_id) k;
+        END IF;
+        IF v_found >= p_candidates THEN
+            v_from := v_last + 1;  -- this range may hold more: its next page
+        ELSIF v_range = 1 THEN
+            v_range := 2;  -- wrap around to the partitions before the pivot
+            v_from := v_lo;
+        ELSE
+            EXIT;
+        END IF;
+    END LOOP;
+
+    IF cardinality(v_got_ids) > 0 THEN
+        RETURN QUERY SELECT * FROM queen.pop_read(p_group, v_got_ids, v_got_lo, v_got_hi);
+    ELSE
         RETURN QUERY SELECT q.id, q.name, NULL::bigint, NULL::text, NULL::bigint,
                             NULL::bigint, NULL::integer, NULL::bigint, NULL::timestamptz,
                             NULL::bytea, NULL::bigint

@@ -132,13 +132,6 @@ SELECT p.queue_id, q.name AS queue, q.namespace, q.task, p.id, p.name, p.created
  WHERE $1::bigint[] IS NULL OR p.queue_id = ANY($1::bigint[])
  ORDER BY q.name, p.name;
 
--- name: admin_group_committed
--- A group's cursor per partition of a queue (missing cursors absent).
--- $1 queue id, $2 consumer group
-SELECT c.partition_id, c.committed
-  FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
- WHERE p.queue_id = $1 AND c.consumer_group = $2;
-
 -- name: admin_queue_row
 -- A queue's row by name.
 -- $1 queue name

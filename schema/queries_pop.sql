@@ -38,10 +38,12 @@ SELECT q.name AS queue, p.name AS partition, x.base_offset, x.created_at, x.blob
                                    WHERE y.partition_id = $1 AND y.base_offset <= $2), $2)
  ORDER BY x.base_offset;
 
--- name: extend_lease
--- Extend every live lease of a lease id; expired or released leases are not revived.
--- $1 lease id, $2 seconds
-UPDATE queen.log_consumers
-   SET lease_expires_at = greatest(lease_expires_at, now() + make_interval(secs => $2))
- WHERE worker_id = $1 AND lease_expires_at > now()
-RETURNING lease_expires_at;
+-- name: extend_leases
+-- Extend every live lease of each lease id (distinct ids); expired or released leases are
+-- not revived. One row per lease extended: its lease id and new expiry.
+-- $1 lease ids, $2 seconds (one per lease id)
+UPDATE queen.log_consumers c
+   SET lease_expires_at = greatest(c.lease_expires_at, now() + make_interval(secs => e.secs))
+  FROM unnest($1::text[], $2::float8[]) AS e(lease, secs)
+ WHERE c.worker_id = e.lease AND c.lease_expires_at > now()
+RETURNING c.worker_id AS lease_id, c.lease_expires_at;

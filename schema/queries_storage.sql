@@ -5,6 +5,10 @@
 -- Is the server answering?
 SELECT 1;
 
+-- name: listener_probe
+-- Does the server behind the LISTEN connection still answer? (core/listener.py)
+SELECT 1;
+
 -- name: rollback
 -- End a transaction a released connection left open.
 ROLLBACK;

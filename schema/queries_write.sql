@@ -52,14 +52,16 @@ DELETE FROM queen.queues WHERE name = $1 RETURNING id;
 DELETE FROM queen.log_partitions WHERE queue_id = $1 RETURNING id;
 
 -- name: delete_partition_data
--- Remove everything partitions own: segments, index, cursors, dead letters. A statement of
--- its own after delete_queue_partitions, so its snapshot sees what appends that finished
--- meanwhile wrote.
+-- Remove everything partitions own: segments, index, cursors, dead letters, stream state
+-- (080_streams.sql). A statement of its own after delete_queue_partitions, so its snapshot
+-- sees what appends that finished meanwhile wrote.
 -- $1 partition ids
 WITH s AS (DELETE FROM queen.log_segments WHERE partition_id = ANY($1::bigint[])),
      t AS (DELETE FROM queen.log_txn_index WHERE partition_id = ANY($1::bigint[])),
      c AS (DELETE FROM queen.log_consumers WHERE partition_id = ANY($1::bigint[])),
-     d AS (DELETE FROM queen.log_dlq WHERE partition_id = ANY($1::bigint[]))
+     d AS (DELETE FROM queen.log_dlq WHERE partition_id = ANY($1::bigint[])),
+     st AS (DELETE FROM queen.stream_state WHERE partition_id = ANY($1::bigint[])),
+     sp AS (DELETE FROM queen.stream_partitions WHERE partition_id = ANY($1::bigint[]))
 DELETE FROM queen.log_dlq_segments WHERE partition_id = ANY($1::bigint[]);
 
 -- name: delete_queue_subscriptions

@@ -21,6 +21,16 @@ def exposure_warnings(auth: AuthSettings, bound_host: str) -> list[str]:
     return warnings
 
 
+def bind_notice(auth: AuthSettings, bound_host: str) -> str | None:
+    """Said at start when the broker keeps itself to this machine, so an operator who
+    expected it on the network learns why and what to change."""
+    if auth.enabled or not _loopback(bound_host):
+        return None
+    return (f"authentication is off, so the broker listens on {bound_host} only (this "
+            "machine); to serve other machines turn auth on (JWT_ENABLED=true) or say "
+            "--host 0.0.0.0 (QUEEN_HOST)")
+
+
 def _loopback(host: str) -> bool:
     try:
         return ipaddress.ip_address(host.strip("[]")).is_loopback

@@ -87,12 +87,6 @@ class PartitionStatsRow:
 
 
 @dataclass(frozen=True, slots=True)
-class GroupCommitted:
-    partition_id: int
-    committed: int
-
-
-@dataclass(frozen=True, slots=True)
 class PartitionListRow:
     id: int
     name: str
@@ -126,7 +120,6 @@ _SEEK = Statement("admin_seek", SeekRow)
 _SET_SUBSCRIPTION = Statement[None]("admin_set_subscription_timestamp")
 _QUEUE_PAGE = Statement("admin_queue_page", QueuePageRow)
 _PARTITION_STATS = Statement("admin_partition_stats", PartitionStatsRow)
-_GROUP_COMMITTED = Statement("admin_group_committed", GroupCommitted)
 _QUEUE_ROW = Statement("admin_queue_row", QueueInfo)
 _PARTITIONS_LIST = Statement("admin_partitions_list", PartitionListRow)
 _OVERVIEW = Statement("admin_overview", Overview)
@@ -176,10 +169,6 @@ async def queue_page(conn: Conn, *, search: str | None, limit: int, offset: int,
 async def partition_stats(conn: Conn, *,
                           queue_ids: Sequence[int] | None) -> list[PartitionStatsRow]:
     return await _PARTITION_STATS.rows(conn, None if queue_ids is None else list(queue_ids))
-
-
-async def group_committed(conn: Conn, *, queue_id: int, group: str) -> list[GroupCommitted]:
-    return await _GROUP_COMMITTED.rows(conn, queue_id, group)
 
 
 async def queue_row(conn: Conn, *, name: str) -> QueueInfo | None:

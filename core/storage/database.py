@@ -19,6 +19,7 @@ import asyncpg
 from core.errors import StorageError, StorageUnavailable
 from core.settings import Settings
 from core.storage.errors import DRIVER_ERRORS, storage_errors, translate
+from core.storage.hosts import connector_for
 from core.storage.migrations import apply_migrations
 from core.storage.statements import Conn, Statement
 
@@ -66,8 +67,9 @@ class Database:
             finally:
                 await conn.close()
         with storage_errors():
+            connector = connector_for(dsn)
             pool = await asyncpg.create_pool(
-                dsn, min_size=1, max_size=settings.db_pool_size,
+                connector.dsn, connect=connector.connect, min_size=1, max_size=settings.db_pool_size,
                 timeout=settings.db_connection_timeout_ms / 1000,
                 server_settings=server_settings(settings),
                 max_inactive_connection_lifetime=300, reset=_reset_connection,
@@ -134,8 +136,8 @@ async def connect_with_retry(dsn: str, settings: Settings, wait_seconds: float, 
     delay = 0.1
     while True:
         try:
-            return await asyncpg.connect(
-                dsn, timeout=settings.db_connection_timeout_ms / 1000,
+            return await connector_for(dsn).connect(
+                timeout=settings.db_connection_timeout_ms / 1000,
                 server_settings=server_settings(settings, role=role))
         except DRIVER_ERRORS as exc:
             if time.monotonic() + delay > deadline:

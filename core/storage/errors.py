@@ -15,12 +15,23 @@ from collections.abc import Iterator
 import asyncpg
 
 from core.counters import COUNTERS
-from core.errors import QueenError, StorageDeadlock, StorageError, StorageUnavailable
+from core.errors import (
+    CapacityExceeded,
+    QueenError,
+    StorageDeadlock,
+    StorageError,
+    StorageReadOnly,
+    StorageUnavailable,
+)
 
 # SQLSTATE classes that mean "the server is not there for us right now".
 _UNAVAILABLE_CLASSES = ("08", "53", "57")
 _STATEMENT_TIMEOUT = "57014"
 _DEADLOCK = "40P01"
+_CAPACITY = "QN011"  # queen.append: a flush would exceed the queue's maxSize (081_max_size.sql)
+# "cannot execute ... in a read-only transaction": a standby (or a server being demoted)
+# answered; after a failover the primary is elsewhere.
+_READ_ONLY = "25006"
 
 # Errors `storage_errors` converts; anything else (our own bugs) passes through untouched.
 # InternalClientError is included because the pool raises it when it resets (on release) a
@@ -38,6 +49,10 @@ def translate(exc: BaseException) -> QueenError:
         state = getattr(exc, "sqlstate", "") or ""
         if state[:2] in _UNAVAILABLE_CLASSES and state != _STATEMENT_TIMEOUT:
             return StorageUnavailable()
+        if state == _CAPACITY:
+            return CapacityExceeded(getattr(exc, "message", None) or str(exc))
+        if state == _READ_ONLY:
+            return StorageReadOnly()
         if state == _DEADLOCK:
             return StorageDeadlock(f"database error {state}: {exc}")
         return StorageError(f"database error {state}: {exc}")
@@ -52,5 +67,7 @@ def storage_errors() -> Iterator[None]:
     try:
         yield
     except DRIVER_ERRORS as exc:
-        COUNTERS.add("db_errors")
-        raise translate(exc) from exc
+        error = translate(exc)
+        if not isinstance(error, CapacityExceeded):  # a refusal, not a database failure
+            COUNTERS.add("db_errors")
+        raise error from exc

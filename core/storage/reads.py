@@ -58,6 +58,12 @@ class AckInput:
 
 
 @dataclass(frozen=True, slots=True)
+class LeaseExpiry:
+    lease_id: str
+    lease_expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class PartitionState:
     queue_id: int
     partition_id: int | None
@@ -87,7 +93,7 @@ class RangeRow:
 _POP = Statement("pop", PopRow)
 _ACK = Statement("ack", AckRow)
 _SPAN_SEGMENTS = Statement("span_segments", PlacedSegmentRow)
-_EXTEND_LEASE = Statement[None]("extend_lease")
+_EXTEND_LEASES = Statement("extend_leases", LeaseExpiry)
 _FETCH_PARTITION_STATE = Statement("fetch_partition_state", PartitionState)
 _FETCH_SEGMENTS = Statement("fetch_segments", RangeRow)
 
@@ -119,9 +125,11 @@ async def span_segments(conn: Conn, *, partition_id: int, lo: int,
     return await _SPAN_SEGMENTS.rows(conn, partition_id, lo, hi)
 
 
-async def extend_lease(conn: Conn, *, lease_id: str, seconds: float) -> list[datetime]:
-    """The new expiry of every live lease of the lease id (none for expired ones)."""
-    return list(await _EXTEND_LEASE.values(conn, lease_id, seconds))
+async def extend_leases(conn: Conn, *, lease_ids: Sequence[str],
+                        seconds: Sequence[float]) -> list[LeaseExpiry]:
+    """The new expiry of every live lease of the (distinct) lease ids; none for expired
+    ones."""
+    return await _EXTEND_LEASES.rows(conn, list(lease_ids), list(seconds))
 
 
 async def fetch_partition_state(conn: Conn, *, queue: str,

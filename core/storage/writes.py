@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from core.storage.statements import Conn, Statement
 
@@ -75,6 +76,11 @@ async def append(conn: Conn, *, targets: Sequence[AppendTarget],
     """Append to several partitions in one statement (schema/024_append.sql); one row per
     target, in order. Callers order targets by (queue, partition) so that concurrent
     appends lock partition rows in one order."""
+    return await _APPEND.rows(conn, *append_arguments(targets, default_options))
+
+
+def append_arguments(targets: Sequence[AppendTarget], default_options: str) -> list[Any]:
+    """`queen.append`'s eleven arguments for these targets (a stream cycle passes them on)."""
     blobs: list[bytes] = []
     frames: list[int] = []
     txids: list[str] = []
@@ -83,11 +89,10 @@ async def append(conn: Conn, *, targets: Sequence[AppendTarget],
             blobs.append(segment.blob)
             frames.append(len(segment.transaction_ids))
             txids.extend(segment.transaction_ids)
-    return await _APPEND.rows(
-        conn, [t.queue for t in targets], [t.partition for t in targets],
-        [t.namespace for t in targets], [t.task for t in targets], default_options,
-        [len(t.segments) for t in targets], frames, blobs, txids,
-        [t.repeats for t in targets], [t.encrypted for t in targets])
+    return [[t.queue for t in targets], [t.partition for t in targets],
+            [t.namespace for t in targets], [t.task for t in targets], default_options,
+            [len(t.segments) for t in targets], frames, blobs, txids,
+            [t.repeats for t in targets], [t.encrypted for t in targets]]
 
 
 async def segments_at(conn: Conn, *, partition_id: int,

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 from pathlib import Path
 
+from loadtest.faults.ha import HA_FAULTS
 from loadtest.faults.report import publish, table
 from loadtest.faults.run import (
     RESULTS,
@@ -18,10 +19,11 @@ from loadtest.faults.run import (
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("faults", help="the ledger under faults (reliability.md)")
-    p.add_argument("--database", choices=("embedded", "external", "two-brokers"),
+    p.add_argument("--database", choices=("embedded", "external", "two-brokers", "ha"),
                    default="embedded",
                    help="embedded: serve's own PostgreSQL; external: one the harness runs; "
-                        "two-brokers: two serve instances over one external PostgreSQL")
+                        "two-brokers: two serve instances over one external PostgreSQL; "
+                        "ha: one serve on a Patroni pair (pip install -e '.[ha]')")
     p.add_argument("--duration", type=float, default=120.0,
                    help="seconds of fault schedule (repeated until then; at least one pass)")
     p.add_argument("--faults", nargs="*", help="schedule (default: every fault of the mode)")
@@ -43,7 +45,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 def main(args: argparse.Namespace) -> int:
     two = args.database == "two-brokers"
     faults = tuple(args.faults) if args.faults else (
-        TWO_BROKER_FAULTS if two else SINGLE_BROKER_FAULTS)
+        TWO_BROKER_FAULTS if two else HA_FAULTS if args.database == "ha"
+        else SINGLE_BROKER_FAULTS)
     cfg = RunConfig(database="external" if two else args.database, brokers=2 if two else 1,
                     faults=faults, duration=args.duration, producers=args.producers,
                     consumers=args.consumers, rate=args.rate, workers=args.workers,

@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from loadtest.faults.run import Run
 
 NAMES = ("worker_kill", "reaper_kill", "pg_kill", "pg_immediate", "worker_stop",
-         "consumer_kill", "supervisor_kill", "maintenance_kill")
+         "consumer_kill", "supervisor_kill", "maintenance_kill",
+         "ha_pg_kill", "ha_freeze", "ha_standby_cut")
 
 
 class Injector:
@@ -43,7 +44,7 @@ class Injector:
     async def heal(self, inst: ServeInstance, since: float,
                    condition: Callable[[Roles], bool] = lambda r: True) -> float | None:
         """Wait until `inst` is whole again after `since`; answer when, or None."""
-        embedded = self.run.ext_pg is None
+        embedded = not self.run.external_database
         deadline = time.monotonic() + self.run.cfg.heal_timeout
         while time.monotonic() < deadline:
             if not inst.exited():
@@ -63,7 +64,7 @@ class Injector:
         else:
             roles = await asyncio.to_thread(inst.roles)
             if not roles.reaper and len(roles.web) == inst.workers and (
-                    roles.postmaster is not None or self.run.ext_pg is not None):
+                    roles.postmaster is not None or self.run.external_database):
                 rec["outside_restart"] = "reaper missing: started one beside serve"
                 self.run.start_outside_reaper(inst)
             else:
@@ -190,6 +191,25 @@ class Injector:
                 rec["ready_at"] = time.time()
                 return
             await asyncio.sleep(0.02)
+
+    # HA faults (--database ha): loadtest/faults/ha.py
+    async def ha_pg_kill(self, inst: ServeInstance) -> dict[str, Any]:
+        from loadtest.faults import ha
+
+        assert self.run.ha is not None
+        return await ha.ha_pg_kill(self, inst, self.run.ha)
+
+    async def ha_freeze(self, inst: ServeInstance) -> dict[str, Any]:
+        from loadtest.faults import ha
+
+        assert self.run.ha is not None
+        return await ha.ha_freeze(self, inst, self.run.ha)
+
+    async def ha_standby_cut(self, inst: ServeInstance) -> dict[str, Any]:
+        from loadtest.faults import ha
+
+        assert self.run.ha is not None
+        return await ha.ha_standby_cut(self, inst, self.run.ha)
 
     async def consumer_kill(self, inst: ServeInstance) -> dict[str, Any]:
         rec: dict[str, Any] = {"target": "consumer"}

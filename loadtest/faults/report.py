@@ -9,6 +9,8 @@ from loadtest.faults.checker import MAX_RECOVERY_S, MUST_BE_ZERO
 
 _FAULT_COLUMNS = ("fault", "target", "survived", "heal_s", "recovery_s", "http_500",
                   "http_5xx", "unanswered", "transport_errors", "writes_lost")
+# HA runs (loadtest/faults/ha.py) also measure the first push committed after each fault.
+_HA_COLUMNS = ("first_queued_s", "longest_s")
 
 
 _KIND_COLUMNS = ("fault", "injected", "survived", "max_heal_s", "max_recovery_s", "http_500",
@@ -43,7 +45,7 @@ def table(result: dict[str, Any]) -> str:
             lines.append(f"{name:<28} {f[name]:>8}  0")
     rec = f.get("max_recovery_s")
     lines.append(f"{'max_recovery_s':<28} {rec if rec is not None else '-':>8}  "
-                 f"<= {MAX_RECOVERY_S:g}")
+                 f"<= {result.get('max_recovery_bound_s', MAX_RECOVERY_S):g}")
     lines.append("")
     lines.append("detail: " + ", ".join(
         f"{k}={f[k]}" for k in ("writes_lost", "undelivered", "pop_gaps", "pops_past_cursor",
@@ -59,10 +61,12 @@ def table(result: dict[str, Any]) -> str:
     for row in by_kind(result["faults"]):
         lines.append("  ".join(f"{'-' if row[c] is None else row[c]!s:>12}"
                                for c in _KIND_COLUMNS))
+    columns = _FAULT_COLUMNS + (_HA_COLUMNS if any("first_queued_s" in row
+                                                    for row in result["faults"]) else ())
     lines += ["", "per fault (figures of requests that met its window):",
-              "  ".join(f"{c:>12}" for c in _FAULT_COLUMNS) + "  outside restart"]
+              "  ".join(f"{c:>12}" for c in columns) + "  outside restart"]
     for row in result["faults"]:
-        cells = ["-" if row.get(c) is None else str(row.get(c)) for c in _FAULT_COLUMNS]
+        cells = ["-" if row.get(c) is None else str(row.get(c)) for c in columns]
         lines.append("  ".join(f"{c:>12}" for c in cells) + "  "
                      + str(row.get("outside_restart") or "-"))
     return "\n".join(lines)

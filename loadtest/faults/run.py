@@ -5,6 +5,8 @@ Configurations (reliability.md "Ledger test under faults"; issue 7, points 5 and
 
 - `embedded`: one `serve` with its own embedded PostgreSQL, which the faults crash;
 - `external`: one `serve` on a PostgreSQL the harness runs (DATABASE_URL) and restarts;
+- `ha`: one `serve` on a Patroni pair (primary + synchronous standby, loadtest/faults/ha.py)
+  whose primary the faults kill, freeze or lose the standby of;
 - `two-brokers`: two `serve` on two ports over one external PostgreSQL, producers and
   consumers spread over both; one `serve` is killed with kill -9 and started again, and
   long polls parked on one broker are woken by pushes to the other (latency measured).
@@ -37,8 +39,10 @@ import jwt
 
 from core.embedded import stop_process
 from loadtest.faults import dlq, snapshot
-from loadtest.faults.checker import Inputs, check, verdict
+from loadtest.faults.checker import MAX_RECOVERY_S, Inputs, check, verdict
 from loadtest.faults.client import Caller, bearer
+from loadtest.faults.ha import SERVE_ENV as HA_SERVE_ENV
+from loadtest.faults.ha import PatroniPair
 from loadtest.faults.injectors import Injector, outside_reaper
 from loadtest.faults.journal import Journal, read_all
 from loadtest.faults.servers import (
@@ -63,11 +67,14 @@ TWO_BROKER_FAULTS = ("supervisor_kill", "worker_kill", "pg_kill", "consumer_kill
 FAST_DISK = {"fsync": "off", "full_page_writes": "off", "synchronous_commit": "on"}
 DURABLE = {"fsync": "on", "full_page_writes": "on", "synchronous_commit": "on"}
 TASK_STOP_SECONDS = 10.0
+# With a Patroni pair, a frozen primary keeps its leader key for the TTL: the first push after
+# it may come that long after the fault, plus Patroni's loop and the promotion.
+HA_RECOVERY_SLACK_S = 20.0
 
 
 @dataclass
 class RunConfig:
-    database: str = "embedded"         # embedded | external
+    database: str = "embedded"         # embedded | external | ha
     brokers: int = 1
     faults: tuple[str, ...] = SINGLE_BROKER_FAULTS
     duration: float = 0.0              # fault phase; 0 = one pass over the schedule
@@ -149,6 +156,7 @@ class Run:
         self.journal = Journal(self.run_dir / "driver.jsonl")
         self.instances: list[ServeInstance] = []
         self.ext_pg: ExternalPostgres | None = None
+        self.ha: PatroniPair | None = None
         self.producers: list[subprocess.Popen[bytes]] = []
         self.consumers: dict[str, subprocess.Popen[bytes]] = {}
         self._slots: dict[str, tuple[str, int, int]] = {}  # name -> group, slot, generation
@@ -172,8 +180,19 @@ class Run:
         return [i.url for i in self.instances]
 
     @property
+    def external_database(self) -> bool:
+        """`serve` runs no PostgreSQL of its own."""
+        return self.ext_pg is not None or self.ha is not None
+
+    @property
+    def database_url(self) -> str | None:
+        if self.ha is not None:
+            return self.ha.dsn
+        return self.ext_pg.dsn if self.ext_pg is not None else None
+
+    @property
     def dsn(self) -> str:
-        return self.ext_pg.dsn if self.ext_pg is not None else self.instances[0].embedded_dsn
+        return self.database_url or self.instances[0].embedded_dsn
 
     def _spawn(self, module: str, config: dict[str, Any], log: str) -> subprocess.Popen[bytes]:
         with open(self.run_dir / f"{log}.log", "ab") as out:
@@ -280,12 +299,16 @@ class Run:
             self.ext_pg = ExternalPostgres(self.data_root / "ext", disk)
             await asyncio.to_thread(self.ext_pg.start)
         env = {"REAPER_INTERVAL_MS": "200", "DB_POOL_SIZE": "10", **self.auth_env}
+        if cfg.database == "ha":
+            self.ha = PatroniPair(self.data_root / "ha", self.run_dir)
+            await asyncio.to_thread(self.ha.start)
+            env.update(HA_SERVE_ENV)
         for i in range(cfg.brokers):
             data_dir = self.data_root / f"b{i}"
-            if self.ext_pg is None:
+            if not self.external_database:
                 await asyncio.to_thread(write_fast_settings, data_dir, disk)
             inst = ServeInstance(f"b{i}", free_port(), data_dir, workers=cfg.workers,
-                                 database_url=self.ext_pg.dsn if self.ext_pg else None,
+                                 database_url=self.database_url,
                                  env=env, log_dir=self.run_dir)
             inst.start()
             self.instances.append(inst)
@@ -362,6 +385,8 @@ class Run:
             stop_process(proc, signal.SIGTERM, timeout=10)
         if self.ext_pg is not None:
             await asyncio.to_thread(self.ext_pg.stop)
+        if self.ha is not None:
+            await asyncio.to_thread(self.ha.stop)
         self.journal.close()
         shutil.rmtree(self.data_root, ignore_errors=True)
 
@@ -414,7 +439,9 @@ class Run:
             figures["drain_timed_out"] = 1
         result.update(figures=figures, faults=table, examples=examples,
                       snapshot=snap.to_json())
-        result["failed_figures"] = verdict(figures) + (
+        max_recovery = self.ha.layout.ttl + HA_RECOVERY_SLACK_S if self.ha else None
+        result["max_recovery_bound_s"] = max_recovery or MAX_RECOVERY_S
+        result["failed_figures"] = verdict(figures, max_recovery) + (
             ["wake_missed"] if figures.get("wake_missed") else []) + (
             ["drain_timed_out"] if figures.get("drain_timed_out") else [])
         result["passed"] = not result["failed_figures"]

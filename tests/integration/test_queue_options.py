@@ -235,18 +235,7 @@ async def test_a_long_poll_answers_an_under_full_batch_after_min_pop_wait(
     assert 0.9 <= waited < 6.0, waited  # held, then found well before the 8 s deadline
 
 
-# --- maxSize and unknown keys ---------------------------------------------------------------
-
-async def test_max_size_other_than_zero_is_refused_and_changes_nothing(
-        http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
-    r = await http.post("/api/v1/configure", json={"queue": queue_name,
-                                                   "options": {"maxSize": 1000}})
-    assert r.status_code == 400
-    assert r.json()["error"].startswith("option maxSize is not supported: only 0")
-    assert await db.fetchval("SELECT count(*) FROM queen.queues WHERE name = $1",
-                             queue_name) == 0
-    assert (await configure(http, queue_name, maxSize=0))["options"]["maxSize"] == 0
-
+# --- unknown keys (maxSize: test_max_size.py) ---------------------------------------------------------------
 
 @pytest.mark.parametrize("body", [
     {"options": {"leaseTime": 10, "retryDelayMs": 5}},
@@ -275,5 +264,5 @@ async def test_official_client_create_with_defaults_works_and_a_typo_is_refused(
                 opts["retentionSeconds"]) == (30, 50, True, 600)
         with pytest.raises(Exception, match="unknown option leaseTim"):
             await client.queue(queue_name).config({"lease_tim": 5}).create()
-        with pytest.raises(Exception, match="maxSize is not supported"):
-            await client.queue(queue_name).config({"max_size": 10}).create()
+        sized = await client.queue(queue_name).config({"max_size": 10}).create()
+        assert sized["options"]["maxSize"] == 10  # enforced: tests/integration/test_max_size.py

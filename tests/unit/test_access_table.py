@@ -94,6 +94,13 @@ SECTION_9 = {
     ("DELETE", "/api/v1/kv/{ns}/{key:path}"): READ_WRITE,
     ("POST", "/api/v1/locks"): READ_WRITE,
     ("GET", "/api/v1/resources/kv-namespaces"): READ_ONLY,
+    # Streams (wire-protocol-extensions §18 table); the listing reads, deleting a query with
+    # its state is ADMIN like DELETE queue.
+    ("POST", "/streams/v1/queries"): READ_WRITE,
+    ("POST", "/streams/v1/state/get"): READ_ONLY,
+    ("POST", "/streams/v1/cycle"): READ_WRITE,
+    ("GET", "/streams/v1/queries"): READ_ONLY,
+    ("DELETE", "/streams/v1/queries/{name}"): ADMIN,
 }
 
 

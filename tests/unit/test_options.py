@@ -48,11 +48,12 @@ def test_an_unknown_option_is_refused_naming_it() -> None:
         options.validate({"leaseTme": "typo", "retryLimit": 2})
 
 
-def test_max_size_is_accepted_only_as_zero() -> None:
+def test_max_size_is_a_non_negative_whole_number() -> None:
     assert options.validate({"maxSize": 0}) == {"maxSize": 0}
     assert options.validate({"maxSize": None}) == {"maxSize": None}
-    with pytest.raises(BadRequest, match="^option maxSize is not supported: only 0"):
-        options.validate({"maxSize": 10})
+    assert options.validate({"maxSize": 10}) == {"maxSize": 10}
+    with pytest.raises(BadRequest, match="^option maxSize must not be negative"):
+        options.validate({"maxSize": -1})
 
 
 def test_whole_floats_become_ints_and_min_pop_wait_is_clamped() -> None:

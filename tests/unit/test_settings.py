@@ -12,7 +12,7 @@ from core.settings import Settings, SettingsError
 def test_empty_environment_gives_the_defaults_and_the_embedded_database() -> None:
     s = Settings.from_env({})
     assert s == Settings()
-    assert s.port == 6632 and s.host == "0.0.0.0"
+    assert s.port == 6632 and s.host == "127.0.0.1"
     assert s.database_url is None and s.uses_embedded_database
     assert s.max_body_bytes == 16 * 1024 * 1024
 
@@ -93,3 +93,40 @@ def test_settings_are_frozen() -> None:
     s = Settings()
     with pytest.raises(AttributeError):
         s.port = 1  # type: ignore[misc]
+
+
+def test_listen_address_defaults_to_loopback_with_auth_off_and_every_interface_with_it_on(
+        ) -> None:
+    assert Settings.from_env({}).host == "127.0.0.1"
+    auth = {"JWT_ENABLED": "true", "JWT_SECRET": "s" * 32}
+    assert Settings.from_env(auth).host == "0.0.0.0"
+    assert Settings.from_env({"HOST": "0.0.0.0"}).host == "0.0.0.0"
+    assert Settings.from_env({**auth, "HOST": "127.0.0.1"}).host == "127.0.0.1"
+    assert Settings.from_env({"QUEEN_HOST": "::1", "HOST": "0.0.0.0"}).host == "::1"
+    assert Settings.from_env({"QUEEN_HOST": " ", "HOST": ""}).host == "127.0.0.1"
+
+
+def test_pg_host_lists_several_servers_as_libpq_does() -> None:
+    url = Settings.from_env({"PG_HOST": "db1,db2", "PG_PORT": "5432,5433",
+                             "PG_PASSWORD": ""}).database_url
+    assert url == "postgresql://postgres@db1:5432,db2:5433/postgres"
+    # One port serves every host; Unix-socket directories go in the host= list.
+    assert Settings.from_env({"PG_HOST": "db1, db2", "PG_PASSWORD": ""}).database_url == \
+        "postgresql://postgres@db1:5432,db2:5432/postgres"
+    assert Settings.from_env({"PG_HOST": "/run/a,/run/b", "PG_PORT": "5432,5433",
+                              "PG_PASSWORD": ""}).database_url == \
+        "postgresql://postgres@/postgres?host=/run/a,/run/b&port=5432,5433"
+
+
+@pytest.mark.parametrize(("env", "fragment"), [
+    ({"PG_HOST": "db1,db2", "PG_PORT": "1,2,3"}, "PG_PORT lists 3 ports for 2 PG_HOST hosts"),
+    ({"PG_HOST": "db1,,db2"}, "PG_HOST='db1,,db2' names an empty host"),
+    ({"PG_HOST": "db1,db2", "PG_PORT": "1,x"}, "PG_PORT='1,x': expected an integer"),
+    ({"PG_HOST": "db1,/run/pg"}, "PG_HOST mixes Unix-socket directories and network hosts"),
+    ({"DATABASE_URL": "postgresql://u@/q?host=/a,/b&port=1,2,3"}, "2 hosts but 3 ports"),
+])
+def test_bad_pg_host_lists_are_refused_naming_the_problem(env: dict[str, str],
+                                                          fragment: str) -> None:
+    with pytest.raises(SettingsError) as info:
+        Settings.from_env(env)
+    assert fragment in str(info.value)

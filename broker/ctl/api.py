@@ -1,0 +1,142 @@
+"""The HTTP side of the operator commands: one client per invocation, and the exit codes a
+script can branch on.
+
+Exit codes (documented in the README's "Operating it" section):
+0 done; 1 the broker refused the request (a 4xx other than those below, or a 200 that says
+it failed); 2 usage error (click's own); 3 the broker could not be reached, did not answer
+in time, or answered 5xx; 4 not found (404: an unknown queue, dead letter, group...);
+5 authentication or permission refused (401/403).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+from urllib.parse import quote
+
+import click
+import httpx
+
+OK, REFUSED, USAGE, UNREACHABLE, NOT_FOUND, FORBIDDEN = 0, 1, 2, 3, 4, 5
+DEFAULT_URL = "http://127.0.0.1:6632"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class CtlError(click.ClickException):
+    """A failure with the exit code that classifies it; click prints `Error: <message>`."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclasses.dataclass
+class Api:
+    """The broker at `url`, with a bearer token when one is given."""
+
+    url: str
+    token: str | None
+    timeout: float
+    as_json: bool
+
+    def __post_init__(self) -> None:
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        self._client = httpx.Client(base_url=self.url.rstrip("/"), headers=headers,
+                                    timeout=self.timeout)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def get(self, path: str, **params: Any) -> Any:
+        return self.call("GET", path, params=params)
+
+    def post(self, path: str, body: Any = None, **params: Any) -> Any:
+        return self.call("POST", path, body=body if body is not None else {}, params=params)
+
+    def delete(self, path: str, **params: Any) -> Any:
+        return self.call("DELETE", path, params=params)
+
+    def call(self, method: str, path: str, *, body: Any = None,
+             params: dict[str, Any] | None = None, timeout: float | None = None) -> Any:
+        """The decoded JSON answer (None for 204); any failure raises CtlError."""
+        query = {k: _query_value(v) for k, v in (params or {}).items() if v is not None}
+        try:
+            answer = self._client.request(
+                method, path, params=query, json=body,
+                timeout=timeout if timeout is not None else self.timeout)
+        except httpx.TimeoutException:
+            raise CtlError(f"{self.url} did not answer {method} {path} within "
+                           f"{timeout or self.timeout:g} s", UNREACHABLE) from None
+        except httpx.HTTPError as exc:
+            raise CtlError(f"cannot reach the broker at {self.url}: {exc}", UNREACHABLE) from None
+        if answer.status_code == 204:
+            return None
+        if answer.status_code >= 400:
+            raise CtlError(f"{method} {path}: {answer.status_code} {_reason(answer)}",
+                           _code_for(answer.status_code))
+        try:
+            return answer.json()
+        except ValueError:
+            raise CtlError(f"{method} {path}: the answer is not JSON (is {self.url} a "
+                           "queen broker?)", UNREACHABLE) from None
+
+
+def segment(name: str) -> str:
+    """A name as one path segment (the broker decodes each segment once)."""
+    return quote(name, safe="")
+
+
+def _query_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _reason(answer: httpx.Response) -> str:
+    try:
+        body = answer.json()
+    except ValueError:
+        return answer.text.strip()[:200] or answer.reason_phrase
+    if isinstance(body, dict):
+        return str(body.get("error") or body.get("message") or body)
+    return str(body)
+
+
+def _code_for(status: int) -> int:
+    if status in (401, 403):
+        return FORBIDDEN
+    if status == 404:
+        return NOT_FOUND
+    if status >= 500:
+        return UNREACHABLE
+    return REFUSED
+
+
+def api_options(command: F) -> F:
+    """--url, --token, --json and --timeout on an operator command; it receives `api`."""
+
+    @click.option("--url", envvar="QUEEN_URL", default=DEFAULT_URL, show_default=True,
+                  help="the broker's base URL (env QUEEN_URL)")
+    @click.option("--token", envvar="QUEEN_TOKEN", default=None,
+                  help="bearer token when the broker has auth on (env QUEEN_TOKEN)")
+    @click.option("--json", "as_json", is_flag=True, help="print the answer as JSON")
+    @click.option("--timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
+                  help="seconds to wait for each answer")
+    @functools.wraps(command)
+    def wrapper(*args: Any, url: str, token: str | None, as_json: bool, timeout: float,
+                **kwargs: Any) -> Any:
+        api = Api(url=url, token=token or None, timeout=timeout, as_json=as_json)
+        try:
+            return command(*args, api=api, **kwargs)
+        finally:
+            api.close()
+
+    return cast(F, wrapper)
+
+
+def print_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False))

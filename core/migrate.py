@@ -1,0 +1,67 @@
+"""`queen-broker migrate`: apply the schema and exit, with an answer within seconds.
+
+On the embedded default it needs its PostgreSQL: it uses the one running on the data
+directory (`serve` or the Procfile's `postgres`), or starts it for the time of the migration
+and stops it again. A server it cannot start or reach is one line naming what to run, not
+a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import subprocess
+import sys
+
+from core.embedded import EmbeddedPostgres, running_postmaster, stop_process
+from core.settings import Settings
+from core.storage.database import migrate
+
+log = logging.getLogger("queen.migrate")
+# An external server gets this long to answer (it may be starting next to us, under a
+# process manager); the embedded one is started here, so it is ready or it has failed.
+EXTERNAL_WAIT_SECONDS = 30.0
+EMBEDDED_WAIT_SECONDS = 30.0
+
+
+def run(settings: Settings) -> int:
+    if settings.database_url is not None:
+        return _migrate(settings, settings.database_url, EXTERNAL_WAIT_SECONDS,
+                        hint="check DATABASE_URL / PG_* and that the server is up")
+    embedded = EmbeddedPostgres(settings.data_dir)
+    proc: subprocess.Popen[bytes] | None = None
+    try:
+        if not embedded.is_ready():
+            owner = running_postmaster(embedded.pgdata)
+            if owner is not None:
+                log.info("waiting for the embedded PostgreSQL (pid %d) in %s", owner,
+                         embedded.pgdata)
+                embedded.wait_ready(None, EMBEDDED_WAIT_SECONDS)
+            else:
+                log.info("starting the embedded PostgreSQL in %s for the migration",
+                         embedded.pgdata)
+                proc = embedded.start()
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        print(f"queen-broker migrate: the embedded PostgreSQL in {embedded.pgdata} could not "
+              f"be started: {exc}\nStart it yourself with `queen-broker postgres "
+              f"--data-dir {settings.data_dir}` (or run `queen-broker serve`), or set "
+              "DATABASE_URL to use another server.", file=sys.stderr)
+        return 1
+    try:
+        return _migrate(settings, embedded.dsn, 5.0,
+                        hint=f"see {embedded.log_file}")
+    finally:
+        if proc is not None:
+            stop_process(proc, signal.SIGINT)
+
+
+def _migrate(settings: Settings, dsn: str, wait_seconds: float, *, hint: str) -> int:
+    try:
+        applied = asyncio.run(migrate(settings, dsn, wait_seconds=wait_seconds))
+    except Exception as exc:  # noqa: BLE001 - one line for the operator, whatever it was
+        print(f"queen-broker migrate: {type(exc).__name__}: {exc} ({hint})", file=sys.stderr)
+        return 1
+    log.info("schema up to date (%s)", f"applied {len(applied)} migration(s)" if applied
+             else "nothing to apply")
+    return 0

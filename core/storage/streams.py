@@ -1,0 +1,114 @@
+"""Typed calls of the streams statements (schema/queries_streams.sql, 080_streams.sql)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from core.errors import StorageError
+from core.storage.statements import Conn, Statement
+from core.storage.writes import AppendTarget, append_arguments
+from core.streams.cycle import CycleAck, StateOp
+
+# SQLSTATE queen.stream_cycle raises when its sink pushes need the ordinary write path.
+_NEEDS_WRITE_PATH = "QN010"
+
+
+class CycleNeedsWritePath(Exception):
+    """The one-statement cycle wrote nothing: a sink push met a stored duplicate or was
+    built for the other encryption setting. Run the cycle in a transaction instead."""
+
+
+@dataclass(slots=True)
+class RegisterRow:
+    query_id: uuid.UUID
+    outcome: str  # fresh | same | reset | conflict
+
+
+@dataclass(slots=True)
+class StateRow:
+    key: str
+    value: str  # JSON text
+    updated_at: datetime
+
+
+@dataclass(slots=True)
+class CycleRow:
+    error: str | None
+    source_queue: str | None
+    ack_count: int
+    lease_released: bool
+    wake_queue: int | None
+    wake_partition: int | None
+    state_applied: int
+    sink_queue_ids: list[int]
+    sink_partition_ids: list[int]
+    sink_bases: list[int]
+    sink_times: list[datetime]
+
+
+@dataclass(slots=True)
+class QueryPartitionRow:
+    query_id: uuid.UUID
+    name: str
+    source_queue: str
+    sink_queue: str | None
+    config_hash: str
+    created_at: datetime
+    partition_id: int | None
+    partition: str | None
+    cycles: int
+    last_cycle_at: datetime | None
+    state_keys: int
+    state_bytes: int
+
+
+_REGISTER = Statement("stream_register", RegisterRow)
+_STATE_GET = Statement("stream_state_get", StateRow)
+_CYCLE = Statement("stream_cycle", CycleRow)
+_DELETE = Statement[None]("stream_delete_query")
+_LIST = Statement("stream_list", QueryPartitionRow)
+
+
+async def register(conn: Conn, *, name: str, source_queue: str, sink_queue: str | None,
+                   config_hash: str, reset: bool) -> RegisterRow:
+    row = await _REGISTER.one(conn, name, source_queue, sink_queue, config_hash, reset)
+    assert row is not None
+    return row
+
+
+async def state_get(conn: Conn, *, query_id: uuid.UUID, partition_id: int,
+                    keys: Sequence[str], key_prefix: str,
+                    ripe_at_or_before: int | None) -> list[StateRow]:
+    return await _STATE_GET.rows(conn, query_id, partition_id, list(keys), key_prefix,
+                                 ripe_at_or_before)
+
+
+async def cycle(conn: Conn, *, query_id: uuid.UUID, partition_id: int, group: str,
+                ops: Sequence[StateOp], targets: Sequence[AppendTarget], default_options: str,
+                ack: CycleAck | None) -> CycleRow:
+    """One cycle in one statement; raises CycleNeedsWritePath when its pushes need the
+    write path (nothing was written then)."""
+    try:
+        row = await _CYCLE.one(
+            conn, query_id, partition_id, group, [o.delete for o in ops], [o.key for o in ops],
+            [o.value for o in ops], *append_arguments(targets, default_options),
+            ack is not None, ack.lease_id if ack else None, ack.ok if ack else None,
+            ack.release if ack else None, ack.count if ack else None,
+            ack.transaction_id if ack else None)
+    except StorageError as exc:
+        if getattr(exc.__cause__, "sqlstate", None) == _NEEDS_WRITE_PATH:
+            raise CycleNeedsWritePath() from None
+        raise
+    assert row is not None
+    return row
+
+
+async def delete_query(conn: Conn, *, name: str) -> bool:
+    return await _DELETE.value(conn, name) is not None
+
+
+async def list_queries(conn: Conn) -> list[QueryPartitionRow]:
+    return await _LIST.rows(conn)

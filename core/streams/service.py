@@ -1,0 +1,156 @@
+"""The streams service: register queries, read their state, commit cycles (§18).
+
+A cycle is one statement (`queen.stream_cycle`, 080_streams.sql), so it commits in one
+round trip when its connection is idle: the advisory lock of (query, partition), the
+lease check, the sink pushes (`queen.append`, the write path of `/push`), the state ops and
+the ack. When the sink pushes need more than one statement (a stored duplicate, whose
+message id is read from its segment, or an encryption guess that was wrong) the statement
+writes nothing and the cycle runs again in a transaction: the same statement without the
+pushes, then the pushes through `core.writes.append`.
+
+Sink pushes are refused while pushes are in maintenance (a cycle cannot go to the spool:
+its pushes and its ack commit together or not at all); a cycle without pushes still runs.
+Wake-ups are announced after the commit, like a push's.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from core import options, writes
+from core.ack import partition_id_of
+from core.counters import COUNTERS
+from core.errors import CapacityExceeded
+from core.ids import uuid7
+from core.storage import streams as sql
+from core.storage.database import Database
+from core.streams.cycle import Cycle, CycleResult, SinkResult, derived_transaction_ids
+from core.wakeup import Wake
+
+Announce = Callable[[Iterable[Wake]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    query_id: uuid.UUID
+    outcome: str  # fresh | same | reset | conflict
+
+
+class _Refused(Exception):
+    def __init__(self, row: sql.CycleRow) -> None:
+        super().__init__(row.error)
+        self.row = row
+
+
+def query_uuid(text: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        return None
+
+
+class Streams:
+    def __init__(self, db: Database, announce: Announce,
+                 require_direct_writes: Callable[[], None]) -> None:
+        self._db = db
+        self._announce = announce
+        self._require_direct_writes = require_direct_writes
+
+    async def register(self, *, name: str, source_queue: str, sink_queue: str | None,
+                       config_hash: str, reset: bool) -> Registration:
+        async with self._db.session() as conn:
+            row = await sql.register(conn, name=name, source_queue=source_queue,
+                                     sink_queue=sink_queue, config_hash=config_hash,
+                                     reset=reset)
+        return Registration(row.query_id, row.outcome)
+
+    async def state_get(self, *, query_id: str, partition_id: str, keys: Sequence[str],
+                        key_prefix: str, ripe_at_or_before: int | None) -> list[sql.StateRow]:
+        """The rows of (query, partition) in key byte order; unknown ids have none."""
+        qid, pid = query_uuid(query_id), partition_id_of(partition_id)
+        if qid is None or pid is None:
+            return []
+        async with self._db.session() as conn:
+            return await sql.state_get(conn, query_id=qid, partition_id=pid, keys=keys,
+                                       key_prefix=key_prefix,
+                                       ripe_at_or_before=ripe_at_or_before)
+
+    async def delete_query(self, name: str) -> bool:
+        async with self._db.session() as conn:
+            return await sql.delete_query(conn, name=name)
+
+    async def list_queries(self) -> list[sql.QueryPartitionRow]:
+        async with self._db.session() as conn:
+            return await sql.list_queries(conn)
+
+    async def cycle(self, cycle: Cycle) -> CycleResult:
+        """Commit one cycle, or nothing (`success: false` with the reason)."""
+        qid, pid = query_uuid(cycle.query_id), partition_id_of(cycle.partition_id)
+        if qid is None:
+            return CycleResult(False, "query not found")
+        if pid is None:
+            return CycleResult(False, "partition not found")
+        if cycle.pushes:
+            self._require_direct_writes()
+        try:
+            return await self._commit(cycle, qid, pid)
+        except CapacityExceeded as full:  # a sink queue's maxSize: nothing was written
+            return CycleResult(False, full.message)
+
+    async def _commit(self, cycle: Cycle, qid: uuid.UUID, pid: int) -> CycleResult:
+        flushes = _flushes(cycle)
+        work, targets = writes.prepare(flushes)
+        try:
+            async with self._db.session() as conn:
+                row = await sql.cycle(conn, query_id=qid, partition_id=pid, group=cycle.group,
+                                      ops=cycle.ops, targets=targets,
+                                      default_options=options.DEFAULTS_JSON, ack=cycle.ack)
+            if row.error is not None:
+                return CycleResult(False, row.error, row.source_queue)
+            appended = writes.written(work, queue_ids=row.sink_queue_ids,
+                                      partition_ids=row.sink_partition_ids,
+                                      bases=row.sink_bases, times=row.sink_times)
+        except sql.CycleNeedsWritePath:
+            try:
+                async with self._db.transaction() as conn:
+                    row = await sql.cycle(conn, query_id=qid, partition_id=pid,
+                                          group=cycle.group, ops=cycle.ops, targets=[],
+                                          default_options=options.DEFAULTS_JSON,
+                                          ack=cycle.ack)
+                    if row.error is not None:
+                        raise _Refused(row)
+                    appended = await writes.append(conn, flushes)
+            except _Refused as refused:
+                return CycleResult(False, refused.row.error, refused.row.source_queue)
+        wakes: list[Wake] = [(a.queue_id, a.partition_id) for a in appended if a.queued]
+        if row.wake_queue is not None:
+            wakes.append((row.wake_queue, row.wake_partition))
+        if wakes:
+            self._announce(wakes)
+        COUNTERS.add("push_messages", sum(a.queued for a in appended))
+        COUNTERS.add("ack_messages", row.ack_count)
+        sinks = []
+        for (name, _), a in zip(flushes, appended):
+            sink = SinkResult(name.queue, name.partition)
+            for v in a.verdicts:
+                if v.status == "queued":
+                    sink.queued += 1
+                else:
+                    sink.duplicate += 1
+                sink.message_ids.append(str(v.message_id))
+            sinks.append(sink)
+        return CycleResult(True, None, row.source_queue, row.state_applied, sinks,
+                           row.ack_count, row.lease_released)
+
+
+def _flushes(cycle: Cycle) -> list[tuple[writes.PartitionName, list[writes.NewMessage]]]:
+    """The cycle's pushes as one flush per sink (queue, partition), in lock order;
+    messages without an id get UUIDv7s minted in order (monotone within the cycle)."""
+    by_name: dict[writes.PartitionName, list[writes.NewMessage]] = {}
+    for push, txid in zip(cycle.pushes, derived_transaction_ids(cycle)):
+        by_name.setdefault(writes.PartitionName(push.queue, push.partition), []).append(
+            writes.NewMessage(push.message_id or uuid7(), txid, push.payload,
+                              producer_sub=cycle.producer_sub))
+    return sorted(by_name.items(), key=lambda f: f[0])  # lock order: see writes.append

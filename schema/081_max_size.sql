@@ -1,0 +1,130 @@
+-- Version 81: maxSize is enforced (wire-protocol §4.9; README "Streams and maxSize").
+--
+-- queen.append as version 24 wrote it, plus one check for queues whose maxSize is above 0:
+-- a flush that would take the queue's unconsumed messages past maxSize writes nothing and
+-- raises SQLSTATE QN011 with Queen's "would exceed max capacity" text; the broker answers
+-- the flush's items `failed` with that text (core/errors.py CapacityExceeded). Queues with
+-- maxSize 0 (the default) pay one integer read from the options they already read.
+
+CREATE OR REPLACE FUNCTION queen.append(
+    p_queues text[], p_partitions text[], p_namespaces text[], p_tasks text[],
+    p_options jsonb, p_segments integer[], p_frames integer[], p_blobs bytea[],
+    p_txids text[], p_repeats boolean[], p_encrypted boolean[])
+RETURNS TABLE (queue_id bigint, partition_id bigint, base_offset bigint,
+               created_at timestamptz, dup_positions integer[], dup_offsets bigint[],
+               encrypted boolean)
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+AS $$
+DECLARE
+    v_seg     integer := 1;   -- first segment of the current partition in p_blobs
+    v_frame   integer := 1;   -- its first frame in p_txids
+    v_frames  integer;
+    v_keys    uuid[];
+    v_next    bigint;
+    v_now     timestamptz;
+    v_size    bigint;
+    l         record;
+BEGIN
+    FOR i IN 1 .. cardinality(p_queues) LOOP
+        v_frames := 0;
+        FOR s IN v_seg .. v_seg + p_segments[i] - 1 LOOP
+            v_frames := v_frames + p_frames[s];
+        END LOOP;
+        -- The partition, locked; created (with its queue) when missing. A partition deleted
+        -- with its queue between the lookup and the lock is not found by the lock: the loop
+        -- creates it again.
+        FOR attempt IN 1 .. 10 LOOP
+            SELECT p.queue_id, p.id AS partition_id, p.last_offset, p.last_write_at,
+                   (q.options ->> 'dedupWindowSeconds')::integer AS dedup_window,
+                   coalesce((q.options ->> 'encryptionEnabled')::boolean, false)
+                       AS encryption_enabled,
+                   coalesce((q.options ->> 'maxSize')::bigint, 0) AS max_size
+              INTO l
+              FROM queen.queues q JOIN queen.log_partitions p ON p.queue_id = q.id
+             WHERE q.name = p_queues[i] AND p.name = p_partitions[i]
+               FOR UPDATE OF p;
+            EXIT WHEN l.partition_id IS NOT NULL;
+            INSERT INTO queen.queues (name, namespace, task, options)
+            VALUES (p_queues[i], p_namespaces[i], p_tasks[i], p_options)
+            ON CONFLICT ON CONSTRAINT queues_name_key DO NOTHING;
+            INSERT INTO queen.log_partitions (queue_id, name)
+            SELECT q.id, p_partitions[i] FROM queen.queues q WHERE q.name = p_queues[i]
+            ON CONFLICT ON CONSTRAINT log_partitions_queue_id_name_key DO NOTHING;
+        END LOOP;
+        IF l.partition_id IS NULL THEN
+            RAISE EXCEPTION 'partition % of queue % keeps disappearing', p_partitions[i],
+                p_queues[i] USING ERRCODE = 'QN002';
+        END IF;
+        queue_id := l.queue_id;
+        partition_id := l.partition_id;
+        -- Read the clock after the lock: a writer that waited for it stamps a later time;
+        -- never below the previous stamp, so created_at is monotone even if the clock steps.
+        v_now := greatest(clock_timestamp(), l.last_write_at);
+        v_keys := ARRAY(SELECT queen.txn_key(t)
+                          FROM unnest(p_txids[v_frame : v_frame + v_frames - 1]) t);
+        base_offset := NULL;
+        created_at := NULL;
+        dup_positions := NULL;
+        dup_offsets := NULL;
+        encrypted := l.encryption_enabled;
+        IF encrypted IS DISTINCT FROM p_encrypted[i] THEN
+            -- Built for the other setting (configure changed it, or the caller guessed):
+            -- nothing written; the caller builds the segments again and retries.
+            NULL;
+        ELSIF l.dedup_window > 0 THEN
+            -- Stored duplicates, and later repeats of a transactionId within this flush
+            -- (looked for only when the caller saw some).
+            SELECT array_agg(d.pos ORDER BY d.pos), array_agg(d.hit ORDER BY d.pos)
+              INTO dup_positions, dup_offsets
+              FROM (SELECT k.pos, hit.msg_offset AS hit,
+                           p_repeats[i] AND min(k.pos) OVER (PARTITION BY k.key) < k.pos
+                               AS repeat
+                      FROM unnest(v_keys) WITH ORDINALITY AS k(key, pos)
+                      LEFT JOIN LATERAL (
+                            SELECT x.msg_offset FROM queen.log_txn_index x
+                             WHERE x.partition_id = l.partition_id AND x.txn_key = k.key
+                               AND x.created_at > v_now - make_interval(secs => l.dedup_window)
+                             ORDER BY x.msg_offset LIMIT 1) hit ON true) d
+             WHERE d.hit IS NOT NULL OR d.repeat;
+        END IF;
+        IF dup_positions IS NULL AND encrypted = p_encrypted[i] AND l.max_size > 0 THEN
+            -- maxSize: the queue's unconsumed messages (per partition, those past its
+            -- slowest cursor, or every retained one when nobody reads it) plus this
+            -- flush's may not exceed it. Read under this partition's lock only: flushes
+            -- to other partitions of the queue may each pass at the same time.
+            SELECT coalesce(sum(p.last_offset
+                                - greatest(coalesce(c.low, -1), p.log_start - 1)), 0)
+              INTO v_size
+              FROM queen.log_partitions p
+              LEFT JOIN LATERAL (SELECT min(x.committed) AS low FROM queen.log_consumers x
+                                  WHERE x.partition_id = p.id) c ON true
+             WHERE p.queue_id = l.queue_id;
+            IF v_size + v_frames > l.max_size THEN
+                RAISE EXCEPTION 'Queue ''%'' would exceed max capacity (%)', p_queues[i],
+                    l.max_size USING ERRCODE = 'QN011';
+            END IF;
+        END IF;
+        IF dup_positions IS NULL AND encrypted = p_encrypted[i] THEN
+            base_offset := l.last_offset + 1;
+            created_at := v_now;
+            v_next := base_offset;
+            FOR s IN v_seg .. v_seg + p_segments[i] - 1 LOOP
+                INSERT INTO queen.log_segments
+                    (partition_id, base_offset, last_offset, message_count, created_at, blob)
+                VALUES (l.partition_id, v_next, v_next + p_frames[s] - 1, p_frames[s], v_now,
+                        p_blobs[s]);
+                v_next := v_next + p_frames[s];
+            END LOOP;
+            INSERT INTO queen.log_txn_index (partition_id, msg_offset, created_at, txn_key)
+            SELECT l.partition_id, l.last_offset + k.pos, v_now, k.key
+              FROM unnest(v_keys) WITH ORDINALITY AS k(key, pos);
+            UPDATE queen.log_partitions
+               SET last_offset = l.last_offset + v_frames, last_write_at = v_now
+             WHERE id = l.partition_id;
+        END IF;
+        RETURN NEXT;
+        v_seg := v_seg + p_segments[i];
+        v_frame := v_frame + v_frames;
+    END LOOP;
+END $$;

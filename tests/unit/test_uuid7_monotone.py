@@ -1,0 +1,27 @@
+"""Message ids minted in one process strictly increase, also within one millisecond: the
+stream runner orders a partition's messages by (createdAt, id), and one flush's messages
+share their createdAt (tests/integration/test_streams.py's gate test fails otherwise)."""
+
+from __future__ import annotations
+
+import pytest
+
+from core import ids
+
+
+def test_ids_of_one_millisecond_increase_and_keep_version_and_variant(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ids, "_last", ids._Monotone())  # ids minted earlier in this process
+    monkeypatch.setattr(ids.time, "time_ns", lambda: 1_700_000_000_000 * 1_000_000)
+    minted = [ids.uuid7() for _ in range(10_000)]
+    assert minted == sorted(minted)
+    assert len(set(minted)) == len(minted)
+    assert {(u.version, u.variant) for u in minted} == {(7, "specified in RFC 4122")}
+    assert {u.int >> 80 for u in minted} == {1_700_000_000_000}
+
+
+def test_a_clock_stepping_back_does_not_break_the_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ids, "_last", ids._Monotone())
+    monkeypatch.setattr(ids.time, "time_ns", lambda: 1_800_000_000_000 * 1_000_000)
+    first = ids.uuid7()
+    monkeypatch.setattr(ids.time, "time_ns", lambda: 1_799_999_999_000 * 1_000_000)
+    assert ids.uuid7() > first
