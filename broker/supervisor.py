@@ -2,8 +2,8 @@
 
 `serve` starts, in order: the embedded PostgreSQL (only when no database is configured), the
 schema migrations, the listening socket (bound once, here), N web workers that inherit it
-(`broker/worker.py`), the lease reaper and the timer firer. `web` runs only the socket and the web workers
-(a Procfile line, beside `postgres`, `reaper` and `timers`).
+(`broker/worker.py`), and the lease reaper (which also fires timers). `web` runs only the
+socket and the web workers (a Procfile line, beside `postgres` and `reaper`).
 
 Then it watches them. A process that dies is logged with its cause (exit code or signal) and
 started again after a backoff (0.5 s, doubling to 10 s; a run longer than 10 s starts the
@@ -219,11 +219,6 @@ def reaper_command() -> list[str]:
     return [sys.executable, "-m", "core.reaper"]
 
 
-def firer_command() -> list[str]:
-    """The timer firer (core/timers/firer.py), a maintenance process beside the reaper."""
-    return [sys.executable, "-m", "core.timers.firer"]
-
-
 def worker_count(settings: Settings) -> int:
     return settings.workers or os.cpu_count() or 1
 
@@ -260,8 +255,6 @@ def serve(settings: Settings, *, with_reaper: bool = True, web_only: bool = Fals
                 stop_timeout=stop_timeout))
         if with_reaper and not web_only:
             supervisor.children.append(Child("reaper", _spawner(reaper_command(), env),
-                                             MAINTENANCE))
-            supervisor.children.append(Child("timer firer", _spawner(firer_command(), env),
                                              MAINTENANCE))
         now = time.monotonic()
         for child in supervisor.children:

@@ -67,9 +67,8 @@ class Served:
         return self.proc.pid
 
     def children(self, role: str) -> list[int]:
-        """Live direct children by role: "web", "reaper", "timers" or "postgres"."""
-        marks = {"web": "broker.worker", "reaper": "core.reaper", "timers": "core.timers.firer",
-                 "postgres": "bin/postgres"}
+        """Live direct children by role: "web", "reaper" or "postgres"."""
+        marks = {"web": "broker.worker", "reaper": "core.reaper", "postgres": "bin/postgres"}
         pids = []
         try:
             kids = psutil.Process(self.pid).children()

@@ -1,16 +1,19 @@
-"""The timer firer process: `python -m core.timers.firer` (§16.4).
+"""The timer firer (§16.4): a task of the reaper process (`python -m core.reaper`), or a
+process of its own (`python -m core.timers.firer`, for running it apart or twice).
 
-A process of its own beside the reaper, not a step of the reaper's loop, because its duty
-differs: the reaper runs short maintenance statements once a second (a retention pass may
-take a while) and being late costs nothing, while a timer is late by however long the firer
-is busy elsewhere, and must fire on time when woken (a schedule due before the next sweep)
-and keep up with bursts. Apart, a kill -9 of one stops neither, and each restarts alone.
+It runs inside the reaper, not as a fourth child of `serve`, because a process of its own
+cost every start (and restart) of the broker one more interpreter importing the whole core
+at the moment the web workers import theirs, on the same cores: on a shared 2-core machine
+the web workers became ready about a second later (measured: README, Timers), and a pool,
+a LISTEN connection and a counter flusher more per broker. Inside the reaper it is a task
+of its own on the reaper's event loop: a reaper pass that takes long (a retention pass)
+holds one pool connection, not the loop, so a timer does not wait for it.
 
 The loop: sweep (fire batches of up to TIMERS_FIRE_BATCH due timers, one transaction each,
 until a batch comes back short), then sleep until the earliest pending timer is due, at most
 a second (TIMERS_SWEEP_MS), or until a web process notifies `queen_timers` that it scheduled
 a timer due sooner (payload: milliseconds until it is due). Fired messages wake parked pops
-through NOTIFY `queen_wakeup`, as a push does. The process holds no state: killing it loses
+through NOTIFY `queen_wakeup`, as a push does. The firer holds no state: killing it loses
 nothing (a fire either committed, or its timers are due again), and two at once (or one per
 broker on a shared database) never fire a timer twice (core/timers/fire.py).
 """
@@ -34,7 +37,6 @@ from core.errors import ServiceError
 from core.key_check import check_key
 from core.listener import WakeupHub
 from core.logs import configure_logging
-from core.reaper import _open_database  # the reaper's wait for a server that starts later
 from core.settings import Settings, from_env_or_exit
 from core.storage import timers as sql
 from core.storage.database import Database, server_settings
@@ -46,7 +48,7 @@ CHANNEL = "queen_timers"  # "a timer is due in <ms>": wakes a sleeping firer ear
 SWEEP_SECONDS = 1.0  # §16.4: a sweep at least every second
 FIRE_BATCH = 1000  # timers per fire transaction
 FIRE_CHAINS = 2  # fire transactions in flight at once
-_POOL_SIZE = FIRE_CHAINS + 1
+POOL_SIZE = FIRE_CHAINS  # connections it holds at once (the sweep's chains, then one)
 _FAILURE_PAUSE = 1.0  # after a failed sweep (the database is away)
 
 
@@ -142,30 +144,43 @@ async def _first(stop: asyncio.Event, woken: asyncio.Event, seconds: float) -> N
             w.cancel()
 
 
-async def serve(settings: Settings) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    db = await _open_database(settings, stop)
-    if db is None:
-        return
-    # A fire opens timers sealed at schedule and seals the segments of encrypted queues; a
-    # wrong key would dead-letter every sealed timer, so it stops the process instead.
+async def prepare(db: Database, hub: WakeupHub, settings: Settings) -> Firer:
+    """A firer on `db`, told by `hub`'s LISTEN connection when a timer is due soon.
+
+    A fire opens timers sealed at schedule and seals the segments of encrypted queues; a
+    wrong key would dead-letter every sealed timer, so it stops the process instead."""
     encryption.install(settings.encryption_key)
     async with db.session() as conn:
         await check_key(conn, settings.encryption_key)
-    dsn = database_dsn(settings)
-    hub = WakeupHub(dsn, server_settings(settings, role="wakeup"))
     firer = Firer(db, hub, batch=settings.timers_fire_batch,
                   sweep_seconds=settings.timers_sweep_ms / 1000,
                   max_payload_bytes=settings.max_body_bytes)
     hub.subscribe(CHANNEL, firer.notified)
-    flusher = stats.CounterFlusher(dsn, settings, pool_stats=db.pool_stats, parked=dict,
-                                   figures=stats.no_spool)
+    log.info("timer firer running (sweep every %d ms, batches of %d)",
+             settings.timers_sweep_ms, settings.timers_fire_batch)
+    return firer
+
+
+def counter_flusher(db: Database, settings: Settings) -> stats.CounterFlusher:
+    """Adds the firer's counts to the database (for /metrics), as a web worker does."""
+    return stats.CounterFlusher(database_dsn(settings), settings, pool_stats=db.pool_stats,
+                                parked=dict, figures=stats.no_spool)
+
+
+async def serve(settings: Settings) -> None:
+    from core.reaper import open_database  # here: core.reaper imports this module
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    db = await open_database(settings, stop)
+    if db is None:
+        return
+    hub = WakeupHub(database_dsn(settings), server_settings(settings, role="wakeup"))
+    flusher = counter_flusher(db, settings)
     try:
-        log.info("timer firer running (sweep every %d ms, batches of %d)",
-                 settings.timers_sweep_ms, settings.timers_fire_batch)
+        firer = await prepare(db, hub, settings)
         # Side tasks that die (a bug) cancel the loop: the process exits with the error and
         # its supervisor starts it again.
         async with asyncio.TaskGroup() as tasks:
@@ -185,7 +200,7 @@ async def serve(settings: Settings) -> None:
 def main() -> int:
     settings = from_env_or_exit("queen-timers")
     configure_logging(settings.log_level)
-    settings = dataclasses.replace(settings, db_pool_size=_POOL_SIZE)
+    settings = dataclasses.replace(settings, db_pool_size=POOL_SIZE + 1)
     uvloop.run(serve(settings))
     return 0
 

@@ -1,5 +1,5 @@
-"""Timers under faults (§16.4): every timer fires exactly once when the firer is killed -9
-mid-burst (under `queen-broker serve`, which restarts it), when two brokers fire from one
+"""Timers under faults (§16.4): every timer fires exactly once when the firer (the reaper
+process, under `queen-broker serve`) is killed -9 mid-burst and restarted, when two brokers fire from one
 database, and when PostgreSQL is killed mid-burst and restarted. Deliveries are counted in
 the log itself (every stored record of the queue, by transactionId)."""
 
@@ -74,12 +74,12 @@ async def own_database(pg_server_url: str) -> str:
     return await create_database(pg_server_url)
 
 
-async def test_kill_9_of_the_firer_mid_burst_fires_every_timer_exactly_once(
+async def test_kill_9_of_the_reaper_firing_mid_burst_fires_every_timer_exactly_once(
         own_database: str, tmp_path: Path, queue_name: str) -> None:
     # Small fire batches, so the burst spans many transactions and the kill lands inside it.
     with Served(tmp_path / "serve.log", workers=1,
                 env={"DATABASE_URL": own_database, "TIMERS_FIRE_BATCH": "10"}) as served:
-        (firer,) = served.children("timers")
+        (firer,) = served.children("reaper")  # the reaper fires timers
         txns = [f"t{i}" for i in range(3000)]
         async with httpx.AsyncClient(base_url=served.url, timeout=30) as client:
             await schedule(client, queue_name, txns, delay_ms=1500)
@@ -89,12 +89,12 @@ async def test_kill_9_of_the_firer_mid_burst_fires_every_timer_exactly_once(
             left = await pending(own_database, queue_name)
             assert 0 < left < len(txns), left  # the kill came mid-burst
             restarted = await eventually(
-                lambda: (r := served.children("timers")) and firer not in r and r, timeout=20)
+                lambda: (r := served.children("reaper")) and firer not in r and r, timeout=20)
             assert restarted
             await until_drained(own_database, queue_name)
             counts = await stored(client, queue_name)
     assert set(counts) == set(txns) and set(counts.values()) == {1}
-    assert f"timer firer (pid {firer} was killed by SIGKILL)" in served.log()
+    assert f"reaper (pid {firer} was killed by SIGKILL)" in served.log()
 
 
 async def _fired_some(url: str, queue: str, total: int) -> bool:
