@@ -132,8 +132,7 @@ class Endpoint:
                 args["body"] = decode_body(raw, self.body)
             return await self.handler(request, **args)
         except ClientError as exc:
-            # A coded refusal (a transaction's `kv` rider) keeps its shared shape.
-            if self.client_error is None or isinstance(exc, Coded):
+            if self.client_error is None:
                 raise
             answer = error_response(exc)
             if isinstance(exc, Coded):

@@ -70,25 +70,26 @@ def operations_of(body: Any) -> list[Any]:
                   'the body must be {"operations": [...]} or an array of timer ops')
 
 
-def parse_ops(raw: list[Any], limits: Limits = ROUTE_LIMITS) -> list[TimerOp]:
-    """The ops, validated in input order; raises the first refusal."""
+def parse_ops(raw: list[Any], limits: Limits = ROUTE_LIMITS,
+              field: str = "operations") -> list[TimerOp]:
+    """The ops, validated in input order; raises the first refusal (naming `field`, the
+    body's array they came from: "timers" for the transaction rider)."""
     if limits.max_ops is not None and len(raw) > limits.max_ops:
         raise _refuse("timers_too_many_ops",
                       f"{len(raw)} ops is over the limit of {limits.max_ops} per call")
     seen: set[tuple[str, str]] = set()
     ops = []
     for i, item in enumerate(raw):
-        op = _op(i, item, limits)
+        op = _op(f"{field}[{i}]", item, limits)
         if (op.queue, op.key) in seen:
-            raise _refuse("timers_duplicate_key", f"operations[{i}]: queue {op.queue!r} key "
+            raise _refuse("timers_duplicate_key", f"{field}[{i}]: queue {op.queue!r} key "
                                                   f"{op.key!r} appears twice in one call")
         seen.add((op.queue, op.key))
         ops.append(op)
     return ops
 
 
-def _op(i: int, item: Any, limits: Limits) -> TimerOp:
-    at = f"operations[{i}]"
+def _op(at: str, item: Any, limits: Limits) -> TimerOp:
     if not isinstance(item, dict):
         raise _refuse("timers_bad_op", f"{at} must be an object")
     for field in item:

@@ -21,7 +21,8 @@ from core.storage import timers as sql
 from core.storage.database import Database
 from core.timers.apply import Element, apply_timer_ops
 from core.timers.firer import CHANNEL
-from core.timers.ops import BAD, Limits, TimerOp, operations_of, parse_ops
+from core.timers.ops import BAD, RIDER_LIMITS, Limits, TimerOp, operations_of, parse_ops
+from core.timers.rider import TimerRider
 
 MAX_PREFIX_BYTES = 128
 
@@ -75,13 +76,28 @@ class Timers:
                 applied = await apply_timer_ops(conn, ops, now=None, producer_sub=producer_sub)
             COUNTERS.add("timers_scheduled", applied.scheduled)
             COUNTERS.add("timers_cancelled", applied.cancelled)
-            soonest = applied.soonest_delay_ms
-            if soonest is not None and soonest < self._sweep_ms:
-                try:
-                    await self.wake_firer(soonest)
-                except ServiceError:
-                    pass  # committed already; the firer's own sweep finds it within a second
+            await self._wake_if_soon(applied.soonest_delay_ms)
         return applied.results
+
+    def rider(self, raw: Any, producer_sub: str | None) -> TimerRider:
+        """The `timers` rider of a transaction, checked now (§17: as §16.2, without the op
+        cap, the payload ceiling and the horizon)."""
+        if not isinstance(raw, list):
+            raise Refused(BAD, "timers_bad_body", "timers must be an array of timer ops")
+        return TimerRider(parse_ops(raw, RIDER_LIMITS, "timers"), producer_sub)
+
+    async def committed(self, rider: TimerRider) -> None:
+        """After a bundle carrying `rider` committed: wake the firer as a call would."""
+        await self._wake_if_soon(rider.applied.soonest_delay_ms)
+
+    async def _wake_if_soon(self, soonest: int | None) -> None:
+        """Committed schedules, the soonest due in `soonest` ms: one due before the firer's
+        next sweep wakes it."""
+        if soonest is not None and soonest < self._sweep_ms:
+            try:
+                await self.wake_firer(soonest)
+            except ServiceError:
+                pass  # committed already; the firer's own sweep finds it within a second
 
     async def wake_firer(self, due_in_ms: int) -> None:
         """Tell the firer (any process) a timer is due in `due_in_ms`; for a caller that
