@@ -79,7 +79,11 @@ async def test_kill_9_of_the_reaper_firing_mid_burst_fires_every_timer_exactly_o
     # Small fire batches, so the burst spans many transactions and the kill lands inside it.
     with Served(tmp_path / "serve.log", workers=1,
                 env={"DATABASE_URL": own_database, "TIMERS_FIRE_BATCH": "10"}) as served:
-        (firer,) = served.children("reaper")  # the reaper fires timers
+        (firer,) = served.children("reaper")
+        # The reaper process fires timers: serve starts no process of the firer's own.
+        assert served.descendants("core.timers.firer") == []
+        await eventually(lambda: f" {firer} INFO queen.timers: timer firer running"
+                         in served.log(), timeout=30)
         txns = [f"t{i}" for i in range(3000)]
         async with httpx.AsyncClient(base_url=served.url, timeout=30) as client:
             await schedule(client, queue_name, txns, delay_ms=1500)
