@@ -18,6 +18,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
+import asyncpg
+
 _SSL_REQUEST = 80877103
 _GSS_REQUEST = 80877104
 
@@ -79,10 +81,29 @@ async def _client_to_server(reader: asyncio.StreamReader, writer: asyncio.Stream
             writer.close()
 
 
+async def _one_host(dsn: str) -> str:
+    """A DSN naming several hosts (an HA pair, `target_session_attrs=read-write`) is narrowed
+    to the host that answers it now, the primary: the proxy fronts one server."""
+    url = urlsplit(dsn)
+    if "," not in url.netloc.rsplit("@", 1)[-1]:
+        return dsn
+    conn = await asyncpg.connect(dsn)
+    try:
+        row = await conn.fetchrow("SELECT host(inet_server_addr()) AS host,"
+                                  " inet_server_port() AS port")
+    finally:
+        await conn.close()
+    assert row is not None and row["host"], "the primary of a multi-host DSN is reached by TCP"
+    user = url.netloc.rsplit("@", 1)[0] + "@" if "@" in url.netloc else ""
+    query = {k: v[0] for k, v in parse_qs(url.query).items() if k != "target_session_attrs"}
+    return urlunsplit(url._replace(netloc=f"{user}{row['host']}:{row['port']}",
+                                   query=urlencode(query)))
+
+
 @contextlib.asynccontextmanager
 async def counting_proxy(dsn: str) -> AsyncIterator[tuple[str, RoundTrips]]:
     """Yield a DSN that reaches the same database through the counting proxy."""
-    url = urlsplit(dsn)
+    url = urlsplit(await _one_host(dsn))
     query = parse_qs(url.query)
     socket_dir = query.get("host", [url.hostname or ""])[0]
     port = int(query.get("port", [url.port or 5432])[0])
