@@ -130,7 +130,9 @@ async def open_database(settings: Settings, stop: asyncio.Event) -> Database | N
         stopping.cancel()
 
 
-async def serve(settings: Settings) -> None:
+async def serve(settings: Settings, *, reap: bool = True) -> None:
+    """The reaper process until SIGTERM; `reap` False runs only its timer firer (the
+    firer alone: `python -m core.timers.firer`)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -142,8 +144,6 @@ async def serve(settings: Settings) -> None:
     flusher = firer.counter_flusher(db, settings)
     try:
         timers = await firer.prepare(db, hub, settings)
-        log.info("reaper running (interval %d ms, retention every %d ms)",
-                 settings.reaper_interval_ms, settings.retention_interval_ms)
         # The side tasks (the notifier, the LISTEN connection that wakes the firer, the
         # firer's counters) and the firer: if one dies (a bug), the TaskGroup cancels the
         # rest and the process exits with the error, to be restarted by its supervisor.
@@ -153,13 +153,18 @@ async def serve(settings: Settings) -> None:
             tasks.create_task(flusher.flush_forever(), name="reaper-counters")
             tasks.create_task(timers.run(stop), name="reaper-timers")
             try:
-                await Reaper(db, settings, hub).run(stop)
+                if reap:
+                    log.info("reaper running (interval %d ms, retention every %d ms)",
+                             settings.reaper_interval_ms, settings.retention_interval_ms)
+                    await Reaper(db, settings, hub).run(stop)
+                else:
+                    await stop.wait()
             finally:
                 hub.close()
                 flusher.close()
     finally:
         await db.close()
-    log.info("reaper stopped")
+    log.info("reaper stopped" if reap else "timer firer stopped")
 
 
 def main() -> int:

@@ -24,7 +24,6 @@ import asyncio
 import bisect
 import dataclasses
 import logging
-import signal
 import sys
 import time
 
@@ -39,7 +38,7 @@ from core.listener import WakeupHub
 from core.logs import configure_logging
 from core.settings import Settings, from_env_or_exit
 from core.storage import timers as sql
-from core.storage.database import Database, server_settings
+from core.storage.database import Database
 from core.timers.fire import FireReport, fire_due
 
 log = logging.getLogger("queen.timers")
@@ -167,41 +166,14 @@ def counter_flusher(db: Database, settings: Settings) -> stats.CounterFlusher:
                                 parked=dict, figures=stats.no_spool)
 
 
-async def serve(settings: Settings) -> None:
-    from core.reaper import open_database  # here: core.reaper imports this module
-
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    db = await open_database(settings, stop)
-    if db is None:
-        return
-    hub = WakeupHub(database_dsn(settings), server_settings(settings, role="wakeup"))
-    flusher = counter_flusher(db, settings)
-    try:
-        firer = await prepare(db, hub, settings)
-        # Side tasks that die (a bug) cancel the loop: the process exits with the error and
-        # its supervisor starts it again.
-        async with asyncio.TaskGroup() as tasks:
-            tasks.create_task(hub.listen_forever(), name="timers-listen")
-            tasks.create_task(hub.announce_forever(), name="timers-notify")
-            tasks.create_task(flusher.flush_forever(), name="timers-counters")
-            try:
-                await firer.run(stop)
-            finally:
-                hub.close()
-                flusher.close()
-    finally:
-        await db.close()
-    log.info("timer firer stopped")
-
-
 def main() -> int:
+    """The firer alone: the reaper process's loop without its maintenance passes."""
+    from core.reaper import serve  # here: core.reaper imports this module
+
     settings = from_env_or_exit("queen-timers")
     configure_logging(settings.log_level)
     settings = dataclasses.replace(settings, db_pool_size=POOL_SIZE + 1)
-    uvloop.run(serve(settings))
+    uvloop.run(serve(settings, reap=False))
     return 0
 
 
