@@ -32,9 +32,9 @@ from broker.wire.timers import (
 )
 from core.errors import Refused
 from core.names import check_name
-from core.storage.timers import TimerRow
 from core.timefmt import iso
 from core.timers.ops import BAD, MAX_KEY_BYTES
+from core.timers.service import TimerRow
 
 _PREFIX = b"/api/v1/timers/"
 DEFAULT_LIMIT, MAX_LIMIT = 100, 1000

@@ -25,11 +25,12 @@ from core.timers.ops import BAD, RIDER_LIMITS, Limits, TimerOp, operations_of, p
 from core.timers.rider import TimerRider
 
 MAX_PREFIX_BYTES = 128
+TimerRow = sql.TimerRow  # what peek and list answer (the edge imports no storage module)
 
 
 @dataclass(slots=True)
 class TimerPage:
-    rows: list[sql.TimerRow]
+    rows: list[TimerRow]
     truncated: bool
     next_after: str | None
 
@@ -105,7 +106,7 @@ class Timers:
         async with self._db.session() as conn:
             await notify.notify_wakeups(conn, channel=CHANNEL, payloads=[str(max(0, due_in_ms))])
 
-    async def peek(self, queue: str, key: str) -> sql.TimerRow | None:
+    async def peek(self, queue: str, key: str) -> TimerRow | None:
         with _unavailable():
             async with self._db.session() as conn:
                 return await sql.peek(conn, queue=queue, key=key)
