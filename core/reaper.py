@@ -5,8 +5,9 @@ expires leases and prunes the transactionId index; every RETENTION_INTERVAL ms i
 retention to segments and to traces (TRACE_RETENTION_DAYS); every STATS_SAMPLE_INTERVAL_MS it
 takes an analytics sample and trims old ones (`core/stats.py`). The other steps live in
 `core/maintenance.py`. Beside that loop it runs the timer firer (core/timers/firer.py says
-why here), told by a LISTEN connection when a timer is due before its next sweep. The process holds no state: it can be killed at any moment and
-restarted, and two copies at once are harmless.
+why here), told by a LISTEN connection when a timer is due before its next sweep. The
+process holds no state: it can be killed at any moment and restarted, and two copies at once
+are harmless.
 
 A database outage does not stop the process: the pass fails, is logged, and the next pass
 tries again, so `queen-broker serve` (which stops everything when a child dies) survives a
