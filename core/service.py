@@ -17,6 +17,7 @@ nothing while pop maintenance is on (core/switches.py holds both switches).
     dlq.*        dead letters (core/dlq.py)        messages.*   inspection (core/messages.py)
     groups.*     consumer groups (core/groups.py)  resources.*  figures (core/resources.py)
     traces.*     traces (core/traces.py)            streams.*    stream queries (core/streams)
+    timers.*     timers (core/timers)
     stats_refresh / analytics / cluster_figures / partitions_changed   (core/stats.py)
 
 The message plane counts what it did in `core.counters.COUNTERS` (in memory); a side task
@@ -61,6 +62,7 @@ from core.storage.stats import SeriesRow
 from core.streams.service import Streams
 from core.switches import CHANNEL as SWITCHES_CHANNEL
 from core.switches import Switches, SwitchState
+from core.timers.service import Timers
 from core.traces import Traces
 from core.writes import Appended, NewMessage
 
@@ -114,6 +116,7 @@ class Broker:
         self.messages = Messages(db)
         self.traces = Traces(db)
         self.kv = KvService(db, max_keys=settings.kv_max_keys)
+        self.timers = Timers(db, settings)  # timers (core/timers); fired by their own process
         self.streams = Streams(db, hub.announce, self.require_direct_writes)  # §18
         self.counters = COUNTERS
         self.figures_provider: stats.FiguresProvider = stats.no_spool
