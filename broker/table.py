@@ -34,6 +34,7 @@ from broker.routes import (
     status,
     streams,
     system,
+    timers,
     traces,
     transaction,
 )
@@ -50,6 +51,7 @@ from broker.wire import queues as queues_wire
 from broker.wire import resources as resources_wire
 from broker.wire import streams as streams_wire
 from broker.wire import system as system_wire
+from broker.wire import timers as timers_wire
 from broker.wire import traces as traces_wire
 from broker.wire import transaction as tx_wire
 from broker.wire.binary import FRAMED_POP_MEDIA_TYPE
@@ -279,6 +281,38 @@ ENDPOINTS: list[Endpoint] = [
              "KV namespaces: live keys, value bytes, keys expiring soon",
              {200: kv_wire.NamespacePage, 400: kv_wire.RefusalBody, 503: kv_wire.RefusalBody},
              query=kv_wire.NamespaceQuery, access=READ_ONLY),
+    # Timers (extensions §16). Scheduling is producing (WRITE_ONLY); the cancel route is
+    # READ_WRITE and never paused; peek and list READ_ONLY. `GET /api/v1/timers` (queues with
+    # pending timers) is the dashboard's, READ_ONLY like the other listings. A 404 on the
+    # path routes only from the router (a path no route matches, e.g. with a newline).
+    Endpoint("POST", "/api/v1/timers", timers.timers_call,
+             "Schedule, reschedule and cancel timers, batched, in one transaction",
+             {200: timers_wire.TimersResults, 400: kv_wire.RefusalBody,
+              403: kv_wire.RefusalBody, 413: kv_wire.RefusalBody,
+              503: kv_wire.RefusalBody},
+             body=timers_wire.TimersBody, decode=timers_wire.decode_timers, access=WRITE_ONLY),
+    Endpoint("GET", "/api/v1/timers", timers.timer_queues,
+             "Queues with pending timers: how many, the next due, how many failing",
+             {200: timers_wire.TimerQueues, 400: kv_wire.RefusalBody,
+              503: kv_wire.RefusalBody},
+             query=timers_wire.TimerQueuesQuery, access=READ_ONLY),
+    Endpoint("DELETE", "/api/v1/timers/{queue}/{timerKey:path}", timers.cancel,
+             "Cancel one timer", {200: timers_wire.TimerResult, 400: kv_wire.RefusalBody,
+                                  404: ErrorBody, 405: ErrorBody,
+                                  503: kv_wire.RefusalBody},
+             path_params=timers_wire.TimerPath, query=timers_wire.CancelQuery,
+             access=READ_WRITE),
+    Endpoint("GET", "/api/v1/timers/{queue}/{timerKey:path}", timers.peek,
+             "One pending timer, with its payload as stored",
+             {200: timers_wire.TimerRowOut, 400: kv_wire.RefusalBody,
+              404: ErrorBody, 503: kv_wire.RefusalBody},
+             path_params=timers_wire.TimerPath, access=READ_ONLY),
+    Endpoint("GET", "/api/v1/timers/{queue}", timers.list_timers,
+             "A queue's pending timers by key (after, limit), or their count (mode=count)",
+             {200: timers_wire.TimerListOrCount, 400: kv_wire.RefusalBody,
+              404: ErrorBody, 503: kv_wire.RefusalBody},
+             path_params=timers_wire.TimerQueuePath, query=timers_wire.TimerListQuery,
+             access=READ_ONLY),
     # Streams (wire-protocol-extensions §18): the client's stream runtime. Registering and
     # committing cycles are READ_WRITE, reading state READ_ONLY; the listing (dashboard) is
     # READ_ONLY, deleting a query with its state ADMIN like deleting a queue.

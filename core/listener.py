@@ -80,6 +80,11 @@ class WakeupHub:
         self._notifier_pid: int | None = None
         self._channels: dict[str, Callable[[str | None], None]] = {}
         self.listening = False
+        # Change marks (see `change_mark`): announcements per queue and in all, and the
+        # times every waiter was woken (a reconnect, pops resumed).
+        self._changes: dict[int, int] = {}
+        self._all_changes = 0
+        self._epoch = 0
 
     def subscribe(self, channel: str, callback: Callable[[str | None], None]) -> None:
         """Also LISTEN on `channel` (call before `listen_forever` starts): `callback` gets
@@ -134,6 +139,8 @@ class WakeupHub:
         and not claimed here since, the longest-waiting first: a woken pop claims those by
         key, oldest data first, which keeps the tail of end-to-end latency short (serving the
         newest first left partitions written a moment earlier to the scan)."""
+        self._changes[queue_id] = self._changes.get(queue_id, 0) + 1
+        self._all_changes += 1
         hints: list[int] = []
         if partitions:
             pending = self._pending.get(queue_id)
@@ -164,6 +171,17 @@ class WakeupHub:
                         waiter.event.set()
                         woken += 1
 
+    def change_mark(self, queue_ids: Iterable[int] | None) -> tuple[int, ...] | None:
+        """A mark of what was announced so far for these queues (None: any queue): two marks
+        differ iff something became deliverable there meanwhile, here or (by NOTIFY) in
+        another process, or every waiter was woken. None while the LISTEN connection is
+        down: another process's announcements may be missed then."""
+        if not self.listening:
+            return None
+        if queue_ids is None:
+            return (self._epoch, self._all_changes)
+        return (self._epoch, *(self._changes.get(q, 0) for q in sorted(queue_ids)))
+
     def claimed(self, queue_id: int, partitions: Iterable[int]) -> None:
         """A pop of this process claimed these partitions: their data is being served."""
         pending = self._pending.get(queue_id)
@@ -193,6 +211,7 @@ class WakeupHub:
 
     def wake_everyone(self) -> None:
         """Every parked pop checks again (e.g. pops were paused and are not any more)."""
+        self._epoch += 1
         for lines in self._lines.values():
             for waiters in lines.values():
                 for waiter in waiters:

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.errors import StorageUnavailable
+from core.ids import QueueId
 from core.listener import WakeupHub
-from core.pop import PopRequest, PopResult, pop
-from core.storage.database import Database
+from core.pop import PopRequest, PopResult
+from core.reads.claims import PopLines
+from core.reads.quiet import TimedQueues
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +29,9 @@ class Backoff:
     threshold: int = 3
     multiplier: float = 2.0
     max_ms: int = 1000
+    # A parked pop re-checks at least this often even when nothing was announced (see
+    # core/reads/quiet.py); 0 = every backoff interval, as before quiet re-checks.
+    quiet_max_ms: int = 10_000
 
 
 # How long past its deadline a long poll's claim may run before it is abandoned (it answers
@@ -34,8 +39,8 @@ class Backoff:
 _STATEMENT_GRACE_S = 3.0
 
 
-async def pop_or_wait(db: Database, hub: WakeupHub, request: PopRequest, *, wait: bool,
-                      timeout_ms: int, backoff: Backoff,
+async def pop_or_wait(lines: PopLines, hub: WakeupHub, request: PopRequest, *, wait: bool,
+                      timeout_ms: int, backoff: Backoff, timed: TimedQueues | None = None,
                       gone: asyncio.Event | None = None,
                       stop_waiting: asyncio.Event | None = None,
                       paused: Callable[[], bool] = lambda: False) -> PopResult:
@@ -45,7 +50,10 @@ async def pop_or_wait(db: Database, hub: WakeupHub, request: PopRequest, *, wait
 
     While `paused()` (pop maintenance) nothing is claimed: a long poll stays parked as on an
     empty queue, so consume loops idle instead of spinning, and claims as soon as pops
-    resume (whoever resumes them wakes every parked pop) or answers empty at its deadline."""
+    resume (whoever resumes them wakes every parked pop) or answers empty at its deadline.
+
+    A backoff re-check with nothing announced for the pop's queues since its last check is
+    skipped (core/reads/quiet.py) when `timed` says the clock cannot change them either."""
     deadline = time.monotonic() + timeout_ms / 1000
     interval = backoff.initial_ms / 1000
     empty_checks = 0
@@ -53,23 +61,35 @@ async def pop_or_wait(db: Database, hub: WakeupHub, request: PopRequest, *, wait
     # always for discovery pops, which any push may serve.
     scope: frozenset[int] | None = None
     hints: list[int] = []  # partitions the last wake-up named
+    woke = True
+    # The last fruitless check: the hub's change mark taken just before it (over the scope
+    # it had then), and when it ran.
+    looked: tuple[frozenset[int] | None, tuple[int, ...] | None, float] | None = None
+    result = PopResult(None)
     while True:
         if gone is not None and gone.is_set():
             return PopResult(None)  # never lease messages to a client that has left
         # Park before checking, so a commit between the check and the wait still wakes us.
         with hub.parked(scope, request.group, request.partition) as waiter:
+            mark = hub.change_mark(scope)
             try:
                 if paused():
                     result = PopResult(None)
+                    looked = None
+                elif (not woke and looked is not None
+                      and await _quiet(hub, timed, looked, result.queue_ids, backoff)):
+                    pass  # nothing changed since the last check: it would find nothing
                 elif wait:
+                    looked = (scope, mark, time.monotonic())
                     # A frozen primary (a failover under way) holds a statement until the
                     # driver gives up, past our deadline: answer by the deadline regardless.
                     result = await _abandoned_after(
-                        pop(db, request, hints),
+                        lines.claim(request, hints, gone),
                         max(deadline - time.monotonic(), 0) + _STATEMENT_GRACE_S)
                 else:
-                    result = await pop(db, request, hints)
+                    result = await lines.claim(request, hints, gone)
             except (StorageUnavailable, TimeoutError):
+                looked = None
                 if not wait:
                     raise
                 # A long poll waits out a database outage like an empty queue: it re-checks
@@ -97,6 +117,19 @@ async def pop_or_wait(db: Database, hub: WakeupHub, request: PopRequest, *, wait
             empty_checks += 1
             if empty_checks >= backoff.threshold:
                 interval = min(interval * backoff.multiplier, backoff.max_ms / 1000)
+
+
+async def _quiet(hub: WakeupHub, timed: TimedQueues | None,
+                 looked: tuple[frozenset[int] | None, tuple[int, ...] | None, float],
+                 queue_ids: list[QueueId], backoff: Backoff) -> bool:
+    """Whether a re-check may be skipped: nothing announced for the queues since the last
+    check (`looked`), that check recent enough, and no queue the clock can change."""
+    scope, mark, at = looked
+    if timed is None or mark is None or hub.change_mark(scope) != mark:
+        return False
+    if time.monotonic() - at >= backoff.quiet_max_ms / 1000:
+        return False
+    return not await timed.any_timed(queue_ids)
 
 
 async def _abandoned_after(claim: Coroutine[Any, Any, PopResult], seconds: float) -> PopResult:

@@ -65,8 +65,9 @@ def retention_lock_key(partition_id: int) -> int:
 
 async def expire_leases(db: Database, *, batch: int = LEASE_BATCH,
                         announce: Announce | None = None) -> int:
-    """Release every lease past its expiry; `announce` wakes parked pops of the affected
-    partitions once each batch committed.
+    """Release every lease past its expiry, and clear the retryDelay not-before times that
+    passed; `announce` wakes parked pops of the affected partitions once each batch
+    committed.
 
     Answers the number of leases released by this call."""
     released = 0
@@ -76,6 +77,15 @@ async def expire_leases(db: Database, *, batch: int = LEASE_BATCH,
         if announce is not None:
             announce((r.queue_id, r.partition_id) for r in rows if r.queue_id is not None)
         released += len(rows)
+        if len(rows) < batch:
+            break
+    # Spans released with a retryDelay are claimable from their not-before time on, which
+    # nothing else announces (parked pops skip re-checks while nothing is announced).
+    for _ in range(MAX_BATCHES_PER_PASS):
+        async with db.session() as conn:
+            rows = await sql.due_retries(conn, batch=batch)
+        if announce is not None:
+            announce((r.queue_id, r.partition_id) for r in rows if r.queue_id is not None)
         if len(rows) < batch:
             break
     return released

@@ -17,6 +17,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from core import encryption, segments
 from core.errors import StorageDeadlock
@@ -139,24 +140,12 @@ async def pop(db: Database, request: PopRequest, hints: Sequence[int] = ()) -> P
 
     `hints` are partition ids a wake-up said just became deliverable: they are tried first,
     by key, before the scan of the queue's partitions."""
-    seed_mode, seed_instant = requested_seed(request.subscription_mode,
-                                             request.subscription_from)
-    named = request.group != QUEUE_MODE
-    wanted = 1 if request.partition is not None else max(request.max_partitions, 1)
     lease_id = None if request.auto_ack else LeaseId(str(uuid7()))
 
     async def claim() -> list[sql.PopRow]:
         async with db.session() as conn:
-            return await sql.pop(
-                conn, queue=request.queue, namespace=request.namespace, task=request.task,
-                partition=request.partition, group=request.group, named=named,
-                seed_mode=seed_mode, seed_instant=seed_instant,
-                store_seed=named and request.partition is None, batch=request.batch,
-                partitions=request.max_partitions, auto_ack=request.auto_ack,
-                lease_seconds=request.lease_seconds,
-                lease_fallback=POP_LEASE_FALLBACK_SECONDS, lease_id=lease_id or "",
-                hints=hints, pivot=random.random(),
-                candidates=wanted * _CANDIDATE_FACTOR + _CANDIDATE_EXTRA)
+            return await sql.pop(conn, **_arguments(request), lease_id=lease_id or "",
+                                 hints=hints, pivot=random.random())
 
     for _ in range(_DEADLOCK_ATTEMPTS - 1):
         with contextlib.suppress(StorageDeadlock):
@@ -164,7 +153,55 @@ async def pop(db: Database, request: PopRequest, hints: Sequence[int] = ()) -> P
     return _result(lease_id, await claim())
 
 
-def _result(lease_id: LeaseId | None, rows: list[sql.PopRow]) -> PopResult:
+async def pop_shares(db: Database, request: PopRequest, shares: int,
+                     hints: Sequence[int] = ()) -> list[PopResult]:
+    """`shares` pops of the same request in one statement (queen.pop_shared): each its own
+    lease and its own scan pivot, as if made one after the other. Shares past the first
+    one that found nothing are not tried and answer nothing; the queues any share looked
+    at are given to every fruitless one (what a long poll waits on)."""
+    lease_ids = [None if request.auto_ack else LeaseId(str(uuid7())) for _ in range(shares)]
+
+    async def claim() -> list[sql.SharedPopRow]:
+        async with db.session() as conn:
+            return await sql.pop_shared(
+                conn, **_arguments(request), lease_ids=[lid or "" for lid in lease_ids],
+                hints=hints, pivots=[random.random() for _ in range(shares)])
+
+    for _ in range(_DEADLOCK_ATTEMPTS - 1):
+        with contextlib.suppress(StorageDeadlock):
+            rows = await claim()
+            break
+    else:
+        rows = await claim()
+    by_share: list[list[sql.PopRow]] = [[] for _ in range(shares)]
+    for row in rows:
+        by_share[row.share - 1].append(row)
+    results = [_result(lease_id, share_rows)
+               for lease_id, share_rows in zip(lease_ids, by_share, strict=True)]
+    looked_at = [q for r in results for q in r.queue_ids]
+    for result in results:
+        if not result.claims:
+            result.queue_ids = list(dict.fromkeys(looked_at))
+    return results
+
+
+def _arguments(request: PopRequest) -> dict[str, Any]:
+    """The statement arguments a pop's request decides (all but lease, hints, pivot)."""
+    seed_mode, seed_instant = requested_seed(request.subscription_mode,
+                                             request.subscription_from)
+    named = request.group != QUEUE_MODE
+    wanted = 1 if request.partition is not None else max(request.max_partitions, 1)
+    return {"queue": request.queue, "namespace": request.namespace, "task": request.task,
+            "partition": request.partition, "group": request.group, "named": named,
+            "seed_mode": seed_mode, "seed_instant": seed_instant,
+            "store_seed": named and request.partition is None, "batch": request.batch,
+            "partitions": request.max_partitions, "auto_ack": request.auto_ack,
+            "lease_seconds": request.lease_seconds,
+            "lease_fallback": POP_LEASE_FALLBACK_SECONDS,
+            "candidates": wanted * _CANDIDATE_FACTOR + _CANDIDATE_EXTRA}
+
+
+def _result(lease_id: LeaseId | None, rows: Sequence[sql.PopRow]) -> PopResult:
     result = PopResult(lease_id)
     claims: dict[int, Claim] = {}
     for row in rows:

@@ -17,6 +17,7 @@ nothing while pop maintenance is on (core/switches.py holds both switches).
     dlq.*        dead letters (core/dlq.py)        messages.*   inspection (core/messages.py)
     groups.*     consumer groups (core/groups.py)  resources.*  figures (core/resources.py)
     traces.*     traces (core/traces.py)            streams.*    stream queries (core/streams)
+    timers.*     timers (core/timers)
     stats_refresh / analytics / cluster_figures / partitions_changed   (core/stats.py)
 
 The message plane counts what it did in `core.counters.COUNTERS` (in memory); a side task
@@ -53,6 +54,8 @@ from core.messages import Messages
 from core.pop import PopRequest, PopResult
 from core.push import Pusher, PushItem, PushOutcome
 from core.reads.acks import AckFlusher, ExtendFlusher
+from core.reads.claims import PopLines
+from core.reads.quiet import RetryWakes, TimedQueues
 from core.resources import Resources
 from core.settings import Settings
 from core.spool import Spool, SpoolSettings
@@ -62,6 +65,7 @@ from core.storage.stats import SeriesRow
 from core.streams.service import Streams
 from core.switches import CHANNEL as SWITCHES_CHANNEL
 from core.switches import Switches, SwitchState
+from core.timers.service import Timers
 from core.traces import Traces
 from core.writes import Appended, NewMessage
 
@@ -101,6 +105,11 @@ class Broker:
                                 settings.pop_wait_backoff_threshold,
                                 settings.pop_wait_backoff_multiplier,
                                 settings.pop_wait_max_interval_ms)
+        # Concurrent pops of one request: one claim statement (core/reads/claims.py); and
+        # what lets a parked pop skip re-checks while nothing changed (core/reads/quiet.py).
+        self._pop_lines = PopLines(db)
+        self._timed = TimedQueues(db)
+        self._retry_wakes = RetryWakes(db, hub.announce)
         # Acks and lease extensions of concurrent requests: one statement per flush.
         self._acks = AckFlusher(db, hub.announce)
         self._extends = ExtendFlusher(db)
@@ -112,6 +121,7 @@ class Broker:
         self.ephemeral = Ephemeral(  # ephemeral queues (§19, core/ephemeral)
             db, cap_bytes=settings.ephemeral_max_bytes, stop_waiting=stop_waiting)
         self.kv = KvService(db, max_keys=settings.kv_max_keys)
+        self.timers = Timers(db, settings)  # timers (core/timers); fired by their own process
         self.streams = Streams(db, hub.announce, self.require_direct_writes)  # §18
         self.counters = COUNTERS
         self.figures_provider: stats.FiguresProvider = stats.no_spool
@@ -165,6 +175,7 @@ class Broker:
                         sweeper.close()
                         await broker._pusher.close()
                         await broker._acks.close()
+                        await broker._pop_lines.close()
                         await broker._extends.close()
                         hub.close()  # the loops return; the TaskGroup waits for them
                         flusher.close()  # after a last flush, with the pushes just written
@@ -235,8 +246,9 @@ class Broker:
         """Claim and read now; with `wait`, park until something is delivered, `timeout_ms`
         passes, the client is `gone`, or the broker stops waiting (an empty result)."""
         switches = self._switches
-        result = await pop_or_wait(self._db, self._hub, request, wait=wait,
-                                   timeout_ms=timeout_ms, backoff=self._backoff, gone=gone,
+        result = await pop_or_wait(self._pop_lines, self._hub, request, wait=wait,
+                                   timeout_ms=timeout_ms, backoff=self._backoff,
+                                   timed=self._timed, gone=gone,
                                    stop_waiting=self._stop_waiting,
                                    paused=lambda: switches.pop_paused)
         for claim in result.claims:
@@ -259,6 +271,7 @@ class Broker:
         answers what was applied to it."""
         result = await self._acks.apply(items)
         _count_acks(items, result.outcomes)
+        await self._retry_wakes.after_acks(items, result.outcomes)
         return result
 
     async def transaction(self, ops: list[transactions.TxPush | transactions.TxAck],
@@ -276,9 +289,10 @@ class Broker:
             COUNTERS.add("push_messages", sum(1 for v in result.verdicts.values()
                                               if v.status == "queued"))
             applied = sorted(result.acks)
-            _count_acks([acks.GroupAck(op.group, op.item) for op in
-                         (ops[i] for i in applied) if isinstance(op, transactions.TxAck)],
-                        [result.acks[i] for i in applied])
+            tx_acks = [acks.GroupAck(op.group, op.item) for op in
+                       (ops[i] for i in applied) if isinstance(op, transactions.TxAck)]
+            _count_acks(tx_acks, [result.acks[i] for i in applied])
+            await self._retry_wakes.after_acks(tx_acks, [result.acks[i] for i in applied])
         return result
 
     async def extend_lease(self, lease_id: str, seconds: int) -> list[datetime]:
@@ -286,8 +300,13 @@ class Broker:
 
     async def configure(self, *, queue: str, namespace: str | None, task: str | None,
                         given: Mapping[str, Any], replace: bool) -> queues.QueueConfig:
-        return await queues.configure(self._db, queue=queue, namespace=namespace, task=task,
-                                      given=dict(given), replace=replace)
+        config = await queues.configure(self._db, queue=queue, namespace=namespace, task=task,
+                                        given=dict(given), replace=replace)
+        # Options decide whether the clock alone makes data claimable: parked pops here
+        # look again (other processes within core/reads/quiet.py's bounds).
+        self._timed.forget()
+        self._hub.wake_everyone()
+        return config
 
     async def delete_queue(self, queue: str) -> bool:
         return await queues.delete_queue(self._db, queue)

@@ -61,6 +61,11 @@ class Settings:
     retention_interval_ms: int = 300000
     retention_batch_size: int = 1000
     reaper_interval_ms: int = 1000
+    # Timers (core/timers): the firer sweeps at least this often, fires at most this many
+    # timers per transaction; a schedule may be due at most this far ahead (§16.2).
+    timers_sweep_ms: int = 1000
+    timers_fire_batch: int = 1000
+    timers_horizon_ms: int = 90 * 86400 * 1000
     # Traces older than this are deleted by the reaper's retention step; 0 = keep them.
     trace_retention_days: int = 7
     # Observability: how often each web worker adds its counters to the database, how often
@@ -147,6 +152,11 @@ class Settings:
             retention_batch_size=read.integer(
                 "RETENTION_BATCH_SIZE", cls.retention_batch_size, low=1),
             reaper_interval_ms=read.integer("REAPER_INTERVAL_MS", cls.reaper_interval_ms, low=10),
+            timers_sweep_ms=read.integer("TIMERS_SWEEP_MS", cls.timers_sweep_ms, low=10,
+                                         high=1000),
+            timers_fire_batch=read.integer("TIMERS_FIRE_BATCH", cls.timers_fire_batch, low=1,
+                                           high=100_000),
+            timers_horizon_ms=read.integer("TIMERS_HORIZON_MS", cls.timers_horizon_ms, low=0),
             trace_retention_days=read.integer(
                 "TRACE_RETENTION_DAYS", cls.trace_retention_days, low=0, high=36500),
             metrics_flush_ms=read.integer("METRICS_FLUSH_MS", cls.metrics_flush_ms, low=50,

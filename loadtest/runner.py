@@ -224,7 +224,9 @@ def _point(board: Board, t: float, last: dict[str, float], groups: int = 1) -> d
              "pushed": totals["pushed"], "delivered": totals["delivered"],
              "lag": max(0.0, totals["pushed"] * max(1, groups) - board.total("acked")),
              "push_p99": board.worst("push_p99"), "e2e_p99": board.worst("e2e_p99"),
-             "errors": totals["errors"] + totals["push_errors"], "rate": board.get("rate")}
+             "errors": totals["errors"] + totals["push_errors"], "rate": board.get("rate"),
+             # pops answered, and those that answered nothing (204): the wasted ones
+             "pops": board.total("pops"), "empty_pops": board.total("empty_pops")}
     for k in last:
         last[k] = totals[k]
     return point

@@ -47,3 +47,36 @@ UPDATE queen.log_consumers c
   FROM unnest($1::text[], $2::float8[]) AS e(lease, secs)
  WHERE c.worker_id = e.lease AND c.lease_expires_at > now()
 RETURNING c.worker_id AS lease_id, c.lease_expires_at;
+
+-- name: pop_shared
+-- Concurrent pops of one request in one statement (see 027_pop_shared.sql): $1–$14 as for
+-- pop, $15 one lease id per share, $16 hinted partition ids, $17 one pivot per share,
+-- $18 candidates per scan.
+SELECT queue_id, queue, partition_id, partition, span_start, span_end, retry_count,
+       base_offset, created_at, blob, last_offset, share
+  FROM queen.pop_shared($1, $2, $3, $4, $5, $6, $7, $8::timestamptz, $9, $10, $11, $12, $13,
+                        $14, $15::text[], $16::bigint[], $17::float8[], $18);
+
+-- name: queue_timed
+-- Per queue id, whether the clock alone can make its data claimable (a long poll parked on
+-- it must re-check on its backoff even when nothing is announced): windowBuffer,
+-- delayedProcessing, minPopWaitTime. (A retryDelay release is announced by the reaper when
+-- it is due: reaper_due_retries.)
+-- $1 queue ids
+SELECT id,
+       coalesce((options ->> 'windowBuffer')::integer, 0) > 0
+       OR coalesce((options ->> 'delayedProcessing')::integer, 0) > 0
+       OR coalesce((options ->> 'minPopWaitTime')::integer, 0) > 0 AS timed
+  FROM queen.queues
+ WHERE id = ANY($1::bigint[]);
+
+-- name: pending_retries
+-- Of the given cursors, those released with a retryDelay still to run: their queue,
+-- partition, and the seconds until the span is claimable (core/reads/quiet.py announces it
+-- then). $1 groups, $2 partition ids
+SELECT p.queue_id, c.partition_id,
+       greatest(extract(epoch FROM c.not_before - now()), 0)::float8 AS seconds
+  FROM unnest($1::text[], $2::bigint[]) AS u(grp, pid)
+  JOIN queen.log_consumers c ON c.partition_id = u.pid AND c.consumer_group = u.grp
+  JOIN queen.log_partitions p ON p.id = c.partition_id
+ WHERE c.not_before IS NOT NULL;

@@ -22,6 +22,27 @@ UPDATE queen.log_consumers c
 RETURNING (SELECT p.queue_id FROM queen.log_partitions p WHERE p.id = c.partition_id) AS queue_id,
           c.partition_id;
 
+-- name: reaper_due_retries
+-- Clear up to $1 not-before times (retryDelay) that have passed and answer the queue and
+-- partition of each: those spans are claimable now, and parked pops are woken for them. A
+-- passed not-before time and none mean the same to a claim, so clearing it changes no
+-- outcome. SKIP LOCKED: a row a pop or ack is working on is left to them.
+-- $1 batch size
+WITH due AS (
+    SELECT c.partition_id, c.consumer_group
+      FROM queen.log_consumers c
+     WHERE c.not_before <= now()
+     ORDER BY c.not_before
+     LIMIT $1
+       FOR UPDATE SKIP LOCKED)
+UPDATE queen.log_consumers c
+   SET not_before = NULL
+  FROM due e
+ WHERE c.partition_id = e.partition_id AND c.consumer_group = e.consumer_group
+   AND c.not_before <= now()
+RETURNING (SELECT p.queue_id FROM queen.log_partitions p WHERE p.id = c.partition_id) AS queue_id,
+          c.partition_id;
+
 -- name: reaper_try_lock
 -- Take a transaction-scoped advisory lock, or answer false at once if another reaper holds it.
 -- $1 lock key (bigint)

@@ -17,6 +17,7 @@ import pytest
 from core.embedded import stop_process
 from core.settings import Settings
 from core.storage.database import Database
+from tests.served import Served
 from tests.support import BrokerProcess, create_database, external_database_url, start_embedded
 
 
@@ -83,3 +84,16 @@ async def core_db(database_url: str) -> AsyncIterator[Database]:
 @pytest.fixture
 def queue_name() -> str:
     return "q-" + uuid.uuid4().hex[:12]
+
+
+@pytest.fixture
+async def own_database(pg_server_url: str) -> str:
+    """A fresh migrated database for one test (modules that share one define their own)."""
+    return await create_database(pg_server_url)
+
+
+@pytest.fixture
+def served(own_database: str, tmp_path: Path) -> Iterator[Served]:
+    """`queen-broker serve` (two web workers, the reaper) on the test's own database."""
+    with Served(tmp_path / "serve.log", env={"DATABASE_URL": own_database}) as s:
+        yield s

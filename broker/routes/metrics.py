@@ -90,6 +90,17 @@ async def metrics(request: Request) -> Response:
                       "retry": eph.drops_retry},
             "parkedPops": broker.ephemeral.waiters.parked_count},
     }
+    if cluster is not None:
+        lags = counters.get("timer_lag_seconds_count", 0)
+        answer["timers"] = {
+            "pending": cluster.timers_pending,
+            "scheduled": counters.get("timers_scheduled", 0),
+            "cancelled": counters.get("timers_cancelled", 0),
+            "fired": counters.get("timers_fired", 0),
+            "fireFailed": counters.get("timers_fire_failed", 0),
+            "deadLettered": counters.get("timers_dead_lettered", 0),
+            "fireLagSecondsMean": round(counters.get("timer_lag_seconds_sum_us", 0) / lags
+                                        / 1e6, 6) if lags else None}
     if row is not None:
         answer.update({"queues": row.queues, "partitions": row.partitions,
                        "activeLeases": row.live_leases, "deadLetters": row.dead_letters})

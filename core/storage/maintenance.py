@@ -28,6 +28,7 @@ class RetentionResult:
 
 
 _EXPIRE_LEASES = Statement("reaper_expire_leases", ExpiredLease)
+_DUE_RETRIES = Statement("reaper_due_retries", ExpiredLease)
 _TRY_LOCK = Statement[None]("reaper_try_lock")
 _PRUNE_TXN_INDEX = Statement[None]("reaper_prune_txn_index")
 _RETENTION_PARTITIONS = Statement("reaper_retention_partitions", RetentionTarget)
@@ -36,6 +37,11 @@ _APPLY_RETENTION = Statement("reaper_apply_retention", RetentionResult)
 
 async def expire_leases(conn: Conn, *, batch: int) -> list[ExpiredLease]:
     return await _EXPIRE_LEASES.rows(conn, batch)
+
+
+async def due_retries(conn: Conn, *, batch: int) -> list[ExpiredLease]:
+    """Clear passed retryDelay not-before times; answer where spans became claimable."""
+    return await _DUE_RETRIES.rows(conn, batch)
 
 
 async def try_lock(conn: Conn, *, key: int) -> bool:

@@ -29,6 +29,26 @@ class PopRow:
 
 
 @dataclass(slots=True)
+class SharedPopRow(PopRow):
+    """A row of `pop_shared`: a PopRow of the 1-based share `share`."""
+
+    share: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueTimed:
+    id: int
+    timed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRetry:
+    queue_id: int
+    partition_id: int
+    seconds: float
+
+
+@dataclass(slots=True)
 class AckRow:
     """An item's outcome (ok | noop | refused | missing), or (outcome `wake`) a partition
     where a span became claimable again."""
@@ -91,7 +111,10 @@ class RangeRow:
 
 
 _POP = Statement("pop", PopRow)
+_POP_SHARED = Statement("pop_shared", SharedPopRow)
 _ACK = Statement("ack", AckRow)
+_QUEUE_TIMED = Statement("queue_timed", QueueTimed)
+_PENDING_RETRIES = Statement("pending_retries", PendingRetry)
 _SPAN_SEGMENTS = Statement("span_segments", PlacedSegmentRow)
 _EXTEND_LEASES = Statement("extend_leases", LeaseExpiry)
 _FETCH_PARTITION_STATE = Statement("fetch_partition_state", PartitionState)
@@ -108,6 +131,30 @@ async def pop(conn: Conn, *, queue: str | None, namespace: str | None, task: str
                            seed_instant, store_seed, batch, partitions, auto_ack,
                            lease_seconds, lease_fallback, lease_id, list(hints), pivot,
                            candidates)
+
+
+async def pop_shared(conn: Conn, *, queue: str | None, namespace: str | None,
+                     task: str | None, partition: str | None, group: str, named: bool,
+                     seed_mode: str, seed_instant: datetime | None, store_seed: bool,
+                     batch: int, partitions: int, auto_ack: bool, lease_seconds: int,
+                     lease_fallback: int, lease_ids: Sequence[str], hints: Sequence[int],
+                     pivots: Sequence[float], candidates: int) -> list[SharedPopRow]:
+    """Pops of one request, one per lease id, in one statement (schema/027_pop_shared.sql)."""
+    return await _POP_SHARED.rows(conn, queue, namespace, task, partition, group, named,
+                                  seed_mode, seed_instant, store_seed, batch, partitions,
+                                  auto_ack, lease_seconds, lease_fallback, list(lease_ids),
+                                  list(hints), list(pivots), candidates)
+
+
+async def queue_timed(conn: Conn, *, queue_ids: Sequence[int]) -> list[QueueTimed]:
+    """Whether each (existing) queue has options that make data claimable by the clock."""
+    return await _QUEUE_TIMED.rows(conn, list(queue_ids))
+
+
+async def pending_retries(conn: Conn, *, groups: Sequence[str],
+                          partition_ids: Sequence[int]) -> list[PendingRetry]:
+    """Cursors among (group, partition) released with a retryDelay not yet passed."""
+    return await _PENDING_RETRIES.rows(conn, list(groups), list(partition_ids))
 
 
 async def ack(conn: Conn, *, items: Sequence[AckInput], lease_from_cursor: bool,

@@ -13,30 +13,16 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import Iterator
-from pathlib import Path
 
 import asyncpg
 import httpx
-import pytest
 
 from tests.served import Served, fresh_connections
-from tests.support import configure, create_database, wait_for
+from tests.support import configure, wait_for
 
 PARTITIONS = [f"p{i}" for i in range(8)]
 PER_PARTITION = 60
 LEASE_SECONDS = 3
-
-
-@pytest.fixture
-async def own_database(pg_server_url: str) -> str:
-    return await create_database(pg_server_url)
-
-
-@pytest.fixture
-def served(own_database: str, tmp_path: Path) -> Iterator[Served]:
-    with Served(tmp_path / "serve.log", env={"DATABASE_URL": own_database}) as s:
-        yield s
 
 
 async def test_no_acknowledged_ack_is_lost_when_a_worker_dies_mid_flush(

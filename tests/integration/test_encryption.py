@@ -26,6 +26,7 @@ from queen.http.push_binary import (
 
 from core import encryption, segments
 from tests.integration.test_binary_frames import framed, post_binary
+from tests.integration.test_stream_cycles import _ack, cycle, register, runner_pop
 from tests.support import (
     PYTHON,
     ROOT,
@@ -342,3 +343,23 @@ async def test_traces_by_name_show_the_decrypted_payload_of_an_encrypted_message
     [found] = (await enc.get(f"/api/v1/traces/by-name/{name}")).json()["traces"]
     assert found["message_payload"] == secret(42)
     assert all(encryption.is_sealed(b) for b in await stored_blobs(raw, queue_name))
+
+
+# --- a stream cycle's sink pushes take the write path, sealing included --------------------
+
+async def test_a_stream_cycle_pushing_to_an_encrypted_sink_stores_it_sealed(
+        enc: httpx.AsyncClient, raw: asyncpg.Connection, queue_name: str) -> None:
+    sink = queue_name + "-sink"
+    await configure(enc, sink, encryptionEnabled=True)
+    qid = await register(enc, queue_name, sink=sink)
+    await push_json(enc, queue_name, [{"n": i} for i in range(3)])
+    body = await runner_pop(enc, queue_name)
+    r = await cycle(enc, qid, body["messages"][0]["partitionId"], ack=_ack(body),
+                    group=body["consumerGroup"],
+                    push=[{"queue": sink, "payload": secret(i)} for i in range(3)])
+    assert r.status_code == 200, r.text
+    blobs = await stored_blobs(raw, sink)
+    assert blobs and not any(plaintext_in(b) for b in blobs)
+    popped = await pop_json(enc, sink, batch=10)
+    assert popped is not None and [m["data"] for m in popped["messages"]] == [
+        secret(i) for i in range(3)]

@@ -110,6 +110,13 @@ SECTION_9 = {
     ("POST", "/streams/v1/cycle"): READ_WRITE,
     ("GET", "/streams/v1/queries"): READ_ONLY,
     ("DELETE", "/streams/v1/queries/{name}"): ADMIN,
+    # Timers (wire-protocol-extensions §16.1): scheduling is producing; the cancel route
+    # READ_WRITE; peek, list and the dashboard's queue listing READ_ONLY.
+    ("POST", "/api/v1/timers"): WRITE_ONLY,
+    ("DELETE", "/api/v1/timers/{queue}/{timerKey:path}"): READ_WRITE,
+    ("GET", "/api/v1/timers/{queue}/{timerKey:path}"): READ_ONLY,
+    ("GET", "/api/v1/timers/{queue}"): READ_ONLY,
+    ("GET", "/api/v1/timers"): READ_ONLY,
 }
 
 
