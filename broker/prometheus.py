@@ -22,6 +22,7 @@ from prometheus_client.core import (
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 
 from core.counters import LATENCY_BOUNDS, TIMED, bucket_name
+from core.ephemeral import Totals as EphemeralTotals
 from core.stats import ClusterFigures, OperatingFigures, ProcessFigures
 
 MEDIA_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # the format wire-protocol §6.5 names
@@ -79,6 +80,7 @@ class Scrape:
     cluster: ClusterFigures | None
     local: ProcessFigures  # this worker, for when the cluster view is missing
     operating: OperatingFigures
+    ephemeral: EphemeralTotals | None = None  # ephemeral queues (§19), deployment-wide
 
 
 def _gauge(name: str, text: str, value: float) -> GaugeMetricFamily:
@@ -154,6 +156,17 @@ def _families(scrape: Scrape) -> Iterator[Metric]:
                     "before their first check).", "queue", cluster.parked.items())
     for name, text, attr in _OVERVIEW_GAUGES:
         yield _gauge(name, text, getattr(cluster.overview, attr))
+    eph = scrape.ephemeral
+    if eph is not None:
+        yield _gauge("queen_ephemeral_queues", "Ephemeral queues, live or declared.", eph.queues)
+        yield _gauge("queen_ephemeral_messages", "Messages held by ephemeral queues.", eph.depth)
+        yield _gauge("queen_ephemeral_bytes", "Payload bytes held by ephemeral queues "
+                     "(bounded by EPHEMERAL_MAX_BYTES).", eph.bytes)
+        yield _labelled("queen_ephemeral_drops", "Messages ephemeral queues dropped, by "
+                        "reason, as their live counters say (a deleted, collected or "
+                        "crash-emptied queue takes its counts with it).", "reason",
+                        (("bounds", eph.drops_bounds), ("ttl", eph.drops_ttl),
+                         ("retry", eph.drops_retry)))
 
 
 class _OneScrape:

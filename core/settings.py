@@ -91,6 +91,12 @@ class Settings:
     file_buffer_max_bytes: int = 1 << 30
     # QUEEN_ENCRYPTION_KEY (32 bytes), for queues with encryptionEnabled; never in the repr.
     encryption_key: bytes | None = dataclasses.field(default=None, repr=False)
+    # Ephemeral queues (§19): the deployment-wide ceiling on payload bytes held (503 above
+    # it), how long an implicit queue stays empty and untouched before it is collected, and
+    # how often the sweep (lease expiry, ttl, idle reclaim) runs.
+    ephemeral_max_bytes: int = 256 * 1024 * 1024
+    ephemeral_idle_seconds: int = 300
+    ephemeral_sweep_ms: int = 500
     # KV (wire-protocol-extensions §14.4): the most keys one call may name (1024, up to 4096).
     kv_max_keys: int = 1024
 
@@ -177,6 +183,12 @@ class Settings:
             file_buffer_max_bytes=read.integer(
                 "FILE_BUFFER_MAX_BYTES", cls.file_buffer_max_bytes, low=1024),
             encryption_key=key_from_env(env),
+            ephemeral_max_bytes=read.integer(
+                "EPHEMERAL_MAX_BYTES", cls.ephemeral_max_bytes, low=1024),
+            ephemeral_idle_seconds=read.integer(
+                "EPHEMERAL_IDLE_SECONDS", cls.ephemeral_idle_seconds, low=1),
+            ephemeral_sweep_ms=read.integer(
+                "EPHEMERAL_SWEEP_MS", cls.ephemeral_sweep_ms, low=10, high=1000),
             kv_max_keys=read.integer("KV_MAX_KEYS", cls.kv_max_keys, low=1, high=4096),
         )
 

@@ -30,6 +30,9 @@ from core.pop import requested_seed
 from core.timefmt import parse_iso
 
 MAX_TRANSACTION_ID_BYTES = 65535
+MAX_EPHEMERAL_NAME_BYTES = 512
+
+_LOW_CONTROL_RE = re.compile("[\x00-\x1f]")  # ephemeral names (§19.1)
 
 # The same rule as a JSON Schema (ECMA-262) pattern, for the OpenAPI document.
 NAME_PATTERN = r"^(?!\.\.?$)[^\u0000-\u001f\u007f-\u009f/\\?#%]+$"
@@ -80,6 +83,23 @@ class PartitionKey(str):
     @property
     def id(self) -> int:
         return int(self)
+
+
+class EphemeralName(str):
+    """An ephemeral queue, partition or group name (§19.1): 1-512 bytes of UTF-8, no
+    character below U+0020 (the durable name rule does not apply: these names travel
+    percent-encoded or in bodies)."""
+
+
+def _ephemeral_name(value: object) -> str:
+    text = _text(value)
+    if text == "":
+        raise ValueError("must not be empty")
+    if _utf8_bytes(text) > MAX_EPHEMERAL_NAME_BYTES:
+        raise ValueError(f"is longer than {MAX_EPHEMERAL_NAME_BYTES} bytes")
+    if _LOW_CONTROL_RE.search(text):
+        raise ValueError("contains a character below U+0020")
+    return text
 
 
 class Timestamp(str):
@@ -167,6 +187,7 @@ _CHECKS: dict[type, Any] = {
     Uuid: _uuid,
     PartitionKey: _partition_key,
     SubscriptionFrom: _subscription_from,
+    EphemeralName: _ephemeral_name,
 }
 
 
@@ -198,6 +219,9 @@ _SCHEMAS: dict[type, dict[str, Any]] = {
     PartitionKey: {"type": "string", "pattern": f"^[0-9]{{1,{PARTITION_KEY_DIGITS}}}$",
                    "description": "a partition id: decimal digits"},
     Timestamp: {"type": "string", "format": "date-time"},
+    EphemeralName: {"type": "string", "minLength": 1, "maxLength": MAX_EPHEMERAL_NAME_BYTES,
+                    "pattern": "^[^\\u0000-\\u001f]+$",
+                    "description": "1-512 bytes of UTF-8, no character below U+0020"},
     SubscriptionFrom: {"anyOf": [{"type": "string", "enum": ["now", ""]},
                                  {"type": "string", "format": "date-time"}]},
 }

@@ -46,6 +46,15 @@ SECTION_9 = {
     ("POST", G + "/{group}/queues/{queue}/partitions/{partition}/seek"): READ_WRITE,
     ("DELETE", MESSAGE): READ_WRITE,
     ("POST", MESSAGE + "/retry"): READ_WRITE,
+    # Ephemeral queues (wire-protocol-extensions §19.1 gives each its level)
+    ("POST", "/api/v1/ephemeral/push"): WRITE_ONLY,
+    ("GET", "/api/v1/ephemeral/pop"): READ_WRITE,
+    ("POST", "/api/v1/ephemeral/ack"): READ_WRITE,
+    ("POST", "/api/v1/ephemeral/configure"): READ_WRITE,
+    ("POST", "/api/v1/ephemeral/reset"): READ_WRITE,
+    ("DELETE", "/api/v1/ephemeral/queue/{queue:path}"): READ_WRITE,
+    ("GET", "/api/v1/ephemeral/queues"): READ_ONLY,
+    ("GET", "/api/v1/ephemeral/queues/{queue:path}/depth"): READ_ONLY,
     # ADMIN: delete queue, delete consumer group(s), stats refresh
     ("DELETE", "/api/v1/resources/queues/{queue}"): ADMIN,
     ("DELETE", G + "/{group}"): ADMIN,
