@@ -29,12 +29,14 @@ from core.errors import (
     StorageError,
     StorageUnavailable,
 )
+from core.timers.ops import HorizonExceeded
 
 log = logging.getLogger(__name__)
 
 STATUS: dict[type[QueenError], int] = {
     Unauthenticated: 401,
     Forbidden: 403,
+    HorizonExceeded: 403,
     BodyTimeout: 408,
     BadRequest: 400,
     PayloadTooLarge: 413,

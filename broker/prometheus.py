@@ -22,6 +22,7 @@ from prometheus_client.core import (
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 
 from core.counters import LATENCY_BOUNDS, TIMED, bucket_name
+from core.ephemeral import Totals as EphemeralTotals
 from core.stats import ClusterFigures, OperatingFigures, ProcessFigures
 
 MEDIA_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # the format wire-protocol §6.5 names
@@ -49,6 +50,15 @@ _CLUSTER_COUNTERS = (
     ("queen_cluster_lock_grants", "lock_grants", "Lock and semaphore acquires granted."),
     ("queen_cluster_lock_refusals", "lock_refusals",
      "Lock and semaphore acquires refused (held or contended)."),
+    # Timers (core/timers): counted by the web workers (scheduled, cancelled) and by the
+    # timer firer (fired, failed fires, dead-lettered).
+    ("queen_timers_scheduled", "timers_scheduled", "Timers scheduled or rescheduled."),
+    ("queen_timers_cancelled", "timers_cancelled", "Pending timers cancelled."),
+    ("queen_timers_fired", "timers_fired", "Timers fired (their message appended)."),
+    ("queen_timers_fire_failed", "timers_fire_failed",
+     "Timer fires that failed for good and were backed off."),
+    ("queen_timers_dead_lettered", "timers_dead_lettered",
+     "Timers moved to the dead-letter store after their last failed fire."),
 )
 _OVERVIEW_GAUGES = (
     ("queen_queues", "Queues.", "queues"),
@@ -70,6 +80,7 @@ class Scrape:
     cluster: ClusterFigures | None
     local: ProcessFigures  # this worker, for when the cluster view is missing
     operating: OperatingFigures
+    ephemeral: EphemeralTotals | None = None  # ephemeral queues (§19), deployment-wide
 
 
 def _gauge(name: str, text: str, value: float) -> GaugeMetricFamily:
@@ -84,15 +95,16 @@ def _labelled(name: str, text: str, label: str,
     return family
 
 
-def _histogram(kind: str, counters: dict[str, int]) -> HistogramMetricFamily:
+def _histogram(kind: str, counters: dict[str, int], name: str | None = None,
+               text: str | None = None) -> HistogramMetricFamily:
     buckets: list[tuple[str, float]] = []
     running = 0
     for index, bound in enumerate((*LATENCY_BOUNDS, float("inf"))):
         running += counters.get(bucket_name(kind, index), 0)
         buckets.append(("+Inf" if bound == float("inf") else repr(bound), running))
     return HistogramMetricFamily(
-        f"queen_{kind}_duration_seconds",
-        f"Time to answer a {kind} request (a pop's includes its long-poll wait).",
+        name or f"queen_{kind}_duration_seconds",
+        text or f"Time to answer a {kind} request (a pop's includes its long-poll wait).",
         buckets=buckets, sum_value=counters.get(f"{kind}_seconds_sum_us", 0) / 1_000_000)
 
 
@@ -128,6 +140,10 @@ def _families(scrape: Scrape) -> Iterator[Metric]:
         yield CounterMetricFamily(name, text, value=cluster.counters.get(key, 0))
     for kind in TIMED:
         yield _histogram(kind, cluster.counters)
+    yield _histogram("timer_lag", cluster.counters, "queen_timer_fire_lag_seconds",
+                     "How long after its deliverAt a timer fired.")
+    yield _gauge("queen_timers_pending", "Timers scheduled and not yet fired.",
+                 cluster.timers_pending)
     yield _gauge("queen_dlq_depth", "Rows in the dead-letter store.",
                  sum(q.dead_letters for q in cluster.queues))
     yield _labelled("queen_dlq_depth_by_queue", "Dead letters per queue.", "queue",
@@ -140,6 +156,17 @@ def _families(scrape: Scrape) -> Iterator[Metric]:
                     "before their first check).", "queue", cluster.parked.items())
     for name, text, attr in _OVERVIEW_GAUGES:
         yield _gauge(name, text, getattr(cluster.overview, attr))
+    eph = scrape.ephemeral
+    if eph is not None:
+        yield _gauge("queen_ephemeral_queues", "Ephemeral queues, live or declared.", eph.queues)
+        yield _gauge("queen_ephemeral_messages", "Messages held by ephemeral queues.", eph.depth)
+        yield _gauge("queen_ephemeral_bytes", "Payload bytes held by ephemeral queues "
+                     "(bounded by EPHEMERAL_MAX_BYTES).", eph.bytes)
+        yield _labelled("queen_ephemeral_drops", "Messages ephemeral queues dropped, by "
+                        "reason, as their live counters say (a deleted, collected or "
+                        "crash-emptied queue takes its counts with it).", "reason",
+                        (("bounds", eph.drops_bounds), ("ttl", eph.drops_ttl),
+                         ("retry", eph.drops_retry)))
 
 
 class _OneScrape:

@@ -2,8 +2,8 @@
 
 `serve` starts, in order: the embedded PostgreSQL (only when no database is configured), the
 schema migrations, the listening socket (bound once, here), N web workers that inherit it
-(`broker/worker.py`), and the lease reaper. `web` runs only the socket and the web workers
-(a Procfile line, beside `postgres` and `reaper`).
+(`broker/worker.py`), and the lease reaper (which also fires timers). `web` runs only the
+socket and the web workers (a Procfile line, beside `postgres` and `reaper`).
 
 Then it watches them. A process that dies is logged with its cause (exit code or signal) and
 started again after a backoff (0.5 s, doubling to 10 s; a run longer than 10 s starts the

@@ -19,6 +19,7 @@ from broker.routes import (
     ack,
     changes,
     dlq,
+    ephemeral,
     fetch,
     groups,
     health,
@@ -33,11 +34,13 @@ from broker.routes import (
     status,
     streams,
     system,
+    timers,
     traces,
     transaction,
 )
 from broker.wire import ack as ack_wire
 from broker.wire import changes as changes_wire
+from broker.wire import ephemeral as eph_wire
 from broker.wire import fetch as fetch_wire
 from broker.wire import groups as groups_wire
 from broker.wire import kv as kv_wire
@@ -48,6 +51,7 @@ from broker.wire import queues as queues_wire
 from broker.wire import resources as resources_wire
 from broker.wire import streams as streams_wire
 from broker.wire import system as system_wire
+from broker.wire import timers as timers_wire
 from broker.wire import traces as traces_wire
 from broker.wire import transaction as tx_wire
 from broker.wire.binary import FRAMED_POP_MEDIA_TYPE
@@ -61,6 +65,7 @@ _GROUPS = "/api/v1/consumer-groups"
 _KV_PATH_ERRORS = {400: kv_wire.RefusalBody, 404: ErrorBody, 405: ErrorBody,
                    413: kv_wire.RefusalBody, 503: kv_wire.RefusalBody}
 # JSON, or framed for `frames=true` (§7.4)
+_EPH_FAIL = eph_wire.EphemeralFailure
 _POPPED = {200: (pop_wire.PopAnswer, FRAMED_POP_MEDIA_TYPE), 204: None}
 
 ENDPOINTS: list[Endpoint] = [
@@ -215,6 +220,42 @@ ENDPOINTS: list[Endpoint] = [
              access=READ_WRITE),
     Endpoint("DELETE", "/api/v1/dlq", dlq.purge, "Delete a queue's dead letters",
              {200: messages_wire.DlqPurged}, query=messages_wire.DlqPurgeQuery, access=ADMIN),
+    # Ephemeral queues (wire-protocol-extensions §19): every refusal is {"error", "code"};
+    # the only 404 a route itself answers is depth's `ephemeral_queue_not_found`.
+    Endpoint("POST", "/api/v1/ephemeral/push", ephemeral.eph_push,
+             "Push to an ephemeral queue (all or nothing)",
+             {201: eph_wire.EphPushAnswer, 400: _EPH_FAIL, 429: _EPH_FAIL, 503: _EPH_FAIL},
+             body=eph_wire.EphPushBody, client_error=ephemeral.failure, access=WRITE_ONLY),
+    Endpoint("GET", "/api/v1/ephemeral/pop", ephemeral.eph_pop,
+             "Pop from an ephemeral queue (leased unless autoAck; long poll with wait)",
+             {200: eph_wire.EphPopAnswer, 400: _EPH_FAIL, 503: _EPH_FAIL},
+             query=eph_wire.EphPopQuery, changes_state=True, client_error=ephemeral.failure,
+             access=READ_WRITE),
+    Endpoint("POST", "/api/v1/ephemeral/ack", ephemeral.eph_ack,
+             "Settle, retry or fail ephemeral deliveries",
+             {200: eph_wire.EphAckAnswer, 400: _EPH_FAIL, 503: _EPH_FAIL},
+             body=eph_wire.EphAckBody, client_error=ephemeral.failure, access=READ_WRITE),
+    Endpoint("POST", "/api/v1/ephemeral/configure", ephemeral.eph_configure,
+             "Declare an ephemeral queue with its options",
+             {201: eph_wire.EphConfigureAnswer, 400: _EPH_FAIL, 503: _EPH_FAIL},
+             body=eph_wire.EphConfigureBody, client_error=ephemeral.failure, access=READ_WRITE),
+    Endpoint("POST", "/api/v1/ephemeral/reset", ephemeral.eph_reset,
+             "Drop an ephemeral queue's messages and leases",
+             {200: eph_wire.EphResetAnswer, 400: _EPH_FAIL, 503: _EPH_FAIL},
+             body=eph_wire.EphQueueBody, client_error=ephemeral.failure, access=READ_WRITE),
+    Endpoint("DELETE", "/api/v1/ephemeral/queue/{queue:path}", ephemeral.eph_delete,
+             "Delete an ephemeral queue with its declaration",
+             {200: eph_wire.EphDeleteAnswer, 400: _EPH_FAIL, 503: _EPH_FAIL},
+             path_params=eph_wire.EphQueuePath, client_error=ephemeral.failure,
+             access=READ_WRITE),
+    Endpoint("GET", "/api/v1/ephemeral/queues", ephemeral.eph_queues,
+             "Every ephemeral queue with its gauges and options in force",
+             {200: eph_wire.EphQueuesAnswer, 503: _EPH_FAIL}, access=READ_ONLY),
+    Endpoint("GET", "/api/v1/ephemeral/queues/{queue:path}/depth", ephemeral.eph_depth,
+             "An ephemeral queue's backlog per partition and group",
+             {200: eph_wire.EphDepthAnswer, 400: _EPH_FAIL, 404: _EPH_FAIL, 503: _EPH_FAIL},
+             path_params=eph_wire.EphQueuePath, query=eph_wire.EphDepthQuery,
+             client_error=ephemeral.failure, access=READ_ONLY),
     # KV store, locks and semaphores (extensions §14, §15). The batch routes are READ_WRITE
     # even for reads (§14.1, decision 15); the namespace listing is the dashboard's, READ_ONLY
     # like the other resource listings.
@@ -240,6 +281,38 @@ ENDPOINTS: list[Endpoint] = [
              "KV namespaces: live keys, value bytes, keys expiring soon",
              {200: kv_wire.NamespacePage, 400: kv_wire.RefusalBody, 503: kv_wire.RefusalBody},
              query=kv_wire.NamespaceQuery, access=READ_ONLY),
+    # Timers (extensions §16). Scheduling is producing (WRITE_ONLY); the cancel route is
+    # READ_WRITE and never paused; peek and list READ_ONLY. `GET /api/v1/timers` (queues with
+    # pending timers) is the dashboard's, READ_ONLY like the other listings. A 404 on the
+    # path routes only from the router (a path no route matches, e.g. with a newline).
+    Endpoint("POST", "/api/v1/timers", timers.timers_call,
+             "Schedule, reschedule and cancel timers, batched, in one transaction",
+             {200: timers_wire.TimersResults, 400: kv_wire.RefusalBody,
+              403: kv_wire.RefusalBody, 413: kv_wire.RefusalBody,
+              503: kv_wire.RefusalBody},
+             body=timers_wire.TimersBody, decode=timers_wire.decode_timers, access=WRITE_ONLY),
+    Endpoint("GET", "/api/v1/timers", timers.timer_queues,
+             "Queues with pending timers: how many, the next due, how many failing",
+             {200: timers_wire.TimerQueues, 400: kv_wire.RefusalBody,
+              503: kv_wire.RefusalBody},
+             query=timers_wire.TimerQueuesQuery, access=READ_ONLY),
+    Endpoint("DELETE", "/api/v1/timers/{queue}/{timerKey:path}", timers.cancel,
+             "Cancel one timer", {200: timers_wire.TimerResult, 400: kv_wire.RefusalBody,
+                                  404: ErrorBody, 405: ErrorBody,
+                                  503: kv_wire.RefusalBody},
+             path_params=timers_wire.TimerPath, query=timers_wire.CancelQuery,
+             access=READ_WRITE),
+    Endpoint("GET", "/api/v1/timers/{queue}/{timerKey:path}", timers.peek,
+             "One pending timer, with its payload as stored",
+             {200: timers_wire.TimerRowOut, 400: kv_wire.RefusalBody,
+              404: ErrorBody, 503: kv_wire.RefusalBody},
+             path_params=timers_wire.TimerPath, access=READ_ONLY),
+    Endpoint("GET", "/api/v1/timers/{queue}", timers.list_timers,
+             "A queue's pending timers by key (after, limit), or their count (mode=count)",
+             {200: timers_wire.TimerListOrCount, 400: kv_wire.RefusalBody,
+              404: ErrorBody, 503: kv_wire.RefusalBody},
+             path_params=timers_wire.TimerQueuePath, query=timers_wire.TimerListQuery,
+             access=READ_ONLY),
     # Streams (wire-protocol-extensions §18): the client's stream runtime. Registering and
     # committing cycles are READ_WRITE, reading state READ_ONLY; the listing (dashboard) is
     # READ_ONLY, deleting a query with its state ADMIN like deleting a queue.

@@ -4,8 +4,10 @@ One small asyncio process (uvloop) with one loop: every REAPER_INTERVAL_MS (jitt
 expires leases and prunes the transactionId index; every RETENTION_INTERVAL ms it also applies
 retention to segments and to traces (TRACE_RETENTION_DAYS); every STATS_SAMPLE_INTERVAL_MS it
 takes an analytics sample and trims old ones (`core/stats.py`). The other steps live in
-`core/maintenance.py`. The process holds no state: it can be killed at any moment and
-restarted, and two copies at once are harmless.
+`core/maintenance.py`. Beside that loop it runs the timer firer (core/timers/firer.py says
+why here), told by a LISTEN connection when a timer is due before its next sweep. The
+process holds no state: it can be killed at any moment and restarted, and two copies at once
+are harmless.
 
 A database outage does not stop the process: the pass fails, is logged, and the next pass
 tries again, so `queen-broker serve` (which stops everything when a child dies) survives a
@@ -33,12 +35,14 @@ from core.listener import WakeupHub
 from core.logs import configure_logging
 from core.settings import Settings, from_env_or_exit
 from core.storage.database import Database, server_settings
+from core.timers import firer
 from core.waiting import wait_event
 
 log = logging.getLogger("queen.reaper")
 
-# The reaper runs one statement at a time; two connections leave room for the notify.
-_POOL_SIZE = 2
+# The reaper runs one statement at a time; two connections leave room for the notify; the
+# timer firer (a task of this process) holds its own on top.
+_POOL_SIZE = 2 + firer.POOL_SIZE
 # Spread passes of several reapers (and of many brokers' reapers) apart: ±20 %.
 _JITTER = 0.2
 # Dead KV rows deleted per statement, and statements per pass: a pass stays short however
@@ -99,7 +103,7 @@ class Reaper:
             await wait_event(stop, delay)
 
 
-async def _open_database(settings: Settings, stop: asyncio.Event) -> Database | None:
+async def open_database(settings: Settings, stop: asyncio.Event) -> Database | None:
     """Wait for the server (it may start after us) and apply migrations; None if stopped."""
     dsn = database_dsn(settings)
 
@@ -127,29 +131,41 @@ async def _open_database(settings: Settings, stop: asyncio.Event) -> Database | 
         stopping.cancel()
 
 
-async def serve(settings: Settings) -> None:
+async def serve(settings: Settings, *, reap: bool = True) -> None:
+    """The reaper process until SIGTERM; `reap` False runs only its timer firer (the
+    firer alone: `python -m core.timers.firer`)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    db = await _open_database(settings, stop)
+    db = await open_database(settings, stop)
     if db is None:
         return
     hub = WakeupHub(database_dsn(settings), server_settings(settings, role="wakeup"))
+    flusher = firer.counter_flusher(db, settings)
     try:
-        log.info("reaper running (interval %d ms, retention every %d ms)",
-                 settings.reaper_interval_ms, settings.retention_interval_ms)
-        # The notifier is a side task: if it dies (a bug), the TaskGroup cancels the loop and
-        # the process exits with the error, to be restarted by its supervisor.
+        timers = await firer.prepare(db, hub, settings)
+        # The side tasks (the notifier, the LISTEN connection that wakes the firer, the
+        # firer's counters) and the firer: if one dies (a bug), the TaskGroup cancels the
+        # rest and the process exits with the error, to be restarted by its supervisor.
         async with asyncio.TaskGroup() as tasks:
             tasks.create_task(hub.announce_forever(), name="reaper-notify")
+            tasks.create_task(hub.listen_forever(), name="reaper-listen")
+            tasks.create_task(flusher.flush_forever(), name="reaper-counters")
+            tasks.create_task(timers.run(stop), name="reaper-timers")
             try:
-                await Reaper(db, settings, hub).run(stop)
+                if reap:
+                    log.info("reaper running (interval %d ms, retention every %d ms)",
+                             settings.reaper_interval_ms, settings.retention_interval_ms)
+                    await Reaper(db, settings, hub).run(stop)
+                else:
+                    await stop.wait()
             finally:
                 hub.close()
+                flusher.close()
     finally:
         await db.close()
-    log.info("reaper stopped")
+    log.info("reaper stopped" if reap else "timer firer stopped")
 
 
 def main() -> int:

@@ -17,6 +17,7 @@ nothing while pop maintenance is on (core/switches.py holds both switches).
     dlq.*        dead letters (core/dlq.py)        messages.*   inspection (core/messages.py)
     groups.*     consumer groups (core/groups.py)  resources.*  figures (core/resources.py)
     traces.*     traces (core/traces.py)            streams.*    stream queries (core/streams)
+    timers.*     timers (core/timers)
     stats_refresh / analytics / cluster_figures / partitions_changed   (core/stats.py)
 
 The message plane counts what it did in `core.counters.COUNTERS` (in memory); a side task
@@ -41,6 +42,9 @@ from core.autopilot import Autopilot
 from core.counters import COUNTERS
 from core.dlq import DeadLetters
 from core.embedded import database_dsn
+from core.ephemeral import Ephemeral
+from core.ephemeral.sweeper import Sweeper as EphemeralSweeper
+from core.ephemeral.waiters import CHANNEL as EPHEMERAL_CHANNEL
 from core.errors import ServiceError, StorageUnavailable
 from core.groups import ConsumerGroups
 from core.key_check import check_key
@@ -62,6 +66,7 @@ from core.storage.stats import SeriesRow
 from core.streams.service import Streams
 from core.switches import CHANNEL as SWITCHES_CHANNEL
 from core.switches import Switches, SwitchState
+from core.timers.service import Timers
 from core.traces import Traces
 from core.writes import Appended, NewMessage
 
@@ -114,7 +119,10 @@ class Broker:
         self.resources = Resources(db)
         self.messages = Messages(db)
         self.traces = Traces(db)
+        self.ephemeral = Ephemeral(  # ephemeral queues (§19, core/ephemeral)
+            db, cap_bytes=settings.ephemeral_max_bytes, stop_waiting=stop_waiting)
         self.kv = KvService(db, max_keys=settings.kv_max_keys)
+        self.timers = Timers(db, settings)  # timers (core/timers); fired by their own process
         self.streams = Streams(db, hub.announce, self.require_direct_writes)  # §18
         self.autopilot = Autopilot()  # extensions §20.5: pops in flight, drain rates
         self.counters = COUNTERS
@@ -144,7 +152,9 @@ class Broker:
             broker = cls(settings, db, hub, stop_waiting or asyncio.Event())
             switches, spool = broker._switches, await broker._open_spool()
             hub.subscribe(SWITCHES_CHANNEL, switches.notified)
+            hub.subscribe(EPHEMERAL_CHANNEL, broker.ephemeral.waiters.notified)
             broker.figures_provider = broker._operating_figures
+            sweeper = EphemeralSweeper(target, settings)  # its own connection: see the module
             flusher = broker.flusher = stats.CounterFlusher(
                 target, settings, pool_stats=db.pool_stats, parked=hub.parked_by_queue,
                 figures=lambda: broker.figures_provider())
@@ -154,6 +164,7 @@ class Broker:
                     side_tasks.create_task(hub.announce_forever(), name="wakeup-notify")
                     side_tasks.create_task(flusher.flush_forever(), name="counter-flush")
                     side_tasks.create_task(switches.reread_forever(), name="switches")
+                    side_tasks.create_task(sweeper.run_forever(), name="ephemeral-sweep")
                     side_tasks.create_task(spool.run_forever(
                         broker._replay, paused=lambda: switches.push_paused,
                         healthy=broker.healthy), name="spool-drain")
@@ -163,6 +174,7 @@ class Broker:
                         broker.stop_waiting()
                         spool.stop()
                         switches.close()
+                        sweeper.close()
                         await broker._pusher.close()
                         await broker._acks.close()
                         await broker._pop_lines.close()

@@ -61,6 +61,11 @@ class Settings:
     retention_interval_ms: int = 300000
     retention_batch_size: int = 1000
     reaper_interval_ms: int = 1000
+    # Timers (core/timers): the firer sweeps at least this often, fires at most this many
+    # timers per transaction; a schedule may be due at most this far ahead (§16.2).
+    timers_sweep_ms: int = 1000
+    timers_fire_batch: int = 1000
+    timers_horizon_ms: int = 90 * 86400 * 1000
     # Traces older than this are deleted by the reaper's retention step; 0 = keep them.
     trace_retention_days: int = 7
     # Observability: how often each web worker adds its counters to the database, how often
@@ -86,6 +91,12 @@ class Settings:
     file_buffer_max_bytes: int = 1 << 30
     # QUEEN_ENCRYPTION_KEY (32 bytes), for queues with encryptionEnabled; never in the repr.
     encryption_key: bytes | None = dataclasses.field(default=None, repr=False)
+    # Ephemeral queues (§19): the deployment-wide ceiling on payload bytes held (503 above
+    # it), how long an implicit queue stays empty and untouched before it is collected, and
+    # how often the sweep (lease expiry, ttl, idle reclaim) runs.
+    ephemeral_max_bytes: int = 256 * 1024 * 1024
+    ephemeral_idle_seconds: int = 300
+    ephemeral_sweep_ms: int = 500
     # KV (wire-protocol-extensions §14.4): the most keys one call may name (1024, up to 4096).
     kv_max_keys: int = 1024
 
@@ -141,6 +152,11 @@ class Settings:
             retention_batch_size=read.integer(
                 "RETENTION_BATCH_SIZE", cls.retention_batch_size, low=1),
             reaper_interval_ms=read.integer("REAPER_INTERVAL_MS", cls.reaper_interval_ms, low=10),
+            timers_sweep_ms=read.integer("TIMERS_SWEEP_MS", cls.timers_sweep_ms, low=10,
+                                         high=1000),
+            timers_fire_batch=read.integer("TIMERS_FIRE_BATCH", cls.timers_fire_batch, low=1,
+                                           high=100_000),
+            timers_horizon_ms=read.integer("TIMERS_HORIZON_MS", cls.timers_horizon_ms, low=0),
             trace_retention_days=read.integer(
                 "TRACE_RETENTION_DAYS", cls.trace_retention_days, low=0, high=36500),
             metrics_flush_ms=read.integer("METRICS_FLUSH_MS", cls.metrics_flush_ms, low=50,
@@ -167,6 +183,12 @@ class Settings:
             file_buffer_max_bytes=read.integer(
                 "FILE_BUFFER_MAX_BYTES", cls.file_buffer_max_bytes, low=1024),
             encryption_key=key_from_env(env),
+            ephemeral_max_bytes=read.integer(
+                "EPHEMERAL_MAX_BYTES", cls.ephemeral_max_bytes, low=1024),
+            ephemeral_idle_seconds=read.integer(
+                "EPHEMERAL_IDLE_SECONDS", cls.ephemeral_idle_seconds, low=1),
+            ephemeral_sweep_ms=read.integer(
+                "EPHEMERAL_SWEEP_MS", cls.ephemeral_sweep_ms, low=10, high=1000),
             kv_max_keys=read.integer("KV_MAX_KEYS", cls.kv_max_keys, low=1, high=4096),
         )
 

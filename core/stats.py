@@ -34,6 +34,7 @@ from core.listener import ANY_QUEUE
 from core.settings import Settings
 from core.storage import admin as admin_sql
 from core.storage import stats as sql
+from core.storage import timers as timers_sql
 from core.storage.admin import Overview
 from core.storage.database import Database, PoolStats, connect_with_retry
 from core.storage.statements import Conn
@@ -213,6 +214,7 @@ class ClusterFigures:
     queues: list[QueueGauges]
     parked: dict[str, int]  # queue name (or ANY_QUEUE_LABEL) -> parked pops, every queue
     overview: Overview
+    timers_pending: int = 0  # timers scheduled and not yet fired (core/timers)
 
 
 async def cluster_figures(db: Database, *, live_seconds: float) -> ClusterFigures:
@@ -222,6 +224,7 @@ async def cluster_figures(db: Database, *, live_seconds: float) -> ClusterFigure
                      for r in await sql.live_processes(conn, seconds=live_seconds)]
         queues = await sql.queue_gauges(conn)
         overview = await admin_sql.overview(conn)
+        timers_pending = await timers_sql.pending(conn)
     names = {q.id: q.name for q in queues}
     parked = dict.fromkeys([*names.values(), ANY_QUEUE_LABEL], 0)
     for p in processes:
@@ -229,7 +232,7 @@ async def cluster_figures(db: Database, *, live_seconds: float) -> ClusterFigure
             label = ANY_QUEUE_LABEL if queue_id == ANY_QUEUE else names.get(queue_id)
             if label is not None:
                 parked[label] += count
-    return ClusterFigures(counters, processes, queues, parked, overview)
+    return ClusterFigures(counters, processes, queues, parked, overview, timers_pending)
 
 
 async def sample(db: Database) -> int:

@@ -36,13 +36,17 @@ class Served:
                     "FILE_BUFFER_DIR": TEST_SPOOL_DIR, **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = 60.0) -> Self:
+    def start(self, timeout: float = 60.0, *, wait: bool = True) -> Self:
+        """Spawn; with `wait`, until healthy (without: call `wait_healthy`, e.g. after
+        spawning several side by side; spawn from the main thread, as the child's
+        death signal follows the thread that forked it)."""
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 self.argv, env=self.env, cwd=ROOT,
                 stdout=log, stderr=log, start_new_session=True,
                 preexec_fn=terminate_with_parent)  # noqa: PLW1509 - the test process forks
-        self.wait_healthy(timeout)
+        if wait:
+            self.wait_healthy(timeout)
         return self
 
     def wait_healthy(self, timeout: float = 30.0) -> None:

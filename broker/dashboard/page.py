@@ -23,7 +23,7 @@ from starlette.responses import Response
 
 # The scripts, in load order: each may use what the ones before it define.
 SCRIPTS = ("api.js", "dom.js", "charts.js", "actions.js", "overview.js", "queues.js",
-           "messages.js", "groups.js", "dlq.js", "traces.js", "analytics.js", "kv.js",
+           "messages.js", "groups.js", "dlq.js", "traces.js", "analytics.js", "kv.js", "timers.js",
            "streams.js", "app.js")
 STYLE = "style.css"
 _STYLE_MARK = "<!-- style -->"

@@ -21,6 +21,7 @@ from starlette.responses import Response
 from broker import prometheus
 from broker.state import broker_of
 from broker.wire.http import json_response
+from core.ephemeral import Totals as EphemeralTotals
 from core.errors import ServiceError
 from core.service import Broker
 from core.stats import ClusterFigures, ProcessFigures, resident_memory_bytes
@@ -46,9 +47,17 @@ async def _figures(broker: Broker) -> ClusterFigures | None:
         return None
 
 
+async def _ephemeral(broker: Broker) -> EphemeralTotals | None:
+    try:
+        return await broker.ephemeral.totals()
+    except ServiceError:
+        return None
+
+
 async def metrics(request: Request) -> Response:
     broker = broker_of(request)
     cluster = await _figures(broker)
+    eph = await _ephemeral(broker)
     row = cluster.overview if cluster is not None else None
     local = _local(broker)
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -75,7 +84,23 @@ async def metrics(request: Request) -> Response:
         "locks": {name: counters.get(key, 0) if cluster else None for name, key in (
             ("grants", "lock_grants"), ("refusals", "lock_refusals"))},
         "pid": os.getpid(),
+        "ephemeral": None if eph is None else {
+            "queues": eph.queues, "messages": eph.depth, "bytes": eph.bytes,
+            "drops": {"bounds": eph.drops_bounds, "ttl": eph.drops_ttl,
+                      "retry": eph.drops_retry},
+            "parkedPops": broker.ephemeral.waiters.parked_count},
     }
+    if cluster is not None:
+        lags = counters.get("timer_lag_seconds_count", 0)
+        answer["timers"] = {
+            "pending": cluster.timers_pending,
+            "scheduled": counters.get("timers_scheduled", 0),
+            "cancelled": counters.get("timers_cancelled", 0),
+            "fired": counters.get("timers_fired", 0),
+            "fireFailed": counters.get("timers_fire_failed", 0),
+            "deadLettered": counters.get("timers_dead_lettered", 0),
+            "fireLagSecondsMean": round(counters.get("timer_lag_seconds_sum_us", 0) / lags
+                                        / 1e6, 6) if lags else None}
     if row is not None:
         answer.update({"queues": row.queues, "partitions": row.partitions,
                        "activeLeases": row.live_leases, "deadLetters": row.dead_letters})
@@ -84,5 +109,6 @@ async def metrics(request: Request) -> Response:
 
 async def prometheus_text(request: Request) -> Response:
     broker = broker_of(request)
-    scrape = prometheus.Scrape(await _figures(broker), _local(broker), broker.figures_provider())
+    scrape = prometheus.Scrape(await _figures(broker), _local(broker), broker.figures_provider(),
+                               await _ephemeral(broker))
     return Response(prometheus.exposition(scrape), media_type=prometheus.MEDIA_TYPE)

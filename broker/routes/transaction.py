@@ -47,9 +47,8 @@ def _push_items(op: PushOp, where: str) -> list[PushItemIn]:
 
 def parse_operations(body: TransactionBody, max_items: int,
                      producer_sub: str | None) -> list[TxPush | TxAck]:
-    if body.timers:
-        raise BadRequest("the timers rider is not supported by this broker")
-    if body.operations is None and isinstance(body.kv, UnsetType):
+    if body.operations is None and isinstance(body.kv, UnsetType) \
+            and isinstance(body.timers, UnsetType):
         raise BadRequest(TransactionBody.MESSAGES["operations"])
     ops: list[TxPush | TxAck] = []
     for i, op in enumerate(body.operations or ()):
@@ -77,16 +76,23 @@ async def transaction(request: Request, body: TransactionBody | BinaryTransactio
     limit = state_of(request).settings.max_push_items
     head = body.head if isinstance(body, BinaryTransaction) else body
     ops = parse_operations(head, limit, identity.sub)
-    kv = broker_of(request).kv
-    riders: list[Rider] = [] if isinstance(head.kv, UnsetType) else [kv.rider(head.kv)]
+    service = broker_of(request)
+    # In the order of their entries and of their locks (§17): KV rows, then timer rows.
+    riders: list[Rider] = [] if isinstance(head.kv, UnsetType) else [service.kv.rider(head.kv)]
+    timers = None
+    if not isinstance(head.timers, UnsetType):
+        timers = service.timers.rider(head.timers, identity.sub)
+        riders.append(timers)
     if isinstance(body, BinaryTransaction):
         # The head's operations come first in the answer, then the pushes in wire order.
         stamp_producer(body.pushes, identity.sub)
         ops += (TxPush(item.queue, item.partition, item.message) for item in body.pushes)
         if len(ops) > limit:
             raise PayloadTooLarge(f"more than {limit} operations in one transaction")
-    result = await broker_of(request).transaction(
+    result = await service.transaction(
         ops, [lease for lease in head.requiredLeases if lease], riders)
+    if result.committed and timers is not None:
+        await service.timers.committed(timers)
     if result.refusal is not None:  # a rider's veto: 200 with its fields (§17)
         return json_response({
             "transactionId": str(uuid7()), "success": False, "results": [], "ok": False,

@@ -29,10 +29,11 @@ from dataclasses import dataclass
 from broker.wire.binary import Reader
 from broker.wire.decoding import check_document, decode_body
 from broker.wire.transaction import TransactionHead
-from broker.wire.types import check_name, check_name_or_empty, check_transaction_id
+from broker.wire.types import check_name_or_empty, check_transaction_id
 from core import segments
 from core.errors import BadRequest, PayloadTooLarge
 from core.ids import uuid7, uuid_of_int
+from core.names import check_name
 from core.push import PushItem
 from core.writes import DEFAULT_PARTITION, NewMessage, PackedFrames
 

@@ -34,10 +34,10 @@ class TransactionBody(msgspec.Struct):
     # Required unless a rider is present (§17: then it may be empty or absent).
     operations: list[PushOp | AckOp] | None = None
     requiredLeases: list[Token] = []
-    # Riders (extensions §17): `kv` is an array of §14.3 ops, checked by core.kv. `timers`
-    # is not served yet: present and non-empty → 400.
+    # Riders (extensions §17): `kv` is an array of §14.3 ops, checked by core.kv; `timers`
+    # an array of §16.2 ops, checked by core.timers (present but not an array: 400).
     kv: Any = UNSET
-    timers: Any = None
+    timers: Any = UNSET
 
 
 class TransactionHead(TransactionBody):
@@ -72,6 +72,17 @@ class KvEntry(msgspec.Struct, tag="kv", tag_field="type"):
     op: str
 
 
+class TimerEntry(msgspec.Struct, tag="timer", tag_field="type"):
+    """A `timers` rider op's §16.2 element (its other fields depend on the op and status)."""
+
+    index: int
+    opIndex: int
+    ok: bool
+    status: str
+    queue: str
+    timerKey: str
+
+
 class TransactionAnswer(msgspec.Struct):
     """Both outcomes (§4.7): success with results, or failure with an error and no results.
     A binary transaction that asked for counts (§7.3, flag 2) gets them instead of results:
@@ -79,7 +90,7 @@ class TransactionAnswer(msgspec.Struct):
 
     transactionId: str
     success: bool
-    results: list[PushEntry | AckEntry | KvEntry]
+    results: list[PushEntry | AckEntry | KvEntry | TimerEntry]
     error: str | UnsetType = UNSET
     # A lost `required` KV precondition (§17): success false, ok false, these fields; a
     # refused `kv` rider (§14.4): `error` is its code, with `reason` and `detail`.

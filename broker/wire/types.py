@@ -22,15 +22,18 @@ from datetime import datetime
 from typing import Any
 
 from core.errors import BadRequest
+from core.names import CONTROL_RE as _CONTROL_RE
+from core.names import MAX_NAME_BYTES, check_name
+from core.names import text_of as _text
+from core.names import utf8_bytes as _utf8_bytes
 from core.pop import requested_seed
 from core.timefmt import parse_iso
 
-MAX_NAME_BYTES = 255
 MAX_TRANSACTION_ID_BYTES = 65535
+MAX_EPHEMERAL_NAME_BYTES = 512
 
-_CONTROL = "\x00-\x1f\x7f-\x9f"
-_CONTROL_RE = re.compile(f"[{_CONTROL}]")
-_NAME_FORBIDDEN_RE = re.compile(r"[/\\?#%]")
+_LOW_CONTROL_RE = re.compile("[\x00-\x1f]")  # ephemeral names (§19.1)
+
 # The same rule as a JSON Schema (ECMA-262) pattern, for the OpenAPI document.
 NAME_PATTERN = r"^(?!\.\.?$)[^\u0000-\u001f\u007f-\u009f/\\?#%]+$"
 TEXT_PATTERN = r"^[^\u0000]*$"
@@ -38,40 +41,6 @@ TRANSACTION_ID_PATTERN = r"^[^\u0000-\u001f\u007f-\u009f]*$"
 UUID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 _UUID_RE = re.compile(UUID_PATTERN)
 PARTITION_KEY_DIGITS = 18  # every bigint id we mint fits; 19 digits could overflow bigint
-
-
-def _text(value: object) -> str:
-    if value is None:
-        raise ValueError("is required")
-    if not isinstance(value, str):
-        raise TypeError("must be a string")
-    return value
-
-
-def _utf8_bytes(value: str) -> int:
-    # msgspec refuses unpaired surrogates in JSON and Starlette decodes paths with
-    # replacement characters, so a str here always encodes; keep the check anyway.
-    try:
-        return len(value.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise ValueError("is not valid UTF-8") from None
-
-
-def check_name(value: object) -> str:
-    """The name rule; raises ValueError/TypeError with the reason."""
-    text = _text(value)
-    if text == "":
-        raise ValueError("must not be empty")
-    if _utf8_bytes(text) > MAX_NAME_BYTES:
-        raise ValueError(f"is longer than {MAX_NAME_BYTES} bytes")
-    if _CONTROL_RE.search(text):
-        raise ValueError("contains control characters")
-    found = _NAME_FORBIDDEN_RE.search(text)
-    if found:
-        raise ValueError(f"must not contain {found.group()!r}")
-    if text in (".", ".."):
-        raise ValueError(f"must not be {text!r}")
-    return text
 
 
 class Name(str):
@@ -114,6 +83,23 @@ class PartitionKey(str):
     @property
     def id(self) -> int:
         return int(self)
+
+
+class EphemeralName(str):
+    """An ephemeral queue, partition or group name (§19.1): 1-512 bytes of UTF-8, no
+    character below U+0020 (the durable name rule does not apply: these names travel
+    percent-encoded or in bodies)."""
+
+
+def _ephemeral_name(value: object) -> str:
+    text = _text(value)
+    if text == "":
+        raise ValueError("must not be empty")
+    if _utf8_bytes(text) > MAX_EPHEMERAL_NAME_BYTES:
+        raise ValueError(f"is longer than {MAX_EPHEMERAL_NAME_BYTES} bytes")
+    if _LOW_CONTROL_RE.search(text):
+        raise ValueError("contains a character below U+0020")
+    return text
 
 
 class Timestamp(str):
@@ -201,6 +187,7 @@ _CHECKS: dict[type, Any] = {
     Uuid: _uuid,
     PartitionKey: _partition_key,
     SubscriptionFrom: _subscription_from,
+    EphemeralName: _ephemeral_name,
 }
 
 
@@ -232,6 +219,9 @@ _SCHEMAS: dict[type, dict[str, Any]] = {
     PartitionKey: {"type": "string", "pattern": f"^[0-9]{{1,{PARTITION_KEY_DIGITS}}}$",
                    "description": "a partition id: decimal digits"},
     Timestamp: {"type": "string", "format": "date-time"},
+    EphemeralName: {"type": "string", "minLength": 1, "maxLength": MAX_EPHEMERAL_NAME_BYTES,
+                    "pattern": "^[^\\u0000-\\u001f]+$",
+                    "description": "1-512 bytes of UTF-8, no character below U+0020"},
     SubscriptionFrom: {"anyOf": [{"type": "string", "enum": ["now", ""]},
                                  {"type": "string", "format": "date-time"}]},
 }

@@ -195,7 +195,7 @@ async def test_flat_push_form_and_data_key_are_accepted(
     ({"operations": [5]}, "operations[1] must be an object"),
     ({"operations": [{"type": "ack", "partitionId": "1"}]}, "transactionId"),
     ({"operations": [], "kv": [{"op": "put", "ns": "a", "key": "b"}]}, "kv_bad_request"),
-    ({"operations": [], "timers": [{"op": "schedule"}]}, "timers rider"),
+    ({"operations": [], "timers": [{"op": "schedule"}]}, "timers_bad_request"),
     ({"operations": [], "requiredLeases": "lease"}, "requiredLeases"),
 ])
 async def test_bad_transaction_answers_400_in_the_failure_shape_and_applies_nothing(

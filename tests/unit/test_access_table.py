@@ -46,6 +46,15 @@ SECTION_9 = {
     ("POST", G + "/{group}/queues/{queue}/partitions/{partition}/seek"): READ_WRITE,
     ("DELETE", MESSAGE): READ_WRITE,
     ("POST", MESSAGE + "/retry"): READ_WRITE,
+    # Ephemeral queues (wire-protocol-extensions §19.1 gives each its level)
+    ("POST", "/api/v1/ephemeral/push"): WRITE_ONLY,
+    ("GET", "/api/v1/ephemeral/pop"): READ_WRITE,
+    ("POST", "/api/v1/ephemeral/ack"): READ_WRITE,
+    ("POST", "/api/v1/ephemeral/configure"): READ_WRITE,
+    ("POST", "/api/v1/ephemeral/reset"): READ_WRITE,
+    ("DELETE", "/api/v1/ephemeral/queue/{queue:path}"): READ_WRITE,
+    ("GET", "/api/v1/ephemeral/queues"): READ_ONLY,
+    ("GET", "/api/v1/ephemeral/queues/{queue:path}/depth"): READ_ONLY,
     # ADMIN: delete queue, delete consumer group(s), stats refresh
     ("DELETE", "/api/v1/resources/queues/{queue}"): ADMIN,
     ("DELETE", G + "/{group}"): ADMIN,
@@ -101,6 +110,13 @@ SECTION_9 = {
     ("POST", "/streams/v1/cycle"): READ_WRITE,
     ("GET", "/streams/v1/queries"): READ_ONLY,
     ("DELETE", "/streams/v1/queries/{name}"): ADMIN,
+    # Timers (wire-protocol-extensions §16.1): scheduling is producing; the cancel route
+    # READ_WRITE; peek, list and the dashboard's queue listing READ_ONLY.
+    ("POST", "/api/v1/timers"): WRITE_ONLY,
+    ("DELETE", "/api/v1/timers/{queue}/{timerKey:path}"): READ_WRITE,
+    ("GET", "/api/v1/timers/{queue}/{timerKey:path}"): READ_ONLY,
+    ("GET", "/api/v1/timers/{queue}"): READ_ONLY,
+    ("GET", "/api/v1/timers"): READ_ONLY,
 }
 
 

@@ -13,7 +13,9 @@ view("queues", {
   async load(ctx) {
     const limit = intParam(ctx.params, "limit", PAGE, 1000) || PAGE;
     const offset = intParam(ctx.params, "offset", 0);
-    const answer = await Api.get("/api/v1/resources/queues", { search: ctx.params.search, limit, offset });
+    const [answer, ephemeral] = await Promise.all([
+      Api.get("/api/v1/resources/queues", { search: ctx.params.search, limit, offset }),
+      Api.get("/api/v1/ephemeral/queues")]);
     return [
       table([
         ["Queue", (q) => link(q.name, ["queue", q.name]), "name"],
@@ -26,9 +28,33 @@ view("queues", {
         ["Created", (q) => fmtTime(q.createdAt)],
       ], answer.queues, { key: (q) => q.name, empty: "No queue matches." }),
       pager(answer.total, limit, offset),
+      ephemeralQueues(ephemeral, ctx.params.search || ""),
     ];
   },
 });
+
+// Ephemeral queues (§19): not paged by the broker (it lists them all), so the name search
+// applies here and at most EPHEMERAL_SHOWN rows are drawn.
+const EPHEMERAL_SHOWN = 200;
+
+function ephemeralQueues(answer, search) {
+  const rows = answer.queues.filter((q) => q.queue.includes(search));
+  return section("Ephemeral queues",
+    h("p", {}, `${fmtInt(rows.length)} of ${fmtInt(answer.count)} · bytes held deployment-wide `,
+      h("span", { "data-field": "ephCellBytes" }, fmtInt(answer.cellBytes))),
+    table([
+      ["Queue", (q) => q.queue, "ephQueue"],
+      ["Tier", (q) => q.tier, "ephTier"],
+      ["Depth", (q) => fmtInt(q.depth), "ephDepth"],
+      ["Bytes", (q) => fmtInt(q.bytes), "ephBytes"],
+      ["Partitions", (q) => fmtInt(q.partitions), "ephPartitions"],
+      ["Groups", (q) => fmtInt(q.groups), "ephGroups"],
+      ["Dropped (bounds)", (q) => fmtInt(q.drops.bounds), "ephDropsBounds"],
+      ["Dropped (ttl)", (q) => fmtInt(q.drops.ttl), "ephDropsTtl"],
+      ["Dropped (retry)", (q) => fmtInt(q.drops.retry), "ephDropsRetry"],
+      ["Bounds", (q) => `${fmtInt(q.options.maxLength)} msgs · ${fmtInt(q.options.maxBytes)} B · ${q.options.policy}`, "ephBounds"],
+    ], rows.slice(0, EPHEMERAL_SHOWN), { key: (q) => q.queue, empty: "No ephemeral queue matches." }));
+}
 
 // The groups on one queue with their per-partition state (GROUPS_SHOWN at most).
 async function groupsOnQueue(queue) {

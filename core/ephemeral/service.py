@@ -1,0 +1,316 @@
+"""The ephemeral queue service (§19) that `core.service.Broker` composes as `broker.ephemeral`.
+
+Every verb is one database call on a function of schema/090_ephemeral.sql, on UNLOGGED
+tables shared by every worker and broker over the database; this process keeps only its
+parked pops (`Waiters`). Lease expiry, ttl and idle reclaim are the sweep's
+(core/ephemeral/sweeper.py), on a connection of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from core.ephemeral import model
+from core.ephemeral.errors import EphemeralQueueNotFound, EphemeralUnavailable, QueueFull
+from core.ephemeral.waiters import CHANNEL, Waiters, first_of
+from core.errors import QueenError
+from core.storage import ephemeral as store
+from core.storage.database import Database
+from core.storage.ephemeral import TotalsRow as Totals  # what /metrics shows
+
+__all__ = ["Ephemeral", "Popped", "Totals"]
+
+# A parked pop checks again at least this often: a notification lost while the LISTEN
+# connection reconnects must not leave it waiting until its deadline.
+_RECHECK_SECONDS = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Popped:
+    id: str
+    partition: str
+    attempts: int
+    payload: str  # JSON text as pushed
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDepth:
+    partition: str
+    pending: int
+    bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDepth:
+    group: str
+    pending: int
+    skipped: int
+
+
+@dataclass(frozen=True, slots=True)
+class Depth:
+    queue: str
+    group: str | None
+    tier: str
+    pending: int
+    partitions_pending: int
+    bytes: int
+    partitions: list[PartitionDepth]
+    groups: list[GroupDepth]
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    queue: str
+    tier: str
+    depth: int
+    bytes: int
+    partitions: int
+    groups: int
+    drops: dict[str, int]
+    options: model.Options
+
+
+@dataclass(frozen=True, slots=True)
+class Configured:
+    queue: str
+    sent: Any
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    partition: str
+    payloads: Sequence[str]
+    done: asyncio.Future[store.PushRow]
+
+
+@dataclass(slots=True)
+class _PushLine:
+    """The pushes to one queue waiting for this worker's next call, and the task making
+    the calls (None when idle)."""
+
+    pending: list[_Pending] = field(default_factory=list)
+    task: asyncio.Task[None] | None = None
+
+
+class Ephemeral:
+    def __init__(self, db: Database, *, cap_bytes: int, stop_waiting: asyncio.Event) -> None:
+        self._db = db
+        self._cap_bytes = cap_bytes
+        self._stop_waiting = stop_waiting
+        self.waiters = Waiters()
+        self._push_lines: dict[str, _PushLine] = {}
+
+    async def push(self, queue: str, partition: str, payloads: Sequence[str]) -> int:
+        """All or nothing; answered after its commit. Pushes to one queue that arrive while
+        this worker's previous call for it runs go together in the next one (one lock, one
+        commit; each still all or nothing, in arrival order): `_PushLine`."""
+        if not payloads:
+            return 0
+        line = self._push_lines.get(queue)
+        if line is None:
+            line = self._push_lines[queue] = _PushLine()
+        done: asyncio.Future[store.PushRow] = asyncio.get_running_loop().create_future()
+        line.pending.append(_Pending(partition, payloads, done))
+        if line.task is None:
+            line.task = asyncio.create_task(self._drain(queue, line), name="eph-push")
+        row = await done
+        if row.status == "full":
+            raise QueueFull()
+        if row.status == "unavailable":
+            raise EphemeralUnavailable("ephemeral storage holds its ceiling of bytes "
+                                       f"({self._cap_bytes}); retry later")
+        self.waiters.wake(queue)
+        return row.pushed
+
+    async def _drain(self, queue: str, line: _PushLine) -> None:
+        """Write what the queue's line holds, call after call, until it is empty."""
+        batch: list[_Pending] = []
+        try:
+            while line.pending:
+                batch = []
+                held = 0
+                while line.pending and (not batch or held + len(line.pending[0].payloads)
+                                        <= model.MAX_ITEMS):
+                    batch.append(line.pending.pop(0))
+                    held += len(batch[-1].payloads)
+                try:
+                    async with self._db.session() as conn:
+                        rows = await store.push(
+                            conn, queue=queue, partitions=[p.partition for p in batch],
+                            counts=[len(p.payloads) for p in batch],
+                            payloads=[x for p in batch for x in p.payloads],
+                            cap_bytes=self._cap_bytes, channel=CHANNEL)
+                except QueenError as exc:  # each push of the call answers the failure
+                    for p in batch:
+                        if not p.done.done():
+                            p.done.set_exception(exc)
+                    continue
+                for p, row in zip(batch, rows, strict=True):
+                    if not p.done.done():
+                        p.done.set_result(row)
+        finally:
+            line.task = None
+            for p in batch + line.pending:  # only when cancelled (the process stops)
+                if not p.done.done():
+                    p.done.set_exception(EphemeralUnavailable("the broker is stopping"))
+            line.pending.clear()
+            if self._push_lines.get(queue) is line:
+                del self._push_lines[queue]
+
+    async def _pop_once(self, queue: str, partition: str | None, group: str, batch: int,
+                        auto_ack: bool) -> list[Popped]:
+        async with self._db.session() as conn:
+            rows = await store.pop(conn, queue=queue, partition=partition, group=group,
+                                   batch=batch, auto_ack=auto_ack)
+        return [Popped(model.message_id(r.epoch, r.partition, r.seq), r.partition,
+                       r.attempts, r.payload) for r in rows]
+
+    async def pop(self, *, queue: str, partition: str | None, group: str, batch: int,
+                  auto_ack: bool, wait: bool, timeout_ms: int,
+                  gone: asyncio.Event | None = None) -> list[Popped]:
+        """Pop now; with `wait`, park until a message comes, `timeout_ms` passes, the client
+        is `gone` or the process stops waiting; with a windowBuffer, keep collecting (§19.4)."""
+        if not wait:
+            return await self._pop_once(queue, partition, group, batch, auto_ack)
+        deadline = time.monotonic() + timeout_ms / 1000
+        gone = gone or asyncio.Event()
+        # Parked before the first look: a commit between that look and the wait must wake it.
+        with self.waiters.parked(queue, group) as event:
+            got = await self._pop_once(queue, partition, group, batch, auto_ack)
+            if len(got) >= batch:
+                self.waiters.pass_on(queue, group)  # there may be more
+                return got
+            async with self._db.session() as conn:
+                window = await store.window(conn, queue=queue)
+            windowed = window.ms > 0 or window.count > 0
+            if got and not windowed:
+                return got
+            want = min(window.count or batch, batch)
+            first_at = time.monotonic() if got else None
+            while True:
+                if got and len(got) >= want:
+                    if len(got) >= batch:
+                        self.waiters.pass_on(queue, group)
+                    return got
+                until = deadline
+                if first_at is not None and window.ms > 0:
+                    until = min(until, first_at + window.ms / 1000)
+                now = time.monotonic()
+                if now >= until or gone.is_set() or self._stop_waiting.is_set():
+                    return got
+                await first_of(event, gone, self._stop_waiting,
+                               timeout=min(until - now, _RECHECK_SECONDS))
+                if gone.is_set():
+                    return got
+                event.clear()
+                more = await self._pop_once(queue, partition, group, batch - len(got),
+                                            auto_ack)
+                if more and first_at is None:
+                    if not windowed:
+                        if len(more) >= batch:
+                            self.waiters.pass_on(queue, group)
+                        return more
+                    first_at = time.monotonic()
+                got += more
+
+    async def ack(self, *, queue: str, group: str,
+                  acks: Sequence[tuple[str, str | None]]) -> list[str]:
+        """Acks `(id, status)` in order; one outcome each (§19.5)."""
+        if not acks:
+            return []
+        ids = [model.parse_id(i) for i, _ in acks]
+        statuses = [model.ack_status(s) for _, s in acks]
+        async with self._db.session() as conn:
+            outcomes = await store.ack(
+                conn, queue=queue, group=group, epochs=[p.epoch for p in ids],
+                partitions=[p.partition for p in ids], seqs=[p.seq for p in ids],
+                statuses=statuses, channel=CHANNEL)
+        if "redelivered" in outcomes:
+            self.waiters.wake(queue)
+        return outcomes
+
+    async def configure(self, queue: str, sent: Any) -> Configured:
+        options = model.options_in_force(sent)
+        async with self._db.session() as conn:
+            o = options
+            stamp = await store.configure(
+                conn, queue=queue, sent=sent or {}, max_bytes=o.max_bytes,
+                max_length=o.max_length, policy=o.policy, ttl_seconds=o.ttl_seconds,
+                lease_seconds=o.lease_seconds, retry_limit=o.retry_limit,
+                window_ms=o.window_ms, window_count=o.window_count)
+        return Configured(queue, sent if sent is not None else {}, stamp)
+
+    async def reset(self, queue: str) -> int:
+        async with self._db.session() as conn:
+            return await store.reset(conn, queue=queue)
+
+    async def delete(self, queue: str) -> store.DeleteRow:
+        async with self._db.session() as conn:
+            return await store.delete(conn, queue=queue)
+
+    async def queues(self) -> tuple[list[Listed], int]:
+        """Every queue by name, and the bytes held deployment-wide (`cellBytes`)."""
+        async with self._db.session() as conn:
+            rows = await store.queues(conn, queue=None)
+        listed = [_listed(r) for r in rows]
+        return listed, sum(q.bytes for q in listed)
+
+    async def depth(self, queue: str, group: str | None) -> Depth:
+        """§19.7; raises EphemeralQueueNotFound for a queue that does not exist."""
+        async with self._db.session() as conn:
+            found = await store.queues(conn, queue=queue)
+            if not found:
+                raise EphemeralQueueNotFound(f"ephemeral queue {queue!r} does not exist")
+            rings = await store.rings(conn, queue=queue)
+            backlogs = await store.backlogs(conn, queue=queue)
+        return _depth(found[0], group, rings, backlogs)
+
+    async def totals(self) -> Totals:
+        async with self._db.session() as conn:
+            return await store.totals(conn)
+
+
+def _listed(r: store.QueueRow) -> Listed:
+    return Listed(r.queue, "declared" if r.declared else "implicit", r.depth, r.bytes,
+                  r.partitions, r.groups,
+                  {"bounds": r.drops_bounds, "ttl": r.drops_ttl, "retry": r.drops_retry},
+                  _options(r))
+
+
+def _options(r: store.QueueRow) -> model.Options:
+    """The options in force: the declaration's, else the defaults (an implicit queue)."""
+    if r.max_bytes is None:
+        return model.DEFAULTS
+    return model.Options(r.max_bytes, r.max_length or 0, r.policy or "reject",
+                         r.ttl_seconds or 0, r.lease_seconds or 0, r.retry_limit or 0,
+                         r.window_ms or 0, r.window_count or 0)
+
+
+def _depth(q: store.QueueRow, group: str | None, rings: list[store.RingRow],
+           backlogs: list[store.BacklogRow]) -> Depth:
+    by_part: dict[str, dict[str, int]] = {}
+    groups: dict[str, list[int]] = {}
+    for b in backlogs:
+        by_part.setdefault(b.partition, {})[b.group] = b.pending
+        totals = groups.setdefault(b.group, [0, 0])
+        totals[0] += b.pending
+        totals[1] += b.skipped
+    parts = []
+    for ring in rings:
+        owed = by_part.get(ring.partition, {})
+        if group is not None:
+            pending = owed.get(group, ring.length)  # an unseen group owes the whole ring
+        else:
+            named = [n for g, n in owed.items() if g != model.QUEUE_MODE]
+            pending = (max(named) if named else owed.get(model.QUEUE_MODE, ring.length))
+        parts.append(PartitionDepth(ring.partition, pending, ring.bytes))
+    return Depth(q.queue, group, "declared" if q.declared else "implicit",
+                 sum(p.pending for p in parts), sum(1 for p in parts if p.pending > 0),
+                 q.bytes, parts, [GroupDepth(g, n, s) for g, (n, s) in groups.items()])

@@ -1,0 +1,189 @@
+"""Typed calls of the ephemeral queue statements (schema/queries_ephemeral.sql; the
+functions they call are in schema/090_ephemeral.sql)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from core.storage.statements import Conn, Statement
+
+
+@dataclass(frozen=True, slots=True)
+class PushRow:
+    status: str  # ok | full | unavailable
+    pushed: int
+
+
+@dataclass(frozen=True, slots=True)
+class PoppedRow:
+    epoch: int
+    partition: str
+    seq: int
+    attempts: int
+    payload: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRow:
+    deleted: bool
+    declared: bool
+
+
+@dataclass(frozen=True, slots=True)
+class WindowRow:
+    ms: int
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRow:
+    queue: str
+    declared: bool
+    depth: int
+    bytes: int
+    partitions: int
+    groups: int
+    drops_bounds: int
+    drops_ttl: int
+    drops_retry: int
+    max_bytes: int | None
+    max_length: int | None
+    policy: str | None
+    ttl_seconds: int | None
+    lease_seconds: int | None
+    retry_limit: int | None
+    window_ms: int | None
+    window_count: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class RingRow:
+    partition: str
+    length: int
+    bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class BacklogRow:
+    group: str
+    partition: str
+    pending: int
+    skipped: int
+
+
+@dataclass(frozen=True, slots=True)
+class SweepRow:
+    woken: list[str] | None  # None: another sweep was running
+    last_queue: str | None  # where the next batch starts; None: this one reached the end
+
+
+@dataclass(frozen=True, slots=True)
+class TotalsRow:
+    queues: int
+    depth: int
+    bytes: int
+    drops_bounds: int
+    drops_ttl: int
+    drops_retry: int
+
+
+_PUSH = Statement("eph_push", PushRow)
+_POP = Statement("eph_pop", PoppedRow)
+_ACK = Statement[None]("eph_ack")
+_CONFIGURE = Statement[None]("eph_configure")
+_RESET = Statement[None]("eph_reset")
+_DELETE = Statement("eph_delete", DeleteRow)
+_SWEEP = Statement("eph_sweep", SweepRow)
+_CLAIM = Statement[None]("eph_sweeper_claim")
+_WINDOW = Statement("eph_window", WindowRow)
+_QUEUES = Statement("eph_queues", QueueRow)
+_RINGS = Statement("eph_depth_partitions", RingRow)
+_BACKLOGS = Statement("eph_depth_groups", BacklogRow)
+_TOTALS = Statement("eph_totals", TotalsRow)
+_VACUUM = Statement[None]("eph_vacuum")
+
+
+async def push(conn: Conn, *, queue: str, partitions: Sequence[str], counts: Sequence[int],
+               payloads: Sequence[str], cap_bytes: int, channel: str) -> list[PushRow]:
+    """Several pushes to one queue in one call, in order: one row each."""
+    return await _PUSH.rows(conn, queue, list(partitions), list(counts), list(payloads),
+                            cap_bytes, channel)
+
+
+async def pop(conn: Conn, *, queue: str, partition: str | None, group: str, batch: int,
+              auto_ack: bool) -> list[PoppedRow]:
+    return await _POP.rows(conn, queue, partition, group, batch, auto_ack)
+
+
+async def ack(conn: Conn, *, queue: str, group: str, epochs: Sequence[int | None],
+              partitions: Sequence[str], seqs: Sequence[int], statuses: Sequence[str],
+              channel: str) -> list[str]:
+    return await _ACK.values(conn, queue, group, list(epochs), list(partitions), list(seqs),
+                             list(statuses), channel)
+
+
+async def configure(conn: Conn, *, queue: str, sent: Any, max_bytes: int, max_length: int,
+                    policy: str, ttl_seconds: int, lease_seconds: int, retry_limit: int,
+                    window_ms: int, window_count: int) -> datetime:
+    """Store a declaration: the options as sent, and the values in force."""
+    stamp: datetime = await _CONFIGURE.value(
+        conn, queue, json.dumps(sent), max_bytes, max_length, policy, ttl_seconds,
+        lease_seconds, retry_limit, window_ms, window_count)
+    return stamp
+
+
+async def reset(conn: Conn, *, queue: str) -> int:
+    dropped: int = await _RESET.value(conn, queue)
+    return dropped
+
+
+async def delete(conn: Conn, *, queue: str) -> DeleteRow:
+    row = await _DELETE.one(conn, queue)
+    assert row is not None
+    return row
+
+
+async def sweep(conn: Conn, *, idle_seconds: int, channel: str, after: str,
+                limit: int) -> SweepRow:
+    row = await _SWEEP.one(conn, idle_seconds, channel, after, limit)
+    assert row is not None
+    return row
+
+
+async def claim_sweeper(conn: Conn) -> bool:
+    """True when this connection holds (or just took) the one sweeper's session lock."""
+    claimed: bool = await _CLAIM.value(conn)
+    return claimed
+
+
+async def window(conn: Conn, *, queue: str) -> WindowRow:
+    row = await _WINDOW.one(conn, queue)
+    assert row is not None
+    return row
+
+
+async def queues(conn: Conn, *, queue: str | None) -> list[QueueRow]:
+    return await _QUEUES.rows(conn, queue)
+
+
+async def rings(conn: Conn, *, queue: str) -> list[RingRow]:
+    return await _RINGS.rows(conn, queue)
+
+
+async def backlogs(conn: Conn, *, queue: str) -> list[BacklogRow]:
+    return await _BACKLOGS.rows(conn, queue)
+
+
+async def totals(conn: Conn) -> TotalsRow:
+    row = await _TOTALS.one(conn)
+    assert row is not None
+    return row
+
+
+async def vacuum(conn: Conn) -> None:
+    """Outside a transaction (VACUUM cannot run in one)."""
+    await _VACUUM.run(conn)

@@ -1,0 +1,159 @@
+"""Typed calls of the timer statements (schema/queries_timers.sql)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from core.storage.statements import Conn, Statement
+
+
+@dataclass(slots=True)
+class AppliedRow:
+    status: str  # scheduled | rescheduled | cancelled | absent
+    txn: str | None
+    deliver_at: datetime | None
+
+
+@dataclass(slots=True)
+class TimerRow:
+    """A pending timer as peek and list show it (`payload` None in a list)."""
+
+    queue: str
+    timer_key: str
+    partition: str
+    deliver_at: datetime
+    txn: str
+    message_id: uuid.UUID
+    payload: bytes | None
+    payload_zstd: bool
+    encrypted: bool
+    producer_sub: str | None
+    attempts: int
+    last_error: str | None
+    claimed: bool
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(slots=True)
+class QueueTimers:
+    queue: str
+    pending: int
+    next_due: datetime
+    failing: int
+
+
+@dataclass(slots=True)
+class ClaimedRow:
+    """A due timer a fire holds."""
+
+    queue: str
+    timer_key: str
+    partition: str
+    txn: str
+    message_id: uuid.UUID
+    payload: bytes
+    payload_zstd: bool
+    sealed: bool
+    producer_sub: str | None
+    attempts: int
+    created_at: datetime
+    lag_seconds: float  # how late it is (the database's clock)
+
+
+@dataclass(slots=True)
+class TimerWrite:
+    """One op for `apply`, in the arrays the statement takes."""
+
+    cancel: bool
+    queue: str
+    key: str
+    partition: str = ""
+    delay_ms: int = 0
+    txn: str | None = None
+    message_id: uuid.UUID | None = None
+    payload: bytes = b""
+    zstd: bool = False
+    encrypted: bool = False
+    sealed: bool = False
+
+
+_APPLY = Statement("timers_apply", AppliedRow)
+_ENCRYPTED = Statement[None]("timers_encrypted_queues")
+_PEEK = Statement("timers_peek", TimerRow)
+_PAGE = Statement("timers_page", TimerRow)
+_COUNT = Statement[None]("timers_count")
+_QUEUES = Statement("timers_queues", QueueTimers)
+_CLAIM = Statement("timers_claim", ClaimedRow)
+_DELETE = Statement[None]("timers_delete")
+_FAILED = Statement[None]("timers_failed")
+_DEAD = Statement[None]("timers_dead_letter")
+_NEXT_DUE = Statement[None]("timers_next_due")
+_PENDING = Statement[None]("timers_pending")
+
+
+async def apply(conn: Conn, *, now: datetime | None, ops: Sequence[TimerWrite],
+                producer_sub: str | None) -> list[AppliedRow]:
+    return await _APPLY.rows(
+        conn, now, [o.cancel for o in ops], [o.queue for o in ops], [o.key for o in ops],
+        [o.partition for o in ops], [o.delay_ms for o in ops], [o.txn for o in ops],
+        [o.message_id for o in ops], [o.payload for o in ops], [o.zstd for o in ops],
+        [o.encrypted for o in ops], [o.sealed for o in ops], producer_sub)
+
+
+async def encrypted_queues(conn: Conn, *, queues: Sequence[str]) -> set[str]:
+    return set(await _ENCRYPTED.values(conn, list(queues)))
+
+
+async def peek(conn: Conn, *, queue: str, key: str) -> TimerRow | None:
+    return await _PEEK.one(conn, queue, key)
+
+
+async def page(conn: Conn, *, queue: str, after: str, rows: int) -> list[TimerRow]:
+    return await _PAGE.rows(conn, queue, after, rows)
+
+
+async def count(conn: Conn, *, queue: str, prefix: str) -> int:
+    return int(await _COUNT.value(conn, queue, prefix))
+
+
+async def queues(conn: Conn, *, after: str, rows: int) -> list[QueueTimers]:
+    return await _QUEUES.rows(conn, after, rows)
+
+
+async def claim(conn: Conn, *, limit: int, shards: int = 1, shard: int = 0
+                ) -> list[ClaimedRow]:
+    """Due rows of destination partitions whose hash is `shard` modulo `shards`."""
+    return await _CLAIM.rows(conn, limit, shards, shard)
+
+
+async def delete(conn: Conn, *, queues: Sequence[str], keys: Sequence[str]) -> int:
+    return await _DELETE.run(conn, list(queues), list(keys))
+
+
+async def failed(conn: Conn, *, queues: Sequence[str], keys: Sequence[str],
+                 errors: Sequence[str], backoff_seconds: Sequence[float]) -> int:
+    return await _FAILED.run(conn, list(queues), list(keys), list(errors),
+                             list(backoff_seconds))
+
+
+async def dead_letter(conn: Conn, *, queue: str, partition: str, namespace: str, task: str,
+                      default_options: str, txn: str, message_id: uuid.UUID,
+                      producer_sub: str | None, payload: bytes, error: str, attempts: int,
+                      created_at: datetime) -> int:
+    return int(await _DEAD.value(conn, queue, partition, namespace, task, default_options,
+                                 txn, message_id, producer_sub, payload, error, attempts,
+                                 created_at))
+
+
+async def next_due(conn: Conn) -> float | None:
+    """Seconds until the earliest timer may be taken (negative when overdue)."""
+    value = await _NEXT_DUE.value(conn)
+    return None if value is None else float(value)
+
+
+async def pending(conn: Conn) -> int:
+    return int(await _PENDING.value(conn))

@@ -1,0 +1,36 @@
+"""The `timers` transaction rider (§17): a bundle's timer ops applied in the transaction's
+connection after the KV rider and before the pushes and acks (PostgreSQL lock order: KV
+rows, timer rows, queues, partitions, consumer rows), at the transaction's instant (`now()`,
+the one the KV ops see too).
+
+Its verdicts (`absent`, `too_late`) are entries, never a veto: only a refusal of the whole
+call (`timers_encrypted_conflict`, raised while applying) rolls the bundle back."""
+
+from __future__ import annotations
+
+from core.counters import COUNTERS
+from core.storage.statements import Conn
+from core.timers.apply import Applied, apply_timer_ops
+from core.timers.ops import TimerOp
+from core.transactions import RiderOutcome
+
+
+class TimerRider:
+    kind = "timers"
+
+    def __init__(self, ops: list[TimerOp], producer_sub: str | None) -> None:
+        self.ops = ops
+        self._producer_sub = producer_sub
+        self.applied = Applied([], 0, 0, None)
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    async def apply(self, conn: Conn) -> RiderOutcome:
+        self.applied = await apply_timer_ops(conn, self.ops, now=None,
+                                             producer_sub=self._producer_sub)
+        return RiderOutcome([{**e, "type": "timer"} for e in self.applied.results])
+
+    def committed(self) -> None:
+        COUNTERS.add("timers_scheduled", self.applied.scheduled)
+        COUNTERS.add("timers_cancelled", self.applied.cancelled)

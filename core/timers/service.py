@@ -1,0 +1,137 @@
+"""`Timers`: the timer routes' service (§16.2, §16.3), composed by `core.service.Broker`.
+
+Each call is one transaction at one instant (the database's `now()`). After the commit, a
+schedule due before the firer's next planned sweep (within a sweep interval) wakes the
+firer in whatever process it runs, by NOTIFY `queen_timers`; that notification is its own
+statement after the commit, like the wake-ups of pushes (core/wakeup.py says why).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from core.counters import COUNTERS
+from core.errors import CodedUnavailable, Refused, ServiceError, StorageUnavailable
+from core.settings import Settings
+from core.storage import notify
+from core.storage import timers as sql
+from core.storage.database import Database
+from core.timers.apply import Element, apply_timer_ops
+from core.timers.firer import CHANNEL
+from core.timers.ops import BAD, RIDER_LIMITS, Limits, TimerOp, operations_of, parse_ops
+from core.timers.rider import TimerRider
+
+MAX_PREFIX_BYTES = 128
+TimerRow = sql.TimerRow  # what peek and list answer (the edge imports no storage module)
+
+
+@dataclass(slots=True)
+class TimerPage:
+    rows: list[TimerRow]
+    truncated: bool
+    next_after: str | None
+
+
+@dataclass(slots=True)
+class QueuePage:
+    rows: list[sql.QueueTimers]
+    truncated: bool
+    next_after: str | None
+
+
+@contextmanager
+def _unavailable() -> Iterator[None]:
+    """A database outage answers 503 `timers_unavailable` (shared rules of §§14–17)."""
+    try:
+        yield
+    except StorageUnavailable as exc:
+        raise CodedUnavailable("timers_unavailable", "timers_unavailable", exc.message) from exc
+
+
+class Timers:
+    def __init__(self, db: Database, settings: Settings) -> None:
+        self._db = db
+        self._limits = Limits(horizon_ms=settings.timers_horizon_ms)
+        self._sweep_ms = settings.timers_sweep_ms
+
+    async def call(self, body: Any, producer_sub: str | None) -> list[Element]:
+        """`POST /api/v1/timers`: the body as decoded JSON; the results in input order."""
+        return await self._apply(parse_ops(operations_of(body), self._limits), producer_sub)
+
+    async def cancel(self, queue: str, key: str, txn: str | None) -> Element:
+        """The DELETE route: a one-op cancel answering the bare element."""
+        op = {"op": "cancel", "queue": queue, "timerKey": key}
+        if txn is not None:
+            op["txn"] = txn
+        [element] = await self._apply(parse_ops([op], self._limits), None)
+        return element
+
+    async def _apply(self, ops: list[TimerOp], producer_sub: str | None) -> list[Element]:
+        if not ops:
+            return []
+        with _unavailable():
+            async with self._db.transaction() as conn:
+                applied = await apply_timer_ops(conn, ops, now=None, producer_sub=producer_sub)
+            COUNTERS.add("timers_scheduled", applied.scheduled)
+            COUNTERS.add("timers_cancelled", applied.cancelled)
+            await self._wake_if_soon(applied.soonest_delay_ms)
+        return applied.results
+
+    def rider(self, raw: Any, producer_sub: str | None) -> TimerRider:
+        """The `timers` rider of a transaction, checked now (§17: as §16.2, without the op
+        cap, the payload ceiling and the horizon)."""
+        if not isinstance(raw, list):
+            raise Refused(BAD, "timers_bad_body", "timers must be an array of timer ops")
+        return TimerRider(parse_ops(raw, RIDER_LIMITS, "timers"), producer_sub)
+
+    async def committed(self, rider: TimerRider) -> None:
+        """After a bundle carrying `rider` committed: wake the firer as a call would."""
+        await self._wake_if_soon(rider.applied.soonest_delay_ms)
+
+    async def _wake_if_soon(self, soonest: int | None) -> None:
+        """Committed schedules, the soonest due in `soonest` ms: one due before the firer's
+        next sweep wakes it."""
+        if soonest is not None and soonest < self._sweep_ms:
+            try:
+                await self.wake_firer(soonest)
+            except ServiceError:
+                pass  # committed already; the firer's own sweep finds it within a second
+
+    async def wake_firer(self, due_in_ms: int) -> None:
+        """Tell the firer (any process) a timer is due in `due_in_ms`; for a caller that
+        committed timer ops in a transaction of its own (the §17 rider)."""
+        async with self._db.session() as conn:
+            await notify.notify_wakeups(conn, channel=CHANNEL, payloads=[str(max(0, due_in_ms))])
+
+    async def peek(self, queue: str, key: str) -> TimerRow | None:
+        with _unavailable():
+            async with self._db.session() as conn:
+                return await sql.peek(conn, queue=queue, key=key)
+
+    async def page(self, queue: str, *, after: str, limit: int) -> TimerPage:
+        with _unavailable():
+            async with self._db.session() as conn:
+                rows = await sql.page(conn, queue=queue, after=after, rows=limit + 1)
+        truncated = len(rows) > limit
+        rows = rows[:limit]
+        return TimerPage(rows, truncated, rows[-1].timer_key if truncated else None)
+
+    async def count(self, queue: str, prefix: str) -> int:
+        if not prefix or len(prefix.encode()) > MAX_PREFIX_BYTES or "\x00" in prefix:
+            raise Refused(BAD, "timers_bad_prefix", "prefix must be 1 to "
+                          f"{MAX_PREFIX_BYTES} bytes without NUL")
+        with _unavailable():
+            async with self._db.session() as conn:
+                return await sql.count(conn, queue=queue, prefix=prefix)
+
+    async def queues(self, *, after: str, limit: int) -> QueuePage:
+        """Queues with pending timers (the dashboard's list), in byte order of name."""
+        with _unavailable():
+            async with self._db.session() as conn:
+                rows = await sql.queues(conn, after=after, rows=limit + 1)
+        truncated = len(rows) > limit
+        rows = rows[:limit]
+        return QueuePage(rows, truncated, rows[-1].queue if truncated else None)
