@@ -55,6 +55,7 @@ class AckOutcome:
     lease_released: bool = False
     dlq: bool = False
     noop: bool = False
+    conflated: int = 0  # superseded messages a conflated lease's commit retired (§20.3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +120,7 @@ async def apply_acks(conn: Conn, acks: Sequence[GroupAck], *,
             assert row.idx is not None
             outcomes[positions[row.idx - 1]] = AckOutcome(
                 row.outcome in ("ok", "noop"), row.error, bool(row.lease_released),
-                bool(row.dlq), row.outcome == "noop")
+                bool(row.dlq), row.outcome == "noop", row.conflated or 0)
     result.outcomes = [o if o is not None else AckOutcome(False, "not processed")
                        for o in outcomes]
     return result

@@ -38,6 +38,7 @@ class GroupSummary:
     subscription_mode: str | None = None
     subscription_timestamp: datetime | None = None
     subscription_created_at: datetime | None = None
+    conflation: bool = False  # the stored policy (extensions §20.2)
 
     def state(self, now: datetime) -> str:
         if self.partitions_with_lag == 0:
@@ -94,6 +95,7 @@ class ConsumerGroups:
             s.subscription_mode = sub.mode
             s.subscription_timestamp = sub.subscription_from
             s.subscription_created_at = sub.created_at
+            s.conflation = sub.conflation
         return sorted(found.values(), key=lambda s: (s.name, s.queue))
 
     async def delete(self, group: str, *, queue: str | None,

@@ -54,6 +54,14 @@ class PopRequest:
     lease_seconds: int = 0  # 0 = the queue's leaseTime
     subscription_mode: str = "all"
     subscription_from: str = ""
+    # Extensions §20 (core/conflation.py): conflation declared; the width of a conflating
+    # pop; whether the autopilot chooses the width, and the lane's pops in flight for it.
+    conflation: bool = False
+    conflation_width: int = 1
+    auto_width: bool = False
+    # Not part of what a pop asks (core/reads/claims.py lines up equal requests): pops of a
+    # line share the statement of the first, with its count.
+    in_flight: int = field(default=1, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +108,8 @@ class PopResult:
     lease_id: LeaseId | None
     claims: list[Claim] = field(default_factory=list)
     queue_ids: list[QueueId] = field(default_factory=list)  # the queues the pop addressed
+    conflation: bool | None = None  # a queue it addressed has a conflating group; None: unknown
+    width: int | None = None  # partitions it wanted; None: unknown (no claim was tried)
 
     @property
     def partitions_claimed(self) -> int:
@@ -190,7 +200,8 @@ def _arguments(request: PopRequest) -> dict[str, Any]:
     seed_mode, seed_instant = requested_seed(request.subscription_mode,
                                              request.subscription_from)
     named = request.group != QUEUE_MODE
-    wanted = 1 if request.partition is not None else max(request.max_partitions, 1)
+    wanted = 1 if request.partition is not None else max(
+        request.max_partitions, request.conflation_width if request.conflation else 1, 1)
     return {"queue": request.queue, "namespace": request.namespace, "task": request.task,
             "partition": request.partition, "group": request.group, "named": named,
             "seed_mode": seed_mode, "seed_instant": seed_instant,
@@ -198,13 +209,17 @@ def _arguments(request: PopRequest) -> dict[str, Any]:
             "partitions": request.max_partitions, "auto_ack": request.auto_ack,
             "lease_seconds": request.lease_seconds,
             "lease_fallback": POP_LEASE_FALLBACK_SECONDS,
-            "candidates": wanted * _CANDIDATE_FACTOR + _CANDIDATE_EXTRA}
+            "candidates": wanted * _CANDIDATE_FACTOR + _CANDIDATE_EXTRA,
+            "conflation": request.conflation, "conflation_width": request.conflation_width,
+            "auto_width": request.auto_width, "in_flight": request.in_flight}
 
 
 def _result(lease_id: LeaseId | None, rows: Sequence[sql.PopRow]) -> PopResult:
     result = PopResult(lease_id)
     claims: dict[int, Claim] = {}
     for row in rows:
+        result.conflation = bool(result.conflation) or bool(row.conflation)
+        result.width = row.width
         if row.partition_id is None:  # nothing delivered: the queues it looked at
             result.queue_ids.append(QueueId(row.queue_id))
             continue

@@ -15,6 +15,7 @@ from typing import Any
 from core import options as queue_options
 from core.errors import NotFound
 from core.storage import admin as sql
+from core.storage import conflation as conflation_sql
 from core.storage import depth as depth_sql
 from core.storage.admin import Overview, PartitionListRow
 from core.storage.database import Database
@@ -121,6 +122,7 @@ class QueueFilter:
 @dataclass(frozen=True, slots=True)
 class Depth:
     partitions: list[tuple[str, int]]  # (partition name, pending)
+    conflation: bool = False  # the group's stored policy (extensions §20.2)
 
     @property
     def pending(self) -> int:
@@ -181,8 +183,10 @@ class Resources:
             if queue_id is None:
                 raise NotFound("Queue not found")
             rows = await depth_sql.depth_cursors(conn, queue_id=queue_id, group=group)
+            conflating = group is not None and await conflation_sql.of_queue(
+                conn, queue_id=queue_id, group=group)
         return Depth([(r.partition, pending_after(r.last_offset, r.log_start, r.committed))
-                      for r in rows])
+                      for r in rows], conflating)
 
     async def partitions(self, *, queue: str | None, limit: int,
                          offset: int) -> list[PartitionListRow]:

@@ -36,8 +36,9 @@ from datetime import datetime
 from typing import Any
 
 from core import ack as acks
-from core import changes, encryption, queues, stats, transactions
+from core import changes, conflation, encryption, queues, stats, transactions
 from core import fetch as offset_reads
+from core.autopilot import Autopilot
 from core.counters import COUNTERS
 from core.dlq import DeadLetters
 from core.embedded import database_dsn
@@ -123,6 +124,7 @@ class Broker:
         self.kv = KvService(db, max_keys=settings.kv_max_keys)
         self.timers = Timers(db, settings)  # timers (core/timers); fired by their own process
         self.streams = Streams(db, hub.announce, self.require_direct_writes)  # §18
+        self.autopilot = Autopilot()  # extensions §20.5: pops in flight, drain rates
         self.counters = COUNTERS
         self.figures_provider: stats.FiguresProvider = stats.no_spool
         self.flusher: stats.CounterFlusher | None = None  # set by `open`
@@ -256,6 +258,15 @@ class Broker:
         COUNTERS.add("pop_messages", result.count)
         return result
 
+    @property
+    def pops_paused(self) -> bool:
+        """Pop maintenance is on: pops claim nothing."""
+        return self._switches.pop_paused
+
+    async def conflating(self, request: PopRequest, result: PopResult) -> bool:
+        """The group's effective conflation policy for a pop's answer (extensions §20.2)."""
+        return await conflation.effective(self._db, request, result)
+
     def stop_waiting(self) -> None:
         """Parked long polls answer now and new ones do not park (the process drains)."""
         self._stop_waiting.set()
@@ -271,6 +282,8 @@ class Broker:
         answers what was applied to it."""
         result = await self._acks.apply(items)
         _count_acks(items, result.outcomes)
+        self.autopilot.acked((a.item.lease_id, o.lease_released)
+                             for a, o in zip(items, result.outcomes) if o.success)
         await self._retry_wakes.after_acks(items, result.outcomes)
         return result
 
@@ -293,6 +306,9 @@ class Broker:
                        (ops[i] for i in applied) if isinstance(op, transactions.TxAck)]
             _count_acks(tx_acks, [result.acks[i] for i in applied])
             await self._retry_wakes.after_acks(tx_acks, [result.acks[i] for i in applied])
+            only = required_leases[0] if len(set(required_leases)) == 1 else None
+            self.autopilot.acked((a.item.lease_id or only, result.acks[i].lease_released)
+                                 for i, a in zip(applied, tx_acks))
         return result
 
     async def extend_lease(self, lease_id: str, seconds: int) -> list[datetime]:

@@ -36,7 +36,8 @@ SELECT c.consumer_group, q.id AS queue_id, q.name AS queue, p.id AS partition_id
 -- name: admin_subscriptions
 -- Stored subscriptions with their queue name.
 -- $1 consumer group or null (all)
-SELECT s.consumer_group, q.name AS queue, s.mode, s.subscription_from, s.created_at
+SELECT s.consumer_group, q.name AS queue, s.mode, s.subscription_from, s.created_at,
+       s.conflation
   FROM queen.consumer_subscriptions s JOIN queen.queues q ON q.id = s.queue_id
  WHERE ($1::text IS NULL OR s.consumer_group = $1)
  ORDER BY q.name, s.consumer_group;

@@ -7,11 +7,13 @@
 -- $1 queue or null, $2 namespace or null, $3 task or null, $4 partition or null, $5 group,
 -- $6 named group, $7 seed mode, $8 seed instant, $9 store the seed, $10 batch,
 -- $11 partitions, $12 autoAck, $13 lease seconds (0 = the queue's), $14 lease fallback,
--- $15 lease id, $16 hinted partition ids, $17 pivot in [0, 1), $18 candidates per scan
+-- $15 lease id, $16 hinted partition ids, $17 pivot in [0, 1), $18 candidates per scan,
+-- $19 conflation declared, $20 conflating width, $21 autopilot width, $22 lane's pops in
+-- flight (082_conflation.sql)
 SELECT queue_id, queue, partition_id, partition, span_start, span_end, retry_count,
-       base_offset, created_at, blob, last_offset
+       base_offset, created_at, blob, last_offset, conflation, width
   FROM queen.pop($1, $2, $3, $4, $5, $6, $7, $8::timestamptz, $9, $10, $11, $12, $13, $14,
-                 $15, $16::bigint[], $17, $18);
+                 $15, $16::bigint[], $17, $18, $19, $20, $21, $22);
 
 -- name: ack
 -- Apply acks in one statement (see 026_ack.sql for the arguments and the answer).
@@ -19,7 +21,8 @@ SELECT queue_id, queue, partition_id, partition, span_start, span_end, retry_cou
 -- $7 known offsets (one per item, null = resolve), $8 check an item without a lease against
 -- the group's current one, $9 default lease, $10 report missing addresses instead of
 -- refusing them
-SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_from, scan_to
+SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_from, scan_to,
+       conflated
   FROM queen.ack($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[],
                  $7::bigint[], $8, $9, $10);
 
@@ -51,11 +54,12 @@ RETURNING c.worker_id AS lease_id, c.lease_expires_at;
 -- name: pop_shared
 -- Concurrent pops of one request in one statement (see 027_pop_shared.sql): $1–$14 as for
 -- pop, $15 one lease id per share, $16 hinted partition ids, $17 one pivot per share,
--- $18 candidates per scan.
+-- $18 candidates per scan, $19-$22 as for pop.
 SELECT queue_id, queue, partition_id, partition, span_start, span_end, retry_count,
-       base_offset, created_at, blob, last_offset, share
+       base_offset, created_at, blob, last_offset, conflation, width, share
   FROM queen.pop_shared($1, $2, $3, $4, $5, $6, $7, $8::timestamptz, $9, $10, $11, $12, $13,
-                        $14, $15::text[], $16::bigint[], $17::float8[], $18);
+                        $14, $15::text[], $16::bigint[], $17::float8[], $18, $19, $20, $21,
+                        $22);
 
 -- name: queue_timed
 -- Per queue id, whether the clock alone can make its data claimable (a long poll parked on

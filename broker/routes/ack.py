@@ -29,6 +29,8 @@ def outcome_json(index: int, item: AckItem, outcome: AckOutcome) -> AckResult:
                        outcome.lease_released, outcome.dlq)
     if outcome.noop:
         result.noop = True
+    if outcome.conflated:
+        result.conflated = outcome.conflated
     return result
 
 

@@ -44,7 +44,8 @@ async def list_groups(request: Request) -> Response:
         totalLag=None, offsetLag=s.offset_lag, maxTimeLag=round(s.max_time_lag, 3),
         state=s.state(now), subscriptionMode=s.subscription_mode,
         subscriptionTimestamp=_iso_or_none(s.subscription_timestamp),
-        subscriptionCreatedAt=_iso_or_none(s.subscription_created_at))
+        subscriptionCreatedAt=_iso_or_none(s.subscription_created_at),
+        conflation=s.conflation)
         for s in await broker_of(request).groups.summaries()])
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 
 import msgspec
 from starlette.requests import Request
@@ -21,49 +22,73 @@ from broker.wire.pop import (
     PopQuery,
     QueuePartitionPath,
 )
+from core import conflation
+from core.autopilot import WAIT_MS, Lane
 from core.errors import BadRequest
 from core.pop import QUEUE_MODE, PopRequest, PopResult
 from core.timefmt import iso
-
-AUTOPILOT_BATCH = 100
-AUTOPILOT_WAIT_MS = 100
 
 
 def _pop_request(request: Request, query: PopQuery, *, queue: str | None,
                  partition: str | None, namespace: str | None = None,
                  task: str | None = None) -> PopRequest:
     settings = state_of(request).settings
-    default_batch = AUTOPILOT_BATCH if query.autopilot else settings.default_batch_size
+    group = query.consumerGroup or QUEUE_MODE
+    conflation.check_request(declared=query.conflation, group=group, auto_ack=query.autoAck)
+    partitions = given(query.partitions)
+    # Autopilot (extensions §20.5) chooses what the request omitted: the batch from the
+    # lane's drain rate here, the width in the claim (SQL) from its ready partitions.
+    batch = query.batch or (
+        broker_of(request).autopilot.batch(Lane(queue, namespace, task, group))
+        if query.autopilot else settings.default_batch_size)
     return PopRequest(
-        group=query.consumerGroup or QUEUE_MODE,
-        batch=query.batch or default_batch, max_partitions=query.partitions, queue=queue,
+        group=group, batch=batch, max_partitions=partitions or 1, queue=queue,
         partition=partition, namespace=namespace, task=task, auto_ack=query.autoAck,
         lease_seconds=query.leaseSeconds,
         subscription_mode=query.subscriptionMode or settings.default_subscription_mode,
-        subscription_from=query.subscriptionFrom or "")
+        subscription_from=query.subscriptionFrom or "", conflation=query.conflation,
+        conflation_width=conflation.width(partitions, batch),
+        auto_width=query.autopilot and partitions is None and partition is None)
 
 
 async def _serve_pop(request: Request, query: PopQuery, pop_request: PopRequest) -> Response:
     timeout = given(query.timeout)
     timeout_ms = state_of(request).settings.default_timeout_ms if timeout is None else timeout
+    broker = broker_of(request)
+    lane = Lane(pop_request.queue, pop_request.namespace, pop_request.task, pop_request.group)
     gone = asyncio.Event()
     watcher = asyncio.create_task(_watch_disconnect(request, gone), name="pop-disconnect")
     try:
-        result = await broker_of(request).pop(pop_request, wait=query.wait,
-                                              timeout_ms=timeout_ms, gone=gone)
+        with broker.autopilot.flight(lane) as in_flight:
+            pop_request = dataclasses.replace(pop_request, in_flight=in_flight)
+            result = await broker.pop(pop_request, wait=query.wait, timeout_ms=timeout_ms,
+                                      gone=gone)
     finally:
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
-    if not result.claims:
+    if query.autopilot and result.lease_id is not None and result.claims:
+        broker.autopilot.delivered(lane, result.lease_id)
+    # A pop that declares conflation, or whose group conflates, never answers 204 (§20.4).
+    conflating = await broker.conflating(pop_request, result) if (
+        query.conflation or pop_request.group != QUEUE_MODE) else False
+    if not result.claims and not (conflating or query.conflation):
         return no_content()
-    if query.frames:
+    if query.frames and result.claims and not (conflating or query.conflation):
         return _framed_answer(pop_request, result, query.autopilot)
-    return json_response(_answer(pop_request, result, query.autopilot))
+    answer = _answer(pop_request, result, query.autopilot)
+    if conflating:
+        answer.conflation = True
+    elif query.conflation:
+        answer.conflationConflict = True
+    if not result.claims and broker.pops_paused:
+        answer.paused = True
+    return json_response(answer)
 
 
-def _autopilot(pop_request: PopRequest) -> Autopilot:
-    return Autopilot(pop_request.max_partitions, pop_request.batch, AUTOPILOT_WAIT_MS)
+def _autopilot(pop_request: PopRequest, result: PopResult) -> Autopilot:
+    used = result.width if result.width is not None else pop_request.max_partitions
+    return Autopilot(used, pop_request.batch, WAIT_MS)
 
 
 def _answer(pop_request: PopRequest, result: PopResult, autopilot: bool) -> PopAnswer:
@@ -85,13 +110,19 @@ def _answer(pop_request: PopRequest, result: PopResult, autopilot: bool) -> PopA
             str(frame.message_id), frame.transaction_id,
             str(frame.trace_id) if frame.trace_id else None, msgspec.Raw(frame.payload),
             frame.producer_sub, created_at, partition_id, m.partition, lease, group))
-    first = result.claims[0]
-    answer = PopAnswer(
-        success=True, queue=first.queue if pop_request.queue is not None else "",
-        partition=first.partition, partitionId=str(first.partition_id), leaseId=lease,
-        consumerGroup=group, messages=messages, partitionsClaimed=result.partitions_claimed)
+    if result.claims:
+        first = result.claims[0]
+        answer = PopAnswer(
+            success=True, queue=first.queue if pop_request.queue is not None else "",
+            partition=first.partition, partitionId=str(first.partition_id), leaseId=lease,
+            consumerGroup=group, messages=messages,
+            partitionsClaimed=result.partitions_claimed)
+    else:  # nothing delivered, answered 200 all the same (a conflating pop, §20.4)
+        answer = PopAnswer(success=True, queue=pop_request.queue or "", partition="",
+                           partitionId="", leaseId="", consumerGroup=group, messages=[],
+                           partitionsClaimed=0)
     if autopilot:
-        answer.autopilot = _autopilot(pop_request)
+        answer.autopilot = _autopilot(pop_request, result)
     return answer
 
 
@@ -101,7 +132,7 @@ def _framed_answer(pop_request: PopRequest, result: PopResult, autopilot: bool) 
         queue=result.claims[0].queue if pop_request.queue is not None else "",
         lease_id=result.lease_id or "", group=pop_request.group,
         claims=framed_pop.stored_claims(result.claims),
-        extras={"autopilot": _autopilot(pop_request)} if autopilot else None)
+        extras={"autopilot": _autopilot(pop_request, result)} if autopilot else None)
     return Response(body, 200, media_type=FRAMED_POP_MEDIA_TYPE)
 
 

@@ -77,9 +77,8 @@ async def queue_depth(request: Request, path: QueuePath, query: DepthQuery) -> R
     group = given(query.group)
     depth = await broker_of(request).resources.queue_depth(path.queue, group)
     pending_parts = sum(1 for _, n in depth.partitions if n > 0)
-    # The group's stored conflation policy (§20.2) goes here once conflation exists; until
-    # then no group conflates, and effectivePending is the message count (§21.2).
-    conflation = False
+    # A conflating group's work left is one delivery per pending partition (§21.2).
+    conflation = depth.conflation
     return json_response(QueueDepth(
         path.queue, group, depth.pending, pending_parts, conflation,
         pending_parts if conflation else depth.pending,

@@ -39,6 +39,7 @@ class AckResult(msgspec.Struct):
     leaseReleased: bool
     dlq: bool
     noop: bool | UnsetType = UNSET
+    conflated: int | UnsetType = UNSET  # superseded messages retired (extensions §20.3)
 
 
 class LeasePath(msgspec.Struct):

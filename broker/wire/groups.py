@@ -57,6 +57,7 @@ class GroupSummaryOut(msgspec.Struct):
     subscriptionMode: str | None
     subscriptionTimestamp: str | None
     subscriptionCreatedAt: str | None
+    conflation: bool  # the group's stored policy on the queue (extensions §20.2)
 
 
 class LaggingOut(msgspec.Struct):

@@ -23,7 +23,8 @@ class PopQuery(msgspec.Struct):
     """Absent values take the defaults of §4.2 (some come from the broker's settings)."""
 
     batch: Annotated[int, Meta(ge=1, le=MAX_BATCH)] | UnsetType = UNSET
-    partitions: Annotated[int, Meta(ge=1, le=MAX_PARTITIONS)] = 1
+    # Absent: 1, or the autopilot's width with autopilot=true (extensions §20.5).
+    partitions: Annotated[int, Meta(ge=1, le=MAX_PARTITIONS)] | UnsetType = UNSET
     wait: bool = False
     timeout: Annotated[int, Meta(ge=0, le=MAX_TIMEOUT_MS)] | UnsetType = UNSET
     consumerGroup: Name | UnsetType = UNSET
@@ -33,6 +34,7 @@ class PopQuery(msgspec.Struct):
     leaseSeconds: Annotated[int, Meta(ge=0, le=MAX_TIMEOUT_MS // 1000)] = 0
     autopilot: bool = False
     frames: bool = False  # answer framed (§7.4, `application/x-queen-pop`) instead of JSON
+    conflation: bool = False  # last-value delivery for the group (extensions §20)
     namespace: Name | UnsetType = UNSET
     task: Name | UnsetType = UNSET
 
@@ -80,3 +82,7 @@ class PopAnswer(msgspec.Struct):
     messages: list[PoppedMessage]
     partitionsClaimed: int
     autopilot: Autopilot | UnsetType = UNSET
+    # Extensions §20.2/§20.4, each only when true.
+    conflation: bool | UnsetType = UNSET
+    conflationConflict: bool | UnsetType = UNSET
+    paused: bool | UnsetType = UNSET

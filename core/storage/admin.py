@@ -38,9 +38,10 @@ class GroupCursor:
 class Subscription:
     consumer_group: str
     queue: str
-    mode: str
+    mode: str | None  # None: no first-contact choice stored yet (version 82)
     subscription_from: datetime | None
     created_at: datetime
+    conflation: bool  # last-value delivery (extensions §20.2)
 
 
 @dataclass(frozen=True, slots=True)

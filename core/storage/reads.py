@@ -26,6 +26,8 @@ class PopRow:
     created_at: datetime | None
     blob: bytes | None
     last_offset: int | None
+    conflation: bool | None  # the group's stored policy on this row's queue (§20.2)
+    width: int  # partitions the pop wanted (§20.3, §20.5)
 
 
 @dataclass(slots=True)
@@ -62,6 +64,7 @@ class AckRow:
     partition_id: int | None
     scan_from: int | None
     scan_to: int | None
+    conflated: int | None  # superseded messages a conflated lease's commit retired
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,12 +128,14 @@ async def pop(conn: Conn, *, queue: str | None, namespace: str | None, task: str
               partition: str | None, group: str, named: bool, seed_mode: str,
               seed_instant: datetime | None, store_seed: bool, batch: int, partitions: int,
               auto_ack: bool, lease_seconds: int, lease_fallback: int, lease_id: str,
-              hints: Sequence[int], pivot: float, candidates: int) -> list[PopRow]:
-    """Claim and read in one statement (schema/025_pop.sql)."""
+              hints: Sequence[int], pivot: float, candidates: int, conflation: bool = False,
+              conflation_width: int = 1, auto_width: bool = False,
+              in_flight: int = 1) -> list[PopRow]:
+    """Claim and read in one statement (schema/025_pop.sql, 082_conflation.sql)."""
     return await _POP.rows(conn, queue, namespace, task, partition, group, named, seed_mode,
                            seed_instant, store_seed, batch, partitions, auto_ack,
                            lease_seconds, lease_fallback, lease_id, list(hints), pivot,
-                           candidates)
+                           candidates, conflation, conflation_width, auto_width, in_flight)
 
 
 async def pop_shared(conn: Conn, *, queue: str | None, namespace: str | None,
@@ -138,12 +143,16 @@ async def pop_shared(conn: Conn, *, queue: str | None, namespace: str | None,
                      seed_mode: str, seed_instant: datetime | None, store_seed: bool,
                      batch: int, partitions: int, auto_ack: bool, lease_seconds: int,
                      lease_fallback: int, lease_ids: Sequence[str], hints: Sequence[int],
-                     pivots: Sequence[float], candidates: int) -> list[SharedPopRow]:
-    """Pops of one request, one per lease id, in one statement (schema/027_pop_shared.sql)."""
+                     pivots: Sequence[float], candidates: int, conflation: bool = False,
+                     conflation_width: int = 1, auto_width: bool = False,
+                     in_flight: int = 1) -> list[SharedPopRow]:
+    """Pops of one request, one per lease id, in one statement (schema/027_pop_shared.sql,
+    082_conflation.sql)."""
     return await _POP_SHARED.rows(conn, queue, namespace, task, partition, group, named,
                                   seed_mode, seed_instant, store_seed, batch, partitions,
                                   auto_ack, lease_seconds, lease_fallback, list(lease_ids),
-                                  list(hints), list(pivots), candidates)
+                                  list(hints), list(pivots), candidates, conflation,
+                                  conflation_width, auto_width, in_flight)
 
 
 async def queue_timed(conn: Conn, *, queue_ids: Sequence[int]) -> list[QueueTimed]:

@@ -31,6 +31,7 @@ view("groups", {
         ["Offset lag", (g) => fmtInt(g.offsetLag), "offsetLag"],
         ["Max time lag", (g) => fmtSeconds(g.maxTimeLag), "maxTimeLag"],
         ["Subscription", (g) => g.subscriptionMode || "–"],
+        ["Conflation", (g) => (g.conflation ? "on" : "off"), "conflation"],
         ["", (g) => groupActions(g.name, g.queueName)],
       ], rows.slice(offset, offset + PAGE), { key: (g) => `${g.name}/${g.queueName}`, empty: "No consumer group matches." }),
       pager(rows.length, PAGE, offset),
@@ -54,11 +55,15 @@ view("group", {
   async load(ctx) {
     const name = ctx.parts[1] || "";
     ctx.title.textContent = `Consumer group ${name}`;
-    const detail = await Api.get(`${GROUPS}/${seg(name)}`);
+    const [detail, all] = await Promise.all([Api.get(`${GROUPS}/${seg(name)}`), Api.get(GROUPS)]);
+    // The stored conflation policy per queue (last-value delivery), from the group list.
+    const conflating = new Set(all.filter((g) => g.name === name && g.conflation).map((g) => g.queueName));
     const queues = Object.keys(detail).sort();
     if (!queues.length) return h("p", { class: "empty" }, "This group has no cursor on any queue.");
     return queues.map((queue) => h("section", { "data-queue": queue },
       h("h2", {}, "Queue ", link(queue, ["queue", queue]), " ", groupActions(name, queue)),
+      h("p", { "data-conflation": conflating.has(queue) ? "on" : "off" },
+        `Conflation (last-value delivery): ${conflating.has(queue) ? "on" : "off"}`),
       groupPartitionsTable(detail[queue].partitions)));
   },
 });
