@@ -24,7 +24,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed448 import Ed448PrivateKey, Ed448PublicKey
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -73,6 +72,11 @@ class JwksKeys:
         self._url = url
         self._interval = refresh_interval_s
         self._gap = min_refresh_gap_s
+        # Imported here: only a broker configured with a JWKS URL needs it, and importing
+        # httpx pulls in its CLI (rich, click) when those are installed: ~0.1 s of CPU at
+        # every worker start, which restarts under load pay.
+        import httpx
+
         self._client = httpx.AsyncClient(timeout=timeout_ms / 1000, follow_redirects=False)
         self._keys: dict[str, SigningKey] = {}
         self._last_attempt = -math.inf
