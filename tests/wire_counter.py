@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
-import asyncpg
+from core.storage.hosts import connector_for, dsn_hosts
 
 _SSL_REQUEST = 80877103
 _GSS_REQUEST = 80877104
@@ -82,20 +82,21 @@ async def _client_to_server(reader: asyncio.StreamReader, writer: asyncio.Stream
 
 
 async def _one_host(dsn: str) -> str:
-    """A DSN naming several hosts (an HA pair, `target_session_attrs=read-write`) is narrowed
-    to the host that answers it now, the primary: the proxy fronts one server."""
-    url = urlsplit(dsn)
-    if "," not in url.netloc.rsplit("@", 1)[-1]:
+    """A DSN naming several hosts (an HA pair) is narrowed to the primary it reaches now, as
+    the broker's own connector finds it: the proxy fronts one server."""
+    if len(dsn_hosts(dsn)) < 2:
         return dsn
-    conn = await asyncpg.connect(dsn)
+    conn = await connector_for(dsn).connect()
     try:
         row = await conn.fetchrow("SELECT host(inet_server_addr()) AS host,"
                                   " inet_server_port() AS port")
     finally:
         await conn.close()
     assert row is not None and row["host"], "the primary of a multi-host DSN is reached by TCP"
+    url = urlsplit(dsn)
     user = url.netloc.rsplit("@", 1)[0] + "@" if "@" in url.netloc else ""
-    query = {k: v[0] for k, v in parse_qs(url.query).items() if k != "target_session_attrs"}
+    query = {k: v[0] for k, v in parse_qs(url.query).items()
+             if k not in ("target_session_attrs", "host", "port")}
     return urlunsplit(url._replace(netloc=f"{user}{row['host']}:{row['port']}",
                                    query=urlencode(query)))
 
