@@ -297,3 +297,28 @@ async def dlq_rows(conn: asyncpg.Connection, queue: str) -> list[dict]:  # type:
                     "created_at": letter.created_at, "failed_at": letter.failed_at,
                     "payload_text": letter.payload.decode()})
     return out
+
+
+async def schema_snapshot(db: asyncpg.Connection) -> dict[str, str]:
+    """Digests of every table and sequence of schema `queen`, for "a refusal changes nothing".
+
+    Left out: what a running deployment changes on its own while the test runs. That is the
+    counters and heartbeats web workers flush (`stats_*`) and the ephemeral tables, whose
+    leases, TTLs and idle queues every broker's sweeper expires in the background
+    (core/ephemeral/sweeper.py); a lease left by an earlier test expiring mid-test changed
+    `eph_lease` under a KV refusal in CI. No KV, lock or timer route writes an `eph_` table."""
+    relations = await db.fetch(
+        "SELECT c.relname, c.relkind::text AS kind FROM pg_class c JOIN pg_namespace n "
+        "ON n.oid = c.relnamespace WHERE n.nspname = 'queen' AND c.relkind IN ('r', 'S') "
+        "AND c.relname NOT LIKE 'stats\\_%' AND c.relname NOT LIKE 'eph\\_%' "
+        "ORDER BY c.relname")
+    out: dict[str, str] = {}
+    for rel in relations:
+        name = rel["relname"]
+        if rel["kind"] == "S":
+            out[name] = str(await db.fetchval(f"SELECT last_value FROM queen.{name}"))
+        else:
+            out[name] = str(await db.fetchval(
+                f"SELECT count(*) || ':' || coalesce(md5(string_agg(t::text, '|' "
+                f"ORDER BY t::text)), '') FROM queen.{name} t"))
+    return out

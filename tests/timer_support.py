@@ -1,5 +1,5 @@
 """Test helpers for timers: the firer as a real process (`python -m core.timers.firer`),
-started, killed and stopped by pid; a whole-schema snapshot."""
+started, killed and stopped by pid."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ import os
 import signal
 import subprocess
 from typing import Self
-
-import asyncpg
 
 from broker.supervisor import terminate_with_parent
 from core.embedded import stop_process
@@ -45,21 +43,3 @@ class FirerProcess:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-
-async def schema_snapshot(db: asyncpg.Connection) -> dict[str, str]:
-    """Digests of every table and sequence of schema `queen`, but the counters and heartbeats
-    that web workers write on their own (`stats_*`)."""
-    relations = await db.fetch(
-        "SELECT c.relname, c.relkind::text AS kind FROM pg_class c JOIN pg_namespace n "
-        "ON n.oid = c.relnamespace WHERE n.nspname = 'queen' AND c.relkind IN ('r', 'S') "
-        "AND c.relname NOT LIKE 'stats\\_%' ORDER BY c.relname")
-    out: dict[str, str] = {}
-    for rel in relations:
-        name = rel["relname"]
-        if rel["kind"] == "S":
-            out[name] = str(await db.fetchval(f"SELECT last_value FROM queen.{name}"))
-        else:
-            out[name] = str(await db.fetchval(
-                f"SELECT count(*) || ':' || coalesce(md5(string_agg(t::text, '|' "
-                f"ORDER BY t::text)), '') FROM queen.{name} t"))
-    return out

@@ -11,6 +11,8 @@ from typing import Any
 import asyncpg
 import httpx
 
+from tests.support import schema_snapshot
+
 GOOD = {"op": "put", "ns": "hostile", "key": "must-not-appear", "value": 1, "forever": True}
 KV, LOCKS, TX = "/api/v1/kv", "/api/v1/locks", "/api/v1/transaction"
 
@@ -153,25 +155,6 @@ SPECIFIED = {
     "locks_tenant_not_an_input", "locks_bad_name", "locks_ttl_required", "locks_bad_ttl",
     "locks_bad_owner", "locks_token_required", "locks_bad_token", "locks_bad_slot",
     "locks_bad_limit", "locks_duplicate_in_call", "locks_too_many_keys"}
-
-
-async def schema_snapshot(db: asyncpg.Connection) -> dict[str, str]:
-    """Every table of the schema (but the counters the web workers flush on their own) and
-    every sequence, as digests of their contents."""
-    tables = await db.fetch(
-        "SELECT c.relname, c.relkind::text AS relkind FROM pg_class c JOIN pg_namespace n ON n.oid = "
-        "c.relnamespace WHERE n.nspname = 'queen' AND c.relkind IN ('r', 'S') "
-        "AND c.relname NOT LIKE 'stats\\_%' ORDER BY c.relname")
-    snapshot = {}
-    for row in tables:
-        name = row["relname"]
-        if row["relkind"] == "S":
-            snapshot[name] = str(await db.fetchval(f"SELECT last_value FROM queen.{name}"))
-        else:
-            snapshot[name] = await db.fetchval(
-                f"SELECT count(*) || ':' || coalesce(md5(string_agg(t::text, '|' "
-                f"ORDER BY t::text)), '') FROM queen.{name} t")
-    return snapshot
 
 
 async def test_every_validation_code_answers_its_4xx_and_changes_nothing(

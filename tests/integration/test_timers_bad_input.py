@@ -11,8 +11,7 @@ from typing import Any
 import asyncpg
 import httpx
 
-from tests.support import configure
-from tests.timer_support import schema_snapshot
+from tests.support import configure, schema_snapshot
 
 B64 = base64.b64encode(b'{"a": 1}').decode()
 

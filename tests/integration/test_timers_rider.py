@@ -17,8 +17,8 @@ import httpx
 import pytest
 from queen import Queen
 
-from tests.support import BrokerProcess, fetch_records, wait_for
-from tests.timer_support import FirerProcess, schema_snapshot
+from tests.support import BrokerProcess, fetch_records, schema_snapshot, wait_for
+from tests.timer_support import FirerProcess
 
 B64 = base64.b64encode(b'{"a": 1}').decode()
 TX = "/api/v1/transaction"
