@@ -155,26 +155,39 @@ class PatroniPair:
                 proc.send_signal(sig)
 
     def stop(self) -> None:
+        """Stop the nodes (each Patroni stops its PostgreSQL), then the witness: the nodes
+        still have a Raft majority while they shut down. The witness is signalled too: left
+        alone it outlived the 60 s wait below, which every run then spent waiting."""
         for node in NODES:
             proc = self.procs.get(node)
             if proc is not None and proc.poll() is None:
                 self.signal_node(node, signal.SIGCONT)
                 proc.terminate()  # Patroni stops its PostgreSQL on the way out
-        for proc in self.procs.values():
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                for child in psutil.Process(proc.pid).children(recursive=True):
-                    with contextlib.suppress(psutil.Error):
-                        child.kill()
-                proc.kill()
-                proc.wait()
+        for node in NODES:
+            self._wait_or_kill(node)
+        witness = self.procs.get("witness")
+        if witness is not None and witness.poll() is None:
+            witness.terminate()
+        self._wait_or_kill("witness")
         for node in NODES:  # a postmaster Patroni could not stop (it is detached from it)
             with contextlib.suppress(OSError, ValueError, psutil.Error):
                 postmaster = psutil.Process(self.postmaster_pid(node))
                 if str(self.layout.node_dir(node)) in " ".join(postmaster.cmdline()):
                     postmaster.kill()
         self.procs.clear()
+
+    def _wait_or_kill(self, name: str) -> None:
+        proc = self.procs.get(name)
+        if proc is None:
+            return
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            for child in psutil.Process(proc.pid).children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    child.kill()
+            proc.kill()
+            proc.wait()
 
 
 async def _first_queued(injector: Injector, inst: ServeInstance, rec: dict[str, Any]) -> None:
