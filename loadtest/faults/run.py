@@ -356,7 +356,7 @@ class Run:
             with contextlib.suppress(OSError, TimeoutError, asyncpg.PostgresError):
                 if await snapshot.drained(self.dsn, queues, list(self.cfg.groups)):
                     return round(time.monotonic() - started, 2)
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(0.25)
         return None
 
     async def stop_workload(self) -> None:

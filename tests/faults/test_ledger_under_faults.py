@@ -19,8 +19,10 @@ from loadtest.faults.run import SINGLE_BROKER_FAULTS, Run, RunConfig
 
 
 def _small(**overrides: Any) -> RunConfig:
+    # A fault starts once the previous one has healed (a probe push acknowledged after it);
+    # the gap only lets the workload run between them.
     base: dict[str, Any] = {"producers": 2, "consumers": 2, "rate": 10.0, "warmup": 2.0,
-                            "gap": 2.0, "heal_timeout": 20.0, "fast_disk": True}
+                            "gap": 1.0, "heal_timeout": 20.0, "fast_disk": True}
     return RunConfig(**{**base, **overrides})
 
 
