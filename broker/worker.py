@@ -9,7 +9,8 @@ A stop (SIGTERM or SIGINT) drains, in this order:
 1. `draining` is set: parked long polls answer 204 now, new pops do not park, and answers
    carry `Connection: close`, so each connection closes after its answer;
 2. the worker stops accepting, and gives connections it has just accepted a moment
-   (`ACCEPT_GRACE`) to deliver their request;
+   (`ACCEPT_GRACE` from their accept) to deliver their request; connections accepted
+   earlier have had that moment already, so with none recent there is no wait;
 3. idle keep-alive connections are closed; requests in flight run to their end, so a push
    that was accepted commits and is answered;
 4. the app's lifespan closes the write coalescer (flushing what it still holds) and the pool.
@@ -54,8 +55,9 @@ from core.settings import Settings, from_env_or_exit
 log = logging.getLogger("queen.worker")
 
 BACKLOG = 1024  # connections the kernel queues while every worker is busy or restarting
-# After it stops accepting, how long a stopping worker waits before closing idle connections:
-# a client sends its request right after connecting, well within this.
+# How long after its accept a connection may take to deliver its request before a stopping
+# worker closes it as idle: a client sends its request right after connecting, well within
+# this.
 ACCEPT_GRACE = 0.5
 
 
@@ -141,13 +143,13 @@ async def serve(app: AppWrapper, config: Config, sock: socket.socket, stop: asyn
     _tune_garbage_collector()
 
     context = WorkerContext(None)
-    connections: set[asyncio.Task[None]] = set()
+    connections: dict[asyncio.Task[None], float] = {}  # each open connection: its accept time
 
     async def on_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        connections.add(task)
-        task.add_done_callback(connections.discard)
+        connections[task] = loop.time()
+        task.add_done_callback(lambda done: connections.pop(done, None))
         await TCPServer(app, loop, config, context, state, reader, writer)
 
     server = await asyncio.start_server(on_connection, sock=sock, backlog=config.backlog)
@@ -166,9 +168,14 @@ async def serve(app: AppWrapper, config: Config, sock: socket.socket, stop: asyn
         log.info("stopping: answering parked long polls, finishing requests in flight")
         draining.set()
         server.close()
-        await _wait_tasks(connections, ACCEPT_GRACE)
+        # Until the newest connection has had ACCEPT_GRACE since its accept (a fixed wait
+        # here cost every stop half a second whenever any connection was open, even one
+        # idle for minutes).
+        if connections:
+            await _wait_tasks(set(connections),
+                              max(connections.values()) + ACCEPT_GRACE - loop.time())
         await context.terminated.set()  # closes idle keep-alive connections
-        await _wait_tasks(connections, config.graceful_timeout)
+        await _wait_tasks(set(connections), config.graceful_timeout)
         for task in list(connections):
             task.cancel()  # past every database timeout: nothing better is left to do
         await asyncio.gather(*connections, return_exceptions=True)
@@ -195,7 +202,7 @@ def _tune_garbage_collector() -> None:
 
 
 async def _wait_tasks(tasks: set[asyncio.Task[None]], timeout: float) -> None:
-    if tasks:
+    if tasks and timeout > 0:
         await asyncio.wait(list(tasks), timeout=timeout)
 
 

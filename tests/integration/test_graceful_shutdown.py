@@ -185,3 +185,24 @@ async def test_one_worker_stopped_alone_drains_while_the_other_serves_and_is_rep
     assert set(statuses) == {201}
     assert survivor in web.children("web")
     assert f"(pid {victim} exited with code 0) after" in web.log()
+
+
+async def test_a_connection_accepted_just_before_sigterm_still_gets_its_request_answered(
+        web: Served) -> None:
+    """A client that connected just before the stop and sends its request a moment later is
+    answered (ACCEPT_GRACE runs from the accept: broker/worker.py), with Connection: close."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", web.port)
+    try:
+        await asyncio.sleep(0.1)  # accepted by an idle worker meanwhile
+        assert web.proc is not None
+        web.proc.send_signal(signal.SIGTERM)
+        await asyncio.sleep(0.2)  # the workers are draining now
+        writer.write(b"GET /health HTTP/1.1\r\nHost: test\r\n\r\n")
+        await writer.drain()
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    finally:
+        writer.close()
+    assert head.startswith(b"HTTP/1.1 200"), head
+    assert b"connection: close" in head.lower(), head
+    await eventually(lambda: web.proc is None or web.proc.poll() is not None, EXIT_WITHIN)
+    assert web.stop() == 0
