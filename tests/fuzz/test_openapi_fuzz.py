@@ -32,8 +32,10 @@ from tests.fuzz.run import fuzz_command
 from tests.support import BrokerProcess, create_database
 from tests.tokens import AUTH_ENV, AUTH_SECRET, Signer
 
-CI_SECONDS = 30
-AUTH_SECONDS = 20  # each of the two auth-on runs
+# CI-sized budgets (the long run is the README's command); each run also takes a few seconds
+# beyond its budget (schemathesis' start, its reading of the document).
+CI_SECONDS = 20
+AUTH_SECONDS = 14  # each of the two auth-on runs
 # Served without a token (JWT_SKIP_PATHS' default, `/` being the dashboard page): left out of
 # the no-token run.
 SKIPPED = r"^/(|health|metrics|metrics/prometheus|openapi\.json|docs)$"
@@ -68,24 +70,25 @@ def fuzz(url: str, tmp_path: Path, seconds: int, **options: object) -> tuple[
     command, env = fuzz_command(url, tally, max_time=seconds, seed=20261202, max_examples=5,
                                 **options)  # type: ignore[arg-type]
     done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True,
-                          timeout=seconds * 3, check=False)
+                          timeout=seconds * 3 + 60, check=False)
     report = done.stdout[-6000:] + done.stderr[-3000:]
     counts: dict[str, int] = json.loads(tally.read_text())
     print(f"schemathesis: {counts}")  # the figures, in the test log with -s or -rA
     return counts, report, done.returncode
 
 
-@pytest.mark.timeout(CI_SECONDS * 4)
+@pytest.mark.timeout(CI_SECONDS * 4 + 60)
 def test_schemathesis_finds_no_server_error_and_no_schema_violation(
         fuzz_broker: BrokerProcess, tmp_path: Path) -> None:
     counts, report, status = fuzz(fuzz_broker.url, tmp_path, CI_SECONDS)
     assert status == 0, report
     assert counts.get("5xx", 0) == 0, report
-    assert counts["requests"] > 100, counts  # about 800 in 30 s on an idle 2-core machine
+    # About 800 requests in 30 s on an idle 2-core machine (about 200 in 20 s on a loaded one).
+    assert counts["requests"] > 100, counts
     assert counts.get("2xx", 0) > 100 and counts.get("4xx", 0) > 100, counts
 
 
-@pytest.mark.timeout(AUTH_SECONDS * 4)
+@pytest.mark.timeout(AUTH_SECONDS * 4 + 60)
 def test_with_auth_on_and_an_admin_token_the_same_holds(
         auth_fuzz_broker: BrokerProcess, tmp_path: Path) -> None:
     token = Signer(AUTH_SECRET, "HS256").token("fuzzer", role="admin",
@@ -93,15 +96,16 @@ def test_with_auth_on_and_an_admin_token_the_same_holds(
     counts, report, status = fuzz(auth_fuzz_broker.url, tmp_path, AUTH_SECONDS, token=token)
     assert status == 0, report
     assert counts.get("5xx", 0) == 0, report
-    # About 600 requests in 20 s on an idle machine, ~70 on a loaded one: enough got through the
-    # gate (2xx) and enough were refused as invalid (4xx) to say the run exercised the API.
+    # About 600 requests in 20 s on an idle machine, ~70 on a loaded one (85 in 12 s): enough
+    # got through the gate (2xx) and enough were refused as invalid (4xx) to say the run
+    # exercised the API.
     assert counts.get("2xx", 0) > 20 and counts.get("4xx", 0) > 10, counts
     assert counts.get("403", 0) == 0, counts  # an admin passes every level
     # The only 401s are schemathesis' `ignored_auth` probes, sent without the token.
     assert counts.get("401", 0) < counts["requests"] / 10, counts
 
 
-@pytest.mark.timeout(AUTH_SECONDS * 4)
+@pytest.mark.timeout(AUTH_SECONDS * 4 + 60)
 def test_with_auth_on_and_no_token_nothing_gets_past_the_gate(
         auth_fuzz_broker: BrokerProcess, tmp_path: Path) -> None:
     counts, report, status = fuzz(auth_fuzz_broker.url, tmp_path, AUTH_SECONDS,
@@ -117,11 +121,11 @@ def test_with_auth_on_and_no_token_nothing_gets_past_the_gate(
     assert {a for a in answers if a.startswith("OPTIONS ")} <= {"OPTIONS 204"}, counts
 
 
-KV_SECONDS = 15
+KV_SECONDS = 12
 KV_ROUTES = r"^/api/v1/(kv|locks|transaction|resources/kv-namespaces)"
 
 
-@pytest.mark.timeout(KV_SECONDS * 4)
+@pytest.mark.timeout(KV_SECONDS * 4 + 60)
 def test_the_kv_lock_and_transaction_routes_alone_with_free_form_values(
         fuzz_broker: BrokerProcess, tmp_path: Path) -> None:
     """The routes whose bodies carry free-form JSON values (extensions §14, §15, §17), with
