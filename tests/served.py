@@ -52,17 +52,18 @@ class Served:
     def wait_healthy(self, timeout: float = 30.0) -> None:
         """Until /health answers 200 and every web worker has said it is serving."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"serve exited with {self.proc.returncode}:\n{self.log()}")
-            try:
-                if (httpx.get(self.url + "/health", timeout=2).status_code == 200
-                        and self.log().count("queen.worker: serving on") >= self.workers):
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
+        with httpx.Client(timeout=2, verify=_tls_context()) as client:
+            while time.monotonic() < deadline:
+                assert self.proc is not None
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"serve exited with {self.proc.returncode}:\n{self.log()}")
+                try:
+                    if (client.get(self.url + "/health").status_code == 200
+                            and self.log().count("queen.worker: serving on") >= self.workers):
+                        return
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.05)
         raise RuntimeError(f"serve did not become healthy in {timeout} s:\n{self.log()}")
 
     @property
