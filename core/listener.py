@@ -11,6 +11,12 @@ all of them for each push would make 15 of them run an empty claim. Groups are c
 separately because every group receives every message. Pops addressed to one partition form
 their own waiting line, so they are never passed over for a pop of another partition.
 
+A local commit wakes local waiters first, and its NOTIFY says, per group, how many of its spans
+the local waiters took: the other processes wake only that many fewer of that group's waiters
+(none, for a push a local pop took), so the processes do not all race for one span. A group's
+waiter elsewhere that is not woken so still re-checks at its next backoff (its queue's change
+mark moved), so data a local pop left behind is found within the backoff.
+
 Local commits wake local waiters at once and are announced to the other processes by NOTIFY;
 announcements that arrive while one NOTIFY is in flight are merged (with their counts) into
 the next. This process's own notifications are ignored when they come back. Missed
@@ -22,10 +28,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections import Counter, OrderedDict, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import asyncpg
@@ -35,7 +42,7 @@ from core.storage.errors import DRIVER_ERRORS
 from core.storage.hosts import connector_for
 from core.storage.statements import Statement
 from core.waiting import wait_event, within
-from core.wakeup import CHANNEL, MAX_HINTS, Wake, decode_payload, notify_hinted
+from core.wakeup import CHANNEL, MAX_HINTS, Wake, decode_payload, group_token, notify_hinted
 
 log = logging.getLogger(__name__)
 _RECONNECT_DELAY = 1.0
@@ -48,17 +55,20 @@ _PENDING_SECONDS = 1.0  # a hint older than this is left to the scan
 ANY_QUEUE = -1  # the waiting line of discovery pops, which any queue's commit may serve
 
 WaitLine = tuple[str, str | None]  # (consumer group, partition name or None for any)
+_token = functools.lru_cache(maxsize=4096)(group_token)
 
 
 class Waiter:
     """One parked pop; its event is set when it should check again, and `hints` then lists
     partitions that just became deliverable (if known)."""
 
-    __slots__ = ("event", "hints")
+    __slots__ = ("event", "hints", "line", "slots")
 
-    def __init__(self) -> None:
+    def __init__(self, line: WaitLine, slots: list[int]) -> None:
         self.event = asyncio.Event()
         self.hints: list[int] = []
+        self.line = line
+        self.slots = slots  # the queue ids (or ANY_QUEUE) it waits on
 
 
 class WakeupHub:
@@ -69,6 +79,8 @@ class WakeupHub:
         self._lines: dict[int, dict[WaitLine, dict[Waiter, None]]] = {}
         self._to_announce: Counter[int] = Counter()
         self._hints: defaultdict[int, list[int]] = defaultdict(list)
+        # Per queue, spans to be announced that this process's pops were woken for, per group.
+        self._served: defaultdict[int, Counter[str]] = defaultdict(Counter)
         # Per queue, partitions announced (local or remote) and not claimed here since, in the
         # order they were first announced: the longest-waiting first. Bounded per queue and in
         # queues, so a broker serving ever new queues or partitions does not grow.
@@ -103,15 +115,13 @@ class WakeupHub:
         """Register a waiter for the duration of the block (register *before* checking for
         messages, so a commit between the check and the wait is not missed).
         `queue_ids=None` waits on every queue."""
-        waiter = Waiter()
-        slots = [ANY_QUEUE] if queue_ids is None else list(queue_ids)
         line = (group, partition)
-        for slot in slots:
-            self._lines.setdefault(slot, {}).setdefault(line, {})[waiter] = None
+        waiter = Waiter(line, [])
+        self._register(waiter, [ANY_QUEUE] if queue_ids is None else queue_ids)
         try:
             yield waiter
         finally:
-            for slot in slots:
+            for slot in waiter.slots:
                 lines = self._lines.get(slot)
                 if lines is None:
                     continue
@@ -123,6 +133,19 @@ class WakeupHub:
                 if not lines:
                     del self._lines[slot]
 
+    def learnt(self, waiter: Waiter, queue_ids: Iterable[int]) -> None:
+        """A waiter parked on every queue (its pop did not know its queue's id yet) now
+        knows it: it also waits in that queue's own line, where a wake-up of that queue
+        counts it as served here (see `wake`). It stays in the other line until it leaves,
+        so nothing announced meanwhile passes it by."""
+        self._register(waiter, queue_ids)
+
+    def _register(self, waiter: Waiter, queue_ids: Iterable[int]) -> None:
+        for slot in queue_ids:
+            if slot not in waiter.slots:
+                waiter.slots.append(slot)
+                self._lines.setdefault(slot, {}).setdefault(waiter.line, {})[waiter] = None
+
     def parked_by_queue(self) -> dict[int, int]:
         """Parked pops per queue id (ANY_QUEUE: discovery pops, and pops that have not yet
         learnt their queue's id), for the metrics."""
@@ -133,12 +156,17 @@ class WakeupHub:
     def parked_count(self) -> int:
         return len({w for lines in self._lines.values() for ws in lines.values() for w in ws})
 
-    def wake(self, queue_id: int, count: int = 1, partitions: Sequence[int] = ()) -> None:
+    def wake(self, queue_id: int, count: int = 1, partitions: Sequence[int] = (),
+             served: Mapping[str, int] | None = None) -> Counter[str]:
         """Wake up to `count` not-yet-woken waiters per waiting line of the queue, and as many
         discovery waiters per line, handing each the queue's partitions with data announced
         and not claimed here since, the longest-waiting first: a woken pop claims those by
         key, oldest data first, which keeps the tail of end-to-end latency short (serving the
-        newest first left partitions written a moment earlier to the scan)."""
+        newest first left partitions written a moment earlier to the scan).
+
+        `served` (from another process's notification): spans its own pops took, per group
+        token; the queue's any-partition lines of those groups wake that many fewer. Answers
+        how many any-partition waiters of the queue were woken, per group."""
         self._changes[queue_id] = self._changes.get(queue_id, 0) + 1
         self._all_changes += 1
         hints: list[int] = []
@@ -160,16 +188,24 @@ class WakeupHub:
                 if p not in pending and len(pending) < _RECENT_PARTITIONS:
                     pending[p] = now  # a partition already waiting keeps its place
             hints = list(pending)
+        woken_by_group: Counter[str] = Counter()
         for slot in (queue_id, ANY_QUEUE):
-            for waiters in self._lines.get(slot, {}).values():
+            for (group, partition), waiters in self._lines.get(slot, {}).items():
+                own_line = slot == queue_id and partition is None
+                limit = count - served.get(_token(group), 0) if served and own_line else count
                 woken = 0
                 for waiter in waiters:
-                    if woken >= count:
+                    if woken >= limit:
                         break
+                    if slot == ANY_QUEUE and queue_id in waiter.slots:
+                        continue  # it learnt its queue: its line there had its turn
                     if not waiter.event.is_set():
                         waiter.hints = hints
                         waiter.event.set()
                         woken += 1
+                if own_line and woken:
+                    woken_by_group[group] += woken
+        return woken_by_group
 
     def change_mark(self, queue_ids: Iterable[int] | None) -> tuple[int, ...] | None:
         """A mark of what was announced so far for these queues (None: any queue): two marks
@@ -193,8 +229,12 @@ class WakeupHub:
         """Spans became deliverable (one per (queue, partition or None) listed), after their
         commit: wake local waiters now, other processes by NOTIFY."""
         for queue_id, partition_id in wakes:
-            self.wake(queue_id, 1, [] if partition_id is None else [partition_id])
+            woken = self.wake(queue_id, 1, [] if partition_id is None else [partition_id])
             self._to_announce[queue_id] += 1
+            if woken:
+                served = self._served[queue_id]
+                for group, n in woken.items():
+                    served[_token(group)] += n
             if partition_id is not None and len(self._hints[queue_id]) < MAX_HINTS:
                 self._hints[queue_id].append(partition_id)
         self._announce_ready.set()
@@ -203,11 +243,11 @@ class WakeupHub:
         if pid == self._notifier_pid:
             return  # our own announcement: local waiters were woken when it was made
         try:
-            queue_id, count, partitions = decode_payload(str(payload))
+            queue_id, count, partitions, served = decode_payload(str(payload))
         except ValueError:
             log.warning("ignoring malformed wake-up payload %r", payload)
             return
-        self.wake(queue_id, count, partitions)
+        self.wake(queue_id, count, partitions, served)
 
     def wake_everyone(self) -> None:
         """Every parked pop checks again (e.g. pops were paused and are not any more)."""
@@ -267,12 +307,14 @@ class WakeupHub:
                     continue
                 batch, self._to_announce = self._to_announce, Counter()
                 hints, self._hints = self._hints, defaultdict(list)
+                served, self._served = self._served, defaultdict(Counter)
                 try:
                     if conn is None or conn.is_closed():
                         conn = await connector_for(self._dsn).connect(
                             server_settings=settings, timeout=2)
                         self._notifier_pid = conn.get_server_pid()
-                    await notify_hinted(conn, {q: (n, hints.get(q, [])) for q, n in batch.items()})
+                    await notify_hinted(conn, {q: (n, hints.get(q, []), dict(served.get(q, {})))
+                                               for q, n in batch.items()})
                     # Let announcements gather for a moment: one NOTIFY per few milliseconds
                     # wakes waiters just as well as one per push, at a fraction of the cost.
                     await asyncio.sleep(_ANNOUNCE_GATHER_SECONDS)

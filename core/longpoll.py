@@ -106,6 +106,8 @@ async def pop_or_wait(lines: PopLines, hub: WakeupHub, request: PopRequest, *, w
             remaining = deadline - time.monotonic()
             if remaining <= 0 or _is_set(gone):
                 return result
+            if scope is None and request.queue is not None and result.queue_ids:
+                hub.learnt(waiter, result.queue_ids)  # a wake-up of its queue finds it there
             woke = await _wait_any(waiter.event, [gone, stop_waiting], min(interval, remaining))
             hints = waiter.hints if woke else []
         if request.queue is not None and result.queue_ids:
