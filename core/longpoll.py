@@ -17,7 +17,7 @@ from core.ids import QueueId
 from core.listener import WakeupHub
 from core.pop import PopRequest, PopResult
 from core.reads.claims import PopLines
-from core.reads.quiet import TimedQueues
+from core.reads.quiet import EmptyCheck, EmptyLines, TimedQueues
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +43,8 @@ async def pop_or_wait(lines: PopLines, hub: WakeupHub, request: PopRequest, *, w
                       timeout_ms: int, backoff: Backoff, timed: TimedQueues | None = None,
                       gone: asyncio.Event | None = None,
                       stop_waiting: asyncio.Event | None = None,
-                      paused: Callable[[], bool] = lambda: False) -> PopResult:
+                      paused: Callable[[], bool] = lambda: False,
+                      empty: EmptyLines | None = None) -> PopResult:
     """Answer as soon as something is delivered; an empty result at the deadline, when
     `wait` is false, when the client has `gone`, or once `stop_waiting` is set (the process
     is shutting down: a parked pop answers at once rather than when it is cut off).
@@ -53,7 +54,10 @@ async def pop_or_wait(lines: PopLines, hub: WakeupHub, request: PopRequest, *, w
     resume (whoever resumes them wakes every parked pop) or answers empty at its deadline.
 
     A backoff re-check with nothing announced for the pop's queues since its last check is
-    skipped (core/reads/quiet.py) when `timed` says the clock cannot change them either."""
+    skipped (core/reads/quiet.py) when `timed` says the clock cannot change them either.
+    So is a long poll's first check when `empty` holds a check of its line on this process
+    that found nothing and nothing was announced since: it starts parked, as if woken by
+    nothing after that check."""
     deadline = time.monotonic() + timeout_ms / 1000
     interval = backoff.initial_ms / 1000
     empty_checks = 0
@@ -66,6 +70,11 @@ async def pop_or_wait(lines: PopLines, hub: WakeupHub, request: PopRequest, *, w
     # it had then), and when it ran.
     looked: tuple[frozenset[int] | None, tuple[int, ...] | None, float] | None = None
     result = PopResult(None)
+    prior = empty.last(request) if wait and empty is not None else None
+    if prior is not None:
+        scope, woke = prior.queue_ids, False
+        looked = (scope, prior.mark, prior.at)
+        result = PopResult(None, queue_ids=[QueueId(q) for q in sorted(scope)])
     while True:
         if gone is not None and gone.is_set():
             return PopResult(None)  # never lease messages to a client that has left
@@ -86,6 +95,8 @@ async def pop_or_wait(lines: PopLines, hub: WakeupHub, request: PopRequest, *, w
                     result = await _abandoned_after(
                         lines.claim(request, hints, gone),
                         max(deadline - time.monotonic(), 0) + _STATEMENT_GRACE_S)
+                    if empty is not None:
+                        _remember(empty, request, looked, result)
                 else:
                     result = await lines.claim(request, hints, gone)
             except (StorageUnavailable, TimeoutError):
@@ -119,6 +130,17 @@ async def pop_or_wait(lines: PopLines, hub: WakeupHub, request: PopRequest, *, w
             empty_checks += 1
             if empty_checks >= backoff.threshold:
                 interval = min(interval * backoff.multiplier, backoff.max_ms / 1000)
+
+
+def _remember(empty: EmptyLines, request: PopRequest,
+              looked: tuple[frozenset[int] | None, tuple[int, ...] | None, float],
+              result: PopResult) -> None:
+    """Note what a check found, for the next long poll of its line (see `EmptyLines`)."""
+    scope, mark, at = looked
+    if result.claims:
+        empty.found_something(request)
+    elif scope is not None and mark is not None and set(result.queue_ids) == scope:
+        empty.found_nothing(request, EmptyCheck(scope, mark, at))
 
 
 async def _quiet(hub: WakeupHub, timed: TimedQueues | None,

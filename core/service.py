@@ -56,7 +56,7 @@ from core.pop import PopRequest, PopResult
 from core.push import Pusher, PushItem, PushOutcome
 from core.reads.acks import AckFlusher, ExtendFlusher
 from core.reads.claims import PopLines
-from core.reads.quiet import RetryWakes, TimedQueues
+from core.reads.quiet import EmptyLines, RetryWakes, TimedQueues
 from core.resources import Resources
 from core.settings import Settings
 from core.spool import Spool, SpoolSettings
@@ -110,6 +110,7 @@ class Broker:
         # what lets a parked pop skip re-checks while nothing changed (core/reads/quiet.py).
         self._pop_lines = PopLines(db)
         self._timed = TimedQueues(db)
+        self._empty_lines = EmptyLines()
         self._retry_wakes = RetryWakes(db, hub.announce)
         # Acks and lease extensions of concurrent requests: one statement per flush.
         self._acks = AckFlusher(db, hub.announce)
@@ -252,7 +253,8 @@ class Broker:
                                    timeout_ms=timeout_ms, backoff=self._backoff,
                                    timed=self._timed, gone=gone,
                                    stop_waiting=self._stop_waiting,
-                                   paused=lambda: switches.pop_paused)
+                                   paused=lambda: switches.pop_paused,
+                                   empty=self._empty_lines)
         for claim in result.claims:
             COUNTERS.add("delivered", claim.count, claim.partition_id)
         COUNTERS.add("pop_messages", result.count)

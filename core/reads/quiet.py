@@ -5,7 +5,11 @@ lease expiries released by the reaper, DLQ replays, seeks, group deletes: core/l
 and the wake-up hub counts those announcements per queue. A long poll whose last check found
 nothing, while the hub kept listening and counted nothing for its queues since, would find
 nothing again: its backoff re-check is skipped, so an empty long poll costs one statement,
-not one per backoff interval. Three things make data claimable with no announcement:
+not one per backoff interval. The same holds across long polls: a new long poll of a
+(queue, partition, group) whose last check on this process found nothing, with nothing
+counted for the queue since, parks without a first check (`EmptyLines`): a consumer that
+acks and polls again while its group has nothing new costs no statement. Three things make
+data claimable with no announcement:
 - the clock, on a queue with windowBuffer, delayedProcessing or minPopWaitTime: such queues
   always re-check on the backoff (`TimedQueues` tells them apart);
 - a span released by a `failed`/`retry` ack with a retryDelay: the process that applied the
@@ -21,10 +25,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 from core import ack as acks
 from core.errors import ServiceError
+from core.pop import PopRequest
 from core.storage import reads as sql
 from core.storage.database import Database
 
@@ -94,3 +101,52 @@ class RetryWakes:
             # A little after the database's not-before time: the claim compares with it.
             loop.call_later(row.seconds + 0.05, self._announce,
                             [(row.queue_id, row.partition_id)])
+
+
+@dataclass(frozen=True, slots=True)
+class EmptyCheck:
+    """A check that found nothing: the queues it covered, the hub's change mark over them
+    taken just before it, and when it started (time.monotonic())."""
+
+    queue_ids: frozenset[int]
+    mark: tuple[int, ...]
+    at: float
+
+
+_MAX_LINES = 4096  # (queue, partition, group) lines remembered, least recent dropped
+
+
+class EmptyLines:
+    """The last empty check of each named queue's (queue, partition, group) on this process.
+
+    Which messages a pop can claim depends on the queue, its partition filter and its group
+    only (batch, partitions and lease length change how many, not whether any): another long
+    poll of the same line may start from this check instead of repeating it, as long as the
+    mark has not moved (`core.longpoll` checks that, the clock rules and the age)."""
+
+    def __init__(self) -> None:
+        self._last: OrderedDict[tuple[str, str | None, str], EmptyCheck] = OrderedDict()
+
+    @staticmethod
+    def _key(request: PopRequest) -> tuple[str, str | None, str] | None:
+        if request.queue is None:
+            return None  # discovery pops: any queue of a namespace may serve them
+        return (request.queue, request.partition, request.group)
+
+    def found_nothing(self, request: PopRequest, check: EmptyCheck) -> None:
+        key = self._key(request)
+        if key is None:
+            return
+        self._last[key] = check
+        self._last.move_to_end(key)
+        if len(self._last) > _MAX_LINES:
+            self._last.popitem(last=False)
+
+    def found_something(self, request: PopRequest) -> None:
+        key = self._key(request)
+        if key is not None:
+            self._last.pop(key, None)
+
+    def last(self, request: PopRequest) -> EmptyCheck | None:
+        key = self._key(request)
+        return None if key is None else self._last.get(key)

@@ -9,6 +9,7 @@ counting: the first use of a statement on a connection also prepares it (one mor
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 
@@ -103,6 +104,32 @@ async def test_an_empty_long_poll_costs_one_statement_while_nothing_changes(
     trips.reset()
     result = await broker.pop(request, wait=True, timeout_ms=400)
     assert result.claims == []
+    assert trips.of(POOL) == 1
+
+
+async def test_the_next_long_poll_of_a_line_that_found_nothing_costs_no_statement(
+        counted: tuple[Broker, RoundTrips], queue_name: str) -> None:
+    """A long poll whose (queue, partition, group) was last checked on this process and
+    found empty, with nothing announced for the queue since, starts parked: an idle
+    consumer polling again costs nothing (core/reads/quiet.py EmptyLines). An announcement
+    since (a push here) makes it check at once."""
+    broker, trips = counted
+    await _push(broker, queue_name, "a", 1)
+    await _warm_up(broker, queue_name)
+    await _ack_all(broker, "g", await broker.pop(PopRequest(group="g", batch=5,
+                                                            queue=queue_name)))
+    request = PopRequest(group="g", batch=5, queue=queue_name)
+    first = asyncio.create_task(broker.pop(request, wait=True, timeout_ms=600))
+    await asyncio.sleep(0.2)
+    broker._hub.wake_everyone()  # a re-check now, knowing the queue's id: it finds nothing
+    assert (await first).claims == []
+    trips.reset()
+    assert (await broker.pop(request, wait=True, timeout_ms=300)).claims == []
+    assert trips.of(POOL) == 0
+    await _push(broker, queue_name, "b", 1)
+    trips.reset()
+    result = await broker.pop(request, wait=True, timeout_ms=3000)
+    assert result.count == 1
     assert trips.of(POOL) == 1
 
 
