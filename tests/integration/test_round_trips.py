@@ -88,17 +88,21 @@ async def test_a_pop_and_an_ack_of_its_messages_are_one_round_trip_each(
     assert trips.of(POOL) == 1
 
 
+async def _caught_up(broker: Broker, queue: str) -> PopRequest:
+    """A pop request of group g on a queue whose only message g has consumed and acked."""
+    await _push(broker, queue, "a", 1)
+    await _warm_up(broker, queue)
+    await _ack_all(broker, "g", await broker.pop(PopRequest(group="g", batch=5, queue=queue)))
+    return PopRequest(group="g", batch=5, queue=queue)
+
+
 async def test_an_empty_long_poll_costs_one_statement_while_nothing_changes(
         counted: tuple[Broker, RoundTrips], queue_name: str) -> None:
     """Its backoff re-checks (every 50 ms here) are skipped: nothing was announced for its
     queue since its first check, and no option of the queue lets the clock change that
     (core/reads/quiet.py). Without the skip, each re-check is one more round trip."""
     broker, trips = counted
-    await _push(broker, queue_name, "a", 1)
-    await _warm_up(broker, queue_name)
-    await _ack_all(broker, "g", await broker.pop(PopRequest(group="g", batch=5,
-                                                            queue=queue_name)))
-    request = PopRequest(group="g", batch=5, queue=queue_name)
+    request = await _caught_up(broker, queue_name)
     # The first long poll also learns (one lookup) that the queue's options are not timed.
     assert (await broker.pop(request, wait=True, timeout_ms=200)).claims == []
     trips.reset()
@@ -114,11 +118,7 @@ async def test_the_next_long_poll_of_a_line_that_found_nothing_costs_no_statemen
     consumer polling again costs nothing (core/reads/quiet.py EmptyLines). An announcement
     since (a push here) makes it check at once."""
     broker, trips = counted
-    await _push(broker, queue_name, "a", 1)
-    await _warm_up(broker, queue_name)
-    await _ack_all(broker, "g", await broker.pop(PopRequest(group="g", batch=5,
-                                                            queue=queue_name)))
-    request = PopRequest(group="g", batch=5, queue=queue_name)
+    request = await _caught_up(broker, queue_name)
     first = asyncio.create_task(broker.pop(request, wait=True, timeout_ms=600))
     await asyncio.sleep(0.2)
     broker._hub.wake_everyone()  # a re-check now, knowing the queue's id: it finds nothing
