@@ -14,7 +14,6 @@ from collections.abc import Iterator
 
 import asyncpg
 
-from core.counters import COUNTERS
 from core.errors import (
     CapacityExceeded,
     QueenError,
@@ -23,6 +22,7 @@ from core.errors import (
     StorageReadOnly,
     StorageUnavailable,
 )
+from core.upkeep.counters import COUNTERS
 
 # SQLSTATE classes that mean "the server is not there for us right now".
 _UNAVAILABLE_CLASSES = ("08", "53", "57")

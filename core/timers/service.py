@@ -3,7 +3,7 @@
 Each call is one transaction at one instant (the database's `now()`). After the commit, a
 schedule due before the firer's next planned sweep (within a sweep interval) wakes the
 firer in whatever process it runs, by NOTIFY `queen_timers`; that notification is its own
-statement after the commit, like the wake-ups of pushes (core/wakeup.py says why).
+statement after the commit, like the wake-ups of pushes (core/engine/wakeup.py says why).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from core.counters import COUNTERS
 from core.errors import CodedUnavailable, Refused, ServiceError, StorageUnavailable
 from core.settings import Settings
 from core.storage import notify
@@ -23,6 +22,7 @@ from core.timers.apply import Element, apply_timer_ops
 from core.timers.firer import CHANNEL
 from core.timers.ops import BAD, RIDER_LIMITS, Limits, TimerOp, operations_of, parse_ops
 from core.timers.rider import TimerRider
+from core.upkeep.counters import COUNTERS
 
 MAX_PREFIX_BYTES = 128
 TimerRow = sql.TimerRow  # what peek and list answer (the edge imports no storage module)

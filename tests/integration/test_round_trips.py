@@ -15,12 +15,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from core.ack import AckItem, GroupAck
-from core.pop import PopRequest, PopResult
-from core.push import PushItem
+from core.engine.ack import AckItem, GroupAck
+from core.engine.pop import PopRequest, PopResult
+from core.engine.push import PushItem
+from core.engine.writes import NewMessage
 from core.service import Broker
 from core.settings import Settings
-from core.writes import NewMessage
 from tests.wire_counter import RoundTrips, counting_proxy
 
 POOL = "queen-broker"  # application_name of the pool's connections
@@ -100,7 +100,7 @@ async def test_an_empty_long_poll_costs_one_statement_while_nothing_changes(
         counted: tuple[Broker, RoundTrips], queue_name: str) -> None:
     """Its backoff re-checks (every 50 ms here) are skipped: nothing was announced for its
     queue since its first check, and no option of the queue lets the clock change that
-    (core/reads/quiet.py). Without the skip, each re-check is one more round trip."""
+    (core/engine/reads/quiet.py). Without the skip, each re-check is one more round trip."""
     broker, trips = counted
     request = await _caught_up(broker, queue_name)
     # The first long poll also learns (one lookup) that the queue's options are not timed.
@@ -115,7 +115,7 @@ async def test_the_next_long_poll_of_a_line_that_found_nothing_costs_no_statemen
         counted: tuple[Broker, RoundTrips], queue_name: str) -> None:
     """A long poll whose (queue, partition, group) was last checked on this process and
     found empty, with nothing announced for the queue since, starts parked: an idle
-    consumer polling again costs nothing (core/reads/quiet.py EmptyLines). An announcement
+    consumer polling again costs nothing (core/engine/reads/quiet.py EmptyLines). An announcement
     since (a push here) makes it check at once."""
     broker, trips = counted
     request = await _caught_up(broker, queue_name)
@@ -166,7 +166,7 @@ async def test_a_push_is_one_round_trip_per_flush(
 async def test_the_counter_sees_every_round_trip_of_a_transaction(
         counted: tuple[Broker, RoundTrips], queue_name: str) -> None:
     """The proxy counts what it should: a transaction is BEGIN, its statements, COMMIT."""
-    from core.transactions import TxPush
+    from core.engine.transactions import TxPush
 
     broker, trips = counted
     await _warm_up(broker, queue_name)

@@ -1,5 +1,5 @@
 """A push that a waiting pop of its own process takes does not also wake that group's waiting
-pops in the other processes (core/listener.py): they would race for the one span and all but
+pops in the other processes (core/engine/listener.py): they would race for the one span and all but
 one would run a claim that finds nothing. What the local pop leaves is still announced.
 
 Two in-process brokers over one database stand for two web workers: each has its own wake-up
@@ -15,11 +15,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from core.pop import PopRequest, PopResult
-from core.push import PushItem
+from core.engine.pop import PopRequest, PopResult
+from core.engine.push import PushItem
+from core.engine.writes import NewMessage
 from core.service import Broker
 from core.settings import Settings
-from core.writes import NewMessage
 from tests.support import wait_for
 
 SETTINGS = Settings(db_pool_size=2, pop_wait_initial_interval_ms=5000,

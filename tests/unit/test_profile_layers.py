@@ -9,7 +9,7 @@ from loadtest.profile import summarize_stacks
 
 STACKS = """\
 process 1:"python -m broker.worker";main (broker/worker.py:1);Connection._do_execute (asyncpg/connection.py:2069) 6
-process 1:"python -m broker.worker";main (broker/worker.py:1);_handle (hypercorn/task_group.py:9);push (broker/routes/push.py:5);Pusher.push (core/push.py:95) 3
+process 1:"python -m broker.worker";main (broker/worker.py:1);_handle (hypercorn/task_group.py:9);push (broker/routes/push.py:5);Pusher.push (core/engine/push.py:95) 3
 process 1:"python -m broker.worker";main (broker/worker.py:1);H11Protocol.stream_send (hypercorn/protocol/h11.py:127) 1
 process 1:"python -m broker.worker";select (selectors.py:1) 5
 """

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from core.listener import WakeupHub
-from core.wakeup import decode_payload, encode_payload, group_token
+from core.engine.listener import WakeupHub
+from core.engine.wakeup import decode_payload, encode_payload, group_token
 
 
 def hub() -> WakeupHub:
@@ -120,10 +120,10 @@ def test_malformed_payload_is_rejected(payload: str) -> None:
 
 async def test_hints_are_served_oldest_first_dropped_once_claimed_and_expire(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    import core.listener
+    import core.engine.listener
 
     clock = [100.0]
-    monkeypatch.setattr(core.listener.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(core.engine.listener.time, "monotonic", lambda: clock[0])
     h = hub()
     h.announce([(7, 1), (7, 2), (7, 3), (7, 2)])  # 2 again: it keeps its place
     with h.parked([7], "g") as a:
