@@ -36,9 +36,9 @@ from broker.wire.binary import BINARY_MEDIA_TYPE, media_type
 from broker.wire.common import ErrorBody
 from broker.wire.decoding import decode_body, decode_strings
 from broker.wire.http import json_response, read_body
+from core.counters import COUNTERS
 from core.errors import ClientError, Coded, QueenError
 from core.settings import Settings
-from core.upkeep.counters import COUNTERS
 
 Handler = Callable[..., Awaitable[Response]]
 TEXT = "text/plain"  # an answer that is not JSON (Prometheus exposition, the docs page)

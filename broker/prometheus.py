@@ -21,13 +21,13 @@ from prometheus_client.core import (
 )
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 
+from core.counters import LATENCY_BOUNDS, TIMED, bucket_name
 from core.ephemeral import Totals as EphemeralTotals
-from core.upkeep.counters import LATENCY_BOUNDS, TIMED, bucket_name
 from core.upkeep.stats import ClusterFigures, OperatingFigures, ProcessFigures
 
 MEDIA_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # the format wire-protocol §6.5 names
 
-# (metric name without _total, counter name in core.upkeep.counters, help)
+# (metric name without _total, counter name in core.counters, help)
 _CLUSTER_COUNTERS = (
     ("queen_cluster_requests", "requests", "HTTP requests answered."),
     ("queen_cluster_push_requests", "push_requests", "Push requests answered."),

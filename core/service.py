@@ -20,7 +20,7 @@ nothing while pop maintenance is on (core/admin/switches.py holds both switches)
     timers.*     timers (core/timers)
     stats_refresh / analytics / cluster_figures / partitions_changed   (core/upkeep/stats.py)
 
-The message plane counts what it did in `core.upkeep.counters.COUNTERS` (in memory); a side task
+The message plane counts what it did in `core.counters.COUNTERS` (in memory); a side task
 (`core.upkeep.stats.CounterFlusher`) adds the counts to the database every METRICS_FLUSH_MS.
 `figures_provider` is where the maintenance switch and push spool report their state to the
 metrics (`_operating_figures`).
@@ -43,6 +43,7 @@ from core.admin.resources import Resources
 from core.admin.switches import CHANNEL as SWITCHES_CHANNEL
 from core.admin.switches import Switches, SwitchState
 from core.admin.traces import Traces
+from core.counters import COUNTERS
 from core.embedded import database_dsn
 from core.engine import ack as acks
 from core.engine import conflation, encryption, transactions
@@ -68,7 +69,6 @@ from core.storage.stats import SeriesRow
 from core.streams.service import Streams
 from core.timers.service import Timers
 from core.upkeep import stats
-from core.upkeep.counters import COUNTERS
 from core.upkeep.spool import Spool, SpoolSettings
 from core.upkeep.spool_format import SpoolRecord
 

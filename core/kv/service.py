@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from core.counters import COUNTERS
 from core.errors import CodedUnavailable, Refused, ServiceError
 from core.kv import lock_ops
 from core.kv.engine import Applied, Element, apply_ops
@@ -20,7 +21,6 @@ from core.kv.ops import KvOp, Limits, operations_of, parse_ops
 from core.kv.rider import KvRider
 from core.storage import kv as store
 from core.storage.database import Database
-from core.upkeep.counters import COUNTERS
 
 # The dashboard's "expiring soon": live keys whose expiry is within this many seconds.
 EXPIRING_SOON_SECONDS = 300.0

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import asyncpg
 
+from core.counters import COUNTERS
 from core.errors import (
     CapacityExceeded,
     QueenError,
@@ -22,7 +23,6 @@ from core.errors import (
     StorageReadOnly,
     StorageUnavailable,
 )
-from core.upkeep.counters import COUNTERS
 
 # SQLSTATE classes that mean "the server is not there for us right now".
 _UNAVAILABLE_CLASSES = ("08", "53", "57")

@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from core.counters import COUNTERS
 from core.engine import options, writes
 from core.engine.ack import partition_id_of
 from core.engine.wakeup import Wake
@@ -27,7 +28,6 @@ from core.ids import uuid7
 from core.storage import streams as sql
 from core.storage.database import Database
 from core.streams.cycle import Cycle, CycleResult, SinkResult, derived_transaction_ids
-from core.upkeep.counters import COUNTERS
 
 Announce = Callable[[Iterable[Wake]], None]
 

@@ -29,6 +29,7 @@ import time
 
 import uvloop
 
+from core.counters import COUNTERS, LATENCY_BOUNDS, bucket_name
 from core.embedded import database_dsn
 from core.engine import encryption
 from core.engine.key_check import check_key
@@ -40,7 +41,6 @@ from core.storage import timers as sql
 from core.storage.database import Database
 from core.timers.fire import FireReport, fire_due
 from core.upkeep import stats
-from core.upkeep.counters import COUNTERS, LATENCY_BOUNDS, bucket_name
 
 log = logging.getLogger("queen.timers")
 

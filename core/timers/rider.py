@@ -8,11 +8,11 @@ call (`timers_encrypted_conflict`, raised while applying) rolls the bundle back.
 
 from __future__ import annotations
 
+from core.counters import COUNTERS
 from core.engine.transactions import RiderOutcome
 from core.storage.statements import Conn
 from core.timers.apply import Applied, apply_timer_ops
 from core.timers.ops import TimerOp
-from core.upkeep.counters import COUNTERS
 
 
 class TimerRider:

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from core.counters import COUNTERS
 from core.errors import CodedUnavailable, Refused, ServiceError, StorageUnavailable
 from core.settings import Settings
 from core.storage import notify
@@ -22,7 +23,6 @@ from core.timers.apply import Element, apply_timer_ops
 from core.timers.firer import CHANNEL
 from core.timers.ops import BAD, RIDER_LIMITS, Limits, TimerOp, operations_of, parse_ops
 from core.timers.rider import TimerRider
-from core.upkeep.counters import COUNTERS
 
 MAX_PREFIX_BYTES = 128
 TimerRow = sql.TimerRow  # what peek and list answer (the edge imports no storage module)

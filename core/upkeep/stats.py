@@ -1,7 +1,7 @@
 """Observability in the core: counters flushed by each web worker, samples taken by the
 reaper for the analytics series, and the figures the metrics routes read.
 
-- Each web worker counts in memory (`core.upkeep.counters.COUNTERS`) and a `CounterFlusher` adds the
+- Each web worker counts in memory (`core.counters.COUNTERS`) and a `CounterFlusher` adds the
   deltas to `queen.stats_counters` every METRICS_FLUSH_MS, in one statement on a connection
   of its own (so it never takes a pool connection from requests, and the pool's round-trip
   counts stay exact). The same statement refreshes the worker's heartbeat row
@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from core.counters import COUNTERS, Counters
 from core.engine.listener import ANY_QUEUE
 from core.errors import ServiceError
 from core.settings import Settings
@@ -38,7 +39,6 @@ from core.storage.admin import Overview
 from core.storage.database import Database, PoolStats, connect_with_retry
 from core.storage.statements import Conn
 from core.storage.stats import QueueGauges, SeriesRow
-from core.upkeep.counters import COUNTERS, Counters
 from core.waiting import wait_event
 
 log = logging.getLogger(__name__)

@@ -1,13 +1,13 @@
-"""Process counters (core/upkeep/counters.py): what a request, a driver error and a failed flush do
+"""Process counters (core/counters.py): what a request, a driver error and a failed flush do
 to them."""
 
 from __future__ import annotations
 
 import pytest
 
+from core.counters import CLUSTER, LATENCY_BOUNDS, Counters, bucket_name
 from core.errors import StorageUnavailable
 from core.storage import errors
-from core.upkeep.counters import CLUSTER, LATENCY_BOUNDS, Counters, bucket_name
 
 
 def test_a_timed_request_counts_once_in_its_bucket_with_its_sum() -> None:
