@@ -1,6 +1,6 @@
 """The Prometheus exposition of `/metrics/prometheus`, built with `prometheus-client`.
 
-The figures are the cluster's (`core.stats.ClusterFigures`: every worker's flushed counters
+The figures are the cluster's (`core.upkeep.stats.ClusterFigures`: every worker's flushed counters
 summed in PostgreSQL, live workers' heartbeats, per-queue gauges), turned into metric
 families by a one-shot collector on a fresh registry per scrape. Names follow Queen's
 (`queen_cluster_*_total`, `queen_dlq_depth`, ...), so its documented alert rules work;
@@ -23,7 +23,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_late
 
 from core.counters import LATENCY_BOUNDS, TIMED, bucket_name
 from core.ephemeral import Totals as EphemeralTotals
-from core.stats import ClusterFigures, OperatingFigures, ProcessFigures
+from core.upkeep.stats import ClusterFigures, OperatingFigures, ProcessFigures
 
 MEDIA_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # the format wire-protocol §6.5 names
 
@@ -125,7 +125,7 @@ def _families(scrape: Scrape) -> Iterator[Metric]:
     op = scrape.operating
     yield _gauge("queen_maintenance_mode_enabled", "1 while pushes go to the spool.",
                  int(op.maintenance or any(p.maintenance for p in processes)))
-    # Every worker of a host counts the same spool (core/spool.py: one per database per
+    # Every worker of a host counts the same spool (core/upkeep/spool.py: one per database per
     # host), so the largest count is the host's, not their sum.
     yield _gauge("queen_file_buffer_pending", "Pushes waiting in the spool.",
                  max([p.file_buffer_pending for p in processes] + [op.file_buffer_pending]))

@@ -40,7 +40,7 @@ from types import FrameType
 from broker.auth.exposure import bind_notice, exposure_warnings
 from broker.worker import BACKLOG, drain_seconds
 from core.embedded import EmbeddedPostgres
-from core.key_check import verify_encryption_key
+from core.engine.key_check import verify_encryption_key
 from core.settings import Settings
 from core.storage.database import migrate
 

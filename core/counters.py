@@ -1,5 +1,5 @@
 """This process's counters: plain in-memory integers, added to on the hot path and flushed
-to PostgreSQL as deltas every METRICS_FLUSH_MS by `core.stats.CounterFlusher`.
+to PostgreSQL as deltas every METRICS_FLUSH_MS by `core.upkeep.stats.CounterFlusher`.
 
 Counting costs a dict update per call, never a statement. Keys are (partition id, name):
 partition 0 holds the cluster-wide counters (requests, messages, latency histograms), a

@@ -3,8 +3,8 @@
 One small asyncio process (uvloop) with one loop: every REAPER_INTERVAL_MS (jittered) it
 expires leases and prunes the transactionId index; every RETENTION_INTERVAL ms it also applies
 retention to segments and to traces (TRACE_RETENTION_DAYS); every STATS_SAMPLE_INTERVAL_MS it
-takes an analytics sample and trims old ones (`core/stats.py`). The other steps live in
-`core/maintenance.py`. Beside that loop it runs the timer firer (core/timers/firer.py says
+takes an analytics sample and trims old ones (`core/upkeep/stats.py`). The other steps live in
+`core/upkeep/maintenance.py`. Beside that loop it runs the timer firer (core/timers/firer.py says
 why here), told by a LISTEN connection when a timer is due before its next sweep. The
 process holds no state: it can be killed at any moment and restarted, and two copies at once
 are harmless.
@@ -27,15 +27,15 @@ import time
 
 import uvloop
 
-from core import maintenance, stats
 from core.embedded import database_dsn
+from core.engine.listener import WakeupHub
 from core.errors import ServiceError
 from core.kv.service import sweep as sweep_kv
-from core.listener import WakeupHub
 from core.logs import configure_logging
 from core.settings import Settings, from_env_or_exit
 from core.storage.database import Database, server_settings
 from core.timers import firer
+from core.upkeep import maintenance, stats
 from core.waiting import wait_event
 
 log = logging.getLogger("queen.reaper")

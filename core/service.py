@@ -7,21 +7,21 @@ one). The HTTP edge calls its methods and never its parts. Every state change an
 what it made deliverable to parked pops, here, after its commit: pushes, acks, transactions,
 DLQ replays, group deletes and seeks (lease expiry is announced by the reaper process).
 
-Pushes go to the push spool (core/spool.py) instead of the database while push maintenance
+Pushes go to the push spool (core/upkeep/spool.py) instead of the database while push maintenance
 is on, while the database is unreachable, and until the spool is drained; pops claim
-nothing while pop maintenance is on (core/switches.py holds both switches).
+nothing while pop maintenance is on (core/admin/switches.py holds both switches).
 
     push / pop / ack / ack_batch / transaction / extend_lease / configure / delete_queue /
     fetch / healthy / pool_stats / stop_waiting
     maintenance / set_maintenance / require_direct_writes      the switches and the spool
-    dlq.*        dead letters (core/dlq.py)        messages.*   inspection (core/messages.py)
-    groups.*     consumer groups (core/groups.py)  resources.*  figures (core/resources.py)
-    traces.*     traces (core/traces.py)            streams.*    stream queries (core/streams)
+    dlq.*        dead letters (core/admin/dlq.py)        messages.*   inspection (core/admin/messages.py)
+    groups.*     consumer groups (core/admin/groups.py)  resources.*  figures (core/admin/resources.py)
+    traces.*     traces (core/admin/traces.py)            streams.*    stream queries (core/streams)
     timers.*     timers (core/timers)
-    stats_refresh / analytics / cluster_figures / partitions_changed   (core/stats.py)
+    stats_refresh / analytics / cluster_figures / partitions_changed   (core/upkeep/stats.py)
 
 The message plane counts what it did in `core.counters.COUNTERS` (in memory); a side task
-(`core.stats.CounterFlusher`) adds the counts to the database every METRICS_FLUSH_MS.
+(`core.upkeep.stats.CounterFlusher`) adds the counts to the database every METRICS_FLUSH_MS.
 `figures_provider` is where the maintenance switch and push spool report their state to the
 metrics (`_operating_figures`).
 """
@@ -35,40 +35,42 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from core import ack as acks
-from core import changes, conflation, encryption, queues, stats, transactions
-from core import fetch as offset_reads
-from core.autopilot import Autopilot
+from core.admin import changes, queues
+from core.admin.dlq import DeadLetters
+from core.admin.groups import ConsumerGroups
+from core.admin.messages import Messages
+from core.admin.resources import Resources
+from core.admin.switches import CHANNEL as SWITCHES_CHANNEL
+from core.admin.switches import Switches, SwitchState
+from core.admin.traces import Traces
 from core.counters import COUNTERS
-from core.dlq import DeadLetters
 from core.embedded import database_dsn
+from core.engine import ack as acks
+from core.engine import conflation, encryption, transactions
+from core.engine import fetch as offset_reads
+from core.engine.autopilot import Autopilot
+from core.engine.key_check import check_key
+from core.engine.listener import WakeupHub
+from core.engine.longpoll import Backoff, pop_or_wait
+from core.engine.pop import PopRequest, PopResult
+from core.engine.push import Pusher, PushItem, PushOutcome
+from core.engine.reads.acks import AckFlusher, ExtendFlusher
+from core.engine.reads.claims import PopLines
+from core.engine.reads.quiet import EmptyLines, RetryWakes, TimedQueues
+from core.engine.writes import Appended, NewMessage
 from core.ephemeral import Ephemeral
 from core.ephemeral.sweeper import Sweeper as EphemeralSweeper
 from core.ephemeral.waiters import CHANNEL as EPHEMERAL_CHANNEL
 from core.errors import ServiceError, StorageUnavailable
-from core.groups import ConsumerGroups
-from core.key_check import check_key
 from core.kv.service import KvService
-from core.listener import WakeupHub
-from core.longpoll import Backoff, pop_or_wait
-from core.messages import Messages
-from core.pop import PopRequest, PopResult
-from core.push import Pusher, PushItem, PushOutcome
-from core.reads.acks import AckFlusher, ExtendFlusher
-from core.reads.claims import PopLines
-from core.reads.quiet import RetryWakes, TimedQueues
-from core.resources import Resources
 from core.settings import Settings
-from core.spool import Spool, SpoolSettings
-from core.spool_format import SpoolRecord
 from core.storage.database import Database, PoolStats, server_settings
 from core.storage.stats import SeriesRow
 from core.streams.service import Streams
-from core.switches import CHANNEL as SWITCHES_CHANNEL
-from core.switches import Switches, SwitchState
 from core.timers.service import Timers
-from core.traces import Traces
-from core.writes import Appended, NewMessage
+from core.upkeep import stats
+from core.upkeep.spool import Spool, SpoolSettings
+from core.upkeep.spool_format import SpoolRecord
 
 
 class WritesPaused(ServiceError):
@@ -106,10 +108,11 @@ class Broker:
                                 settings.pop_wait_backoff_threshold,
                                 settings.pop_wait_backoff_multiplier,
                                 settings.pop_wait_max_interval_ms)
-        # Concurrent pops of one request: one claim statement (core/reads/claims.py); and
-        # what lets a parked pop skip re-checks while nothing changed (core/reads/quiet.py).
+        # Concurrent pops of one request: one claim statement (core/engine/reads/claims.py); and
+        # what lets a parked pop skip re-checks while nothing changed (core/engine/reads/quiet.py).
         self._pop_lines = PopLines(db)
         self._timed = TimedQueues(db)
+        self._empty_lines = EmptyLines()
         self._retry_wakes = RetryWakes(db, hub.announce)
         # Acks and lease extensions of concurrent requests: one statement per flush.
         self._acks = AckFlusher(db, hub.announce)
@@ -136,7 +139,7 @@ class Broker:
     async def open(cls, settings: Settings, *, dsn: str | None = None, migrate: bool = True,
                    stop_waiting: asyncio.Event | None = None) -> AsyncIterator[Broker]:
         """Open the pool (applying migrations), check QUEEN_ENCRYPTION_KEY against the
-        database (core/key_check.py), start the side tasks, and yield the broker.
+        database (core/engine/key_check.py), start the side tasks, and yield the broker.
 
         `stop_waiting`, when given, is the event that makes parked long polls answer at once
         (the owner sets it when it starts to drain; `Broker.stop_waiting` sets it too).
@@ -200,7 +203,7 @@ class Broker:
 
     async def push(self, items: Sequence[PushItem]) -> list[PushOutcome]:
         """Append items (JSON items, or the frames of a client-built blob: see
-        `core.writes.NewMessage.packed`); one outcome per item, in order, each answered
+        `core.engine.writes.NewMessage.packed`); one outcome per item, in order, each answered
         once its flush committed, or once it is fsynced in the spool (`buffered`): while
         push maintenance is on, while the database is unreachable (an item whose write
         failed for that reason is spooled then), and while this worker's spool still holds
@@ -252,7 +255,8 @@ class Broker:
                                    timeout_ms=timeout_ms, backoff=self._backoff,
                                    timed=self._timed, gone=gone,
                                    stop_waiting=self._stop_waiting,
-                                   paused=lambda: switches.pop_paused)
+                                   paused=lambda: switches.pop_paused,
+                                   empty=self._empty_lines)
         for claim in result.claims:
             COUNTERS.add("delivered", claim.count, claim.partition_id)
         COUNTERS.add("pop_messages", result.count)
@@ -278,7 +282,7 @@ class Broker:
 
     async def ack_batch(self, items: Sequence[acks.GroupAck]) -> acks.AckResult:
         """Acks of any groups and partitions (§4.6), applied in one statement with the
-        concurrent acks on other cursors (core/reads/acks.py): all of it or none; each item
+        concurrent acks on other cursors (core/engine/reads/acks.py): all of it or none; each item
         answers what was applied to it."""
         result = await self._acks.apply(items)
         _count_acks(items, result.outcomes)
@@ -319,7 +323,7 @@ class Broker:
         config = await queues.configure(self._db, queue=queue, namespace=namespace, task=task,
                                         given=dict(given), replace=replace)
         # Options decide whether the clock alone makes data claimable: parked pops here
-        # look again (other processes within core/reads/quiet.py's bounds).
+        # look again (other processes within core/engine/reads/quiet.py's bounds).
         self._timed.forget()
         self._hub.wake_everyone()
         return config
@@ -373,7 +377,7 @@ class Broker:
     def pool_stats(self) -> PoolStats:
         return self._db.pool_stats()
 
-    # --- observability (core/stats.py) --------------------------------------------------
+    # --- observability (core/upkeep/stats.py) --------------------------------------------------
 
     async def stats_refresh(self) -> int:
         """Take an analytics sample now; answers the queue rows stored."""

@@ -14,7 +14,7 @@ from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 from core.auth_settings import AuthSettings, auth_settings_from_env
-from core.encryption import key_from_env
+from core.engine.encryption import key_from_env
 from core.env import EnvReader, SettingsError
 from core.storage.hosts import dsn_hosts
 
@@ -81,7 +81,7 @@ class Settings:
     auth: AuthSettings = dataclasses.field(default_factory=AuthSettings)
     # Origins a browser page may call the API from (CORS); `*` is any.
     cors_origins: tuple[str, ...] = ("*",)
-    # The push spool (core/spool.py), under Queen's names: its directory (None: `spool` in
+    # The push spool (core/upkeep/spool.py), under Queen's names: its directory (None: `spool` in
     # the data directory), how often its drain loop looks, records per replayed batch,
     # records per file, and the most bytes one worker may hold in it.
     file_buffer_dir: Path | None = None

@@ -51,12 +51,14 @@ def measure(target: Target, shape: Shape, label: str, *, gate: bool = True,
     if profile_to is not None:
         stacks = spy.stop() if spy else None
         statements = nested = []
+        pops = None
         if target.database_url:
             statements = asyncio.run(profile.top_statements(target.database_url))
             nested = asyncio.run(profile.top_statements(target.database_url, toplevel=False))
-        profile_to.write_text(profile.render(label, stacks, statements, nested))
+            pops = asyncio.run(profile.pop_runs(target.database_url))
+        profile_to.write_text(profile.render(label, stacks, statements, nested, pops))
         profiled = {"stacks": stacks, "statements": statements, "nested": nested,
-                    "file": str(profile_to)}
+                    "pops": pops, "file": str(profile_to)}
     if gate and not shape.groups:  # push-only: read everything back by offset
         stored = asyncio.run(fetch_all(target.url, shape.queue, shape.partitions))
         out.gates.append(check("fetch", out.pushed, stored, out.uncertain))

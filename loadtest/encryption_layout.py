@@ -4,7 +4,7 @@ In-process, on the corpus of loadtest/corpus.py (~1 KiB business events), for se
 1, 10, 100 and 1000 messages, alternating in the same run (`--rounds`, medians):
 
 - `plain`: frames packed and compressed (what a plain queue stores);
-- `segment`: the same blob, sealed once with AES-256-GCM (core/encryption.py);
+- `segment`: the same blob, sealed once with AES-256-GCM (core/engine/encryption.py);
 - `message`: each payload sealed on its own (12-byte nonce + ciphertext + 16-byte tag in
   the frame, flag 4), then frames packed and compressed.
 
@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from core import encryption, segments
+from core.engine import encryption, segments
 from loadtest.corpus import build_corpus
 
 SIZES = (1, 10, 100, 1000)

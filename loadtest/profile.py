@@ -55,6 +55,7 @@ def summarize_stacks(path: Path, top: int = 25) -> dict[str, Any]:
     the process had nothing to do."""
     own: collections.Counter[str] = collections.Counter()
     inclusive: collections.Counter[str] = collections.Counter()
+    layers: collections.Counter[str] = collections.Counter()
     total = idle = 0
     for line in path.read_text().splitlines():
         stack, _, count_text = line.rpartition(" ")
@@ -74,10 +75,28 @@ def summarize_stacks(path: Path, top: int = 25) -> dict[str, Any]:
         own[leaf] += count
         for name in {_short(f) for f in frames}:
             inclusive[name] += count
+        layers[_layer(frames)] += count
     busy = max(total - idle, 1)
     return {"samples": total, "idle_share": round(idle / max(total, 1), 3),
             "own": [(n, round(c / busy, 4)) for n, c in own.most_common(top)],
-            "inclusive": [(n, round(c / busy, 4)) for n, c in inclusive.most_common(top)]}
+            "inclusive": [(n, round(c / busy, 4)) for n, c in inclusive.most_common(top)],
+            "layers": [(n, round(c / busy, 4)) for n, c in layers.most_common()]}
+
+
+# Where a busy sample's time goes, by the library or package of its innermost frame that
+# belongs to one (checked from the leaf up): the HTTP stack, the PostgreSQL driver, our code.
+_LAYERS = (("asyncpg/", "asyncpg (driver)"), ("hypercorn/", "hypercorn + h11 (HTTP/1.1)"),
+           ("h11/", "hypercorn + h11 (HTTP/1.1)"), ("asyncio/streams", "hypercorn + h11 (HTTP/1.1)"),
+           ("starlette/", "starlette"), ("msgspec", "msgspec"), ("zstandard", "zstd"),
+           ("(broker/", "broker/"), ("(core/", "core/"))
+
+
+def _layer(frames: list[str]) -> str:
+    for frame in reversed(frames):
+        for marker, layer in _LAYERS:
+            if marker in frame:
+                return layer
+    return "event loop and other"
 
 
 def _short(frame: str) -> str:
@@ -128,11 +147,40 @@ async def top_statements(url: str, top: int = 12, *,
             for r in rows]
 
 
+async def pop_runs(url: str) -> dict[str, int] | None:
+    """How many times `queen.pop` ran (called by the broker, or once per share inside
+    `queen.pop_shared`) and how many of those runs read messages (`queen.pop_read`, which a
+    pop runs only when it claimed something): the rest found nothing."""
+    conn = await asyncpg.connect(url)
+    try:
+        row = await conn.fetchrow(
+            r"""SELECT coalesce(sum(calls) FILTER (WHERE toplevel AND query ~ 'FROM queen\.pop\('), 0)
+                        + coalesce(sum(calls) FILTER (WHERE NOT toplevel
+                                   AND query ~ '^SELECT \* FROM queen\.pop\('), 0) AS runs,
+                      coalesce(sum(calls) FILTER (WHERE NOT toplevel
+                               AND query ~ 'queen\.pop_read\('), 0) AS reads
+                 FROM pg_stat_statements
+                WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())""")
+    except asyncpg.PostgresError:
+        return None
+    finally:
+        await conn.close()
+    return {"runs": int(row["runs"]), "reads": int(row["reads"])} if row else None
+
+
 def render(cell: str, stacks: dict[str, Any] | None, statements: list[dict[str, Any]],
-           nested: list[dict[str, Any]] | None = None) -> str:
+           nested: list[dict[str, Any]] | None = None,
+           pops: dict[str, int] | None = None) -> str:
     lines = [f"== {cell}"]
+    if pops and pops["runs"]:
+        empty = pops["runs"] - pops["reads"]
+        lines.append(f"queen.pop runs {pops['runs']}, of which found nothing {empty} "
+                     f"({empty / pops['runs']:.1%})")
     if stacks:
         lines.append(f"py-spy: {stacks['samples']} samples, idle share {stacks['idle_share']}")
+        if stacks.get("layers"):
+            lines.append("  by layer (innermost library frame; share of busy samples):")
+            lines += [f"    {share:6.1%}  {name}" for name, share in stacks["layers"]]
         lines.append("  own time (share of busy samples):")
         lines += [f"    {share:6.1%}  {name}" for name, share in stacks["own"][:20]]
         lines.append("  inclusive:")

@@ -35,8 +35,8 @@ import httpx
 from queen import Queen
 from queen.streams import Stream
 
+from core.engine.writes import NewMessage, PartitionName, append
 from core.ids import uuid7
-from core.writes import NewMessage, PartitionName, append
 from loadtest import launch
 from loadtest.auth_cost import _cpu_seconds
 from loadtest.corpus import build_corpus

@@ -1,5 +1,5 @@
 -- Version 21: every queue row holds every option with its effective value.
--- Option defaults are settled in one place (core/options.py, QueueOptions), which writes the
+-- Option defaults are settled in one place (core/engine/options.py, QueueOptions), which writes the
 -- complete set whenever it creates or configures a queue; SQL reads `options ->> 'key'`
 -- without restating any default. This fills in rows written before, with the defaults of
 -- the time (wire-protocol §4.9).

@@ -17,7 +17,7 @@ DROP FUNCTION queen.ensure_partition(text, text, text, text, jsonb);
 
 -- The key check of encryption at rest: QUEEN_ENCRYPTION_KEY's key id and a constant sealed
 -- under it, written at the first start with a key; a later start with another key (or
--- none) is refused (core/key_check.py).
+-- none) is refused (core/engine/key_check.py).
 CREATE TABLE queen.encryption_key (
     singleton   boolean PRIMARY KEY DEFAULT true CHECK (singleton),
     key_id      bytea NOT NULL,
@@ -40,7 +40,7 @@ CREATE TABLE queen.encryption_key (
 --   p_blobs       each segment's zstd blob of storage frames
 --   p_txids       each frame's transactionId, flat, in frame order
 --   p_repeats     per partition: whether its transactionIds repeat within this flush
---   p_encrypted   per partition: whether its segments are sealed (core/encryption.py)
+--   p_encrypted   per partition: whether its segments are sealed (core/engine/encryption.py)
 -- One row per partition, in the given order: its ids, and either the first offset and the
 -- append time of what was written (offsets follow frame order across its segments), or
 -- the frames (1-based positions within the partition) that are duplicates, with the offset

@@ -4,7 +4,7 @@
 -- every share is exactly the pop it stands for (its own lease id, its own scan pivot, the
 -- same queue, group, partition, subscription rule, batch and options as its siblings), so
 -- the one-lease-per-(partition, group) rule and every pop semantic are queen.pop's. A worker
--- sends it when several pops of the same request are waiting at once (core/reads/claims.py):
+-- sends it when several pops of the same request are waiting at once (core/engine/reads/claims.py):
 -- one round trip and one commit instead of one per pop.
 --
 -- The shares are identical requests, so a share that delivers nothing proves the next ones

@@ -7,7 +7,7 @@
 -- the transactionId index when the trace is written, so a lookup by name can show the
 -- message's payload later without searching the log (null when the index no longer had
 -- it). worker_id is the lease id holding the (partition, group) at that moment.
--- The reaper deletes traces older than TRACE_RETENTION_DAYS (core/maintenance.py).
+-- The reaper deletes traces older than TRACE_RETENTION_DAYS (core/upkeep/maintenance.py).
 
 CREATE TABLE queen.traces (
     id             uuid PRIMARY KEY,             -- traceId on the wire (UUIDv7)

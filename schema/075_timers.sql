@@ -16,7 +16,7 @@ CREATE TABLE queen.timers (
     payload      bytea NOT NULL,         -- the decoded base64 bytes, sealed when `sealed`
     payload_zstd boolean NOT NULL,       -- the bytes are a zstd frame (decompressed at fire)
     encrypted    boolean NOT NULL,       -- as peek reports it: the client's flag, or sealed
-    sealed       boolean NOT NULL,       -- the broker sealed it (core/encryption.py)
+    sealed       boolean NOT NULL,       -- the broker sealed it (core/engine/encryption.py)
     producer_sub text,                   -- the scheduler's JWT sub
     attempts     integer NOT NULL DEFAULT 0,  -- failed fires since the last schedule
     last_error   text,

@@ -1,5 +1,5 @@
--- Statements of the admin routes: consumer groups (core/groups.py) and resources
--- (core/resources.py). Loaded by core/storage/statements.py. Lease liveness is judged with now().
+-- Statements of the admin routes: consumer groups (core/admin/groups.py) and resources
+-- (core/admin/resources.py). Loaded by core/storage/statements.py. Lease liveness is judged with now().
 
 -- name: admin_queue_by_name
 -- A queue's id by name (null when unknown).

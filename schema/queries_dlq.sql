@@ -1,4 +1,4 @@
--- Statements of the DLQ and message-inspection routes (core/dlq.py, core/messages.py).
+-- Statements of the DLQ and message-inspection routes (core/admin/dlq.py, core/admin/messages.py).
 -- Loaded by core/storage/statements.py. DLQ rows are written by the ack (queen.ack); these
 -- only read, replay and delete them.
 

@@ -29,7 +29,7 @@ SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_fr
 -- name: span_segments
 -- Segments overlapping offsets [lo, hi] of a partition, in offset order (the search for an
 -- address the index no longer has), with the names of their queue and partition (what a
--- sealed segment is bound to, core/encryption.py).
+-- sealed segment is bound to, core/engine/encryption.py).
 -- $1 partition id, $2 lo, $3 hi
 SELECT q.name AS queue, p.name AS partition, x.base_offset, x.created_at, x.blob
   FROM queen.log_segments x
@@ -76,7 +76,7 @@ SELECT id,
 
 -- name: pending_retries
 -- Of the given cursors, those released with a retryDelay still to run: their queue,
--- partition, and the seconds until the span is claimable (core/reads/quiet.py announces it
+-- partition, and the seconds until the span is claimable (core/engine/reads/quiet.py announces it
 -- then). $1 groups, $2 partition ids
 SELECT p.queue_id, c.partition_id,
        greatest(extract(epoch FROM c.not_before - now()), 0)::float8 AS seconds

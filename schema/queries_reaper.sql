@@ -1,4 +1,4 @@
--- Statements of the reaper (core/maintenance.py). Loaded by core/storage/statements.py.
+-- Statements of the reaper (core/upkeep/maintenance.py). Loaded by core/storage/statements.py.
 -- Every time decision uses the database clock (now()), never the reaper host's clock.
 
 -- name: reaper_expire_leases

@@ -1,4 +1,4 @@
--- Statements of the observability features (core/stats.py, core/counters.py): counter
+-- Statements of the observability features (core/upkeep/stats.py, core/counters.py): counter
 -- flushes, process heartbeats, analytics samples and the metrics routes' figures.
 -- Loaded by core/storage/statements.py. Time is the database's (now()).
 

@@ -6,7 +6,7 @@
 SELECT 1;
 
 -- name: listener_probe
--- Does the server behind the LISTEN connection still answer? (core/listener.py)
+-- Does the server behind the LISTEN connection still answer? (core/engine/listener.py)
 SELECT 1;
 
 -- name: rollback
@@ -41,6 +41,6 @@ INSERT INTO queen.schema_migrations (version, name) VALUES ($1, $2);
 
 -- name: notify_wakeups
 -- Wake parked pops in every broker process: one notification per payload (see
--- core/wakeup.py for the payload format).
+-- core/engine/wakeup.py for the payload format).
 -- $1 channel, $2 payloads
 SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p;

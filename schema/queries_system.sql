@@ -1,4 +1,4 @@
--- Statements of the maintenance switches (core/switches.py). Loaded by
+-- Statements of the maintenance switches (core/admin/switches.py). Loaded by
 -- core/storage/statements.py.
 
 -- name: system_state_read

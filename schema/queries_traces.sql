@@ -1,4 +1,4 @@
--- Statements of the traces (core/traces.py, wire-protocol §6.4) and their retention.
+-- Statements of the traces (core/admin/traces.py, wire-protocol §6.4) and their retention.
 -- Loaded by core/storage/statements.py.
 
 -- name: trace_insert

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FAST_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off",
                  "max_connections": "400"}
 # Where test brokers keep their push spools unless a test gives its own: outside the work
-# tree. Each database gets its own directory below it (core/spool.py), so brokers of
+# tree. Each database gets its own directory below it (core/upkeep/spool.py), so brokers of
 # different tests never drain each other's files, and a broker restarted on the same
 # database finds what its predecessor left.
 TEST_SPOOL_DIR = str(Path(tempfile.gettempdir()) / "queen-test-spool")
@@ -273,9 +273,9 @@ async def expire_leases_of(conn: asyncpg.Connection, queue: str) -> int:
 
 async def dlq_rows(conn: asyncpg.Connection, queue: str) -> list[dict]:  # type: ignore[type-arg]
     """The queue's dead letters as the broker reads them (a DLQ row since version 23 holds
-    a copy of its segment, from which core.dlq extracts the message), with `payload_text`,
+    a copy of its segment, from which core.admin.dlq extracts the message), with `payload_text`,
     in offset order."""
-    from core.dlq import dead_letter
+    from core.admin.dlq import dead_letter
     from core.storage.dead_letters import DeadLetterRow
 
     records = await conn.fetch(

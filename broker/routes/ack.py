@@ -14,8 +14,8 @@ from starlette.responses import Response
 from broker.state import broker_of
 from broker.wire.ack import AckBatchBody, AckItemIn, AckResult
 from broker.wire.http import json_response
-from core.ack import AckItem, AckOutcome, GroupAck, parse_status
-from core.pop import QUEUE_MODE
+from core.engine.ack import AckItem, AckOutcome, GroupAck, parse_status
+from core.engine.pop import QUEUE_MODE
 
 
 def to_ack_item(item: AckItemIn) -> AckItem:

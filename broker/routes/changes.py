@@ -14,7 +14,7 @@ from broker.wire.changes import (
     ChangedPartitionOut,
 )
 from broker.wire.http import json_response
-from core.changes import ChangedEntry, ChangedResult
+from core.admin.changes import ChangedEntry, ChangedResult
 from core.errors import BadRequest
 from core.timefmt import iso
 

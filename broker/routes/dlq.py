@@ -22,7 +22,7 @@ from broker.wire.messages import (
     Replayed,
     RetryAnswer,
 )
-from core import dlq
+from core.admin import dlq
 from core.timefmt import iso
 
 

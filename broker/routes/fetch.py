@@ -15,10 +15,10 @@ from broker.wire.fetch import (
     FetchRecord,
 )
 from broker.wire.http import json_response
+from core.engine.fetch import FetchEntry, FetchResult
+from core.engine.writes import DEFAULT_PARTITION
 from core.errors import BadRequest
-from core.fetch import FetchEntry, FetchResult
 from core.timefmt import iso
-from core.writes import DEFAULT_PARTITION
 
 
 def _entry_json(result: FetchResult) -> FetchEntryOut:

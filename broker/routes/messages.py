@@ -25,7 +25,7 @@ from broker.wire.messages import (
     Mode,
 )
 from broker.wire.types import PARTITION_KEY_DIGITS
-from core import messages
+from core.admin import messages
 from core.ids import PartitionId
 from core.timefmt import iso
 

@@ -1,7 +1,7 @@
 """`GET /metrics` (JSON) and `GET /metrics/prometheus` (text exposition format), §6.5.
 
 Counters are the cluster's: every web worker counts in memory and flushes its deltas to
-PostgreSQL every METRICS_FLUSH_MS (`core/stats.py`); a scrape first flushes the answering
+PostgreSQL every METRICS_FLUSH_MS (`core/upkeep/stats.py`); a scrape first flushes the answering
 worker's own, so what it did itself is always in, and another worker's counts are at most
 one flush interval behind. Why not prometheus-client's multiprocess mode: its files sum
 only the workers of one host, vanish with the data directory, and would be a second
@@ -24,7 +24,7 @@ from broker.wire.http import json_response
 from core.ephemeral import Totals as EphemeralTotals
 from core.errors import ServiceError
 from core.service import Broker
-from core.stats import ClusterFigures, ProcessFigures, resident_memory_bytes
+from core.upkeep.stats import ClusterFigures, ProcessFigures, resident_memory_bytes
 
 _STARTED = time.monotonic()  # per worker process; module import happens at app start
 

@@ -22,10 +22,10 @@ from broker.wire.pop import (
     PopQuery,
     QueuePartitionPath,
 )
-from core import conflation
-from core.autopilot import WAIT_MS, Lane
+from core.engine import conflation
+from core.engine.autopilot import WAIT_MS, Lane
+from core.engine.pop import QUEUE_MODE, PopRequest, PopResult
 from core.errors import BadRequest
-from core.pop import QUEUE_MODE, PopRequest, PopResult
 from core.timefmt import iso
 
 

@@ -11,11 +11,11 @@ from broker.state import broker_of, state_of
 from broker.wire.binary_push import BinaryPush, decode_push, stamp_producer
 from broker.wire.http import json_response
 from broker.wire.push import PushBody, PushCounts, PushItemIn, PushResult
+from core.engine.push import PushItem, PushOutcome
+from core.engine.writes import DEFAULT_PARTITION, NewMessage
 from core.errors import PayloadTooLarge, ServiceError
 from core.ids import NIL_UUID, uuid7
-from core.push import PushItem, PushOutcome
 from core.settings import Settings
-from core.writes import DEFAULT_PARTITION, NewMessage
 
 
 def to_push_item(item: PushItemIn, producer_sub: str | None) -> PushItem:

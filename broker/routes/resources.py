@@ -36,7 +36,7 @@ from broker.wire.resources import (
     TaskRow,
     TotalStats,
 )
-from core.resources import PartitionStats, Totals, totals_by
+from core.admin.resources import PartitionStats, Totals, totals_by
 from core.timefmt import iso
 
 

@@ -1,5 +1,5 @@
 """Dashboard status routes (§6.3): figures computed on demand, filtered as §6.3 lists, and
-the analytics series sampled by the reaper (`core/stats.py`).
+the analytics series sampled by the reaper (`core/upkeep/stats.py`).
 
 Filters: `queue`, `namespace`, `task` select queues everywhere; on `/status` `from`/`to`
 bound the throughput window (default: the last hour), on `/status/queues` they bound the
@@ -26,10 +26,11 @@ from broker.wire.resources import (
     StatusQuery,
     StatusQueuesQuery,
 )
-from core import messages, stats
+from core.admin import messages
+from core.admin.resources import QueueFilter, Totals
 from core.errors import BadRequest
-from core.resources import QueueFilter, Totals
 from core.timefmt import iso
+from core.upkeep import stats
 
 # Default window of each analytics interval when `from` is absent.
 _DEFAULT_SPAN = {"minute": timedelta(hours=1), "hour": timedelta(days=1),

@@ -29,9 +29,10 @@ from broker.wire.streams import (
     StateGetBody,
     StateRowOut,
 )
-from core.ack import parse_status
+from core.engine.ack import parse_status
+from core.engine.pop import QUEUE_MODE
+from core.engine.writes import DEFAULT_PARTITION
 from core.errors import BadRequest, PayloadTooLarge
-from core.pop import QUEUE_MODE
 from core.streams.cycle import (
     MAX_KEY_BYTES,
     MAX_STATE_OPS,
@@ -42,7 +43,6 @@ from core.streams.cycle import (
     StateOp,
 )
 from core.timefmt import iso
-from core.writes import DEFAULT_PARTITION
 
 MAX_QUERY_NAME_BYTES = 255
 _EMPTY_OBJECT = b"{}"

@@ -2,7 +2,7 @@
 (pushes to the disk spool) and `/api/v1/system/maintenance/pop` (pops answer 204).
 
 A POST takes `{"enabled": true|false}` and changes the switch for every worker of every
-broker on the database (core/switches.py); both routes answer both switches and the spool's
+broker on the database (core/admin/switches.py); both routes answer both switches and the spool's
 figures (`MaintenanceAnswer`), a POST with a `message` saying what the switch now does.
 """
 

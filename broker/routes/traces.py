@@ -24,11 +24,11 @@ from broker.wire.traces import (
     TraceRecorded,
 )
 from broker.wire.types import PARTITION_KEY_DIGITS
+from core.admin.traces import NewTrace, Trace
+from core.engine.pop import QUEUE_MODE
 from core.errors import BadRequest
 from core.ids import PartitionId
-from core.pop import QUEUE_MODE
 from core.timefmt import iso
-from core.traces import NewTrace, Trace
 
 DEFAULT_EVENT_TYPE = "info"
 

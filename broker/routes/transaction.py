@@ -24,11 +24,11 @@ from broker.wire.transaction import (
     TransactionAnswer,
     TransactionBody,
 )
+from core.engine.pop import QUEUE_MODE
+from core.engine.transactions import Rider, RiderOutcome, TxAck, TxPush
 from core.errors import BadRequest, PayloadTooLarge
 from core.ids import uuid7
-from core.pop import QUEUE_MODE
 from core.settings import Settings
-from core.transactions import Rider, RiderOutcome, TxAck, TxPush
 
 
 def failure(error: str) -> TransactionAnswer:

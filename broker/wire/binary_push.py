@@ -30,12 +30,12 @@ from broker.wire.binary import Reader
 from broker.wire.decoding import check_document, decode_body
 from broker.wire.transaction import TransactionHead
 from broker.wire.types import check_name_or_empty, check_transaction_id
-from core import segments
+from core.engine import segments
+from core.engine.push import PushItem
+from core.engine.writes import DEFAULT_PARTITION, NewMessage, PackedFrames
 from core.errors import BadRequest, PayloadTooLarge
 from core.ids import uuid7, uuid_of_int
 from core.names import check_name
-from core.push import PushItem
-from core.writes import DEFAULT_PARTITION, NewMessage, PackedFrames
 
 PUSH_MAGIC = b"QPB1"
 TRANSACTION_MAGIC = b"QTB1"
@@ -52,7 +52,7 @@ _FRAME_HEAD = struct.Struct("<IB16sH")  # body_len, flags, message id, transacti
 def stamp_producer(items: list[PushItem], producer_sub: str | None) -> None:
     """The caller's identity (JWT `sub`, §9) on every decoded item, as the JSON path stamps
     it. A framed message that gets one is no longer what its client-built frame says, so
-    the write path frames it again (`core.writes.segments_of`): the stored frame carries the
+    the write path frames it again (`core.engine.writes.segments_of`): the stored frame carries the
     producerSub (flag 2), which pops, fetches and the DLQ read from there."""
     if producer_sub is not None:
         for item in items:

@@ -23,8 +23,8 @@ from typing import Any
 import msgspec
 
 from broker.wire.binary import Writer
-from core import segments
-from core.pop import Claim as PoppedClaim
+from core.engine import segments
+from core.engine.pop import Claim as PoppedClaim
 
 MAGIC = b"QPF1"
 CODEC_RAW = 0

@@ -9,7 +9,7 @@ from msgspec import UNSET, Meta, UnsetType
 
 from broker.wire.common import Pagination
 from broker.wire.types import Name, Timestamp, TransactionId
-from core.messages import LIST_MAX_PER_PARTITION
+from core.admin.messages import LIST_MAX_PER_PARTITION
 
 DLQ_DEFAULT_LIMIT = 100
 DLQ_MAX_LIMIT = 10_000

@@ -21,12 +21,12 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from core.engine.pop import requested_seed
 from core.errors import BadRequest
 from core.names import CONTROL_RE as _CONTROL_RE
 from core.names import MAX_NAME_BYTES, check_name
 from core.names import text_of as _text
 from core.names import utf8_bytes as _utf8_bytes
-from core.pop import requested_seed
 from core.timefmt import parse_iso
 
 MAX_TRANSACTION_ID_BYTES = 65535

@@ -5,10 +5,10 @@ consumer rows), at the transaction's one instant."""
 from __future__ import annotations
 
 from core.counters import COUNTERS
+from core.engine.transactions import RiderOutcome, RiderRefusal
 from core.kv.engine import Applied, apply_ops
 from core.kv.ops import KvOp
 from core.storage.statements import Conn
-from core.transactions import RiderOutcome, RiderRefusal
 
 
 class KvRider:

@@ -57,7 +57,7 @@ class AppendTarget:
     task: str
     segments: Sequence[AppendSegment]
     repeats: bool  # whether a transactionId occurs twice among its frames
-    encrypted: bool = False  # whether its segments are sealed (core/encryption.py)
+    encrypted: bool = False  # whether its segments are sealed (core/engine/encryption.py)
 
 
 _APPEND = Statement("append", AppendRow)

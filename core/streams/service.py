@@ -6,7 +6,7 @@ lease check, the sink pushes (`queen.append`, the write path of `/push`), the st
 the ack. When the sink pushes need more than one statement (a stored duplicate, whose
 message id is read from its segment, or an encryption guess that was wrong) the statement
 writes nothing and the cycle runs again in a transaction: the same statement without the
-pushes, then the pushes through `core.writes.append`.
+pushes, then the pushes through `core.engine.writes.append`.
 
 Sink pushes are refused while pushes are in maintenance (a cycle cannot go to the spool:
 its pushes and its ack commit together or not at all); a cycle without pushes still runs.
@@ -19,15 +19,15 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from core import options, writes
-from core.ack import partition_id_of
 from core.counters import COUNTERS
+from core.engine import options, writes
+from core.engine.ack import partition_id_of
+from core.engine.wakeup import Wake
 from core.errors import CapacityExceeded
 from core.ids import uuid7
 from core.storage import streams as sql
 from core.storage.database import Database
 from core.streams.cycle import Cycle, CycleResult, SinkResult, derived_transaction_ids
-from core.wakeup import Wake
 
 Announce = Callable[[Iterable[Wake]], None]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from core import encryption
+from core.engine import encryption
 from core.errors import Refused
 from core.ids import uuid7
 from core.storage import timers as sql

@@ -4,7 +4,7 @@ remove it, in one transaction: both or neither.
 The due rows are taken `FOR UPDATE SKIP LOCKED` (earliest first), so concurrent fires (two
 firer processes, two brokers on one database) never take one timer twice, and a cancel or
 reschedule of a timer being fired waits for the fire and then finds it gone. The messages
-go through `core.writes.append` exactly as a push's: the queue and partition are created
+go through `core.engine.writes.append` exactly as a push's: the queue and partition are created
 when missing, the partition's dedup window applies to the timer's `txn` (a timer fired again
 after a crash between commit and acknowledgement appends nothing and is still removed),
 segments of an encryptionEnabled queue are sealed, and the stored `producerSub` is kept.
@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from core import encryption, options
+from core.engine import encryption, options
+from core.engine.segments import unpack_client_frame
+from core.engine.wakeup import Wake
+from core.engine.writes import Appended, NewMessage, PartitionName, append
 from core.errors import QueenError, ServiceError
-from core.segments import unpack_client_frame
 from core.storage import timers as sql
 from core.storage.statements import Conn
-from core.wakeup import Wake
-from core.writes import Appended, NewMessage, PartitionName, append
 
 MAX_ATTEMPTS = 5
 MAX_BACKOFF_SECONDS = 60.0

@@ -29,17 +29,18 @@ import time
 
 import uvloop
 
-from core import encryption, stats
 from core.counters import COUNTERS, LATENCY_BOUNDS, bucket_name
 from core.embedded import database_dsn
+from core.engine import encryption
+from core.engine.key_check import check_key
+from core.engine.listener import WakeupHub
 from core.errors import ServiceError
-from core.key_check import check_key
-from core.listener import WakeupHub
 from core.logs import configure_logging
 from core.settings import Settings, from_env_or_exit
 from core.storage import timers as sql
 from core.storage.database import Database
 from core.timers.fire import FireReport, fire_due
+from core.upkeep import stats
 
 log = logging.getLogger("queen.timers")
 

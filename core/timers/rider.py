@@ -9,10 +9,10 @@ call (`timers_encrypted_conflict`, raised while applying) rolls the bundle back.
 from __future__ import annotations
 
 from core.counters import COUNTERS
+from core.engine.transactions import RiderOutcome
 from core.storage.statements import Conn
 from core.timers.apply import Applied, apply_timer_ops
 from core.timers.ops import TimerOp
-from core.transactions import RiderOutcome
 
 
 class TimerRider:

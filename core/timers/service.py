@@ -3,7 +3,7 @@
 Each call is one transaction at one instant (the database's `now()`). After the commit, a
 schedule due before the firer's next planned sweep (within a sweep interval) wakes the
 firer in whatever process it runs, by NOTIFY `queen_timers`; that notification is its own
-statement after the commit, like the wake-ups of pushes (core/wakeup.py says why).
+statement after the commit, like the wake-ups of pushes (core/engine/wakeup.py says why).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from typing import Any
 
 import asyncpg
 
-from core import segments
+from core.engine import segments
 
 
 @dataclass(frozen=True, slots=True)

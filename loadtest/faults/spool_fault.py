@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import psutil  # type: ignore[import-untyped]
 
-from core.spool import DRAIN_LOCK
+from core.upkeep.spool import DRAIN_LOCK
 
 if TYPE_CHECKING:
     from loadtest.faults.injectors import Injector

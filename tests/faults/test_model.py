@@ -42,9 +42,9 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from core import maintenance
 from core.settings import Settings
 from core.storage.database import Database
+from core.upkeep import maintenance
 from tests.support import BrokerProcess
 
 T = TypeVar("T")

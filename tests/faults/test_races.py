@@ -19,8 +19,8 @@ import asyncpg
 import httpx
 import pytest
 
-from core import maintenance
 from core.storage.database import Database
+from core.upkeep import maintenance
 from tests.support import (
     BrokerProcess,
     configure,

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 from queen import Queen
 
-from core.pop import PopRequest, pop
+from core.engine.pop import PopRequest, pop
 from core.storage.database import Database
 from tests.support import BrokerProcess, push_items
 

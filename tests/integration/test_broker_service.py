@@ -19,8 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from core.listener import WakeupHub
-from core.pop import PopRequest
+from core.engine.listener import WakeupHub
+from core.engine.pop import PopRequest
 from core.service import Broker
 from core.settings import Settings
 from tests.support import ROOT, wait_for
@@ -64,7 +64,7 @@ async def test_stop_waiting_answers_a_parked_long_poll_at_once(
 
 _FAILING_WORKER = textwrap.dedent("""
     import asyncio, sys
-    from core.listener import WakeupHub
+    from core.engine.listener import WakeupHub
 
     async def dies(self):
         await asyncio.sleep(2.0)

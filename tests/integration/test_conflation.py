@@ -13,8 +13,8 @@ import httpx
 import pytest
 from queen import Queen
 
-from core.pop import PopRequest
-from core.reads.claims import PopLines
+from core.engine.pop import PopRequest
+from core.engine.reads.claims import PopLines
 from core.storage.database import Database
 from tests.support import (
     BrokerProcess,
@@ -349,7 +349,7 @@ async def test_conflating_pop_in_pop_maintenance_answers_paused(
             await client.post(POP_MAINTENANCE, json={"enabled": False})
 
 
-# --- conflating pops served together (core/reads/claims.py: one pop_shared statement) ------
+# --- conflating pops served together (core/engine/reads/claims.py: one pop_shared statement) ------
 
 async def test_conflating_pops_sharing_one_statement(
         core_db: Database, http: httpx.AsyncClient, db: asyncpg.Connection,

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import httpx
@@ -23,9 +24,23 @@ async def _figures(http: httpx.AsyncClient) -> tuple[dict[str, float], dict[str,
     return as_json, as_text
 
 
+async def _settled(http: httpx.AsyncClient) -> tuple[dict[str, float], dict[str, float]]:
+    """The figures once two reads more than two flush intervals apart agree: the session's
+    broker flushes its workers' counts every second, and KV calls of the tests before this
+    one may not have reached the database yet (CI saw them land inside this test's diff)."""
+    last = await _figures(http)
+    for _ in range(20):
+        await asyncio.sleep(2.5)
+        now = await _figures(http)
+        if now == last:
+            return now
+        last = now
+    raise AssertionError("the KV counters never settled")
+
+
 async def test_kv_ops_and_lock_verdicts_are_counted(http: httpx.AsyncClient) -> None:
     ns, name = "m-" + uuid.uuid4().hex[:10], "m-" + uuid.uuid4().hex[:10]
-    before, before_text = await _figures(http)
+    before, before_text = await _settled(http)
     r = await http.post("/api/v1/kv", json=[
         {"op": "put", "ns": ns, "key": "a", "value": 1, "forever": True},
         {"op": "incr", "ns": ns, "key": "b", "delta": 1, "forever": True},

@@ -14,15 +14,15 @@ from pathlib import Path
 
 import asyncpg
 
-from core import segments
-from core.ack import AckItem, GroupAck
-from core.dlq import DlqFilter
-from core.pop import PopRequest
-from core.push import PushItem
+from core.admin.dlq import DlqFilter
+from core.engine import segments
+from core.engine.ack import AckItem, GroupAck
+from core.engine.pop import PopRequest
+from core.engine.push import PushItem
+from core.engine.writes import NewMessage
 from core.service import Broker
 from core.settings import Settings
 from core.storage.migrations import apply_migrations, migration_files
-from core.writes import NewMessage
 from tests.support import create_database
 
 

@@ -22,10 +22,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from queen import Queen
 
-from core import stats
 from core.reaper import Reaper
 from core.settings import Settings
 from core.storage.database import Database
+from core.upkeep import stats
 from tests.support import BrokerProcess, create_database, pop_json, push_items
 
 FLUSH_MS = 200

@@ -1,4 +1,4 @@
-"""Concurrent pops of one request share one claim statement (core/reads/claims.py,
+"""Concurrent pops of one request share one claim statement (core/engine/reads/claims.py,
 queen.pop_shared): every rule of a single pop still holds.
 
 - 64 waiting pops of one group on a real two-worker tree, with pushes arriving: no message
@@ -19,12 +19,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from core.ack import AckItem, GroupAck
-from core.pop import PopRequest, PopResult
-from core.push import PushItem
+from core.engine.ack import AckItem, GroupAck
+from core.engine.pop import PopRequest, PopResult
+from core.engine.push import PushItem
+from core.engine.writes import NewMessage
 from core.service import Broker
 from core.settings import Settings
-from core.writes import NewMessage
 from tests.served import Served, fresh_connections
 from tests.support import wait_for
 

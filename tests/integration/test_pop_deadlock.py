@@ -15,7 +15,7 @@ import asyncio
 import asyncpg
 import httpx
 
-from core.pop import PopRequest, pop
+from core.engine.pop import PopRequest, pop
 from core.storage.database import Database
 
 PARTITIONS = 40

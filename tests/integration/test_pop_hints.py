@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncpg
 import httpx
 
-from core.pop import PopRequest, pop
+from core.engine.pop import PopRequest, pop
 from core.storage.database import Database
 
 

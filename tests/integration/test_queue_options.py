@@ -17,8 +17,8 @@ import httpx
 import pytest
 from queen import Queen
 
-from core import maintenance
 from core.storage.database import Database
+from core.upkeep import maintenance
 from tests.support import BrokerProcess, configure, cursor_row, pop_json, push_items
 
 

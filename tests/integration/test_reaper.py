@@ -1,6 +1,6 @@
 """The reaper: lease expiry, transactionId-index pruning, retention; concurrency and restarts.
 
-Time is controlled by back-dating rows in SQL. Steps are called in-process (core.maintenance)
+Time is controlled by back-dating rows in SQL. Steps are called in-process (core.upkeep.maintenance)
 where a deterministic count matters, and through a real `python -m core.reaper` process where
 the process itself is under test.
 """
@@ -14,10 +14,10 @@ import subprocess
 import asyncpg
 import httpx
 
-from core import maintenance
 from core.embedded import stop_process
 from core.settings import Settings
 from core.storage.database import Database
+from core.upkeep import maintenance
 from tests.support import ROOT, BrokerProcess, create_database, wait_for
 
 

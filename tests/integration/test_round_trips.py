@@ -9,17 +9,18 @@ counting: the first use of a statement on a connection also prepares it (one mor
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 
 import pytest
 
-from core.ack import AckItem, GroupAck
-from core.pop import PopRequest, PopResult
-from core.push import PushItem
+from core.engine.ack import AckItem, GroupAck
+from core.engine.pop import PopRequest, PopResult
+from core.engine.push import PushItem
+from core.engine.writes import NewMessage
 from core.service import Broker
 from core.settings import Settings
-from core.writes import NewMessage
 from tests.wire_counter import RoundTrips, counting_proxy
 
 POOL = "queen-broker"  # application_name of the pool's connections
@@ -87,22 +88,48 @@ async def test_a_pop_and_an_ack_of_its_messages_are_one_round_trip_each(
     assert trips.of(POOL) == 1
 
 
+async def _caught_up(broker: Broker, queue: str) -> PopRequest:
+    """A pop request of group g on a queue whose only message g has consumed and acked."""
+    await _push(broker, queue, "a", 1)
+    await _warm_up(broker, queue)
+    await _ack_all(broker, "g", await broker.pop(PopRequest(group="g", batch=5, queue=queue)))
+    return PopRequest(group="g", batch=5, queue=queue)
+
+
 async def test_an_empty_long_poll_costs_one_statement_while_nothing_changes(
         counted: tuple[Broker, RoundTrips], queue_name: str) -> None:
     """Its backoff re-checks (every 50 ms here) are skipped: nothing was announced for its
     queue since its first check, and no option of the queue lets the clock change that
-    (core/reads/quiet.py). Without the skip, each re-check is one more round trip."""
+    (core/engine/reads/quiet.py). Without the skip, each re-check is one more round trip."""
     broker, trips = counted
-    await _push(broker, queue_name, "a", 1)
-    await _warm_up(broker, queue_name)
-    await _ack_all(broker, "g", await broker.pop(PopRequest(group="g", batch=5,
-                                                            queue=queue_name)))
-    request = PopRequest(group="g", batch=5, queue=queue_name)
+    request = await _caught_up(broker, queue_name)
     # The first long poll also learns (one lookup) that the queue's options are not timed.
     assert (await broker.pop(request, wait=True, timeout_ms=200)).claims == []
     trips.reset()
     result = await broker.pop(request, wait=True, timeout_ms=400)
     assert result.claims == []
+    assert trips.of(POOL) == 1
+
+
+async def test_the_next_long_poll_of_a_line_that_found_nothing_costs_no_statement(
+        counted: tuple[Broker, RoundTrips], queue_name: str) -> None:
+    """A long poll whose (queue, partition, group) was last checked on this process and
+    found empty, with nothing announced for the queue since, starts parked: an idle
+    consumer polling again costs nothing (core/engine/reads/quiet.py EmptyLines). An announcement
+    since (a push here) makes it check at once."""
+    broker, trips = counted
+    request = await _caught_up(broker, queue_name)
+    first = asyncio.create_task(broker.pop(request, wait=True, timeout_ms=600))
+    await asyncio.sleep(0.2)
+    broker._hub.wake_everyone()  # a re-check now, knowing the queue's id: it finds nothing
+    assert (await first).claims == []
+    trips.reset()
+    assert (await broker.pop(request, wait=True, timeout_ms=300)).claims == []
+    assert trips.of(POOL) == 0
+    await _push(broker, queue_name, "b", 1)
+    trips.reset()
+    result = await broker.pop(request, wait=True, timeout_ms=3000)
+    assert result.count == 1
     assert trips.of(POOL) == 1
 
 
@@ -139,7 +166,7 @@ async def test_a_push_is_one_round_trip_per_flush(
 async def test_the_counter_sees_every_round_trip_of_a_transaction(
         counted: tuple[Broker, RoundTrips], queue_name: str) -> None:
     """The proxy counts what it should: a transaction is BEGIN, its statements, COMMIT."""
-    from core.transactions import TxPush
+    from core.engine.transactions import TxPush
 
     broker, trips = counted
     await _warm_up(broker, queue_name)

@@ -14,12 +14,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from core import segments
-from core.pop import PopRequest
-from core.push import PushItem
+from core.engine import segments
+from core.engine.pop import PopRequest
+from core.engine.push import PushItem
+from core.engine.writes import NewMessage, PackedFrames
 from core.service import Broker
 from core.settings import Settings
-from core.writes import NewMessage, PackedFrames
 
 
 @pytest.fixture
@@ -100,8 +100,8 @@ async def test_a_producer_sub_flows_to_the_pop_the_dead_letter_and_the_message_d
         broker: Broker, queue_name: str) -> None:
     """What the edge stamps from a token (wire-protocol §9) is stored in the frame and read
     back everywhere a message is shown."""
-    from core.ack import AckItem, GroupAck
-    from core.dlq import DlqFilter
+    from core.admin.dlq import DlqFilter
+    from core.engine.ack import AckItem, GroupAck
     from core.ids import PartitionId
 
     [pushed] = await broker.push([PushItem(queue_name, "Default", NewMessage(

@@ -20,7 +20,7 @@ import httpx
 import psutil
 import pytest
 
-from core.spool import DRAIN_LOCK
+from core.upkeep.spool import DRAIN_LOCK
 from tests.served import Served, eventually, fresh_connections
 from tests.support import create_database, fetch_records, wait_for
 
@@ -43,7 +43,7 @@ def served(own_database: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 
 def _switch_logged(served: Served, pid: int, text: str) -> bool:
-    return any(f" {pid} INFO core.switches: maintenance: {text}" in line
+    return any(f" {pid} INFO core.admin.switches: maintenance: {text}" in line
                for line in served.log().splitlines())
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.pop import PopRequest
+from core.engine.pop import PopRequest
 from core.service import Broker, WritesPaused
 from core.settings import Settings
 from core.streams.cycle import Cycle, CycleAck, CyclePush, StateOp

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from queen import Queen
 
-from core import encryption
+from core.engine import encryption
 from tests.support import BrokerProcess, configure, create_database, pop_json, wait_for
 from tests.timer_support import FirerProcess
 from tests.tokens import AUTH_SECRET, Signer

@@ -13,8 +13,8 @@ import httpx
 import pytest
 from queen import Queen
 
-from core import maintenance
 from core.storage.database import Database
+from core.upkeep import maintenance
 from tests.support import BrokerProcess
 
 

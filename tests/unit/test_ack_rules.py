@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.ack import parse_status
+from core.engine.ack import parse_status
 
 
 @pytest.mark.parametrize("value", [None, True, "", "completed", "success", "acked", "ok",

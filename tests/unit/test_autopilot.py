@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from core import conflation
-from core.autopilot import Autopilot, Lane, batch_for, width
+from core.engine import conflation
+from core.engine.autopilot import Autopilot, Lane, batch_for, width
 from core.errors import BadRequest
 
 LANE = Lane("q", None, None, "g")

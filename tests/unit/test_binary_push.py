@@ -28,7 +28,7 @@ from queen.http.push_binary import (
 
 from broker.wire.binary_push import BinaryPush, decode_push, decode_transaction
 from broker.wire.transaction import AckOp
-from core import segments
+from core.engine import segments
 from core.errors import BadRequest, ClientError, PayloadTooLarge
 
 LIMIT = 1 << 20
@@ -448,7 +448,7 @@ def test_random_bodies_never_raise_anything_but_a_client_error(magic: bytes,
 
 def test_a_stamped_producer_makes_the_write_path_frame_the_messages_again() -> None:
     from broker.wire.binary_push import stamp_producer
-    from core.writes import segments_of
+    from core.engine.writes import segments_of
 
     body = encode_push_frames([PushBatch("q", "p", [b"1", b"2"], ["a", "b"])])
     as_sent = push(body).items

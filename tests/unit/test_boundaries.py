@@ -12,8 +12,8 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 # path, a partition cache, and the state fields that used to hold them.
 _PARTS = {"pool", "hub", "directory", "pusher", "db", "coalescer", "draining"}
 # Core modules below the service: the edge calls `core.service.Broker`, not these.
-_BELOW_THE_SERVICE = ("core.storage", "core.listener", "core.coalescer", "core.longpoll",
-                      "core.maintenance", "asyncpg")
+_BELOW_THE_SERVICE = ("core.storage", "core.engine.listener", "core.engine.coalescer", "core.engine.longpoll",
+                      "core.upkeep.maintenance", "asyncpg")
 _SQL = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|NOTIFY|LISTEN)\b")
 
 

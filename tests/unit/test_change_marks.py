@@ -1,10 +1,10 @@
-"""The wake-up hub's change marks (core/listener.py), on which a parked long poll decides to
-skip a re-check (core/reads/quiet.py): a mark changes iff something was announced for the
+"""The wake-up hub's change marks (core/engine/listener.py), on which a parked long poll decides to
+skip a re-check (core/engine/reads/quiet.py): a mark changes iff something was announced for the
 queues it covers, or every waiter was woken; none is given while not listening."""
 
 from __future__ import annotations
 
-from core.listener import WakeupHub
+from core.engine.listener import WakeupHub
 
 
 def _hub() -> WakeupHub:

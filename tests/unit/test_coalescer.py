@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from core.coalescer import FlushManyFn, WriteCoalescer
+from core.engine.coalescer import FlushManyFn, WriteCoalescer
 from core.errors import Overloaded, StorageUnavailable
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.coalescer import WriteCoalescer
+from core.engine.coalescer import WriteCoalescer
 from core.errors import Overloaded, StorageUnavailable
 
 Item = tuple[int, int]  # (key, sequence number within the key)

@@ -1,4 +1,4 @@
-"""The sealed-segment envelope (core/encryption.py) and QUEEN_ENCRYPTION_KEY's parsing."""
+"""The sealed-segment envelope (core/engine/encryption.py) and QUEEN_ENCRYPTION_KEY's parsing."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from core import encryption, segments
-from core.encryption import EncryptionError, SegmentCipher, key_from_env
+from core.engine import encryption, segments
+from core.engine.encryption import EncryptionError, SegmentCipher, key_from_env
 from core.env import SettingsError
 
 KEY = bytes(range(32))

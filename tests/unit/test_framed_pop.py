@@ -12,11 +12,11 @@ from queen.http.pop_frames import decode_pop_frames
 
 from broker.wire import framed_pop
 from broker.wire.framed_pop import Claim, Record
-from core import segments
+from core.engine import segments
+from core.engine.pop import Claim as PoppedClaim
+from core.engine.pop import StoredSegment
+from core.engine.segments import Frame
 from core.ids import PartitionId, QueueId, uuid7
-from core.pop import Claim as PoppedClaim
-from core.pop import StoredSegment
-from core.segments import Frame
 
 T0 = datetime(2026, 12, 2, 12, 0, 0, 123456, tzinfo=UTC)
 T1 = datetime(2026, 12, 2, 12, 0, 1, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""KeyedBatcher (core/reads/batcher.py): requests on disjoint keys share a flush; requests
+"""KeyedBatcher (core/engine/reads/batcher.py): requests on disjoint keys share a flush; requests
 sharing a key never do and keep their order; a failed flush of several requests is retried
 one by one, except when the database is unavailable."""
 
@@ -9,8 +9,8 @@ from collections.abc import Hashable
 
 import pytest
 
+from core.engine.reads.batcher import KeyedBatcher
 from core.errors import StorageError, StorageUnavailable
-from core.reads.batcher import KeyedBatcher
 
 Req = tuple[str, ...]  # the keys a request touches; its result is its flush number
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from core.spool import Spool, SpoolFiles, SpoolSettings, SpoolUnavailable, file_name
-from core.spool_format import (
+from core.upkeep.spool import Spool, SpoolFiles, SpoolSettings, SpoolUnavailable, file_name
+from core.upkeep.spool_format import (
     HEADER_SIZE,
     Ending,
     ReadState,
@@ -186,7 +186,7 @@ def test_only_spool_files_count_and_names_sort_in_order(tmp_path: Path) -> None:
 
 
 def test_with_an_encryption_key_no_payload_is_spooled_in_plain_text(tmp_path: Path) -> None:
-    from core import encryption
+    from core.engine import encryption
 
     secret = b'{"card": "4111-1111-1111-1111"}'
     record = SpoolRecord(uuid.uuid4(), "t-enc", "q", "p", secret)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from core.listener import WakeupHub
-from core.wakeup import decode_payload, encode_payload
+from core.engine.listener import WakeupHub
+from core.engine.wakeup import decode_payload, encode_payload, group_token
 
 
 def hub() -> WakeupHub:
@@ -61,11 +61,44 @@ async def test_own_notifications_are_ignored_and_others_wake_by_count() -> None:
         assert a.event.is_set() and b.event.is_set()
 
 
-@pytest.mark.parametrize("queue_id,count,partitions,text", [
-    (7, 1, [], "7"), (7, 3, [], "7:3"), (7, 2, [41, 42], "7:2:41,42")])
-def test_payload_round_trip(queue_id: int, count: int, partitions: list[int], text: str) -> None:
-    assert encode_payload(queue_id, count, partitions) == text
-    assert decode_payload(text) == (queue_id, count, partitions)
+@pytest.mark.parametrize("queue_id,count,partitions,served,text", [
+    (7, 1, [], {}, "7"), (7, 3, [], {}, "7:3"), (7, 2, [41, 42], {}, "7:2:41,42"),
+    (7, 2, [41], {"0000abcd": 1}, "7:2:41:0000abcd=1"),
+    (7, 3, [], {"0000abcd": 1, "ffffffff": 2}, "7:3::0000abcd=1,ffffffff=2")])
+def test_payload_round_trip(queue_id: int, count: int, partitions: list[int],
+                            served: dict[str, int], text: str) -> None:
+    assert encode_payload(queue_id, count, partitions, served) == text
+    assert decode_payload(text) == (queue_id, count, partitions, served)
+
+
+async def test_a_local_commit_tells_the_others_what_its_own_pops_took() -> None:
+    """One push, a waiter of g1 here: the notification says g1 took its span, so the other
+    processes' g1 waiters stay parked (they would race for it and find nothing); g2, which
+    nobody here waits for, is woken everywhere."""
+    here, there = hub(), hub()
+    with here.parked([7], "g1") as mine:
+        here.announce([(7, 41)])
+        assert mine.event.is_set()
+    ((queue, (count, hints, served)),) = {
+        q: (n, here._hints[q], dict(here._served[q])) for q, n in here._to_announce.items()
+    }.items()
+    payload = encode_payload(queue, count, hints, served)
+    assert payload == f"7:1:41:{group_token('g1')}=1"
+    with there.parked([7], "g1") as g1, there.parked([7], "g2") as g2, \
+            there.parked([7], "g1", "p1") as g1_p1:
+        there._on_notification(None, 43, "queen_wakeup", payload)
+        assert not g1.event.is_set()  # the span went to a g1 pop elsewhere
+        assert g2.event.is_set() and g1_p1.event.is_set()  # other lines: woken as before
+        # The queue's change mark moved all the same, so g1's waiter re-checks at its next
+        # backoff instead of skipping it as quiet (data the other pop left is found).
+        assert there._changes[7] == 1
+
+
+async def test_served_counts_only_lower_the_count_they_cover() -> None:
+    h = hub()
+    with h.parked([7], "g") as a, h.parked([7], "g") as b, h.parked([7], "g") as c:
+        h._on_notification(None, 43, "queen_wakeup", f"7:3::{group_token('g')}=1")
+        assert [w.event.is_set() for w in (a, b, c)] == [True, True, False]
 
 
 async def test_woken_waiters_are_handed_the_partitions_that_became_deliverable() -> None:
@@ -79,17 +112,18 @@ async def test_woken_waiters_are_handed_the_partitions_that_became_deliverable()
         assert b.event.is_set() and b.hints == [41, 42]
 
 
-def test_malformed_payload_is_rejected() -> None:
+@pytest.mark.parametrize("payload", ["seven", "7:1::g1=1", "7:1::0000abcd", "7:1::0000abcd=x"])
+def test_malformed_payload_is_rejected(payload: str) -> None:
     with pytest.raises(ValueError):
-        decode_payload("seven")
+        decode_payload(payload)
 
 
 async def test_hints_are_served_oldest_first_dropped_once_claimed_and_expire(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    import core.listener
+    import core.engine.listener
 
     clock = [100.0]
-    monkeypatch.setattr(core.listener.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(core.engine.listener.time, "monotonic", lambda: clock[0])
     h = hub()
     h.announce([(7, 1), (7, 2), (7, 3), (7, 2)])  # 2 again: it keeps its place
     with h.parked([7], "g") as a:

@@ -10,8 +10,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core import segments
-from core.writes import NewMessage, PartitionName, Verdict, append, first_occurrences
+from core.engine import segments
+from core.engine.writes import NewMessage, PartitionName, Verdict, append, first_occurrences
 
 
 def _items(*txids: str) -> list[NewMessage]:
@@ -176,7 +176,7 @@ def test_merging_requests_into_one_flush_answers_what_they_get_one_after_another
 
 
 def test_a_client_blob_is_its_own_segment_beside_the_messages_merged_with_it() -> None:
-    from core.writes import PackedFrames, segments_of
+    from core.engine.writes import PackedFrames, segments_of
 
     frames = [segments.Frame(uuid.uuid4(), f"c{i}", b"1") for i in range(3)]
     blob = segments.pack(frames)

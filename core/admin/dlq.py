@@ -1,0 +1,216 @@
+"""The dead-letter store seen from the admin side: listing, replay and deletion (§5).
+
+Rows are written by the ack (`queen.ack`), which records the preserved copy of the
+message's segment rather than the message; `dead_letter` extracts it here. A replay appends
+the message as a new one (fresh transactionId) to the same partition and deletes the row,
+in one transaction, so a crash in between leaves either the dead letter or the replayed
+message, never both or none.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from core.engine import encryption, segments
+from core.engine.wakeup import Wake
+from core.engine.writes import NewMessage, PartitionName, append
+from core.ids import NIL_UUID, PartitionId, uuid7
+from core.storage import dead_letters as sql
+from core.storage.database import Database
+from core.storage.statements import Conn
+
+_UNKNOWN_ID = uuid.UUID(NIL_UUID)
+PURGE_BATCH = 5000  # dead letters deleted per transaction by a bulk purge
+
+
+@dataclass(frozen=True, slots=True)
+class DlqFilter:
+    queue: str | None = None
+    consumer_group: str | None = None
+    partition: str | None = None
+    failed_from: datetime | None = None
+    failed_to: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DlqRow:
+    id: int
+    partition_id: int
+    queue: str
+    partition: str
+    consumer_group: str
+    offset: int
+    transaction_id: str
+    message_id: uuid.UUID
+    trace_id: uuid.UUID | None
+    producer_sub: str | None
+    payload: bytes  # raw JSON bytes as stored
+    error_message: str | None
+    retry_count: int
+    created_at: datetime
+    failed_at: datetime
+    encrypted: bool = False  # the payload was stored encrypted (and decrypted for this)
+
+
+@dataclass(frozen=True, slots=True)
+class Replayed:
+    """A DLQ row replayed as a new message."""
+
+    dlq_id: int
+    queue: str
+    partition: str
+    consumer_group: str
+    original_transaction_id: str
+    transaction_id: str
+    message_id: uuid.UUID
+    status: str  # queued | duplicate
+    offset: int | None
+
+
+def dead_letter(row: sql.DeadLetterRow) -> DlqRow:
+    """A DLQ row with its message: stored in the row (written before version 23), or
+    extracted from the preserved copy of its segment."""
+    message_id, trace_id, producer_sub = row.message_id, row.trace_id, row.producer_sub
+    payload = row.payload
+    encrypted = False
+    if payload is None:
+        frame = _frame(row)
+        if frame is None:  # the copy is gone (cannot happen while the row exists)
+            message_id, payload = _UNKNOWN_ID, b"null"
+        else:
+            message_id, trace_id, producer_sub = frame.message_id, frame.trace_id, \
+                frame.producer_sub
+            payload = frame.payload
+            encrypted = encryption.is_sealed(row.segment_blob or b"")
+    return DlqRow(
+        id=row.id, partition_id=row.partition_id, queue=row.queue, partition=row.partition,
+        consumer_group=row.consumer_group, offset=row.msg_offset,
+        transaction_id=row.transaction_id, message_id=message_id or _UNKNOWN_ID,
+        trace_id=trace_id, producer_sub=producer_sub, payload=bytes(payload),
+        error_message=row.error_message, retry_count=row.retry_count,
+        created_at=row.created_at, failed_at=row.failed_at, encrypted=encrypted)
+
+
+def _frame(row: sql.DeadLetterRow) -> segments.Frame | None:
+    if row.segment_blob is None or row.segment_base is None:
+        return None
+    frames = segments.unpack(encryption.opened(row.segment_blob, row.queue, row.partition))
+    index = row.msg_offset - row.segment_base
+    return frames[index] if 0 <= index < len(frames) else None
+
+
+class DeadLetters:
+    """Listing, replay and deletion of dead letters; a replay wakes the partition's pops."""
+
+    def __init__(self, db: Database, announce: Callable[[Iterable[Wake]], None]) -> None:
+        self._db = db
+        self._announce = announce
+
+    async def list_rows(self, where: DlqFilter, *, limit: int,
+                        offset: int) -> tuple[list[DlqRow], int]:
+        """One page of matching rows, newest first, and the number of all matching rows."""
+        async with self._db.session() as conn:
+            rows, total = await sql.dlq_page(
+                conn, queue=where.queue, group=where.consumer_group,
+                partition=where.partition, failed_from=where.failed_from,
+                failed_to=where.failed_to, limit=limit, offset=offset)
+        return [dead_letter(r) for r in rows], total
+
+    async def rows_for_address(self, partition_id: PartitionId,
+                               transaction_id: str) -> list[DlqRow]:
+        """The dead letters of a message address, newest first."""
+        async with self._db.session() as conn:
+            rows = await sql.dlq_rows_for_address(conn, partition_id=partition_id,
+                                                  transaction_id=transaction_id)
+        return [dead_letter(r) for r in rows]
+
+    async def replay(self, partition_id: PartitionId, transaction_id: str) -> Replayed | None:
+        """Re-push the newest dead letter of an address under a fresh transactionId and
+        delete that row, atomically; None when the address has no dead letter."""
+        async with self._db.transaction() as conn:
+            row = await sql.dlq_lock_newest(conn, partition_id=partition_id,
+                                            transaction_id=transaction_id)
+            if row is None:
+                return None
+            replayed, wake = await _replay(conn, dead_letter(row), None, None)
+        self._announce(wake)
+        return replayed
+
+    async def replay_id(self, dlq_id: int, *, queue: str | None = None,
+                        partition: str | None = None) -> Replayed | None:
+        """Replay one dead letter by its row id (§11), to its own queue and partition or to
+        the `queue` / `partition` given instead (created like a push creates them); None
+        when no such row exists."""
+        async with self._db.transaction() as conn:
+            row = await sql.dlq_lock_by_id(conn, dlq_id=dlq_id)
+            if row is None:
+                return None
+            replayed, wake = await _replay(conn, dead_letter(row), queue, partition)
+        self._announce(wake)
+        return replayed
+
+    async def purge(self, queue: str, group: str | None) -> int:
+        """Delete every dead letter of a queue (or of one group on it), in transactions of
+        PURGE_BATCH rows so a large purge holds no long locks; answers rows deleted."""
+        deleted = 0
+        while True:
+            async with self._db.transaction() as conn:
+                gone = await sql.dlq_purge(conn, queue=queue, group=group, batch=PURGE_BATCH)
+                by_partition: dict[int, set[int]] = {}
+                for g in gone:
+                    if g.segment_base is not None:
+                        by_partition.setdefault(g.partition_id, set()).add(g.segment_base)
+                for pid, bases in sorted(by_partition.items()):
+                    await _drop_unreferenced_copies(conn, pid, sorted(bases))
+            deleted += len(gone)
+            if len(gone) < PURGE_BATCH:
+                return deleted
+
+    async def delete_address(self, partition_id: PartitionId, transaction_id: str) -> int:
+        """Delete every dead letter of an address (stored log messages are immutable);
+        answers how many rows went."""
+        async with self._db.transaction() as conn:
+            return await _delete(conn, partition_id, row_id=None,
+                                 transaction_id=transaction_id)
+
+
+async def _replay(conn: Conn, letter: DlqRow, queue: str | None,
+                  partition: str | None) -> tuple[Replayed, list[Wake]]:
+    """Append a locked dead letter as a new message under a fresh transactionId (to its own
+    partition unless another is named) and delete its row, in the caller's transaction."""
+    target = PartitionName(letter.queue if queue is None else queue,
+                           letter.partition if partition is None else partition)
+    fresh_txid = str(uuid7())
+    [appended] = await append(conn, [(target, [
+        NewMessage(uuid7(), fresh_txid, letter.payload, letter.trace_id,
+                   letter.producer_sub)])])
+    await _delete(conn, letter.partition_id, row_id=letter.id, transaction_id=None)
+    [verdict] = appended.verdicts
+    wake: list[Wake] = ([(appended.queue_id, appended.partition_id)]
+                        if verdict.status == "queued" else [])
+    return Replayed(
+        dlq_id=letter.id, queue=target.queue, partition=target.partition,
+        consumer_group=letter.consumer_group,
+        original_transaction_id=letter.transaction_id, transaction_id=fresh_txid,
+        message_id=verdict.message_id, status=verdict.status, offset=verdict.offset), wake
+
+
+async def _delete(conn: Conn, partition_id: int, *, row_id: int | None,
+                  transaction_id: str | None) -> int:
+    """Delete dead letters and the segment copies nobody refers to any more (in the
+    caller's transaction: the lock taken here orders us after an ack adding a reference)."""
+    gone = await sql.dlq_delete(conn, partition_id=partition_id, row_id=row_id,
+                                transaction_id=transaction_id)
+    bases: Sequence[int] = sorted({g.segment_base for g in gone if g.segment_base is not None})
+    await _drop_unreferenced_copies(conn, partition_id, bases)
+    return len(gone)
+
+
+async def _drop_unreferenced_copies(conn: Conn, partition_id: int,
+                                    bases: Sequence[int]) -> None:
+    if bases:
+        await sql.dlq_lock_copies(conn, partition_id=partition_id, bases=bases)
+        await sql.dlq_drop_copies(conn, partition_id=partition_id, bases=bases)

@@ -1,0 +1,124 @@
+"""Traces (wire-protocol §6.4): notes consumers attach to the messages they process.
+
+A trace names its message by address (partitionId, transactionId) and carries a consumer
+group, an event type, free JSON data and trace names, which tie notes about different
+messages into one story (`by_name`) and are listed with their counts (`names`). The
+message's offset is resolved when the trace is written, so `by_name` can show each
+message's payload (`message_payload`) with one read of the segments holding them; it is
+None once retention has removed the message, or when the index no longer had it. The
+reaper deletes traces older than TRACE_RETENTION_DAYS (`core.upkeep.maintenance.expire_traces`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from core.engine import encryption, segments
+from core.errors import NotFound
+from core.ids import PartitionId, uuid7
+from core.storage import traces as sql
+from core.storage import writes
+from core.storage.database import Database
+from core.storage.statements import Conn
+
+# What the lookups answer (rows of the storage statements).
+Trace = sql.TraceRow
+NamedTraceRow = sql.NamedTraceRow
+TraceName = sql.TraceNameRow
+
+# The most traces one message answers (a consumer tracing in a loop must not make the
+# lookup unbounded).
+MESSAGE_TRACES_LIMIT = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class NewTrace:
+    partition_id: PartitionId
+    transaction_id: str
+    group: str
+    event_type: str
+    data: bytes  # one JSON document
+    names: Sequence[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    trace_id: uuid.UUID
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class NamedTrace:
+    row: sql.NamedTraceRow
+    message_payload: bytes | None  # JSON bytes of the message, when it is still stored
+
+
+@dataclass(frozen=True, slots=True)
+class NamePage:
+    names: list[sql.TraceNameRow]
+    total: int
+
+
+class Traces:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def record(self, trace: NewTrace) -> Recorded:
+        """Store a trace; NotFound when its partition does not exist."""
+        trace_id = uuid7()
+        names = list(dict.fromkeys(trace.names))  # each name once, in the order given
+        async with self._db.session() as conn:
+            created = await sql.insert(
+                conn, trace_id=trace_id, partition_id=trace.partition_id,
+                transaction_id=trace.transaction_id, group=trace.group,
+                event_type=trace.event_type, data=trace.data, names=names)
+        if created is None:
+            raise NotFound("partition not found")
+        return Recorded(trace_id, created)
+
+    async def of_message(self, partition_id: PartitionId,
+                         transaction_id: str) -> list[sql.TraceRow]:
+        """A message's traces, oldest first (an unknown message has none)."""
+        async with self._db.session() as conn:
+            return await sql.of_message(conn, partition_id=partition_id,
+                                        transaction_id=transaction_id,
+                                        limit=MESSAGE_TRACES_LIMIT)
+
+    async def by_name(self, name: str, *, limit: int,
+                      offset: int) -> tuple[list[NamedTrace], int]:
+        """One page of the traces carrying `name`, newest first, and their total number."""
+        async with self._db.session() as conn:
+            rows = await sql.by_name(conn, name=name, limit=limit, offset=offset)
+            total = await sql.count_by_name(conn, name=name)
+            payloads = await _payloads(conn, rows)
+        return [NamedTrace(r, payloads.get((r.partition_id, r.msg_offset))) for r in rows], total
+
+    async def names(self, *, limit: int, offset: int, search: str | None) -> NamePage:
+        async with self._db.session() as conn:
+            rows = await sql.names_page(conn, limit=limit, offset=offset, search=search)
+        return NamePage(rows, rows[0].total if rows else 0)
+
+
+async def _payloads(conn: Conn, rows: Sequence[sql.NamedTraceRow]
+                    ) -> dict[tuple[int, int | None], bytes]:
+    """The stored payload at each trace's (partition, offset), reading each segment once
+    (decrypted when the segment is sealed: encryption at rest)."""
+    wanted: dict[int, set[int]] = {}
+    names: dict[int, tuple[str, str]] = {}
+    for r in rows:
+        if r.msg_offset is not None and r.queue is not None and r.partition is not None:
+            wanted.setdefault(r.partition_id, set()).add(r.msg_offset)
+            names[r.partition_id] = (r.queue, r.partition)
+    found: dict[tuple[int, int | None], bytes] = {}
+    for partition_id, offsets in wanted.items():
+        queue, partition = names[partition_id]
+        for seg in await writes.segments_at(conn, partition_id=partition_id,
+                                            offsets=sorted(offsets)):
+            frames = segments.unpack(encryption.opened(seg.blob, queue, partition))
+            for at in offsets:
+                if 0 <= at - seg.base_offset < len(frames):
+                    found[(partition_id, at)] = frames[at - seg.base_offset].payload
+    return found

@@ -1,0 +1,159 @@
+"""Ack: an offset commit per (partition, consumer group), in one statement per call.
+
+`queen.ack` (schema/026_ack.sql) applies the rules of wire-protocol §4.5 inside the database:
+it resolves each transactionId to its offset through the index, commits cursors, spends
+retry budgets, dead-letters and releases leases, for every group and partition of a call in
+one statement (so the call is atomic). The one thing it cannot do is search segments
+(zstd): when the index no longer has an address (its row was pruned: the message is older
+than the index keeps rows), the statement changes nothing and names the span to search;
+the search runs here and the statement runs again with the offsets found.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from core.engine import encryption, segments
+from core.ids import PartitionId, QueueId
+from core.storage import reads as sql
+from core.storage.statements import Conn
+
+Status = Literal["completed", "failed", "retry", "dlq"]
+_COMPLETED_WORDS = {"", "completed", "success", "acked", "ok"}
+SCAN_LIMIT = 100_000  # most offsets searched when the transactionId index lost a row
+
+
+def parse_status(value: object) -> Status:
+    """The wire's status vocabulary; anything unrecognised counts as failed."""
+    if value is None or value is True:
+        return "completed"
+    if value is False:
+        return "failed"
+    word = str(value).strip().lower()
+    if word in _COMPLETED_WORDS:
+        return "completed"
+    if word in ("retry", "dlq"):
+        return word  # type: ignore[return-value]
+    return "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class AckItem:
+    transaction_id: str
+    partition_id: str  # as sent by the client; ours are decimal ids
+    status: Status
+    lease_id: str | None = None
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class AckOutcome:
+    success: bool
+    error: str | None = None
+    lease_released: bool = False
+    dlq: bool = False
+    noop: bool = False
+    conflated: int = 0  # superseded messages a conflated lease's commit retired (§20.3)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupAck:
+    """An ack item with the consumer group it commits for."""
+
+    group: str
+    item: AckItem
+
+
+@dataclass(slots=True)
+class AckResult:
+    outcomes: list[AckOutcome]  # one per item, in order
+    # (queue, partition) where a span became claimable again: parked pops to wake
+    wakes: list[tuple[QueueId, PartitionId]] = field(default_factory=list)
+
+
+_UNKNOWN_PARTITION = AckOutcome(False, "partition not found")
+
+
+def partition_id_of(text: str) -> int | None:
+    """Our partition ids are decimal integers; any other text names no partition."""
+    if text.isascii() and text.isdigit() and len(text) <= 18:
+        return int(text)
+    return None
+
+
+async def apply_acks(conn: Conn, acks: Sequence[GroupAck], *,
+                     lease_from_cursor: bool = False,
+                     default_lease: str | None = None) -> AckResult:
+    """Apply acks of any groups on `conn` (atomically: one statement, or, when an address
+    must be searched first, a statement that changes nothing and then the one that does).
+
+    Transactions (§4.7) check a lease even when the op names none: the group's current lease
+    on that partition (`lease_from_cursor`), else `default_lease`."""
+    outcomes: list[AckOutcome | None] = [None] * len(acks)
+    inputs: list[sql.AckInput] = []
+    positions: list[int] = []  # index in `acks` of each input
+    for index, ack in enumerate(acks):
+        pid = partition_id_of(ack.item.partition_id)
+        if pid is None:
+            outcomes[index] = _UNKNOWN_PARTITION
+            continue
+        item = ack.item
+        inputs.append(sql.AckInput(ack.group, pid, item.transaction_id, item.status,
+                                   item.lease_id, item.error))
+        positions.append(index)
+    result = AckResult([])
+    if inputs:
+        rows = await sql.ack(conn, items=inputs, lease_from_cursor=lease_from_cursor,
+                             default_lease=default_lease, scan_missing=True)
+        missing = [r for r in rows if r.outcome == "missing"]
+        if missing:
+            inputs = await _search(conn, inputs, missing)
+            rows = await sql.ack(conn, items=inputs, lease_from_cursor=lease_from_cursor,
+                                 default_lease=default_lease, scan_missing=False)
+        for row in rows:
+            if row.outcome == "wake":
+                assert row.queue_id is not None and row.partition_id is not None
+                result.wakes.append((QueueId(row.queue_id), PartitionId(row.partition_id)))
+                continue
+            assert row.idx is not None
+            outcomes[positions[row.idx - 1]] = AckOutcome(
+                row.outcome in ("ok", "noop"), row.error, bool(row.lease_released),
+                bool(row.dlq), row.outcome == "noop", row.conflated or 0)
+    result.outcomes = [o if o is not None else AckOutcome(False, "not processed")
+                       for o in outcomes]
+    return result
+
+
+async def _search(conn: Conn, inputs: list[sql.AckInput],
+                  missing: list[sql.AckRow]) -> list[sql.AckInput]:
+    """Look for addresses the index no longer has in the unacknowledged span of their
+    partition (bounded by SCAN_LIMIT offsets); answer the inputs with the offsets found."""
+    found: dict[int, int] = {}  # item position (0-based) -> offset
+    by_span: dict[tuple[int, int, int], dict[str, list[int]]] = {}
+    for row in missing:
+        assert row.idx is not None and row.scan_from is not None and row.scan_to is not None
+        item = inputs[row.idx - 1]
+        key = (item.partition_id, row.scan_from, min(row.scan_to, row.scan_from + SCAN_LIMIT))
+        by_span.setdefault(key, {}).setdefault(item.transaction_id, []).append(row.idx - 1)
+    for (pid, lo, hi), wanted in by_span.items():
+        if hi < lo:
+            continue
+        for seg in await sql.span_segments(conn, partition_id=pid, lo=lo, hi=hi):
+            blob = encryption.opened(seg.blob, seg.queue, seg.partition)
+            for k, frame in enumerate(segments.unpack(blob)):
+                offset = seg.base_offset + k
+                if lo <= offset and frame.transaction_id in wanted:
+                    for i in wanted.pop(frame.transaction_id):
+                        found[i] = offset
+            if not wanted:
+                break
+    return [_with_offset(item, found.get(i)) for i, item in enumerate(inputs)]
+
+
+def _with_offset(item: sql.AckInput, offset: int | None) -> sql.AckInput:
+    if offset is None:
+        return item
+    return sql.AckInput(item.group, item.partition_id, item.transaction_id, item.status,
+                        item.lease_id, item.error, offset)

@@ -1,0 +1,348 @@
+"""Waking parked long polls: in-process events fed by local commits and by LISTEN.
+
+Each web process holds one LISTEN connection (not a pool connection) on `core.engine.wakeup.CHANNEL`
+and one notifier connection, each served by a loop its owner runs as a side task
+(`listen_forever`, `announce_forever`; the reaper runs only the second). Thousands of parked
+pops cost one `asyncio.Event` each and no database connection.
+
+A commit that makes n spans of a queue deliverable wakes at most n parked pops *per consumer
+group* (oldest first), not every pop parked on the queue: with 16 consumers parked, waking
+all of them for each push would make 15 of them run an empty claim. Groups are counted
+separately because every group receives every message. Pops addressed to one partition form
+their own waiting line, so they are never passed over for a pop of another partition.
+
+A local commit wakes local waiters first, and its NOTIFY says, per group, how many of its spans
+the local waiters took: the other processes wake only that many fewer of that group's waiters
+(none, for a push a local pop took), so the processes do not all race for one span. A group's
+waiter elsewhere that is not woken so still re-checks at its next backoff (its queue's change
+mark moved), so data a local pop left behind is found within the backoff.
+
+Local commits wake local waiters at once and are announced to the other processes by NOTIFY;
+announcements that arrive while one NOTIFY is in flight are merged (with their counts) into
+the next. This process's own notifications are ignored when they come back. Missed
+notifications (e.g. while the LISTEN connection reconnects) are covered by the pop's own
+backoff re-check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import time
+from collections import Counter, OrderedDict, defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import asyncpg
+
+from core.engine.wakeup import CHANNEL, MAX_HINTS, Wake, decode_payload, group_token, notify_hinted
+from core.errors import ServiceError
+from core.storage.errors import DRIVER_ERRORS
+from core.storage.hosts import connector_for
+from core.storage.statements import Statement
+from core.waiting import wait_event, within
+
+log = logging.getLogger(__name__)
+_RECONNECT_DELAY = 1.0
+_PROBE_SECONDS = 3.0
+_PROBE = Statement[None]("listener_probe")
+_ANNOUNCE_GATHER_SECONDS = 0.005
+_RECENT_PARTITIONS = 64
+_RECENT_QUEUES = 1024  # queues whose recent partitions are remembered (least recent dropped)
+_PENDING_SECONDS = 1.0  # a hint older than this is left to the scan
+ANY_QUEUE = -1  # the waiting line of discovery pops, which any queue's commit may serve
+
+WaitLine = tuple[str, str | None]  # (consumer group, partition name or None for any)
+_token = functools.lru_cache(maxsize=4096)(group_token)
+
+
+class Waiter:
+    """One parked pop; its event is set when it should check again, and `hints` then lists
+    partitions that just became deliverable (if known)."""
+
+    __slots__ = ("event", "hints", "line", "slots")
+
+    def __init__(self, line: WaitLine, slots: list[int]) -> None:
+        self.event = asyncio.Event()
+        self.hints: list[int] = []
+        self.line = line
+        self.slots = slots  # the queue ids (or ANY_QUEUE) it waits on
+
+
+class WakeupHub:
+    def __init__(self, dsn: str, server_settings: dict[str, str]) -> None:
+        self._dsn = dsn
+        self._server_settings = server_settings
+        # queue id (or ANY_QUEUE) -> waiting line -> waiters in arrival order
+        self._lines: dict[int, dict[WaitLine, dict[Waiter, None]]] = {}
+        self._to_announce: Counter[int] = Counter()
+        self._hints: defaultdict[int, list[int]] = defaultdict(list)
+        # Per queue, spans to be announced that this process's pops were woken for, per group.
+        self._served: defaultdict[int, Counter[str]] = defaultdict(Counter)
+        # Per queue, partitions announced (local or remote) and not claimed here since, in the
+        # order they were first announced: the longest-waiting first. Bounded per queue and in
+        # queues, so a broker serving ever new queues or partitions does not grow.
+        # Entries expire after _PENDING_SECONDS: one another process claimed (or that nobody
+        # could) would otherwise stay first in line for good.
+        self._pending: OrderedDict[int, dict[int, float]] = OrderedDict()
+        self._announce_ready = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._notifier_pid: int | None = None
+        self._channels: dict[str, Callable[[str | None], None]] = {}
+        self.listening = False
+        # Change marks (see `change_mark`): announcements per queue and in all, and the
+        # times every waiter was woken (a reconnect, pops resumed).
+        self._changes: dict[int, int] = {}
+        self._all_changes = 0
+        self._epoch = 0
+
+    def subscribe(self, channel: str, callback: Callable[[str | None], None]) -> None:
+        """Also LISTEN on `channel` (call before `listen_forever` starts): `callback` gets
+        each notification's payload, and None whenever the connection is (re)established,
+        since notifications sent while it was down are lost."""
+        self._channels[channel] = callback
+
+    def close(self) -> None:
+        """Make `listen_forever` and `announce_forever` return (after a last announcement)."""
+        self._stopping.set()
+        self._announce_ready.set()
+
+    @contextlib.contextmanager
+    def parked(self, queue_ids: Iterable[int] | None, group: str,
+               partition: str | None = None) -> Iterator[Waiter]:
+        """Register a waiter for the duration of the block (register *before* checking for
+        messages, so a commit between the check and the wait is not missed).
+        `queue_ids=None` waits on every queue."""
+        line = (group, partition)
+        waiter = Waiter(line, [])
+        self._register(waiter, [ANY_QUEUE] if queue_ids is None else queue_ids)
+        try:
+            yield waiter
+        finally:
+            for slot in waiter.slots:
+                lines = self._lines.get(slot)
+                if lines is None:
+                    continue
+                waiters = lines.get(line)
+                if waiters is not None:
+                    waiters.pop(waiter, None)
+                    if not waiters:
+                        del lines[line]
+                if not lines:
+                    del self._lines[slot]
+
+    def learnt(self, waiter: Waiter, queue_ids: Iterable[int]) -> None:
+        """A waiter parked on every queue (its pop did not know its queue's id yet) now
+        knows it: it also waits in that queue's own line, where a wake-up of that queue
+        counts it as served here (see `wake`). It stays in the other line until it leaves,
+        so nothing announced meanwhile passes it by."""
+        self._register(waiter, queue_ids)
+
+    def _register(self, waiter: Waiter, queue_ids: Iterable[int]) -> None:
+        for slot in queue_ids:
+            if slot not in waiter.slots:
+                waiter.slots.append(slot)
+                self._lines.setdefault(slot, {}).setdefault(waiter.line, {})[waiter] = None
+
+    def parked_by_queue(self) -> dict[int, int]:
+        """Parked pops per queue id (ANY_QUEUE: discovery pops, and pops that have not yet
+        learnt their queue's id), for the metrics."""
+        return {slot: len({w for ws in lines.values() for w in ws})
+                for slot, lines in self._lines.items()}
+
+    @property
+    def parked_count(self) -> int:
+        return len({w for lines in self._lines.values() for ws in lines.values() for w in ws})
+
+    def wake(self, queue_id: int, count: int = 1, partitions: Sequence[int] = (),
+             served: Mapping[str, int] | None = None) -> Counter[str]:
+        """Wake up to `count` not-yet-woken waiters per waiting line of the queue, and as many
+        discovery waiters per line, handing each the queue's partitions with data announced
+        and not claimed here since, the longest-waiting first: a woken pop claims those by
+        key, oldest data first, which keeps the tail of end-to-end latency short (serving the
+        newest first left partitions written a moment earlier to the scan).
+
+        `served` (from another process's notification): spans its own pops took, per group
+        token; the queue's any-partition lines of those groups wake that many fewer. Answers
+        how many any-partition waiters of the queue were woken, per group."""
+        self._changes[queue_id] = self._changes.get(queue_id, 0) + 1
+        self._all_changes += 1
+        hints: list[int] = []
+        if partitions:
+            pending = self._pending.get(queue_id)
+            if pending is None:
+                pending = self._pending[queue_id] = {}
+                if len(self._pending) > _RECENT_QUEUES:
+                    self._pending.popitem(last=False)
+            else:
+                self._pending.move_to_end(queue_id)
+            now = time.monotonic()
+            while pending:
+                oldest = next(iter(pending))
+                if pending[oldest] > now - _PENDING_SECONDS:
+                    break
+                del pending[oldest]
+            for p in partitions:
+                if p not in pending and len(pending) < _RECENT_PARTITIONS:
+                    pending[p] = now  # a partition already waiting keeps its place
+            hints = list(pending)
+        woken_by_group: Counter[str] = Counter()
+        for slot in (queue_id, ANY_QUEUE):
+            for (group, partition), waiters in self._lines.get(slot, {}).items():
+                own_line = slot == queue_id and partition is None
+                limit = count - served.get(_token(group), 0) if served and own_line else count
+                woken = 0
+                for waiter in waiters:
+                    if woken >= limit:
+                        break
+                    if slot == ANY_QUEUE and queue_id in waiter.slots:
+                        continue  # it learnt its queue: its line there had its turn
+                    if not waiter.event.is_set():
+                        waiter.hints = hints
+                        waiter.event.set()
+                        woken += 1
+                if own_line and woken:
+                    woken_by_group[group] += woken
+        return woken_by_group
+
+    def change_mark(self, queue_ids: Iterable[int] | None) -> tuple[int, ...] | None:
+        """A mark of what was announced so far for these queues (None: any queue): two marks
+        differ iff something became deliverable there meanwhile, here or (by NOTIFY) in
+        another process, or every waiter was woken. None while the LISTEN connection is
+        down: another process's announcements may be missed then."""
+        if not self.listening:
+            return None
+        if queue_ids is None:
+            return (self._epoch, self._all_changes)
+        return (self._epoch, *(self._changes.get(q, 0) for q in sorted(queue_ids)))
+
+    def claimed(self, queue_id: int, partitions: Iterable[int]) -> None:
+        """A pop of this process claimed these partitions: their data is being served."""
+        pending = self._pending.get(queue_id)
+        if pending is not None:
+            for p in partitions:
+                pending.pop(p, None)
+
+    def announce(self, wakes: Iterable[Wake]) -> None:
+        """Spans became deliverable (one per (queue, partition or None) listed), after their
+        commit: wake local waiters now, other processes by NOTIFY."""
+        for queue_id, partition_id in wakes:
+            woken = self.wake(queue_id, 1, [] if partition_id is None else [partition_id])
+            self._to_announce[queue_id] += 1
+            if woken:
+                served = self._served[queue_id]
+                for group, n in woken.items():
+                    served[_token(group)] += n
+            if partition_id is not None and len(self._hints[queue_id]) < MAX_HINTS:
+                self._hints[queue_id].append(partition_id)
+        self._announce_ready.set()
+
+    def _on_notification(self, conn: Any, pid: int, channel: str, payload: object) -> None:
+        if pid == self._notifier_pid:
+            return  # our own announcement: local waiters were woken when it was made
+        try:
+            queue_id, count, partitions, served = decode_payload(str(payload))
+        except ValueError:
+            log.warning("ignoring malformed wake-up payload %r", payload)
+            return
+        self.wake(queue_id, count, partitions, served)
+
+    def wake_everyone(self) -> None:
+        """Every parked pop checks again (e.g. pops were paused and are not any more)."""
+        self._epoch += 1
+        for lines in self._lines.values():
+            for waiters in lines.values():
+                for waiter in waiters:
+                    waiter.event.set()
+
+    async def listen_forever(self) -> None:
+        """Hold the LISTEN connection (reconnecting after an outage) until `close`."""
+        while not self._stopping.is_set():
+            conn: asyncpg.Connection | None = None
+            try:
+                conn = await connector_for(self._dsn).connect(
+                    server_settings=self._server_settings)
+                # Told at once when the server goes away (crash, restart), so the reconnect
+                # starts then and not at the next periodic look.
+                lost = asyncio.Event()
+                conn.add_termination_listener(lambda _conn, event=lost: event.set())
+                await conn.add_listener(CHANNEL, self._on_notification)
+                for channel, callback in self._channels.items():
+                    await conn.add_listener(channel, _relay(callback))
+                    callback(None)
+                self.listening = True
+                self.wake_everyone()  # anything missed while disconnected: check once
+                while not self._stopping.is_set() and not conn.is_closed():
+                    await _first_of(self._stopping, lost, timeout=5.0)
+                    if not lost.is_set() and not self._stopping.is_set():
+                        # A server that stopped answering (frozen, partitioned, a failover
+                        # in progress) closes nothing: ask, and reconnect if it is silent.
+                        await within(_PROBE_SECONDS, _PROBE.value(conn))
+            except asyncio.CancelledError:
+                raise
+            except (*DRIVER_ERRORS, ServiceError) as exc:
+                log.info("wake-up listener disconnected (%s); reconnecting", type(exc).__name__)
+            finally:
+                self.listening = False
+                if conn is not None:
+                    with contextlib.suppress(Exception):
+                        await within(2.0, conn.close())
+            await wait_event(self._stopping, _RECONNECT_DELAY)
+
+    async def announce_forever(self) -> None:
+        """Send what `announce` gathered, as NOTIFY, until `close` (then once more)."""
+        conn: asyncpg.Connection | None = None
+        # NOTIFY needs no durability: without this each one would wait for a WAL flush
+        # while holding PostgreSQL's global notify lock.
+        settings = {**self._server_settings, "synchronous_commit": "off"}
+        try:
+            while True:
+                await self._announce_ready.wait()
+                self._announce_ready.clear()
+                if not self._to_announce:
+                    if self._stopping.is_set():
+                        return
+                    continue
+                batch, self._to_announce = self._to_announce, Counter()
+                hints, self._hints = self._hints, defaultdict(list)
+                served, self._served = self._served, defaultdict(Counter)
+                try:
+                    if conn is None or conn.is_closed():
+                        conn = await connector_for(self._dsn).connect(
+                            server_settings=settings, timeout=2)
+                        self._notifier_pid = conn.get_server_pid()
+                    await notify_hinted(conn, {q: (n, hints.get(q, []), dict(served.get(q, {})))
+                                               for q, n in batch.items()})
+                    # Let announcements gather for a moment: one NOTIFY per few milliseconds
+                    # wakes waiters just as well as one per push, at a fraction of the cost.
+                    await asyncio.sleep(_ANNOUNCE_GATHER_SECONDS)
+                except asyncio.CancelledError:
+                    raise
+                except (*DRIVER_ERRORS, ServiceError) as exc:
+                    # Other processes fall back on their backoff re-check; try again next time.
+                    log.info("wake-up notify failed (%s)", type(exc).__name__)
+                    conn = None
+                if self._stopping.is_set():
+                    return
+        finally:
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    await within(2.0, conn.close())
+
+
+def _relay(callback: Callable[[str | None], None]) -> Callable[..., None]:
+    def on_notification(conn: Any, pid: int, channel: str, payload: object) -> None:
+        callback(str(payload))
+    return on_notification
+
+
+async def _first_of(*events: asyncio.Event, timeout: float) -> None:
+    """Wait until any of `events` is set, or `timeout` seconds."""
+    waits = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()

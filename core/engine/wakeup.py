@@ -1,0 +1,86 @@
+"""Cross-process wake-ups for parked long polls: PostgreSQL LISTEN/NOTIFY.
+
+Anything that makes messages deliverable in a queue (a push commit, a lease expiry or
+release, a DLQ replay, a seek) notifies channel `queen_wakeup` with payload `"<queue id>"`,
+`"<queue id>:<n>"` or `"<queue id>:<n>:<partition id>,..."`: n is how many spans became
+deliverable, the partition ids (when known) say where. Each web process LISTENs on one
+connection and wakes up to n parked pops of that queue per consumer group, handing them the
+partition ids so they can claim those first instead of scanning the queue.
+
+A fourth field, `"<queue id>:<n>:<partition ids>:<group>=<k>,..."`, says how many of those
+spans the notifying process already handed to pops of its own, per consumer group: those
+groups' waiters elsewhere wake only for the rest (n - k), so that one push does not wake one
+pop per process, all racing for the same span and all but one finding nothing. A group is
+named by a short digest (`group_token`); two groups sharing one only means one of them is
+woken less and finds the data at its next backoff re-check. A process that cannot read the
+fourth field (an older version, mid-upgrade) ignores the whole notification, which costs
+its waiters the same backoff re-check, nothing more.
+
+The notification is sent *after* the data commit, in its own statement: NOTIFY inside a
+writing transaction serialises commits on a global lock held through the WAL flush, which
+would undo group commit for the whole write path.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable, Mapping
+
+from core.storage import notify
+from core.storage.statements import Conn
+
+CHANNEL = "queen_wakeup"
+# What became deliverable: one span in a queue, in a known partition or not.
+Wake = tuple[int, int | None]
+
+MAX_HINTS = 32  # partition ids carried by one notification (payloads stay far below 8000 B)
+
+
+MAX_SERVED = 32  # groups whose local deliveries one notification reports
+
+
+def group_token(group: str) -> str:
+    """A consumer group's short name in notifications (8 hex digits, ':,=' free)."""
+    return f"{zlib.crc32(group.encode()):08x}"
+
+
+def encode_payload(queue_id: int, count: int, partitions: Iterable[int] = (),
+                   served: Mapping[str, int] | None = None) -> str:
+    """`served`: spans already handed to this process's pops, per group token."""
+    hints = ",".join(str(p) for p in list(partitions)[:MAX_HINTS])
+    taken = ",".join(f"{token}={k}" for token, k in list((served or {}).items())[:MAX_SERVED]
+                     if k > 0)
+    if taken:
+        return f"{queue_id}:{count}:{hints}:{taken}"
+    if hints:
+        return f"{queue_id}:{count}:{hints}"
+    return str(queue_id) if count == 1 else f"{queue_id}:{count}"
+
+
+def decode_payload(payload: str) -> tuple[int, int, list[int], dict[str, int]]:
+    """(queue id, count, partition ids, spans served per group token); raises ValueError
+    for anything else."""
+    queue, _, rest = payload.partition(":")
+    count, _, rest = rest.partition(":")
+    hints, _, taken = rest.partition(":")
+    partitions = [int(p) for p in hints.split(",")] if hints else []
+    served: dict[str, int] = {}
+    for item in taken.split(",") if taken else []:
+        token, eq, k = item.partition("=")
+        if not eq or len(token) != 8:
+            raise ValueError(f"malformed served group {item!r}")
+        int(token, 16)
+        served[token] = int(k)
+    return int(queue), max(1, int(count)) if count else 1, partitions, served
+
+
+async def notify_hinted(conn: Conn, queues: dict[int, tuple[int, list[int], dict[str, int]]]
+                        ) -> None:
+    """Wake parked pops in every broker process (one autocommitted statement): per queue,
+    how many spans became deliverable, in which partitions (when known), and how many of
+    them this process's own pops already took, per group."""
+    if queues:
+        await notify.notify_wakeups(
+            conn, channel=CHANNEL,
+            payloads=[encode_payload(q, n, parts, served)
+                      for q, (n, parts, served) in sorted(queues.items())])

@@ -1,0 +1,95 @@
+"""A push that a waiting pop of its own process takes does not also wake that group's waiting
+pops in the other processes (core/engine/listener.py): they would race for the one span and all but
+one would run a claim that finds nothing. What the local pop leaves is still announced.
+
+Two in-process brokers over one database stand for two web workers: each has its own wake-up
+hub (LISTEN and NOTIFY connections), pool and pop lines, whose claim statements are counted.
+Their backoff re-checks are set far out (5 s), so every claim seen here is a wake-up's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+
+from core.engine.pop import PopRequest, PopResult
+from core.engine.push import PushItem
+from core.engine.writes import NewMessage
+from core.service import Broker
+from core.settings import Settings
+from tests.support import wait_for
+
+SETTINGS = Settings(db_pool_size=2, pop_wait_initial_interval_ms=5000,
+                    pop_wait_max_interval_ms=5000, metrics_flush_ms=600_000)
+
+
+@pytest.fixture
+async def pair(database_url: str) -> AsyncIterator[tuple[Broker, Broker]]:
+    async with Broker.open(SETTINGS, dsn=database_url, migrate=False) as a, \
+            Broker.open(SETTINGS, dsn=database_url, migrate=False) as b:
+        await wait_for(_listening(a, b))
+        yield a, b
+
+
+def _listening(*brokers: Broker):  # type: ignore[no-untyped-def]
+    async def check() -> bool:
+        return all(broker._hub.listening for broker in brokers)
+    return check
+
+
+async def _push(broker: Broker, queue: str, partitions: list[str]) -> None:
+    outcomes = await broker.push([PushItem(queue, p, NewMessage(uuid.uuid4(), uuid.uuid4().hex, b"{}"))
+                                  for p in partitions])
+    assert [o.verdict.status for o in outcomes if o.verdict] == ["queued"] * len(partitions)
+
+
+async def _parked(broker: Broker, request: PopRequest) -> asyncio.Task[PopResult]:
+    parked, claims = broker._hub.parked_count, broker._pop_lines.statements
+    task = asyncio.create_task(broker.pop(request, wait=True, timeout_ms=20_000))
+
+    async def settled() -> bool:  # parked after its first (empty) check
+        return broker._hub.parked_count > parked and broker._pop_lines.statements > claims
+    await wait_for(settled)
+    return task
+
+
+async def test_a_span_a_local_pop_took_wakes_no_pop_of_its_group_elsewhere(
+        pair: tuple[Broker, Broker], queue_name: str) -> None:
+    a, b = pair
+    await _push(a, queue_name, ["p0"])  # the queue exists; its message is taken at once
+    for group in ("g", "h"):
+        assert (await a.pop(PopRequest(group=group, batch=10, queue=queue_name))).count == 1
+    request = PopRequest(group="g", batch=10, queue=queue_name)
+    on_a, on_b = await _parked(a, request), await _parked(b, request)
+    b_claims = b._pop_lines.statements
+    other_group = await _parked(b, PopRequest(group="h", batch=10, queue=queue_name))
+    h_claims = b._pop_lines.statements
+
+    await _push(a, queue_name, ["p1"])
+    assert (await asyncio.wait_for(on_a, 10)).count == 1
+    result = await asyncio.wait_for(other_group, 10)  # group h is woken on b as before
+    assert result.count == 1
+    await asyncio.sleep(0.5)  # b's g waiter was told within milliseconds, if at all
+    assert not on_b.done()
+    assert b._pop_lines.statements - h_claims == 1, "b's g waiter ran a claim"  # h's only
+    assert h_claims > b_claims  # (the counter does count b's claims)
+    on_b.cancel()
+
+
+async def test_what_the_local_pop_leaves_still_wakes_the_others(
+        pair: tuple[Broker, Broker], queue_name: str) -> None:
+    """Two spans, and a's waiting pop takes one partition: b's waiter is woken for the
+    other."""
+    a, b = pair
+    await _push(a, queue_name, ["p0"])
+    assert (await a.pop(PopRequest(group="g", batch=10, queue=queue_name))).count == 1
+    one_partition = PopRequest(group="g", batch=10, max_partitions=1, queue=queue_name)
+    on_a, on_b = await _parked(a, one_partition), await _parked(b, one_partition)
+    await _push(a, queue_name, ["p1", "p2"])
+    got_a = await asyncio.wait_for(on_a, 10)
+    got_b = await asyncio.wait_for(on_b, 10)
+    assert {m.partition_id for m in got_a.messages()} != {m.partition_id for m in got_b.messages()}
+    assert got_a.count == 1 and got_b.count == 1
