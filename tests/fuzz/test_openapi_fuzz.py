@@ -34,7 +34,7 @@ from tests.tokens import AUTH_ENV, AUTH_SECRET, Signer
 
 # CI-sized budgets (the long run is the README's command); each run also takes a few seconds
 # beyond its budget (schemathesis' start, its reading of the document).
-CI_SECONDS = 20
+CI_SECONDS = 25
 AUTH_SECONDS = 14  # each of the two auth-on runs
 # Served without a token (JWT_SKIP_PATHS' default, `/` being the dashboard page): left out of
 # the no-token run.
@@ -83,7 +83,7 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(
     counts, report, status = fuzz(fuzz_broker.url, tmp_path, CI_SECONDS)
     assert status == 0, report
     assert counts.get("5xx", 0) == 0, report
-    # About 800 requests in 30 s on an idle 2-core machine (about 200 in 20 s on a loaded one).
+    # About 800 requests in 30 s on an idle 2-core machine (about 200 in 20 s on a loaded one, too few for the floors below).
     assert counts["requests"] > 100, counts
     assert counts.get("2xx", 0) > 100 and counts.get("4xx", 0) > 100, counts
 
