@@ -83,7 +83,8 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(
     counts, report, status = fuzz(fuzz_broker.url, tmp_path, CI_SECONDS)
     assert status == 0, report
     assert counts.get("5xx", 0) == 0, report
-    # About 800 requests in 30 s on an idle 2-core machine (about 200 in 20 s on a loaded one, too few for the floors below).
+    # About 800 requests in 30 s on an idle 2-core machine; about 200 in 20 s on a loaded
+    # one, too few for the floors below.
     assert counts["requests"] > 100, counts
     assert counts.get("2xx", 0) > 100 and counts.get("4xx", 0) > 100, counts
 
