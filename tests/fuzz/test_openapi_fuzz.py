@@ -83,10 +83,11 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(
     counts, report, status = fuzz(fuzz_broker.url, tmp_path, CI_SECONDS)
     assert status == 0, report
     assert counts.get("5xx", 0) == 0, report
-    # About 800 requests in 30 s on an idle 2-core machine; about 200 in 20 s on a loaded
-    # one, too few for the floors below.
+    # Floors that say the run reached both sides of the API and that a loaded machine still
+    # clears: 343 requests in 25 s on an idle 2-core machine (192 2xx, 151 4xx); 97 2xx in
+    # 20 s on a loaded one.
     assert counts["requests"] > 100, counts
-    assert counts.get("2xx", 0) > 100 and counts.get("4xx", 0) > 100, counts
+    assert counts.get("2xx", 0) >= 50 and counts.get("4xx", 0) >= 50, counts
 
 
 @pytest.mark.timeout(AUTH_SECONDS * 4 + 60)
@@ -131,10 +132,13 @@ def test_the_kv_lock_and_transaction_routes_alone_with_free_form_values(
         fuzz_broker: BrokerProcess, tmp_path: Path) -> None:
     """The routes whose bodies carry free-form JSON values (extensions §14, §15, §17), with
     more examples each than the whole-API run gives them: never a 5xx, never a schema
-    violation."""
+    violation. (A run of all 40 examples, about 2,000 requests and two minutes, is what
+    found whitespace accepted as a path DELETE's body.)"""
     counts, report, status = fuzz(fuzz_broker.url, tmp_path, KV_SECONDS,
                                   extra=("--include-path-regex", KV_ROUTES,
                                          "--max-examples", "40"))
     assert status == 0, report
     assert counts.get("5xx", 0) == 0, report
-    assert counts.get("2xx", 0) > 20 and counts.get("4xx", 0) > 20, counts
+    # Floors that a loaded machine still clears: a full run beside other tests sent 206
+    # requests in 15 s, 18 answered 2xx and 188 4xx (the earlier floor of 20 2xx failed it).
+    assert counts.get("2xx", 0) >= 5 and counts.get("4xx", 0) >= 20, counts

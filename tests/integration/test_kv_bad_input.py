@@ -177,3 +177,20 @@ async def test_every_validation_code_answers_its_4xx_and_changes_nothing(
             assert answer["success"] is False and answer["results"] == [], label
         assert set(answer) == shape and answer["detail"], label
     assert await schema_snapshot(db) == before
+
+
+async def test_a_path_delete_takes_no_body_or_a_json_one_and_refuses_whitespace(
+        http: httpx.AsyncClient, db: asyncpg.Connection) -> None:
+    """`DELETE /api/v1/kv/{ns}/{key}` may come without a body; a body that is only
+    whitespace is not a JSON document (400), and changes nothing."""
+    put = await http.put("/api/v1/kv/hostile/ws", json={"value": 1, "forever": True})
+    assert put.status_code == 200, put.text
+    before = await schema_snapshot(db)
+    for body in (b" ", b"\n\t ", b"{"):
+        r = await http.request("DELETE", "/api/v1/kv/hostile/ws", content=body,
+                               headers={"content-type": "application/json"})
+        assert r.status_code == 400, (body, r.text)
+        assert (r.json()["error"], r.json()["reason"]) == ("kv_bad_request", "kv_bad_body")
+    assert await schema_snapshot(db) == before
+    r = await http.request("DELETE", "/api/v1/kv/hostile/ws")
+    assert r.status_code == 200 and r.json()["applied"] is True, r.text
