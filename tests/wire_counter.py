@@ -29,6 +29,9 @@ class RoundTrips:
 
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
+        # While set, the proxy forwards nothing more to the server (a frozen server, as
+        # seen from the client: its connections stay open and nothing is answered).
+        self.frozen = False
 
     def of(self, application: str) -> int:
         return self.counts[application]
@@ -72,6 +75,8 @@ async def _client_to_server(reader: asyncio.StreamReader, writer: asyncio.Stream
             body = await reader.readexactly(length - 4)
             if kind in (b"S", b"Q"):
                 trips.counts[application] += 1
+            while trips.frozen:
+                await asyncio.sleep(0.05)
             writer.write(head + body)
             await writer.drain()
     except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):

@@ -80,8 +80,17 @@ class Database:
         assert pool is not None
         return cls(pool, settings)
 
-    async def close(self) -> None:
-        await self._pool.close()
+    async def close(self, timeout: float = 5.0) -> None:
+        """Close the pool's connections politely, or drop them after `timeout` seconds: a
+        server that stopped answering (frozen, partitioned, a failover under way) never
+        acknowledges a close, and asyncpg's own close waits for it with no limit, which
+        kept a stopping broker from ever exiting."""
+        try:
+            await asyncio.wait_for(self._pool.close(), timeout)
+        except TimeoutError:
+            log.warning("the database did not answer the pool's close in %.0f s; "
+                        "dropping its connections", timeout)
+            self._pool.terminate()
 
     @contextlib.asynccontextmanager
     async def session(self) -> AsyncIterator[Conn]:
