@@ -22,6 +22,7 @@ from core.storage.errors import DRIVER_ERRORS, storage_errors, translate
 from core.storage.hosts import connector_for
 from core.storage.migrations import apply_migrations
 from core.storage.statements import Conn, Statement
+from core.waiting import within
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +87,7 @@ class Database:
         acknowledges a close, and asyncpg's own close waits for it with no limit, which
         kept a stopping broker from ever exiting."""
         try:
-            await asyncio.wait_for(self._pool.close(), timeout)
+            await within(timeout, self._pool.close())
         except TimeoutError:
             log.warning("the database did not answer the pool's close in %.0f s; "
                         "dropping its connections", timeout)
