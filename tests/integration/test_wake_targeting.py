@@ -93,3 +93,27 @@ async def test_what_the_local_pop_leaves_still_wakes_the_others(
     got_b = await asyncio.wait_for(on_b, 10)
     assert {m.partition_id for m in got_a.messages()} != {m.partition_id for m in got_b.messages()}
     assert got_a.count == 1 and got_b.count == 1
+
+
+async def test_a_local_pop_whose_client_left_does_not_count_as_served(
+        pair: tuple[Broker, Broker], queue_name: str) -> None:
+    """a's waiting pop's client leaves before the push: the pop leaves a's line at once and
+    claims nothing, so a's notification reports no served g pop and b's waiter gets the
+    message. (A client leaving between the wake and the claim falls back on b's backoff
+    re-check; that interleaving is not forced here.)"""
+    a, b = pair
+    await _push(a, queue_name, ["p0"])
+    assert (await a.pop(PopRequest(group="g", batch=10, queue=queue_name))).count == 1
+    request = PopRequest(group="g", batch=10, queue=queue_name)
+    gone = asyncio.Event()
+    parked = a._hub.parked_count
+    on_a = asyncio.create_task(a.pop(request, wait=True, timeout_ms=20_000, gone=gone))
+
+    async def settled() -> bool:
+        return a._hub.parked_count > parked
+    await wait_for(settled)
+    on_b = await _parked(b, request)
+    gone.set()  # the client left; a's pop notices only when woken
+    await _push(a, queue_name, ["p1"])
+    assert (await asyncio.wait_for(on_a, 10)).claims == []
+    assert (await asyncio.wait_for(on_b, 15)).count == 1
