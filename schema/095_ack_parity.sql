@@ -28,15 +28,17 @@ CREATE TABLE queen.log_txn_pruned (
 );
 
 -- Partitions whose index already lacks rows for retained offsets (pruned before this
--- version) are marked whole: past their last offset, so any of their spans may be searched.
--- A partition with a row for every retained offset needs no mark.
+-- version) get a mark now: the lowest indexed offset when every offset from there on has its
+-- row (the reaper prunes oldest first, so this is the usual shape), else past the last
+-- offset (any of their spans may be searched). A partition with a row for every retained
+-- offset needs no mark.
 INSERT INTO queen.log_txn_pruned (partition_id, below)
-SELECT p.id, p.last_offset + 1
+SELECT p.id, CASE WHEN x.n = p.last_offset - x.low + 1 THEN x.low ELSE p.last_offset + 1 END
   FROM queen.log_partitions p
- WHERE p.last_offset >= p.log_start
-   AND (SELECT count(*) FROM queen.log_txn_index i
-         WHERE i.partition_id = p.id AND i.msg_offset >= p.log_start)
-       < p.last_offset - p.log_start + 1;
+ CROSS JOIN LATERAL (SELECT count(*) AS n, min(i.msg_offset) AS low
+                       FROM queen.log_txn_index i
+                      WHERE i.partition_id = p.id AND i.msg_offset >= p.log_start) x
+ WHERE p.last_offset >= p.log_start AND x.n < p.last_offset - p.log_start + 1;
 
 
 DROP FUNCTION queen.ack(text[], bigint[], text[], text[], text[], text[], bigint[], boolean,

@@ -126,23 +126,31 @@ async def _search(conn: Conn, inputs: list[sql.AckInput],
                   missing: list[sql.AckRow]) -> list[sql.AckInput]:
     """Look for the earliest occurrence of each missing item's transactionId in the span
     queen.ack named (at most SCAN_LIMIT offsets from its start); answer the inputs with
-    the offsets found. Nothing found: the statement settles with the index's answer."""
+    the offsets found. Nothing found: the statement settles with the index's answer.
+
+    The spans of one (partition, cursor) start at the same offset (the cursor's next) and
+    differ in their ends, so each such start is read once, up to the farthest end."""
     found: dict[int, int] = {}  # item position (0-based) -> offset
-    by_span: dict[tuple[int, int, int], dict[str, list[int]]] = {}
+    # (partition, start) -> transactionId -> [(item position, end of its span)]
+    spans: dict[tuple[int, int], dict[str, list[tuple[int, int]]]] = {}
     for row in missing:
         assert row.idx is not None and row.scan_from is not None and row.scan_to is not None
         item = inputs[row.idx - 1]
-        key = (item.partition_id, row.scan_from, min(row.scan_to, row.scan_from + SCAN_LIMIT))
-        by_span.setdefault(key, {}).setdefault(item.transaction_id, []).append(row.idx - 1)
-    for (pid, lo, hi), wanted in by_span.items():
-        if hi < lo:
-            continue
+        end = min(row.scan_to, row.scan_from + SCAN_LIMIT - 1)
+        spans.setdefault((item.partition_id, row.scan_from), {}).setdefault(
+            item.transaction_id, []).append((row.idx - 1, end))
+    for (pid, lo), wanted in spans.items():
+        hi = max(end for items in wanted.values() for _, end in items)
         for seg in await sql.span_segments(conn, partition_id=pid, lo=lo, hi=hi):
             blob = encryption.opened(seg.blob, seg.queue, seg.partition)
             for k, frame in enumerate(segments.unpack(blob)):
                 offset = seg.base_offset + k
-                if lo <= offset <= hi and frame.transaction_id in wanted:
-                    for i in wanted.pop(frame.transaction_id):
+                if offset < lo or frame.transaction_id not in wanted:
+                    continue
+                # The first occurrence from the start: the answer of every item whose span
+                # reaches it; the others have none in theirs.
+                for i, end in wanted.pop(frame.transaction_id):
+                    if offset <= end:
                         found[i] = offset
             if not wanted:
                 break

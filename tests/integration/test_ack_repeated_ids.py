@@ -137,3 +137,21 @@ async def test_two_dlq_acks_of_a_repeated_id_in_one_call_name_the_same_message(
     assert dlq == [True, False]
     assert await state(db, queue_name, group) == (0, None, 0, [(0, '"first"')])
     assert await next_data(http, queue_name, group) == "second"
+
+
+async def test_one_batch_below_the_pruning_mark_settles_every_item(
+        http: httpx.AsyncClient, db: asyncpg.Connection, core_db: Database,
+        queue_name: str) -> None:
+    """Items whose index rows are gone and items the index still has, in one call: each
+    resolves (one search serves every span that starts at the cursor)."""
+    await configure(http, queue_name, dedupWindowSeconds=0)
+    await push_items(http, queue_name, [f"old{i}" for i in range(5)], prefix="t")
+    await age_and_prune(db, core_db, queue_name)
+    await push_items(http, queue_name, [f"new{i}" for i in range(5)], prefix="u")
+    body = await pop_json(http, queue_name, batch=10)
+    assert body is not None and len(body["messages"]) == 10
+    items = [{"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+              "leaseId": m["leaseId"], "status": "completed"} for m in body["messages"]]
+    r = await http.post("/api/v1/ack/batch", json={"acknowledgments": items[::-1]})
+    assert [a["success"] for a in r.json()] == [True] * 10
+    assert await state(db, queue_name, None) == (9, None, 0, [])

@@ -154,6 +154,28 @@ async def test_an_id_gone_with_retention_is_unresolvable(
     assert row is not None and (row["committed"], row["worker_id"]) == (-1, body["leaseId"])
 
 
+async def test_an_unknown_id_is_unresolvable_also_where_the_segments_are_searched(
+        http: httpx.AsyncClient, db: asyncpg.Connection, core_db: Database,
+        queue_name: str) -> None:
+    """The reaper pruned the index rows of the leased messages: the ack searches their
+    segments, finds nothing, and answers as the index would have."""
+    await push_items(http, queue_name, ["a", "b"])
+    await db.execute(
+        """UPDATE queen.log_txn_index i SET created_at = i.created_at - interval '2 hours'
+             FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+            WHERE i.partition_id = p.id AND q.name = $1""", queue_name)
+    await maintenance.prune_txn_index(core_db)
+    body = await pop_json(http, queue_name, batch=2)
+    assert body is not None
+    before = await lease_state(db, queue_name)
+    r = await http.post("/api/v1/ack/batch", json={"acknowledgments": [
+        ack_item(ghost(body["messages"][0]), "failed"), ack_item(body["messages"][0], "retry")]})
+    refused, retried = r.json()
+    assert (refused["success"], refused["error"]) == (False, UNRESOLVABLE)
+    assert retried["success"] is True  # found in its segment: the retry releases
+    assert (await lease_state(db, queue_name))[:3] == (before[0], None, None)
+
+
 async def test_transaction_with_an_unknown_id_rolls_back_with_ack_rejected(
         http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
     out = queue_name + "-out"
