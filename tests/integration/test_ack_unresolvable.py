@@ -21,6 +21,7 @@ from tests.support import (
     configure,
     cursor_row,
     dlq_rows,
+    expire_leases_of,
     fetch_records,
     pop_json,
     push_items,
@@ -93,6 +94,21 @@ async def test_batch_refuses_only_its_unknown_items_and_the_others_apply(
     # Committed through b; c is still leased to the same holder, nothing dead-lettered.
     assert (row["committed"], row["worker_id"], row["retry_count"]) == (1, body["leaseId"], 0)
     assert await dlq_rows(db, queue_name) == []
+
+
+async def test_an_unknown_id_is_unresolvable_whatever_the_lease_it_names(
+        http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
+    await push_items(http, queue_name, ["a"])
+    body = await pop_json(http, queue_name)
+    assert body is not None
+    await expire_leases_of(db, queue_name)
+    [message] = body["messages"]
+    for item in (ack_item(ghost(message), "completed"),
+                 {**ack_item(ghost(message), "failed"), "leaseId": "somebody-else"}):
+        r = await http.post("/api/v1/ack", json=item)
+        assert r.json()[0]["error"] == UNRESOLVABLE
+    r = await http.post("/api/v1/ack", json=ack_item(message, "completed"))
+    assert r.json()[0]["error"] == "invalid or expired lease"
 
 
 async def test_official_client_reports_an_unresolvable_ack_as_a_failure(
