@@ -15,20 +15,21 @@ import httpx
 import pytest
 
 from core.storage.database import Database
-from core.upkeep import maintenance
-from tests.support import configure, cursor_row, dlq_rows, pop_json, push_items
+from tests.support import (
+    configure,
+    cursor_row,
+    dlq_rows,
+    pop_json,
+    prune_index_of,
+    push_items,
+)
 
 PATHS = ["ack", "batch", "transaction"]
 GROUPS = [None, "g"]
 
 
 async def age_and_prune(db: asyncpg.Connection, core_db: Database, queue: str) -> None:
-    """Make the queue's index rows two hours old and run the reaper's pruning step."""
-    await db.execute(
-        """UPDATE queen.log_txn_index i SET created_at = i.created_at - interval '2 hours'
-             FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
-            WHERE i.partition_id = p.id AND q.name = $1""", queue)
-    await maintenance.prune_txn_index(core_db)
+    await prune_index_of(db, core_db, queue)
     left = await db.fetchval(
         """SELECT count(*) FROM queen.log_txn_index i
              JOIN queen.log_partitions p ON p.id = i.partition_id

@@ -24,6 +24,7 @@ from tests.support import (
     expire_leases_of,
     fetch_records,
     pop_json,
+    prune_index_of,
     push_items,
     queue_counts,
 )
@@ -176,11 +177,7 @@ async def test_an_unknown_id_is_unresolvable_also_where_the_segments_are_searche
     """The reaper pruned the index rows of the leased messages: the ack searches their
     segments, finds nothing, and answers as the index would have."""
     await push_items(http, queue_name, ["a", "b"])
-    await db.execute(
-        """UPDATE queen.log_txn_index i SET created_at = i.created_at - interval '2 hours'
-             FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
-            WHERE i.partition_id = p.id AND q.name = $1""", queue_name)
-    await maintenance.prune_txn_index(core_db)
+    await prune_index_of(db, core_db, queue_name)
     body = await pop_json(http, queue_name, batch=2)
     assert body is not None
     before = await lease_state(db, queue_name)
