@@ -120,8 +120,8 @@ async def pop_ack_loop(dsn: str, *, queue: str, group: str = "lsql", batch: int 
                 if not items:
                     return
                 t1 = time.monotonic()
-                await reads.ack(conn, items=items, lease_from_cursor=False,  # type: ignore[arg-type]
-                                default_lease=None, scan_missing=True)
+                await reads.ack(conn, items=items,  # type: ignore[arg-type]
+                                scan_missing=True)
                 t2 = time.monotonic()
                 pop[0] += len(items)
                 pop[1] += 1

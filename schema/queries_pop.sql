@@ -16,15 +16,14 @@ SELECT queue_id, queue, partition_id, partition, span_start, span_end, retry_cou
                  $15, $16::bigint[], $17, $18, $19, $20, $21, $22);
 
 -- name: ack
--- Apply acks in one statement (see 026_ack.sql for the arguments and the answer).
--- $1 groups, $2 partition ids, $3 transactionIds, $4 statuses, $5 lease ids, $6 errors,
--- $7 known offsets (one per item, null = resolve), $8 check an item without a lease against
--- the group's current one, $9 default lease, $10 report missing addresses instead of
--- refusing them
+-- Apply acks in one statement (see 095_ack_parity.sql for the arguments and the answer).
+-- $1 groups, $2 partition ids, $3 transactionIds, $4 statuses, $5 lease ids (null = no
+-- check), $6 errors, $7 offsets a segment search found (one per item, null = resolve),
+-- $8 report the spans to search instead of settling with the index
 SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_from, scan_to,
        conflated
   FROM queen.ack($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[],
-                 $7::bigint[], $8, $9, $10);
+                 $7::bigint[], $8);
 
 -- name: span_segments
 -- Segments overlapping offsets [lo, hi] of a partition, in offset order (the search for an

@@ -50,10 +50,12 @@ SELECT pg_try_advisory_xact_lock($1);
 
 -- name: reaper_prune_txn_index
 -- Delete up to $1 transactionId index rows older than their queue's keep horizon:
--- greatest(dedupWindowSeconds, $2) seconds. The dedup check itself compares created_at with
--- the window, so rows kept longer never cause false duplicates; the floor $2 only keeps ack
--- address resolution an index lookup for recently pushed messages. The plain created_at bound
--- lets the BRIN index (migration 020) skip the young part of the table.
+-- greatest(dedupWindowSeconds, $2) seconds, and answer how many went. The dedup check itself
+-- compares created_at with the window, so rows kept longer never cause false duplicates; the
+-- floor $2 only keeps ack address resolution an index lookup for recently pushed messages.
+-- The plain created_at bound lets the BRIN index (migration 020) skip the young part of the
+-- table. Each partition that lost rows has its mark in log_txn_pruned raised past them: acks
+-- search its segments below the mark (095_ack_parity.sql), nowhere else.
 -- $1 batch size, $2 floor in seconds
 WITH horizon AS (
     SELECT p.id AS partition_id,
@@ -67,8 +69,15 @@ doomed AS (
       JOIN horizon h ON h.partition_id = i.partition_id
      WHERE i.created_at < now() - make_interval(secs => $2::bigint)
        AND i.created_at < h.cutoff
-     LIMIT $1)
-DELETE FROM queen.log_txn_index t USING doomed d WHERE t.ctid = d.row_id;
+     LIMIT $1),
+gone AS (
+    DELETE FROM queen.log_txn_index t USING doomed d WHERE t.ctid = d.row_id
+    RETURNING t.partition_id, t.msg_offset),
+marked AS (
+    INSERT INTO queen.log_txn_pruned AS m (partition_id, below)
+    SELECT g.partition_id, max(g.msg_offset) + 1 FROM gone g GROUP BY g.partition_id
+    ON CONFLICT (partition_id) DO UPDATE SET below = greatest(m.below, excluded.below))
+SELECT count(*) FROM gone;
 
 -- name: reaper_retention_partitions
 -- Partitions of queues with retention switched on (retentionEnabled) and a time-based or

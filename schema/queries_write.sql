@@ -58,6 +58,7 @@ DELETE FROM queen.log_partitions WHERE queue_id = $1 RETURNING id;
 -- $1 partition ids
 WITH s AS (DELETE FROM queen.log_segments WHERE partition_id = ANY($1::bigint[])),
      t AS (DELETE FROM queen.log_txn_index WHERE partition_id = ANY($1::bigint[])),
+     tp AS (DELETE FROM queen.log_txn_pruned WHERE partition_id = ANY($1::bigint[])),
      c AS (DELETE FROM queen.log_consumers WHERE partition_id = ANY($1::bigint[])),
      d AS (DELETE FROM queen.log_dlq WHERE partition_id = ANY($1::bigint[])),
      st AS (DELETE FROM queen.stream_state WHERE partition_id = ANY($1::bigint[])),

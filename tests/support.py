@@ -20,6 +20,7 @@ import httpx
 
 from core.embedded import EmbeddedPostgres, stop_process
 from core.settings import database_url_from_env
+from core.storage.database import Database
 
 ROOT = Path(__file__).resolve().parent.parent
 # Speed settings for the test server only; benchmarks and production keep fsync on.
@@ -269,6 +270,19 @@ async def expire_leases_of(conn: asyncpg.Connection, queue: str) -> int:
              FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
             WHERE c.partition_id = p.id AND q.name = $1 AND c.worker_id IS NOT NULL""", queue)
     return int(status.split()[-1])
+
+
+async def prune_index_of(conn: asyncpg.Connection, db: Database, queue: str) -> None:
+    """Make the queue's transactionId index rows two hours old (older than the index keeps
+    any) and run the reaper's pruning step on `db`, which deletes them and marks their
+    partitions (schema/095_ack_parity.sql)."""
+    from core.upkeep import maintenance
+
+    await conn.execute(
+        """UPDATE queen.log_txn_index i SET created_at = i.created_at - interval '2 hours'
+             FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+            WHERE i.partition_id = p.id AND q.name = $1""", queue)
+    await maintenance.prune_txn_index(db)
 
 
 async def dlq_rows(conn: asyncpg.Connection, queue: str) -> list[dict]:  # type: ignore[type-arg]

@@ -31,9 +31,12 @@ from core.ids import uuid7
 from core.settings import Settings
 
 
-def failure(error: str) -> TransactionAnswer:
+def failure(error: str, reason: str | None = None) -> TransactionAnswer:
     """The failure shape (§4.7), also used for the route's 4xx answers."""
-    return TransactionAnswer(str(uuid7()), False, [], error=error)
+    answer = TransactionAnswer(str(uuid7()), False, [], error=error)
+    if reason is not None:
+        answer.reason = reason
+    return answer
 
 
 def _push_items(op: PushOp, where: str) -> list[PushItemIn]:
@@ -99,7 +102,7 @@ async def transaction(request: Request, body: TransactionBody | BinaryTransactio
             **result.refusal.fields, "failedIndex": len(ops) + _offset(
                 riders, result.refused_by) + result.refusal.op_index})
     if not result.committed:
-        return json_response(failure(result.error or "transaction rejected"))
+        return json_response(failure(result.error or "transaction rejected", result.reason))
     if isinstance(body, BinaryTransaction) and body.counts:
         # Counts instead of the pushes' and acks' entries; the riders' entries stay, at
         # their flat positions.

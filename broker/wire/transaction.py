@@ -92,6 +92,7 @@ class TransactionAnswer(msgspec.Struct):
     success: bool
     results: list[PushEntry | AckEntry | KvEntry | TimerEntry]
     error: str | UnsetType = UNSET
+    # A refused ack op (docs/acks.md): `reason` "ack_rejected" and `error` naming the op.
     # A lost `required` KV precondition (§17): success false, ok false, these fields; a
     # refused `kv` rider (§14.4): `error` is its code, with `reason` and `detail`.
     reason: str | UnsetType = UNSET

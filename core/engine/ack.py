@@ -1,12 +1,14 @@
 """Ack: an offset commit per (partition, consumer group), in one statement per call.
 
-`queen.ack` (schema/026_ack.sql) applies the rules of wire-protocol §4.5 inside the database:
-it resolves each transactionId to its offset through the index, commits cursors, spends
-retry budgets, dead-letters and releases leases, for every group and partition of a call in
-one statement (so the call is atomic). The one thing it cannot do is search segments
-(zstd): when the index no longer has an address (its row was pruned: the message is older
-than the index keeps rows), the statement changes nothing and names the span to search;
-the search runs here and the statement runs again with the offsets found.
+`queen.ack` (schema/095_ack_parity.sql) applies the rules of docs/acks.md inside the
+database: it resolves each transactionId to its offset, commits cursors, spends retry
+budgets, dead-letters and releases leases, for every group and partition of a call in one
+statement (so the call is atomic). Resolution has one rule on every path (ack, ack batch,
+transaction): the earliest occurrence of the id above the cursor, else the latest at or
+below it. The index settles it alone unless the reaper pruned rows the answer depends on;
+then the statement changes nothing and names the span where an earlier occurrence may
+hide, the segments (zstd, unreadable in SQL) are searched here, and the statement runs
+again with the offsets found.
 """
 
 from __future__ import annotations
@@ -83,14 +85,10 @@ def partition_id_of(text: str) -> int | None:
     return None
 
 
-async def apply_acks(conn: Conn, acks: Sequence[GroupAck], *,
-                     lease_from_cursor: bool = False,
-                     default_lease: str | None = None) -> AckResult:
+async def apply_acks(conn: Conn, acks: Sequence[GroupAck]) -> AckResult:
     """Apply acks of any groups on `conn` (atomically: one statement, or, when an address
     must be searched first, a statement that changes nothing and then the one that does).
-
-    Transactions (§4.7) check a lease even when the op names none: the group's current lease
-    on that partition (`lease_from_cursor`), else `default_lease`."""
+    An item is checked against the lease it names, and against none when it names none."""
     outcomes: list[AckOutcome | None] = [None] * len(acks)
     inputs: list[sql.AckInput] = []
     positions: list[int] = []  # index in `acks` of each input
@@ -105,13 +103,11 @@ async def apply_acks(conn: Conn, acks: Sequence[GroupAck], *,
         positions.append(index)
     result = AckResult([])
     if inputs:
-        rows = await sql.ack(conn, items=inputs, lease_from_cursor=lease_from_cursor,
-                             default_lease=default_lease, scan_missing=True)
+        rows = await sql.ack(conn, items=inputs, scan_missing=True)
         missing = [r for r in rows if r.outcome == "missing"]
         if missing:
             inputs = await _search(conn, inputs, missing)
-            rows = await sql.ack(conn, items=inputs, lease_from_cursor=lease_from_cursor,
-                                 default_lease=default_lease, scan_missing=False)
+            rows = await sql.ack(conn, items=inputs, scan_missing=False)
         for row in rows:
             if row.outcome == "wake":
                 assert row.queue_id is not None and row.partition_id is not None
@@ -128,24 +124,33 @@ async def apply_acks(conn: Conn, acks: Sequence[GroupAck], *,
 
 async def _search(conn: Conn, inputs: list[sql.AckInput],
                   missing: list[sql.AckRow]) -> list[sql.AckInput]:
-    """Look for addresses the index no longer has in the unacknowledged span of their
-    partition (bounded by SCAN_LIMIT offsets); answer the inputs with the offsets found."""
+    """Look for the earliest occurrence of each missing item's transactionId in the span
+    queen.ack named (at most SCAN_LIMIT offsets from its start); answer the inputs with
+    the offsets found. Nothing found: the statement settles with the index's answer.
+
+    The spans of one (partition, cursor) start at the same offset (the cursor's next) and
+    differ in their ends, so each such start is read once, up to the farthest end."""
     found: dict[int, int] = {}  # item position (0-based) -> offset
-    by_span: dict[tuple[int, int, int], dict[str, list[int]]] = {}
+    # (partition, start) -> transactionId -> [(item position, end of its span)]
+    spans: dict[tuple[int, int], dict[str, list[tuple[int, int]]]] = {}
     for row in missing:
         assert row.idx is not None and row.scan_from is not None and row.scan_to is not None
         item = inputs[row.idx - 1]
-        key = (item.partition_id, row.scan_from, min(row.scan_to, row.scan_from + SCAN_LIMIT))
-        by_span.setdefault(key, {}).setdefault(item.transaction_id, []).append(row.idx - 1)
-    for (pid, lo, hi), wanted in by_span.items():
-        if hi < lo:
-            continue
+        end = min(row.scan_to, row.scan_from + SCAN_LIMIT - 1)
+        spans.setdefault((item.partition_id, row.scan_from), {}).setdefault(
+            item.transaction_id, []).append((row.idx - 1, end))
+    for (pid, lo), wanted in spans.items():
+        hi = max(end for items in wanted.values() for _, end in items)
         for seg in await sql.span_segments(conn, partition_id=pid, lo=lo, hi=hi):
             blob = encryption.opened(seg.blob, seg.queue, seg.partition)
             for k, frame in enumerate(segments.unpack(blob)):
                 offset = seg.base_offset + k
-                if lo <= offset and frame.transaction_id in wanted:
-                    for i in wanted.pop(frame.transaction_id):
+                if offset < lo or frame.transaction_id not in wanted:
+                    continue
+                # The first occurrence from the start: the answer of every item whose span
+                # reaches it; the others have none in theirs.
+                for i, end in wanted.pop(frame.transaction_id):
+                    if offset <= end:
                         found[i] = offset
             if not wanted:
                 break

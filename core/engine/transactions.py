@@ -1,6 +1,11 @@
 """Transactions (§4.7): pushes and acks committed together or not at all, with riders
 (wire-protocol-extensions §17): ops of other stores (KV, timers) that commit with them.
 
+An ack op is checked against the lease it carries; an op without one is lent the bundle's
+required lease when the bundle names exactly one, and is otherwise checked against none
+(docs/acks.md). Whoever holds the partition now never decides: in a bundle of two leases, an
+op of a lease that expired stays refused after another consumer took the partition over.
+
 A rider is applied first in the transaction's connection (so its rows are locked before
 queues, partitions and consumer rows: one lock order for every transaction), at the
 transaction's instant (`now()`). It answers one entry per op, or a refusal (a lost
@@ -11,7 +16,7 @@ rider's refusal, so the pushes and acks run in either case.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from core.engine.ack import AckItem, AckOutcome, GroupAck, apply_acks
@@ -69,6 +74,7 @@ class Rider(Protocol):
 class TxResult:
     committed: bool
     error: str | None = None
+    reason: str | None = None  # why it was refused: "ack_rejected" (a rider's: `refusal`)
     # The rider that vetoed the bundle, and its refusal (committed is then False).
     refused_by: Rider | None = None
     refusal: RiderRefusal | None = None
@@ -100,8 +106,8 @@ async def run_transaction(db: Database, ops: list[TxPush | TxAck],
     Queues and partitions a push needs are created inside that transaction too, so a
     refused bundle creates nothing."""
     result = TxResult(committed=True)
-    distinct = sorted(set(required_leases))
-    default_lease = distinct[0] if len(distinct) == 1 else None
+    distinct = set(required_leases)
+    lent = distinct.pop() if len(distinct) == 1 else None
     pushes: dict[PartitionName, list[int]] = {}
     acks: list[int] = []
     for i, op in enumerate(ops):
@@ -121,25 +127,35 @@ async def run_transaction(db: Database, ops: list[TxPush | TxAck],
                     if appended.queued:
                         result.wakes.append((appended.queue_id, appended.partition_id))
             if acks:
-                applied = await apply_acks(
-                    conn, [GroupAck(_ack(ops[i]).group, _ack(ops[i]).item) for i in acks],
-                    lease_from_cursor=True, default_lease=default_lease)
+                applied = await apply_acks(conn, [_fenced(_ack(ops[i]), lent) for i in acks])
                 for i, outcome in zip(acks, applied.outcomes):
                     if not outcome.success:
-                        raise _Rejected(f"ack of {_ack(ops[i]).item.transaction_id} "
-                                        f"rejected: {outcome.error}")
+                        raise _Rejected(_rejection(_ack(ops[i]), outcome.error))
                     result.acks[i] = outcome
                 result.wakes.extend(applied.wakes)
             for rider, answered in zip(riders, result.riders):
                 if answered.refusal is not None:
                     raise _Vetoed(rider, answered.refusal)
     except _Rejected as rejected:
-        return TxResult(committed=False, error=rejected.error)
+        return TxResult(committed=False, error=rejected.error, reason="ack_rejected")
     except _Vetoed as vetoed:
         return TxResult(committed=False, refused_by=vetoed.rider, refusal=vetoed.refusal)
     for rider in riders:
         rider.committed()
     return result
+
+
+def _fenced(op: TxAck, lent: str | None) -> GroupAck:
+    """The op with the lease it is checked against: its own, else the one lent."""
+    item = op.item if op.item.lease_id else replace(op.item, lease_id=lent)
+    return GroupAck(op.group, item)
+
+
+def _rejection(op: TxAck, error: str | None) -> str:
+    """The answer's error: which ack was refused, why, and that nothing was applied."""
+    return (f"ack of transactionId '{op.item.transaction_id}' (partitionId "
+            f"{op.item.partition_id}, consumer group '{op.group}') rejected: "
+            f"{error or 'refused'}; transaction rolled back")
 
 
 def _push(op: TxPush | TxAck) -> TxPush:

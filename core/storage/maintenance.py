@@ -50,7 +50,7 @@ async def try_lock(conn: Conn, *, key: int) -> bool:
 
 
 async def prune_txn_index(conn: Conn, *, batch: int, floor_seconds: int) -> int:
-    return await _PRUNE_TXN_INDEX.run(conn, batch, floor_seconds)
+    return int(await _PRUNE_TXN_INDEX.value(conn, batch, floor_seconds))
 
 
 async def retention_partitions(conn: Conn) -> list[RetentionTarget]:

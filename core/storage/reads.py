@@ -52,8 +52,8 @@ class PendingRetry:
 
 @dataclass(slots=True)
 class AckRow:
-    """An item's outcome (ok | noop | refused | missing), or (outcome `wake`) a partition
-    where a span became claimable again."""
+    """An item's outcome (ok | noop | refused | missing: search offsets scan_from..scan_to),
+    or (outcome `wake`) a partition where a span became claimable again."""
 
     idx: int | None  # 1-based position of the item
     outcome: str
@@ -75,9 +75,9 @@ class AckInput:
     partition_id: int
     transaction_id: str
     status: str  # completed | failed | retry | dlq
-    lease_id: str | None
+    lease_id: str | None  # the lease checked; None: no check
     error: str | None
-    offset: int | None = None  # known already (found by a segment search); None: use the index
+    offset: int | None = None  # found by a segment search; None: use the index
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,14 +166,13 @@ async def pending_retries(conn: Conn, *, groups: Sequence[str],
     return await _PENDING_RETRIES.rows(conn, list(groups), list(partition_ids))
 
 
-async def ack(conn: Conn, *, items: Sequence[AckInput], lease_from_cursor: bool,
-              default_lease: str | None, scan_missing: bool) -> list[AckRow]:
-    """Apply acks in one statement (schema/026_ack.sql)."""
+async def ack(conn: Conn, *, items: Sequence[AckInput], scan_missing: bool) -> list[AckRow]:
+    """Apply acks in one statement (schema/095_ack_parity.sql)."""
     return await _ACK.rows(
         conn, [i.group for i in items], [i.partition_id for i in items],
         [i.transaction_id for i in items], [i.status for i in items],
         [i.lease_id for i in items], [i.error for i in items], [i.offset for i in items],
-        lease_from_cursor, default_lease, scan_missing)
+        scan_missing)
 
 
 async def span_segments(conn: Conn, *, partition_id: int, lo: int,

@@ -111,7 +111,8 @@ async def test_unknown_transaction_id_and_unknown_consumer_answer_success_false(
     assert body is not None
     message = body["messages"][0]
     item = await ack(http, {**message, "transactionId": "nope"})
-    assert (item["success"], item["error"]) == (False, "Message not found")
+    assert (item["success"], item["leaseReleased"]) == (False, False)
+    assert item["error"].startswith("unresolvable: ")
     item = await ack(http, message, group="never-popped", lease=False)
     assert (item["success"], item["error"]) == (False, "consumer not found")
     item = await ack(http, {**message, "partitionId": "999999999999"}, lease=False)

@@ -81,3 +81,51 @@ async def test_rows_of_version_20_are_migrated_and_used_by_todays_broker(
                                                      offset=0)
         assert total == 1 and letter.payload == b'{"was":"dead"}'
         assert (letter.transaction_id, letter.error_message) == ("dead-1", "boom")
+
+
+async def test_version_95_marks_partitions_whose_index_lost_rows_before_it(
+        pg_server_url: str, tmp_path: Path) -> None:
+    """Rows the reaper pruned before version 95 left no mark: the migration marks every
+    partition whose index lacks a retained offset, so an ack there still finds the earliest
+    occurrence of a repeated transactionId in the segments; intact partitions get no mark
+    (their acks never search)."""
+    url = await create_database(pg_server_url, migrate=False)
+    before = tmp_path / "schema"
+    before.mkdir()
+    for version, path in migration_files():
+        if version < 95:
+            shutil.copy(path, before / path.name)
+    conn = await asyncpg.connect(url)
+    try:
+        await apply_migrations(conn, before)
+        async with Broker.open(Settings(db_pool_size=2), dsn=url, migrate=False) as broker:
+            await broker.configure(queue="repeats", namespace=None, task=None,
+                                   given={"dedupWindowSeconds": 0}, replace=False)
+            for queue, txid in [("repeats", "X"), ("repeats", "Y"), ("repeats", "X"),
+                                ("intact", "A"), ("intact", "B"),
+                                ("holed", "A"), ("holed", "B"), ("holed", "C")]:
+                await broker.push([PushItem(queue, "p", NewMessage(uuid.uuid4(), txid,
+                                                                   txid.encode()))])
+        pids = dict(await conn.fetch(
+            "SELECT q.name, p.id FROM queen.log_partitions p"
+            " JOIN queen.queues q ON q.id = p.queue_id"))
+        await conn.execute("DELETE FROM queen.log_txn_index WHERE partition_id = $1"
+                           " AND msg_offset = 0", pids["repeats"])  # pruned, unmarked
+        await conn.execute("DELETE FROM queen.log_txn_index WHERE partition_id = $1"
+                           " AND msg_offset = 1", pids["holed"])  # not a prefix
+        assert await apply_migrations(conn) == [v for v, _ in migration_files() if v >= 95]
+        marks = dict(await conn.fetch("SELECT partition_id, below FROM queen.log_txn_pruned"
+                                      " WHERE partition_id = ANY($1::bigint[])",
+                                      list(pids.values())))
+        # A pruned prefix is marked where it ends, a hole past the last offset.
+        assert marks == {pids["repeats"]: 1, pids["holed"]: 3}
+    finally:
+        await conn.close()
+    async with Broker.open(Settings(db_pool_size=2), dsn=url, migrate=False) as broker:
+        popped = await broker.pop(PopRequest(group="g", batch=1, queue="repeats"))
+        assert [m.frame.payload for m in popped.messages()] == [b"X"]
+        [outcome] = (await broker.ack_batch([GroupAck("g", AckItem(
+            "X", str(pids["repeats"]), "completed", popped.lease_id))])).outcomes
+        assert outcome.success and outcome.lease_released
+        popped = await broker.pop(PopRequest(group="g", batch=1, queue="repeats"))
+        assert [m.frame.payload for m in popped.messages()] == [b"Y"]  # nothing skipped

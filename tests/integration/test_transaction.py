@@ -109,22 +109,28 @@ async def test_unknown_transaction_id_rolls_back_everything_including_other_acks
         "requiredLeases": [body["leaseId"]]})
     answer = r.json()
     assert (r.status_code, answer["success"], answer["results"]) == (200, False, [])
-    assert "Message not found" in answer["error"]
+    assert answer["reason"] == "ack_rejected"
+    assert "'no-such-id'" in answer["error"] and "rejected: unresolvable: " in answer["error"]
     row = await cursor_row(db, queue_name)
     assert row is not None and (row["committed"], row["worker_id"]) == (-1, body["leaseId"])
     assert (await queue_counts(db, out))["segments"] == 0
 
 
-async def test_ack_op_without_lease_falls_back_to_the_single_required_lease(
+async def test_ack_op_without_lease_is_checked_against_the_single_required_lease(
         http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
     await configure(http, queue_name, retryDelay=0)  # redelivery at once
     await push_items(http, queue_name, ["in0"])
     body = await pop_json(http, queue_name)
     assert body is not None
-    # While the lease is live the group's current lease is the one checked (§4.7 order).
+    # The single required lease is the one checked, never whoever holds the partition now
+    # (it used to be the group's current lease while that one was live).
     op = ack_op(body["messages"][0], "retry", lease=False)
     r = await http.post("/api/v1/transaction", json={
         "operations": [op], "requiredLeases": ["somebody-else"]})
+    assert (r.json()["success"], r.json()["reason"]) == (False, "ack_rejected")
+    assert (await cursor_row(db, queue_name))["worker_id"] == body["leaseId"]  # type: ignore[index]
+    r = await http.post("/api/v1/transaction", json={
+        "operations": [op], "requiredLeases": [body["leaseId"]]})
     assert r.json()["success"] is True
     body = await pop_json(http, queue_name)
     assert body is not None

@@ -175,7 +175,9 @@ async def test_a_refused_transaction_creates_no_queue_and_no_partition(
          "partitionId": message["partitionId"], "status": "completed"}]}
     r = await http.post("/api/v1/transaction", json=bundle)
     assert r.status_code == 200 and r.json()["success"] is False, r.text
-    assert "Message not found" in r.json()["error"]
+    assert r.json()["reason"] == "ack_rejected"
+    assert "'no-such-message'" in r.json()["error"]
+    assert "rejected: unresolvable: " in r.json()["error"]
     assert await queue_counts(db, fresh) == NOTHING
     # Nothing of the refused bundle was remembered: the same push now lands normally.
     bundle["operations"] = bundle["operations"][:1]
