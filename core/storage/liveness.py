@@ -55,12 +55,14 @@ class ServerWatch:
     def start(self) -> None:
         if self._silence > 0 and self._task is None:
             self._task = asyncio.create_task(self._run(), name="database-watch")
+            self._task.add_done_callback(_report_crash)
 
     async def stop(self) -> None:
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            # A crash was logged when it happened: closing the pool must go on.
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
     async def _run(self) -> None:
@@ -109,3 +111,10 @@ class ServerWatch:
                 probe.cancel()
                 with contextlib.suppress(asyncio.CancelledError, ServiceError, *DRIVER_ERRORS):
                     await probe
+
+
+def _report_crash(task: asyncio.Task[None]) -> None:
+    """A watch that ended other than by `stop` is a bug: say so (the process goes on without
+    it, its connections still bounded by the sockets' timeouts and the driver's)."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("the database watch stopped", exc_info=task.exception())
