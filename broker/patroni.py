@@ -20,14 +20,22 @@ Settings (environment): QUEEN_HA_DIR (default `.queen-ha`), QUEEN_HA_BASE_PORT (
 PostgreSQL on base+1, base+2; Patroni's REST API on base+11, base+12; Raft on base+21..23),
 QUEEN_HA_HOSTS (the nodes' addresses, default 127.0.0.1 for all), QUEEN_HA_TTL (seconds a
 primary that stops renewing its leader key keeps it; Patroni's minimum is 20).
+
+Run as root, a node or the witness becomes PostgreSQL's system user (PostgreSQL refuses to
+run as root) and runs Patroni with this same Python. That user must be able to reach the
+interpreter, its standard library and Patroni; a Python under /root (pyenv's default, mode
+700) is out of its reach. That is checked first, and the command stops at once naming the
+directory in the way and the fix, instead of Patroni dying with a bare PermissionError.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import pwd
+import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -176,16 +184,111 @@ def _prepare(paths: Sequence[Path]) -> str | None:
     return SYSTEM_USER
 
 
+def _become(user: str) -> None:
+    """Drop root for `user`: its own groups (not root's), then its gid and uid."""
+    entry = pwd.getpwnam(user)
+    os.initgroups(user, entry.pw_gid)
+    os.setgid(entry.pw_gid)
+    os.setuid(entry.pw_uid)
+
+
 def _exec(config: dict[str, object], path: Path, program: list[str], user: str | None) -> None:
     path.write_text(json.dumps(config, indent=2))
     if user is not None:
         entry = pwd.getpwnam(user)
         os.chown(path, entry.pw_uid, entry.pw_gid)
-        os.setgid(entry.pw_gid)
-        os.setuid(entry.pw_uid)
+        check_reachable(user, program)
+        _become(user)
         os.environ["HOME"] = str(path.parent)
     argv = [sys.executable, *program, str(path)]
     os.execv(argv[0], argv)
+
+
+# What Patroni needs of this Python, checked as the user before handing over to it.
+_MODULES = ("patroni", "pysyncobj")
+
+
+def check_reachable(user: str, program: list[str]) -> None:
+    """Exit at once, naming what is in the way and the fix, when `user` cannot start this
+    interpreter and import Patroni (run as root only: see the module's docstring)."""
+    probe = [sys.executable, "-c", "import " + ", ".join(_MODULES)]
+    gid = pwd.getpwnam(user).pw_gid
+    try:
+        done = subprocess.run(probe, user=user, group=gid,
+                              extra_groups=os.getgrouplist(user, gid), capture_output=True,
+                              timeout=120, check=False)
+        if done.returncode == 0:
+            return
+        reason = done.stderr.decode(errors="replace").strip().splitlines()[-1:]
+    except PermissionError as exc:  # the interpreter itself could not be executed
+        reason = [str(exc)]
+    blocked = unreachable_paths(user, _needed_paths())
+    raise SystemExit(refusal(user, blocked, " ".join(reason), program))
+
+
+def _needed_paths() -> list[Path]:
+    paths = [Path(sys.executable), Path(os.__file__).parent]
+    for module in _MODULES:
+        spec = importlib.util.find_spec(module)
+        if spec is not None and spec.origin:
+            paths.append(Path(spec.origin).parent)
+    return paths
+
+
+def unreachable_paths(user: str, paths: list[Path]) -> list[Path]:
+    """The directories and files on the way to `paths` (as written and with symlinks
+    resolved) that `user` may not pass or read, found by asking the kernel as that user
+    (a forked child: ACLs and groups count as they will for Patroni)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: become the user, look, write the answer, leave
+        try:
+            os.close(read)
+            _become(user)
+            found = [str(p) for p in _blocked(paths)]
+            os.write(write, "\0".join(found).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as answer:
+        data = answer.read().decode()
+    os.waitpid(pid, 0)
+    return [Path(p) for p in data.split("\0") if p]
+
+
+def _blocked(paths: list[Path]) -> list[Path]:
+    out: list[Path] = []
+    for target in paths:
+        for path in dict.fromkeys([target.absolute(), target.resolve()]):
+            for parent in reversed(path.parents):
+                if not os.access(parent, os.X_OK):
+                    if parent not in out:
+                        out.append(parent)
+                    break
+            else:
+                wanted = os.X_OK if path.is_dir() or path == Path(sys.executable) else 0
+                if not os.access(path, os.R_OK | wanted) and path not in out:
+                    out.append(path)
+    return out
+
+
+def refusal(user: str, blocked: list[Path], reason: str, program: list[str]) -> str:
+    """The message of `check_reachable`."""
+    what = "a Patroni node" if program[:2] == ["-m", "patroni"] else "the Raft witness"
+    lines = [(f"broker.patroni: run as root, {what} runs as PostgreSQL's system user "
+              f"{user!r} (PostgreSQL refuses root), with this Python: {sys.executable}."),
+             f"That user cannot start it or import Patroni ({reason})."]
+    if blocked:
+        lines.append("In its way: " + ", ".join(map(str, blocked)) + ".")
+        dirs = " ".join(str(p) for p in blocked)
+        lines.append(f"Fix, one of: let that user through (setfacl -m u:{user}:rx {dirs}, "
+                     f"or chmod o+rx {dirs}); install Python and the project where it can "
+                     "read them (outside /root); or run the HA processes as an ordinary "
+                     "user instead of root.")
+    else:
+        lines.append("Fix: install Python and the project where that user can read them, or "
+                     "run the HA processes as an ordinary user instead of root.")
+    return "\n".join(lines)
 
 
 def run_node(layout: Layout, node: str) -> None:

@@ -33,7 +33,7 @@ from core.errors import ServiceError
 from core.kv.service import sweep as sweep_kv
 from core.logs import configure_logging
 from core.settings import Settings, from_env_or_exit
-from core.storage.database import Database, server_settings
+from core.storage.database import Database, connect_options
 from core.timers import firer
 from core.upkeep import maintenance, stats
 from core.waiting import wait_event
@@ -141,7 +141,7 @@ async def serve(settings: Settings, *, reap: bool = True) -> None:
     db = await open_database(settings, stop)
     if db is None:
         return
-    hub = WakeupHub(database_dsn(settings), server_settings(settings, role="wakeup"))
+    hub = WakeupHub(database_dsn(settings), connect_options(settings, role="wakeup"))
     flusher = firer.counter_flusher(db, settings)
     try:
         timers = await firer.prepare(db, hub, settings)

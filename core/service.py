@@ -64,7 +64,7 @@ from core.ephemeral.waiters import CHANNEL as EPHEMERAL_CHANNEL
 from core.errors import ServiceError, StorageUnavailable
 from core.kv.service import KvService
 from core.settings import Settings
-from core.storage.database import Database, PoolStats, server_settings
+from core.storage.database import Database, PoolStats, connect_options
 from core.storage.stats import SeriesRow
 from core.streams.service import Streams
 from core.timers.service import Timers
@@ -151,7 +151,7 @@ class Broker:
             encryption.install(settings.encryption_key)
             async with db.session() as conn:
                 await check_key(conn, settings.encryption_key)
-            hub = WakeupHub(target, server_settings(settings, role="wakeup"))
+            hub = WakeupHub(target, connect_options(settings, role="wakeup"))
             broker = cls(settings, db, hub, stop_waiting or asyncio.Event())
             switches, spool = broker._switches, await broker._open_spool()
             hub.subscribe(SWITCHES_CHANNEL, switches.notified)

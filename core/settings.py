@@ -37,6 +37,10 @@ class Settings:
     db_connection_timeout_ms: int = 2000
     db_statement_timeout_ms: int = 30000
     db_lock_timeout_ms: int = 10000
+    # A database server silent this long is given up on (core/storage/liveness.py): every
+    # connection to it is cut and its statements answered as an outage, long before the
+    # statement timeout meant for slow queries; 0 = never (the sockets' TCP timeout too).
+    db_silence_timeout_ms: int = 4000
     max_body_bytes: int = 16 * 1024 * 1024
     max_push_items: int = 10000
     # Coalescer: the most messages one flush writes as one segment, and the most messages a
@@ -119,6 +123,8 @@ class Settings:
                 read.integer("QUEEN_STMT_TIMEOUT_MS", cls.db_statement_timeout_ms, low=0),
                 low=0),
             db_lock_timeout_ms=read.integer("DB_LOCK_TIMEOUT", cls.db_lock_timeout_ms, low=0),
+            db_silence_timeout_ms=read.integer(
+                "DB_SILENCE_TIMEOUT_MS", cls.db_silence_timeout_ms, low=0, high=3_600_000),
             max_body_bytes=read.integer("MAX_BODY_BYTES", cls.max_body_bytes, low=1024),
             max_push_items=read.integer("MAX_PUSH_ITEMS", cls.max_push_items, low=1),
             max_flush_messages=read.integer(

@@ -5,6 +5,10 @@
 -- Is the server answering?
 SELECT 1;
 
+-- name: silence_probe
+-- Does the server this process is connected to still answer? (core/storage/liveness.py)
+SELECT 1;
+
 -- name: listener_probe
 -- Does the server behind the LISTEN connection still answer? (core/engine/listener.py)
 SELECT 1;

@@ -107,8 +107,10 @@ async def _one_host(dsn: str) -> str:
 
 
 @contextlib.asynccontextmanager
-async def counting_proxy(dsn: str) -> AsyncIterator[tuple[str, RoundTrips]]:
-    """Yield a DSN that reaches the same database through the counting proxy."""
+async def counting_proxy(dsn: str, *, tcp: bool = False
+                         ) -> AsyncIterator[tuple[str, RoundTrips]]:
+    """Yield a DSN that reaches the same database through the counting proxy. The proxy
+    listens as the server does (a Unix socket or TCP), or on TCP (127.0.0.1) with `tcp`."""
     url = urlsplit(await _one_host(dsn))
     query = parse_qs(url.query)
     socket_dir = query.get("host", [url.hostname or ""])[0]
@@ -128,7 +130,7 @@ async def counting_proxy(dsn: str) -> AsyncIterator[tuple[str, RoundTrips]]:
             task.add_done_callback(tasks.discard)
 
     with tempfile.TemporaryDirectory(prefix="pgproxy-") as tmp:
-        if socket_dir.startswith("/"):
+        if socket_dir.startswith("/") and not tcp:
             server = await asyncio.start_unix_server(serve, path=str(Path(tmp) / f".s.PGSQL.{port}"))
             proxied = {**{k: v[0] for k, v in query.items()}, "host": tmp, "port": str(port)}
             target = urlunsplit(url._replace(query=urlencode(proxied)))
@@ -137,8 +139,10 @@ async def counting_proxy(dsn: str) -> AsyncIterator[tuple[str, RoundTrips]]:
             proxy_port = server.sockets[0].getsockname()[1]
             netloc = url.netloc.rsplit("@", 1)
             host = f"127.0.0.1:{proxy_port}"
+            rest = {k: v[0] for k, v in query.items() if k not in ("host", "port")}
             target = urlunsplit(url._replace(
-                netloc=f"{netloc[0]}@{host}" if len(netloc) == 2 else host))
+                netloc=f"{netloc[0]}@{host}" if len(netloc) == 2 else host,
+                query=urlencode(rest)))
         try:
             yield target, trips
         finally:

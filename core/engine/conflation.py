@@ -36,11 +36,16 @@ def width(partitions: int | None, batch: int) -> int:
 
 async def effective(db: Database, request: PopRequest, result: PopResult) -> bool:
     """Whether the group conflates on what the pop addressed: what its claim found, else
-    the stored record, else (no record yet: the first pop will store it) the declaration."""
+    the stored record, else (no record yet: the first pop will store it) the declaration.
+    A long poll that ended on a database outage goes by the declaration: looking the record
+    up would wait for the same outage again, past the poll's deadline (a declaring pop is
+    answered as conflating all the same, which is what its client checks)."""
     if result.conflation is not None:
         return result.conflation
     if request.group == QUEUE_MODE:
         return False
+    if result.unreachable:
+        return request.conflation
     async with db.session() as conn:
         stored = await sql.policy(conn, queue=request.queue, namespace=request.namespace,
                                   task=request.task, group=request.group)

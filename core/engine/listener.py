@@ -72,9 +72,11 @@ class Waiter:
 
 
 class WakeupHub:
-    def __init__(self, dsn: str, server_settings: dict[str, str]) -> None:
+    def __init__(self, dsn: str, connect_options: Mapping[str, Any]) -> None:
+        """`connect_options`: the arguments of its connections (`HostConnector.connect`;
+        core.storage.database.connect_options)."""
         self._dsn = dsn
-        self._server_settings = server_settings
+        self._connect_options = dict(connect_options)
         # queue id (or ANY_QUEUE) -> waiting line -> waiters in arrival order
         self._lines: dict[int, dict[WaitLine, dict[Waiter, None]]] = {}
         self._to_announce: Counter[int] = Counter()
@@ -262,8 +264,7 @@ class WakeupHub:
         while not self._stopping.is_set():
             conn: asyncpg.Connection | None = None
             try:
-                conn = await connector_for(self._dsn).connect(
-                    server_settings=self._server_settings)
+                conn = await connector_for(self._dsn).connect(**self._connect_options)
                 # Told at once when the server goes away (crash, restart), so the reconnect
                 # starts then and not at the next periodic look.
                 lost = asyncio.Event()
@@ -296,7 +297,8 @@ class WakeupHub:
         conn: asyncpg.Connection | None = None
         # NOTIFY needs no durability: without this each one would wait for a WAL flush
         # while holding PostgreSQL's global notify lock.
-        settings = {**self._server_settings, "synchronous_commit": "off"}
+        options = {**self._connect_options, "server_settings": {
+            **self._connect_options.get("server_settings", {}), "synchronous_commit": "off"}}
         try:
             while True:
                 await self._announce_ready.wait()
@@ -310,8 +312,7 @@ class WakeupHub:
                 served, self._served = self._served, defaultdict(Counter)
                 try:
                     if conn is None or conn.is_closed():
-                        conn = await connector_for(self._dsn).connect(
-                            server_settings=settings, timeout=2)
+                        conn = await connector_for(self._dsn).connect(**options)
                         self._notifier_pid = conn.get_server_pid()
                     await notify_hinted(conn, {q: (n, hints.get(q, []), dict(served.get(q, {})))
                                                for q, n in batch.items()})

@@ -107,7 +107,7 @@ async def pop_or_wait(lines: PopLines, hub: WakeupHub, request: PopRequest, *, w
                 # on its backoff (the listener's reconnect wakes it at once) and answers
                 # messages when the database is back, or nothing at its deadline. An error
                 # here would stop the official client's consume loop.
-                result = PopResult(None)
+                result = PopResult(None, unreachable=True)
             if result.claims:
                 for claim in result.claims:
                     hub.claimed(claim.queue_id, [claim.partition_id])

@@ -110,6 +110,8 @@ class PopResult:
     queue_ids: list[QueueId] = field(default_factory=list)  # the queues the pop addressed
     conflation: bool | None = None  # a queue it addressed has a conflating group; None: unknown
     width: int | None = None  # partitions it wanted; None: unknown (no claim was tried)
+    # Its last check met a database outage: the answer asks nothing more of the database.
+    unreachable: bool = False
 
     @property
     def partitions_claimed(self) -> int:

@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 import asyncpg
 
@@ -20,6 +21,7 @@ from core.errors import StorageError, StorageUnavailable
 from core.settings import Settings
 from core.storage.errors import DRIVER_ERRORS, storage_errors, translate
 from core.storage.hosts import connector_for
+from core.storage.liveness import ServerWatch
 from core.storage.migrations import apply_migrations
 from core.storage.statements import Conn, Statement
 from core.waiting import within
@@ -42,6 +44,15 @@ def server_settings(settings: Settings, *, role: str = "") -> dict[str, str]:
     }
 
 
+def connect_options(settings: Settings, *, role: str = "") -> dict[str, Any]:
+    """The arguments of every connection the broker opens (`HostConnector.connect`): the
+    connect timeout (per host), how long a silent server is borne (core/storage/sockets.py)
+    and the session settings."""
+    return {"timeout": settings.db_connection_timeout_ms / 1000,
+            "silence": settings.db_silence_timeout_ms / 1000,
+            "server_settings": server_settings(settings, role=role)}
+
+
 @dataclass(frozen=True, slots=True)
 class PoolStats:
     size: int
@@ -52,14 +63,17 @@ class PoolStats:
 class Database:
     """The pool of one process. Statements run on `session()` / `transaction()`."""
 
-    def __init__(self, pool: asyncpg.Pool, settings: Settings) -> None:
+    def __init__(self, pool: asyncpg.Pool, settings: Settings,
+                 watch: ServerWatch | None = None) -> None:
         self._pool = pool
         self._acquire_timeout = settings.db_connection_timeout_ms / 1000
+        self._watch = watch
 
     @classmethod
     async def open(cls, settings: Settings, dsn: str, *, migrate: bool = True,
                    wait_seconds: float = 30.0) -> Database:
-        """Wait for the server (up to `wait_seconds`), apply migrations, open the pool."""
+        """Wait for the server (up to `wait_seconds`), apply migrations, open the pool, and
+        start the process's watch on the server (core/storage/liveness.py)."""
         if migrate:
             conn = await connect_with_retry(dsn, settings, wait_seconds)
             try:
@@ -69,23 +83,27 @@ class Database:
                 await conn.close()
         with storage_errors():
             connector = connector_for(dsn)
+            options = connect_options(settings)
             pool = await asyncpg.create_pool(
                 connector.dsn, connect=connector.connect, min_size=1, max_size=settings.db_pool_size,
-                timeout=settings.db_connection_timeout_ms / 1000,
-                server_settings=server_settings(settings),
                 max_inactive_connection_lifetime=300, reset=_reset_connection,
-                # A server that stops answering (stopped, partitioned) must not hang requests
-                # forever: give up a little after the server-side statement timeout would.
+                # The last resort for a server that stops answering: the watch (below) and
+                # the sockets' timeouts cut such connections much sooner.
                 command_timeout=settings.db_statement_timeout_ms / 1000 + 5
-                if settings.db_statement_timeout_ms else None)
+                if settings.db_statement_timeout_ms else None, **options)
         assert pool is not None
-        return cls(pool, settings)
+        watch = ServerWatch(dsn, settings.db_silence_timeout_ms / 1000,
+                            connect_options(settings, role="watch"))
+        watch.start()
+        return cls(pool, settings, watch)
 
     async def close(self, timeout: float = 5.0) -> None:
         """Close the pool's connections politely, or drop them after `timeout` seconds: a
         server that stopped answering (frozen, partitioned, a failover under way) never
         acknowledges a close, and asyncpg's own close waits for it with no limit, which
         kept a stopping broker from ever exiting."""
+        if self._watch is not None:
+            await self._watch.stop()
         try:
             await within(timeout, self._pool.close())
         except TimeoutError:
@@ -146,9 +164,7 @@ async def connect_with_retry(dsn: str, settings: Settings, wait_seconds: float, 
     delay = 0.1
     while True:
         try:
-            return await connector_for(dsn).connect(
-                timeout=settings.db_connection_timeout_ms / 1000,
-                server_settings=server_settings(settings, role=role))
+            return await connector_for(dsn).connect(**connect_options(settings, role=role))
         except DRIVER_ERRORS as exc:
             if time.monotonic() + delay > deadline:
                 raise translate(exc) from exc

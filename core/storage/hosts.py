@@ -12,17 +12,32 @@ eats the timeout on the first host and the second is never tried, so the broker 
 follow a failover until the dead machine came back. `HostConnector.connect` therefore tries
 the hosts one by one, each with the full timeout, starting with the one that was the primary
 last time (so a healthy cluster costs one attempt, as before).
+
+It is also the one place where the broker's connections are opened (pools, LISTEN and
+NOTIFY, the flushers, the sweeper, the reaper's and the firer's pools), so it is where they
+are made to notice a silent server: every TCP socket gets keepalives and a user timeout
+(`core/storage/sockets.py`), and every connection is remembered with its host, so that when
+a process's watch finds that host silent (`core/storage/liveness.py`), `forsake` cuts all of
+them at once and the host is tried last until it answers again.
 """
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
 
+from core.storage.sockets import keep_alive
+
 _DEFAULT_PORT = 5432
+# For callers that give none, the defaults of DB_CONNECTION_TIMEOUT and DB_SILENCE_TIMEOUT_MS
+# (core/settings.py imports this module). asyncpg's own connect timeout is 60 s per attempt.
+_CONNECT_TIMEOUT = 2.0
+_SILENCE = 4.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,24 +100,31 @@ def with_read_write(dsn: str) -> str:
 
 class HostConnector:
     """Opens connections to the DSN's servers, trying each in turn with its own timeout and
-    starting with the last one that was accepted. Usable as an asyncpg pool's `connect`."""
+    starting with the last one that was accepted (a host found silent comes last). Usable
+    as an asyncpg pool's `connect`."""
 
     def __init__(self, dsn: str) -> None:
         self.dsn = with_read_write(dsn)
         self.hosts = dsn_hosts(dsn)
         self._preferred = 0
+        self._silent: set[int] = set()  # hosts forsaken and not accepted since: tried last
+        # Every open connection: its host (an index of `hosts`) and its event loop.
+        self._open: weakref.WeakKeyDictionary[
+            asyncpg.Connection, tuple[int, asyncio.AbstractEventLoop]] = \
+            weakref.WeakKeyDictionary()
 
-    async def connect(self, dsn: str | None = None, **kwargs: Any) -> asyncpg.Connection:
+    async def connect(self, dsn: str | None = None, *, silence: float = _SILENCE,
+                      **kwargs: Any) -> asyncpg.Connection:
         """A connection to the first acceptable server; raises the last server's error when
-        none is. `dsn`, if given (the pool passes its own), must be this connector's."""
+        none is. `dsn`, if given (the pool passes its own), must be this connector's.
+        `silence` (seconds; 0 = never): the socket gives up on a server silent that long
+        (core/storage/sockets.py). Other arguments go to `asyncpg.connect`."""
+        kwargs.setdefault("timeout", _CONNECT_TIMEOUT)
         if len(self.hosts) < 2:
             only: asyncpg.Connection = await asyncpg.connect(self.dsn, **kwargs)
-            return only
+            return self._opened(only, 0, silence)
         last: BaseException | None = None
-        count = len(self.hosts)
-        start = self._preferred  # read once: a failed attempt moves it (below)
-        for step in range(count):
-            index = (start + step) % count
+        for index in self._order():
             host = self.hosts[index]
             connected = False
             try:
@@ -120,11 +142,47 @@ class HostConnector:
                     # Also when the caller gives up on us meanwhile (a pool's acquire
                     # timeout cancels the attempt): the next attempt starts past this host,
                     # or a silent first host would be all any attempt ever tried.
-                    self._preferred = (index + 1) % count
+                    self._preferred = (index + 1) % len(self.hosts)
             self._preferred = index
-            return conn
+            self._silent.discard(index)  # it answered: no longer silent
+            return self._opened(conn, index, silence)
         assert last is not None
         raise last
+
+    def _order(self) -> list[int]:
+        """Host indexes in the order to try them: from the preferred one on, round the list,
+        the hosts found silent last."""
+        count = len(self.hosts)
+        start = self._preferred  # read once: a failed attempt moves it
+        ring = [(start + step) % count for step in range(count)]
+        return [i for i in ring if i not in self._silent] + [i for i in ring if i in self._silent]
+
+    def _opened(self, conn: asyncpg.Connection, index: int,
+                silence: float) -> asyncpg.Connection:
+        try:
+            keep_alive(conn, silence)
+        except OSError:
+            conn.terminate()
+            raise
+        self._open[conn] = (index, asyncio.get_running_loop())
+        return conn
+
+    def forsake(self, conn: asyncpg.Connection) -> int:
+        """The server behind `conn` stopped answering: cut every connection this event loop
+        holds to that host (statements in flight fail at once, as a lost connection: an
+        outage), and try that host last until it accepts a connection again. Answers how
+        many connections were cut (`conn` included)."""
+        found = self._open.get(conn)
+        if found is None:
+            conn.terminate()
+            return 1
+        index, loop = found
+        self._silent.add(index)
+        doomed = [c for c, (i, owner) in list(self._open.items())
+                  if i == index and owner is loop and not c.is_closed()]
+        for c in doomed:
+            c.terminate()
+        return len(doomed)
 
 
 _CONNECTORS: dict[str, HostConnector] = {}

@@ -132,9 +132,13 @@ class Checker(WriteChecks, ReadChecks):
                    "survived": fault.get("survived"), "heal_s": fault.get("heal_s"),
                    "recovery_s": None, "http_500": 0, "http_5xx": 0, "unanswered": 0,
                    "transport_errors": 0, "writes_lost": 0, "outside_restart":
-                   fault.get("outside_restart"), "longest_s": 0.0}
+                   fault.get("outside_restart"), "longest_s": 0.0, "longest_push_s": 0.0}
             if "first_queued_s" in fault or fault["name"].startswith("ha_"):
                 row["first_queued_s"] = fault.get("first_queued_s")
+                for key in ("stopped_s", "promoted_s", "pause_after_promotion_s",
+                            "committed_while_frozen"):
+                    if key in fault:
+                        row[key] = fault[key]
             for r in self.records:
                 if "t0" not in r or "dl" not in r or not (r["t0"] <= hi and r["t1"] >= lo):
                     continue
@@ -145,6 +149,9 @@ class Checker(WriteChecks, ReadChecks):
                 row["transport_errors"] += str(r.get("err", "")).startswith("transport")
                 if r["k"] != "pop":  # the longest a push, ack or probe of it waited
                     row["longest_s"] = round(max(row["longest_s"], r["t1"] - r["t0"]), 3)
+                if r["k"] in ("push", "probe"):
+                    row["longest_push_s"] = round(
+                        max(row["longest_push_s"], r["t1"] - r["t0"]), 3)
             row["writes_lost"] = sum(lo <= t <= hi for t in self.lost_at)
             ready = fault.get("ready_at")
             if ready is not None:

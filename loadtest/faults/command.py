@@ -38,20 +38,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--no-dlq", action="store_true", help="skip the DLQ variant")
     p.add_argument("--auth", action="store_true",
                    help="JWT auth on (HS256); producers, consumers and the driver send tokens")
+    p.add_argument("--freeze-seconds", type=float, nargs="+", metavar="S",
+                   help="--database ha: the lengths of the ha_freeze faults, in turn; without "
+                        "--faults, one ha_freeze per length (default length: TTL + 10 s)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", type=Path, default=RESULTS)
 
 
 def main(args: argparse.Namespace) -> int:
     two = args.database == "two-brokers"
+    freezes = tuple(args.freeze_seconds or ())
+    if freezes and args.database != "ha":
+        raise SystemExit("--freeze-seconds applies to --database ha")
     faults = tuple(args.faults) if args.faults else (
-        TWO_BROKER_FAULTS if two else HA_FAULTS if args.database == "ha"
-        else SINGLE_BROKER_FAULTS)
+        TWO_BROKER_FAULTS if two else ("ha_freeze",) * len(freezes) if freezes
+        else HA_FAULTS if args.database == "ha" else SINGLE_BROKER_FAULTS)
     cfg = RunConfig(database="external" if two else args.database, brokers=2 if two else 1,
                     faults=faults, duration=args.duration, producers=args.producers,
                     consumers=args.consumers, rate=args.rate, workers=args.workers,
                     lease_seconds=args.lease_seconds, gap=args.gap, fast_disk=args.fast_disk,
-                    auth=args.auth, dlq=not args.no_dlq, seed=args.seed, out_dir=args.out)
+                    auth=args.auth, dlq=not args.no_dlq, seed=args.seed, out_dir=args.out,
+                    freeze_seconds=freezes)
     result = asyncio.run(run(cfg))
     publish(table(result), result["json_path"])
     return 0 if result["passed"] else 1

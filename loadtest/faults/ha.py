@@ -6,8 +6,12 @@ ports of its own, and gives `serve` the pair's two-host DATABASE_URL. Faults:
 - `ha_pg_kill`: kill -9 of the primary's postmaster (Patroni restarts it, or the standby
   takes over: whichever comes first);
 - `ha_freeze`: SIGSTOP of the primary's whole node (Patroni and PostgreSQL, as a frozen or
-  partitioned machine) for longer than the leader key's TTL, so the standby is promoted; the
-  old primary is resumed afterwards and must rejoin as a standby (pg_rewind);
+  partitioned machine) for longer than the leader key's TTL (TTL + 10 s, or the lengths of
+  `RunConfig.freeze_seconds` in turn), so the standby is promoted; the old primary is
+  resumed afterwards and must rejoin as a standby (pg_rewind). It also records when the
+  standby was promoted (`promoted_s`: its Patroni REST API answers `/primary` 200), and
+  from there to the first push committed (`pause_after_promotion_s`), and whether that
+  commit came while the old primary was still frozen (`committed_while_frozen`);
 - `ha_standby_cut`: SIGSTOP of the synchronous standby's node; commits wait for it until
   Patroni drops it from the synchronous set, then the primary goes on alone.
 
@@ -17,6 +21,8 @@ Each fault records `ready_at` = the moment its signals were sent, so the checker
 also measures `first_queued_s`: from the fault to the first push, started after it, answered
 `queued`, i.e. committed on a primary (a push every 100 ms). A fault is healed once a probe
 push succeeded and the pair has a leader and a streaming synchronous standby again.
+
+The broker runs with its shipped settings: nothing here shortens a timeout for it.
 """
 
 from __future__ import annotations
@@ -48,9 +54,7 @@ if TYPE_CHECKING:
 HA_FAULTS = ("ha_pg_kill", "ha_freeze", "ha_standby_cut")
 HEAL_SECONDS = 120.0
 STANDBY_CUT_SECONDS = 12.0
-# Broker settings of an HA run: a request caught on a frozen primary gives up after the
-# statement timeout + 5 s (the driver's command timeout), inside the 10 s deadline.
-SERVE_ENV = {"DB_STATEMENT_TIMEOUT": "2000"}
+_LOG_TAIL_LINES = 15
 
 
 def _free_base_port() -> int:
@@ -75,6 +79,7 @@ class PatroniPair:
         self.layout = Layout(root, base_port=_free_base_port())
         self.log_dir = log_dir
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.freezes = 0  # ha_freeze faults injected so far (their lengths go in turn)
 
     @property
     def dsn(self) -> str:
@@ -83,7 +88,7 @@ class PatroniPair:
     def _spawn(self, name: str, *args: str) -> None:
         env = {**os.environ, "QUEEN_HA_DIR": str(self.layout.root),
                "QUEEN_HA_BASE_PORT": str(self.layout.base_port)}
-        with open(self.log_dir / f"patroni-{name}.log", "ab") as out:
+        with open(self.log_path(name), "ab") as out:
             self.procs[name] = subprocess.Popen(
                 [sys.executable, "-m", "broker.patroni", *args], cwd=ROOT, env=env,
                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
@@ -100,10 +105,31 @@ class PatroniPair:
                 return
             for name, proc in self.procs.items():
                 if proc.poll() is not None:
-                    raise RuntimeError(f"Patroni {name} exited; see {self.log_dir}")
+                    raise RuntimeError(f"Patroni {name} exited ({proc.returncode}):\n"
+                                       f"{self.log_tail(name)}\n(log: {self.log_path(name)})")
             time.sleep(0.5)
         raise RuntimeError(f"the Patroni pair did not come up in {timeout:.0f} s; "
                            f"see {self.log_dir}")
+
+    def log_path(self, name: str) -> Path:
+        return self.log_dir / f"patroni-{name}.log"
+
+    def log_tail(self, name: str) -> str:
+        try:
+            lines = self.log_path(name).read_text(errors="replace").splitlines()
+        except OSError:
+            return "(no log)"
+        return "\n".join(lines[-_LOG_TAIL_LINES:])
+
+    def is_primary(self, node: str) -> bool:
+        """Does `node`'s Patroni say it runs the primary (REST `GET /primary` answers 200)?"""
+        i = self.layout.index(node)
+        url = f"http://{self.layout.hosts[i]}:{self.layout.rest_port(node)}/primary"
+        try:
+            with urllib.request.urlopen(url, timeout=1) as answer:
+                return int(answer.status) == 200
+        except (OSError, ValueError):  # HTTPError (503: not the primary) is an OSError
+            return False
 
     def views(self) -> list[list[dict[str, Any]]]:
         """Each answering node's view of the cluster (Patroni's REST API)."""
@@ -203,6 +229,7 @@ async def _first_queued(injector: Injector, inst: ServeInstance, rec: dict[str, 
                 n += 1
                 if out.t0 >= rec["ready_at"] and out.status == 201 and isinstance(
                         out.body, list) and out.body and out.body[0].get("status") == "queued":
+                    rec["first_queued_at"] = out.t1
                     rec["first_queued_s"] = round(out.t1 - rec["injected_at"], 3)
                     return
             await asyncio.sleep(0.1)
@@ -260,14 +287,32 @@ async def ha_pg_kill(injector: Injector, inst: ServeInstance, pair: PatroniPair
     return await _run_fault(injector, inst, pair, rec, act)
 
 
+def freeze_length(injector: Injector, pair: PatroniPair) -> float:
+    """The next freeze's length: RunConfig.freeze_seconds in turn, or the TTL + 10 s."""
+    lengths = injector.run.cfg.freeze_seconds
+    pair.freezes += 1
+    if lengths:
+        return float(lengths[(pair.freezes - 1) % len(lengths)])
+    return pair.layout.ttl + 10.0
+
+
+async def _watch_promotion(pair: PatroniPair, node: str, rec: dict[str, Any]) -> None:
+    """Set rec["promoted_at"] once `node` runs the primary (polled every 100 ms)."""
+    while not await asyncio.to_thread(pair.is_primary, node):
+        await asyncio.sleep(0.1)
+    rec["promoted_at"] = time.time()
+
+
 async def ha_freeze(injector: Injector, inst: ServeInstance, pair: PatroniPair
                     ) -> dict[str, Any]:
     leader = await _whole(pair, "leader")
-    seconds = pair.layout.ttl + 10.0
+    standby = next(n for n in NODES if n != leader)
+    seconds = freeze_length(injector, pair)
     rec: dict[str, Any] = {"target": f"{leader} node", "leader_before": leader,
                            "stopped_s": seconds}
 
     async def act() -> None:
+        promotion = asyncio.create_task(_watch_promotion(pair, standby, rec))
         pair.signal_node(leader, signal.SIGSTOP)
         rec["ready_at"] = time.time()
         try:
@@ -275,8 +320,28 @@ async def ha_freeze(injector: Injector, inst: ServeInstance, pair: PatroniPair
             rec["leader_while_frozen"] = await asyncio.to_thread(pair.role, "leader")
         finally:
             pair.signal_node(leader, signal.SIGCONT)
+            rec["resumed_at"] = time.time()
+            promotion.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await promotion
 
-    return await _run_fault(injector, inst, pair, rec, act)
+    out = await _run_fault(injector, inst, pair, rec, act)
+    failover_figures(out)
+    return out
+
+
+def failover_figures(rec: dict[str, Any]) -> None:
+    """From the times a freeze recorded: fault to promotion, promotion to the first push
+    committed after the fault, and whether that commit came before the old primary was
+    resumed."""
+    fault, promoted = rec.get("injected_at"), rec.get("promoted_at")
+    committed = rec.get("first_queued_at")
+    if fault is not None and promoted is not None:
+        rec["promoted_s"] = round(promoted - fault, 3)
+        if committed is not None:
+            rec["pause_after_promotion_s"] = round(committed - promoted, 3)
+    if committed is not None and rec.get("resumed_at") is not None:
+        rec["committed_while_frozen"] = committed < rec["resumed_at"]
 
 
 async def ha_standby_cut(injector: Injector, inst: ServeInstance, pair: PatroniPair

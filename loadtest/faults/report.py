@@ -9,8 +9,11 @@ from loadtest.faults.checker import MAX_RECOVERY_S, MUST_BE_ZERO
 
 _FAULT_COLUMNS = ("fault", "target", "survived", "heal_s", "recovery_s", "http_500",
                   "http_5xx", "unanswered", "transport_errors", "writes_lost")
-# HA runs (loadtest/faults/ha.py) also measure the first push committed after each fault.
-_HA_COLUMNS = ("first_queued_s", "longest_s")
+# HA runs (loadtest/faults/ha.py) also measure the first push committed after each fault;
+# a freeze, its length, the promotion and the pause of writes after it.
+_HA_COLUMNS = ("first_queued_s", "longest_push_s", "longest_s")
+_FREEZE_COLUMNS = ("stopped_s", "promoted_s", "pause_after_promotion_s",
+                   "committed_while_frozen")
 
 
 _KIND_COLUMNS = ("fault", "injected", "survived", "max_heal_s", "max_recovery_s", "http_500",
@@ -62,7 +65,8 @@ def table(result: dict[str, Any]) -> str:
         lines.append("  ".join(f"{'-' if row[c] is None else row[c]!s:>12}"
                                for c in _KIND_COLUMNS))
     columns = _FAULT_COLUMNS + (_HA_COLUMNS if any("first_queued_s" in row
-                                                    for row in result["faults"]) else ())
+                                                    for row in result["faults"]) else ()) + (
+        _FREEZE_COLUMNS if any("promoted_s" in row for row in result["faults"]) else ())
     lines += ["", "per fault (figures of requests that met its window):",
               "  ".join(f"{c:>12}" for c in columns) + "  outside restart"]
     for row in result["faults"]:

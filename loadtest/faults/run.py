@@ -41,7 +41,6 @@ from core.embedded import stop_process
 from loadtest.faults import dlq, snapshot
 from loadtest.faults.checker import MAX_RECOVERY_S, Inputs, check, verdict
 from loadtest.faults.client import Caller, bearer
-from loadtest.faults.ha import SERVE_ENV as HA_SERVE_ENV
 from loadtest.faults.ha import PatroniPair
 from loadtest.faults.injectors import Injector, outside_reaper
 from loadtest.faults.journal import Journal, read_all
@@ -89,6 +88,7 @@ class RunConfig:
     gap: float = 3.0                   # seconds between faults
     heal_timeout: float = 30.0
     pg_downtime: float = 2.0           # the external PostgreSQL stays down this long
+    freeze_seconds: tuple[float, ...] = ()  # ha_freeze lengths, in turn (default TTL + 10 s)
     drain_timeout: float = 120.0
     fast_disk: bool = False
     auth: bool = False                 # JWT auth on, every client with a token
@@ -302,7 +302,6 @@ class Run:
         if cfg.database == "ha":
             self.ha = PatroniPair(self.data_root / "ha", self.run_dir)
             await asyncio.to_thread(self.ha.start)
-            env.update(HA_SERVE_ENV)
         for i in range(cfg.brokers):
             data_dir = self.data_root / f"b{i}"
             if not self.external_database:

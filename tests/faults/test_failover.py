@@ -17,7 +17,9 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -102,12 +104,10 @@ async def client() -> AsyncIterator[httpx.AsyncClient]:
         yield c
 
 
-@pytest.mark.parametrize("death", ["SIGKILL", "SIGSTOP"])
-async def test_broker_follows_the_promoted_standby_without_a_restart(
-        death: str, pair_dirs: tuple[Path, Path], client: httpx.AsyncClient) -> None:
-    """kill -9: the primary's sockets vanish. SIGSTOP: they stay and nothing answers (a frozen
-    or partitioned machine); the broker must still reach the second host, which asyncpg's
-    own multi-host connect never does (it spends its one timeout on the first host)."""
+@contextlib.asynccontextmanager
+async def _sync_pair(pair_dirs: tuple[Path, Path]) -> AsyncIterator[_Pair]:
+    """A primary and a hot standby streaming from it synchronously, with a fresh database;
+    both servers are stopped on the way out (the primary resumed first if frozen)."""
     dir_a, dir_b = pair_dirs
     pg_a, proc_a = restart_embedded(dir_a, synchronous_commit="on")
     proc_b = None
@@ -130,32 +130,72 @@ async def test_broker_follows_the_promoted_standby_without_a_restart(
             await wait_for(sync_standby, timeout=30, interval=0.2)
         finally:
             await a.close()
-        # Primary first, as an operator lists it; no target_session_attrs: several hosts
-        # mean read-write for a broker.
-        # A short statement timeout: statements caught on a frozen primary give up sooner.
-        with BrokerProcess(_socket_dsn(database, pg_a, pg_b), workers=2,
-                           env={"DB_STATEMENT_TIMEOUT": "3000"}) as broker:
+        yield _Pair(pg_a, proc_a, pg_b, proc_b, database)
+    finally:
+        if proc_a.poll() is None:
+            _signal_tree(proc_a.pid, signal.SIGCONT)
+        for proc in (proc_b, proc_a):
+            if proc is not None:
+                stop_process(proc, signal.SIGINT)
+
+
+@dataclass
+class _Pair:
+    pg_a: EmbeddedPostgres
+    proc_a: subprocess.Popen[bytes]
+    pg_b: EmbeddedPostgres
+    proc_b: subprocess.Popen[bytes]
+    database: str
+
+    @property
+    def dsn(self) -> str:
+        """Primary first, as an operator lists it; no target_session_attrs: several hosts
+        mean read-write for a broker."""
+        return _socket_dsn(self.database, self.pg_a, self.pg_b)
+
+    async def promote_b(self) -> None:
+        b = await asyncpg.connect(self.pg_b.dsn)
+        try:
+            assert await b.fetchval("SELECT pg_promote(wait => true)")
+        finally:
+            await b.close()
+
+    def kill_a(self) -> None:
+        """Done with a frozen old primary: kill it before the broker stops (a stopping
+        broker's pool close waits up to 5 s for each server that does not answer)."""
+        _signal_tree(self.proc_a.pid, signal.SIGKILL)
+        self.proc_a.wait()
+
+
+@pytest.mark.parametrize("death", ["SIGKILL", "SIGSTOP"])
+async def test_broker_follows_the_promoted_standby_without_a_restart(
+        death: str, pair_dirs: tuple[Path, Path], client: httpx.AsyncClient) -> None:
+    """kill -9: the primary's sockets vanish. SIGSTOP: they stay and nothing answers (a frozen
+    or partitioned machine); the broker must still reach the second host, which asyncpg's
+    own multi-host connect never does (it spends its one timeout on the first host)."""
+    async with _sync_pair(pair_dirs) as pair:
+        with BrokerProcess(pair.dsn, workers=2) as broker:
             client.base_url = httpx.URL(broker.url)
             assert _status(await _push(client, "ha", "before")) == "queued"
 
             if death == "SIGKILL":  # the primary's machine dies
-                proc_a.kill()
-                proc_a.wait()
+                pair.proc_a.kill()
+                pair.proc_a.wait()
             else:  # it freezes, backends and all (each is a session of its own)
-                _signal_tree(proc_a.pid, signal.SIGSTOP)
+                _signal_tree(pair.proc_a.pid, signal.SIGSTOP)
             # No primary: the standby refuses writes; every push is 503 or buffered.
             gap = [_status(await _push(client, "ha", f"gap{i}")) for i in range(3)]
             assert set(gap) <= {"503", "buffered"}, gap
 
-            b = await asyncpg.connect(pg_b.dsn)
+            await pair.promote_b()
+
+            async def pushed_after() -> bool:
+                return _status(await _push(client, "ha", "after")) in ("queued", "duplicate")
+            await wait_for(pushed_after, timeout=60, interval=0.5)
+
+            # The wake-up hub holds its connections on the new primary again.
+            b = await asyncpg.connect(pair.pg_b.dsn)
             try:
-                assert await b.fetchval("SELECT pg_promote(wait => true)")
-
-                async def pushed_after() -> bool:
-                    return _status(await _push(client, "ha", "after")) in ("queued", "duplicate")
-                await wait_for(pushed_after, timeout=60, interval=0.5)
-
-                # The wake-up hub holds its connections on the new primary again.
                 async def hub_on_b() -> bool:
                     return bool(await b.fetchval(
                         "SELECT count(*) FROM pg_stat_activity"
@@ -167,31 +207,110 @@ async def test_broker_follows_the_promoted_standby_without_a_restart(
             # Everything answered queued or buffered is stored once on the new primary.
             expected = {"before", "after"} | {f"gap{i}" for i, s in enumerate(gap)
                                               if s == "buffered"}
-
-            seen: list[str] = []
-
-            async def stored() -> list[str] | None:
-                got = [r["transactionId"] for r in (await fetch_records(client, "ha"))["records"]]
-                seen[:] = got
-                return got if expected <= set(got) else None
-            try:
-                got = await wait_for(stored, timeout=60, interval=0.5)
-            except AssertionError:
-                raise AssertionError(f"stored {seen}, expected {expected}") from None
-            assert sorted(got) == sorted(set(got)), got  # no message stored twice
+            got = await _stored(client, "ha", expected)
             assert set(got) <= expected | {f"gap{i}" for i in range(3)}
             if death == "SIGSTOP":
-                # Done with the frozen old primary: kill it before the broker stops. Its
-                # stop closes the pool, which waits for connections still open on a frozen
-                # server without end: cut only by BrokerProcess.stop's 15 s timeout.
-                _signal_tree(proc_a.pid, signal.SIGKILL)
-                proc_a.wait()
-    finally:
-        if proc_a.poll() is None:
-            _signal_tree(proc_a.pid, signal.SIGCONT)
-        for proc in (proc_b, proc_a):
-            if proc is not None:
-                stop_process(proc, signal.SIGINT)
+                pair.kill_a()
+
+
+async def _stored(client: httpx.AsyncClient, queue: str, expected: set[str]) -> list[str]:
+    """The transactionIds stored in the queue once they include `expected` (each once)."""
+    seen: list[str] = []
+
+    async def stored() -> list[str] | None:
+        got = [r["transactionId"] for r in (await fetch_records(client, queue))["records"]]
+        seen[:] = got
+        return got if expected <= set(got) else None
+    try:
+        got: list[str] = await wait_for(stored, timeout=60, interval=0.5)
+    except AssertionError:
+        raise AssertionError(f"stored {seen}, expected {expected}") from None
+    assert sorted(got) == sorted(set(got)), got  # no message stored twice
+    return got
+
+
+@dataclass
+class _Answer:
+    txid: str
+    t0: float
+    t1: float
+    status: str
+
+
+async def _push_every(client: httpx.AsyncClient, queue: str, seconds: float,
+                      answers: list[_Answer]) -> None:
+    """Push one message every `seconds` (one at a time, as a producer does), recording each
+    answer, until cancelled."""
+    n = 0
+    while True:
+        txid = f"w{n}"
+        n += 1
+        t0 = time.monotonic()
+        status = _status(await _push(client, queue, txid))
+        answers.append(_Answer(txid, t0, time.monotonic(), status))
+        await asyncio.sleep(seconds)
+
+
+async def test_writes_follow_the_promotion_while_the_old_primary_is_still_frozen(
+        pair_dirs: tuple[Path, Path], client: httpx.AsyncClient) -> None:
+    """Issue 29, with the broker's default settings: the primary freezes (SIGSTOP: its
+    sockets stay open and its kernel acknowledges everything, so only the broker's own
+    watch can tell it is silent), the standby is promoted 2 s later, and pushes are
+    committed on it within 10 s of the promotion, while the old primary is still frozen.
+    Before, the pool's connections stayed on the frozen server until the driver gave up on
+    their statements (statement timeout 30 s + 5 s). No push waits past its 8 s answer; an
+    ack caught on the frozen server is answered as an outage, not after 30 s."""
+    async with _sync_pair(pair_dirs) as pair:
+        with BrokerProcess(pair.dsn, workers=2) as broker:
+            client.base_url = httpx.URL(broker.url)
+            assert _status(await _push(client, "follow", "before")) == "queued"
+            r = await client.get("/api/v1/pop/queue/follow?wait=false&consumerGroup=g")
+            assert r.status_code == 200, r.text
+            (popped,) = r.json()["messages"]
+            answers: list[_Answer] = []
+            pusher = asyncio.create_task(_push_every(client, "follow", 0.2, answers))
+            try:
+                await asyncio.sleep(1.0)
+                _signal_tree(pair.proc_a.pid, signal.SIGSTOP)
+                frozen_at = time.monotonic()
+                # An ack sent to the frozen server: answered as an outage within seconds.
+                ack = asyncio.ensure_future(client.post("/api/v1/ack", json={
+                    "transactionId": popped["transactionId"], "consumerGroup": "g",
+                    "partitionId": popped["partitionId"], "leaseId": popped["leaseId"],
+                    "status": "completed"}))
+                # Promoted before the broker can have noticed the silence (4 s).
+                await asyncio.sleep(2.0)
+                await pair.promote_b()
+                promoted_at = time.monotonic()
+                acked = await ack
+                ack_waited = time.monotonic() - frozen_at
+                assert acked.status_code == 503 and acked.headers.get("Retry-After"), \
+                    acked.text
+                assert ack_waited < 10, ack_waited
+
+                async def committed_after_promotion() -> _Answer | None:
+                    return next((a for a in answers if a.t0 >= promoted_at
+                                 and a.status == "queued"), None)
+                first = await wait_for(committed_after_promotion, timeout=40, interval=0.1)
+                # ... while the old primary is still frozen.
+                assert psutil.Process(pair.proc_a.pid).status() == psutil.STATUS_STOPPED
+            finally:
+                pusher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await pusher
+            pause = first.t1 - promoted_at
+            print(f"first commit {pause:.1f} s after the promotion "
+                  f"({first.t1 - frozen_at:.1f} s after the freeze); ack answered 503 after "
+                  f"{ack_waited:.1f} s")
+            assert pause <= 10.0, pause
+            longest = max(a.t1 - a.t0 for a in answers)
+            assert longest <= 9.0, [(a.txid, round(a.t1 - a.t0, 1), a.status) for a in answers]
+            assert {a.status for a in answers} <= {"queued", "buffered", "503"}, answers
+
+            pair.kill_a()
+            # Everything answered queued or buffered is stored once on the new primary.
+            await _stored(client, "follow", {"before"} | {
+                a.txid for a in answers if a.status in ("queued", "buffered")})
 
 
 async def test_a_read_only_server_answering_a_write_is_an_outage_not_an_error(
@@ -256,20 +375,28 @@ async def test_a_commit_in_doubt_is_answered_503_and_its_retry_is_a_duplicate(
         assert got == ["warm", "x1"]
 
 
+@pytest.mark.parametrize("group", [None, "g"])
 async def test_a_long_poll_answers_by_its_deadline_while_the_database_is_frozen(
-        pair_dirs: tuple[Path, Path], client: httpx.AsyncClient) -> None:
+        group: str | None, pair_dirs: tuple[Path, Path], client: httpx.AsyncClient) -> None:
     """A primary that stops answering without closing anything (frozen, partitioned: the
-    first seconds of a failover) holds a statement until the driver gives up (statement
-    timeout + 5 s, 35 s by default); a long poll must still answer by its deadline."""
+    first seconds of a failover) holds a statement until the broker's watch gives up on it;
+    a long poll must still answer by its deadline (its timeout + 5 s for the fault ledger),
+    also a consumer group's, whose answer depends on the group's conflation record: after
+    an outage that is not looked up again (it would wait for the outage once more)."""
     async with _served(pair_dirs[0], client) as (proc, _):
         assert _status(await _push(client, "frozen", "m0")) == "queued"
+        if group is not None:  # the group's record exists: the pop reads it first
+            r = await client.get(f"/api/v1/pop/queue/frozen?wait=false&consumerGroup={group}")
+            assert r.status_code == 200, r.text
         _signal_tree(proc.pid, signal.SIGSTOP)
         try:
-            # 1 s of long poll, and a client that waits 20 s (liveness, not speed): the
-            # pool's idle connection takes the claim and the server never answers it.
-            r = await client.get("/api/v1/pop/queue/frozen?wait=true&timeout=1000",
-                                 timeout=20)
+            query = "wait=true&timeout=1000" + (f"&consumerGroup={group}" if group else "")
+            started = time.monotonic()
+            # The pool's idle connection takes the claim and the server never answers it.
+            r = await client.get(f"/api/v1/pop/queue/frozen?{query}", timeout=20)
+            waited = time.monotonic() - started
             assert r.status_code in (200, 204), r.text
+            assert waited < 1.0 + 5.0, waited
         finally:
             _signal_tree(proc.pid, signal.SIGCONT)
 

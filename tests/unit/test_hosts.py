@@ -41,26 +41,73 @@ def test_several_hosts_default_to_the_read_write_one() -> None:
     assert with_read_write("postgresql://u@db1/q") == "postgresql://u@db1/q"
 
 
+class _FakeConnection:
+    """What the connector needs of a connection: a transport without a TCP socket."""
+
+    class _Transport:
+        def get_extra_info(self, name: str) -> None:
+            return None
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self._transport = self._Transport()
+        self.terminated = False
+
+    def is_closed(self) -> bool:
+        return self.terminated
+
+    def terminate(self) -> None:
+        self.terminated = True
+
+
+def _fake_servers(monkeypatch: pytest.MonkeyPatch, standbys: set[int]) -> list[int]:
+    """asyncpg.connect replaced: ports in `standbys` refuse (a standby), others accept;
+    answers the list of ports tried, in order."""
+    import asyncpg
+
+    tried: list[int] = []
+
+    async def connect(dsn: str, *, host: str, port: int, **kwargs: object) -> _FakeConnection:
+        tried.append(port)
+        if port in standbys:
+            raise asyncpg.exceptions.TargetServerAttributeNotMatched("a standby")
+        return _FakeConnection(port)
+
+    monkeypatch.setattr(asyncpg, "connect", connect)
+    return tried
+
+
 async def test_the_connector_tries_every_host_once_starting_with_the_last_good_one(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A standby listed first is passed over for the primary behind it (a failed attempt
     must not make the next one start at the same host again), and the primary is tried
     first from then on."""
-    import asyncpg
-
     from core.storage.hosts import HostConnector
 
-    tried: list[int] = []
-
-    async def connect(dsn: str, *, host: str, port: int, **kwargs: object) -> str:
-        tried.append(port)
-        if port == 1:
-            raise asyncpg.exceptions.TargetServerAttributeNotMatched("a standby")
-        return f"conn to {port}"
-
-    monkeypatch.setattr(asyncpg, "connect", connect)
+    tried = _fake_servers(monkeypatch, standbys={1})
     connector = HostConnector("postgresql://u@db1:1,db2:2/q")
-    assert await connector.connect() == "conn to 2"
+    assert (await connector.connect()).port == 2
     assert tried == [1, 2]
-    assert await connector.connect() == "conn to 2"
+    assert (await connector.connect()).port == 2
     assert tried == [1, 2, 2]
+
+
+async def test_a_forsaken_host_loses_its_connections_and_is_tried_last_until_it_answers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from core.storage.hosts import HostConnector
+
+    standbys: set[int] = set()
+    tried = _fake_servers(monkeypatch, standbys)
+    connector = HostConnector("postgresql://u@db1:1,db2:2/q")
+    first, second = await connector.connect(), await connector.connect()
+    assert first.port == second.port == 1
+    assert connector.forsake(first) == 2  # every connection to that host
+    assert first.terminated and second.terminated
+    tried.clear()
+    standbys.add(2)  # the other host is a standby still: the silent one is tried after it
+    assert (await connector.connect()).port == 1
+    assert tried == [2, 1]
+    tried.clear()
+    standbys.clear()  # host 1 answered, so it is first again
+    assert (await connector.connect()).port == 1
+    assert tried == [1]
