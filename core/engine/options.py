@@ -1,7 +1,7 @@
 """Queue options: every default in one place, validation, and configure's merge/replace
 rules (wire-protocol §4.9).
 
-Every option configure accepts is applied (README, protocol notes) or refused: an unknown
+Every option configure accepts is applied (docs/reference/queue-options.md) or refused: an unknown
 key answers 400 naming it. `maxSize` is enforced at push (schema/081_max_size.sql).
 `ttl` and `priority` are labels, stored and echoed.
 

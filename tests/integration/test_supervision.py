@@ -1,6 +1,6 @@
 """`queen-broker serve` keeps serving through the death of any one of its processes.
 
-Issue 7, point 2: a dead web worker is replaced while the others keep serving, a dead reaper
+A dead web worker is replaced while the others keep serving, a dead reaper
 is restarted, a dead embedded PostgreSQL is restarted on the same data directory (and the
 workers' pools and LISTEN connections find it again), a process that keeps dying stops the
 broker with its name and last exit status, a stop goes web -> reaper -> PostgreSQL, and
