@@ -25,7 +25,7 @@ def render_cli() -> str:
            "over its HTTP API and exit with the statuses listed in "
            "[The CLI](../operating/cli.md#exit-status)."), "",
            "::: mkdocs-click", "    :module: broker.cli", "    :command: main",
-           "    :prog_name: queen-broker", "    :depth: 1", "    :style: table", ""]
+           "    :prog_name: queen-broker", "    :depth: 1", "    :style: plain", ""]
     for name in main.list_commands(context):
         command = main.get_command(context, name)
         # mkdocs-click renders the registered commands under `main` itself.
@@ -33,7 +33,7 @@ def render_cli() -> str:
             continue
         module, attribute = _where(command)
         out += ["::: mkdocs-click", f"    :module: {module}", f"    :command: {attribute}",
-                f"    :prog_name: queen-broker {name}", "    :depth: 2", "    :style: table",
+                f"    :prog_name: queen-broker {name}", "    :depth: 2", "    :style: plain",
                 "    :list_subcommands: true", ""]
     return "\n".join(out)
 
