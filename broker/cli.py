@@ -102,11 +102,18 @@ def web(**options: Any) -> None:
 
 @main.command()
 @_data_dir
-def postgres(**options: Any) -> None:
+@click.option("--print-dsn", is_flag=True,
+              help="print the address of the data directory's PostgreSQL (a Unix socket) as "
+                   "a DATABASE_URL for another broker on this machine, and exit")
+def postgres(print_dsn: bool, **options: Any) -> None:
     """Run the embedded PostgreSQL in the foreground (for a Procfile)."""
     from core.embedded import EmbeddedPostgres
 
-    sys.exit(EmbeddedPostgres(_settings(options).data_dir).run_foreground())
+    embedded = EmbeddedPostgres(_settings(options).data_dir)
+    if print_dsn:
+        click.echo(embedded.dsn)
+        return
+    sys.exit(embedded.run_foreground())
 
 
 @main.command()

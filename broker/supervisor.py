@@ -241,6 +241,9 @@ def serve(settings: Settings, *, with_reaper: bool = True, web_only: bool = Fals
             postgres.proc, postgres.started_at = embedded.start(), time.monotonic()
             supervisor.children.append(postgres)
             env["DATABASE_URL"] = embedded.dsn
+            # Said once, so a second broker on this machine can share the database.
+            log.info("embedded PostgreSQL ready; other brokers on this machine reach it with "
+                     "DATABASE_URL=%s", embedded.dsn)
         if not web_only:
             dsn = env.get("DATABASE_URL") or settings.database_url
             assert dsn is not None

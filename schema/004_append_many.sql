@@ -1,5 +1,5 @@
 -- Version 4: several partitions' flushes in one statement, hence one transaction and one WAL
--- flush (design.md, write path step 5). Small pushes spread over many partitions otherwise
+-- flush (docs/architecture/request-path.md, the write path). Small pushes spread over many partitions otherwise
 -- pay one commit each.
 
 -- Append one segment per partition by calling queen.append_segment for each, in the order

@@ -9,7 +9,7 @@
 -- autoAck, commit them), and answer the segments overlapping each span. Decompressing and
 -- slicing the segments is the caller's (PostgreSQL has no zstd).
 --
--- Queue options the claim applies (wire-protocol §4.9; README, protocol notes):
+-- Queue options the claim applies (wire-protocol §4.9; docs/reference/queue-options.md):
 -- * retryDelay (ms): a `failed` ack within the retry budget, or a `retry` ack, releases the
 --   span with a not-before time (log_consumers.not_before = now() + retryDelay); the span is
 --   not claimable before it, so a poison message is redelivered at that pace instead of at
@@ -105,7 +105,7 @@ CREATE TYPE queen.pop_row AS (
 -- `p_wanted` partitions delivered, the budget is spent or the candidates run out. A
 -- candidate that delivers nothing (seeded past its messages on first contact, messages not
 -- yet visible to delayedProcessing or minPopWaitTime, all evicted by maxWaitTimeSeconds,
--- locked by a concurrent pop) costs nothing of the budget (issue 22). Answers the delivered
+-- locked by a concurrent pop) costs nothing of the budget. Answers the delivered
 -- spans, leased under `p_lease_id` (or committed, with autoAck); nothing is leased when it
 -- answers nothing.
 CREATE FUNCTION queen.pop_claim(

@@ -1,4 +1,4 @@
--- Version 27: concurrent pops of one kind served by one statement (issue 16, item 1).
+-- Version 27: concurrent pops of one kind served by one statement (docs/architecture/request-path.md).
 --
 -- queen.pop_shared runs queen.pop once per share, in one statement and one transaction:
 -- every share is exactly the pop it stands for (its own lease id, its own scan pivot, the

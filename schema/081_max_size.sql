@@ -1,4 +1,4 @@
--- Version 81: maxSize is enforced (wire-protocol §4.9; README "Streams and maxSize").
+-- Version 81: maxSize is enforced (wire-protocol §4.9; docs/reference/queue-options.md).
 --
 -- queen.append as version 24 wrote it, plus one check for queues whose maxSize is above 0:
 -- a flush that would take the queue's unconsumed messages past maxSize writes nothing and

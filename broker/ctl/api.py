@@ -1,7 +1,7 @@
 """The HTTP side of the operator commands: one client per invocation, and the exit codes a
 script can branch on.
 
-Exit codes (documented in the README's "Operating it" section):
+Exit codes (documented in docs/operating/cli.md, "Exit status"):
 0 done; 1 the broker refused the request (a 4xx other than those below, or a 200 that says
 it failed); 2 usage error (click's own); 3 the broker could not be reached, did not answer
 in time, or answered 5xx; 4 not found (404: an unknown queue, dead letter, group...);

@@ -14,7 +14,7 @@ request without the token), and with no token at all, where every operation behi
 must answer 401 and nothing else gets through (404/405 come from the router for paths and
 methods no route has, before anything runs).
 
-The longer run of the README uses the same hooks and configuration:
+The longer run (docs/architecture/reliability.md) uses the same hooks and configuration:
     python -m tests.fuzz.run --max-time 600 [--token <admin token>]
 """
 
@@ -32,7 +32,7 @@ from tests.fuzz.run import fuzz_command
 from tests.support import BrokerProcess, create_database
 from tests.tokens import AUTH_ENV, AUTH_SECRET, Signer
 
-# CI-sized budgets (the long run is the README's command); each run also takes a few seconds
+# CI-sized budgets (the long run is a command of its own); each run also takes a few seconds
 # beyond its budget (schemathesis' start, its reading of the document).
 CI_SECONDS = 25
 AUTH_SECONDS = 14  # each of the two auth-on runs
