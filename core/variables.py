@@ -55,6 +55,10 @@ VARIABLES: Catalogue = {
         "QUEEN_STMT_TIMEOUT_MS": "Older name of `DB_STATEMENT_TIMEOUT`, read when that is "
                                  "not set.",
         "DB_LOCK_TIMEOUT": "Milliseconds a statement may wait for a row lock; `0` = no limit.",
+        "DB_SILENCE_TIMEOUT_MS": "Milliseconds a database server may stay silent (asked once "
+                                 "a second) before every connection of the process to it is "
+                                 "cut and its statements answer as an outage; `0` = never "
+                                 "(see high availability).",
     },
     "Requests": {
         "MAX_BODY_BYTES": "Largest request body in bytes (413 above); also bounds what a "
