@@ -2,7 +2,8 @@
 
 `serve` starts, in order: the embedded PostgreSQL (only when no database is configured), the
 schema migrations, the listening socket (bound once, here), N web workers that inherit it
-(`broker/worker.py`), and the lease reaper (which also fires timers). `web` runs only the
+(`broker/worker.py`), the lease reaper (which also fires timers), and the Kafka listener when QUEEN_KAFKA_PORT
+is set (broker/kafka). `web` runs only the
 socket and the web workers (a Procfile line, beside `postgres` and `reaper`).
 
 Then it watches them. A process that dies is logged with its cause (exit code or signal) and
@@ -219,6 +220,11 @@ def reaper_command() -> list[str]:
     return [sys.executable, "-m", "core.reaper"]
 
 
+def kafka_command() -> list[str]:
+    """The Kafka listener (broker/kafka), when QUEEN_KAFKA_PORT is set."""
+    return [sys.executable, "-m", "broker.kafka"]
+
+
 def worker_count(settings: Settings) -> int:
     return settings.workers or os.cpu_count() or 1
 
@@ -256,6 +262,9 @@ def serve(settings: Settings, *, with_reaper: bool = True, web_only: bool = Fals
         if with_reaper and not web_only:
             supervisor.children.append(Child("reaper", _spawner(reaper_command(), env),
                                              MAINTENANCE))
+        if settings.kafka_port is not None and not web_only:
+            supervisor.children.append(Child("kafka listener", _spawner(kafka_command(), env),
+                                             WEB, stop_timeout=30))
         now = time.monotonic()
         for child in supervisor.children:
             if child.proc is None:

@@ -1,0 +1,66 @@
+"""Typed calls of the Kafka edge's statements (schema/queries_kafka.sql)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from core.storage.statements import Conn, Statement
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRow:
+    name: str
+    declared: int | None  # partitions declared for Kafka
+    seen: int | None  # one past the highest partition named "0", "1", ...
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedRow:
+    name: str
+    committed: int
+
+
+_TOPICS = Statement("kafka_topics", TopicRow)
+_DECLARE = Statement[None]("kafka_declare")
+_OFFSET_FOR_TIME = Statement[None]("kafka_offset_for_time")
+_COMMIT = Statement[None]("kafka_commit")
+_COMMITTED = Statement("kafka_committed", CommittedRow)
+_GROUP_NAMES = Statement[None]("kafka_group_names")
+
+
+async def topics(conn: Conn, *, names: Sequence[str] | None) -> list[TopicRow]:
+    return await _TOPICS.rows(conn, None if names is None else list(names))
+
+
+async def declare(conn: Conn, *, queue: str, partitions: int) -> bool:
+    """Record the count unless one is recorded; answers whether this call did."""
+    return await _DECLARE.value(conn, queue, partitions) is not None
+
+
+async def offset_for_time(conn: Conn, *, queue: str, partition: str,
+                          at: datetime) -> int | None:
+    value = await _OFFSET_FOR_TIME.value(conn, queue, partition, at)
+    return None if value is None else int(value)
+
+
+async def commit(conn: Conn, *, group: str, queue: str, partitions: Sequence[str],
+                 committed: Sequence[int]) -> set[str]:
+    return {str(v) for v in await _COMMIT.values(conn, group, queue, list(partitions),
+                                                  list(committed))}
+
+
+async def committed(conn: Conn, *, group: str, queue: str) -> list[CommittedRow]:
+    return await _COMMITTED.rows(conn, group, queue)
+
+
+async def group_names(conn: Conn) -> list[str]:
+    return [str(v) for v in await _GROUP_NAMES.values(conn)]
+
+
+_NEW_PRODUCER_ID = Statement[None]("kafka_new_producer_id")
+
+
+async def new_producer_id(conn: Conn) -> int:
+    return int(await _NEW_PRODUCER_ID.value(conn))
