@@ -82,3 +82,12 @@ SELECT DISTINCT consumer_group FROM queen.log_consumers ORDER BY consumer_group;
 -- name: kafka_new_producer_id
 -- A producer id never handed out before.
 SELECT nextval('queen.kafka_producer_ids');
+
+-- name: kafka_group_positions
+-- A group's cursors on every queue: queue name, partition name, committed offset.
+-- $1 consumer group
+SELECT q.name AS queue, p.name, c.committed
+  FROM queen.log_consumers c
+  JOIN queen.log_partitions p ON p.id = c.partition_id
+  JOIN queen.queues q ON q.id = p.queue_id
+ WHERE c.consumer_group = $1;

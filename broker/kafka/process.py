@@ -18,6 +18,7 @@ import sys
 
 import uvloop
 
+from broker.kafka.groups import COORDINATOR
 from broker.kafka.server import Listener
 from core.logs import configure_logging
 from core.service import Broker
@@ -56,9 +57,11 @@ async def run(settings: Settings, port: int, stop: asyncio.Event) -> None:
                             max_request_bytes=settings.max_body_bytes)
         server = await asyncio.start_server(listener.serve, sock=sock)
         log.info("Kafka listener on %s:%d", *sock.getsockname()[:2])
+        expiry = asyncio.create_task(COORDINATOR.expire_forever(), name="group-sessions")
         try:
             await stop.wait()
         finally:
+            expiry.cancel()
             server.close()
             stop_waiting.set()
             pending = list(listener.connections)

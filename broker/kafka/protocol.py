@@ -48,6 +48,18 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     METADATA: (0, 9),
     API_VERSIONS: (0, 3),
     INIT_PRODUCER_ID: (0, 4),
+    CREATE_TOPICS: (2, 5),
+    DELETE_TOPICS: (1, 5),
+    FIND_COORDINATOR: (0, 3),
+    JOIN_GROUP: (0, 5),
+    SYNC_GROUP: (0, 3),
+    HEARTBEAT: (0, 3),
+    LEAVE_GROUP: (0, 3),
+    OFFSET_COMMIT: (2, 7),
+    OFFSET_FETCH: (1, 7),
+    DESCRIBE_GROUPS: (0, 4),
+    LIST_GROUPS: (0, 4),
+    DELETE_GROUPS: (0, 2),
 }
 
 _FRAME = struct.Struct(">i")

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from broker.kafka import errors, fetch, produce, producers, protocol, topics
+from broker.kafka import errors, fetch, groups, produce, producers, protocol, topics
 from broker.kafka.protocol import Request, Unreadable
 from broker.kafka.session import Session
 from core.errors import QueenError
@@ -44,6 +44,18 @@ HANDLERS: dict[int, Handler] = {
     protocol.FETCH: fetch.fetch,
     protocol.LIST_OFFSETS: fetch.list_offsets,
     protocol.INIT_PRODUCER_ID: producers.init_producer_id,
+    protocol.CREATE_TOPICS: topics.create_topics,
+    protocol.DELETE_TOPICS: topics.delete_topics,
+    protocol.FIND_COORDINATOR: groups.find_coordinator,
+    protocol.JOIN_GROUP: groups.join_group,
+    protocol.SYNC_GROUP: groups.sync_group,
+    protocol.HEARTBEAT: groups.heartbeat,
+    protocol.LEAVE_GROUP: groups.leave_group,
+    protocol.OFFSET_COMMIT: groups.offset_commit,
+    protocol.OFFSET_FETCH: groups.offset_fetch,
+    protocol.DESCRIBE_GROUPS: groups.describe_groups,
+    protocol.LIST_GROUPS: groups.list_groups,
+    protocol.DELETE_GROUPS: groups.delete_groups,
 }
 
 
@@ -64,7 +76,8 @@ class Listener:
         peer = writer.get_extra_info("peername")
         try:
             host, port = self.advertised or writer.get_extra_info("sockname")[:2]
-            session = Session(self.broker, host, port, self.max_request_bytes)
+            session = Session(self.broker, host, port, self.max_request_bytes,
+                              peer=str(peer[0]) if peer else "")
             await self._requests(session, reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
             pass

@@ -17,6 +17,7 @@ class Session:
     host: str  # advertised host and port
     port: int
     max_request_bytes: int
+    peer: str = ""  # the client's address, as DescribeGroups shows it
     principal: str | None = None  # the token's subject once SASL succeeded
     access: str | None = None  # its access level (auth on)
     extra: dict[str, object] = field(default_factory=dict)

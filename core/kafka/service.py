@@ -109,3 +109,12 @@ class Kafka:
         """A producer id no producer had before, on any host, before or after a restart."""
         async with self._db.session() as conn:
             return await sql.new_producer_id(conn)
+
+    async def all_positions(self, group: str) -> dict[str, dict[str, int]]:
+        """The group's positions on every queue: queue -> partition -> next offset."""
+        async with self._db.session() as conn:
+            rows = await sql.group_positions(conn, group=group)
+        out: dict[str, dict[str, int]] = {}
+        for row in rows:
+            out.setdefault(row.queue, {})[row.name] = row.committed + 1
+        return out

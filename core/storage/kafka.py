@@ -64,3 +64,17 @@ _NEW_PRODUCER_ID = Statement[None]("kafka_new_producer_id")
 
 async def new_producer_id(conn: Conn) -> int:
     return int(await _NEW_PRODUCER_ID.value(conn))
+
+
+@dataclass(frozen=True, slots=True)
+class PositionRow:
+    queue: str
+    name: str
+    committed: int
+
+
+_GROUP_POSITIONS = Statement("kafka_group_positions", PositionRow)
+
+
+async def group_positions(conn: Conn, *, group: str) -> list[PositionRow]:
+    return await _GROUP_POSITIONS.rows(conn, group)

@@ -149,3 +149,29 @@ def test_unknown_partition_and_topic_creation(kafka: KafkaListener) -> None:
             producer.send(topic, b"x", partition=1).get(timeout=10)
     finally:
         producer.close()
+
+
+def test_a_group_consumer_commits_and_the_next_resumes(kafka: KafkaListener) -> None:
+    topic, group = _topic(), f"kpg-{uuid.uuid4().hex[:8]}"
+    producer = KafkaProducer(bootstrap_servers=kafka.bootstrap)
+    for i in range(6):
+        producer.send(topic, str(i).encode()).get(timeout=15)
+    producer.close()
+
+    def read(count: int) -> list[bytes]:
+        consumer = KafkaConsumer(topic, bootstrap_servers=kafka.bootstrap, group_id=group,
+                                 auto_offset_reset="earliest", enable_auto_commit=False,
+                                 consumer_timeout_ms=8000)
+        try:
+            out = []
+            for message in consumer:
+                out.append(message.value)
+                if len(out) == count:
+                    consumer.commit()
+                    break
+            return out
+        finally:
+            consumer.close()
+
+    assert read(4) == [b"0", b"1", b"2", b"3"]
+    assert read(2) == [b"4", b"5"]
