@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from broker.auth.access import Access
 from broker.kafka import errors
 from broker.kafka.protocol import Request, field_of
 from broker.kafka.records import OutRecord, encode_batch
@@ -33,7 +34,7 @@ async def fetch(session: Session, request: Request) -> dict[str, Any]:
     if field_of(body, "session_id", 0) != 0:
         return {"throttle_time": 0, "error_code": errors.FETCH_SESSION_ID_NOT_FOUND,
                 "session_id": 0, "responses": []}
-    if not _may_read(session):
+    if not session.may(Access.READ_ONLY):
         return {"throttle_time": 0, "error_code": errors.NONE, "session_id": 0,
                 "responses": [{"topic": t.topic, "partitions": [
                     {"partition_index": p.partition,
@@ -76,10 +77,6 @@ async def fetch(session: Session, request: Request) -> dict[str, Any]:
                           for name, parts in by_topic.items()]}
 
 
-def _may_read(session: Session) -> bool:
-    return session.access is None or session.access in ("read-only", "read-write", "admin")
-
-
 def _batch(stored: list[reads.StoredRecord]) -> bytes:
     return encode_batch([_record(r) for r in stored])
 
@@ -108,7 +105,7 @@ async def list_offsets(session: Session, request: Request) -> dict[str, Any]:
                                       "error_code": errors.NONE, "timestamp": -1,
                                       "offset": -1, "leader_epoch": 0}
             parts.append(answer)
-            if not _may_read(session):
+            if not session.may(Access.READ_ONLY):
                 answer["error_code"] = errors.TOPIC_AUTHORIZATION_FAILED
                 continue
             if topic is None or not 0 <= p.partition_index < topic.partitions:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.auth.access import Access
 from broker.kafka import errors
 from broker.kafka.coordinator import DEAD, EMPTY, Coordinator
 from broker.kafka.protocol import Request, field_of
-from broker.kafka.session import NODE_ID, Session
+from broker.kafka.session import NO_OPERATIONS, NODE_ID, Session
 from broker.kafka.topics import known_topics
 from core.errors import QueenError
 from core.kafka.service import partition_index
@@ -25,10 +26,6 @@ _GROUP_KEY = 0
 
 def _seconds(value: Any) -> float:
     return float(value.total_seconds()) if hasattr(value, "total_seconds") else value / 1000
-
-
-def _may(session: Session, *levels: str) -> bool:
-    return session.access is None or session.access in levels
 
 
 async def find_coordinator(session: Session, request: Request) -> dict[str, Any]:
@@ -46,7 +43,7 @@ async def join_group(session: Session, request: Request) -> dict[str, Any]:
     if field_of(body, "group_instance_id") is not None:
         return {"throttle_time": 0, "error_code": errors.INVALID_REQUEST, "generation_id": -1,
                 "member_id": body.member_id, "leader": "", "members": []}
-    if not _may(session, "read-only", "read-write", "admin"):
+    if not session.may(Access.READ_ONLY):
         return {"throttle_time": 0, "error_code": errors.GROUP_AUTHORIZATION_FAILED,
                 "generation_id": -1, "member_id": body.member_id, "leader": "", "members": []}
     session_timeout = _seconds(body.session_timeout)
@@ -104,7 +101,7 @@ async def offset_commit(session: Session, request: Request) -> dict[str, Any]:
     code = COORDINATOR.validate_commit(body.group_id, body.member_id, generation)
     if code == errors.NONE and field_of(body, "group_instance_id") is not None:
         code = errors.INVALID_REQUEST
-    if code == errors.NONE and not _may(session, "read-only", "read-write", "admin"):
+    if code == errors.NONE and not session.may(Access.READ_WRITE):  # as an ack or a seek
         code = errors.GROUP_AUTHORIZATION_FAILED
     topics = await known_topics(session, [t.name for t in body.topics]) if code == 0 else {}
     answers = []
@@ -137,7 +134,7 @@ async def offset_commit(session: Session, request: Request) -> dict[str, Any]:
 async def offset_fetch(session: Session, request: Request) -> dict[str, Any]:
     body = request.body
     kafka = session.broker.kafka
-    if not _may(session, "read-only", "read-write", "admin"):
+    if not session.may(Access.READ_ONLY):
         return {"throttle_time": 0, "topics": [],
                 "error_code": errors.GROUP_AUTHORIZATION_FAILED}
     answers = []
@@ -171,12 +168,12 @@ async def describe_groups(session: Session, request: Request) -> dict[str, Any]:
                               "group_state": EMPTY if name in known else DEAD,
                               "protocol_type": group.described_protocol_type() if group
                               else "", "protocol_data": "", "members": [],
-                              "authorized_operations": -2147483648})
+                              "authorized_operations": NO_OPERATIONS})
             continue
         described.append({
             "error_code": errors.NONE, "group_id": name, "group_state": group.state,
             "protocol_type": group.described_protocol_type(),
-            "protocol_data": group.protocol or "", "authorized_operations": -2147483648,
+            "protocol_data": group.protocol or "", "authorized_operations": NO_OPERATIONS,
             "members": [{"member_id": m.member_id, "group_instance_id": None,
                          "client_id": m.client_id, "client_host": m.client_host,
                          "member_metadata": dict(m.protocols).get(group.protocol or "", b""),
@@ -204,7 +201,7 @@ async def list_groups(session: Session, request: Request) -> dict[str, Any]:
 async def delete_groups(session: Session, request: Request) -> dict[str, Any]:
     results = []
     for name in request.body.groups_names:
-        if not _may(session, "admin"):
+        if not session.may(Access.ADMIN):  # as DELETE /consumer-groups/{group}
             code = errors.GROUP_AUTHORIZATION_FAILED
         elif COORDINATOR.has_members(name):
             code = errors.NON_EMPTY_GROUP

@@ -18,6 +18,7 @@ import sys
 
 import uvloop
 
+from broker.auth.gate import Gate
 from broker.kafka.groups import COORDINATOR
 from broker.kafka.server import Listener
 from core.logs import configure_logging
@@ -52,9 +53,10 @@ def bind(settings: Settings, port: int) -> socket.socket:
 async def run(settings: Settings, port: int, stop: asyncio.Event) -> None:
     sock = bind(settings, port)
     stop_waiting = asyncio.Event()
+    gate = await Gate.start(settings.auth) if settings.auth.enabled else None
     async with Broker.open(settings, migrate=False, stop_waiting=stop_waiting) as broker:
         listener = Listener(broker, advertised=advertised_address(settings),
-                            max_request_bytes=settings.max_body_bytes)
+                            max_request_bytes=settings.max_body_bytes, gate=gate)
         server = await asyncio.start_server(listener.serve, sock=sock)
         log.info("Kafka listener on %s:%d", *sock.getsockname()[:2])
         expiry = asyncio.create_task(COORDINATOR.expire_forever(), name="group-sessions")
@@ -69,6 +71,8 @@ async def run(settings: Settings, port: int, stop: asyncio.Event) -> None:
                 await asyncio.wait(pending, timeout=_STOP_GRACE)
             for task in pending:
                 task.cancel()
+            if gate is not None:
+                await gate.close()
 
 
 def main(argv: list[str] | None = None) -> None:

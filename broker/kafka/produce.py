@@ -16,6 +16,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker.auth.access import Access
 from broker.kafka import errors
 from broker.kafka.producers import SEQUENCES
 from broker.kafka.protocol import Request
@@ -54,7 +55,7 @@ async def produce(session: Session, request: Request) -> dict[str, Any] | None:
         return _answer([_Part(t.name, p.index, errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                               "transactions are not supported")
                         for t in body.topic_data for p in t.partition_data])
-    if session.access is not None and session.access not in ("read-write", "admin"):
+    if not session.may(Access.WRITE_ONLY):  # as a push
         return _answer([_Part(t.name, p.index, errors.TOPIC_AUTHORIZATION_FAILED,
                               "this token may not write")
                         for t in body.topic_data for p in t.partition_data])
@@ -80,7 +81,8 @@ async def produce(session: Session, request: Request) -> dict[str, Any] | None:
                 part.code, part.message = refusal
                 continue
             part.sequenced = _sequenced(batches)
-            part.items = _items(topic_data.name, str(data.index), batches)
+            part.items = _items(topic_data.name, str(data.index), batches,
+                                session.principal)
             budget[0] -= sum(len(i.message.payload) for i in part.items)
             budget[1] -= len(part.items)
     await _append(session, [p for p in parts if p.items])
@@ -114,7 +116,8 @@ def _sequenced(batches: list[Batch]) -> tuple[int, int, int] | None:
     return last.producer_id, last.producer_epoch, last.base_sequence + len(last.records)
 
 
-def _items(topic: str, partition: str, batches: list[Batch]) -> list[PushItem]:
+def _items(topic: str, partition: str, batches: list[Batch],
+           producer_sub: str | None) -> list[PushItem]:
     items = []
     for batch in batches:
         idempotent = batch.producer_id >= 0 and batch.base_sequence >= 0
@@ -125,8 +128,8 @@ def _items(topic: str, partition: str, batches: list[Batch]) -> list[PushItem]:
                     f"{batch.base_sequence + record.offset_delta}" if idempotent
                     else str(message_id))
             meta = record_meta.RecordMeta(form, record.timestamp, record.key, record.headers)
-            items.append(PushItem(topic, partition,
-                                  NewMessage(message_id, txid, payload, kafka=meta)))
+            items.append(PushItem(topic, partition, NewMessage(
+                message_id, txid, payload, producer_sub=producer_sub, kafka=meta)))
     return items
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
+from broker.auth.access import Access
 from broker.kafka import errors
 from broker.kafka.protocol import Request, field_of
 from broker.kafka.session import Session
@@ -32,7 +33,7 @@ async def init_producer_id(session: Session, request: Request) -> dict[str, Any]
     if body.transactional_id is not None:
         return {"throttle_time": 0, "producer_id": -1, "producer_epoch": -1,
                 "error_code": errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
-    if session.access is not None and session.access not in ("read-write", "admin"):
+    if not session.may(Access.WRITE_ONLY):
         return {"throttle_time": 0, "producer_id": -1, "producer_epoch": -1,
                 "error_code": errors.CLUSTER_AUTHORIZATION_FAILED}
     current = field_of(body, "producer_id", -1)

@@ -31,7 +31,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial._implicit_defaults import get_implicit_default
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
 from kio.serial.errors import SerialError
-from kio.static.primitive import i32Timedelta
+from kio.static.primitive import i32Timedelta, i64Timedelta
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 8, 9, 10
@@ -60,6 +60,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     DESCRIBE_GROUPS: (0, 4),
     LIST_GROUPS: (0, 4),
     DELETE_GROUPS: (0, 2),
+    SASL_HANDSHAKE: (1, 1),
+    SASL_AUTHENTICATE: (0, 1),
 }
 
 _FRAME = struct.Struct(">i")
@@ -148,6 +150,8 @@ def build(schema: type[Any], values: Mapping[str, Any]) -> Any:
                 value = tuple(value)
             elif field.type in (i32Timedelta, "i32Timedelta") and isinstance(value, int):
                 value = i32Timedelta.parse(timedelta(milliseconds=value))
+            elif field.type in (i64Timedelta, "i64Timedelta") and isinstance(value, int):
+                value = i64Timedelta.parse(timedelta(milliseconds=value))
             elif isinstance(value, int) and getattr(kind, "type_", None) is ErrorCode:
                 value = ErrorCode(value)
             kwargs[field.name] = value

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from broker.kafka import errors, fetch, groups, produce, producers, protocol, topics
+from broker.auth.gate import Gate
+from broker.kafka import errors, fetch, groups, produce, producers, protocol, sasl, topics
 from broker.kafka.protocol import Request, Unreadable
 from broker.kafka.session import Session
 from core.errors import QueenError
@@ -56,17 +58,22 @@ HANDLERS: dict[int, Handler] = {
     protocol.DESCRIBE_GROUPS: groups.describe_groups,
     protocol.LIST_GROUPS: groups.list_groups,
     protocol.DELETE_GROUPS: groups.delete_groups,
+    protocol.SASL_HANDSHAKE: sasl.handshake,
 }
+# What a connection may ask before it authenticated (auth on).
+BEFORE_AUTH = {protocol.API_VERSIONS, protocol.SASL_HANDSHAKE, protocol.SASL_AUTHENTICATE}
 
 
 class Listener:
     """Serves connections for one process's broker."""
 
     def __init__(self, broker: Broker, *, advertised: tuple[str, int] | None,
-                 max_request_bytes: int) -> None:
+                 max_request_bytes: int, gate: Gate | None = None) -> None:
         self.broker = broker
         self.advertised = advertised
         self.max_request_bytes = max_request_bytes
+        self.gate = gate  # auth on: SASL/PLAIN with our tokens
+        self.handlers = {**HANDLERS, protocol.SASL_AUTHENTICATE: sasl.make_authenticate(gate)}
         self.connections: set[asyncio.Task[None]] = set()
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -77,7 +84,8 @@ class Listener:
         try:
             host, port = self.advertised or writer.get_extra_info("sockname")[:2]
             session = Session(self.broker, host, port, self.max_request_bytes,
-                              peer=str(peer[0]) if peer else "")
+                              peer=str(peer[0]) if peer else "",
+                              auth_required=self.gate is not None)
             await self._requests(session, reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
             pass
@@ -102,13 +110,22 @@ class Listener:
             async with asyncio.timeout(FRAME_SECONDS):
                 data = await reader.readexactly(size)
             request = protocol.read_request(data)
-            answer = await self.answer(session, request)
+            if not session.authenticated and request.api_key not in BEFORE_AUTH:
+                raise Unreadable(f"API key {request.api_key} before authentication")
+            if session.expires is not None and time.time() >= session.expires:
+                raise Unreadable("the connection's token expired")
+            try:
+                answer = await self.answer(session, request)
+            except sasl.SaslFailed as failed:
+                writer.write(protocol.response_bytes(request, failed.answer))
+                await writer.drain()
+                raise Unreadable(str(failed)) from None
             if answer is not None:
                 writer.write(answer)
                 await writer.drain()
 
     async def answer(self, session: Session, request: Request) -> bytes | None:
-        handler = HANDLERS[request.api_key]
+        handler = self.handlers[request.api_key]
         try:
             values = await handler(session, request)
         except QueenError as exc:

@@ -1,14 +1,17 @@
 """What a handler knows of its connection and process: the broker, the address clients are
-told, and (with auth on) who authenticated on this connection."""
+told, and (with auth on) who authenticated on this connection and what they may do."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from broker.auth.access import Access, Role, grants
 from core.service import Broker
 
 NODE_ID = 0  # every listener presents itself as node 0 of a one-node cluster (docs/kafka.md)
 CLUSTER_ID = "queen-broker"
+# Kafka's "operations not asked for" marker in authorized-operations fields.
+NO_OPERATIONS = -2147483648
 
 
 @dataclass(slots=True)
@@ -18,6 +21,15 @@ class Session:
     port: int
     max_request_bytes: int
     peer: str = ""  # the client's address, as DescribeGroups shows it
-    principal: str | None = None  # the token's subject once SASL succeeded
-    access: str | None = None  # its access level (auth on)
-    extra: dict[str, object] = field(default_factory=dict)
+    auth_required: bool = False  # SASL must succeed before anything but the handshake
+    roles: frozenset[Role] | None = None  # None: auth is off
+    principal: str | None = None  # the token's sub, stamped as producerSub
+    expires: float | None = None  # the token's exp: the connection closes then
+
+    @property
+    def authenticated(self) -> bool:
+        return not self.auth_required or self.roles is not None
+
+    def may(self, level: Access) -> bool:
+        """Whether this connection may do what an HTTP route of `level` does (auth off: all)."""
+        return self.roles is None or grants(self.roles, level)

@@ -11,9 +11,10 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from broker.auth.access import Access
 from broker.kafka import errors
 from broker.kafka.protocol import Request, field_of
-from broker.kafka.session import CLUSTER_ID, NODE_ID, Session
+from broker.kafka.session import CLUSTER_ID, NO_OPERATIONS, NODE_ID, Session
 from core.kafka.service import MAX_PARTITIONS, Topic
 
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]{1,249}")
@@ -44,7 +45,7 @@ async def metadata(session: Session, request: Request) -> dict[str, Any]:
         answers = []
         for name in dict.fromkeys(wanted):
             topic = found.get(name)
-            if topic is None and legal_topic(name) and create and _may_create(session):
+            if topic is None and legal_topic(name) and create and session.may(Access.READ_WRITE):
                 await kafka.create_topic(name, kafka.default_partitions)
                 topic = (await known_topics(session, [name])).get(name)
             if topic is None:
@@ -56,16 +57,12 @@ async def metadata(session: Session, request: Request) -> dict[str, Any]:
     return {"throttle_time": 0,
             "brokers": [{"node_id": NODE_ID, "host": session.host, "port": session.port}],
             "cluster_id": CLUSTER_ID, "controller_id": NODE_ID, "topics": answers,
-            "cluster_authorized_operations": -2147483648}
-
-
-def _may_create(session: Session) -> bool:
-    return session.access is None or session.access in ("read-write", "admin")
+            "cluster_authorized_operations": NO_OPERATIONS}
 
 
 def _topic(topic: Topic) -> dict[str, Any]:
     return {"error_code": errors.NONE, "name": topic.name, "is_internal": False,
-            "topic_authorized_operations": -2147483648,
+            "topic_authorized_operations": NO_OPERATIONS,
             "partitions": [{"error_code": errors.NONE, "partition_index": i,
                             "leader_id": NODE_ID, "leader_epoch": 0,
                             "replica_nodes": [NODE_ID], "isr_nodes": [NODE_ID],
@@ -79,7 +76,9 @@ async def create_topics(session: Session, request: Request) -> dict[str, Any]:
     for wanted in body.topics:
         name, count = wanted.name, wanted.num_partitions
         code, message = errors.NONE, None
-        if not legal_topic(name):
+        if not session.may(Access.READ_WRITE):  # as POST /configure
+            code, message = errors.TOPIC_AUTHORIZATION_FAILED, "this token may not create"
+        elif not legal_topic(name):
             code, message = errors.INVALID_TOPIC_EXCEPTION, "not a legal Kafka topic name"
         elif wanted.assignments:
             code, message = errors.INVALID_REQUEST, "manual replica assignment is not taken"
@@ -107,6 +106,9 @@ async def delete_topics(session: Session, request: Request) -> dict[str, Any]:
                  [t.name for t in field_of(body, "topics", ())])
     responses = []
     for name in names:
+        if not session.may(Access.ADMIN):  # as DELETE /resources/queues/{queue}
+            responses.append({"name": name, "error_code": errors.TOPIC_AUTHORIZATION_FAILED})
+            continue
         deleted = name is not None and legal_topic(name) and \
             await session.broker.delete_queue(name)
         responses.append({"name": name, "error_code": errors.NONE if deleted

@@ -175,3 +175,23 @@ def test_a_group_consumer_commits_and_the_next_resumes(kafka: KafkaListener) -> 
 
     assert read(4) == [b"0", b"1", b"2", b"3"]
     assert read(2) == [b"4", b"5"]
+
+
+def test_create_and_delete_topics(kafka: KafkaListener) -> None:
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    topic = _topic()
+    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, 3, 1)])
+        with pytest.raises(TopicAlreadyExistsError):
+            admin.create_topics([NewTopic(topic, 5, 1)])
+        producer = KafkaProducer(bootstrap_servers=kafka.bootstrap)
+        assert producer.partitions_for(topic) == {0, 1, 2}
+        producer.send(topic, b"x", partition=2).get(timeout=15)
+        producer.close()
+        admin.delete_topics([topic])
+        assert topic not in admin.list_topics()
+    finally:
+        admin.close()
