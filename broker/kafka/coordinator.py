@@ -262,11 +262,15 @@ class Coordinator:
     # --- session expiry ----------------------------------------------------------------
 
     def expire(self, now: float) -> None:
+        """Drop members whose session ran out, and groups left with nobody (what a group
+        consumed is in its cursors, not here)."""
         for group in list(self.groups.values()):
             for member_id, member in list(group.members.items()):
                 waiting = member.joining is not None and not member.joining.done()
                 if not waiting and now - member.last_seen > member.session_timeout:
                     self._remove(group, member_id)
+            if group.state == EMPTY and not group.members and not group.pending:
+                del self.groups[group.name]
 
     async def expire_forever(self) -> None:
         while True:

@@ -16,12 +16,23 @@ from broker.kafka import errors
 from broker.kafka.coordinator import DEAD, EMPTY, Coordinator
 from broker.kafka.protocol import Request, field_of
 from broker.kafka.session import NO_OPERATIONS, NODE_ID, Session
-from broker.kafka.topics import known_topics
+from broker.kafka.topics import known_topics, legal_topic
 from core.errors import QueenError
 from core.kafka.service import partition_index
+from core.names import check_name
 
 COORDINATOR = Coordinator()  # the process's groups (the event loop is its only user)
 _GROUP_KEY = 0
+MAX_REBALANCE_SECONDS = 300.0
+
+
+def legal_group(name: str | None) -> bool:
+    """A group id is one of our consumer-group names (core/names.py's rule)."""
+    try:
+        check_name(name)
+    except (ValueError, TypeError):
+        return False
+    return True
 
 
 def _seconds(value: Any) -> float:
@@ -30,6 +41,10 @@ def _seconds(value: Any) -> float:
 
 async def find_coordinator(session: Session, request: Request) -> dict[str, Any]:
     key_type = field_of(request.body, "key_type", _GROUP_KEY)
+    if key_type == _GROUP_KEY and not legal_group(request.body.key):
+        return {"throttle_time": 0, "error_code": errors.INVALID_GROUP_ID,
+                "error_message": "not a legal group name", "node_id": -1, "host": "",
+                "port": -1}
     if key_type != _GROUP_KEY:  # transactions have no coordinator here
         return {"throttle_time": 0, "error_code": errors.COORDINATOR_NOT_AVAILABLE,
                 "error_message": "transactions are not supported", "node_id": -1,
@@ -40,6 +55,9 @@ async def find_coordinator(session: Session, request: Request) -> dict[str, Any]
 
 async def join_group(session: Session, request: Request) -> dict[str, Any]:
     body = request.body
+    if not legal_group(body.group_id):
+        return {"throttle_time": 0, "error_code": errors.INVALID_GROUP_ID, "generation_id": -1,
+                "member_id": body.member_id, "leader": "", "members": []}
     if field_of(body, "group_instance_id") is not None:
         return {"throttle_time": 0, "error_code": errors.INVALID_REQUEST, "generation_id": -1,
                 "member_id": body.member_id, "leader": "", "members": []}
@@ -47,7 +65,9 @@ async def join_group(session: Session, request: Request) -> dict[str, Any]:
         return {"throttle_time": 0, "error_code": errors.GROUP_AUTHORIZATION_FAILED,
                 "generation_id": -1, "member_id": body.member_id, "leader": "", "members": []}
     session_timeout = _seconds(body.session_timeout)
-    rebalance = _seconds(field_of(body, "rebalance_timeout", body.session_timeout))
+    # A rebalance waits at most this for members to rejoin, whatever one member asks.
+    rebalance = min(_seconds(field_of(body, "rebalance_timeout", body.session_timeout)),
+                    MAX_REBALANCE_SECONDS)
     if not 1 <= session_timeout <= 3600:
         return {"throttle_time": 0, "error_code": errors.INVALID_SESSION_TIMEOUT,
                 "generation_id": -1, "member_id": body.member_id, "leader": "", "members": []}
@@ -98,7 +118,8 @@ async def offset_commit(session: Session, request: Request) -> dict[str, Any]:
     body = request.body
     generation = field_of(body, "generation_id_or_member_epoch",
                           field_of(body, "generation_id", -1))
-    code = COORDINATOR.validate_commit(body.group_id, body.member_id, generation)
+    code = (COORDINATOR.validate_commit(body.group_id, body.member_id, generation)
+            if legal_group(body.group_id) else errors.INVALID_GROUP_ID)
     if code == errors.NONE and field_of(body, "group_instance_id") is not None:
         code = errors.INVALID_REQUEST
     if code == errors.NONE and not session.may(Access.READ_WRITE):  # as an ack or a seek
@@ -137,6 +158,8 @@ async def offset_fetch(session: Session, request: Request) -> dict[str, Any]:
     if not session.may(Access.READ_ONLY):
         return {"throttle_time": 0, "topics": [],
                 "error_code": errors.GROUP_AUTHORIZATION_FAILED}
+    if not legal_group(body.group_id):
+        return {"throttle_time": 0, "topics": [], "error_code": errors.INVALID_GROUP_ID}
     answers = []
     if body.topics is None:  # every topic the group has positions in
         for queue, positions in sorted((await kafka.all_positions(body.group_id)).items()):
@@ -147,6 +170,11 @@ async def offset_fetch(session: Session, request: Request) -> dict[str, Any]:
                     _fetched(i, o) for i, o in sorted(parts)]})
     else:
         for t in body.topics:
+            if not legal_topic(t.name):
+                answers.append({"name": t.name, "partitions": [
+                    {**_fetched(i, -1), "error_code": errors.UNKNOWN_TOPIC_OR_PARTITION}
+                    for i in t.partition_indexes]})
+                continue
             positions = await kafka.positions(body.group_id, t.name)
             answers.append({"name": t.name, "partitions": [
                 _fetched(i, positions.get(str(i), -1)) for i in t.partition_indexes]})
@@ -162,6 +190,11 @@ async def describe_groups(session: Session, request: Request) -> dict[str, Any]:
     known = set(await session.broker.kafka.group_names())
     described = []
     for name in request.body.groups:
+        if not legal_group(name):
+            described.append({"error_code": errors.INVALID_GROUP_ID, "group_id": name,
+                              "group_state": DEAD, "protocol_type": "", "protocol_data": "",
+                              "members": []})
+            continue
         group = COORDINATOR.groups.get(name)
         if group is None or not group.members:
             described.append({"error_code": errors.NONE, "group_id": name,
@@ -203,6 +236,8 @@ async def delete_groups(session: Session, request: Request) -> dict[str, Any]:
     for name in request.body.groups_names:
         if not session.may(Access.ADMIN):  # as DELETE /consumer-groups/{group}
             code = errors.GROUP_AUTHORIZATION_FAILED
+        elif not legal_group(name):
+            code = errors.INVALID_GROUP_ID
         elif COORDINATOR.has_members(name):
             code = errors.NON_EMPTY_GROUP
         else:

@@ -33,6 +33,8 @@ from kio.serial._introspect import EntityField, EntityTupleField, classify_field
 from kio.serial.errors import SerialError
 from kio.static.primitive import i32Timedelta, i64Timedelta
 
+from broker.kafka import guard
+
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 8, 9, 10
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
@@ -106,8 +108,10 @@ def read_request(data: bytes) -> Request:
     header_type = RequestHeaderV2 if schema.__flexible__ else RequestHeaderV1
     try:
         header, used = entity_reader(header_type)(data, 0)
+        guard.check(schema, data, used)  # before kio reserves memory for what it declares
         body, size = entity_reader(schema)(data, used)
-    except (SerialError, ValueError, UnicodeDecodeError, IndexError, OverflowError) as exc:
+    except (SerialError, ValueError, UnicodeDecodeError, IndexError, OverflowError,
+            KeyError, guard.TooShort) as exc:  # kio raises KeyError for a tagged field it does not know
         raise Unreadable(f"API key {key} v{version} does not decode: {exc}") from None
     if used + size != len(data):
         raise Unreadable(f"API key {key} v{version} has {len(data) - used - size} bytes "
@@ -165,6 +169,8 @@ def build(schema: type[Any], values: Mapping[str, Any]) -> Any:
             kwargs[field.name] = build(kind.type_, {})
         elif getattr(kind, "type_", None) is ErrorCode:
             kwargs[field.name] = ErrorCode.none
+        elif getattr(kind, "type_", None) is bool:
+            kwargs[field.name] = False
         else:
             kwargs[field.name] = get_implicit_default(kind.type_)
     return schema(**kwargs)

@@ -25,7 +25,11 @@ def legal_topic(name: str) -> bool:
 
 
 async def known_topics(session: Session, names: Sequence[str]) -> dict[str, Topic]:
-    found = await session.broker.kafka.topics(sorted(set(names)))
+    """The named topics that exist (a name Kafka cannot have names none)."""
+    legal = sorted({n for n in names if n is not None and legal_topic(n)})
+    if not legal:
+        return {}
+    found = await session.broker.kafka.topics(legal)
     return {t.name: t for t in found}
 
 

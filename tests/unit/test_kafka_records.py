@@ -126,3 +126,31 @@ def test_a_segment_with_a_side_car_reads_everywhere() -> None:
     _, metas = record_meta.split(blob)
     assert metas == [meta, None]
     assert record_meta.split(segments.pack(messages))[1] is None  # an old segment
+
+
+def test_a_request_declaring_a_huge_array_is_refused_before_kio_reads_it() -> None:
+    """kio reserves memory for the count an array declares; a native allocation failure
+    aborts the process (the port's fuzzer found it: 183 GB asked). The guard refuses any
+    count larger than the bytes left, and every well-formed request passes it."""
+    from kio.index import load_request_schema
+
+    from broker.kafka import guard, protocol
+    from broker.kafka.protocol import Unreadable, read_request
+
+    header = struct.pack(">hhih", 3, 1, 1, -1)  # Metadata v1, client id null
+    with pytest.raises(Unreadable, match="elements in"):
+        read_request(header + struct.pack(">i", 2**31 - 1) + b"\x00" * 8)
+    with pytest.raises(Unreadable):
+        read_request(struct.pack(">hhih", 0, 3, 1, -1) + struct.pack(">hhi", -1, 1, 1)
+                     + struct.pack(">i", 1) + struct.pack(">h", 1) + b"t"
+                     + struct.pack(">i", 1) + struct.pack(">i", 0)
+                     + struct.pack(">i", 2**31 - 1))  # records of 2 GiB, 0 bytes there
+    import io
+
+    from kio.serial import entity_writer
+    for key, (low, high) in protocol.SUPPORTED.items():
+        for version in range(low, high + 1):
+            schema = load_request_schema(key, version)
+            out = io.BytesIO()
+            entity_writer(schema)(out, protocol.build(schema, {}))
+            guard.check(schema, out.getvalue(), 0)  # an empty request of each version passes
