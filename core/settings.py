@@ -105,6 +105,10 @@ class Settings:
     kafka_port: int | None = None
     kafka_advertised: str = ""
     kafka_default_partitions: int = 1
+    # Several listeners (hosts) serving one Kafka cluster: each its own node id, one cluster
+    # name; the cluster's group coordinator is elected among them (core/kafka/election.py).
+    kafka_node_id: int = 0
+    kafka_cluster: str = "queen"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -202,6 +206,10 @@ class Settings:
             kafka_default_partitions=read.integer(
                 "QUEEN_KAFKA_DEFAULT_PARTITIONS", cls.kafka_default_partitions, low=1,
                 high=10_000),
+            kafka_node_id=read.integer("QUEEN_KAFKA_NODE_ID", cls.kafka_node_id, low=0,
+                                       high=2**31 - 1),
+            kafka_cluster=read.text("QUEEN_KAFKA_CLUSTER", cls.kafka_cluster).strip()
+            or cls.kafka_cluster,
         )
 
     @property

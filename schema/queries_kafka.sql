@@ -91,3 +91,36 @@ SELECT q.name AS queue, p.name, c.committed
   JOIN queen.log_partitions p ON p.id = c.partition_id
   JOIN queen.queues q ON q.id = p.queue_id
  WHERE c.consumer_group = $1;
+
+-- name: kafka_claim_coordinator
+-- Whether this connection holds (now) the session lock of a Kafka cluster's coordinator:
+-- held until the connection closes, so a listener that dies or loses the server frees it.
+-- $1 cluster name
+SELECT pg_try_advisory_lock(hashtextextended('queen-kafka-coordinator:' || $1, 0));
+
+-- name: kafka_record_coordinator
+-- The lock holder records itself as its cluster's coordinator.
+-- $1 cluster, $2 node id, $3 host, $4 port
+INSERT INTO queen.kafka_coordinators (cluster, node_id, host, port)
+VALUES ($1, $2, $3, $4)
+    ON CONFLICT (cluster) DO UPDATE
+   SET node_id = excluded.node_id, host = excluded.host, port = excluded.port,
+       elected_at = now();
+
+-- name: kafka_coordinator
+-- A cluster's coordinator as last recorded (no row: none elected yet).
+-- $1 cluster
+SELECT node_id, host, port FROM queen.kafka_coordinators WHERE cluster = $1;
+
+-- name: kafka_node_alive
+-- A listener says it is alive; answers the cluster's listeners seen within $5 seconds.
+-- $1 cluster, $2 node id, $3 host, $4 port, $5 seconds
+WITH seen AS (
+    INSERT INTO queen.kafka_nodes (cluster, node_id, host, port)
+    VALUES ($1, $2, $3, $4)
+        ON CONFLICT (cluster, node_id) DO UPDATE
+       SET host = excluded.host, port = excluded.port, seen_at = now())
+SELECT node_id, host, port FROM queen.kafka_nodes
+ WHERE cluster = $1 AND node_id <> $2 AND seen_at > now() - make_interval(secs => $5)
+UNION ALL
+SELECT $2, $3, $4;

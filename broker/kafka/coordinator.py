@@ -252,6 +252,19 @@ class Coordinator:
             return errors.REBALANCE_IN_PROGRESS
         return code
 
+    def reset(self) -> None:
+        """This listener stopped coordinating: every member learns it at its next request
+        (NOT_COORDINATOR), and those waiting now."""
+        for group in self.groups.values():
+            if group.rebalance is not None:
+                group.rebalance.cancel()
+            for member in group.members.values():
+                if member.joining is not None and not member.joining.done():
+                    member.joining.set_result(JoinResult(errors.NOT_COORDINATOR))
+                if member.syncing is not None and not member.syncing.done():
+                    member.syncing.set_result((errors.NOT_COORDINATOR, b""))
+        self.groups.clear()
+
     def has_members(self, name: str) -> bool:
         group = self.groups.get(name)
         return group is not None and bool(group.members)

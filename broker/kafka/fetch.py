@@ -27,6 +27,7 @@ _CODES = {reads.UNKNOWN_TOPIC_OR_PARTITION: errors.UNKNOWN_TOPIC_OR_PARTITION,
 # A long poll is bounded here whatever the client asks: a Fetch holds its connection.
 MAX_WAIT_MS = 30_000
 EARLIEST, LATEST = -2, -1
+_LAST_DATETIME_MS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 
 
 async def fetch(session: Session, request: Request) -> dict[str, Any]:
@@ -117,11 +118,13 @@ async def list_offsets(session: Session, request: Request) -> dict[str, Any]:
                 answer["offset"] = bounds.high_watermark
             elif p.timestamp == EARLIEST:
                 answer["offset"] = bounds.log_start
-            elif p.timestamp >= 0:
+            elif 0 <= p.timestamp <= _LAST_DATETIME_MS:
                 at = datetime.fromtimestamp(p.timestamp / 1000, UTC)
                 found = await kafka.offset_for_time(t.name, name, at)
                 if found is not None:
                     answer.update(offset=found, timestamp=p.timestamp)
+            elif p.timestamp > _LAST_DATETIME_MS:
+                pass  # nothing was appended that late: offset -1, as for any later time
             else:
                 answer["error_code"] = errors.INVALID_REQUEST
         answers.append({"name": t.name, "partitions": parts})

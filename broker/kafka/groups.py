@@ -13,9 +13,10 @@ from typing import Any
 
 from broker.auth.access import Access
 from broker.kafka import errors
+from broker.kafka.cluster import CLUSTER
 from broker.kafka.coordinator import DEAD, EMPTY, Coordinator
 from broker.kafka.protocol import Request, field_of
-from broker.kafka.session import NO_OPERATIONS, NODE_ID, Session
+from broker.kafka.session import NO_OPERATIONS, Session
 from broker.kafka.topics import known_topics, legal_topic
 from core.errors import QueenError
 from core.kafka.service import partition_index
@@ -49,14 +50,21 @@ async def find_coordinator(session: Session, request: Request) -> dict[str, Any]
         return {"throttle_time": 0, "error_code": errors.COORDINATOR_NOT_AVAILABLE,
                 "error_message": "transactions are not supported", "node_id": -1,
                 "host": "", "port": -1}
+    found = CLUSTER.coordinator(session)
+    if found is None:
+        return {"throttle_time": 0, "error_code": errors.COORDINATOR_NOT_AVAILABLE,
+                "error_message": "no coordinator is elected yet", "node_id": -1,
+                "host": "", "port": -1}
+    node_id, host, port = found
     return {"throttle_time": 0, "error_code": errors.NONE, "error_message": None,
-            "node_id": NODE_ID, "host": session.host, "port": session.port}
+            "node_id": node_id, "host": host, "port": port}
 
 
 async def join_group(session: Session, request: Request) -> dict[str, Any]:
     body = request.body
-    if not legal_group(body.group_id):
-        return {"throttle_time": 0, "error_code": errors.INVALID_GROUP_ID, "generation_id": -1,
+    if not legal_group(body.group_id) or not CLUSTER.coordinates():
+        code = errors.NOT_COORDINATOR if legal_group(body.group_id) else errors.INVALID_GROUP_ID
+        return {"throttle_time": 0, "error_code": code, "generation_id": -1,
                 "member_id": body.member_id, "leader": "", "members": []}
     if field_of(body, "group_instance_id") is not None:
         return {"throttle_time": 0, "error_code": errors.INVALID_REQUEST, "generation_id": -1,
@@ -88,6 +96,8 @@ async def sync_group(session: Session, request: Request) -> dict[str, Any]:
     body = request.body
     if field_of(body, "group_instance_id") is not None:
         return {"throttle_time": 0, "error_code": errors.INVALID_REQUEST, "assignment": b""}
+    if not CLUSTER.coordinates():
+        return {"throttle_time": 0, "error_code": errors.NOT_COORDINATOR, "assignment": b""}
     code, assignment = await COORDINATOR.sync(
         body.group_id, member_id=body.member_id, generation=body.generation_id,
         assignments={a.member_id: bytes(a.assignment) for a in body.assignments})
@@ -98,13 +108,16 @@ async def sync_group(session: Session, request: Request) -> dict[str, Any]:
 
 async def heartbeat(session: Session, request: Request) -> dict[str, Any]:
     body = request.body
-    code = COORDINATOR.heartbeat(body.group_id, member_id=body.member_id,
-                                 generation=body.generation_id)
+    code = (COORDINATOR.heartbeat(body.group_id, member_id=body.member_id,
+                                  generation=body.generation_id)
+            if CLUSTER.coordinates() else errors.NOT_COORDINATOR)
     return {"throttle_time": 0, "error_code": code}
 
 
 async def leave_group(session: Session, request: Request) -> dict[str, Any]:
     body = request.body
+    if not CLUSTER.coordinates():
+        return {"throttle_time": 0, "error_code": errors.NOT_COORDINATOR, "members": []}
     single = field_of(body, "member_id")
     if single is not None:
         return {"throttle_time": 0, "error_code": COORDINATOR.leave(body.group_id, single)}
@@ -120,6 +133,8 @@ async def offset_commit(session: Session, request: Request) -> dict[str, Any]:
                           field_of(body, "generation_id", -1))
     code = (COORDINATOR.validate_commit(body.group_id, body.member_id, generation)
             if legal_group(body.group_id) else errors.INVALID_GROUP_ID)
+    if code == errors.NONE and not CLUSTER.coordinates():
+        code = errors.NOT_COORDINATOR
     if code == errors.NONE and field_of(body, "group_instance_id") is not None:
         code = errors.INVALID_REQUEST
     if code == errors.NONE and not session.may(Access.READ_WRITE):  # as an ack or a seek
@@ -190,6 +205,11 @@ async def describe_groups(session: Session, request: Request) -> dict[str, Any]:
     known = set(await session.broker.kafka.group_names())
     described = []
     for name in request.body.groups:
+        if not CLUSTER.coordinates():
+            described.append({"error_code": errors.NOT_COORDINATOR, "group_id": name,
+                              "group_state": "", "protocol_type": "", "protocol_data": "",
+                              "members": []})
+            continue
         if not legal_group(name):
             described.append({"error_code": errors.INVALID_GROUP_ID, "group_id": name,
                               "group_state": DEAD, "protocol_type": "", "protocol_data": "",
@@ -238,6 +258,8 @@ async def delete_groups(session: Session, request: Request) -> dict[str, Any]:
             code = errors.GROUP_AUTHORIZATION_FAILED
         elif not legal_group(name):
             code = errors.INVALID_GROUP_ID
+        elif not CLUSTER.coordinates():
+            code = errors.NOT_COORDINATOR
         elif COORDINATOR.has_members(name):
             code = errors.NON_EMPTY_GROUP
         else:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import signal
 import socket
@@ -19,11 +20,14 @@ import sys
 import uvloop
 
 from broker.auth.gate import Gate
+from broker.kafka.cluster import CLUSTER
 from broker.kafka.groups import COORDINATOR
 from broker.kafka.server import Listener
+from core.kafka.election import Node
 from core.logs import configure_logging
 from core.service import Broker
 from core.settings import Settings, from_env_or_exit
+from core.waiting import within
 
 log = logging.getLogger("queen.kafka")
 _STOP_GRACE = 20.0  # seconds requests in flight get to finish
@@ -55,15 +59,29 @@ async def run(settings: Settings, port: int, stop: asyncio.Event) -> None:
     stop_waiting = asyncio.Event()
     gate = await Gate.start(settings.auth) if settings.auth.enabled else None
     async with Broker.open(settings, migrate=False, stop_waiting=stop_waiting) as broker:
-        listener = Listener(broker, advertised=advertised_address(settings),
+        advertised = advertised_address(settings)
+        listener = Listener(broker, advertised=advertised, node_id=settings.kafka_node_id,
                             max_request_bytes=settings.max_body_bytes, gate=gate)
+        host, bound_port = sock.getsockname()[:2]
+        if advertised is None:
+            advertised = (socket.getfqdn() if host in ("0.0.0.0", "::") else host, bound_port)
+        election = broker.kafka.election(
+            cluster=settings.kafka_cluster, on_lost=COORDINATOR.reset,
+            me=Node(settings.kafka_node_id, advertised[0], advertised[1]))
+        CLUSTER.election = election
+        elect = asyncio.create_task(election.run_forever(), name="coordinator-election")
+        with contextlib.suppress(TimeoutError):  # serve groups from the first request on
+            await within(5.0, election.changed.wait())
         server = await asyncio.start_server(listener.serve, sock=sock)
-        log.info("Kafka listener on %s:%d", *sock.getsockname()[:2])
+        log.info("Kafka listener on %s:%d (node %d of cluster %r)", host, bound_port,
+                 settings.kafka_node_id, settings.kafka_cluster)
         expiry = asyncio.create_task(COORDINATOR.expire_forever(), name="group-sessions")
         try:
             await stop.wait()
         finally:
             expiry.cancel()
+            election.close()
+            elect.cancel()
             server.close()
             stop_waiting.set()
             pending = list(listener.connections)

@@ -37,6 +37,7 @@ _CONTROL = 0x20
 _HEAD = struct.Struct(">qiibIhiqqqhii")
 _AFTER_CRC = 21  # offset of the attributes, where the CRC starts
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 
 
 class BadBatch(Exception):
@@ -141,7 +142,10 @@ def _records(body: bytes, count: int, base_ts: int) -> list[Record]:
                 headers.append((name, header_value))
             if pos != start + length:
                 raise BadBatch("a record's fields do not add up to its length")
-            out.append(Record(offset_delta, base_ts + ts_delta, key, value, tuple(headers)))
+            timestamp = base_ts + ts_delta
+            if not _I64_MIN <= timestamp <= _I64_MAX:
+                raise BadBatch("a record's timestamp is outside 64 bits")
+            out.append(Record(offset_delta, timestamp, key, value, tuple(headers)))
     except IndexError:
         raise BadBatch("a record is truncated") from None
     if pos != len(view):

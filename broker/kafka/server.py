@@ -68,8 +68,9 @@ class Listener:
     """Serves connections for one process's broker."""
 
     def __init__(self, broker: Broker, *, advertised: tuple[str, int] | None,
-                 max_request_bytes: int, gate: Gate | None = None) -> None:
+                 max_request_bytes: int, gate: Gate | None = None, node_id: int = 0) -> None:
         self.broker = broker
+        self.node_id = node_id
         self.advertised = advertised
         self.max_request_bytes = max_request_bytes
         self.gate = gate  # auth on: SASL/PLAIN with our tokens
@@ -83,7 +84,7 @@ class Listener:
         peer = writer.get_extra_info("peername")
         try:
             host, port = self.advertised or writer.get_extra_info("sockname")[:2]
-            session = Session(self.broker, host, port, self.max_request_bytes,
+            session = Session(self.broker, host, port, self.max_request_bytes, self.node_id,
                               peer=str(peer[0]) if peer else "",
                               auth_required=self.gate is not None)
             await self._requests(session, reader, writer)

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from broker.auth.access import Access, Role, grants
 from core.service import Broker
 
-NODE_ID = 0  # every listener presents itself as node 0 of a one-node cluster (docs/kafka.md)
 CLUSTER_ID = "queen-broker"
 # Kafka's "operations not asked for" marker in authorized-operations fields.
 NO_OPERATIONS = -2147483648
@@ -20,6 +19,7 @@ class Session:
     host: str  # advertised host and port
     port: int
     max_request_bytes: int
+    node_id: int = 0  # QUEEN_KAFKA_NODE_ID: this listener's node in its cluster
     peer: str = ""  # the client's address, as DescribeGroups shows it
     auth_required: bool = False  # SASL must succeed before anything but the handshake
     roles: frozenset[Role] | None = None  # None: auth is off

@@ -13,8 +13,9 @@ from typing import Any
 
 from broker.auth.access import Access
 from broker.kafka import errors
+from broker.kafka.cluster import CLUSTER
 from broker.kafka.protocol import Request, field_of
-from broker.kafka.session import CLUSTER_ID, NO_OPERATIONS, NODE_ID, Session
+from broker.kafka.session import CLUSTER_ID, NO_OPERATIONS, Session
 from core.kafka.service import MAX_PARTITIONS, Topic
 
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]{1,249}")
@@ -43,7 +44,7 @@ async def metadata(session: Session, request: Request) -> dict[str, Any]:
     kafka = session.broker.kafka
     if wanted is None:
         topics = [t for t in await kafka.topics() if legal_topic(t.name)]
-        answers = [_topic(t) for t in topics]
+        answers = [_topic(t, session.node_id) for t in topics]
     else:
         found = await known_topics(session, wanted)
         answers = []
@@ -57,19 +58,20 @@ async def metadata(session: Session, request: Request) -> dict[str, Any]:
                         else errors.INVALID_TOPIC_EXCEPTION)
                 answers.append({"error_code": code, "name": name, "partitions": []})
             else:
-                answers.append(_topic(topic))
+                answers.append(_topic(topic, session.node_id))
     return {"throttle_time": 0,
-            "brokers": [{"node_id": NODE_ID, "host": session.host, "port": session.port}],
-            "cluster_id": CLUSTER_ID, "controller_id": NODE_ID, "topics": answers,
+            "brokers": CLUSTER.brokers(session),
+            "cluster_id": CLUSTER_ID, "controller_id": session.node_id, "topics": answers,
             "cluster_authorized_operations": NO_OPERATIONS}
 
 
-def _topic(topic: Topic) -> dict[str, Any]:
+def _topic(topic: Topic, node: int) -> dict[str, Any]:
+    """Every partition led by this node: any listener serves any partition."""
     return {"error_code": errors.NONE, "name": topic.name, "is_internal": False,
             "topic_authorized_operations": NO_OPERATIONS,
             "partitions": [{"error_code": errors.NONE, "partition_index": i,
-                            "leader_id": NODE_ID, "leader_epoch": 0,
-                            "replica_nodes": [NODE_ID], "isr_nodes": [NODE_ID],
+                            "leader_id": node, "leader_epoch": 0,
+                            "replica_nodes": [node], "isr_nodes": [node],
                             "offline_replicas": []} for i in range(topic.partitions)]}
 
 

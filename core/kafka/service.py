@@ -9,13 +9,14 @@ one name are one group.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from core.admin import queues
 from core.engine.listener import WakeupHub
 from core.kafka import reads
+from core.kafka.election import Election, Node
 from core.storage import kafka as sql
 from core.storage.database import Database
 
@@ -104,6 +105,10 @@ class Kafka:
     async def group_names(self) -> list[str]:
         async with self._db.session() as conn:
             return await sql.group_names(conn)
+
+    def election(self, *, cluster: str, me: Node, on_lost: Callable[[], None]) -> Election:
+        """The group coordinator's election for this listener (run its `run_forever`)."""
+        return Election(self._db, cluster=cluster, me=me, on_lost=on_lost)
 
     async def new_producer_id(self) -> int:
         """A producer id no producer had before, on any host, before or after a restart."""

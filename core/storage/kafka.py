@@ -78,3 +78,36 @@ _GROUP_POSITIONS = Statement("kafka_group_positions", PositionRow)
 
 async def group_positions(conn: Conn, *, group: str) -> list[PositionRow]:
     return await _GROUP_POSITIONS.rows(conn, group)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRow:
+    node_id: int
+    host: str
+    port: int
+
+
+_CLAIM_COORDINATOR = Statement[None]("kafka_claim_coordinator")
+_RECORD_COORDINATOR = Statement[None]("kafka_record_coordinator")
+_COORDINATOR = Statement("kafka_coordinator", NodeRow)
+
+
+async def claim_coordinator(conn: Conn, *, cluster: str) -> bool:
+    return bool(await _CLAIM_COORDINATOR.value(conn, cluster))
+
+
+async def record_coordinator(conn: Conn, *, cluster: str, node: NodeRow) -> None:
+    await _RECORD_COORDINATOR.run(conn, cluster, node.node_id, node.host, node.port)
+
+
+async def coordinator(conn: Conn, *, cluster: str) -> NodeRow | None:
+    return await _COORDINATOR.one(conn, cluster)
+
+
+_NODE_ALIVE = Statement("kafka_node_alive", NodeRow)
+
+
+async def node_alive(conn: Conn, *, cluster: str, node: NodeRow,
+                     within_seconds: float) -> list[NodeRow]:
+    return await _NODE_ALIVE.rows(conn, cluster, node.node_id, node.host, node.port,
+                                  within_seconds)

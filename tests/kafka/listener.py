@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import time
+import uuid
 from pathlib import Path
 from typing import Self
 
@@ -23,7 +24,10 @@ class KafkaListener:
         self.log_path = log_path
         self.env = {**os.environ, "DATABASE_URL": database_url, "HOST": "127.0.0.1",
                     "QUEEN_KAFKA_PORT": str(self.port), "LOG_LEVEL": "warning",
-                    "FILE_BUFFER_DIR": TEST_SPOOL_DIR, **(env or {})}
+                    "FILE_BUFFER_DIR": TEST_SPOOL_DIR,
+                    # A cluster of its own (its own group coordinator) unless a test joins
+                    # listeners into one.
+                    "QUEEN_KAFKA_CLUSTER": f"test-{uuid.uuid4().hex[:8]}", **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 30.0) -> Self:

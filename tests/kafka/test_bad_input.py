@@ -3,7 +3,6 @@ code), writes nothing, and the listener serves on."""
 
 from __future__ import annotations
 
-import asyncio
 import struct
 import uuid
 
@@ -12,33 +11,7 @@ from aiokafka import AIOKafkaProducer
 
 from broker.kafka.records import OutRecord, encode_batch
 from tests.kafka.listener import KafkaListener
-
-
-def request(key: int, version: int, body: bytes, *, correlation: int = 7,
-            flexible: bool = False) -> bytes:
-    header = struct.pack(">hhih", key, version, correlation, 4) + b"test"
-    if flexible:
-        header += b"\x00"
-    payload = header + body
-    return struct.pack(">i", len(payload)) + payload
-
-
-async def exchange(kafka: KafkaListener, data: bytes, *, timeout: float = 5) -> bytes:
-    """Send bytes; answer everything read until the listener closes (or `timeout`)."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", kafka.port)
-    try:
-        writer.write(data)
-        await writer.drain()
-        out = b""
-        try:
-            async with asyncio.timeout(timeout):
-                while chunk := await reader.read(65536):
-                    out += chunk
-        except TimeoutError:
-            out += b"<open>"
-        return out
-    finally:
-        writer.close()
+from tests.kafka.wire import exchange, one_answer, produce_v3, request
 
 
 async def still_serves(kafka: KafkaListener) -> None:
@@ -65,27 +38,20 @@ async def test_garbage_oversize_truncated_and_unknown_requests_close(
         "short header": struct.pack(">i", 3) + b"\x00\x12\x00",
     }
     for name, data in cases.items():
-        answer = await exchange(kafka, data)
+        answer = await exchange(kafka.port, data)
         assert answer == b"", (name, answer)
     await still_serves(kafka)
 
 
 async def test_api_versions_of_an_unknown_version_answers_our_table(
         kafka: KafkaListener) -> None:
-    answer = await exchange(kafka, request(18, 99, b"", flexible=True), timeout=1)
+    answer = await exchange(kafka.port, request(18, 99, b"", flexible=True), timeout=1)
     assert answer.endswith(b"<open>")
     _, correlation, code = struct.unpack_from(">iih", answer)
     assert (correlation, code) == (7, 35)  # UNSUPPORTED_VERSION, in a v0 body
     (count,) = struct.unpack_from(">i", answer, 10)
     keys = [struct.unpack_from(">hhh", answer, 14 + 6 * i) for i in range(count)]
     assert (18, 0, 3) in keys
-
-
-def _produce_v3(topic: str, records: bytes) -> bytes:
-    body = (struct.pack(">h", -1) + struct.pack(">hi", -1, 5000) + struct.pack(">i", 1)
-            + struct.pack(">h", len(topic)) + topic.encode() + struct.pack(">i", 1)
-            + struct.pack(">i", 0) + struct.pack(">i", len(records)) + records)
-    return request(0, 3, body)
 
 
 async def test_a_hostile_batch_is_refused_and_writes_nothing(kafka: KafkaListener) -> None:
@@ -103,7 +69,7 @@ async def test_a_hostile_batch_is_refused_and_writes_nothing(kafka: KafkaListene
     tail = struct.pack(">hiqqqhii", *fields) + good[61:]
     lying = struct.pack(">qiibI", 0, len(tail) + 9, 0, 2, crc32c.crc32c(tail)) + tail
     for records in (bad_crc, lying, good + good[:20]):
-        answer = await exchange(kafka, _produce_v3(topic, records), timeout=2)
+        answer = await exchange(kafka.port, produce_v3(topic, records), timeout=2)
         # correlation, topics=1, name, partitions=1, index 0, error code
         code_at = 4 + 4 + 4 + 2 + len(topic) + 4 + 4
         (code,) = struct.unpack_from(">h", answer, code_at)
@@ -118,3 +84,24 @@ async def test_a_hostile_batch_is_refused_and_writes_nothing(kafka: KafkaListene
     finally:
         await consumer.stop()
     await still_serves(kafka)
+
+
+async def test_a_time_beyond_the_calendar_lists_no_offset(kafka: KafkaListener) -> None:
+    """ListOffsets for a timestamp past year 9999 answers offset -1 (the fuzzer found it
+    closing the connection on an error)."""
+    topic = f"late-{uuid.uuid4().hex[:8]}"
+    await still_serves_topic(kafka, topic)
+    body = (struct.pack(">i", -1) + struct.pack(">i", 1) + struct.pack(">h", len(topic))
+            + topic.encode() + struct.pack(">i", 1) + struct.pack(">iq", 0, 2**62))
+    answer = await one_answer(kafka.port, request(2, 1, body))
+    at = 4 + 4 + 4 + 2 + len(topic) + 4
+    assert struct.unpack_from(">ihqq", answer, at) == (0, 0, -1, -1)
+
+
+async def still_serves_topic(kafka: KafkaListener, topic: str) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, b"x")
+    finally:
+        await producer.stop()
