@@ -42,7 +42,7 @@ async def fetch(session: Session, request: Request) -> dict[str, Any]:
                      "error_code": errors.TOPIC_AUTHORIZATION_FAILED} for p in t.partitions]}
                     for t in body.topics]}
     topics = await known_topics(session, [t.topic for t in body.topics])
-    entries: list[reads.ReadEntry] = []
+    entries: list[reads.FetchEntry] = []
     slots: list[tuple[str, int, int | None]] = []  # topic, partition, index into entries
     for t in body.topics:
         topic = topics.get(t.topic)
@@ -51,7 +51,7 @@ async def fetch(session: Session, request: Request) -> dict[str, Any]:
                 slots.append((t.topic, p.partition, None))
                 continue
             slots.append((t.topic, p.partition, len(entries)))
-            entries.append(reads.ReadEntry(t.topic, str(p.partition), p.fetch_offset,
+            entries.append(reads.FetchEntry(t.topic, str(p.partition), p.fetch_offset,
                                            max(0, p.partition_max_bytes)))
     results = await session.broker.kafka.read(
         entries, max_bytes=max(0, body.max_bytes if body.max_bytes > 0 else 2**31 - 1),
@@ -78,11 +78,11 @@ async def fetch(session: Session, request: Request) -> dict[str, Any]:
                           for name, parts in by_topic.items()]}
 
 
-def _batch(stored: list[reads.StoredRecord]) -> bytes:
+def _batch(stored: list[reads.Record]) -> bytes:
     return encode_batch([_record(r) for r in stored])
 
 
-def _record(r: reads.StoredRecord) -> OutRecord:
+def _record(r: reads.Record) -> OutRecord:
     value = record_meta.kafka_value(r.payload, r.meta)
     if r.meta is None:
         return OutRecord(r.offset, _millis(r.created_at), None, value)

@@ -70,15 +70,15 @@ class Kafka:
         async with self._db.session() as conn:
             return await sql.declare(conn, queue=name, partitions=partitions)
 
-    async def read(self, entries: Sequence[reads.ReadEntry], *, max_bytes: int,
-                   min_bytes: int, max_wait_ms: int) -> list[reads.PartitionRead]:
+    async def read(self, entries: Sequence[reads.FetchEntry], *, max_bytes: int,
+                   min_bytes: int, max_wait_ms: int) -> list[reads.FetchResult]:
         return await reads.read(self._db, self._hub, self._stop_waiting, entries,
                                 max_bytes=max_bytes, min_bytes=min_bytes,
                                 max_wait_ms=max_wait_ms)
 
-    async def bounds(self, queue: str, partition: str) -> reads.PartitionRead:
+    async def bounds(self, queue: str, partition: str) -> reads.FetchResult:
         """The partition's log start and high watermark (no records)."""
-        return await reads.read_partition(self._db, reads.ReadEntry(queue, partition, 0, 0))
+        return await reads.read_partition(self._db, reads.FetchEntry(queue, partition, 0, 0))
 
     async def offset_for_time(self, queue: str, partition: str, at: datetime) -> int | None:
         """The first offset appended at or after `at` (None: nothing is that recent)."""
