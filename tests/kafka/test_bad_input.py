@@ -14,12 +14,13 @@ from tests.kafka.listener import KafkaListener
 from tests.kafka.wire import exchange, one_answer, produce_v3, request
 
 
-async def still_serves(kafka: KafkaListener) -> None:
+async def still_serves(kafka: KafkaListener, topic: str | None = None) -> None:
+    """A real client produces (to a new topic unless one is named)."""
     producer = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap)
     await producer.start()
     try:
-        meta = await producer.send_and_wait(f"alive-{uuid.uuid4().hex[:8]}", b"ok")
-        assert meta.offset == 0
+        meta = await producer.send_and_wait(topic or f"alive-{uuid.uuid4().hex[:8]}", b"ok")
+        assert topic is not None or meta.offset == 0
     finally:
         await producer.stop()
     assert kafka.alive()
@@ -56,12 +57,7 @@ async def test_api_versions_of_an_unknown_version_answers_our_table(
 
 async def test_a_hostile_batch_is_refused_and_writes_nothing(kafka: KafkaListener) -> None:
     topic = f"hostile-{uuid.uuid4().hex[:8]}"
-    producer = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap)
-    await producer.start()
-    try:
-        await producer.send_and_wait(topic, b"before")
-    finally:
-        await producer.stop()
+    await still_serves(kafka, topic)  # one record before
     good = encode_batch([OutRecord(0, 0, None, b"a"), OutRecord(1, 0, None, b"b")])
     bad_crc = good[:-1] + bytes([good[-1] ^ 0xFF])
     fields = list(struct.unpack(">hiqqqhii", good[21:61]))
@@ -90,18 +86,10 @@ async def test_a_time_beyond_the_calendar_lists_no_offset(kafka: KafkaListener) 
     """ListOffsets for a timestamp past year 9999 answers offset -1 (the fuzzer found it
     closing the connection on an error)."""
     topic = f"late-{uuid.uuid4().hex[:8]}"
-    await still_serves_topic(kafka, topic)
+    await still_serves(kafka, topic)
     body = (struct.pack(">i", -1) + struct.pack(">i", 1) + struct.pack(">h", len(topic))
             + topic.encode() + struct.pack(">i", 1) + struct.pack(">iq", 0, 2**62))
     answer = await one_answer(kafka.port, request(2, 1, body))
     at = 4 + 4 + 4 + 2 + len(topic) + 4
     assert struct.unpack_from(">ihqq", answer, at) == (0, 0, -1, -1)
 
-
-async def still_serves_topic(kafka: KafkaListener, topic: str) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap)
-    await producer.start()
-    try:
-        await producer.send_and_wait(topic, b"x")
-    finally:
-        await producer.stop()

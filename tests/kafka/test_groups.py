@@ -42,6 +42,18 @@ async def _produce(bootstrap: str, topic: str, per_partition: int, partitions: i
         await producer.stop()
 
 
+async def _committed_at(kafka: KafkaListener, group: str, topic: str,
+                        offset: int) -> AIOKafkaConsumer:
+    """A started consumer of `group` that committed `offset` on partition 0 (stop it)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id=group,
+                                enable_auto_commit=False)
+    await consumer.start()
+    tp = TopicPartition(topic, 0)
+    consumer.assign([tp])
+    await consumer.commit({tp: offset})
+    return consumer
+
+
 def _member(bootstrap: str, topic: str, group: str) -> AIOKafkaConsumer:
     return AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
                             auto_offset_reset="earliest", enable_auto_commit=False,
@@ -120,13 +132,9 @@ async def test_committed_offsets_are_queen_cursors(kafka: KafkaListener, http: h
     group then starts at n; and OffsetFetch reads what Queen acks moved."""
     topic, group = _name("gq"), _name("shared")
     await _produce(kafka.bootstrap, topic, 6, 1)
-    consumer = AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id=group,
-                                enable_auto_commit=False)
-    await consumer.start()
+    consumer = await _committed_at(kafka, group, topic, 4)
+    tp = TopicPartition(topic, 0)
     try:
-        tp = TopicPartition(topic, 0)
-        consumer.assign([tp])
-        await consumer.commit({tp: 4})
         row = await cursor_row(db, topic, group, "0")
         assert row is not None and row["committed"] == 3
         popped = await pop_json(http, topic, consumerGroup=group, batch=10, autoAck=True)
@@ -140,15 +148,8 @@ async def test_committed_offsets_are_queen_cursors(kafka: KafkaListener, http: h
 async def test_list_describe_and_delete_groups(kafka: KafkaListener) -> None:
     topic, group = _name("gl"), _name("listed")
     await _produce(kafka.bootstrap, topic, 1, 1)
-    consumer = AIOKafkaConsumer(bootstrap_servers=kafka.bootstrap, group_id=group,
-                                enable_auto_commit=False)
-    await consumer.start()
-    try:
-        tp = TopicPartition(topic, 0)
-        consumer.assign([tp])
-        await consumer.commit({tp: 1})
-    finally:
-        await consumer.stop()
+    consumer = await _committed_at(kafka, group, topic, 1)
+    await consumer.stop()
     admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap)
     await admin.start()
     try:
