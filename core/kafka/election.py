@@ -92,7 +92,8 @@ class Election:
 
     def _step_down(self) -> None:
         if self.holding:
-            log.warning("this listener no longer coordinates Kafka cluster %r", self.cluster)
+            level = logging.INFO if self._stopping.is_set() else logging.WARNING
+            log.log(level, "this listener no longer coordinates Kafka cluster %r", self.cluster)
             self.holding = False
             with contextlib.suppress(Exception):
                 self._on_lost()
