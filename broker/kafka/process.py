@@ -58,7 +58,9 @@ async def run(settings: Settings, port: int, stop: asyncio.Event) -> None:
     sock = bind(settings, port)
     stop_waiting = asyncio.Event()
     gate = await Gate.start(settings.auth) if settings.auth.enabled else None
-    async with Broker.open(settings, migrate=False, stop_waiting=stop_waiting) as broker:
+    # Like a web worker: wait for the database (a Procfile starts every line at once) and
+    # apply any migration not yet applied (under the migrations' lock: harmless twice).
+    async with Broker.open(settings, stop_waiting=stop_waiting) as broker:
         advertised = advertised_address(settings)
         listener = Listener(broker, advertised=advertised, node_id=settings.kafka_node_id,
                             max_request_bytes=settings.max_body_bytes, gate=gate)
