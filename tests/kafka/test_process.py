@@ -63,3 +63,21 @@ async def test_serve_without_a_kafka_port_runs_no_listener(database_url: str,
                                                            tmp_path: Path) -> None:
     with Served(tmp_path / "serve.log", workers=1, env={"DATABASE_URL": database_url}) as s:
         assert s.children("web") and not s.children("kafka")
+
+
+async def test_a_listener_that_keeps_dying_never_stops_the_broker(database_url: str,
+                                                                  tmp_path: Path) -> None:
+    """Its port taken: the listener dies at each start, past the restart limit that stops
+    the broker for an essential process; the HTTP side serves on."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        served = Served(tmp_path / "serve.log", workers=1, env={
+            "DATABASE_URL": database_url, "SUPERVISOR_MAX_RESTARTS": "1"})
+        served.argv = [*served.argv, "--kafka-port", str(port)]
+        with served:
+            await eventually(lambda: "kafka listener keeps dying" in served.log(), timeout=60)
+            async with httpx.AsyncClient(base_url=served.url, timeout=5) as http:
+                assert (await http.get("/health")).status_code == 200
+            assert served.proc is not None and served.proc.poll() is None
