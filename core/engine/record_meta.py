@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import struct
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -45,6 +46,7 @@ _I32 = struct.Struct("<i")
 _STRING_DECODER = msgspec.json.Decoder(str)
 
 Header = tuple[bytes, bytes | None]
+_local = threading.local()
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +118,7 @@ def encode(metas: Sequence[RecordMeta | None]) -> bytes:
 def split(blob: bytes) -> tuple[bytes, list[RecordMeta | None] | None]:
     """A stored (opened) segment blob's decompressed frames and its side-car's entries
     (None when it has none)."""
-    reader = zstandard.ZstdDecompressor().decompressobj()
+    reader = _decompressor().decompressobj()
     try:
         raw = reader.decompress(blob)
     except zstandard.ZstdError as exc:
@@ -128,6 +130,15 @@ def split(blob: bytes) -> tuple[bytes, list[RecordMeta | None] | None]:
     if magic != SKIPPABLE_MAGIC:
         return raw, None
     return raw, decode(rest[_SKIP_HEAD.size:_SKIP_HEAD.size + size])
+
+
+def _decompressor() -> zstandard.ZstdDecompressor:
+    # One per thread, as core/engine/segments.py keeps its own (contexts are not
+    # thread-safe, and making one per segment read costs more than the read).
+    d = getattr(_local, "d", None)
+    if d is None:
+        d = _local.d = zstandard.ZstdDecompressor()
+    return d
 
 
 def decode(body: bytes) -> list[RecordMeta | None]:
