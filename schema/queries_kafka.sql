@@ -24,9 +24,9 @@ RETURNING queue_id;
 -- name: kafka_offset_for_time
 -- The first offset of a partition appended at or after $3 (segments carry one created_at for
 -- all their messages, so the first such segment's base offset is exact), never below the
--- log start; no row when nothing is that recent.
+-- log start, with that segment's append time; no row when nothing is that recent.
 -- $1 queue name, $2 partition name, $3 timestamp
-SELECT greatest(s.base_offset, p.log_start)
+SELECT greatest(s.base_offset, p.log_start) AS offset, s.created_at
   FROM queen.queues q
   JOIN queen.log_partitions p ON p.queue_id = q.id AND p.name = $2
   JOIN queen.log_segments s ON s.partition_id = p.id

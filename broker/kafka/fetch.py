@@ -121,8 +121,8 @@ async def list_offsets(session: Session, request: Request) -> dict[str, Any]:
             elif 0 <= p.timestamp <= _LAST_DATETIME_MS:
                 at = datetime.fromtimestamp(p.timestamp / 1000, UTC)
                 found = await kafka.offset_for_time(t.name, name, at)
-                if found is not None:
-                    answer.update(offset=found, timestamp=p.timestamp)
+                if found is not None:  # the offset, and when it was appended
+                    answer.update(offset=found[0], timestamp=_millis(found[1]))
             elif p.timestamp > _LAST_DATETIME_MS:
                 pass  # nothing was appended that late: offset -1, as for any later time
             else:

@@ -80,10 +80,13 @@ class Kafka:
         """The partition's log start and high watermark (no records)."""
         return await reads.read_partition(self._db, reads.FetchEntry(queue, partition, 0, 0))
 
-    async def offset_for_time(self, queue: str, partition: str, at: datetime) -> int | None:
-        """The first offset appended at or after `at` (None: nothing is that recent)."""
+    async def offset_for_time(self, queue: str, partition: str,
+                              at: datetime) -> tuple[int, datetime] | None:
+        """The first offset appended at or after `at`, with its append time (None: nothing
+        is that recent)."""
         async with self._db.session() as conn:
-            return await sql.offset_for_time(conn, queue=queue, partition=partition, at=at)
+            row = await sql.offset_for_time(conn, queue=queue, partition=partition, at=at)
+        return None if row is None else (row.offset, row.created_at)
 
     async def commit(self, group: str, queue: str, offsets: Mapping[str, int]) -> set[str]:
         """Set the group's position on partitions (the next offset it reads): its cursors

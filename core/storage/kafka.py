@@ -24,7 +24,13 @@ class CommittedRow:
 
 _TOPICS = Statement("kafka_topics", TopicRow)
 _DECLARE = Statement[None]("kafka_declare")
-_OFFSET_FOR_TIME = Statement[None]("kafka_offset_for_time")
+@dataclass(frozen=True, slots=True)
+class OffsetAtRow:
+    offset: int
+    created_at: datetime
+
+
+_OFFSET_FOR_TIME = Statement("kafka_offset_for_time", OffsetAtRow)
 _COMMIT = Statement[None]("kafka_commit")
 _COMMITTED = Statement("kafka_committed", CommittedRow)
 _GROUP_NAMES = Statement[None]("kafka_group_names")
@@ -40,9 +46,8 @@ async def declare(conn: Conn, *, queue: str, partitions: int) -> bool:
 
 
 async def offset_for_time(conn: Conn, *, queue: str, partition: str,
-                          at: datetime) -> int | None:
-    value = await _OFFSET_FOR_TIME.value(conn, queue, partition, at)
-    return None if value is None else int(value)
+                          at: datetime) -> OffsetAtRow | None:
+    return await _OFFSET_FOR_TIME.one(conn, queue, partition, at)
 
 
 async def commit(conn: Conn, *, group: str, queue: str, partitions: Sequence[str],

@@ -73,6 +73,7 @@ def test_list_offsets_by_position_and_time(kafka: KafkaListener) -> None:
         assert consumer.end_offsets([tp]) == {tp: 3}
         found = consumer.offsets_for_times({tp: middle})
         assert found[tp] is not None and found[tp].offset == 1
+        assert middle <= found[tp].timestamp < middle + 60_000  # its append time
         assert consumer.offsets_for_times({tp: int(time.time() * 1000) + 60_000})[tp] is None
     finally:
         consumer.close()
