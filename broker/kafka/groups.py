@@ -46,8 +46,8 @@ async def find_coordinator(session: Session, request: Request) -> dict[str, Any]
         return {"throttle_time": 0, "error_code": errors.INVALID_GROUP_ID,
                 "error_message": "not a legal group name", "node_id": -1, "host": "",
                 "port": -1}
-    if key_type != _GROUP_KEY:  # transactions have no coordinator here
-        return {"throttle_time": 0, "error_code": errors.COORDINATOR_NOT_AVAILABLE,
+    if key_type != _GROUP_KEY:  # transactions: refused with the error clients take as fatal
+        return {"throttle_time": 0, "error_code": errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                 "error_message": "transactions are not supported", "node_id": -1,
                 "host": "", "port": -1}
     found = CLUSTER.coordinator(session)

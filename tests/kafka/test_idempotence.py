@@ -4,10 +4,12 @@ too, and on another listener process (another host) of the same database."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 import uuid
 from pathlib import Path
 
+import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from tests.kafka.listener import KafkaListener
@@ -73,3 +75,18 @@ async def test_an_idempotent_client_produces_in_order(kafka: KafkaListener) -> N
     finally:
         await producer.stop()
     assert offsets == list(range(10))
+
+
+async def test_a_transactional_producer_fails_fast(kafka: KafkaListener) -> None:
+    """Transactions are not offered: the refusal is one clients treat as fatal, so a
+    transactional producer fails at once rather than retrying forever."""
+    from aiokafka.errors import KafkaError
+
+    producer = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap,
+                                transactional_id=f"tx-{uuid.uuid4().hex[:8]}")
+    try:
+        async with asyncio.timeout(20):
+            with pytest.raises(KafkaError):
+                await producer.start()
+    finally:
+        await producer.stop()
