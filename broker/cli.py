@@ -83,6 +83,8 @@ def _listen(command: F) -> F:
 @main.command()
 @_listen
 @_data_dir
+@click.option("--kafka-port", type=click.IntRange(0, 65535),
+              help="also serve Kafka clients on this port (env QUEEN_KAFKA_PORT; default off)")
 def serve(**options: Any) -> None:
     """Run the whole broker in the foreground, restarting any of its processes that dies."""
     from broker.supervisor import serve as run
@@ -132,7 +134,7 @@ def _settings(options: dict[str, Any]) -> Settings:
     from core.settings import from_env_or_exit
 
     for name, env in (("host", "QUEEN_HOST"), ("port", "PORT"), ("workers", "WORKERS"),
-                      ("data_dir", "QUEEN_DATA_DIR")):
+                      ("data_dir", "QUEEN_DATA_DIR"), ("kafka_port", "QUEEN_KAFKA_PORT")):
         value = options.get(name)
         if value is not None:
             os.environ[env] = str(value)

@@ -27,6 +27,7 @@ from tests.support import (
     ROOT,
     create_database,
     fetch_records,
+    free_port,
     server_data_dir,
     wait_for,
 )
@@ -301,6 +302,7 @@ async def test_the_procfile_runs_the_broker_under_honcho(tmp_path: Path) -> None
         honcho = Served(tmp_path / "honcho.log", argv=[PYTHON, "-m", "honcho", "start"],
                         env={**env, "QUEEN_DATA_DIR": str(data)})
         honcho.env["QUEEN_PORT"] = str(honcho.port)  # honcho gives each process its own PORT
+        honcho.env["QUEEN_KAFKA_PORT"] = str(free_port())  # the `kafka` line's listener
         with honcho:
             async with fresh_connections(honcho.url, timeout=10) as client:
                 r = await _push(client, "procfile-q", "t0")
@@ -316,3 +318,4 @@ async def test_the_procfile_runs_the_broker_under_honcho(tmp_path: Path) -> None
         await eventually(lambda: all(gone(pid, zombie_ok=True) for pid in tree), timeout=30)
     log = honcho.log()
     assert "web.1" in log and "reaper.1" in log and "postgres.1" in log
+    assert "kafka.1" in log and "Kafka listener on" in log
