@@ -156,6 +156,18 @@ VARIABLES: Catalogue = {
                               "expiry, ttl, idle queues); one web worker of the deployment "
                               "runs it.",
     },
+    "Kafka listener": {
+        "QUEEN_KAFKA_PORT": "Port of the Kafka wire-protocol listener (`serve --kafka-port`); "
+                            "unset or `0`: no listener (see Kafka clients).",
+        "QUEEN_KAFKA_ADVERTISED": "`host:port` Kafka clients are told to connect to; empty: "
+                                  "the address each connection reached.",
+        "QUEEN_KAFKA_DEFAULT_PARTITIONS": "Partition count of a topic created without one, "
+                                          "or of a queue that declares none.",
+        "QUEEN_KAFKA_NODE_ID": "This listener's node id (a different one on each host of one "
+                               "Kafka cluster).",
+        "QUEEN_KAFKA_CLUSTER": "The name of the Kafka cluster the listener belongs to (its "
+                               "hosts elect one group coordinator).",
+    },
     "Authentication": {
         "JWT_ENABLED": Described(
             "`true` turns authentication on: every request outside `JWT_SKIP_PATHS` needs a "
