@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
@@ -197,7 +198,9 @@ def confirm(yes: bool, question: str) -> None:
     """Ask on a terminal; without one, refuse unless --yes was given (a script must say so)."""
     if yes:
         return
-    if not click.get_text_stream("stdin").isatty():
+    # sys.stdin, not click.get_text_stream (deprecated in click 8.5, an error under
+    # `filterwarnings = error`); None when the process was started without a stdin.
+    if sys.stdin is None or not sys.stdin.isatty():
         raise CtlError(f"{question.rstrip('?')}: refused without --yes (no terminal to ask "
                        "on)", USAGE)
     if not click.confirm(question, default=False):
