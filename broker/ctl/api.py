@@ -31,7 +31,9 @@ class CtlError(click.ClickException):
 
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)
-        self.exit_code = exit_code
+        # click (8.5) declares exit_code a class variable; main() reads it from the instance,
+        # so an instance attribute is what classifies this failure.
+        setattr(self, "exit_code", exit_code)  # noqa: B010
 
 
 @dataclasses.dataclass
