@@ -8,7 +8,17 @@ from typing import Any
 import click
 
 from broker.ctl import render
-from broker.ctl.api import FORBIDDEN, USAGE, Api, CtlError, api_options, print_json, segment
+from broker.ctl.api import (
+    FORBIDDEN,
+    USAGE,
+    Api,
+    CtlError,
+    api_options,
+    print_json,
+    queue_not_found,
+    require_queue,
+    segment,
+)
 
 # Queue options `queues create` takes as flags: (flag, wire name, type, help).
 _OPTION_FLAGS: tuple[tuple[str, str, Any, str], ...] = (
@@ -92,7 +102,7 @@ def list_queues(api: Api, search: str | None, limit: int) -> None:
 @api_options
 def show_queue(api: Api, name: str) -> None:
     """A queue's totals, partitions and options."""
-    detail = api.get(f"/api/v1/resources/queues/{segment(name)}")
+    detail = require_queue(api, name)
     if api.as_json:
         print_json(detail)
         return
@@ -185,13 +195,12 @@ def delete_queue(api: Api, name: str, yes: bool) -> None:
     """Delete a queue with its partitions, messages, cursors and dead letters."""
     confirm(yes, f"Delete queue {name!r} and everything it holds?")
     answer = api.delete(f"/api/v1/resources/queues/{segment(name)}")
+    if not answer.get("existed", True):
+        raise queue_not_found(name, "; nothing deleted")
     if api.as_json:
         print_json(answer)
         return
-    if answer.get("existed", True):
-        render.line(f"queue {name} deleted")
-    else:
-        render.line(f"queue {name} did not exist; nothing deleted")
+    render.line(f"queue {name} deleted")
 
 
 def confirm(yes: bool, question: str) -> None:
