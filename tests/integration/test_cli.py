@@ -15,7 +15,7 @@ from click.testing import CliRunner, Result
 
 from broker.cli import main
 from tests.support import PYTHON, ROOT, BrokerProcess, free_port
-from tests.tokens import AUTH_SECRET, Signer
+from tests.tokens import AUTH_ENV, AUTH_SECRET, Signer
 
 SIGNER = Signer(AUTH_SECRET, "HS256")
 
@@ -278,6 +278,35 @@ def test_with_auth_on_the_token_decides(auth_broker: BrokerProcess, queue_name: 
                                         "--url", auth_broker.url, "--token",
                                         SIGNER.token(role="admin")], env={"QUEEN_TOKEN": ""})
     assert flagged.exit_code == 0 and json.loads(flagged.stdout)["deleted"] is True
+
+
+def _minted(role: str, sub: str, **env: str) -> str:
+    """`queen-broker token` with the auth broker's settings (AUTH_ENV) in its environment."""
+    result = CliRunner().invoke(main, ["token", "--role", role, "--sub", sub],
+                                env={**AUTH_ENV, **env})
+    assert result.exit_code == 0, result.output
+    return result.stdout.strip()
+
+
+def test_a_minted_token_is_accepted_at_its_level_and_refused_above(
+        auth_broker: BrokerProcess, queue_name: str) -> None:
+    writer = Cli(auth_broker.url, _minted("read-write", "billing-svc"))
+    assert writer.json("push", queue_name, '{"n": 1}')[0]["status"] == "queued"
+    popped = writer.json("pop", queue_name, "-g", "billing")
+    assert popped["messages"][0]["producerSub"] == "billing-svc" and popped["acks"][0]["success"]
+    assert writer.json("lag", "-q", queue_name)[0]["offsetLag"] == 0
+    above = writer("maintenance")  # ADMIN
+    assert above.exit_code == 5 and "403" in above.stderr
+    reader = Cli(auth_broker.url, _minted("read-only", "dashboard"))
+    assert reader.json("queues", "show", queue_name)["totals"]["total"] == 1
+    denied = reader("push", queue_name, "x")  # WRITE_ONLY
+    assert denied.exit_code == 5 and "403" in denied.stderr
+    admin = Cli(auth_broker.url, _minted("admin", "ops"))
+    assert admin.json("maintenance")["maintenanceMode"] is False
+    # Another secret (of the right length) mints tokens this broker refuses.
+    stranger = Cli(auth_broker.url, _minted("admin", "ops", JWT_SECRET="another-secret-" * 3))
+    refused = stranger("status")
+    assert refused.exit_code == 5 and "401" in refused.stderr
 
 
 def test_the_installed_command_prints_its_version_and_exits_with_the_status(
