@@ -72,8 +72,9 @@ def test_durations() -> None:
 
 
 def run(env: dict[str, str], *args: str) -> tuple[int, str, str]:
-    clean: dict[str, str | None] = {k: None for k in ("JWT_ENABLED", "JWT_SECRET", "JWT_ALGORITHM", "JWT_PUBLIC_KEY",
-                             "JWT_JWKS_URL", "JWT_ISSUER", "JWT_AUDIENCE", "JWT_ROLES_CLAIM")}
+    names = ("JWT_ENABLED", "JWT_SECRET", "JWT_ALGORITHM", "JWT_PUBLIC_KEY", "JWT_JWKS_URL",
+             "JWT_ISSUER", "JWT_AUDIENCE", "JWT_ROLES_CLAIM")
+    clean: dict[str, str | None] = dict.fromkeys(names)
     result = CliRunner().invoke(main, ["token", *args], env={**clean, **env})
     return result.exit_code, result.stdout, result.stderr
 
