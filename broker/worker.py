@@ -73,6 +73,8 @@ def hypercorn_config(settings: Settings) -> Config:
     config = Config()
     config.backlog = BACKLOG
     config.graceful_timeout = drain_seconds(settings)
+    # Also bounds a connection that has not sent (all of) its request yet.
+    config.keep_alive_timeout = settings.keep_alive_timeout_s
     config.accesslog = None
     config.errorlog = logging.getLogger("hypercorn.error")
     return config
