@@ -79,3 +79,35 @@ def test_the_idle_timeout_is_configurable(short_keep_alive: BrokerProcess) -> No
         closed_after = time.monotonic() - idle_from
     # ...after its 7 s, not hypercorn's 5 (30 s only guards against a hang)
     assert closed_after >= 6.5
+
+
+def _head_of(sock: socket.socket) -> bytes:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data.partition(b"\r\n\r\n")[0].lower()
+
+
+def test_an_answer_given_before_the_body_arrived_says_the_connection_closes(
+        broker: BrokerProcess) -> None:
+    """Answered before its body has arrived (the router redirects a trailing slash, 307,
+    without reading it), a request's connection cannot carry another exchange, and the
+    server closes it: the answer must say so (`Connection: close`), or a keep-alive client
+    sends its next request into the closed connection (calling every route once per method
+    on one connection lost 7 to 10 requests in 1,072 that way)."""
+    host, port = broker.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(b"PUT /api/v1/configure/ HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n")
+        head = _head_of(sock)  # the body ({}) never comes
+        assert head.startswith(b"http/1.1 307"), head
+        assert b"\r\nconnection: close" in head, head
+    # Without a body, the same answer keeps the connection for the next request.
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(b"GET /api/v1/configure/ HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        head = _head_of(sock)
+        assert head.startswith(b"http/1.1 307") and b"connection: close" not in head, head
+        assert _answer(sock).startswith(b"HTTP/1.1 200")
