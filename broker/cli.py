@@ -34,6 +34,7 @@ _OPERATOR_COMMANDS = {
     "lag": "broker.ctl.groups:lag", "groups": "broker.ctl.groups:groups",
     "dlq": "broker.ctl.dlq:dlq", "maintenance": "broker.ctl.maintenance:maintenance",
     "push": "broker.ctl.messages:push", "pop": "broker.ctl.messages:pop",
+    "token": "broker.ctl.token:token",
 }
 
 
@@ -59,8 +60,9 @@ def main() -> None:
     """A partitioned message broker on PostgreSQL speaking the Queen MQ HTTP API.
 
     `serve`, `web`, `postgres` and `migrate` run the broker (settings from the
-    environment); the other commands operate a running broker over its HTTP API
-    (--url / QUEEN_URL, --token / QUEEN_TOKEN)."""
+    environment); `token` mints a token from the broker's JWT_SECRET (environment too);
+    the other commands operate a running broker over its HTTP API (--url / QUEEN_URL,
+    --token / QUEEN_TOKEN)."""
 
 
 def _data_dir(command: F) -> F:

@@ -43,6 +43,12 @@ class Settings:
     db_silence_timeout_ms: int = 4000
     max_body_bytes: int = 16 * 1024 * 1024
     max_push_items: int = 10000
+    # How long an idle keep-alive connection stays open (hypercorn's own default is 5 s).
+    # Clearly longer than clients keep idle connections for reuse (httpx, and with it the
+    # official client: 5 s): a server closing at the instant a client reuses the connection
+    # loses that request ("Server disconnected without sending a response"). 75 s, as
+    # reverse proxies commonly keep them; a stopping worker closes idle connections at once.
+    keep_alive_timeout_s: int = 75
     # Coalescer: the most messages one flush writes as one segment, and the most messages a
     # process holds waiting for a flush before pushes are answered 429.
     max_flush_messages: int = 5000
@@ -137,6 +143,8 @@ class Settings:
                 "DB_SILENCE_TIMEOUT_MS", cls.db_silence_timeout_ms, low=0, high=3_600_000),
             max_body_bytes=read.integer("MAX_BODY_BYTES", cls.max_body_bytes, low=1024),
             max_push_items=read.integer("MAX_PUSH_ITEMS", cls.max_push_items, low=1),
+            keep_alive_timeout_s=read.integer(
+                "KEEP_ALIVE_TIMEOUT_SECONDS", cls.keep_alive_timeout_s, low=1, high=3600),
             max_flush_messages=read.integer(
                 "COALESCER_MAX_FLUSH_MESSAGES", cls.max_flush_messages, low=1),
             max_pending_messages=read.integer(
