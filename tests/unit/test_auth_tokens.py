@@ -9,6 +9,7 @@ import json
 import time
 from collections.abc import AsyncIterator, Iterator
 
+import jwt
 import pytest
 
 from broker.auth.access import Access, Role, grants
@@ -53,8 +54,10 @@ async def refusal(gate: Gate, token: str, level: Access = Access.PUBLIC) -> str:
 # --- the 401 reasons ---------------------------------------------------------------------
 
 async def test_a_valid_hs256_token_gives_its_sub_and_roles() -> None:
-    identity = await admit(hs_gate(), Signer(SECRET, "HS256").token("alice", role="admin"))
-    assert identity == type(identity)("alice", frozenset({Role.ADMIN}))  # type: ignore[call-arg]
+    token = Signer(SECRET, "HS256").token("alice", role="admin")
+    identity = await admit(hs_gate(), token)
+    assert (identity.sub, identity.roles) == ("alice", frozenset({Role.ADMIN}))
+    assert identity.expires == jwt.decode(token, options={"verify_signature": False})["exp"]
 
 
 async def test_each_invalid_token_is_refused_naming_its_reason() -> None:
