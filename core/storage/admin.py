@@ -1,5 +1,5 @@
 """Typed calls of the admin statements: consumer groups and resources
-(schema/queries_admin.sql)."""
+(schema/queries/admin.sql)."""
 
 from __future__ import annotations
 
