@@ -2,7 +2,7 @@
 rules (wire-protocol §4.9).
 
 Every option configure accepts is applied (README, protocol notes) or refused: an unknown
-key answers 400 naming it. `maxSize` is enforced at push (schema/081_max_size.sql).
+key answers 400 naming it. `maxSize` is enforced at push (schema/functions/20_append.sql).
 `ttl` and `priority` are labels, stored and echoed.
 
 `QueueOptions` is the only place an option's default is written down. A queue row always

@@ -1,8 +1,8 @@
 """Parked ephemeral pops of one process, by queue and consumer group, and what wakes them.
 
 A push or a redelivery anywhere sends NOTIFY on `CHANNEL` with the queue's name at its
-commit (schema/090_ephemeral.sql); the process's wake-up hub (core/engine/listener.py) LISTENs on
-it and hands the payload here. A commit made by this process also wakes its own waiters at
+commit (schema/functions/80_ephemeral.sql); the process's wake-up hub
+(core/engine/listener.py) LISTENs on it and hands the payload here. A commit made by this process also wakes its own waiters at
 once, before the notification comes back.
 
 A wake-up wakes one waiter per consumer group (every group receives every message; the pops

@@ -28,10 +28,14 @@ SELECT pg_advisory_lock($1);
 SELECT pg_advisory_unlock($1);
 
 -- name: migration_ledger
--- The table recording applied migrations, created on first start.
+-- The tables recording applied migrations and the checksums of the function files applied
+-- (core/storage/migrations.py), created on first start.
 CREATE SCHEMA IF NOT EXISTS queen;
 CREATE TABLE IF NOT EXISTS queen.schema_migrations (
     version integer PRIMARY KEY, name text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now());
+CREATE TABLE IF NOT EXISTS queen.schema_functions (
+    file text PRIMARY KEY, checksum text NOT NULL,
     applied_at timestamptz NOT NULL DEFAULT now());
 
 -- name: migrations_applied
@@ -42,6 +46,20 @@ SELECT version FROM queen.schema_migrations;
 -- Record one applied migration.
 -- $1 version, $2 file name
 INSERT INTO queen.schema_migrations (version, name) VALUES ($1, $2);
+
+-- name: functions_applied
+-- The function files applied, with the SHA-256 of the text applied.
+SELECT file, checksum FROM queen.schema_functions;
+
+-- name: functions_record
+-- Record one applied function file.
+-- $1 file name, $2 SHA-256 of its text
+INSERT INTO queen.schema_functions (file, checksum) VALUES ($1, $2)
+ON CONFLICT (file) DO UPDATE SET checksum = excluded.checksum, applied_at = now();
+
+-- name: functions_forget
+-- Forget every recorded function checksum (a migration ran: all files are applied again).
+DELETE FROM queen.schema_functions;
 
 -- name: notify_wakeups
 -- Wake parked pops in every broker process: one notification per payload (see

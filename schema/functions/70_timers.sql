@@ -1,33 +1,5 @@
--- Version 75: timers (wire-protocol-extensions §16): a message promised now, pushed later.
---
--- One row per pending timer, keyed by (queue, timer_key) in byte order (COLLATE "C": the
--- order §16.2 applies a call's ops in and §16.3 pages in). The row goes when the timer
--- fires (in the fire's transaction), is cancelled, or moves to the DLQ. Nothing refers to
--- queues: a timer may name a queue that does not exist yet (the fire creates it).
-CREATE TABLE queen.timers (
-    queue        text COLLATE "C" NOT NULL,
-    timer_key    text COLLATE "C" NOT NULL,
-    partition    text NOT NULL,
-    deliver_at   timestamptz NOT NULL,   -- not before: now + delayMs at schedule
-    fire_at      timestamptz NOT NULL,   -- when a sweep may take it: deliver_at, or the
-                                         -- end of its backoff after a failed fire
-    txn          text NOT NULL,          -- the fired message's transactionId
-    message_id   uuid NOT NULL,          -- the fired message's id, minted at schedule
-    payload      bytea NOT NULL,         -- the decoded base64 bytes, sealed when `sealed`
-    payload_zstd boolean NOT NULL,       -- the bytes are a zstd frame (decompressed at fire)
-    encrypted    boolean NOT NULL,       -- as peek reports it: the client's flag, or sealed
-    sealed       boolean NOT NULL,       -- the broker sealed it (core/engine/encryption.py)
-    producer_sub text,                   -- the scheduler's JWT sub
-    attempts     integer NOT NULL DEFAULT 0,  -- failed fires since the last schedule
-    last_error   text,
-    created_at   timestamptz NOT NULL,
-    updated_at   timestamptz NOT NULL,
-    PRIMARY KEY (queue, timer_key)
-);
--- The sweep takes the earliest due rows first.
-CREATE INDEX timers_fire_at_idx ON queen.timers (fire_at);
--- The payload is often compressed or sealed already.
-ALTER TABLE queen.timers ALTER COLUMN payload SET STORAGE EXTERNAL;
+-- Timers (wire-protocol-extensions §16; table queen.timers, migration 075): applying a
+-- call's ops, and a timer that failed for good as a dead letter.
 
 -- Apply one call's timer ops (§16.2) in the caller's transaction, in the order given (the
 -- caller sorts them by (queue, timer_key) bytes, so concurrent calls lock rows in one
@@ -39,7 +11,7 @@ ALTER TABLE queen.timers ALTER COLUMN payload SET STORAGE EXTERNAL;
 -- schedule a fresh `scheduled`; so this never answers too_late.
 -- $: p_now, then per op: is_cancel, queue, key, partition, delay_ms, txn, message_id,
 --    payload, payload_zstd, encrypted, sealed; p_sub the scheduler.
-CREATE FUNCTION queen.timers_apply(
+CREATE OR REPLACE FUNCTION queen.timers_apply(
     p_now timestamptz, p_cancel boolean[], p_queue text[], p_key text[], p_partition text[],
     p_delay_ms bigint[], p_txn text[], p_message_id uuid[], p_payload bytea[],
     p_zstd boolean[], p_encrypted boolean[], p_sealed boolean[], p_sub text)
@@ -88,7 +60,7 @@ $$;
 -- A timer that failed for good, as a dead letter of its destination partition (§16.4):
 -- group `__timer__`, offset -1, the message id and txn, the error and attempts, the payload
 -- as the DLQ shows it. The queue and partition are created as a push would create them.
-CREATE FUNCTION queen.timer_dead_letter(
+CREATE OR REPLACE FUNCTION queen.timer_dead_letter(
     p_queue text, p_partition text, p_namespace text, p_task text, p_options jsonb,
     p_txn text, p_message_id uuid, p_sub text, p_payload bytea, p_error text,
     p_attempts integer, p_created_at timestamptz)

@@ -1,35 +1,27 @@
--- Version 24: a flush is one statement, addressed by names.
+-- The write path: a flush is one statement, addressed by names.
 --
 -- queen.append writes the segments of several partitions in one statement, hence one
 -- transaction and one WAL flush (design.md, write path step 5), and resolves each
 -- (queue, partition) by name inside it, creating both when missing: a flush never needs a
 -- round trip (or a cache) to learn partition ids first, and a queue deleted meanwhile is
--- simply created again. Replaces append_segment, append_segments and ensure_partition.
+-- simply created again.
 --
--- queen.append learns whether each partition's segments were sealed, and writes them only
--- when that matches the queue's encryptionEnabled as it stands under the partition lock: a
--- configure that committed before never sees plain text written to its encrypted queue
--- (nor a sealed segment in a plain queue written by a broker that guessed wrong).
-
-DROP FUNCTION queen.append_segments(bigint[], integer[], text[], uuid[], bytea[]);
-DROP FUNCTION queen.append_segment(bigint, text[], uuid[], bytea);
-DROP FUNCTION queen.ensure_partition(text, text, text, text, jsonb);
-
--- The key check of encryption at rest: QUEEN_ENCRYPTION_KEY's key id and a constant sealed
--- under it, written at the first start with a key; a later start with another key (or
--- none) is refused (core/engine/key_check.py).
-CREATE TABLE queen.encryption_key (
-    singleton   boolean PRIMARY KEY DEFAULT true CHECK (singleton),
-    key_id      bytea NOT NULL,
-    check_value bytea NOT NULL,
-    created_at  timestamptz NOT NULL DEFAULT now()
-);
-
--- Every function below runs its statements with generic plans (planned once per
--- connection) and without sequential scans: re-planning them at each call, PL/pgSQL's
--- default while their parameters vary, cost more than running them, and a generic plan's
--- guesses about array arguments must never turn into a scan of a table that is small in
--- live rows but large in dead versions (cursors and partitions are updated all the time).
+-- It learns whether each partition's segments were sealed, and writes them only when that
+-- matches the queue's encryptionEnabled as it stands under the partition lock: a configure
+-- that committed before never sees plain text written to its encrypted queue (nor a sealed
+-- segment in a plain queue written by a broker that guessed wrong).
+--
+-- maxSize (wire-protocol §4.9): for a queue whose maxSize is above 0, a flush that would
+-- take the queue's unconsumed messages past it writes nothing and raises SQLSTATE QN011 with
+-- Queen's "would exceed max capacity" text; the broker answers the flush's items `failed`
+-- with that text (core/errors.py CapacityExceeded). Queues with maxSize 0 (the default) pay
+-- one integer read from the options they already read.
+--
+-- The function runs its statements with generic plans (planned once per connection) and
+-- without sequential scans: re-planning them at each call, PL/pgSQL's default while their
+-- parameters vary, cost more than running them, and a generic plan's guesses about array
+-- arguments must never turn into a scan of a table that is small in live rows but large in
+-- dead versions (partitions are updated all the time).
 
 -- Append segments to partitions, or report duplicates and write nothing for that partition.
 --   p_queues, p_partitions, p_namespaces, p_tasks   one entry per partition, in the order
@@ -48,7 +40,8 @@ CREATE TABLE queen.encryption_key (
 -- Duplicates are checked only when the queue's dedupWindowSeconds is above 0. Segments
 -- sealed or not against the queue's encryptionEnabled (read under the partition lock) are
 -- refused: nothing written for that partition, `encrypted` says what the queue wants.
-CREATE FUNCTION queen.append(
+-- Raises QN011 (maxSize, above) and QN002 (a partition that keeps disappearing).
+CREATE OR REPLACE FUNCTION queen.append(
     p_queues text[], p_partitions text[], p_namespaces text[], p_tasks text[],
     p_options jsonb, p_segments integer[], p_frames integer[], p_blobs bytea[],
     p_txids text[], p_repeats boolean[], p_encrypted boolean[])
@@ -65,6 +58,7 @@ DECLARE
     v_keys    uuid[];
     v_next    bigint;
     v_now     timestamptz;
+    v_size    bigint;
     l         record;
 BEGIN
     FOR i IN 1 .. cardinality(p_queues) LOOP
@@ -79,7 +73,8 @@ BEGIN
             SELECT p.queue_id, p.id AS partition_id, p.last_offset, p.last_write_at,
                    (q.options ->> 'dedupWindowSeconds')::integer AS dedup_window,
                    coalesce((q.options ->> 'encryptionEnabled')::boolean, false)
-                       AS encryption_enabled
+                       AS encryption_enabled,
+                   coalesce((q.options ->> 'maxSize')::bigint, 0) AS max_size
               INTO l
               FROM queen.queues q JOIN queen.log_partitions p ON p.queue_id = q.id
              WHERE q.name = p_queues[i] AND p.name = p_partitions[i]
@@ -127,6 +122,23 @@ BEGIN
                                AND x.created_at > v_now - make_interval(secs => l.dedup_window)
                              ORDER BY x.msg_offset LIMIT 1) hit ON true) d
              WHERE d.hit IS NOT NULL OR d.repeat;
+        END IF;
+        IF dup_positions IS NULL AND encrypted = p_encrypted[i] AND l.max_size > 0 THEN
+            -- maxSize: the queue's unconsumed messages (per partition, those past its
+            -- slowest cursor, or every retained one when nobody reads it) plus this
+            -- flush's may not exceed it. Read under this partition's lock only: flushes
+            -- to other partitions of the queue may each pass at the same time.
+            SELECT coalesce(sum(p.last_offset
+                                - greatest(coalesce(c.low, -1), p.log_start - 1)), 0)
+              INTO v_size
+              FROM queen.log_partitions p
+              LEFT JOIN LATERAL (SELECT min(x.committed) AS low FROM queen.log_consumers x
+                                  WHERE x.partition_id = p.id) c ON true
+             WHERE p.queue_id = l.queue_id;
+            IF v_size + v_frames > l.max_size THEN
+                RAISE EXCEPTION 'Queue ''%'' would exceed max capacity (%)', p_queues[i],
+                    l.max_size USING ERRCODE = 'QN011';
+            END IF;
         END IF;
         IF dup_positions IS NULL AND encrypted = p_encrypted[i] THEN
             base_offset := l.last_offset + 1;

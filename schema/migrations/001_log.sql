@@ -2,7 +2,7 @@
 -- messages live), a transactionId index, consumer cursors and dead letters.
 -- Hot tables carry no foreign keys: every hot statement is keyed by partition_id and the
 -- partition row lock already orders writers, so RI triggers would only add cost. Deleting a
--- queue deletes its rows explicitly in one transaction (see queries.sql: delete_queue).
+-- queue deletes its rows explicitly in one transaction (queries/write.sql: delete_queue_*).
 
 CREATE SCHEMA IF NOT EXISTS queen;
 

@@ -1,36 +1,59 @@
--- Version 25: a pop is one statement.
+-- The read path: a pop is one statement.
 --
 -- queen.pop does the whole claim in one call, so an attempt (and a long poll's re-check)
 -- costs one round trip: look up the addressed queues with the group's stored subscription
--- (storing it on the group's first wildcard or discovery pop), find candidate partitions
--- (those a wake-up named first, then a scan from a random pivot), lock their cursors with
--- SKIP LOCKED or create them on first contact (seeded by the subscription rule), spend the
--- batch budget across up to `partitions` of them, lease the delivered spans (or, with
--- autoAck, commit them), and answer the segments overlapping each span. Decompressing and
--- slicing the segments is the caller's (PostgreSQL has no zstd).
+-- (storing it at the group's first pop of the queue), find candidate partitions (those a
+-- wake-up named first, then a scan from a random pivot), lock their cursors with SKIP
+-- LOCKED or create them on first contact (seeded by the subscription rule), spend the batch
+-- budget across up to `width` of them, lease the delivered spans (or, with autoAck, commit
+-- them), and answer the segments overlapping each span. Decompressing and slicing the
+-- segments is the caller's (PostgreSQL has no zstd). queen.pop_shared serves several
+-- identical pops of one process in one statement.
 --
 -- Queue options the claim applies (wire-protocol §4.9; README, protocol notes):
 -- * retryDelay (ms): a `failed` ack within the retry budget, or a `retry` ack, releases the
 --   span with a not-before time (log_consumers.not_before = now() + retryDelay); the span is
 --   not claimable before it, so a poison message is redelivered at that pace instead of at
 --   once. Dead-lettering, dropping, a completed ack, a claim and a seek clear it. A delayed
---   release wakes no parked pop (they find the span on a backoff re-check).
+--   release wakes no parked pop; the reaper announces it when it is due (migration 028).
 -- * maxWaitTimeSeconds: when a pop claims a cursor, messages appended longer ago than that
 --   are skipped: the cursor moves past them without delivering them, and they are counted in
 --   log_consumers.evicted (only spans nobody holds are evicted; a leased batch is left to
 --   its holder).
 -- * minPopWaitTime (ms): a span that cannot fill the pop's remaining budget is not claimed
 --   until its oldest message has waited that long (more messages may arrive meanwhile).
--- (retentionEnabled gates the reaper's retention: queries_reaper.sql.)
-
--- Cursor state the claim applies: retryDelay's not-before time, maxWaitTimeSeconds' count.
-ALTER TABLE queen.log_consumers
-    ADD COLUMN not_before timestamptz,              -- the span is claimable from then on
-    ADD COLUMN evicted bigint NOT NULL DEFAULT 0;   -- messages skipped by maxWaitTimeSeconds
+-- * delayedProcessing, windowBuffer: see queen.pop_eligible.
+-- (retentionEnabled gates the reaper's retention: queries/reaper.sql.)
+--
+-- Conflation and width (wire-protocol-extensions §20):
+-- * The conflation policy of a (queue, group) is stored with the group's subscription record,
+--   written by the group's first pop of the queue on any route (the partition route
+--   included) and read by every later one: `conflation` is true iff that pop declared
+--   `conflation=true`. A record the partition route writes holds no first-contact choice
+--   (mode null) until the group's first wildcard or discovery pop stores one. Deleting the
+--   record (group delete with deleteMetadata, queue delete) forgets the policy.
+-- * For a conflating queue a claimed partition delivers only its newest visible message,
+--   leased with the span (committed, tail] (batch_end = tail); queen.ack then treats a
+--   signal on that tail as one at the head.
+-- * The width (partitions a pop wants): the partition route 1; the autopilot divides the
+--   partitions ready for the group among the lane's pops in flight; a conflating pop
+--   p_conflation_width; else `partitions`. Each answer row carries its queue's effective
+--   policy and the width used.
+--
+-- Types (migrations 025 and 082): queen.pop_queue (an addressed queue as the claim needs
+-- it), queen.pop_row (a segment of a delivered span), queen.pop_answer (pop_row, the
+-- queue's conflation policy and the width).
+--
+-- The functions below run their statements with generic plans (planned once per
+-- connection) and without sequential scans: re-planning them at each call, PL/pgSQL's
+-- default while their parameters vary, cost more than running them, and a generic plan's
+-- guesses about array arguments must never turn into a scan of a table that is small in
+-- live rows but large in dead versions (cursors and partitions are updated all the time).
 
 -- Partitions a pop may claim: data past the group's cursor and no live lease, or no cursor
--- yet (first contact); windowBuffer holds a partition until it has been quiet for N seconds.
--- Options are read without defaults: every queue row holds every option (version 21).
+-- yet (first contact), ids in [p_from, p_to), ascending, at most p_limit; windowBuffer holds
+-- a partition until it has been quiet for N seconds.
+-- Options are read without defaults: every queue row holds every option (migration 021).
 CREATE OR REPLACE FUNCTION queen.pop_eligible(
     p_queue_ids bigint[], p_group text, p_partition text, p_from bigint, p_to bigint,
     p_limit integer)
@@ -67,48 +90,17 @@ LANGUAGE sql STABLE AS $$
      LIMIT p_limit
 $$;
 
--- A queue a pop addresses, as the claim needs it.
-CREATE TYPE queen.pop_queue AS (
-    id            bigint,
-    name          text,
-    seed_mode     text,          -- first-contact rule for this group: all | new | timestamp
-    seed_instant  timestamptz,   -- the instant of a timestamp seed
-    lease_seconds integer,       -- lease length of its spans
-    delay_seconds integer,       -- delayedProcessing
-    window_buffer integer,
-    max_wait_seconds integer,    -- maxWaitTimeSeconds
-    min_pop_wait_ms integer);    -- minPopWaitTime
-
--- Every function below runs its statements with generic plans (planned once per
--- connection) and without sequential scans: re-planning them at each call, PL/pgSQL's
--- default while their parameters vary, cost more than running them, and a generic plan's
--- guesses about array arguments must never turn into a scan of a table that is small in
--- live rows but large in dead versions (cursors and partitions are updated all the time).
-
--- A row of a pop's answer: a segment of a delivered span (see queen.pop).
-CREATE TYPE queen.pop_row AS (
-    queue_id     bigint,
-    queue        text,
-    partition_id bigint,
-    partition    text,
-    span_start   bigint,        -- first delivered offset of the partition
-    span_end     bigint,        -- last delivered offset (inclusive)
-    retry_count  integer,       -- failed acks spent on the head of the span
-    base_offset  bigint,        -- the segment
-    created_at   timestamptz,
-    blob         bytea,
-    last_offset  bigint);       -- the segment's last offset (frames: last - base + 1)
-
 -- One claim attempt among candidates (partition ids in preference order, and whether the
 -- group has no cursor there yet): create the missing cursors, then walk the candidates in
 -- order, locking each claimable cursor with SKIP LOCKED and spending the budget, until
 -- `p_wanted` partitions delivered, the budget is spent or the candidates run out. A
 -- candidate that delivers nothing (seeded past its messages on first contact, messages not
 -- yet visible to delayedProcessing or minPopWaitTime, all evicted by maxWaitTimeSeconds,
--- locked by a concurrent pop) costs nothing of the budget (issue 22). Answers the delivered
--- spans, leased under `p_lease_id` (or committed, with autoAck); nothing is leased when it
--- answers nothing.
-CREATE FUNCTION queen.pop_claim(
+-- locked by a concurrent pop) costs nothing of the budget (issue 22). For a conflating
+-- queue a claimed partition delivers only its newest visible message (one of the budget).
+-- Answers the delivered spans, leased under `p_lease_id` (or committed, with autoAck);
+-- nothing is leased when it answers nothing.
+CREATE OR REPLACE FUNCTION queen.pop_claim(
     p_queues queen.pop_queue[], p_candidates bigint[], p_fresh boolean[], p_group text,
     p_wanted integer, p_batch integer, p_auto_ack boolean, p_lease_id text)
 RETURNS TABLE (partition_id bigint, span_start bigint, span_end bigint)
@@ -118,7 +110,8 @@ AS $$
 DECLARE
     v_budget  integer := p_batch;
     v_ids     bigint[] := '{}';
-    v_starts  bigint[] := '{}';
+    v_los     bigint[] := '{}';  -- first offset each lease covers
+    v_starts  bigint[] := '{}';  -- first offset delivered
     v_ends    bigint[] := '{}';
     v_secs    integer[] := '{}';
     v_end     bigint;
@@ -157,7 +150,7 @@ BEGIN
 
     FOR c IN
         SELECT p.id, p.last_offset, p.log_start, q.delay_seconds, q.lease_seconds,
-               q.max_wait_seconds, q.min_pop_wait_ms
+               q.max_wait_seconds, q.min_pop_wait_ms, q.conflation
           FROM unnest(p_candidates) WITH ORDINALITY AS u(id, ord)
           JOIN queen.log_partitions p ON p.id = u.id
           JOIN unnest(p_queues) q ON q.id = p.queue_id
@@ -205,6 +198,18 @@ BEGIN
         END IF;
         CONTINUE WHEN v_end IS NULL;  -- nothing old enough yet
         CONTINUE WHEN v_end < v_start;
+        IF c.conflation THEN
+            -- Last-value delivery (extensions §20.3): only the newest visible message goes
+            -- out, under a lease covering (committed, tail]; a completed ack of it commits
+            -- the tail and so retires the superseded ones. One message of the budget.
+            v_budget := v_budget - 1;
+            v_ids := v_ids || c.id;
+            v_los := v_los || v_start;
+            v_starts := v_starts || v_end;
+            v_ends := v_ends || v_end;
+            v_secs := v_secs || c.lease_seconds;
+            CONTINUE;
+        END IF;
         IF c.min_pop_wait_ms > 0 AND v_end - v_start + 1 < v_budget THEN
             -- minPopWaitTime: a span that cannot fill the budget is held until its oldest
             -- message has waited that long, so more can arrive and go out with it.
@@ -217,6 +222,7 @@ BEGIN
         CONTINUE WHEN v_end < v_start;
         v_budget := v_budget - (v_end - v_start + 1)::integer;
         v_ids := v_ids || c.id;
+        v_los := v_los || v_start;
         v_starts := v_starts || v_start;
         v_ends := v_ends || v_end;
         v_secs := v_secs || c.lease_seconds;
@@ -237,21 +243,21 @@ BEGIN
            SET committed = w.hi, batch_end = NULL, worker_id = NULL, lease_expires_at = NULL,
                retry_count = 0, total_consumed = x.total_consumed + (w.hi - w.lo + 1),
                last_consumed_at = now(), not_before = NULL
-          FROM unnest(v_ids, v_starts, v_ends) AS w(pid, lo, hi)
+          FROM unnest(v_ids, v_los, v_ends) AS w(pid, lo, hi)
          WHERE x.partition_id = w.pid AND x.consumer_group = p_group;
     ELSE
         UPDATE queen.log_consumers x
            SET committed = w.lo - 1, batch_end = w.hi, worker_id = p_lease_id,
                lease_expires_at = now() + make_interval(secs => w.secs),
                last_consumed_at = now(), not_before = NULL
-          FROM unnest(v_ids, v_starts, v_ends, v_secs) AS w(pid, lo, hi, secs)
+          FROM unnest(v_ids, v_los, v_ends, v_secs) AS w(pid, lo, hi, secs)
          WHERE x.partition_id = w.pid AND x.consumer_group = p_group;
     END IF;
     RETURN QUERY SELECT * FROM unnest(v_ids, v_starts, v_ends);
 END $$;
 
 -- The answer of a pop: per delivered span (in claim order), the segments overlapping it.
-CREATE FUNCTION queen.pop_read(p_group text, p_ids bigint[], p_starts bigint[],
+CREATE OR REPLACE FUNCTION queen.pop_read(p_group text, p_ids bigint[], p_starts bigint[],
                                p_ends bigint[])
 RETURNS SETOF queen.pop_row
 LANGUAGE sql STABLE
@@ -288,16 +294,21 @@ $$;
 --   p_hints               partitions a wake-up named, tried first by key
 --   p_pivot               random number in [0, 1): where the scan starts
 --   p_candidates          candidates fetched per scan
--- Rows: per delivered partition (in claim order), its span and the segments overlapping
--- it. When nothing is delivered: one row per addressed queue with only queue_id and queue
--- set (so a long poll knows what to wait for); nothing at all for an unknown queue.
-CREATE FUNCTION queen.pop(
+--   p_conflation          the policy this pop declares (stored if the group has none yet)
+--   p_conflation_width    partitions a conflating pop claims
+--   p_auto_width, p_in_flight   the autopilot's width: ready partitions / pops in flight
+-- Rows (queen.pop_answer): per delivered partition (in claim order), its span and the
+-- segments overlapping it. When nothing is delivered: one row per addressed queue with only
+-- queue_id, queue, conflation and width set (so a long poll knows what to wait for);
+-- nothing at all for an unknown queue.
+CREATE OR REPLACE FUNCTION queen.pop(
     p_queue text, p_namespace text, p_task text, p_partition text, p_group text,
     p_named boolean, p_seed_mode text, p_seed_instant timestamptz, p_store_seed boolean,
     p_batch integer, p_partitions integer, p_auto_ack boolean, p_lease_seconds integer,
     p_lease_fallback integer, p_lease_id text, p_hints bigint[], p_pivot float8,
-    p_candidates integer)
-RETURNS SETOF queen.pop_row
+    p_candidates integer, p_conflation boolean, p_conflation_width integer,
+    p_auto_width boolean, p_in_flight integer)
+RETURNS SETOF queen.pop_answer
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
 AS $$
@@ -305,7 +316,12 @@ DECLARE
     v_queues  queen.pop_queue[] := '{}';
     v_qids    bigint[] := '{}';
     v_buffer  boolean := false;
-    v_wanted  integer := CASE WHEN p_partition IS NULL THEN greatest(p_partitions, 1) ELSE 1 END;
+    v_wanted  integer;
+    v_conf    boolean;
+    v_conf_qids bigint[] := '{}';  -- the addressed queues whose group conflates
+    v_smode   text;
+    v_sinst   timestamptz;
+    v_ready   bigint;
     v_mode    text;
     v_instant timestamptz;
     v_lease   integer;
@@ -326,7 +342,8 @@ DECLARE
     r         record;
 BEGIN
     FOR r IN
-        SELECT q.id, q.name, q.options, s.mode, s.subscription_from
+        SELECT q.id, q.name, q.options, s.mode, s.subscription_from, s.conflation,
+               s.queue_id IS NOT NULL AS registered
           FROM queen.queues q
           LEFT JOIN queen.consumer_subscriptions s
             ON s.queue_id = q.id AND s.consumer_group = p_group
@@ -337,21 +354,42 @@ BEGIN
     LOOP
         v_mode := p_seed_mode;
         v_instant := p_seed_instant;
+        v_conf := false;
         IF NOT p_named THEN
             v_mode := 'all';  -- competing consumers always start at the oldest message
             v_instant := NULL;
-        ELSIF r.mode IS NOT NULL THEN
-            v_mode := r.mode;
-            v_instant := r.subscription_from;
-        ELSIF p_store_seed THEN
-            -- First wildcard/discovery pop of this group on this queue: remember its choice
-            -- so partitions it touches later are seeded from the same instant. DO UPDATE
-            -- (not DO NOTHING) returns the row a concurrent first pop committed meanwhile.
-            INSERT INTO queen.consumer_subscriptions AS s
-                   (queue_id, consumer_group, mode, subscription_from)
-            VALUES (r.id, p_group, p_seed_mode, coalesce(p_seed_instant, now()))
-            ON CONFLICT ON CONSTRAINT consumer_subscriptions_pkey DO UPDATE SET mode = s.mode
-            RETURNING s.mode, s.subscription_from INTO v_mode, v_instant;
+        ELSE
+            v_smode := r.mode;
+            v_sinst := r.subscription_from;
+            v_conf := r.conflation;
+            IF NOT r.registered OR (r.mode IS NULL AND p_store_seed) THEN
+                -- First pop of this group on this queue (any route): its record stores the
+                -- conflation policy for good (extensions §20.2) and, on a wildcard or
+                -- discovery pop, its first-contact choice, so partitions it touches later
+                -- are seeded from the same instant. A record a partition pop made holds no
+                -- choice (mode null) until the first such pop. DO UPDATE (not DO NOTHING)
+                -- returns the row a concurrent first pop committed meanwhile; the stored
+                -- policy is never changed by it.
+                INSERT INTO queen.consumer_subscriptions AS s
+                       (queue_id, consumer_group, mode, subscription_from, conflation)
+                VALUES (r.id, p_group, CASE WHEN p_store_seed THEN p_seed_mode END,
+                        CASE WHEN p_store_seed THEN coalesce(p_seed_instant, now()) END,
+                        p_conflation)
+                ON CONFLICT ON CONSTRAINT consumer_subscriptions_pkey DO UPDATE
+                   SET mode = coalesce(s.mode, excluded.mode),
+                       subscription_from = CASE WHEN s.mode IS NULL
+                                                THEN excluded.subscription_from
+                                                ELSE s.subscription_from END
+                RETURNING s.mode, s.subscription_from, s.conflation
+                     INTO v_smode, v_sinst, v_conf;
+            END IF;
+            IF v_smode IS NOT NULL THEN
+                v_mode := v_smode;
+                v_instant := v_sinst;
+            END IF;
+        END IF;
+        IF v_conf THEN
+            v_conf_qids := v_conf_qids || r.id;
         END IF;
         IF v_mode = 'new' AND v_instant IS NOT NULL THEN
             v_mode := 'timestamp';  -- a stored "new" is the instant it was first chosen
@@ -364,12 +402,37 @@ BEGIN
                                     (r.options ->> 'delayedProcessing')::integer,
                                     (r.options ->> 'windowBuffer')::integer,
                                     (r.options ->> 'maxWaitTimeSeconds')::integer,
-                                    (r.options ->> 'minPopWaitTime')::integer)::queen.pop_queue;
+                                    (r.options ->> 'minPopWaitTime')::integer,
+                                    v_conf)::queen.pop_queue;
         v_qids := v_qids || r.id;
         v_buffer := v_buffer OR (r.options ->> 'windowBuffer')::integer > 0;
     END LOOP;
     IF cardinality(v_qids) = 0 THEN
         RETURN;
+    END IF;
+    SELECT min(b.id), max(b.id) INTO v_lo, v_hi
+      FROM queen.log_partitions b WHERE b.queue_id = ANY(v_qids);
+
+    -- Width (extensions §20.3, §20.5): the partition route claims one; the autopilot
+    -- divides the partitions ready for the group now (deliverable, no live lease) among the
+    -- lane's pops in flight, rounded up, 1..64 (counting stops at the 64 per pop it could
+    -- use); a conflating pop claims p_conflation_width (partitions if sent, else its batch,
+    -- 1..64); else `partitions`.
+    IF p_partition IS NOT NULL THEN
+        v_wanted := 1;
+    ELSIF p_auto_width THEN
+        v_ready := 0;
+        IF v_lo IS NOT NULL THEN
+            SELECT count(*) INTO v_ready
+              FROM queen.pop_eligible(v_qids, p_group, NULL, v_lo, v_hi + 1,
+                                      64 * greatest(p_in_flight, 1)) e;
+        END IF;
+        v_wanted := least(greatest(ceil(v_ready::numeric / greatest(p_in_flight, 1)), 1),
+                          64)::integer;
+    ELSIF cardinality(v_conf_qids) > 0 THEN
+        v_wanted := least(greatest(p_conflation_width, 1), 64);
+    ELSE
+        v_wanted := greatest(p_partitions, 1);
     END IF;
 
     -- Partitions a wake-up named (the first p_candidates), by key, in the order named; only
@@ -402,8 +465,6 @@ BEGIN
     -- delivered nothing, until the pop has its partitions, its budget is spent, or no
     -- partition is left: a pop answers nothing only when nothing was deliverable to it.
     v_range := 1;
-    SELECT min(b.id), max(b.id) INTO v_lo, v_hi
-      FROM queen.log_partitions b WHERE b.queue_id = ANY(v_qids);
     v_at := v_lo + floor(p_pivot * (v_hi - v_lo + 1))::bigint;
     v_from := v_at;
     WHILE v_lo IS NOT NULL AND cardinality(v_got_ids) < v_wanted LOOP
@@ -440,11 +501,74 @@ BEGIN
     END LOOP;
 
     IF cardinality(v_got_ids) > 0 THEN
-        RETURN QUERY SELECT * FROM queen.pop_read(p_group, v_got_ids, v_got_lo, v_got_hi);
+        RETURN QUERY SELECT k.*, k.queue_id = ANY(v_conf_qids), v_wanted
+                       FROM queen.pop_read(p_group, v_got_ids, v_got_lo, v_got_hi) k;
     ELSE
         RETURN QUERY SELECT q.id, q.name, NULL::bigint, NULL::text, NULL::bigint,
                             NULL::bigint, NULL::integer, NULL::bigint, NULL::timestamptz,
-                            NULL::bytea, NULL::bigint
+                            NULL::bytea, NULL::bigint, q.conflation, v_wanted
                        FROM unnest(v_queues) q;
     END IF;
+END $$;
+
+-- Concurrent pops of one kind served by one statement (issue 16, item 1): queen.pop once
+-- per share, in one transaction. Every share is exactly the pop it stands for (its own
+-- lease id, its own scan pivot, the same queue, group, partition, subscription rule, batch
+-- and options as its siblings), so the one-lease-per-(partition, group) rule and every pop
+-- semantic are queen.pop's. A worker sends it when several pops of the same request are
+-- waiting at once (core/engine/reads/claims.py): one round trip and one commit instead of
+-- one per pop. The shares are identical requests, so a share that delivers nothing proves
+-- the next ones would deliver nothing either (it walked every eligible partition; those
+-- locked by other transactions are being claimed by them): the loop stops there, and the
+-- remaining shares cost nothing. Its fruitless answer (one row per addressed queue,
+-- partition_id null) is returned for the share that got it, so the caller learns the
+-- queues to wait on.
+-- Rows: queen.pop's rows, each prefixed with the 1-based share it belongs to.
+CREATE OR REPLACE FUNCTION queen.pop_shared(
+    p_queue text, p_namespace text, p_task text, p_partition text, p_group text,
+    p_named boolean, p_seed_mode text, p_seed_instant timestamptz, p_store_seed boolean,
+    p_batch integer, p_partitions integer, p_auto_ack boolean, p_lease_seconds integer,
+    p_lease_fallback integer, p_lease_ids text[], p_hints bigint[], p_pivots float8[],
+    p_candidates integer, p_conflation boolean, p_conflation_width integer,
+    p_auto_width boolean, p_in_flight integer)
+RETURNS TABLE (share integer, queue_id bigint, queue text, partition_id bigint,
+               partition text, span_start bigint, span_end bigint, retry_count integer,
+               base_offset bigint, created_at timestamptz, blob bytea, last_offset bigint,
+               conflation boolean, width integer)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    i         integer;
+    delivered boolean;
+    r         queen.pop_answer;
+BEGIN
+    FOR i IN 1 .. coalesce(cardinality(p_lease_ids), 0) LOOP
+        delivered := false;
+        FOR r IN
+            SELECT * FROM queen.pop(p_queue, p_namespace, p_task, p_partition, p_group,
+                                    p_named, p_seed_mode, p_seed_instant, p_store_seed,
+                                    p_batch, p_partitions, p_auto_ack, p_lease_seconds,
+                                    p_lease_fallback, p_lease_ids[i], p_hints, p_pivots[i],
+                                    p_candidates, p_conflation, p_conflation_width,
+                                    p_auto_width, p_in_flight)
+        LOOP
+            delivered := delivered OR r.partition_id IS NOT NULL;
+            share := i;
+            queue_id := r.queue_id;
+            queue := r.queue;
+            partition_id := r.partition_id;
+            partition := r.partition;
+            span_start := r.span_start;
+            span_end := r.span_end;
+            retry_count := r.retry_count;
+            base_offset := r.base_offset;
+            created_at := r.created_at;
+            blob := r.blob;
+            last_offset := r.last_offset;
+            conflation := r.conflation;
+            width := r.width;
+            RETURN NEXT;
+        END LOOP;
+        EXIT WHEN NOT delivered;
+    END LOOP;
 END $$;

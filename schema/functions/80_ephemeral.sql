@@ -1,116 +1,18 @@
--- Version 90: ephemeral queues (wire-protocol-extensions §19).
---
--- Declarations live in a normal (WAL-logged) table: they survive every restart. Contents,
--- cursors, leases, counters and the epoch live in UNLOGGED tables: no WAL, so the hot verbs
--- need no fsync (§19.8 point 4), shared by every worker and every broker over this database
--- (points 1-2), and emptied by PostgreSQL's crash recovery (and empty on a promoted replica).
--- The epoch row is UNLOGGED too: when recovery empties the contents it empties the epoch
--- row with them, and the next call mints a new epoch from the logged counter, so an id
--- handed out before the loss acks `stale` and never `acked` (point 3).
+-- Ephemeral queues (wire-protocol-extensions §19; tables in migration 090).
 --
 -- Every call that changes a queue first locks its `eph_queue` row (FOR UPDATE): the calls of
 -- one queue run one after another, which keeps bounds all-or-nothing, cursors and leases
 -- consistent, and means one lock order (one queue per call) so they cannot deadlock.
 -- Sequence numbers come from one UNLOGGED sequence, so a seq is never reused within an
 -- epoch, also after a queue is collected and created again; a crash resets the sequence and
--- the epoch together.
-
-CREATE TABLE queen.eph_declared (
-    queue text PRIMARY KEY,
-    sent jsonb NOT NULL,             -- the options as the client sent them (echoed)
-    max_bytes bigint NOT NULL,       -- the values in force (clamped, defaults filled in)
-    max_length integer NOT NULL,
-    policy text NOT NULL CHECK (policy IN ('reject', 'dropOldest')),
-    ttl_seconds integer NOT NULL,
-    lease_seconds integer NOT NULL,
-    retry_limit integer NOT NULL,
-    window_ms integer NOT NULL,
-    window_count integer NOT NULL,
-    updated_at timestamptz NOT NULL DEFAULT now()
-);
-
--- Epochs minted so far (one row, logged): a new epoch is always greater than every old one.
-CREATE TABLE queen.eph_epochs_minted (
-    id boolean PRIMARY KEY DEFAULT true CHECK (id),
-    last bigint NOT NULL
-);
-INSERT INTO queen.eph_epochs_minted (last) VALUES (0);
-
-CREATE UNLOGGED TABLE queen.eph_epoch (
-    id boolean PRIMARY KEY DEFAULT true CHECK (id),
-    epoch bigint NOT NULL
-);
-
-CREATE UNLOGGED SEQUENCE queen.eph_seq;
-
--- One row per live queue (implicit or declared) with its gauges; the lock of every call.
-CREATE UNLOGGED TABLE queen.eph_queue (
-    queue text PRIMARY KEY,
-    depth integer NOT NULL DEFAULT 0,
-    bytes bigint NOT NULL DEFAULT 0,
-    drops_bounds bigint NOT NULL DEFAULT 0,
-    drops_ttl bigint NOT NULL DEFAULT 0,
-    drops_retry bigint NOT NULL DEFAULT 0,
-    touched_at timestamptz NOT NULL DEFAULT now()
-);
-
-CREATE UNLOGGED TABLE queen.eph_partition (
-    queue text NOT NULL,
-    partition text NOT NULL,
-    last_seq bigint NOT NULL DEFAULT 0,  -- the newest message pushed: a ring whose cursor
-                                         -- is there has nothing for that group
-    PRIMARY KEY (queue, partition)
-);
-
--- Group names seen by pops (`__QUEUE_MODE__` for groupless pops).
-CREATE UNLOGGED TABLE queen.eph_group (
-    queue text NOT NULL,
-    grp text NOT NULL,
-    PRIMARY KEY (queue, grp)
-);
-
--- A group's cursor on a ring: the seq of the last message delivered to it. No row = 0 =
--- before every held message: a group starts at the ring's head.
-CREATE UNLOGGED TABLE queen.eph_cursor (
-    queue text NOT NULL,
-    partition text NOT NULL,
-    grp text NOT NULL,
-    last_seq bigint NOT NULL DEFAULT 0,
-    skipped bigint NOT NULL DEFAULT 0,   -- messages evicted before this group reached them
-    PRIMARY KEY (queue, partition, grp)
-);
-
-CREATE UNLOGGED TABLE queen.eph_message (
-    queue text NOT NULL,
-    partition text NOT NULL,
-    seq bigint NOT NULL,
-    payload text NOT NULL,               -- the JSON text as pushed, re-emitted byte for byte
-    bytes integer NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (queue, partition, seq)
-);
-
--- A delivered, unsettled message of one group: leased until `expires_at`, or awaiting
--- redelivery once it passed (the sweep sets a passed lease to -infinity: "announced").
-CREATE UNLOGGED TABLE queen.eph_lease (
-    queue text NOT NULL,
-    partition text NOT NULL,
-    grp text NOT NULL,
-    seq bigint NOT NULL,
-    attempts integer NOT NULL,
-    expires_at timestamptz NOT NULL,
-    -- seq is unique deployment-wide within an epoch: it names the message alone, so
-    -- lookups by a list of seqs are one index probe each (seq = ANY).
-    PRIMARY KEY (queue, grp, seq)
-);
-CREATE INDEX eph_lease_expiry ON queen.eph_lease (expires_at);
--- A group's passed leases (redeliveries), by range: dead versions of settled leases, whose
--- expiry lies ahead, are never walked.
-CREATE INDEX eph_lease_due ON queen.eph_lease (queue, grp, expires_at);
-CREATE INDEX eph_lease_message ON queen.eph_lease (queue, seq);
+-- the epoch together (queen.eph_epoch_now mints the next epoch).
+--
+-- The hot verbs run with generic plans and nested loops over indexes only: re-planning at
+-- each call cost more than running, and a hash or merge join would walk every dead version
+-- of these busy tables.
 
 -- The current epoch; minted when the row is missing (first use, after a crash emptied it).
-CREATE FUNCTION queen.eph_epoch_now() RETURNS bigint
+CREATE OR REPLACE FUNCTION queen.eph_epoch_now() RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
     v bigint;
@@ -128,7 +30,7 @@ BEGIN
 END $$;
 
 -- The options in force of a queue: its declaration, else the defaults of §19.2.
-CREATE FUNCTION queen.eph_options(p_queue text,
+CREATE OR REPLACE FUNCTION queen.eph_options(p_queue text,
     OUT max_bytes bigint, OUT max_length integer, OUT policy text, OUT ttl_seconds integer,
     OUT lease_seconds integer, OUT retry_limit integer, OUT window_ms integer,
     OUT window_count integer)
@@ -146,7 +48,7 @@ BEGIN
 END $$;
 
 -- Lock a queue's row, creating it when `p_create`; false when it does not exist.
-CREATE FUNCTION queen.eph_lock(p_queue text, p_create boolean) RETURNS boolean
+CREATE OR REPLACE FUNCTION queen.eph_lock(p_queue text, p_create boolean) RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN
     LOOP
@@ -166,7 +68,7 @@ END $$;
 
 -- Free the messages of these rings that every known group has passed and no lease holds;
 -- subtract them from the queue's gauges. A ring no group ever popped keeps everything.
-CREATE FUNCTION queen.eph_free(p_queue text, p_partitions text[]) RETURNS void
+CREATE OR REPLACE FUNCTION queen.eph_free(p_queue text, p_partitions text[]) RETURNS void
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
 SET enable_hashjoin = off SET enable_mergejoin = off SET enable_bitmapscan = off AS $$
@@ -205,7 +107,7 @@ END $$;
 
 -- Drop the messages older than ttl from the heads of a locked queue, consumed or not, with
 -- their leases (drops.ttl).
-CREATE FUNCTION queen.eph_ttl(p_queue text, p_ttl integer) RETURNS void
+CREATE OR REPLACE FUNCTION queen.eph_ttl(p_queue text, p_ttl integer) RETURNS void
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
 SET enable_hashjoin = off SET enable_mergejoin = off SET enable_bitmapscan = off AS $$
@@ -229,7 +131,7 @@ END $$;
 
 -- Passed leases of a locked queue (of one group, or of every group when p_group is NULL):
 -- those that spent the retry limit are dropped (drops.retry) and their messages freed.
-CREATE FUNCTION queen.eph_spent(p_queue text, p_group text, p_retry_limit integer)
+CREATE OR REPLACE FUNCTION queen.eph_spent(p_queue text, p_group text, p_retry_limit integer)
 RETURNS void
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
@@ -252,7 +154,7 @@ END $$;
 
 -- The sweep's work on one locked queue: ttl, spent leases, and passed leases marked
 -- (-infinity: "announced"); answers whether a lease passed since the last sweep.
-CREATE FUNCTION queen.eph_expire(p_queue text, p_ttl integer, p_retry_limit integer)
+CREATE OR REPLACE FUNCTION queen.eph_expire(p_queue text, p_ttl integer, p_retry_limit integer)
 RETURNS boolean
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
@@ -273,7 +175,7 @@ END $$;
 -- Push (§19.3): all or nothing. Answers 'ok', 'full' (429 queue_full) or 'unavailable'
 -- (the deployment-wide ceiling on held bytes, 503), and the count written. Notifies
 -- `p_channel` with the queue name at commit when it wrote.
-CREATE FUNCTION queen.eph_push_into(p_queue text, p_partition text, p_payloads text[],
+CREATE OR REPLACE FUNCTION queen.eph_push_into(p_queue text, p_partition text, p_payloads text[],
                                     p_cap bigint, p_max_bytes bigint, p_max_length integer,
                                     p_policy text, OUT status text, OUT pushed integer)
 LANGUAGE plpgsql
@@ -359,7 +261,7 @@ END $$;
 -- running, in order, each all or nothing (p_counts[i] payloads of p_payloads for
 -- p_partitions[i]); one lock and one commit for all of them. Notifies `p_channel` once
 -- when any wrote.
-CREATE FUNCTION queen.eph_push(p_queue text, p_partitions text[], p_counts integer[],
+CREATE OR REPLACE FUNCTION queen.eph_push(p_queue text, p_partitions text[], p_counts integer[],
                                p_payloads text[], p_cap bigint, p_channel text)
 RETURNS TABLE (idx integer, status text, pushed integer)
 LANGUAGE plpgsql
@@ -400,7 +302,7 @@ END $$;
 -- redeliveries first (in seq order), then from its cursor ring by ring in partition name
 -- byte order. Leases what it delivers unless p_auto_ack. p_partition NULL: every existing
 -- partition; named: created if needed. Creates the queue.
-CREATE FUNCTION queen.eph_pop(p_queue text, p_partition text, p_group text, p_batch integer,
+CREATE OR REPLACE FUNCTION queen.eph_pop(p_queue text, p_partition text, p_group text, p_batch integer,
                               p_auto_ack boolean)
 RETURNS TABLE (epoch bigint, partition text, seq bigint, attempts integer, payload text)
 LANGUAGE plpgsql
@@ -519,7 +421,7 @@ END $$;
 -- Ack (§19.5), items in order. p_epochs[i] NULL: unparsable id. Statuses are normalised by
 -- the caller to completed | failed | retry. Notifies `p_channel` when something became
 -- redeliverable.
-CREATE FUNCTION queen.eph_ack(p_queue text, p_group text, p_epochs bigint[],
+CREATE OR REPLACE FUNCTION queen.eph_ack(p_queue text, p_group text, p_epochs bigint[],
                               p_partitions text[], p_seqs bigint[], p_statuses text[],
                               p_channel text)
 RETURNS TABLE (idx integer, outcome text)
@@ -594,7 +496,7 @@ END $$;
 
 -- Reset (§19.6): drop every message and lease, keep cursors (every later seq is past
 -- them: they are at the tail) and the declaration. Answers the messages dropped.
-CREATE FUNCTION queen.eph_reset(p_queue text) RETURNS integer
+CREATE OR REPLACE FUNCTION queen.eph_reset(p_queue text) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
     n integer;
@@ -610,7 +512,7 @@ BEGIN
 END $$;
 
 -- Delete (§19.6): contents, cursors and declaration. Answers (deleted, declared).
-CREATE FUNCTION queen.eph_delete(p_queue text, OUT deleted boolean, OUT declared boolean)
+CREATE OR REPLACE FUNCTION queen.eph_delete(p_queue text, OUT deleted boolean, OUT declared boolean)
 LANGUAGE plpgsql AS $$
 DECLARE
     live boolean;
@@ -633,7 +535,7 @@ END $$;
 -- touched anyway), only one batch runs at a time (advisory lock), and doing it twice changes
 -- nothing. Notifies `p_channel` with each queue where leases passed (redeliveries for its
 -- waiting pops); answers those queues, or NULL when another sweep was running.
-CREATE FUNCTION queen.eph_sweep(p_idle_seconds integer, p_channel text, p_after text,
+CREATE OR REPLACE FUNCTION queen.eph_sweep(p_idle_seconds integer, p_channel text, p_after text,
                                 p_limit integer, OUT woken text[], OUT last_queue text)
 LANGUAGE plpgsql AS $$
 DECLARE

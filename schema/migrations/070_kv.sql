@@ -28,8 +28,4 @@ CREATE SEQUENCE IF NOT EXISTS queen.kv_versions AS bigint;
 -- The sweeper's scan, and the dashboard's "expiring soon".
 CREATE INDEX IF NOT EXISTS kv_expiring ON queen.kv (expires_at) WHERE expires_at IS NOT NULL;
 
--- A timestamp as the wire writes it (ISO-8601 UTC, microseconds, `Z`), formatted by the
--- server: a read of 100 rows would otherwise format 200 of them in Python.
-CREATE OR REPLACE FUNCTION queen.kv_iso(ts timestamptz) RETURNS text
-    LANGUAGE sql STABLE PARALLEL SAFE
-    AS $$ SELECT to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') $$;
+-- queen.kv_iso, the server's timestamp format of the KV reads: schema/functions/60_kv.sql.
