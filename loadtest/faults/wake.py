@@ -15,18 +15,16 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from loadtest.faults.base import Harness
 from loadtest.faults.client import Caller
-
-if TYPE_CHECKING:
-    from loadtest.faults.run import Run
 
 WAKE_QUEUE = "wake"
 POLL_MS = 5000
 
 
-async def wake_loop(run: Run) -> None:
+async def wake_loop(run: Harness) -> None:
     callers = [Caller([i.url], token=run.token) for i in run.instances]
     n = 0
     try:
