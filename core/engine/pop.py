@@ -19,9 +19,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from core.engine import encryption, segments
+from core.engine import encryption, fanout, segments
 from core.engine.options import POP_LEASE_FALLBACK_SECONDS
-from core.engine import fanout
 from core.errors import StorageDeadlock
 from core.ids import LeaseId, PartitionId, QueueId, uuid7
 from core.storage import reads as sql

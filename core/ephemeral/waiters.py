@@ -17,6 +17,8 @@ import asyncio
 import contextlib
 from collections.abc import Iterator
 
+from core.parked import leave
+
 CHANNEL = "queen_ephemeral"
 
 
@@ -33,15 +35,7 @@ class Waiters:
         try:
             yield event
         finally:
-            groups = self._lines.get(queue)
-            if groups is not None:
-                line = groups.get(group)
-                if line is not None:
-                    line.pop(event, None)
-                    if not line:
-                        del groups[group]
-                if not groups:
-                    del self._lines[queue]
+            leave(self._lines, queue, group, event)
 
     def wake(self, queue: str) -> None:
         """One not-yet-woken waiter per group of the queue."""
