@@ -1,4 +1,4 @@
-"""WAL and storage per message for one push shape: `python -m loadtest.walprobe`.
+"""WAL and storage per message for one push shape: `python -m loadtest probe walprobe`.
 
 A durable embedded PostgreSQL, a fresh database, the broker's web tier (from this checkout,
 or from another one with `--root`, for a before/after comparison on the same shape), one
@@ -27,6 +27,7 @@ import httpx
 
 from loadtest import launch
 from loadtest.corpus import build_corpus, payload
+from loadtest.probes.rounds import Rounds, arguments
 
 _TABLES = ("queen.log_segments", "queen.log_txn_index")
 
@@ -116,33 +117,28 @@ def _waldump(data_dir: str, start: str, end: str) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m loadtest.walprobe", description=__doc__)
+    p = arguments("walprobe", __doc__ or "", rounds=1, connections=8, fast_database=False)
     p.add_argument("--root", type=Path, default=launch.ROOT,
                    help="the broker checkout to measure (default: this one)")
     p.add_argument("--messages", type=int, default=20_000)
     p.add_argument("--batch", type=int, default=100)
     p.add_argument("--partitions", type=int, default=100)
-    p.add_argument("--connections", type=int, default=8)
     p.add_argument("--short-ids", dest="uuid_ids", action="store_false",
                    help="transactionIds like 'p1-123' instead of UUIDs (the official "
                         "client sends UUIDs)")
-    p.add_argument("--out", type=Path, default=launch.ROOT / "loadtest" / "results")
     args = p.parse_args(argv)
-    with launch.Postgres() as pg:
-        url = asyncio.run(launch.fresh_database(pg.dsn, migrate=False))
-        with launch.broker(url, 2, root=args.root) as srv:
-            result = asyncio.run(_probe(url, srv.url, args))
-    result["root"] = str(args.root)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"walprobe-{stamp}.json"
-    path.write_text(json.dumps(result, indent=2))
-    print(json.dumps({k: v for k, v in result.items() if k != "wal_records"}, indent=2))
-    for row in result["wal_records"]:
-        print(f"  {row['record']:<28} {row['count']:>8} records {row['bytes']:>12} bytes")
-    print(f"written: {path}", file=sys.stderr)
-    return 0
-
+    rounds = Rounds("walprobe", args)
+    for r in range(args.rounds):  # a fresh server and database each round
+        with launch.Postgres() as pg:
+            url = asyncio.run(launch.fresh_database(pg.dsn, migrate=False))
+            with launch.broker(url, args.workers, root=args.root) as srv:
+                result = asyncio.run(_probe(url, srv.url, args))
+        rounds.add("WAL bytes per message", result["wal_bytes_per_message"])
+        for table, size in result["table_bytes_per_message"].items():
+            rounds.add(f"{table} bytes per message", size)
+        rounds.detail(f"round {r + 1}", {**result, "root": str(args.root)})
+        rounds.end_round()
+    return rounds.finish()
 
 if __name__ == "__main__":
     sys.exit(main())

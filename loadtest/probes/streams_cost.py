@@ -1,4 +1,4 @@
-"""Streams and maxSize, measured: `python -m loadtest.streams_cost`.
+"""Streams and maxSize, measured: `python -m loadtest probe streams_cost`.
 
 One broker (web workers) on a fresh database; each round runs every variant, alternating:
 
@@ -23,8 +23,6 @@ Ratios are of medians over the rounds (runner / raw; maxSize on / off). Load goe
 from __future__ import annotations
 
 import asyncio
-import json
-import statistics
 import time
 import uuid
 from collections.abc import Coroutine
@@ -38,10 +36,9 @@ from queen.streams import Stream
 from core.engine.writes import NewMessage, PartitionName, append
 from core.ids import uuid7
 from loadtest import launch
-from loadtest.auth_cost import _cpu_seconds
 from loadtest.corpus import build_corpus
-from loadtest.encryption_cost import _pusher
-from loadtest.supervision import FAST_DATABASE, load_arguments
+from loadtest.probes.encryption_cost import _pusher
+from loadtest.probes.rounds import FAST_DATABASE, Rounds, arguments, cpu_seconds, in_turn
 
 PARTITIONS = 4
 T = TypeVar("T")
@@ -123,12 +120,12 @@ async def _max_size(url: str, limit: int, connections: int, seconds: float,
         r = await http.post("/api/v1/configure", json={"queue": queue,
                                                        "options": {"maxSize": limit}})
         r.raise_for_status()
-    cpu = _cpu_seconds(pid)
+    cpu = cpu_seconds(pid)
     start = time.monotonic()
     pushed = sum(await asyncio.gather(*(
         _pusher(url, queue, k, 10, bodies, start + seconds) for k in range(connections))))
     elapsed = time.monotonic() - start
-    return pushed / elapsed, (_cpu_seconds(pid) - cpu) / max(pushed, 1) * 1e6
+    return pushed / elapsed, (cpu_seconds(pid) - cpu) / max(pushed, 1) * 1e6
 
 
 async def _append_cost(url: str, database_url: str) -> tuple[float, float]:
@@ -161,51 +158,40 @@ async def _append_cost(url: str, database_url: str) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = load_arguments("python -m loadtest.streams_cost", __doc__ or "", 4.0)
+    parser = arguments("streams_cost", __doc__ or "", seconds=4.0)
     parser.add_argument("--messages", type=int, default=4000,
                         help="messages each stream variant moves per round")
     args = parser.parse_args(argv)
     bodies = build_corpus().bodies
-    figures: dict[str, list[float]] = {k: [] for k in (
-        "runner msg/s", "raw msg/s", "push msg/s maxSize off", "push msg/s maxSize on",
-        "CPU us/msg maxSize off", "CPU us/msg maxSize on", "append us maxSize off",
-        "append us maxSize on")}
+    rounds = Rounds("streams_cost", args)
     with launch.Postgres(FAST_DATABASE if args.fast_database else None) as pg:
         url = str(launch.run_sync(launch.fresh_database(pg.dsn)))
         with launch.broker(url, args.workers) as server:
             assert server.proc is not None
             _sync(_raw(server.url, 400))  # warm-up
             _sync(_runner(server.url, 400))
-            for _ in range(args.rounds):
-                figures["runner msg/s"].append(_sync(_runner(server.url, args.messages)))
-                figures["raw msg/s"].append(_sync(_raw(server.url, args.messages)))
-                variants = [("off", 0), ("on", 2**31 - 1)]
-                if len(figures["runner msg/s"]) % 2 == 0:  # alternate which goes first
-                    variants.reverse()
-                for label, limit in variants:
+            for r in range(args.rounds):
+                rounds.add("runner msg/s", _sync(_runner(server.url, args.messages)))
+                rounds.add("raw msg/s", _sync(_raw(server.url, args.messages)))
+                for label, limit in in_turn([("off", 0), ("on", 2**31 - 1)], r):
                     rate, cpu = _sync(_max_size(
                         server.url, limit, args.connections, args.seconds, bodies,
                         server.proc.pid))
-                    figures[f"push msg/s maxSize {label}"].append(rate)
-                    figures[f"CPU us/msg maxSize {label}"].append(cpu)
+                    rounds.add(f"push msg/s maxSize {label}", rate)
+                    rounds.add(f"CPU us/msg maxSize {label}", cpu)
                 off, on = _sync(_append_cost(server.url, url))
-                figures["append us maxSize off"].append(off)
-                figures["append us maxSize on"].append(on)
-                print(json.dumps({k: round(v[-1], 1) for k, v in figures.items()}), flush=True)
-    med = {k: statistics.median(v) for k, v in figures.items()}
-    print()
-    for k, v in med.items():
-        print(f"median {k:26} {v:10.1f}")
-    print(f"runner / raw                     {med['runner msg/s'] / med['raw msg/s']:.3f}")
-    print(f"push msg/s maxSize on / off      "
-          f"{med['push msg/s maxSize on'] / med['push msg/s maxSize off']:.3f}")
-    print(f"append (10 msgs) maxSize on / off "
-          f"{med['append us maxSize on'] / med['append us maxSize off']:.3f} "
-          f"({med['append us maxSize on'] - med['append us maxSize off']:.0f} us per flush)")
-    print(f"CPU per push maxSize on - off    "
-          f"{med['CPU us/msg maxSize on'] - med['CPU us/msg maxSize off']:.1f} us/msg")
-    return 0
-
+                rounds.add("append us maxSize off", off)
+                rounds.add("append us maxSize on", on)
+                rounds.end_round()
+    rounds.ratio("runner / raw msg/s", "runner msg/s", "raw msg/s")
+    rounds.ratio("push msg/s maxSize on / off", "push msg/s maxSize on", "push msg/s maxSize off")
+    rounds.ratio("append (10 msgs) maxSize on / off", "append us maxSize on",
+                 "append us maxSize off")
+    rounds.difference("append us per flush maxSize on - off", "append us maxSize on",
+                      "append us maxSize off")
+    rounds.difference("CPU us per pushed msg maxSize on - off", "CPU us/msg maxSize on",
+                      "CPU us/msg maxSize off")
+    return rounds.finish()
 
 if __name__ == "__main__":
     raise SystemExit(main())

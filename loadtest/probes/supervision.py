@@ -1,4 +1,4 @@
-"""The web tier's process model, measured: `python -m loadtest.supervision`.
+"""The web tier's process model, measured: `python -m loadtest probe supervision`.
 
 Compares the broker's web workers under hypercorn's own multi-worker runner (what `serve`
 ran before) and under the `serve` / `web` supervisor (one socket, N single-worker processes),
@@ -17,12 +17,10 @@ started are signalled, by pid.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import itertools
 import os
 import signal
-import statistics
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -31,6 +29,7 @@ import psutil  # type: ignore[import-untyped]
 
 from core.waiting import within
 from loadtest import launch
+from loadtest.probes.rounds import FAST_DATABASE, Rounds, arguments, in_turn
 
 RUNNERS = ("hypercorn", "supervisor")
 
@@ -175,46 +174,22 @@ def _longest_gap(times: list[float], start: float, end: float) -> float:
     return max(b - a for a, b in itertools.pairwise(points))
 
 
-FAST_DATABASE = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
-
-
-def load_arguments(prog: str, description: str, seconds: float) -> argparse.ArgumentParser:
-    """The options of a same-run comparison of push throughput (this one, auth_cost)."""
-    parser = argparse.ArgumentParser(prog=prog, description=description,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--connections", type=int, default=32)
-    parser.add_argument("--seconds", type=float, default=seconds)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--fast-database", action="store_true",
-                        help="PostgreSQL without fsync, so the disk's jitter does not drown the "
-                             "difference between what is compared (not a broker benchmark)")
-    return parser
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = load_arguments("python -m loadtest.supervision", __doc__ or "", 8.0).parse_args(argv)
-    rates: dict[str, list[float]] = {r: [] for r in RUNNERS}
+    args = arguments("supervision", __doc__ or "", seconds=8.0).parse_args(argv)
+    rounds = Rounds("supervision", args)
     with launch.Postgres(FAST_DATABASE if args.fast_database else None) as pg:
-        for _ in range(args.rounds):
-            for runner in RUNNERS:
-                rate = throughput(pg.dsn, runner, args.workers, args.connections, args.seconds)
-                rates[runner].append(rate)
-                print(f"{runner:10} push req/s {rate:8.1f}", flush=True)
-        kills = {runner: kill_one(pg.dsn, runner, args.workers, args.connections // 2)
-                 for runner in RUNNERS}
-    medians = {r: statistics.median(v) for r, v in rates.items()}
-    print()
-    for runner in RUNNERS:
-        print(f"{runner:10} median push req/s {medians[runner]:8.1f} "
-              f"(runs: {', '.join(f'{v:.0f}' for v in rates[runner])})")
-    paired = sorted(s / h for h, s in zip(rates["hypercorn"], rates["supervisor"]))
-    print(f"supervisor / hypercorn push req/s: {medians['supervisor'] / medians['hypercorn']:.3f}"
-          f" (medians); per round {statistics.median(paired):.3f} median, "
-          f"{paired[0]:.2f}-{paired[-1]:.2f} range")
-    for runner, figures in kills.items():
-        print(f"{runner:10} one worker killed (SIGKILL) under load: {figures}")
-    return 0
+        for r in range(args.rounds):
+            for runner in in_turn(RUNNERS, r):
+                rounds.add(f"{runner} push req/s",
+                           throughput(pg.dsn, runner, args.workers, args.connections,
+                                      args.seconds))
+            rounds.end_round()
+        for runner in RUNNERS:
+            rounds.detail(f"{runner}: one worker killed (SIGKILL) under load",
+                          kill_one(pg.dsn, runner, args.workers, args.connections // 2))
+    rounds.ratio("supervisor / hypercorn push req/s", "supervisor push req/s",
+                 "hypercorn push req/s")
+    return rounds.finish()
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Timers: schedule rate and fire lag, `python -m loadtest.timers_bench`.
+"""Timers: schedule rate and fire lag, `python -m loadtest probe timers_bench`.
 
 One run on a durable embedded PostgreSQL (fsync and synchronous_commit on), a fresh database
 per round, the broker's web tier (`--workers`) and one timer firer process:
@@ -22,18 +22,15 @@ the range. The machine is shared: the figures are for this run only.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import time
 import uuid
 from collections import Counter
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -43,6 +40,7 @@ from core.embedded import stop_process
 from core.ids import uuid7
 from core.storage.statements import QUERIES
 from loadtest.launch import ROOT, Postgres, broker, fresh_database
+from loadtest.probes.rounds import Rounds, arguments, in_turn
 
 PAYLOAD_B64 = "eyJvcmRlcklkIjogIjlmMSIsICJhY3Rpb24iOiAiZXhwaXJlIn0="  # a small JSON document
 PARTITIONS = 8
@@ -165,65 +163,55 @@ async def one_round(url: str, dsn: str, bare_dsn: str, n: int, connections: int,
     return out
 
 
-def _summary(rounds: list[dict[str, Any]], key: str) -> str:
-    values = [r[key] for r in rounds if key in r]
-    if not values:
-        return "n/a"
-    return f"{statistics.median(values)} (range {min(values)}..{max(values)})"
+FIGURES = ("schedule_ops_per_s", "bare_ops_per_s", "fire_lag_p50_s", "fire_lag_p99_s",
+           "fire_lag_max_s", "delivery_lag_p50_s", "delivery_lag_p99_s")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.timers_bench",
-                                     description=__doc__.split("\n\n")[0])
+    parser = arguments("timers_bench", (__doc__ or "").split("\n\n")[0], connections=8,
+                       fast_database=False)
     parser.add_argument("--timers", type=int, default=10_000)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--consumers", type=int, default=4)
-    parser.add_argument("--json", help="write the rounds here")
-    parser.add_argument("--before", help="another checkout whose timer firer runs in every "
-                        "other round (before/after, alternating; the web tier is this one's)")
+    parser.add_argument("--before", help="another checkout whose timer firer runs in each "
+                        "round beside this one's (before/after, in turn; the web tier is "
+                        "this one's)")
     args = parser.parse_args(argv)
-    rounds = []
+    rounds = Rounds("timers_bench", args)
+    results: list[dict[str, Any]] = []
     with Postgres() as pg:
-        for i in range(args.rounds * (2 if args.before else 1)):
-            root = args.before if args.before and i % 2 else str(ROOT)
-            dsn = asyncio.run(fresh_database(pg.dsn))
-            bare_dsn = asyncio.run(fresh_database(pg.dsn))
-            firer = subprocess.Popen([sys.executable, "-m", "core.timers.firer"], cwd=root,
-                                     env={**os.environ, "DATABASE_URL": dsn,
-                                          "PYTHONPATH": root, "LOG_LEVEL": "warning"},
-                                     start_new_session=True)
-            try:
-                with broker(dsn, args.workers) as server:
-                    result = asyncio.run(one_round(server.url, dsn, bare_dsn, args.timers,
-                                                   args.connections, args.consumers))
-            finally:
-                stop_process(firer, signal.SIGTERM, timeout=15)
-            result["firer"] = "before" if root != str(ROOT) else "this"
-            print(f"round {i + 1}: {json.dumps(result)}", flush=True)
-            rounds.append(result)
-    ok = all(r["gate"] for r in rounds)
-    print(f"gate (every timer delivered exactly once, none pending): "
-          f"{'pass' if ok else 'FAIL'} in {sum(r['gate'] for r in rounds)}/{len(rounds)} rounds")
-    for label in ("this", "before") if args.before else ("this",):
-        mine = [r for r in rounds if r["firer"] == label]
-        print(f"firer: {label}")
-        for key in ("schedule_ops_per_s", "bare_ops_per_s", "schedule_ratio",
-                    "fire_lag_p50_s", "fire_lag_p99_s", "fire_lag_max_s",
-                    "delivery_lag_p50_s", "delivery_lag_p99_s"):
-            print(f"  {key}: {_summary(mine, key)}")
+        for i in range(args.rounds):
+            for which in in_turn(["this", "before"] if args.before else ["this"], i):
+                root = args.before if which == "before" else str(ROOT)
+                dsn = asyncio.run(fresh_database(pg.dsn))
+                bare_dsn = asyncio.run(fresh_database(pg.dsn))
+                firer = subprocess.Popen([sys.executable, "-m", "core.timers.firer"],
+                                         cwd=root, env={**os.environ, "DATABASE_URL": dsn,
+                                                        "PYTHONPATH": root,
+                                                        "LOG_LEVEL": "warning"},
+                                         start_new_session=True)
+                try:
+                    with broker(dsn, args.workers) as server:
+                        result = asyncio.run(one_round(server.url, dsn, bare_dsn, args.timers,
+                                                       args.connections, args.consumers))
+                finally:
+                    stop_process(firer, signal.SIGTERM, timeout=15)
+                results.append({"firer": which, **result})
+                for key in FIGURES:
+                    if key in result:  # a round that failed the gate has no figures
+                        rounds.add(f"firer {which} {key}", result[key])
+            rounds.end_round()
+    gates = [r["gate"] for r in results]
+    rounds.detail("gate (every timer delivered exactly once, none pending)",
+                  f"{'pass' if all(gates) else 'FAIL'} in {sum(gates)}/{len(gates)} rounds")
+    rounds.detail("rounds", results)
+    for which in ("this", "before") if args.before else ("this",):
+        rounds.ratio(f"firer {which}: schedule broker / bare asyncpg",
+                     f"firer {which} schedule_ops_per_s", f"firer {which} bare_ops_per_s")
     if args.before:
-        pairs = [(a, b) for a, b in zip(rounds[::2], rounds[1::2]) if a["gate"] and b["gate"]]
-        ratios = [a["fire_lag_p99_s"] / b["fire_lag_p99_s"] for a, b in pairs]
-        if ratios:
-            print(f"fire lag p99, this / before, per round pair: "
-                  f"{[round(r, 2) for r in ratios]} (median {statistics.median(ratios):.2f})")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "rounds": rounds, "at": datetime.now(UTC).isoformat()},
-                      f, indent=2)
-    return 0 if ok else 1
+        rounds.ratio("fire lag p99 this / before", "firer this fire_lag_p99_s",
+                     "firer before fire_lag_p99_s")
+    status = rounds.finish()
+    return status if all(gates) else 1
 
 
 if __name__ == "__main__":

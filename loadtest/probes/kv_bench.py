@@ -1,4 +1,4 @@
-"""KV and lock throughput, measured: `python -m loadtest.kv_bench`.
+"""KV and lock throughput, measured: `python -m loadtest probe kv_bench`.
 
 A durable embedded PostgreSQL (fsync and synchronous_commit on) and the broker's web workers
 on a fresh database. For each op (`put`, `get`, `incr`) and each call size (1 and 100 ops per
@@ -21,11 +21,9 @@ are signalled. The machine may be shared: compare ratios, not absolute figures.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import random
-import statistics
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -35,6 +33,7 @@ import asyncpg
 from core.storage import kv as store
 from loadtest import launch
 from loadtest.httpc import Connection
+from loadtest.probes.rounds import Rounds, arguments, in_turn
 
 OPS = ("put", "get", "incr")
 SIZES = (1, 100)
@@ -164,52 +163,36 @@ async def _seed(url: str, connections: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.kv_bench", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--connections", type=int, default=32)
-    parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args(argv)
+    args = arguments("kv_bench", __doc__ or "", seconds=5.0,
+                     fast_database=False).parse_args(argv)
     cells = [(op, size) for op in OPS for size in SIZES]
-    broker: dict[tuple[str, int], list[float]] = {c: [] for c in cells}
-    bare: dict[tuple[str, int], list[float]] = {c: [] for c in cells}
-    locks: dict[int, list[tuple[float, float]]] = {1: [], 1000: []}
+    rounds = Rounds("kv_bench", args)
     with launch.Postgres() as pg:
         url = str(launch.run_sync(launch.fresh_database(pg.dsn)))
         with launch.broker(url, args.workers) as server:
             launch.run_sync(_seed(server.url, args.connections))
             for r in range(args.rounds):
                 for op, size in cells:
-                    b = float(launch.run_sync(broker_rate(  # type: ignore[arg-type]
-                        server.url, op, size, args.connections, args.seconds)))
-                    s = float(launch.run_sync(bare_rate(  # type: ignore[arg-type]
-                        url, op, size, args.connections, args.seconds)))
-                    broker[(op, size)].append(b)
-                    bare[(op, size)].append(s)
-                    print(f"round {r + 1} {op:5} x{size:<3} broker {b:9.0f} ops/s   bare "
-                          f"asyncpg {s:9.0f} ops/s   ratio {b / s:.3f}", flush=True)
-                for names, figures in locks.items():
+                    for side in in_turn(("broker", "bare asyncpg"), r):
+                        rate = (broker_rate(server.url, op, size, args.connections,
+                                            args.seconds) if side == "broker" else
+                                bare_rate(url, op, size, args.connections, args.seconds))
+                        rounds.add(f"{op} x{size} {side} ops/s",
+                                   float(launch.run_sync(rate)))  # type: ignore[arg-type]
+                for names in (1, 1000):
                     answered = launch.run_sync(lock_rate(
                         server.url, names, args.connections, args.seconds))
                     assert isinstance(answered, tuple)
-                    rate, share = answered
-                    figures.append((rate, share))
-                    print(f"round {r + 1} locks on {names:4} names: {rate:8.0f} "
-                          f"acquire+release cycles/s ({share:.0%} of acquires refused)",
-                          flush=True)
-    print("\nmedians (ratio = median of the per-round broker / bare asyncpg ratios)")
-    for cell in cells:
-        ratios = [b / s for b, s in zip(broker[cell], bare[cell])]
-        print(f"{cell[0]:5} x{cell[1]:<3} broker {statistics.median(broker[cell]):9.0f} ops/s  "
-              f"bare {statistics.median(bare[cell]):9.0f} ops/s  ratio "
-              f"{statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f})")
-    one = statistics.median(r for r, _ in locks[1])
-    many = statistics.median(r for r, _ in locks[1000])
-    print(f"locks: 1 name {one:.0f} cycles/s, 1000 names {many:.0f} cycles/s "
-          f"(1 name / 1000 names {one / many:.3f})")
-    return 0
-
+                    rounds.add(f"locks on {names} names cycles/s", answered[0])
+                    rounds.add(f"locks on {names} names: share of acquires refused",
+                               answered[1])
+                rounds.end_round()
+    for op, size in cells:
+        rounds.ratio(f"{op} x{size} broker / bare asyncpg", f"{op} x{size} broker ops/s",
+                     f"{op} x{size} bare asyncpg ops/s")
+    rounds.ratio("locks cycles/s 1 name / 1000 names", "locks on 1 names cycles/s",
+                 "locks on 1000 names cycles/s")
+    return rounds.finish()
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -1,5 +1,5 @@
 """JSON against the binary formats (wire-protocol §7), measured in one run:
-`python -m loadtest.wire_compare`.
+`python -m loadtest probe wire_compare`.
 
 One durable embedded PostgreSQL and one broker (or `--url`); the wire modes alternate round
 by round, so drift on a shared machine hits them alike, and each round gives a ratio:
@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import statistics
 import sys
 import time
 import uuid
@@ -46,6 +45,7 @@ from loadtest.corpus import build_corpus, payload
 from loadtest.drain import fetch_all
 from loadtest.gate import check
 from loadtest.httpc import Connection
+from loadtest.probes.rounds import Rounds, arguments, in_turn
 from loadtest.runner import Shape, run_cell
 from loadtest.wire import BINARY_TYPE, WIRES, push_body
 
@@ -201,32 +201,10 @@ def _broker(args: argparse.Namespace) -> Iterator[tuple[str, int | None]]:
             yield server.url, server.proc.pid if server.proc else None
 
 
-def _summary(name: str, figures: dict[str, list[Figure]], base: str = "json") -> list[str]:
-    lines = [f"{name} msg/s per round: " + "; ".join(
-        f"{w} {', '.join(f'{f.msg_per_s:,.0f}' for f in fs)}" for w, fs in figures.items())]
-    lines.append(f"{name} broker CPU us/msg per round: " + "; ".join(
-        f"{w} {', '.join(f'{f.cpu_us_per_msg:.1f}' for f in fs)}" for w, fs in figures.items()))
-    for wire, values in figures.items():
-        if wire == base:
-            continue
-        for what, key, better in (("msg/s", 0, "higher"), ("broker CPU per msg", 1, "lower")):
-            ratios = [v[key] / b[key] for v, b in zip(values, figures[base]) if b[key]]
-            if ratios:
-                lines.append(
-                    f"{name} {what} {wire} / {base} ({better} is better): median "
-                    f"{statistics.median(ratios):.2f} (rounds "
-                    f"{', '.join(f'{r:.2f}' for r in ratios)})")
-    return lines
-
-
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m loadtest.wire_compare",
-                                description=__doc__.split("\n\n")[0])
+    p = arguments("wire_compare", (__doc__ or "").split("\n\n")[0], seconds=8.0,
+                  fast_database=False)
     p.add_argument("--url", help="an already running broker (127.0.0.1 only)")
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--seconds", type=float, default=8.0, help="push: seconds per round")
-    p.add_argument("--connections", type=int, default=32, help="push: producer connections")
     p.add_argument("--batch", type=int, default=100, help="messages per push")
     p.add_argument("--partitions", type=int, default=100, help="push: partitions")
     p.add_argument("--messages", type=int, default=50_000, help="pop: prefilled messages")
@@ -239,30 +217,32 @@ def main(argv: list[str] | None = None) -> int:
         print("wire_compare: --url must be a broker on this machine", file=sys.stderr)
         return 2
     tag = uuid.uuid4().hex[:6]
-    lines = [f"wire_compare {' '.join(sys.argv[1:])}"]
-    with _broker(args) as (url, pid):
-        if args.skip != "push":
-            pushes: dict[str, list[Figure]] = {w: [] for w in WIRES}
-            for r in range(args.rounds):
-                for wire in WIRES:
-                    pushes[wire].append(_push_round(url, pid, wire, args, f"{tag}-{r}"))
-                    print(f"push round {r + 1} {wire}: {pushes[wire][-1]}", file=sys.stderr)
-            lines += _summary(f"push (batch {args.batch}, {args.partitions} partitions)",
-                              pushes)
-        if args.skip != "pop":
-            queue = f"wc-pop-{tag}"
+    rounds = Rounds("wire_compare", args)
+    push = f"push (batch {args.batch}, {args.partitions} partitions)"
+    pop = f"pop+ack (batch {args.pop_batch}, {args.prefill} segments of {args.batch})"
+    with _broker(args) as (url, pid), ProcessPoolExecutor(2) as pool:
+        queue = f"wc-pop-{tag}"
+        if args.skip != "pop":  # every pop round reads it again, as a group of its own
             asyncio.run(_prefill(url, queue, args.messages, args.batch, args.prefill))
-            pops: dict[str, list[Figure]] = {w: [] for w in POP_WIRES}
-            with ProcessPoolExecutor(2) as pool:
-                for r in range(args.rounds):
-                    for wire in POP_WIRES:
-                        pops[wire].append(_pop_round(pool, url, pid, queue, wire, args,
-                                                     str(r)))
-                        print(f"pop round {r + 1} {wire}: {pops[wire][-1]}", file=sys.stderr)
-            lines += _summary(f"pop+ack (batch {args.pop_batch}, {args.prefill} segments of "
-                              f"{args.batch})", pops)
-    print("\n".join(lines))
-    return 0
+        for r in range(args.rounds):
+            if args.skip != "push":
+                for wire in in_turn(WIRES, r):
+                    f = _push_round(url, pid, wire, args, f"{tag}-{r}")
+                    rounds.add(f"{push} {wire} msg/s", f.msg_per_s)
+                    rounds.add(f"{push} {wire} broker CPU us/msg", f.cpu_us_per_msg)
+            if args.skip != "pop":
+                for wire in in_turn(POP_WIRES, r):
+                    f = _pop_round(pool, url, pid, queue, wire, args, str(r))
+                    rounds.add(f"{pop} {wire} msg/s", f.msg_per_s)
+                    rounds.add(f"{pop} {wire} broker CPU us/msg", f.cpu_us_per_msg)
+            rounds.end_round()
+    for name, wires in ((push, WIRES), (pop, POP_WIRES)):
+        for wire in wires:
+            if wire != "json":
+                for what in ("msg/s", "broker CPU us/msg"):
+                    rounds.ratio(f"{name} {what} {wire} / json", f"{name} {wire} {what}",
+                                 f"{name} json {what}")
+    return rounds.finish()
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Long-poll wake-up latency across worker processes: `python -m loadtest.wakeup --url ...`.
+"""Long-poll wake-up latency across worker processes:
+`python -m loadtest probe wakeup --url ...`.
 
 Parks pops on connections served by one web worker and pushes through a connection served by
 another, so every wake-up has to travel through PostgreSQL LISTEN/NOTIFY. Each keep-alive
@@ -10,7 +11,6 @@ Bounded: `--trials` pushes, each waited for at most `--timeout-ms`.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import statistics
 import sys
@@ -18,6 +18,8 @@ import time
 import uuid
 
 import httpx
+
+from loadtest.probes.rounds import Rounds, arguments
 
 _MAX_CONNECT_ATTEMPTS = 40
 
@@ -67,22 +69,28 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.wakeup", description=__doc__)
+    parser = arguments("wakeup", __doc__ or "", rounds=1, connections=None,
+                       fast_database=False)
     parser.add_argument("--url", default="http://127.0.0.1:6632")
     parser.add_argument("--trials", type=int, default=200)
     parser.add_argument("--timeout-ms", type=int, default=5000)
     args = parser.parse_args(argv)
     if not args.url.startswith(("http://127.0.0.1", "http://localhost")):
         parser.error("only a broker on this machine (127.0.0.1) may be measured")
-    latencies = asyncio.run(measure(args.url, args.trials, args.timeout_ms))
-    if not latencies:
-        print("no wake-up observed")
-        return 1
-    print(f"wake-ups {len(latencies)}/{args.trials}: p50 {statistics.median(latencies):.1f} ms, "
-          f"p99 {_percentile(latencies, 0.99):.1f} ms, max {max(latencies):.1f} ms "
-          "(push sent -> parked pop answered, across worker processes)")
-    return 0 if len(latencies) == args.trials else 1
-
+    rounds = Rounds("wakeup", args)
+    missed = 0
+    for _ in range(args.rounds):
+        latencies = asyncio.run(measure(args.url, args.trials, args.timeout_ms))
+        missed += args.trials - len(latencies)
+        if latencies:
+            rounds.add("wake-up p50 ms", statistics.median(latencies))
+            rounds.add("wake-up p99 ms", _percentile(latencies, 0.99))
+            rounds.add("wake-up max ms", max(latencies))
+        rounds.end_round()
+    rounds.detail("what", "push sent -> parked pop answered, across worker processes")
+    rounds.detail("trials without a wake-up", missed)
+    status = rounds.finish()
+    return status if missed == 0 else 1
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,9 +1,9 @@
 """Ephemeral queues (§19) against durable queues, measured in one run on one broker.
 
-    python -m loadtest.ephemeral throughput [--seconds 10] [--rounds 3]
-    python -m loadtest.ephemeral rtt [--pairs 300] [--rounds 3]
-    python -m loadtest.ephemeral bounds [--seconds 300]
-    python -m loadtest.ephemeral all                 # the three, as the README reports them
+    python -m loadtest probe ephemeral throughput [--seconds 10] [--rounds 3]
+    python -m loadtest probe ephemeral rtt [--pairs 300] [--rounds 3]
+    python -m loadtest probe ephemeral bounds [--seconds 300]
+    python -m loadtest probe ephemeral all                 # the three, as the README reports them
 
 Each starts a durable embedded PostgreSQL (fsync and synchronous_commit on) and a 2-worker
 broker on it, unless `--url` names a running broker.
@@ -30,7 +30,6 @@ import argparse
 import asyncio
 import contextlib
 import multiprocessing
-import statistics
 import sys
 import time
 import uuid
@@ -44,6 +43,7 @@ import psutil  # type: ignore[import-untyped]
 from core.waiting import within
 from loadtest import launch
 from loadtest.httpc import Connection, HttpError
+from loadtest.probes.rounds import Rounds, arguments, in_turn
 
 EPH = "/api/v1/ephemeral"
 PARTITIONS = 100
@@ -192,18 +192,11 @@ def _round(kind: str, url: str, seconds: float) -> dict[str, float]:
             "errors": results["producers"]["errors"] + results["consumers"]["errors"]}
 
 
-def throughput(url: str, seconds: float, rounds: int) -> dict[str, Any]:
-    runs: dict[str, list[dict[str, float]]] = {"durable": [], "ephemeral": []}
-    for r in range(rounds):
-        for kind in (("durable", "ephemeral") if r % 2 == 0 else ("ephemeral", "durable")):
-            figures = _round(kind, url, seconds)
-            runs[kind].append(figures)
-            print(f"  round {r + 1} {kind:9s} acked {figures['acked_per_s']:9.0f}/s  pushed "
-                  f"{figures['pushed_per_s']:9.0f}/s  429s {figures['full_429']:.0f}  errors "
-                  f"{figures['errors']:.0f}", file=sys.stderr)
-    med = {k: statistics.median(f["acked_per_s"] for f in v) for k, v in runs.items()}
-    return {"rounds": runs, "median_acked_per_s": med,
-            "ratio_ephemeral_over_durable": med["ephemeral"] / med["durable"]}
+def throughput(url: str, seconds: float, round_index: int, rounds: Rounds) -> None:
+    """One round of the W2 shape on each kind of queue, in turn."""
+    for kind in in_turn(("durable", "ephemeral"), round_index):
+        for name, value in _round(kind, url, seconds).items():
+            rounds.add(f"throughput {kind} {name}", value)
 
 
 # --- request/reply round trip ---------------------------------------------------------------
@@ -285,19 +278,12 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def rtt(url: str, pairs: int, rounds: int) -> dict[str, Any]:
-    times: dict[str, list[float]] = {"durable": [], "ephemeral": []}
-    for r in range(rounds):
-        for kind in (("durable", "ephemeral") if r % 2 == 0 else ("ephemeral", "durable")):
-            got = asyncio.run(_pairs(kind, url, pairs))
-            times[kind] += got
-            print(f"  round {r + 1} {kind:9s} p50 {_quantile(got, 0.5):7.2f} ms  p99 "
-                  f"{_quantile(got, 0.99):7.2f} ms", file=sys.stderr)
-    out: dict[str, Any] = {k: {"pairs": len(v), "p50_ms": _quantile(v, 0.5),
-                               "p99_ms": _quantile(v, 0.99)} for k, v in times.items()}
-    out["p99_ratio_durable_over_ephemeral"] = out["durable"]["p99_ms"] / out["ephemeral"]["p99_ms"]
-    out["p50_ratio_durable_over_ephemeral"] = out["durable"]["p50_ms"] / out["ephemeral"]["p50_ms"]
-    return out
+def rtt(url: str, pairs: int, round_index: int, rounds: Rounds) -> None:
+    """One round of request/reply pairs on each kind of queue, in turn."""
+    for kind in in_turn(("durable", "ephemeral"), round_index):
+        got = asyncio.run(_pairs(kind, url, pairs))
+        rounds.add(f"rtt {kind} p50 ms", _quantile(got, 0.5))
+        rounds.add(f"rtt {kind} p99 ms", _quantile(got, 0.99))
 
 
 # --- bounds under a producer that outruns its consumer --------------------------------------
@@ -385,30 +371,33 @@ def _target(args: argparse.Namespace) -> Iterator[tuple[str, str, int | None]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m loadtest.ephemeral", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = arguments("ephemeral", __doc__ or "", connections=None, fast_database=False)
     p.add_argument("what", choices=("throughput", "rtt", "bounds", "all"))
     p.add_argument("--seconds", type=float, help="per throughput round (10) / bounds run (300)")
-    p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--pairs", type=int, default=300)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--url", help="a running broker instead of a fresh one")
     p.add_argument("--database-url", help="its database (bounds reads table sizes there)")
     args = p.parse_args(argv)
-    report: dict[str, Any] = {}
+    rounds = Rounds("ephemeral", args)
     with _target(args) as (url, database_url, pid):
-        if args.what in ("throughput", "all"):
-            print("throughput (W2 shape, messages acked per second):", file=sys.stderr)
-            report["throughput"] = throughput(url, args.seconds or 10.0, args.rounds)
-        if args.what in ("rtt", "all"):
-            print("request/reply round trip:", file=sys.stderr)
-            report["rtt"] = rtt(url, args.pairs, args.rounds)
+        for r in range(args.rounds if args.what != "bounds" else 0):
+            if args.what in ("throughput", "all"):
+                throughput(url, args.seconds or 10.0, r, rounds)
+            if args.what in ("rtt", "all"):
+                rtt(url, args.pairs, r, rounds)
+            rounds.end_round()
         if args.what in ("bounds", "all"):
             seconds = args.seconds if args.seconds and args.what == "bounds" else 300.0
-            print(f"bounds under a flood ({seconds:.0f} s):", file=sys.stderr)
-            report["bounds"] = asyncio.run(_bounds(url, database_url, seconds, pid))
-    print(msgspec.json.format(msgspec.json.encode(report)).decode())
-    return 0
+            print(f"bounds under a flood ({seconds:.0f} s)", file=sys.stderr)
+            rounds.detail("bounds under a flood",
+                          asyncio.run(_bounds(url, database_url, seconds, pid)))
+    rounds.ratio("throughput acked/s ephemeral / durable", "throughput ephemeral acked_per_s",
+                 "throughput durable acked_per_s")
+    for q in ("p50", "p99"):
+        rounds.ratio(f"rtt {q} durable / ephemeral", f"rtt durable {q} ms",
+                     f"rtt ephemeral {q} ms")
+    return rounds.finish()
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """The cost of encryption at rest on push and pop throughput, measured:
-`python -m loadtest.encryption_cost`.
+`python -m loadtest probe encryption_cost`.
 
 One broker with QUEEN_ENCRYPTION_KEY (web workers, `queen-broker web`) on a fresh database;
 each round runs both variants, alternating, on fresh queues of 10 partitions:
@@ -22,15 +22,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import statistics
 import time
 import uuid
 
 from loadtest import launch
-from loadtest.auth_cost import _cpu_seconds
 from loadtest.corpus import build_corpus
 from loadtest.httpc import Connection, HttpError
-from loadtest.supervision import FAST_DATABASE, load_arguments
+from loadtest.probes.rounds import FAST_DATABASE, Rounds, arguments, cpu_seconds, in_turn
 
 VARIANTS = ("plain", "encrypted")
 PARTITIONS = 10
@@ -97,31 +95,30 @@ async def _run(url: str, encrypted: bool, connections: int, batch: int, seconds:
     """Push msg/s, broker CPU us per pushed message, pop msg/s, CPU us per popped one."""
     queue = f"enc-{'on' if encrypted else 'off'}-{uuid.uuid4().hex[:8]}"
     await _configure(url, queue, encrypted)
-    cpu = _cpu_seconds(pid)
+    cpu = cpu_seconds(pid)
     start = time.monotonic()
     pushed = sum(await asyncio.gather(*(
         _pusher(url, queue, k, batch, bodies, start + seconds) for k in range(connections))))
     push_time = time.monotonic() - start
-    cpu = _cpu_seconds(pid) - cpu
-    pop_cpu = _cpu_seconds(pid)
+    cpu = cpu_seconds(pid) - cpu
+    pop_cpu = cpu_seconds(pid)
     start = time.monotonic()
     popped = sum(await asyncio.gather(*(
         _popper(url, queue, start + seconds) for _ in range(connections))))
     pop_time = time.monotonic() - start
-    pop_cpu = _cpu_seconds(pid) - pop_cpu
+    pop_cpu = cpu_seconds(pid) - pop_cpu
     return (pushed / push_time, cpu / max(pushed, 1) * 1e6, popped / pop_time,
             pop_cpu / max(popped, 1) * 1e6)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = load_arguments("python -m loadtest.encryption_cost", __doc__ or "", 5.0)
+    parser = arguments("encryption_cost", __doc__ or "", seconds=5.0)
     parser.add_argument("--batch", type=int, default=10, help="messages per push request")
     args = parser.parse_args(argv)
     bodies = build_corpus().bodies
-    figures: dict[str, dict[str, list[float]]] = {
-        v: {"push msg/s": [], "broker CPU us per pushed msg": [], "pop msg/s": [],
-            "broker CPU us per popped msg": []}
-        for v in VARIANTS}
+    names = ("push msg/s", "broker CPU us per pushed msg", "pop msg/s",
+             "broker CPU us per popped msg")
+    rounds = Rounds("encryption_cost", args)
     env = {"QUEEN_ENCRYPTION_KEY": os.urandom(32).hex()}
     with launch.Postgres(FAST_DATABASE if args.fast_database else None) as pg:
         url = str(launch.run_sync(launch.fresh_database(pg.dsn)))
@@ -129,26 +126,18 @@ def main(argv: list[str] | None = None) -> int:
             assert server.proc is not None
             launch.run_sync(_run(server.url, False, args.connections, args.batch, 1.0,
                                  bodies, server.proc.pid))  # warm-up
-            for _ in range(args.rounds):
-                for variant in VARIANTS:
+            for r in range(args.rounds):
+                for variant in in_turn(VARIANTS, r):
                     result = launch.run_sync(_run(
                         server.url, variant == "encrypted", args.connections, args.batch,
                         args.seconds, bodies, server.proc.pid))
                     assert isinstance(result, tuple)
-                    for name, value in zip(figures[variant], result):
-                        figures[variant][name].append(value)
-                    print(f"{variant:9} push {result[0]:8.0f} msg/s  CPU/msg {result[1]:6.1f} "
-                          f"us  pop {result[2]:8.0f} msg/s  CPU/msg {result[3]:6.1f} us",
-                          flush=True)
-    print()
-    for name in figures["plain"]:
-        for variant in VARIANTS:
-            values, base = figures[variant][name], figures["plain"][name]
-            paired = sorted(v / b for v, b in zip(values, base))
-            print(f"{variant:9} median {name} {statistics.median(values):9.1f}  / plain "
-                  f"{statistics.median(paired):.3f} (per round {paired[0]:.2f}-{paired[-1]:.2f})")
-    return 0
-
+                    for name, value in zip(names, result):
+                        rounds.add(f"{variant} {name}", value)
+                rounds.end_round()
+    for name in names:
+        rounds.ratio(f"encrypted / plain {name}", f"encrypted {name}", f"plain {name}")
+    return rounds.finish()
 
 if __name__ == "__main__":
     raise SystemExit(main())

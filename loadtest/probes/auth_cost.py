@@ -1,4 +1,4 @@
-"""The cost of JWT auth on push throughput, measured: `python -m loadtest.auth_cost`.
+"""The cost of JWT auth on push throughput, measured: `python -m loadtest probe auth_cost`.
 
 Single-message pushes from `--connections` keep-alive connections for `--seconds`, against
 the broker's web workers (`queen-broker web`) on a fresh database each time, alternating
@@ -22,17 +22,16 @@ this command started are signalled.
 
 from __future__ import annotations
 
-import statistics
 import time
 import uuid
 
 import jwt
-import psutil  # type: ignore[import-untyped]
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from loadtest import launch
-from loadtest.supervision import FAST_DATABASE, Tally, _load, load_arguments
+from loadtest.probes.rounds import FAST_DATABASE, Rounds, arguments, cpu_seconds, in_turn
+from loadtest.probes.supervision import Tally, _load
 
 SECRET = "loadtest-secret-" + "x" * 32
 FRESH_TOKENS = 40_000  # ten times the broker's verified-token cache per worker
@@ -59,19 +58,6 @@ def variants() -> dict[str, tuple[dict[str, str], list[str] | None]]:
     }
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process and everything below it (exited children excluded)."""
-    total = 0.0
-    root = psutil.Process(pid)
-    for proc in (root, *root.children(recursive=True)):
-        try:
-            times = proc.cpu_times()
-        except psutil.Error:
-            continue
-        total += times.user + times.system
-    return total
-
-
 def throughput(dsn: str, env: dict[str, str], tokens: list[str] | None, workers: int,
                connections: int, seconds: float) -> tuple[float, float]:
     """Push req/s, and broker CPU microseconds per push."""
@@ -79,9 +65,9 @@ def throughput(dsn: str, env: dict[str, str], tokens: list[str] | None, workers:
     with launch.broker(url, workers, env=env) as server:
         assert server.proc is not None
         launch.run_sync(_load(server.port, connections, 1.0, tokens))
-        cpu = _cpu_seconds(server.proc.pid)
+        cpu = cpu_seconds(server.proc.pid)
         tally = launch.run_sync(_load(server.port, connections, seconds, tokens))
-        cpu = _cpu_seconds(server.proc.pid) - cpu
+        cpu = cpu_seconds(server.proc.pid) - cpu
         assert isinstance(tally, Tally)
         if tally.failed:
             raise RuntimeError(f"{tally.failed} pushes failed (auth misconfigured?)")
@@ -89,28 +75,24 @@ def throughput(dsn: str, env: dict[str, str], tokens: list[str] | None, workers:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = load_arguments("python -m loadtest.auth_cost", __doc__ or "", 5.0).parse_args(argv)
+    args = arguments("auth_cost", __doc__ or "", seconds=5.0).parse_args(argv)
     setups = variants()
-    rates: dict[str, list[float]] = {name: [] for name in setups}
-    cpus: dict[str, list[float]] = {name: [] for name in setups}
+    rounds = Rounds("auth_cost", args)
     with launch.Postgres(FAST_DATABASE if args.fast_database else None) as pg:
-        for _ in range(args.rounds):
-            for name, (env, tokens) in setups.items():
+        for r in range(args.rounds):
+            for name in in_turn(list(setups), r):
+                env, tokens = setups[name]
                 rate, cpu = throughput(pg.dsn, env, tokens, args.workers, args.connections,
                                        args.seconds)
-                rates[name].append(rate)
-                cpus[name].append(cpu)
-                print(f"{name:12} push req/s {rate:8.1f}   broker CPU per push {cpu:7.1f} us",
-                      flush=True)
-    print()
-    for label, figures in (("push req/s", rates), ("broker CPU us per push", cpus)):
-        off = statistics.median(figures["off"])
-        for name, values in figures.items():
-            paired = sorted(v / o for v, o in zip(values, figures["off"]))
-            print(f"{name:12} median {label} {statistics.median(values):8.1f}  / off "
-                  f"{statistics.median(values) / off:.3f} (per round: median "
-                  f"{statistics.median(paired):.3f}, {paired[0]:.2f}-{paired[-1]:.2f})")
-    return 0
+                rounds.add(f"{name} push req/s", rate)
+                rounds.add(f"{name} broker CPU us per push", cpu)
+            rounds.end_round()
+    for name in setups:
+        if name != "off":
+            rounds.ratio(f"{name} / off push req/s", f"{name} push req/s", "off push req/s")
+            rounds.ratio(f"{name} / off broker CPU per push", f"{name} broker CPU us per push",
+                         "off broker CPU us per push")
+    return rounds.finish()
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Which layout for encryption at rest, measured: `python -m loadtest.encryption_layout`.
+"""Which layout for encryption at rest, measured: `python -m loadtest probe encryption_layout`.
 
 In-process, on the corpus of loadtest/corpus.py (~1 KiB business events), for segments of
 1, 10, 100 and 1000 messages, alternating in the same run (`--rounds`, medians):
@@ -15,10 +15,8 @@ stored, each as a ratio to `plain`. Nothing here touches the network or a databa
 
 from __future__ import annotations
 
-import argparse
 import functools
 import os
-import statistics
 import time
 import uuid
 from collections.abc import Callable
@@ -27,6 +25,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from core.engine import encryption, segments
 from loadtest.corpus import build_corpus
+from loadtest.probes.rounds import Rounds, arguments, in_turn
 
 SIZES = (1, 10, 100, 1000)
 LAYOUTS = ("plain", "segment", "message")
@@ -75,59 +74,57 @@ def _per_call(fn: Callable[[], object], budget: float) -> float:
             return spent / calls
 
 
-def measure(frames: list[segments.Frame], rounds: int, budget: float
-            ) -> dict[str, dict[str, float]]:
-    """Median ratio to `plain` of each figure, per layout."""
-    box = Layouts(frames)
-    n = len(frames)
-    blobs = {layout: box.build(layout) for layout in LAYOUTS}
-    for layout in LAYOUTS:  # every layout reads back what it wrote
-        assert box.read(layout, blobs[layout], 0, n - 1) == [f.payload for f in frames]
-    figures: dict[str, dict[str, list[float]]] = {
-        layout: {"build": [], "read all": [], "read one": []} for layout in LAYOUTS}
-    for _ in range(rounds):
-        for layout in LAYOUTS:
-            blob = blobs[layout]
-            calls: dict[str, Callable[[], object]] = {
-                "build": functools.partial(box.build, layout),
-                "read all": functools.partial(box.read, layout, blob, 0, n - 1),
-                "read one": functools.partial(box.read, layout, blob, n - 1, n - 1)}
-            for name, call in calls.items():
-                figures[layout][name].append(_per_call(call, budget))
-    out: dict[str, dict[str, float]] = {}
-    for layout in LAYOUTS:
-        out[layout] = {
-            name: statistics.median(v / p for v, p in zip(values, figures["plain"][name]))
-            for name, values in figures[layout].items()}
-        out[layout]["bytes"] = len(blobs[layout]) / len(blobs["plain"])
-        out[layout]["plain us/segment build"] = statistics.median(
-            figures["plain"]["build"]) * 1e6
-    return out
+class Sizes:
+    """One segment of each size in every layout, its blobs checked to read back."""
+
+    def __init__(self, corpus_bodies: tuple[bytes, ...]) -> None:
+        self.boxes: dict[int, tuple[Layouts, dict[str, bytes]]] = {}
+        for size in SIZES:
+            frames = [segments.Frame(uuid.uuid4(), f"t{i}",
+                                     corpus_bodies[i % len(corpus_bodies)])
+                      for i in range(size)]
+            box = Layouts(frames)
+            blobs = {layout: box.build(layout) for layout in LAYOUTS}
+            for layout in LAYOUTS:  # every layout reads back what it wrote
+                assert box.read(layout, blobs[layout], 0, size - 1) == [
+                    f.payload for f in frames]
+            self.boxes[size] = box, blobs
+
+    def round(self, rounds: Rounds, round_index: int, budget: float) -> None:
+        """Each figure of each layout once (CPU seconds per call), layouts in turn."""
+        for size, (box, blobs) in self.boxes.items():
+            for layout in in_turn(LAYOUTS, round_index):
+                blob = blobs[layout]
+                calls: dict[str, Callable[[], object]] = {
+                    "build": functools.partial(box.build, layout),
+                    "read all": functools.partial(box.read, layout, blob, 0, size - 1),
+                    "read one": functools.partial(box.read, layout, blob, size - 1, size - 1)}
+                for name, call in calls.items():
+                    rounds.add(f"{size} msgs {layout} {name} us", _per_call(call, budget) * 1e6)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.encryption_layout",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser = arguments("encryption_layout", __doc__ or "", rounds=5, connections=None,
+                       fast_database=False)
     parser.add_argument("--budget", type=float, default=0.05,
                         help="CPU seconds per figure per round")
     args = parser.parse_args(argv)
     corpus = build_corpus()
-    print(f"corpus: {len(corpus.bodies)} messages, mean {corpus.mean_bytes:.0f} bytes, "
-          f"zstd ratio {corpus.zstd_ratio:.2f}")
-    print("ratios to plain (medians of per-round ratios); 'plain' column: plain's own cost")
-    for size in SIZES:
-        frames = [segments.Frame(uuid.uuid4(), f"t{i}", corpus.bodies[i % len(corpus.bodies)])
-                  for i in range(size)]
-        result = measure(frames, args.rounds, args.budget)
-        plain_us = result["plain"]["plain us/segment build"]
+    rounds = Rounds("encryption_layout", args)
+    rounds.detail("corpus", {"messages": len(corpus.bodies), "mean_bytes": corpus.mean_bytes,
+                             "zstd_ratio": corpus.zstd_ratio})
+    sizes = Sizes(corpus.bodies)
+    for r in range(args.rounds):
+        sizes.round(rounds, r, args.budget)
+        rounds.end_round()
+    for size, (_, blobs) in sizes.boxes.items():
         for layout in ("segment", "message"):
-            r = result[layout]
-            print(f"{size:5} msgs  {layout:8} build x{r['build']:.2f}  read all "
-                  f"x{r['read all']:.2f}  read one x{r['read one']:.2f}  stored bytes "
-                  f"x{r['bytes']:.2f}   (plain build {plain_us:.0f} us)", flush=True)
-    return 0
+            for name in ("build", "read all", "read one"):
+                rounds.ratio(f"{size} msgs {layout} / plain {name}",
+                             f"{size} msgs {layout} {name} us", f"{size} msgs plain {name} us")
+            rounds.detail(f"{size} msgs {layout} / plain stored bytes",
+                          round(len(blobs[layout]) / len(blobs["plain"]), 4))
+    return rounds.finish()
 
 
 if __name__ == "__main__":

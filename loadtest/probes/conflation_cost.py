@@ -1,4 +1,4 @@
-"""Pop autopilot and conflation, measured: `python -m loadtest.conflation_cost`.
+"""Pop autopilot and conflation, measured: `python -m loadtest probe conflation_cost`.
 
 One broker (web workers) on a fresh database; each round runs every variant, alternating
 which goes first:
@@ -21,8 +21,6 @@ Figures are medians over the rounds; ratios are of those medians. Load goes only
 from __future__ import annotations
 
 import asyncio
-import json
-import statistics
 import time
 import uuid
 from typing import Any
@@ -31,8 +29,7 @@ import httpx
 from queen import Queen
 
 from loadtest import launch
-from loadtest.auth_cost import _cpu_seconds
-from loadtest.supervision import FAST_DATABASE, load_arguments
+from loadtest.probes.rounds import FAST_DATABASE, Rounds, arguments, cpu_seconds, in_turn
 
 
 async def _preload(http: httpx.AsyncClient, queue: str, n: int, partitions: int) -> None:
@@ -71,7 +68,7 @@ async def _drain(url: str, queue: str, group: str, conflation: bool,
     """Pop and ack until the group has nothing left: (deliveries per pop, CPU us per
     delivered message)."""
     pops = delivered = 0
-    cpu = _cpu_seconds(pid)
+    cpu = cpu_seconds(pid)
     params = {"batch": "100", "partitions": "100", "wait": "false", "consumerGroup": group}
     if conflation:
         params["conflation"] = "true"
@@ -88,7 +85,7 @@ async def _drain(url: str, queue: str, group: str, conflation: bool,
                     {"transactionId": m["transactionId"], "partitionId": m["partitionId"],
                      "leaseId": m["leaseId"], "status": "completed"} for m in messages]})
             acked.raise_for_status()
-    return delivered / max(pops, 1), (_cpu_seconds(pid) - cpu) / max(delivered, 1) * 1e6
+    return delivered / max(pops, 1), (cpu_seconds(pid) - cpu) / max(delivered, 1) * 1e6
 
 
 async def _conflation(url: str, updates: int, keys: int, pid: int) -> dict[str, float]:
@@ -102,14 +99,15 @@ async def _conflation(url: str, updates: int, keys: int, pid: int) -> dict[str, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = load_arguments("python -m loadtest.conflation_cost", __doc__ or "", 0.0)
+    parser = arguments("conflation_cost", __doc__ or "", connections=None)
+    parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--messages", type=int, default=20000)
     parser.add_argument("--partitions", type=int, default=100)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--updates", type=int, default=20000)
     parser.add_argument("--keys", type=int, default=500)
     args = parser.parse_args(argv)
-    figures: dict[str, list[float]] = {}
+    rounds = Rounds("conflation_cost", args)
     with launch.Postgres(FAST_DATABASE if args.fast_database else None) as pg:
         url = str(launch.run_sync(launch.fresh_database(pg.dsn)))
         with launch.broker(url, args.workers) as server:
@@ -117,25 +115,17 @@ def main(argv: list[str] | None = None) -> int:
             asyncio.run(_consume(server.url, 2000, args.partitions, args.concurrency, None))
             for r in range(args.rounds):
                 variants: list[tuple[str, int | None]] = [("default", None), ("batch100", 100)]
-                if r % 2:
-                    variants.reverse()
-                for label, batch in variants:
-                    rate = asyncio.run(_consume(server.url, args.messages, args.partitions,
-                                                args.concurrency, batch))
-                    figures.setdefault(f"{label} msg/s", []).append(rate)
+                for label, batch in in_turn(variants, r):
+                    rounds.add(f"{label} msg/s", asyncio.run(_consume(
+                        server.url, args.messages, args.partitions, args.concurrency, batch)))
                 for k, v in asyncio.run(_conflation(server.url, args.updates, args.keys,
                                                     server.proc.pid)).items():
-                    figures.setdefault(k, []).append(v)
-                print(json.dumps({k: round(v[-1], 1) for k, v in figures.items()}), flush=True)
-    med = {k: statistics.median(v) for k, v in figures.items()}
-    print()
-    for k, v in med.items():
-        print(f"median {k:30} {v:10.1f}")
-    print(f"default / batch100 consume()          {med['default msg/s'] / med['batch100 msg/s']:.3f}")
-    print(f"CPU per delivery conflating / plain   "
-          f"{med['conflating CPU us/delivery'] / med['plain CPU us/delivery']:.3f}")
-    return 0
-
+                    rounds.add(k, v)
+                rounds.end_round()
+    rounds.ratio("default / batch100 consume() msg/s", "default msg/s", "batch100 msg/s")
+    rounds.ratio("CPU per delivery conflating / plain", "conflating CPU us/delivery",
+                 "plain CPU us/delivery")
+    return rounds.finish()
 
 if __name__ == "__main__":
     raise SystemExit(main())
