@@ -34,6 +34,7 @@ _OPERATOR_COMMANDS = {
     "lag": "broker.ctl.groups:lag", "groups": "broker.ctl.groups:groups",
     "dlq": "broker.ctl.dlq:dlq", "maintenance": "broker.ctl.maintenance:maintenance",
     "push": "broker.ctl.messages:push", "pop": "broker.ctl.messages:pop",
+    "token": "broker.ctl.token:token",
 }
 
 
@@ -59,8 +60,9 @@ def main() -> None:
     """A partitioned message broker on PostgreSQL speaking the Queen MQ HTTP API.
 
     `serve`, `web`, `postgres` and `migrate` run the broker (settings from the
-    environment); the other commands operate a running broker over its HTTP API
-    (--url / QUEEN_URL, --token / QUEEN_TOKEN)."""
+    environment); `token` mints a token from the broker's JWT_SECRET (environment too);
+    the other commands operate a running broker over its HTTP API (--url / QUEEN_URL,
+    --token / QUEEN_TOKEN)."""
 
 
 def _data_dir(command: F) -> F:
@@ -83,6 +85,8 @@ def _listen(command: F) -> F:
 @main.command()
 @_listen
 @_data_dir
+@click.option("--kafka-port", type=click.IntRange(0, 65535),
+              help="also serve Kafka clients on this port (env QUEEN_KAFKA_PORT; default off)")
 def serve(**options: Any) -> None:
     """Run the whole broker in the foreground, restarting any of its processes that dies."""
     from broker.supervisor import serve as run
@@ -102,11 +106,18 @@ def web(**options: Any) -> None:
 
 @main.command()
 @_data_dir
-def postgres(**options: Any) -> None:
+@click.option("--print-dsn", is_flag=True,
+              help="print the address of the data directory's PostgreSQL (a Unix socket) as "
+                   "a DATABASE_URL for another broker on this machine, and exit")
+def postgres(print_dsn: bool, **options: Any) -> None:
     """Run the embedded PostgreSQL in the foreground (for a Procfile)."""
     from core.embedded import EmbeddedPostgres
 
-    sys.exit(EmbeddedPostgres(_settings(options).data_dir).run_foreground())
+    embedded = EmbeddedPostgres(_settings(options).data_dir)
+    if print_dsn:
+        click.echo(embedded.dsn)
+        return
+    sys.exit(embedded.run_foreground())
 
 
 @main.command()
@@ -125,7 +136,7 @@ def _settings(options: dict[str, Any]) -> Settings:
     from core.settings import from_env_or_exit
 
     for name, env in (("host", "QUEEN_HOST"), ("port", "PORT"), ("workers", "WORKERS"),
-                      ("data_dir", "QUEEN_DATA_DIR")):
+                      ("data_dir", "QUEEN_DATA_DIR"), ("kafka_port", "QUEEN_KAFKA_PORT")):
         value = options.get(name)
         if value is not None:
             os.environ[env] = str(value)

@@ -50,7 +50,12 @@ STATUS: dict[type[QueenError], int] = {
 
 
 def status_for(exc: QueenError) -> int:
-    for cls in type(exc).__mro__:
+    return status_of(type(exc))
+
+
+def status_of(kind: type[QueenError]) -> int:
+    """The status of an error class: that of its nearest ancestor in STATUS, else 500."""
+    for cls in kind.__mro__:
         if cls in STATUS:
             return STATUS[cls]
     return 500

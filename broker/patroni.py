@@ -123,7 +123,7 @@ def node_config(layout: Layout, node: str) -> dict[str, object]:
                 # Only a synchronous standby may be promoted, and a commit is acknowledged
                 # once it is on the standby too (synchronous_commit below). Not strict: with
                 # the standby gone the primary goes on alone instead of refusing every write
-                # (README, "High availability": what that trades).
+                # (docs/deploying/high-availability.md: what that trades).
                 "synchronous_mode": True,
                 "synchronous_mode_strict": False,
                 "maximum_lag_on_failover": 1 << 20,
@@ -158,7 +158,7 @@ def node_config(layout: Layout, node: str) -> dict[str, object]:
                                "rewind": {"username": SUPERUSER}},
             "parameters": {"unix_socket_directories": str(here / "run")},
             # Trust on this machine's loopback only: the single-machine demonstration. On
-            # several machines use scram-sha-256 with passwords (README).
+            # several machines use scram-sha-256 with passwords (docs/deploying/high-availability.md).
             "pg_hba": ["local all all trust",
                        "host all all 127.0.0.1/32 trust",
                        "host replication all 127.0.0.1/32 trust"],

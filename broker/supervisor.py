@@ -2,7 +2,8 @@
 
 `serve` starts, in order: the embedded PostgreSQL (only when no database is configured), the
 schema migrations, the listening socket (bound once, here), N web workers that inherit it
-(`broker/worker.py`), and the lease reaper (which also fires timers). `web` runs only the
+(`broker/worker.py`), the lease reaper (which also fires timers), and the Kafka listener when QUEEN_KAFKA_PORT
+is set (broker/kafka). `web` runs only the
 socket and the web workers (a Procfile line, beside `postgres` and `reaper`).
 
 Then it watches them. A process that dies is logged with its cause (exit code or signal) and
@@ -82,6 +83,10 @@ class Child:
     stop_signal: int = signal.SIGTERM
     stop_timeout: float = 20.0
     ready: Callable[[], bool] | None = None  # checked after a restart, to log recovery
+    # A process the broker cannot serve without: one that keeps dying stops the broker. A
+    # non-essential one (the Kafka listener) is started again at the longest delay instead,
+    # so its trouble never takes the HTTP side down.
+    essential: bool = True
     proc: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
     died_at: float = 0.0
@@ -155,6 +160,13 @@ class Supervisor:
         child.awaiting_ready = False
         child.last_status = status
         child.deaths.append(now)
+        if self.policy.gives_up(child.deaths, now) and not child.essential:
+            child.delay = self.policy.max_delay
+            child.restart_at = now + child.delay
+            log.error("%s keeps dying (%d times in %.0f s; last: %s); the rest of the broker "
+                      "serves on; starting it again in %.0f s", child.name, len(child.deaths),
+                      self.policy.window, status, child.delay)
+            return
         if self.policy.gives_up(child.deaths, now):
             self.failure = (
                 f"{child.name} keeps dying ({len(child.deaths)} times in "
@@ -219,6 +231,11 @@ def reaper_command() -> list[str]:
     return [sys.executable, "-m", "core.reaper"]
 
 
+def kafka_command() -> list[str]:
+    """The Kafka listener (broker/kafka), when QUEEN_KAFKA_PORT is set."""
+    return [sys.executable, "-m", "broker.kafka"]
+
+
 def worker_count(settings: Settings) -> int:
     return settings.workers or os.cpu_count() or 1
 
@@ -241,6 +258,9 @@ def serve(settings: Settings, *, with_reaper: bool = True, web_only: bool = Fals
             postgres.proc, postgres.started_at = embedded.start(), time.monotonic()
             supervisor.children.append(postgres)
             env["DATABASE_URL"] = embedded.dsn
+            # Said once, so a second broker on this machine can share the database.
+            log.info("embedded PostgreSQL ready; other brokers on this machine reach it with "
+                     "DATABASE_URL=%s", embedded.dsn)
         if not web_only:
             dsn = env.get("DATABASE_URL") or settings.database_url
             assert dsn is not None
@@ -256,6 +276,9 @@ def serve(settings: Settings, *, with_reaper: bool = True, web_only: bool = Fals
         if with_reaper and not web_only:
             supervisor.children.append(Child("reaper", _spawner(reaper_command(), env),
                                              MAINTENANCE))
+        if settings.kafka_port is not None and not web_only:
+            supervisor.children.append(Child("kafka listener", _spawner(kafka_command(), env),
+                                             WEB, stop_timeout=30, essential=False))
         now = time.monotonic()
         for child in supervisor.children:
             if child.proc is None:

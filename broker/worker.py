@@ -73,14 +73,23 @@ def hypercorn_config(settings: Settings) -> Config:
     config = Config()
     config.backlog = BACKLOG
     config.graceful_timeout = drain_seconds(settings)
+    # Also bounds a connection that has not sent (all of) its request yet.
+    config.keep_alive_timeout = settings.keep_alive_timeout_s
     config.accesslog = None
     config.errorlog = logging.getLogger("hypercorn.error")
     return config
 
 
-class CloseWhileDraining:
-    """ASGI wrapper: while draining, every answer says `Connection: close`, so a keep-alive
-    client does not send its next request on a connection this worker is about to close."""
+class CloseWhenClosing:
+    """ASGI wrapper: an answer says `Connection: close` whenever the connection will close
+    after it, so a keep-alive client never sends its next request on a closed connection
+    ("Server disconnected without sending a response"):
+
+    - while draining (the worker is stopping);
+    - when the request's body has not been read to its end by the time the answer starts
+      (a redirect, a 401, 404 or 405 answered before the body arrived): hypercorn cannot
+      start the connection's next exchange then and closes it, without saying so itself.
+    """
 
     def __init__(self, app: ASGIApp, draining: asyncio.Event) -> None:
         self._app = app
@@ -90,14 +99,37 @@ class CloseWhileDraining:
         if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
+        # HTTP/1 only: an HTTP/2 stream ends on its own, and there the header is not allowed.
+        body_pending = scope.get("http_version", "1.1").startswith("1") and _has_body(scope)
+
+        async def receive_watched() -> Message:
+            nonlocal body_pending
+            message = await receive()
+            body_ended = message["type"] == "http.disconnect" or (
+                message["type"] == "http.request" and not message.get("more_body", False))
+            if body_ended:
+                body_pending = False
+            return message
 
         async def send_closing(message: Message) -> None:
-            if message["type"] == "http.response.start" and self._draining.is_set():
+            if message["type"] == "http.response.start" and (
+                    body_pending or self._draining.is_set()):
                 headers = [h for h in message.get("headers", ()) if h[0].lower() != b"connection"]
                 message = {**message, "headers": [*headers, (b"connection", b"close")]}
             await send(message)
 
-        await self._app(scope, receive, send_closing)
+        await self._app(scope, receive_watched, send_closing)
+
+
+def _has_body(scope: Scope) -> bool:
+    """Whether the request announced a body (a non-zero Content-Length, or chunks)."""
+    for name, value in scope.get("headers", ()):
+        name = name.lower()
+        if name == b"content-length":
+            return value.strip() not in (b"0", b"")
+        if name == b"transfer-encoding":
+            return True
+    return False
 
 
 async def run(settings: Settings, fd: int) -> int:
@@ -109,7 +141,7 @@ async def run(settings: Settings, fd: int) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    app = CloseWhileDraining(create_app(settings, draining=draining), draining)
+    app = CloseWhenClosing(create_app(settings, draining=draining), draining)
     sock = socket.socket(fileno=fd)
     sock.setblocking(False)
     config = hypercorn_config(settings)

@@ -62,6 +62,7 @@ from core.ephemeral import Ephemeral
 from core.ephemeral.sweeper import Sweeper as EphemeralSweeper
 from core.ephemeral.waiters import CHANNEL as EPHEMERAL_CHANNEL
 from core.errors import ServiceError, StorageUnavailable
+from core.kafka.service import Kafka
 from core.kv.service import KvService
 from core.settings import Settings
 from core.storage.database import Database, PoolStats, connect_options
@@ -128,6 +129,8 @@ class Broker:
         self.timers = Timers(db, settings)  # timers (core/timers); fired by their own process
         self.streams = Streams(db, hub.announce, self.require_direct_writes)  # §18
         self.autopilot = Autopilot()  # extensions §20.5: pops in flight, drain rates
+        self.kafka = Kafka(db, hub, stop_waiting,  # the Kafka edge's reads and offsets
+                           default_partitions=settings.kafka_default_partitions)
         self.counters = COUNTERS
         self.figures_provider: stats.FiguresProvider = stats.no_spool
         self.flusher: stats.CounterFlusher | None = None  # set by `open`
@@ -242,6 +245,17 @@ class Broker:
         for outcome in outcomes:
             if outcome.error is not None:
                 raise outcome.error
+
+    async def produce(self, items: Sequence[PushItem]) -> list[PushOutcome]:
+        """Append items now, never to the spool: for an edge that answers offsets (Kafka).
+        Raises WritesPaused while pushes are in maintenance, StorageUnavailable while this
+        process's spool holds older messages or found the database down."""
+        self.require_direct_writes()
+        if self._spool.database_down or self._spool.busy():
+            raise StorageUnavailable()
+        outcomes = await self._pusher.push(items)
+        _count_queued(outcomes)
+        return outcomes
 
     def _appended(self, appended: Appended) -> None:
         self._hub.announce([(appended.queue_id, appended.partition_id)])

@@ -43,6 +43,12 @@ class Settings:
     db_silence_timeout_ms: int = 4000
     max_body_bytes: int = 16 * 1024 * 1024
     max_push_items: int = 10000
+    # How long an idle keep-alive connection stays open (hypercorn's own default is 5 s).
+    # Clearly longer than clients keep idle connections for reuse (httpx, and with it the
+    # official client: 5 s): a server closing at the instant a client reuses the connection
+    # loses that request ("Server disconnected without sending a response"). 75 s, as
+    # reverse proxies commonly keep them; a stopping worker closes idle connections at once.
+    keep_alive_timeout_s: int = 75
     # Coalescer: the most messages one flush writes as one segment, and the most messages a
     # process holds waiting for a flush before pushes are answered 429.
     max_flush_messages: int = 5000
@@ -103,6 +109,16 @@ class Settings:
     ephemeral_sweep_ms: int = 500
     # KV (wire-protocol-extensions §14.4): the most keys one call may name (1024, up to 4096).
     kv_max_keys: int = 1024
+    # The Kafka listener (broker/kafka): its port (None: off), the address clients are told
+    # to connect to (host:port; empty: the listening address), and the partition count of a
+    # topic created without one (auto-creation) or of a queue that declares none.
+    kafka_port: int | None = None
+    kafka_advertised: str = ""
+    kafka_default_partitions: int = 1
+    # Several listeners (hosts) serving one Kafka cluster: each its own node id, one cluster
+    # name; the cluster's group coordinator is elected among them (core/kafka/election.py).
+    kafka_node_id: int = 0
+    kafka_cluster: str = "queen"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -127,6 +143,8 @@ class Settings:
                 "DB_SILENCE_TIMEOUT_MS", cls.db_silence_timeout_ms, low=0, high=3_600_000),
             max_body_bytes=read.integer("MAX_BODY_BYTES", cls.max_body_bytes, low=1024),
             max_push_items=read.integer("MAX_PUSH_ITEMS", cls.max_push_items, low=1),
+            keep_alive_timeout_s=read.integer(
+                "KEEP_ALIVE_TIMEOUT_SECONDS", cls.keep_alive_timeout_s, low=1, high=3600),
             max_flush_messages=read.integer(
                 "COALESCER_MAX_FLUSH_MESSAGES", cls.max_flush_messages, low=1),
             max_pending_messages=read.integer(
@@ -196,6 +214,16 @@ class Settings:
             ephemeral_sweep_ms=read.integer(
                 "EPHEMERAL_SWEEP_MS", cls.ephemeral_sweep_ms, low=10, high=1000),
             kv_max_keys=read.integer("KV_MAX_KEYS", cls.kv_max_keys, low=1, high=4096),
+            kafka_port=(read.integer("QUEEN_KAFKA_PORT", 0, low=0, high=65535)
+                        if env.get("QUEEN_KAFKA_PORT", "").strip() else None),
+            kafka_advertised=read.text("QUEEN_KAFKA_ADVERTISED", cls.kafka_advertised),
+            kafka_default_partitions=read.integer(
+                "QUEEN_KAFKA_DEFAULT_PARTITIONS", cls.kafka_default_partitions, low=1,
+                high=10_000),
+            kafka_node_id=read.integer("QUEEN_KAFKA_NODE_ID", cls.kafka_node_id, low=0,
+                                       high=2**31 - 1),
+            kafka_cluster=read.text("QUEEN_KAFKA_CLUSTER", cls.kafka_cluster).strip()
+            or cls.kafka_cluster,
         )
 
     @property

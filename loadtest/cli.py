@@ -67,6 +67,9 @@ def _parser() -> argparse.ArgumentParser:
 
     faults_command.add_parser(sub)
     soak.add_parser(sub)
+    from loadtest import kafka_cell
+
+    kafka_cell.add_parser(sub)
     return p
 
 
@@ -284,6 +287,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from loadtest.faults import command as faults_command
 
         return faults_command.main(args)
+    if args.command == "kafka":
+        from loadtest import kafka_cell
+
+        return kafka_cell.command(args)
     if args.command == "soak":
         from loadtest.faults import soak
 

@@ -93,7 +93,7 @@ def summary(run: dict[str, Any]) -> str:
 
 
 def table(run: dict[str, Any]) -> str:
-    """One Markdown row per cell and per peer, ratios included, for the README."""
+    """One Markdown row per cell and per peer, ratios included, for the docs."""
     rows = [("| cell | gate (missing / dup) | push msg/s | delivered msg/s (stepped: best "
              "sustained) | p99 ms push / pop / ack / e2e | commits/msg | WAL B/msg | "
              "peak RSS per worker MiB | ratios |"),

@@ -1,4 +1,4 @@
-"""The named workloads of benchmarks.md (W1–W4) as lists of cells, with their knobs."""
+"""The named workloads (W1–W4, docs/benchmarks/index.md) as lists of cells, with their knobs."""
 
 from __future__ import annotations
 

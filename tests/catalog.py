@@ -1,6 +1,6 @@
 """A database's schema `queen` as text, read from PostgreSQL's catalog, for comparing two
-databases: relations (tables, sequences, composite types, views) with their persistence and
-options, columns in order (type, nullability, default, collation, storage), constraints,
+databases: relations (tables, sequences, composite types, views with their definitions) with
+their persistence and options, columns in order (type, nullability, default, collation, storage), constraints,
 indexes, sequences, enum and domain types, triggers, comments and every function's complete
 definition (pg_get_functiondef: arguments, answer, language, settings, body).
 
@@ -37,6 +37,9 @@ _QUERIES = [
               || pg_get_constraintdef(c.oid)
          FROM pg_constraint c
         WHERE c.connamespace = 'queen'::regnamespace""",
+    """SELECT 'view', c.relname || ' ' || pg_get_viewdef(c.oid)
+         FROM pg_class c
+        WHERE c.relnamespace = 'queen'::regnamespace AND c.relkind IN ('v', 'm')""",
     """SELECT 'index', pg_get_indexdef(i.indexrelid)
          FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
         WHERE c.relnamespace = 'queen'::regnamespace""",

@@ -26,9 +26,11 @@ import pytest
 
 from tests.support import ROOT, create_database
 
-# Main before the schema became migrations + functions: the numbered chain, version 95.
-# Add later releases here to test the upgrade from them too.
-RELEASES = {"numbered-chain-v95": "8e1d532"}
+# Releases whose databases this code must upgrade: main before the schema became
+# migrations + functions (the numbered chain to version 95), and main when this layout was
+# written (the chain with versions 94 and 97). Add later releases to test the upgrade from
+# them too.
+RELEASES = {"numbered-chain-v95": "8e1d532", "numbered-chain-v97": "7e3f2d0"}
 
 # Run by the released code, in its own tree: apply its schema (up to a version, if given).
 _CREATE = """

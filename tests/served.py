@@ -72,8 +72,9 @@ class Served:
         return self.proc.pid
 
     def children(self, role: str) -> list[int]:
-        """Live direct children by role: "web", "reaper" or "postgres"."""
-        marks = {"web": "broker.worker", "reaper": "core.reaper", "postgres": "bin/postgres"}
+        """Live direct children by role: "web", "reaper", "postgres" or "kafka"."""
+        marks = {"web": "broker.worker", "reaper": "core.reaper", "postgres": "bin/postgres",
+                 "kafka": "broker.kafka"}
         pids = []
         try:
             kids = psutil.Process(self.pid).children()

@@ -29,9 +29,15 @@ MAX_SUB_BYTES = 65535  # the storage frame keeps producerSub as a str16
 class Identity:
     sub: str | None
     roles: frozenset[Role]
+    expires: float | None = None  # the token's exp (epoch seconds), when it has one
 
 
 ANONYMOUS = Identity(None, frozenset())
+
+
+def _expiry(claims: dict[str, Any]) -> float | None:
+    exp = claims.get("exp")
+    return float(exp) if isinstance(exp, int | float) else None
 
 
 class Gate:
@@ -64,14 +70,21 @@ class Gate:
         Unauthenticated (401), Forbidden (403) or KeysUnavailable (503)."""
         if self._verifier is None or self.auth.skips(path):
             return ANONYMOUS
-        claims = await self._verifier.verify(bearer_token(authorization))
-        sub = claims.get("sub")
-        if isinstance(sub, str) and len(sub.encode()) > MAX_SUB_BYTES:
-            raise Unauthenticated(f"token sub is longer than {MAX_SUB_BYTES} bytes")
-        identity = Identity(sub if isinstance(sub, str) else None, self._roles(claims))
+        identity = await self.identify(bearer_token(authorization))
         if not grants(identity.roles, level):
             raise Forbidden()
         return identity
+
+    async def identify(self, token: str) -> Identity:
+        """Who a token names and with which roles (auth on); Unauthenticated naming the
+        reason when it is not valid. The Kafka listener's SASL/PLAIN calls this."""
+        assert self._verifier is not None, "auth is off"
+        claims = await self._verifier.verify(token)
+        sub = claims.get("sub")
+        if isinstance(sub, str) and len(sub.encode()) > MAX_SUB_BYTES:
+            raise Unauthenticated(f"token sub is longer than {MAX_SUB_BYTES} bytes")
+        return Identity(sub if isinstance(sub, str) else None, self._roles(claims),
+                        _expiry(claims))
 
     def _roles(self, claims: dict[str, Any]) -> frozenset[Role]:
         names: list[str] = []

@@ -1,10 +1,12 @@
 """The HTTP side of the operator commands: one client per invocation, and the exit codes a
 script can branch on.
 
-Exit codes (documented in the README's "Operating it" section):
+Exit codes (documented in docs/operating/cli.md, "Exit status"):
 0 done; 1 the broker refused the request (a 4xx other than those below, or a 200 that says
-it failed); 2 usage error (click's own); 3 the broker could not be reached, did not answer
-in time, or answered 5xx; 4 not found (404: an unknown queue, dead letter, group...);
+it failed); 2 usage error (click's own, a --url that is not an http(s) URL); 3 the broker
+could not be reached, did not answer in time, or answered 5xx; 4 not found (404: an unknown
+queue, dead letter, group...; also a queue or group the operator named that the broker does
+not have, where the route itself answers "nothing", as a pop of an unknown queue does);
 5 authentication or permission refused (401/403).
 """
 
@@ -31,7 +33,9 @@ class CtlError(click.ClickException):
 
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)
-        self.exit_code = exit_code
+        # click (8.5) declares exit_code a class variable; main() reads it from the instance,
+        # so an instance attribute is what classifies this failure.
+        setattr(self, "exit_code", exit_code)  # noqa: B010
 
 
 @dataclasses.dataclass
@@ -85,6 +89,22 @@ class Api:
                            "queen broker?)", UNREACHABLE) from None
 
 
+def require_queue(api: Api, name: str) -> Any:
+    """The queue's detail; exit 4 `queue 'NAME' not found` when the broker has no such queue.
+    Routes that filter by queue answer an unknown one with nothing (a pop's 204, an empty
+    list), which would read as "nothing to do" when the name was a typo."""
+    try:
+        return api.get(f"/api/v1/resources/queues/{segment(name)}")
+    except CtlError as exc:
+        if exc.exit_code == NOT_FOUND:
+            raise queue_not_found(name) from None
+        raise
+
+
+def queue_not_found(name: str, then: str = "") -> CtlError:
+    return CtlError(f"queue {name!r} not found{then}", NOT_FOUND)
+
+
 def segment(name: str) -> str:
     """A name as one path segment (the broker decodes each segment once)."""
     return quote(name, safe="")
@@ -116,11 +136,24 @@ def _code_for(status: int) -> int:
     return REFUSED
 
 
+def _base_url(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """An http(s) URL with a host, or a usage error (exit 2): a malformed URL is the
+    caller's mistake, not a broker that cannot be reached."""
+    try:
+        url = httpx.URL(value)
+    except (httpx.InvalidURL, TypeError):
+        url = None
+    if url is None or url.scheme not in ("http", "https") or not url.host:
+        raise click.BadParameter(f"{value!r} is not an http(s) URL (e.g. {DEFAULT_URL})",
+                                 ctx=ctx, param=param)
+    return value
+
+
 def api_options(command: F) -> F:
     """--url, --token, --json and --timeout on an operator command; it receives `api`."""
 
     @click.option("--url", envvar="QUEEN_URL", default=DEFAULT_URL, show_default=True,
-                  help="the broker's base URL (env QUEEN_URL)")
+                  callback=_base_url, help="the broker's base URL (env QUEEN_URL)")
     @click.option("--token", envvar="QUEEN_TOKEN", default=None,
                   help="bearer token when the broker has auth on (env QUEEN_TOKEN)")
     @click.option("--json", "as_json", is_flag=True, help="print the answer as JSON")

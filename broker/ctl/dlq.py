@@ -8,7 +8,15 @@ from typing import Any
 import click
 
 from broker.ctl import render
-from broker.ctl.api import NOT_FOUND, USAGE, Api, CtlError, api_options, print_json
+from broker.ctl.api import (
+    NOT_FOUND,
+    USAGE,
+    Api,
+    CtlError,
+    api_options,
+    print_json,
+    require_queue,
+)
 from broker.ctl.queues import confirm
 
 _PAGE = 1000  # the DLQ route's largest page
@@ -31,6 +39,8 @@ def _filters(command: Any) -> Any:
 def list_dlq(api: Api, queue: str | None, group: str | None, limit: int) -> None:
     """Dead letters, newest first."""
     answer = api.get("/api/v1/dlq", queue=queue, consumerGroup=group, limit=limit)
+    if answer["total"] == 0 and queue is not None:
+        require_queue(api, queue)
     if api.as_json:
         print_json(answer)
         return
@@ -58,6 +68,8 @@ def show(api: Api, dlq_id: str, queue: str | None, group: str | None) -> None:
     """One dead letter by its id, with its whole payload."""
     row = next((m for m in _rows(api, queue, group) if m["id"] == dlq_id), None)
     if row is None:
+        if queue is not None:
+            require_queue(api, queue)
         raise CtlError(f"no dead letter with id {dlq_id}", NOT_FOUND)
     if api.as_json:
         print_json(row)
@@ -95,6 +107,8 @@ def replay(api: Api, ids: tuple[str, ...], replay_all: bool, queue: str | None,
     if bool(ids) == replay_all:
         raise CtlError("name the dead letters: ID... or --all (with --queue/--group)", USAGE)
     targets = list(ids) if ids else [m["id"] for m in _rows(api, queue, group)]
+    if not targets and queue is not None:
+        require_queue(api, queue)
     body: dict[str, Any] = {}
     if to_queue is not None:
         body["queue"] = to_queue
@@ -122,6 +136,7 @@ def replay(api: Api, ids: tuple[str, ...], replay_all: bool, queue: str | None,
 def purge(api: Api, queue: str, group: str | None, yes: bool) -> None:
     """Delete a queue's dead letters (of one group with --group)."""
     whose = f"queue {queue!r}" + (f", group {group!r}" if group else "")
+    require_queue(api, queue)  # before asking: a typo is not "0 deleted"
     confirm(yes, f"Delete every dead letter of {whose}?")
     # One request that the broker runs in transactions of 5000 rows: give it time.
     with render.progress("purging", None, quiet=api.as_json):

@@ -8,7 +8,16 @@ from typing import Any
 import click
 
 from broker.ctl import render
-from broker.ctl.api import USAGE, Api, CtlError, api_options, print_json, segment
+from broker.ctl.api import (
+    NOT_FOUND,
+    USAGE,
+    Api,
+    CtlError,
+    api_options,
+    print_json,
+    require_queue,
+    segment,
+)
 
 
 @click.command()
@@ -21,6 +30,8 @@ def lag(api: Api, group: str | None, queue: str | None, lagging: bool) -> None:
     """Each consumer group's position per queue and partition: committed offset, messages
     behind, time behind, lease."""
     rows = lag_rows(api, group=group, queue=queue)
+    if not rows:
+        _check_names(api, group=group, queue=queue)
     if lagging:
         rows = [r for r in rows if r["offsetLag"] > 0]
     if api.as_json:
@@ -50,6 +61,15 @@ def lag_rows(api: Api, *, group: str | None, queue: str | None) -> list[dict[str
             for part in entry["partitions"]:
                 rows.append({"group": name, "queue": queue_name, **part})
     return rows
+
+
+def _check_names(api: Api, *, group: str | None, queue: str | None) -> None:
+    """Exit 4 for a queue or group the operator named that the broker does not have: an
+    empty table would read as "nothing lags"."""
+    if queue is not None:
+        require_queue(api, queue)
+    if group is not None and not api.get(f"/api/v1/consumer-groups/{segment(group)}"):
+        raise CtlError(f"consumer group {group!r} not found", NOT_FOUND)
 
 
 @click.group()

@@ -8,7 +8,16 @@ from typing import Any, TextIO
 import click
 
 from broker.ctl import render
-from broker.ctl.api import REFUSED, USAGE, Api, CtlError, api_options, print_json, segment
+from broker.ctl.api import (
+    REFUSED,
+    USAGE,
+    Api,
+    CtlError,
+    api_options,
+    print_json,
+    require_queue,
+    segment,
+)
 
 _CHUNK = 1000  # messages per push request
 
@@ -96,6 +105,8 @@ def pop(api: Api, queue: str, partition: str | None, group: str | None, batch: i
               "timeout": wait_seconds * 1000 if wait_seconds else None}
     answer = api.call("GET", path, params=params, timeout=api.timeout + wait_seconds)
     messages = (answer or {}).get("messages") or []
+    if not messages:
+        require_queue(api, queue)  # the broker answers a pop of an unknown queue with 204
     acks: list[dict[str, Any]] = []
     if messages and not no_ack:
         status = "failed" if failure is not None else "completed"

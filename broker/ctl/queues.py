@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
 
 from broker.ctl import render
-from broker.ctl.api import FORBIDDEN, USAGE, Api, CtlError, api_options, print_json, segment
+from broker.ctl.api import (
+    FORBIDDEN,
+    USAGE,
+    Api,
+    CtlError,
+    api_options,
+    print_json,
+    queue_not_found,
+    require_queue,
+    segment,
+)
 
 # Queue options `queues create` takes as flags: (flag, wire name, type, help).
 _OPTION_FLAGS: tuple[tuple[str, str, Any, str], ...] = (
@@ -91,7 +102,7 @@ def list_queues(api: Api, search: str | None, limit: int) -> None:
 @api_options
 def show_queue(api: Api, name: str) -> None:
     """A queue's totals, partitions and options."""
-    detail = api.get(f"/api/v1/resources/queues/{segment(name)}")
+    detail = require_queue(api, name)
     if api.as_json:
         print_json(detail)
         return
@@ -184,20 +195,21 @@ def delete_queue(api: Api, name: str, yes: bool) -> None:
     """Delete a queue with its partitions, messages, cursors and dead letters."""
     confirm(yes, f"Delete queue {name!r} and everything it holds?")
     answer = api.delete(f"/api/v1/resources/queues/{segment(name)}")
+    if not answer.get("existed", True):
+        raise queue_not_found(name, "; nothing deleted")
     if api.as_json:
         print_json(answer)
         return
-    if answer.get("existed", True):
-        render.line(f"queue {name} deleted")
-    else:
-        render.line(f"queue {name} did not exist; nothing deleted")
+    render.line(f"queue {name} deleted")
 
 
 def confirm(yes: bool, question: str) -> None:
     """Ask on a terminal; without one, refuse unless --yes was given (a script must say so)."""
     if yes:
         return
-    if not click.get_text_stream("stdin").isatty():
+    # sys.stdin, not click.get_text_stream (deprecated in click 8.5, an error under
+    # `filterwarnings = error`); None when the process was started without a stdin.
+    if sys.stdin is None or not sys.stdin.isatty():
         raise CtlError(f"{question.rstrip('?')}: refused without --yes (no terminal to ask "
                        "on)", USAGE)
     if not click.confirm(question, default=False):

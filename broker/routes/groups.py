@@ -47,9 +47,7 @@ async def list_groups(request: Request) -> Response:
 
 async def lagging(request: Request, query: LaggingQuery) -> Response:
     out = []
-    for c in await broker_of(request).groups.cursors():
-        if c.offset_lag <= 0 or c.time_lag_seconds <= query.minLagSeconds:
-            continue
+    for c in await broker_of(request).groups.cursors(lagging_over=query.minLagSeconds):
         out.append(LaggingOut(
             consumer_group=c.consumer_group, queue_name=c.queue, partition_name=c.partition,
             partition_id=str(c.partition_id),
@@ -71,7 +69,7 @@ async def group_detail(request: Request, path: GroupPath) -> Response:
             lastConsumedAt=iso_or_none(c.last_consumed_at), totalConsumed=c.total_consumed,
             committedOffset=c.committed, offsetLag=c.offset_lag,
             timeLagSeconds=int(c.time_lag_seconds), leaseActive=c.lease_active,
-            evicted=c.evicted))
+            evicted=c.evicted, hasCursor=c.has_cursor))
     return json_response(by_queue)
 
 

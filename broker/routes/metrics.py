@@ -6,7 +6,7 @@ worker's own, so what it did itself is always in, and another worker's counts ar
 one flush interval behind. Why not prometheus-client's multiprocess mode: its files sum
 only the workers of one host, vanish with the data directory, and would be a second
 aggregation beside the one the analytics need anyway; the table sums every worker of every
-broker on the database and survives restarts (README, protocol notes).
+broker on the database and survives restarts (docs/operating/metrics.md).
 """
 
 from __future__ import annotations

@@ -162,15 +162,23 @@ def _range_text(root: Any, path: list[str | int], op: str, number: str) -> str:
 
 def _field_type(info: Any, path: list[str | int]) -> Any:
     for step in path:
-        while isinstance(info, msgspec.inspect.UnionType):
-            info = next((t for t in info.types if not isinstance(t, msgspec.inspect.NoneType)),
-                        None)
+        info = _plain(info)
         if isinstance(step, int):
             info = getattr(info, "item_type", None)
         elif isinstance(info, msgspec.inspect.StructType):
             info = next((f.type for f in info.fields if f.encode_name == step), None)
         else:
             return None
-    while isinstance(info, msgspec.inspect.UnionType):
-        info = next((t for t in info.types if not isinstance(t, msgspec.inspect.NoneType)), None)
+    return _plain(info)
+
+
+def _plain(info: Any) -> Any:
+    """The type under a union with None and under documentation metadata (a field whose
+    Meta has a description is inspected as Metadata around its type)."""
+    while isinstance(info, msgspec.inspect.UnionType | msgspec.inspect.Metadata):
+        if isinstance(info, msgspec.inspect.Metadata):
+            info = info.type
+        else:
+            info = next((t for t in info.types if not isinstance(t, msgspec.inspect.NoneType)),
+                        None)
     return info

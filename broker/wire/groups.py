@@ -84,6 +84,9 @@ class GroupPartitionOut(msgspec.Struct):
     timeLagSeconds: int
     leaseActive: bool
     evicted: int  # messages skipped because they waited longer than maxWaitTimeSeconds
+    # False for a partition the group has not read yet: committedOffset is then where its
+    # subscription rule starts it, and the lag counts what its next pops will deliver.
+    hasCursor: bool
 
 
 class GroupQueueOut(msgspec.Struct):

@@ -20,23 +20,47 @@ class QueuePartitionPath(msgspec.Struct):
 
 
 class PopQuery(msgspec.Struct):
-    """Absent values take the defaults of §4.2 (some come from the broker's settings)."""
+    """Absent values take the defaults of §4.2 (some come from the broker's settings). The
+    descriptions are the API reference's (docs/reference/http-api.md is generated from them)."""
 
-    batch: Annotated[int, Meta(ge=1, le=MAX_BATCH)] | UnsetType = UNSET
-    # Absent: 1, or the autopilot's width with autopilot=true (extensions §20.5).
-    partitions: Annotated[int, Meta(ge=1, le=MAX_PARTITIONS)] | UnsetType = UNSET
-    wait: bool = False
-    timeout: Annotated[int, Meta(ge=0, le=MAX_TIMEOUT_MS)] | UnsetType = UNSET
-    consumerGroup: Name | UnsetType = UNSET
-    autoAck: bool = False
-    subscriptionMode: Name | UnsetType = UNSET
-    subscriptionFrom: SubscriptionFrom | UnsetType = UNSET
-    leaseSeconds: Annotated[int, Meta(ge=0, le=MAX_TIMEOUT_MS // 1000)] = 0
-    autopilot: bool = False
-    frames: bool = False  # answer framed (§7.4, `application/x-queen-pop`) instead of JSON
-    conflation: bool = False  # last-value delivery for the group (extensions §20)
-    namespace: Name | UnsetType = UNSET
-    task: Name | UnsetType = UNSET
+    batch: Annotated[int, Meta(ge=1, le=MAX_BATCH, description=(
+        "Most messages this pop delivers, over every partition it claims. Absent: "
+        "DEFAULT_BATCH_SIZE, or the broker's choice with autopilot=true"))] | UnsetType = UNSET
+    partitions: Annotated[int, Meta(ge=1, le=MAX_PARTITIONS, description=(
+        "Most partitions this pop claims, all under one leaseId. Absent: 1, or the "
+        "autopilot's width with autopilot=true (extensions §20.5)"))] | UnsetType = UNSET
+    wait: Annotated[bool, Meta(description=(
+        "Long poll: with nothing to deliver, wait for a push until `timeout`, then 204"))] = False
+    timeout: Annotated[int, Meta(ge=0, le=MAX_TIMEOUT_MS, description=(
+        "Long-poll deadline in ms. Absent: DEFAULT_TIMEOUT (30000)"))] | UnsetType = UNSET
+    consumerGroup: Annotated[Name, Meta(description=(
+        "The consumer group; absent or empty: __QUEUE_MODE__, one shared cursor of "
+        "competing consumers"))] | UnsetType = UNSET
+    autoAck: Annotated[bool, Meta(description=(
+        "Commit at delivery: no lease, leaseId empty, never delivered again (at most "
+        "once)"))] = False
+    subscriptionMode: Annotated[Name, Meta(description=(
+        "Where a named group starts on a partition it meets for the first time: all (the "
+        "oldest retained message), or new / new-only (the tail). Absent: "
+        "DEFAULT_SUBSCRIPTION_MODE"))] | UnsetType = UNSET
+    subscriptionFrom: Annotated[SubscriptionFrom, Meta(description=(
+        "First contact starts at this instant (ISO-8601), or at the tail with now"))] \
+        | UnsetType = UNSET
+    leaseSeconds: Annotated[int, Meta(ge=0, le=MAX_TIMEOUT_MS // 1000, description=(
+        "Lease length for this pop; 0: the queue's leaseTime (or 60 s when that is 0)"))] = 0
+    autopilot: Annotated[bool, Meta(description=(
+        "Let the broker choose an absent batch and partitions; the answer echoes them in "
+        "`autopilot`"))] = False
+    frames: Annotated[bool, Meta(description=(
+        "Answer framed (§7.4, application/x-queen-pop) instead of JSON"))] = False
+    conflation: Annotated[bool, Meta(description=(
+        "Last-value delivery for the group: each claimed partition delivers only its "
+        "newest message (extensions §20); needs a named group, not autoAck"))] = False
+    namespace: Annotated[Name, Meta(description=(
+        "Discovery pop (GET /api/v1/pop): queues of this namespace; ignored on the queue "
+        "routes"))] | UnsetType = UNSET
+    task: Annotated[Name, Meta(description=(
+        "Discovery pop: queues of this task; ignored on the queue routes"))] | UnsetType = UNSET
 
 
 class DiscoveryFailure(msgspec.Struct):

@@ -70,7 +70,7 @@ class PushItemIn(msgspec.Struct):
     partition: NameOrEmpty | None = None  # absent or empty: `Default`
     payload: msgspec.Raw | UnsetType = UNSET
     data: msgspec.Raw | UnsetType = UNSET  # accepted in place of payload
-    transactionId: TransactionId | None = None  # absent: derived from the cycle (README)
+    transactionId: TransactionId | None = None  # absent: derived from the cycle (docs/guide/streams.md)
     messageId: Uuid | None = None
 
 

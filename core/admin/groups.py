@@ -29,7 +29,7 @@ class GroupSummary:
     name: str
     queue: str
     members: set[str] = field(default_factory=set)
-    partitions: int = 0
+    partitions: int = 0  # partitions it reads (cursor or not)
     partitions_with_lag: int = 0
     offset_lag: int = 0
     max_time_lag: float = 0.0
@@ -63,11 +63,14 @@ class ConsumerGroups:
         self._db = db
         self._announce = announce
 
-    async def cursors(self, *, group: str | None = None,
-                      queue: str | None = None) -> list[GroupCursor]:
-        """Every matching cursor with lag and lease figures (see admin_group_cursors)."""
+    async def cursors(self, *, group: str | None = None, queue: str | None = None,
+                      lagging_over: float | None = None) -> list[GroupCursor]:
+        """Where each matching group stands on every partition it reads, with lag and lease
+        figures (see admin_group_cursors); with `lagging_over`, only positions with
+        messages behind whose oldest has waited longer than that many seconds."""
         async with self._db.session() as conn:
-            return await sql.group_cursors(conn, group=group, queue=queue)
+            return await sql.group_cursors(conn, group=group, queue=queue,
+                                           lagging_over=lagging_over)
 
     async def summaries(self) -> list[GroupSummary]:
         """One entry per (group, queue), from cursors and stored subscriptions."""

@@ -7,7 +7,7 @@ number of segments falls as concurrency rises.
 
 Lanes that are ready (something waiting, nothing in flight) are dispatched together, up to
 `max_keys_per_flush` of them in one call of the flush function, which writes them in one
-statement and so one commit (design.md, write path step 5): small pushes spread over many
+statement and so one commit (docs/architecture/request-path.md, the write path): small pushes spread over many
 partitions share a WAL flush instead of paying one each. At most `max_concurrent_flushes`
 calls run at once; while they run, new work gathers for the next one.
 

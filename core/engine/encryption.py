@@ -12,7 +12,7 @@ learns them only inside the append statement, after the blob was built.
 
 Why whole segments and not each payload: loadtest/probes/encryption_layout.py measures both
 (one call per flush instead of one per message; ciphertext does not compress, so encrypting
-before compression also loses the compression); README, "Encryption at rest".
+before compression also loses the compression); docs/security/encryption.md.
 
 A plain segment is a zstd frame (magic 28 b5 2f fd), so sealed and plain segments tell
 themselves apart: turning encryption on leaves older segments plain and readable, and the

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from core.engine import encryption, segments
+from core.engine import encryption, record_meta, segments
 from core.storage import reads as sql
 from core.storage.database import Database
 
@@ -27,6 +27,8 @@ class Record:
     payload: bytes
     created_at: datetime
     producer_sub: str | None = None
+    # The Kafka fields of a record produced through the Kafka edge (core/engine/record_meta.py)
+    meta: record_meta.RecordMeta | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +49,7 @@ class FetchResult:
     high_watermark: int = 0
     log_start: int = 0
     error: str | None = None
+    queue_id: int | None = None  # the queue's id, when it exists
 
 
 async def fetch(db: Database, entries: Sequence[FetchEntry], *, max_bytes: int,
@@ -80,6 +83,7 @@ async def fetch_entry(db: Database, *, queue: str, partition: str, offset: int,
         if state is None:
             result.error = UNKNOWN_TOPIC_OR_PARTITION
             return result
+        result.queue_id = state.queue_id
         if state.partition_id is None:  # queue exists, partition never written: empty log
             return result
         assert state.last_offset is not None and state.log_start is not None
@@ -94,8 +98,8 @@ async def fetch_entry(db: Database, *, queue: str, partition: str, offset: int,
                                         limit=_SEGMENT_LIMIT)
     used = 0
     for row in rows:
-        for i, frame in enumerate(segments.unpack(encryption.opened(row.blob, queue,
-                                                                     partition))):
+        raw, metas = record_meta.split(encryption.opened(row.blob, queue, partition))
+        for i, frame in enumerate(segments.iter_frames(raw)):
             at = row.base_offset + i
             if at < offset:
                 continue
@@ -104,5 +108,6 @@ async def fetch_entry(db: Database, *, queue: str, partition: str, offset: int,
                 return result
             used += size
             result.records.append(Record(at, frame.transaction_id, frame.payload,
-                                         row.created_at, frame.producer_sub))
+                                         row.created_at, frame.producer_sub,
+                                         metas[i] if metas and i < len(metas) else None))
     return result

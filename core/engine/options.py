@@ -1,8 +1,8 @@
 """Queue options: every default in one place, validation, and configure's merge/replace
 rules (wire-protocol §4.9).
 
-Every option configure accepts is applied (README, protocol notes) or refused: an unknown
-key answers 400 naming it. `maxSize` is enforced at push (schema/functions/20_append.sql).
+Every option configure accepts is applied (docs/reference/queue-options.md) or refused: an
+unknown key answers 400 naming it. `maxSize` is enforced at push (schema/functions/20_append.sql).
 `ttl` and `priority` are labels, stored and echoed.
 
 `QueueOptions` is the only place an option's default is written down. A queue row always
@@ -25,25 +25,26 @@ POP_LEASE_FALLBACK_SECONDS = 60
 
 
 class QueueOptions(msgspec.Struct, frozen=True, rename="camel"):
-    """A queue's effective options; field order is the order configure echoes them."""
+    """A queue's effective options; field order is the order configure echoes them, and
+    MEANINGS below says what each one does."""
 
-    lease_time: int = 300                   # lease length of this queue's pops (seconds)
-    retry_limit: int = 3                    # explicit-failure redeliveries before DLQ/drop
+    lease_time: int = 300
+    retry_limit: int = 3
     dlq_after_max_retries: bool = True
     dead_letter_queue: bool = True
-    dedup_window_seconds: int = 3600        # 0 = no deduplication
-    retention_seconds: int = 0              # 0 = keep forever
-    completed_retention_seconds: int = 0    # 0 = keep consumed data
+    dedup_window_seconds: int = 3600
+    retention_seconds: int = 0
+    completed_retention_seconds: int = 0
     retention_enabled: bool = False
-    delayed_processing: int = 0             # seconds before a message is visible
-    window_buffer: int = 0                  # hold a partition until quiet for N seconds
-    max_size: int = 0                       # unconsumed messages a push may fill; 0 = no limit
-    retry_delay: int = 1000                 # ms before a failed/retried span is claimable
-    ttl: int = 3600                         # stored and echoed, not enforced
-    priority: int = 0                       # a label; no priority ordering
+    delayed_processing: int = 0
+    window_buffer: int = 0
+    max_size: int = 0
+    retry_delay: int = 1000
+    ttl: int = 3600
+    priority: int = 0
     encryption_enabled: bool = False
-    max_wait_time_seconds: int = 0          # older messages are skipped (evicted); 0 = off
-    min_pop_wait_time: int = 0              # ms an under-full span is held; 0..60000
+    max_wait_time_seconds: int = 0
+    min_pop_wait_time: int = 0
 
     @property
     def dlq_enabled(self) -> bool:
@@ -64,6 +65,42 @@ class QueueOptions(msgspec.Struct, frozen=True, rename="camel"):
 
 # Wire name -> default, in echo order.
 DEFAULTS: dict[str, Any] = QueueOptions().as_dict()
+# What each option does (the queue options reference is generated from this and DEFAULTS).
+MEANINGS: dict[str, str] = {
+    "leaseTime": "Seconds a pop's lease lasts when the pop sends no `leaseSeconds`; 0 means "
+                 "60.",
+    "retryLimit": "Failures (`failed` acks) a message is delivered again after; the next "
+                  "one dead-letters it (or drops it with the DLQ off).",
+    "dlqAfterMaxRetries": "Dead-letter a message whose retries are spent; the DLQ is off "
+                          "only when this and `deadLetterQueue` are both false.",
+    "deadLetterQueue": "The DLQ is on; see `dlqAfterMaxRetries`.",
+    "dedupWindowSeconds": "A push repeating a `transactionId` of the same partition within "
+                          "this many seconds writes nothing and answers `duplicate`; 0 turns "
+                          "deduplication off.",
+    "retentionSeconds": "With `retentionEnabled`, segments older than this many seconds are "
+                        "deleted; 0 keeps them.",
+    "completedRetentionSeconds": "With `retentionEnabled`, segments every consumer group "
+                                 "has committed past and older than this many seconds are "
+                                 "deleted; 0 keeps them.",
+    "retentionEnabled": "The switch of the two retention options: nothing is deleted while "
+                        "it is false.",
+    "delayedProcessing": "Seconds a message waits after its push before a pop may deliver "
+                         "it.",
+    "windowBuffer": "Seconds a partition must have been quiet (no push) before a pop "
+                    "delivers from it.",
+    "maxSize": "Most unconsumed messages the queue may hold; a push past it fails. 0 = no "
+               "limit.",
+    "retryDelay": "Milliseconds before a span released by a `failed` or `retry` ack is "
+                  "delivered again; 0 = at once.",
+    "ttl": "Stored and echoed; not enforced.",
+    "priority": "A label, stored and echoed; it orders nothing.",
+    "encryptionEnabled": "Store this queue's messages sealed with `QUEEN_ENCRYPTION_KEY` "
+                         "(AES-256-GCM); refused without a key.",
+    "maxWaitTimeSeconds": "When a pop claims, messages pushed longer ago than this are "
+                          "skipped for that group (counted as evicted); 0 = off.",
+    "minPopWaitTime": "Milliseconds an under-full partition is held back so that a pop can "
+                      "take a fuller batch (0 to 60000).",
+}
 # Every queue row created from now on gets this (or its configured options) in full.
 DEFAULTS_JSON = msgspec.json.encode(DEFAULTS).decode()
 

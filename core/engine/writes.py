@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from core.engine import encryption, options, segments
+from core.engine import encryption, options, record_meta, segments
 from core.errors import QueenError, StorageError, StorageUnavailable
 from core.ids import NIL_UUID
 from core.storage import writes as sql
@@ -62,6 +62,9 @@ class NewMessage:
     # flush that writes all of that blob's messages, in order and unchanged, stores the
     # blob as it came instead of compressing them again.
     packed: PackedFrames | None = None
+    # A record produced through the Kafka edge: its key, headers and timestamp, stored in
+    # the segment's side-car (core/engine/record_meta.py).
+    kafka: record_meta.RecordMeta | None = None
 
 
 @dataclass(slots=True)  # not frozen: one per message, and frozen __init__ is slow
@@ -69,7 +72,7 @@ class Verdict:
     status: Literal["queued", "duplicate"]
     message_id: uuid.UUID  # of the message stored (for a duplicate, of the one kept)
     partition_id: int
-    offset: int | None = None  # for queued items
+    offset: int | None = None  # for queued items, and duplicates of a stored message
     created_at: datetime | None = None
 
 
@@ -125,6 +128,8 @@ def segments_of(messages: Sequence[NewMessage]) -> list[sql.AppendSegment]:
 
 def _pack(messages: Sequence[NewMessage]) -> sql.AppendSegment:
     blob = segments.pack(messages)
+    if any(m.kafka is not None for m in messages):
+        blob += record_meta.encode([m.kafka for m in messages])
     return sql.AppendSegment(blob, [m.transaction_id for m in messages])
 
 
@@ -237,7 +242,8 @@ async def _read_stored_ids(conn: Conn, flush: _Flush, stored: dict[int, int]) ->
         for k, frame in enumerate(segments.unpack(blob)):
             ids[seg.base_offset + k] = frame.message_id
     for i, offset in stored.items():
-        flush.verdicts[i] = Verdict("duplicate", ids.get(offset, _UNKNOWN_ID), flush.ids[1])
+        flush.verdicts[i] = Verdict("duplicate", ids.get(offset, _UNKNOWN_ID), flush.ids[1],
+                                    offset)
 
 
 async def append_each(conn: Conn, flushes: Sequence[tuple[PartitionName, Sequence[NewMessage]]]

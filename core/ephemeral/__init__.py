@@ -1,6 +1,6 @@
 """Ephemeral queues (wire-protocol-extensions §19): bounded, non-durable queues whose contents
-live in UNLOGGED PostgreSQL tables shared by every worker and broker (see README,
-"Ephemeral queues"). `Ephemeral` is the service `core.service.Broker` composes."""
+live in UNLOGGED PostgreSQL tables shared by every worker and broker (see
+docs/guide/ephemeral.md). `Ephemeral` is the service `core.service.Broker` composes."""
 
 from core.ephemeral.errors import (
     EphemeralBadRequest,

@@ -12,7 +12,9 @@ from core.storage.statements import Conn, Statement
 
 @dataclass(frozen=True, slots=True)
 class GroupCursor:
-    """A cursor with its queue, partition, offset lag, lease state and time lag."""
+    """Where a group stands on a partition it reads, with its queue, offset lag, lease state
+    and time lag: its cursor, or (has_cursor false) the position its subscription rule
+    starts it at on a partition it has not read yet (schema/functions/45_group_positions.sql)."""
 
     consumer_group: str
     queue_id: int
@@ -32,6 +34,7 @@ class GroupCursor:
     oldest_unconsumed_at: datetime | None
     time_lag_seconds: float
     evicted: int  # messages skipped by maxWaitTimeSeconds
+    has_cursor: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,9 +134,9 @@ async def queue_id(conn: Conn, *, name: str) -> int | None:
     return None if value is None else int(value)
 
 
-async def group_cursors(conn: Conn, *, group: str | None,
-                        queue: str | None) -> list[GroupCursor]:
-    return await _GROUP_CURSORS.rows(conn, group, queue)
+async def group_cursors(conn: Conn, *, group: str | None, queue: str | None,
+                        lagging_over: float | None = None) -> list[GroupCursor]:
+    return await _GROUP_CURSORS.rows(conn, group, queue, lagging_over)
 
 
 async def subscriptions(conn: Conn, *, group: str | None) -> list[Subscription]:

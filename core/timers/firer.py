@@ -4,7 +4,7 @@ process of its own (`python -m core.timers.firer`, for running it apart or twice
 It runs inside the reaper, not as a fourth child of `serve`, because a process of its own
 cost every start (and restart) of the broker one more interpreter importing the core (about
 0.7 s of CPU) at the moment the web workers import theirs, on the same cores, so the broker
-answered later after a restart on a loaded machine (README, Timers, has the figures), and a
+answered later after a restart on a loaded machine (docs/guide/timers.md), and a
 pool, a LISTEN connection and a counter flusher more per broker. Inside the reaper it is a task
 of its own on the reaper's event loop: a reaper pass that takes long (a retention pass)
 holds one pool connection, not the loop, so a timer does not wait for it.

@@ -1,2 +1,2 @@
 """The fault suite: the ledger under faults, the DLQ variant, two brokers over one database,
-and the soak (reliability.md). `python -m loadtest faults --help`, `python -m loadtest soak`."""
+and the soak (docs/architecture/reliability.md). `python -m loadtest faults --help`, `python -m loadtest soak`."""

@@ -1,4 +1,4 @@
-"""The checker: the figures of reliability.md computed from the operation log and the tables.
+"""The checker: the figures of docs/architecture/reliability.md computed from the operation log and the tables.
 
 Vocabulary. A *key* is (partition name, transactionId). A push item is *acknowledged* when an
 attempt's answer lists it `queued` or `duplicate`; its *acknowledged id* is the message id of

@@ -23,7 +23,7 @@ from typing import Any
 
 from loadtest.httpc import Connection, HttpError
 
-# Deadlines of reliability.md: a long poll answers by its timeout + 5 s, anything else in 10 s.
+# Deadlines of docs/architecture/reliability.md: a long poll answers by its timeout + 5 s, anything else in 10 s.
 DEADLINE = 10.0
 LONG_POLL_GRACE = 5.0
 DEADLINE_SLACK = 10.0

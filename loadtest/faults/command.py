@@ -13,7 +13,7 @@ from loadtest.faults.run import TWO_BROKER_FAULTS, run
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("faults", help="the ledger under faults (reliability.md)")
+    p = sub.add_parser("faults", help="the ledger under faults (docs/architecture/reliability.md)")
     p.add_argument("--database", choices=("embedded", "external", "two-brokers", "ha"),
                    default="embedded",
                    help="embedded: serve's own PostgreSQL; external: one the harness runs; "

@@ -1,7 +1,7 @@
 """One fault run: start the broker(s), run the ledger and the DLQ variant under a fault
 schedule, heal, drain, read the tables back, and check.
 
-Configurations (reliability.md "Ledger test under faults"; issue 7, points 5 and 7):
+Configurations (docs/architecture/reliability.md, "The fault ledger"):
 
 - `embedded`: one `serve` with its own embedded PostgreSQL, which the faults crash;
 - `external`: one `serve` on a PostgreSQL the harness runs (DATABASE_URL) and restarts;

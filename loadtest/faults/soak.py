@@ -12,7 +12,7 @@ waiting for a push; empty long polls are left out).
 The verdict compares the second half of the run with the first sample after warm-up: a
 figure is flat when it grows by less than its tolerance. Storage must plateau: once every
 message is older than the retention, the segment table may not keep growing. The
-transactionId index is kept for max(dedupWindowSeconds, 1 h) by design (README, reaper), so
+transactionId index is kept for max(dedupWindowSeconds, 1 h) by design (docs/operating/retention.md), so
 it grows for the first hour; it is reported, not judged.
 """
 

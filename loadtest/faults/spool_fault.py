@@ -1,4 +1,4 @@
-"""The maintenance fault (issue 10): push maintenance on while the ledger producers push, a
+"""The maintenance fault: push maintenance on while the ledger producers push, a
 check producer of the harness pushing keyed messages that are answered `buffered`, kill -9 of
 a web worker in the middle of it, maintenance off, kill -9 of the worker draining the spool
 (when it is caught in the act), heal.

@@ -25,6 +25,7 @@ PROBES = {
     "supervision": "the serve/web supervisor against hypercorn's runner; a killed worker",
     "ephemeral": "ephemeral queues against durable ones: throughput, round trip, bounds",
     "wakeup": "long-poll wake-up latency across worker processes (a running broker)",
+    "lag_cost": "the lag statements on a wide queue (optionally against another revision's)",
 }
 
 

@@ -3,7 +3,7 @@
     python -m loadtest probe ephemeral throughput [--seconds 10] [--rounds 3]
     python -m loadtest probe ephemeral rtt [--pairs 300] [--rounds 3]
     python -m loadtest probe ephemeral bounds [--seconds 300]
-    python -m loadtest probe ephemeral all                 # the three, as the README reports them
+    python -m loadtest probe ephemeral all           # the three, as docs/deploying/capacity.md reports them
 
 Each starts a durable embedded PostgreSQL (fsync and synchronous_commit on) and a 2-worker
 broker on it, unless `--url` names a running broker.

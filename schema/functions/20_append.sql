@@ -1,7 +1,7 @@
 -- The write path: a flush is one statement, addressed by names.
 --
 -- queen.append writes the segments of several partitions in one statement, hence one
--- transaction and one WAL flush (design.md, write path step 5), and resolves each
+-- transaction and one WAL flush (docs/architecture/request-path.md, the write path), and resolves each
 -- (queue, partition) by name inside it, creating both when missing: a flush never needs a
 -- round trip (or a cache) to learn partition ids first, and a queue deleted meanwhile is
 -- simply created again.

@@ -10,7 +10,7 @@
 -- segments is the caller's (PostgreSQL has no zstd). queen.pop_shared serves several
 -- identical pops of one process in one statement.
 --
--- Queue options the claim applies (wire-protocol §4.9; README, protocol notes):
+-- Queue options the claim applies (wire-protocol §4.9; docs/reference/queue-options.md):
 -- * retryDelay (ms): a `failed` ack within the retry budget, or a `retry` ack, releases the
 --   span with a not-before time (log_consumers.not_before = now() + retryDelay); the span is
 --   not claimable before it, so a poison message is redelivered at that pace instead of at
@@ -96,7 +96,7 @@ $$;
 -- `p_wanted` partitions delivered, the budget is spent or the candidates run out. A
 -- candidate that delivers nothing (seeded past its messages on first contact, messages not
 -- yet visible to delayedProcessing or minPopWaitTime, all evicted by maxWaitTimeSeconds,
--- locked by a concurrent pop) costs nothing of the budget (issue 22). For a conflating
+-- locked by a concurrent pop) costs nothing of the budget. For a conflating
 -- queue a claimed partition delivers only its newest visible message (one of the budget).
 -- Answers the delivered spans, leased under `p_lease_id` (or committed, with autoAck);
 -- nothing is leased when it answers nothing.

@@ -1,5 +1,5 @@
 -- Version 50: observability. Counters the web workers flush, the heartbeat of each process,
--- and the samples the reaper takes for the analytics series (README: protocol notes).
+-- and the samples the reaper takes for the analytics series (docs/operating/metrics.md).
 --
 -- Nothing here is written on the hot path: workers count in memory and add their deltas
 -- every METRICS_FLUSH_MS in one statement on a connection of their own; the reaper samples

@@ -7,31 +7,33 @@
 SELECT id FROM queen.queues WHERE name = $1;
 
 -- name: admin_group_cursors
--- Cursors with their queue, partition, offset lag, lease state, time lag and the messages
--- maxWaitTimeSeconds evicted. The time lag is
--- the age of the first unconsumed message: the created_at of the segment holding
--- max(committed + 1, log_start), found through the primary key; 0 when nothing is unconsumed.
--- $1 consumer group or null (all), $2 queue name or null (all)
-SELECT c.consumer_group, q.id AS queue_id, q.name AS queue, p.id AS partition_id,
-       p.name AS partition, c.committed, p.last_offset, p.log_start,
-       greatest(p.last_offset - greatest(c.committed, p.log_start - 1), 0) AS offset_lag,
-       (c.worker_id IS NOT NULL AND c.lease_expires_at > now()) AS lease_active,
-       c.worker_id, c.lease_expires_at, c.retry_count, c.total_consumed, c.last_consumed_at,
+-- Where each group stands on every partition it reads (queen.group_positions: its cursor,
+-- or where its subscription rule starts it on a partition it has not read yet), with its
+-- queue, offset lag, lease state, time lag and the messages maxWaitTimeSeconds evicted. The
+-- time lag is the age of the first unconsumed message: the created_at of the segment
+-- holding max(committed + 1, log_start), found through the primary key; 0 when nothing is
+-- unconsumed. With $3, only positions with messages behind and a time lag above $3 seconds.
+-- $1 consumer group or null (all), $2 queue name or null (all), $3 seconds or null
+SELECT g.consumer_group, q.id AS queue_id, q.name AS queue, g.partition_id, g.partition,
+       g.committed, g.last_offset, g.log_start, g.offset_lag,
+       (g.worker_id IS NOT NULL AND g.lease_expires_at > now()) AS lease_active,
+       g.worker_id, g.lease_expires_at, g.retry_count, g.total_consumed, g.last_consumed_at,
        lag.created_at AS oldest_unconsumed_at,
        coalesce(extract(epoch FROM now() - lag.created_at), 0)::float8 AS time_lag_seconds,
-       c.evicted
-  FROM queen.log_consumers c
-  JOIN queen.log_partitions p ON p.id = c.partition_id
-  JOIN queen.queues q ON q.id = p.queue_id
+       g.evicted, g.has_cursor
+  FROM queen.group_positions g
+  JOIN queen.queues q ON q.id = g.queue_id
   LEFT JOIN LATERAL (
         SELECT s.created_at FROM queen.log_segments s
-         WHERE p.last_offset > greatest(c.committed, p.log_start - 1)
-           AND s.partition_id = p.id
-           AND s.base_offset <= greatest(c.committed + 1, p.log_start)
+         WHERE g.offset_lag > 0
+           AND s.partition_id = g.partition_id
+           AND s.base_offset <= greatest(g.committed + 1, g.log_start)
          ORDER BY s.base_offset DESC LIMIT 1) lag ON true
- WHERE ($1::text IS NULL OR c.consumer_group = $1)
+ WHERE ($1::text IS NULL OR g.consumer_group = $1)
    AND ($2::text IS NULL OR q.name = $2)
- ORDER BY q.name, c.consumer_group, p.name;
+   AND ($3::float8 IS NULL
+        OR (g.offset_lag > 0 AND extract(epoch FROM now() - lag.created_at) > $3))
+ ORDER BY q.name, g.consumer_group, g.partition;
 
 -- name: admin_subscriptions
 -- Stored subscriptions with their queue name.

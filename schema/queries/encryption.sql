@@ -1,4 +1,5 @@
--- Statements of encryption at rest (core/engine/key_check.py, schema/024_append.sql).
+-- Statements of encryption at rest (core/engine/key_check.py; the table:
+-- schema/migrations/024_append.sql).
 
 -- name: key_check_insert
 -- Record the key check at the first start with a key (a concurrent first start wins or

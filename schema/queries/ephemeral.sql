@@ -1,5 +1,5 @@
 -- Statements of ephemeral queues (core/storage/ephemeral.py); the functions are in
--- schema/090_ephemeral.sql. Loaded by core/storage/statements.py.
+-- schema/functions/80_ephemeral.sql. Loaded by core/storage/statements.py.
 
 -- name: eph_push
 -- Pushes to one queue, in order, each all or nothing. $1 queue, $2 each push's partition,

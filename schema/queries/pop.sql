@@ -3,20 +3,20 @@
 -- lease_expires_at > now(); every lease decision uses the database clock.
 
 -- name: pop
--- Claim and read in one statement (see 025_pop.sql for the arguments and the answer).
+-- Claim and read in one statement (see functions/30_pop.sql for the arguments and the answer).
 -- $1 queue or null, $2 namespace or null, $3 task or null, $4 partition or null, $5 group,
 -- $6 named group, $7 seed mode, $8 seed instant, $9 store the seed, $10 batch,
 -- $11 partitions, $12 autoAck, $13 lease seconds (0 = the queue's), $14 lease fallback,
 -- $15 lease id, $16 hinted partition ids, $17 pivot in [0, 1), $18 candidates per scan,
 -- $19 conflation declared, $20 conflating width, $21 autopilot width, $22 lane's pops in
--- flight (082_conflation.sql)
+-- flight (functions/30_pop.sql)
 SELECT queue_id, queue, partition_id, partition, span_start, span_end, retry_count,
        base_offset, created_at, blob, last_offset, conflation, width
   FROM queen.pop($1, $2, $3, $4, $5, $6, $7, $8::timestamptz, $9, $10, $11, $12, $13, $14,
                  $15, $16::bigint[], $17, $18, $19, $20, $21, $22);
 
 -- name: ack
--- Apply acks in one statement (see 095_ack_parity.sql for the arguments and the answer).
+-- Apply acks in one statement (see functions/40_ack.sql for the arguments and the answer).
 -- $1 groups, $2 partition ids, $3 transactionIds, $4 statuses, $5 lease ids (null = no
 -- check), $6 errors, $7 offsets a segment search found (one per item, null = resolve),
 -- $8 report the spans to search instead of settling with the index
@@ -51,7 +51,7 @@ UPDATE queen.log_consumers c
 RETURNING c.worker_id AS lease_id, c.lease_expires_at;
 
 -- name: pop_shared
--- Concurrent pops of one request in one statement (see 027_pop_shared.sql): $1–$14 as for
+-- Concurrent pops of one request in one statement (see functions/30_pop.sql): $1–$14 as for
 -- pop, $15 one lease id per share, $16 hinted partition ids, $17 one pivot per share,
 -- $18 candidates per scan, $19-$22 as for pop.
 SELECT queue_id, queue, partition_id, partition, span_start, span_end, retry_count,

@@ -55,7 +55,7 @@ SELECT pg_try_advisory_xact_lock($1);
 -- floor $2 only keeps ack address resolution an index lookup for recently pushed messages.
 -- The plain created_at bound lets the BRIN index (migration 020) skip the young part of the
 -- table. Each partition that lost rows has its mark in log_txn_pruned raised past them: acks
--- search its segments below the mark (095_ack_parity.sql), nowhere else.
+-- search its segments below the mark (functions/40_ack.sql), nowhere else.
 -- $1 batch size, $2 floor in seconds
 WITH horizon AS (
     SELECT p.id AS partition_id,

@@ -46,27 +46,33 @@ DELETE FROM queen.stats_processes
 
 -- name: stats_queue_gauges
 -- Per queue: dead letters, and the pop lag: the age in milliseconds of the oldest message a
--- cursor has not had delivered yet (past its committed offset and past the span a live
--- lease holds), the worst cursor's; 0 when every cursor has been served everything.
+-- group has not had delivered yet (past its position and past the span a live lease holds),
+-- the worst group's; 0 when every group has been served everything. Positions are
+-- queen.group_positions': a partition a group has not read yet counts from where its
+-- subscription rule starts it. One segment probe per partition: its least served position.
+WITH served AS (
+    SELECT g.queue_id, g.partition_id, max(g.last_offset) AS last_offset,
+           min(greatest(g.committed, g.log_start - 1,
+                        CASE WHEN g.worker_id IS NOT NULL AND g.lease_expires_at > now()
+                             THEN g.batch_end END)) AS served
+      FROM queen.group_positions g
+     GROUP BY g.queue_id, g.partition_id),
+lag AS (
+    SELECT k.queue_id, max(extract(epoch FROM now() - s.created_at)) * 1000 AS ms
+      FROM served k
+      CROSS JOIN LATERAL (
+            SELECT x.created_at FROM queen.log_segments x
+             WHERE k.last_offset > k.served
+               AND x.partition_id = k.partition_id
+               AND x.base_offset <= k.served + 1
+             ORDER BY x.base_offset DESC LIMIT 1) s
+     GROUP BY k.queue_id)
 SELECT q.id, q.name,
        (SELECT count(*) FROM queen.log_dlq d JOIN queen.log_partitions p ON p.id = d.partition_id
          WHERE p.queue_id = q.id) AS dead_letters,
-       coalesce((SELECT max(extract(epoch FROM now() - lag.created_at)) * 1000
-                   FROM queen.log_partitions p
-                   JOIN queen.log_consumers c ON c.partition_id = p.id
-                   CROSS JOIN LATERAL (
-                         SELECT greatest(c.committed, p.log_start - 1,
-                                         CASE WHEN c.worker_id IS NOT NULL
-                                                   AND c.lease_expires_at > now()
-                                              THEN c.batch_end END) AS served) k
-                   CROSS JOIN LATERAL (
-                         SELECT s.created_at FROM queen.log_segments s
-                          WHERE p.last_offset > k.served
-                            AND s.partition_id = p.id
-                            AND s.base_offset <= k.served + 1
-                          ORDER BY s.base_offset DESC LIMIT 1) lag
-                  WHERE p.queue_id = q.id), 0)::float8 AS lag_ms
+       coalesce(lag.ms, 0)::float8 AS lag_ms
   FROM queen.queues q
+  LEFT JOIN lag ON lag.queue_id = q.id
  ORDER BY q.name;
 
 -- name: stats_lock
@@ -79,33 +85,36 @@ SELECT pg_advisory_xact_lock($1);
 -- One sampling pass: per queue, the cumulative counters now (pushed = offsets allocated,
 -- acked = messages cursors consumed, delivered/failed = the workers' flushed counters) minus
 -- the previous pass's baseline, dead letters written since the previous pass, the backlog of
--- the worst cursor (depth) and the age of the oldest unconsumed message (lag). Stores a row
--- for the pass (queue_id 0) and one per queue with something to show, moves the baseline,
--- and forgets baselines and counters of deleted queues and partitions. A queue without a
--- baseline counts from zero when it was created after the previous pass; on the very first
--- pass nothing is counted (the history before it is unknown, not a spike).
+-- the worst group (depth) and the age of the oldest message a group has not consumed (lag),
+-- from queen.group_positions (a partition a group reads but has not popped counts from where
+-- its subscription rule starts it; one nobody reads counts every retained message in
+-- depth). Stores a row for the pass (queue_id 0) and one per queue with something to show,
+-- moves the baseline, and forgets baselines and counters of deleted queues and partitions.
+-- A queue without a baseline counts from zero when it was created after the previous pass;
+-- on the very first pass nothing is counted (the history before it is unknown, not a spike).
 -- Answers the number of queue rows stored.
 WITH prev AS (
     SELECT max(sampled_at) AS at FROM queen.stats_samples WHERE queue_id = 0),
+positions AS (
+    SELECT g.partition_id, min(g.committed) AS low, sum(g.total_consumed) AS consumed
+      FROM queen.group_positions g
+     GROUP BY g.partition_id),
 parts AS (
     SELECT p.queue_id,
            sum(p.last_offset + 1) AS pushed,
            sum(greatest(p.last_offset - greatest(coalesce(cur.low, -1), p.log_start - 1), 0))
                AS depth,
            sum(coalesce(cur.consumed, 0)) AS acked,
-           max(coalesce(cur.lag, 0)) AS lag
+           max(coalesce(extract(epoch FROM now() - lag.created_at), 0)) AS lag
       FROM queen.log_partitions p
+      LEFT JOIN positions cur ON cur.partition_id = p.id
       LEFT JOIN LATERAL (
-            SELECT min(c.committed) AS low, sum(c.total_consumed) AS consumed,
-                   max(extract(epoch FROM now() - lag.created_at)) AS lag
-              FROM queen.log_consumers c
-              LEFT JOIN LATERAL (
-                    SELECT s.created_at FROM queen.log_segments s
-                     WHERE p.last_offset > greatest(c.committed, p.log_start - 1)
-                       AND s.partition_id = p.id
-                       AND s.base_offset <= greatest(c.committed + 1, p.log_start)
-                     ORDER BY s.base_offset DESC LIMIT 1) lag ON true
-             WHERE c.partition_id = p.id) cur ON true
+            SELECT s.created_at FROM queen.log_segments s
+             WHERE cur.low IS NOT NULL
+               AND p.last_offset > greatest(cur.low, p.log_start - 1)
+               AND s.partition_id = p.id
+               AND s.base_offset <= greatest(cur.low + 1, p.log_start)
+             ORDER BY s.base_offset DESC LIMIT 1) lag ON true
      GROUP BY p.queue_id),
 counted AS (
     SELECT p.queue_id,

@@ -1,4 +1,4 @@
--- Statements of streams (wire-protocol-extensions §18; 080_streams.sql). Loaded by
+-- Statements of streams (wire-protocol-extensions §18; functions/50_streams.sql). Loaded by
 -- core/storage/statements.py.
 
 -- name: stream_register
@@ -22,7 +22,7 @@ SELECT s.key, s.value::text AS value, s.updated_at
  ORDER BY s.key;
 
 -- name: stream_cycle
--- One cycle in one statement (see 080_streams.sql, queen.stream_cycle, for the arguments).
+-- One cycle in one statement (see functions/50_streams.sql, queen.stream_cycle, for the arguments).
 -- $1 query id, $2 partition id, $3 group, $4 deletes, $5 keys, $6 values (JSON text),
 -- $7..$17 the sink pushes as `append` takes them, $18 ack?, $19 lease id, $20 ok?,
 -- $21 release lease?, $22 count, $23 transactionId of the last acked message

@@ -1,4 +1,5 @@
--- Statements of timers (core/timers, schema/075_timers.sql).
+-- Statements of timers (core/timers; schema/migrations/075_timers.sql,
+-- schema/functions/70_timers.sql).
 
 -- name: timers_apply
 -- Apply one call's ops in order at one instant (see queen.timers_apply).

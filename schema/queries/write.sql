@@ -2,7 +2,7 @@
 
 -- name: append
 -- Append segments to several partitions in one statement, or report duplicates (see
--- 024_append.sql for the arguments and the answer).
+-- functions/20_append.sql for the arguments and the answer).
 -- $1 queues, $2 partitions, $3 namespaces, $4 tasks (one per partition), $5 default options
 -- (jsonb text), $6 segments per partition, $7 frames per segment, $8 blobs,
 -- $9 transactionIds (flat), $10 whether each partition's transactionIds repeat,
@@ -53,8 +53,8 @@ DELETE FROM queen.log_partitions WHERE queue_id = $1 RETURNING id;
 
 -- name: delete_partition_data
 -- Remove everything partitions own: segments, index, cursors, dead letters, stream state
--- (080_streams.sql). A statement of its own after delete_queue_partitions, so its snapshot
--- sees what appends that finished meanwhile wrote.
+-- (migrations/080_streams.sql). A statement of its own after delete_queue_partitions, so its
+-- snapshot sees what appends that finished meanwhile wrote.
 -- $1 partition ids
 WITH s AS (DELETE FROM queen.log_segments WHERE partition_id = ANY($1::bigint[])),
      t AS (DELETE FROM queen.log_txn_index WHERE partition_id = ANY($1::bigint[])),

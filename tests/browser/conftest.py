@@ -54,7 +54,7 @@ async def browser() -> AsyncIterator[Any]:
 
 
 async def snap(page: Any, name: str) -> None:
-    """Save a screenshot for the README when DASHBOARD_SCREENSHOTS=1 (never in CI runs,
+    """Save a screenshot for the docs (docs/screenshots/) when DASHBOARD_SCREENSHOTS=1 (never in CI runs,
     so they do not dirty the tree)."""
     if os.environ.get("DASHBOARD_SCREENSHOTS") == "1":
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""The DLQ variant of reliability.md, without faults (the fault runs repeat it under faults):
+"""The DLQ variant of docs/architecture/reliability.md, without faults (the fault runs repeat it under faults):
 retry budget 2; `poison` messages always fail, `dlq_now` ones are dead-lettered at once,
 `flaky` ones fail once then succeed. Every message ends exactly once, completed xor
 dead-lettered, checked against the DLQ table, the DLQ route and the cursors."""

@@ -1,6 +1,6 @@
 """Ephemeral queues shared by two brokers (two `serve` process trees, 2 web workers each) over
-one PostgreSQL of this module's own, and the restart contract of the README's "Ephemeral
-queues" section: a clean stop of the brokers, kill -9 of a worker and a clean restart of
+one PostgreSQL of this module's own, and the restart contract of docs/guide/ephemeral.md
+("What survives what"): a clean stop of the brokers, kill -9 of a worker and a clean restart of
 PostgreSQL keep declarations and contents (old ids still ack); a crash or immediate stop of
 PostgreSQL (which empties UNLOGGED tables) keeps declarations, loses contents and changes
 the epoch, so old ids ack `stale`."""

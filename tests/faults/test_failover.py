@@ -1,4 +1,4 @@
-"""Following the primary (issue 20): a broker given several hosts finds the read-write one,
+"""Following the primary (docs/deploying/high-availability.md): a broker given several hosts finds the read-write one,
 answers 503 / `buffered` (never 500, never a lie) while there is none, and carries on on the
 promoted standby without a restart. Also: a read-only server answering a write is an outage,
 and a commit whose connection is lost while it waits (in doubt) is answered 503 and its retry

@@ -1,5 +1,5 @@
 """The ledger on a Patroni pair, CI-sized: kill -9 of the primary's postmaster under load
-(`python -m loadtest faults --database ha` runs every HA fault; README "High availability").
+(`python -m loadtest faults --database ha` runs every HA fault; docs/deploying/high-availability.md).
 
 Needs the `ha` extra (Patroni with its Raft store); skipped, saying so, without it.
 """

@@ -1,4 +1,4 @@
-"""Model-based test (reliability.md): a Hypothesis state machine drives the real broker and a
+"""Model-based test (docs/architecture/reliability.md): a Hypothesis state machine drives the real broker and a
 plain in-memory model side by side, and after every step the broker's tables must equal the
 model.
 

@@ -1,4 +1,4 @@
-"""Deterministic races of reliability.md that tests/integration does not already cover.
+"""Deterministic races of docs/architecture/reliability.md that tests/integration does not already cover.
 
 Already covered elsewhere (grep before adding): 20 concurrent pushes of one transactionId
 (test_push_concurrency), concurrent first pops of one fresh (partition, group) (test_invariants),

@@ -11,9 +11,10 @@
   wire-protocol §11) goes out turning it off instead: left on, push maintenance would make
   every later transaction and DLQ replay of the run answer its documented 503, which the
   fuzzer counts as a server error. The route is still fuzzed with every invalid body.
-- With QUEEN_FUZZ_TALLY=<file>, every answer's status and every request's body type is
-  counted and the tally written there when the run ends: the figures the suite reports
-  (requests, 5xx).
+- With QUEEN_FUZZ_TALLY=<file>, every answer's status, every request's body type and the
+  answers of each documented operation (`op:<METHOD> <path template>`) are counted and the
+  tally written there when the run ends: the figures the suite reports (requests, 5xx) and
+  checks (every operation exercised).
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ def after_call(context: Any, case: Any, response: Any) -> None:
         _tally[str(response.status_code)] += 1
         _tally[f"{response.request.method} {response.status_code}"] += 1
         _tally[f"body:{case.media_type or 'none'}"] += 1  # which bodies were sent
+        _tally[f"op:{response.request.method} {case.path}"] += 1  # the path template
 
 
 def _write_tally() -> None:

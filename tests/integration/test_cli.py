@@ -15,7 +15,7 @@ from click.testing import CliRunner, Result
 
 from broker.cli import main
 from tests.support import PYTHON, ROOT, BrokerProcess, free_port
-from tests.tokens import AUTH_SECRET, Signer
+from tests.tokens import AUTH_ENV, AUTH_SECRET, Signer
 
 SIGNER = Signer(AUTH_SECRET, "HS256")
 
@@ -83,7 +83,7 @@ def test_queues_create_list_show_and_delete(cli: Cli, queue_name: str) -> None:
     deleted = cli.json("queues", "delete", queue_name, "--yes")
     assert deleted["deleted"] is True and deleted["existed"] is True
     missing = cli("queues", "show", queue_name)
-    assert missing.exit_code == 4 and "404" in missing.stderr
+    assert missing.exit_code == 4 and f"queue '{queue_name}' not found" in missing.stderr
     assert cli("queues", "create", queue_name, "-o", "nonsense").exit_code == 2
     bad = cli("queues", "create", queue_name, "-o", "noSuchOption=1")
     assert bad.exit_code == 1 and "noSuchOption" in bad.stderr
@@ -213,6 +213,46 @@ def test_exit_statuses_for_an_unreachable_broker_and_bad_usage(broker: BrokerPro
     assert Cli(broker.url)("no-such-command").exit_code == 2
 
 
+def test_a_queue_or_group_the_operator_names_that_does_not_exist_is_exit_4(
+        cli: Cli, queue_name: str) -> None:
+    """A typo must not read as "nothing to do": the routes answer an unknown queue with
+    nothing (a pop's 204, an empty list), so the command asks whether the queue exists."""
+    unknown = "no-such-queue-" + queue_name
+    missing = f"Error: queue '{unknown}' not found"
+    for args in (("pop", unknown), ("pop", unknown, "-g", "billing", "--json"),
+                 ("lag", "--queue", unknown), ("lag", "--queue", unknown, "--lagging"),
+                 ("dlq", "list", "--queue", unknown), ("dlq", "list", "-q", unknown, "--json"),
+                 ("dlq", "replay", "--all", "-q", unknown), ("dlq", "purge", "-q", unknown),
+                 ("dlq", "purge", "-q", unknown, "--yes"), ("dlq", "show", "1", "-q", unknown),
+                 ("queues", "show", unknown)):
+        result = cli(*args)
+        assert (result.exit_code, result.stderr.strip(), result.stdout) == (4, missing, ""), \
+            args
+    deleted = cli("queues", "delete", unknown, "--yes")
+    assert (deleted.exit_code, deleted.stderr.strip()) == (4, missing + "; nothing deleted")
+    lost = cli("lag", "--group", "no-such-group-" + queue_name)
+    assert lost.exit_code == 4
+    assert lost.stderr.strip() == f"Error: consumer group 'no-such-group-{queue_name}' not found"
+    # An existing queue with nothing to pop, nothing lagging, no dead letters: exit 0.
+    cli.json("push", queue_name, "1")
+    cli.json("pop", queue_name, "-g", "g")
+    for args, says in ((("pop", queue_name, "-g", "g"), "no messages"),
+                       (("lag", "-q", queue_name, "--lagging"), "no lagging partitions"),
+                       (("dlq", "list", "-q", queue_name), "no dead letters")):
+        result = cli(*args)
+        assert result.exit_code == 0 and says in result.stdout, args
+
+
+def test_a_url_that_is_not_an_http_url_is_a_usage_error(broker: BrokerProcess) -> None:
+    for url in ("not-a-url", "ftp://127.0.0.1:6632", "http://", "127.0.0.1:6632"):
+        result = Cli(url)("status")
+        assert result.exit_code == 2, (url, result.output)
+        assert "--url" in result.stderr and "is not an http(s) URL" in result.stderr, url
+    flagged = CliRunner().invoke(main, ["lag", "--url", "not-a-url"], env={"QUEEN_URL": ""})
+    assert flagged.exit_code == 2
+    assert "Invalid value for '--url': 'not-a-url' is not an http(s) URL" in flagged.stderr
+
+
 def test_with_auth_on_the_token_decides(auth_broker: BrokerProcess, queue_name: str) -> None:
     anonymous = Cli(auth_broker.url)
     refused = anonymous("queues", "list")
@@ -240,6 +280,35 @@ def test_with_auth_on_the_token_decides(auth_broker: BrokerProcess, queue_name: 
     assert flagged.exit_code == 0 and json.loads(flagged.stdout)["deleted"] is True
 
 
+def _minted(role: str, sub: str, **env: str) -> str:
+    """`queen-broker token` with the auth broker's settings (AUTH_ENV) in its environment."""
+    result = CliRunner().invoke(main, ["token", "--role", role, "--sub", sub],
+                                env={**AUTH_ENV, **env})
+    assert result.exit_code == 0, result.output
+    return result.stdout.strip()
+
+
+def test_a_minted_token_is_accepted_at_its_level_and_refused_above(
+        auth_broker: BrokerProcess, queue_name: str) -> None:
+    writer = Cli(auth_broker.url, _minted("read-write", "billing-svc"))
+    assert writer.json("push", queue_name, '{"n": 1}')[0]["status"] == "queued"
+    popped = writer.json("pop", queue_name, "-g", "billing")
+    assert popped["messages"][0]["producerSub"] == "billing-svc" and popped["acks"][0]["success"]
+    assert writer.json("lag", "-q", queue_name)[0]["offsetLag"] == 0
+    above = writer("maintenance")  # ADMIN
+    assert above.exit_code == 5 and "403" in above.stderr
+    reader = Cli(auth_broker.url, _minted("read-only", "dashboard"))
+    assert reader.json("queues", "show", queue_name)["totals"]["total"] == 1
+    denied = reader("push", queue_name, "x")  # WRITE_ONLY
+    assert denied.exit_code == 5 and "403" in denied.stderr
+    admin = Cli(auth_broker.url, _minted("admin", "ops"))
+    assert admin.json("maintenance")["maintenanceMode"] is False
+    # Another secret (of the right length) mints tokens this broker refuses.
+    stranger = Cli(auth_broker.url, _minted("admin", "ops", JWT_SECRET="another-secret-" * 3))
+    refused = stranger("status")
+    assert refused.exit_code == 5 and "401" in refused.stderr
+
+
 def test_the_installed_command_prints_its_version_and_exits_with_the_status(
         broker: BrokerProcess) -> None:
     """The real process, as a script would run it (python -m broker.cli is what the
@@ -251,7 +320,8 @@ def test_the_installed_command_prints_its_version_and_exits_with_the_status(
     missing = subprocess.run([PYTHON, "-m", "broker.cli", "queues", "show", "no-such-queue-x",
                               "--url", broker.url], cwd=ROOT, capture_output=True, text=True,
                              timeout=60, check=False)
-    assert missing.returncode == 4 and "Queue not found" in missing.stderr
+    assert missing.returncode == 4
+    assert missing.stderr.strip() == "Error: queue 'no-such-queue-x' not found"
 
 
 def _on_a_terminal(argv: list[str], url: str, answer: bytes = b"") -> tuple[int, str]:

@@ -1,5 +1,4 @@
-"""Pops of several groups reading the same new segment decompress it once (issue 16,
-point 4), and each group still gets every message of its span."""
+"""Pops of several groups reading the same new segment decompress it once, and each group still gets every message of its span."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Small pushes to many partitions share transactions (design.md, write path step 5)."""
+"""Small pushes to many partitions share transactions (docs/architecture/request-path.md, the write path)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A stop (SIGTERM) loses nothing: in-flight pushes commit and are answered, parked long polls
-answer 204 at once, and the web process exits within a bound (issue 7, point 3).
+answer 204 at once, and the web process exits within a bound.
 
 The web tier runs as `queen-broker web` (the supervisor and its workers) on the session's
 database; the session's broker reads back what was stored after the stopped one is gone.

@@ -97,7 +97,7 @@ async def test_version_95_marks_partitions_whose_index_lost_rows_before_it(
         await conn.execute("DELETE FROM queen.log_txn_index WHERE partition_id = $1"
                            " AND msg_offset = 1", pids["holed"])  # not a prefix
         changes = await apply_schema(conn)
-        assert changes.migrations == [v for v, _ in migration_files() if v >= 95]
+        assert changes.migrations == [v for v, _ in migration_files() if v > 90]
         marks = dict(await conn.fetch("SELECT partition_id, below FROM queen.log_txn_pruned"
                                       " WHERE partition_id = ANY($1::bigint[])",
                                       list(pids.values())))

@@ -1,4 +1,4 @@
-"""Observability (issue 10 point 4): `/metrics/prometheus` and `/metrics` aggregated over the
+"""Observability (docs/operating/metrics.md): `/metrics/prometheus` and `/metrics` aggregated over the
 web workers, the analytics series sampled into `queen.stats_samples`, and the filters of the
 status and resource routes.
 

@@ -1,6 +1,6 @@
 """Database outages and restarts, on a PostgreSQL and a broker of this module's own.
 
-Promises checked (reliability.md 1, 7, 8): a push answers `queued` only after its commit, so
+Promises checked (1, 7 and 8 of docs/architecture/reliability.md): a push answers `queued` only after its commit, so
 every such push survives a crash of PostgreSQL; while the database is away pushes are taken
 by the push spool and answer `buffered` (never 500, never `queued`; wire-protocol §11) and
 /health answers 503; when it returns, the broker drains the spool into it by itself, every

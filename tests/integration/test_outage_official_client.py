@@ -1,6 +1,6 @@
 """A PostgreSQL outage that the official client (`queen-mq` 2.6, unchanged) rides through.
 
-Issue 7, point 4. The client's consume loop retries a failed pop three times (1 s, then 2 s)
+The client's consume loop retries a failed pop three times (1 s, then 2 s)
 and then keeps polling only if the error text contains "timeout" or "connection"; anything
 else stops the consumer. So during an outage a parked long poll keeps waiting (and answers
 messages when the database is back, or 204 at its deadline); a producer's pushes are taken by

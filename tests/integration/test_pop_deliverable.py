@@ -1,4 +1,4 @@
-"""A pop answers 204 only when nothing is deliverable to its group (issue 22).
+"""A pop answers 204 only when nothing is deliverable to its group.
 
 Partitions that deliver nothing to the group once the claim looks at them (a first-contact
 cursor seeded past their messages, messages too young for delayedProcessing, a cursor a
@@ -18,7 +18,7 @@ from tests.support import configure, pop_json, push_items
 
 async def test_new_groups_subscribing_from_an_instant_all_get_the_later_message(
         http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
-    # The reproduction of issue 22: five partitions written before T, one after.
+    # The case that first showed it: five partitions written before T, one after.
     for p in ("P1", "P2", "P3", "P5", "P6"):
         await push_items(http, queue_name, [p], partition=p, prefix=p)
     instant = await db.fetchval("SELECT clock_timestamp()")

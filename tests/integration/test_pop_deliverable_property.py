@@ -1,4 +1,4 @@
-"""Property (issue 22): a non-waiting pop answers 204 only when nothing is deliverable to it.
+"""Property: a non-waiting pop answers 204 only when nothing is deliverable to it.
 
 Hypothesis draws a walk of pushes to a few partitions, marks (instants between pushes),
 pops by new and old groups (subscription all / new / from a mark, one partition or any,

@@ -1,6 +1,6 @@
 """Every push is answered promptly, even when no later push comes to wake the write path.
 
-Issue 7, point 1: when every flush slot of a worker finished in the same loop iteration, work
+When every flush slot of a worker finished in the same loop iteration, work
 waiting behind them stayed unwritten until some unrelated push reached that worker; a client
 waiting for its answers before sending more waited for its own timeout. Both shapes that
 showed it run here through real 2-worker brokers, each push under a short deadline: the

@@ -1,4 +1,4 @@
-"""Every option configure accepts is applied or refused (issue 10, README protocol notes):
+"""Every option configure accepts is applied or refused (docs/reference/queue-options.md):
 retryDelay, maxWaitTimeSeconds, retentionEnabled, minPopWaitTime, maxSize and unknown keys,
 through the HTTP API and the official client.
 

@@ -121,7 +121,7 @@ async def test_concurrent_configures_of_one_new_queue_all_succeed_and_merge(
 
 async def test_configure_refuses_an_empty_queue_name(http: httpx.AsyncClient) -> None:
     # wire-protocol §2 lets configure accept "", but no route could address that queue
-    # afterwards (the README's name rule).
+    # afterwards (the name rule, docs/guide/queues.md).
     r = await http.post("/api/v1/configure", json={"queue": "", "options": {}})
     assert r.status_code == 400 and r.json() == {"error": "queue must not be empty"}
 

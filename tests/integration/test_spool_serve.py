@@ -2,7 +2,7 @@
 processes, on a database of this module's own).
 
 Promises: a switch turned on at one worker reaches every worker by NOTIFY (each logs it);
-and the fault case of issue 10: maintenance on, producers pushing, kill -9 of a web worker
+and the fault case: maintenance on, producers pushing, kill -9 of a web worker
 in the middle of it, maintenance off, kill -9 of the worker draining the spool: every push
 answered `buffered` or `queued` is stored exactly once, in the order its producer was
 answered, and the supervisor's replacement workers take part as if nothing happened.

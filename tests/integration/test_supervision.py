@@ -1,6 +1,6 @@
 """`queen-broker serve` keeps serving through the death of any one of its processes.
 
-Issue 7, point 2: a dead web worker is replaced while the others keep serving, a dead reaper
+A dead web worker is replaced while the others keep serving, a dead reaper
 is restarted, a dead embedded PostgreSQL is restarted on the same data directory (and the
 workers' pools and LISTEN connections find it again), a process that keeps dying stops the
 broker with its name and last exit status, a stop goes web -> reaper -> PostgreSQL, and
@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ from tests.support import (
     ROOT,
     create_database,
     fetch_records,
+    free_port,
     server_data_dir,
     wait_for,
 )
@@ -223,6 +225,26 @@ async def test_embedded_postgres_that_dies_is_restarted_on_its_data_and_the_brok
     assert log.rindex("queen.worker: stopping") < log.rindex("reaper stopped")
 
 
+async def test_a_second_broker_shares_the_embedded_database_through_the_printed_dsn(
+        embedded: Served, tmp_path: Path, queue_name: str) -> None:
+    # How a user runs two brokers over one database on one machine: ask the data directory's
+    # address (or read it from the first broker's log), give it to the second as DATABASE_URL.
+    done = await asyncio.to_thread(
+        subprocess.run, [PYTHON, "-m", "broker.cli", "postgres", "--print-dsn"],
+        env=embedded.env, cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
+    printed = done.stdout.strip()
+    assert printed == _embedded_dsn(embedded)
+    assert f"DATABASE_URL={printed}" in embedded.log()
+    with Served(tmp_path / "second.log", workers=1, env={"DATABASE_URL": printed}) as second:
+        async with fresh_connections(embedded.url, timeout=10) as first_client, \
+                fresh_connections(second.url, timeout=10) as second_client:
+            assert (await _push(first_client, queue_name, "via-the-first")).status_code == 201
+            popped = await second_client.get(f"/api/v1/pop/queue/{queue_name}",
+                                             params={"consumerGroup": "g", "autoAck": "true"})
+            assert popped.status_code == 200, popped.text
+            assert [m["data"] for m in popped.json()["messages"]] == ["via-the-first"]
+
+
 async def _stop_postgres_and_see_it_back(embedded: Served, client: httpx.AsyncClient,
                                          sig: int) -> None:
     old = _postmaster(embedded)
@@ -280,6 +302,7 @@ async def test_the_procfile_runs_the_broker_under_honcho(tmp_path: Path) -> None
         honcho = Served(tmp_path / "honcho.log", argv=[PYTHON, "-m", "honcho", "start"],
                         env={**env, "QUEEN_DATA_DIR": str(data)})
         honcho.env["QUEEN_PORT"] = str(honcho.port)  # honcho gives each process its own PORT
+        honcho.env["QUEEN_KAFKA_PORT"] = str(free_port())  # the `kafka` line's listener
         with honcho:
             async with fresh_connections(honcho.url, timeout=10) as client:
                 r = await _push(client, "procfile-q", "t0")
@@ -295,3 +318,4 @@ async def test_the_procfile_runs_the_broker_under_honcho(tmp_path: Path) -> None
         await eventually(lambda: all(gone(pid, zombie_ok=True) for pid in tree), timeout=30)
     log = honcho.log()
     assert "web.1" in log and "reaper.1" in log and "postgres.1" in log
+    assert "kafka.1" in log and "Kafka listener on" in log

@@ -1,4 +1,4 @@
-"""The HTTP edge against what fuzzers miss (issue 8, reliability.md §Fuzzing): HEAD on a pop,
+"""The HTTP edge against what fuzzers miss (docs/architecture/reliability.md, "Fuzzing and bad input"): HEAD on a pop,
 poison payloads, refused transactions, half-applied batches, ids and timestamps that used to
 reach SQL, bodies that wedged a connection, and names that could not be addressed again.
 Every case checks what the database holds afterwards, not just the status.

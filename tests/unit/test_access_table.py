@@ -21,7 +21,7 @@ G = "/api/v1/consumer-groups"
 MESSAGE = "/api/v1/messages/{partitionId}/{transactionId:path}"
 
 SECTION_9 = {
-    # PUBLIC: health and metrics; this API's own description (a decision, README)
+    # PUBLIC: health and metrics; this API's own description (a decision, docs/security/index.md)
     ("GET", "/health"): PUBLIC,
     ("GET", "/metrics"): PUBLIC,
     ("GET", "/metrics/prometheus"): PUBLIC,
@@ -90,7 +90,7 @@ SECTION_9 = {
     ("GET", "/api/v1/status/queues/{queue}"): READ_ONLY,
     ("GET", "/api/v1/status/queues/{queue}/messages"): READ_ONLY,
     ("GET", "/api/v1/status/analytics"): READ_ONLY,
-    # Issue 10 point 5 (decisions, broker/table.py): the partitions feed reads like fetch;
+    # Decisions (broker/table.py): the partitions feed reads like fetch;
     # replay by id like the DLQ retry route; a bulk purge is ADMIN like DELETE queue.
     ("POST", "/api/v1/partitions/changed"): READ_ONLY,
     ("POST", "/api/v1/dlq/{id}/replay"): READ_WRITE,

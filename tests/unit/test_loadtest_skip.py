@@ -1,5 +1,5 @@
-"""A load-test cell whose client library is missing says why instead of failing its gate
-(issue 16, point 6)."""
+"""A load-test cell whose client library is missing says why instead of failing its
+gate."""
 
 from __future__ import annotations
 

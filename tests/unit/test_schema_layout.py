@@ -1,6 +1,7 @@
 """The rules of schema/ (schema/README.md), read from the files: released migrations never
-change, migrations define no function, function files only create or replace functions and
-define each one once, and every SQL file is in one of the three directories."""
+change, migrations define no function or view, function files only create or replace
+functions and views and define each one once, and every SQL file is in one of the three
+directories."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from core.storage.statements import SCHEMA_DIR
 MANIFEST = SCHEMA_DIR / "migrations" / "frozen.sha256"
 _DOLLAR_QUOTED = re.compile(r"\$([A-Za-z_]*)\$.*?\$\1\$", re.DOTALL)
 _COMMENT = re.compile(r"--[^\n]*")
-_FUNCTION_NAME = re.compile(r"^CREATE OR REPLACE FUNCTION (queen\.[a-z_][a-z0-9_]*)\(")
+_DEFINED = re.compile(r"^CREATE OR REPLACE (FUNCTION|VIEW) (queen\.[a-z_][a-z0-9_]*)\b")
 
 
 def _frozen() -> dict[str, str]:
@@ -61,9 +62,9 @@ def test_migrations_define_no_function_and_drop_old_ones_only_if_they_exist() ->
     for _, path in migration_files():
         for statement in _statements(path):
             upper = statement.upper()
-            if re.match(r"CREATE (OR REPLACE )?(FUNCTION|PROCEDURE)\b", upper) or (
-                    upper.startswith("DROP FUNCTION") and
-                    not upper.startswith("DROP FUNCTION IF EXISTS")):
+            dropped = re.match(r"DROP (FUNCTION|VIEW|PROCEDURE)\b", upper)
+            if re.match(r"CREATE (OR REPLACE )?(FUNCTION|PROCEDURE|VIEW)\b", upper) or (
+                    dropped and " IF EXISTS " not in f" {upper[:30]} "):
                 found.append(f"{path.name}: {statement[:60]}")
     assert found == []
 
@@ -73,14 +74,14 @@ def test_function_files_only_create_or_replace_functions_each_defined_once() -> 
     other = []
     for path in function_files():
         for statement in _statements(path):
-            match = _FUNCTION_NAME.match(statement)
+            match = _DEFINED.match(statement)
             if match is None:
                 other.append(f"{path.name}: {statement[:60]}")
-            elif match.group(1) in defined:
-                other.append(f"{path.name}: {match.group(1)} again (first in "
-                             f"{defined[match.group(1)]})")
+            elif match.group(2) in defined:
+                other.append(f"{path.name}: {match.group(2)} again (first in "
+                             f"{defined[match.group(2)]})")
             else:
-                defined[match.group(1)] = path.name
+                defined[match.group(2)] = path.name
     assert other == []
     assert len(defined) > 20  # the parsing found the functions
 

@@ -29,6 +29,17 @@ def test_values_are_parsed_from_text() -> None:
     assert Settings.from_env({"TRACE_RETENTION_DAYS": "0"}).trace_retention_days == 0
 
 
+def test_idle_keep_alive_connections_stay_open_75_seconds_unless_configured() -> None:
+    """Longer than the 5 s httpx (and so the official client) keeps an idle connection for
+    reuse; hypercorn's own default is exactly those 5 s."""
+    from broker.worker import hypercorn_config
+
+    assert Settings().keep_alive_timeout_s == 75
+    assert hypercorn_config(Settings()).keep_alive_timeout == 75
+    tuned = Settings.from_env({"KEEP_ALIVE_TIMEOUT_SECONDS": " 120 "})
+    assert hypercorn_config(tuned).keep_alive_timeout == 120
+
+
 def test_empty_value_means_default() -> None:
     assert Settings.from_env({"PORT": "", "DB_POOL_SIZE": "  "}).port == 6632
 
@@ -50,6 +61,11 @@ def test_alias_is_used_when_the_main_name_is_absent() -> None:
     ({"LOG_LEVEL": "loud"}, "LOG_LEVEL='loud': expected one of"),
     ({"TRACE_RETENTION_DAYS": "-1"}, "TRACE_RETENTION_DAYS='-1': must be at least 0"),
     ({"PG_PORT": "abc"}, "PG_PORT='abc': expected an integer"),
+    ({"KEEP_ALIVE_TIMEOUT_SECONDS": "75s"},
+     "KEEP_ALIVE_TIMEOUT_SECONDS='75s': expected an integer"),
+    ({"KEEP_ALIVE_TIMEOUT_SECONDS": "0"}, "KEEP_ALIVE_TIMEOUT_SECONDS='0': must be at least 1"),
+    ({"KEEP_ALIVE_TIMEOUT_SECONDS": "7200"},
+     "KEEP_ALIVE_TIMEOUT_SECONDS='7200': must be at most 3600"),
     ({"DATABASE_URL": "mysql://u:secret@db/x"}, "DATABASE_URL='db/x' is not a postgres://"),
 ])
 def test_bad_value_raises_settings_error_naming_the_variable(env: dict[str, str],

@@ -1,8 +1,9 @@
-"""The README's code blocks, each with its decision: run it (shell or Python) against a
-broker, leave it (output shown as text or JSON), or skip it for a stated reason.
+"""The code blocks of the README and of every docs page, each with its decision: run it
+(shell or Python) against a broker, leave it (output shown as text or JSON), or skip it for a
+stated reason.
 
-The convention (README, "Development"): a fenced block's info string is
-- `sh` / `bash` / `python`: run, in README order, against one broker the test starts;
+The convention (docs/contributing/index.md, "Code blocks run"): a fenced block's info string is
+- `sh` / `bash` / `python`: run, in page order, against one broker the test starts;
 - `text` / `json`: output or a document, never run;
 - `<language> no-run: <reason>`: not run, and the reason says why (the set-up commands, long
   benchmarks, services the test cannot start).
@@ -32,12 +33,12 @@ class Block:
 
 
 class Undecided(ValueError):
-    """A block the README does not say what to do with."""
+    """A block the page does not say what to do with."""
 
 
-def blocks(markdown: str) -> tuple[list[Block], list[str]]:
+def blocks(markdown: str, name: str = "README.md") -> tuple[list[Block], list[str]]:
     """Every code block of the document with its decision, and a problem per block that
-    has none."""
+    has none (naming the document `name` and the line)."""
     found: list[Block] = []
     problems: list[str] = []
     for token in MarkdownIt("commonmark").parse(markdown):
@@ -47,7 +48,7 @@ def blocks(markdown: str) -> tuple[list[Block], list[str]]:
         try:
             found.append(decide(line, token.type, token.info.strip(), token.content))
         except Undecided as exc:
-            problems.append(f"README.md line {line}: {exc}")
+            problems.append(f"{name} line {line}: {exc}")
     return found, problems
 
 

@@ -1,8 +1,9 @@
-"""The README-block convention: every block gets a decision, or a problem naming its line."""
+"""The code-block convention of the README and the docs: every block gets a decision, or a
+problem naming its page and line."""
 
 from __future__ import annotations
 
-from tests.readme_blocks import blocks
+from tests.doc_blocks import blocks
 
 DOC = """# t
 
@@ -36,11 +37,11 @@ def test_decided_blocks_are_classified_with_their_lines_and_reasons() -> None:
 def test_blocks_without_a_decision_are_problems_naming_their_line() -> None:
     doc = ("intro\n\n    indented command\n\n```\nbare\n```\n\n```js\nx()\n```\n\n"
            "```sh no-run:\nno reason\n```\n\n```python title\nx = 1\n```\n")
-    found, problems = blocks(doc)
+    found, problems = blocks(doc, "docs/guide/x.md")
     assert found == []
     assert len(problems) == 5
-    assert problems[0].startswith("README.md line 3: an indented code block")
-    assert problems[1].startswith("README.md line 5: a fence without a language")
-    assert problems[2].startswith("README.md line 9: ```js has no decision")
+    assert problems[0].startswith("docs/guide/x.md line 3: an indented code block")
+    assert problems[1].startswith("docs/guide/x.md line 5: a fence without a language")
+    assert problems[2].startswith("docs/guide/x.md line 9: ```js has no decision")
     assert "line 13: ```sh no-run: has no decision" in problems[3]
     assert "line 17: ```python title has no decision" in problems[4]

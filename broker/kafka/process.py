@@ -1,0 +1,116 @@
+"""The Kafka listener process: `python -m broker.kafka`, started by `queen-broker serve`
+when QUEEN_KAFKA_PORT (or --kafka-port) is set, or by its own Procfile line.
+
+One asyncio process (uvloop) with its own `Broker` on the database: the HTTP workers never
+share anything with it but PostgreSQL, so its crash (or a restart by the supervisor) never
+touches them. SIGTERM/SIGINT stop it: no new connections, requests in flight finish (a
+parked Fetch answers at once), then the broker closes (writes accepted are flushed first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+import sys
+
+import uvloop
+
+from broker.auth.gate import Gate
+from broker.kafka.cluster import CLUSTER
+from broker.kafka.groups import COORDINATOR
+from broker.kafka.server import Listener
+from core.kafka.election import Node
+from core.logs import configure_logging
+from core.service import Broker
+from core.settings import Settings, from_env_or_exit
+from core.waiting import within
+
+log = logging.getLogger("queen.kafka")
+_STOP_GRACE = 20.0  # seconds requests in flight get to finish
+
+
+def advertised_address(settings: Settings) -> tuple[str, int] | None:
+    """QUEEN_KAFKA_ADVERTISED as (host, port); None: each connection is told the address
+    it reached us at (right on one host; several hosts set it, docs/kafka.md)."""
+    text = settings.kafka_advertised.strip()
+    if not text:
+        return None
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit():
+        return (text, settings.kafka_port or 9092)
+    return (host.strip("[]"), int(port))
+
+
+def bind(settings: Settings, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((settings.host, port))
+    sock.listen(1024)
+    return sock
+
+
+async def run(settings: Settings, port: int, stop: asyncio.Event) -> None:
+    sock = bind(settings, port)
+    stop_waiting = asyncio.Event()
+    gate = await Gate.start(settings.auth) if settings.auth.enabled else None
+    # Like a web worker: wait for the database (a Procfile starts every line at once) and
+    # apply any migration not yet applied (under the migrations' lock: harmless twice).
+    async with Broker.open(settings, stop_waiting=stop_waiting) as broker:
+        advertised = advertised_address(settings)
+        listener = Listener(broker, advertised=advertised, node_id=settings.kafka_node_id,
+                            max_request_bytes=settings.max_body_bytes, gate=gate)
+        host, bound_port = sock.getsockname()[:2]
+        if advertised is None:
+            advertised = (socket.getfqdn() if host in ("0.0.0.0", "::") else host, bound_port)
+        election = broker.kafka.election(
+            cluster=settings.kafka_cluster, on_lost=COORDINATOR.reset,
+            me=Node(settings.kafka_node_id, advertised[0], advertised[1]))
+        CLUSTER.election = election
+        elect = asyncio.create_task(election.run_forever(), name="coordinator-election")
+        with contextlib.suppress(TimeoutError):  # serve groups from the first request on
+            await within(5.0, election.changed.wait())
+        server = await asyncio.start_server(listener.serve, sock=sock)
+        log.info("Kafka listener on %s:%d (node %d of cluster %r)", host, bound_port,
+                 settings.kafka_node_id, settings.kafka_cluster)
+        expiry = asyncio.create_task(COORDINATOR.expire_forever(), name="group-sessions")
+        try:
+            await stop.wait()
+        finally:
+            expiry.cancel()
+            election.close()
+            elect.cancel()
+            server.close()
+            stop_waiting.set()
+            pending = list(listener.connections)
+            if pending:
+                await asyncio.wait(pending, timeout=_STOP_GRACE)
+            for task in pending:
+                task.cancel()
+            if gate is not None:
+                await gate.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m broker.kafka")
+    parser.add_argument("--port", type=int, help="listen port (env QUEEN_KAFKA_PORT)")
+    args = parser.parse_args(argv)
+    settings = from_env_or_exit("queen-kafka")
+    configure_logging(settings.log_level)
+    port = args.port if args.port is not None else settings.kafka_port
+    if port is None:
+        print("queen-kafka: set QUEEN_KAFKA_PORT or --port", file=sys.stderr)
+        sys.exit(2)
+
+    async def main_task() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await run(settings, port, stop)
+
+    uvloop.run(main_task())

@@ -1,0 +1,68 @@
+"""SASL/PLAIN with a token of our auth as the password (auth on: JWT_ENABLED).
+
+On a listener with auth on, a connection may send only ApiVersions, SaslHandshake and
+SaslAuthenticate until it authenticated; anything else closes it. PLAIN's message is
+`authzid NUL username NUL password`: the password is a JWT checked exactly as the HTTP edge
+checks a bearer token (signature, expiry, issuer, audience), the username is not used, and
+the token's roles decide what the connection may do, with the access levels of the HTTP
+routes that do the same thing (docs/kafka.md). A refused token answers
+SASL_AUTHENTICATION_FAILED with the reason and the connection is closed. The answer tells
+the client the token's remaining lifetime, and the connection is closed when it runs out
+unless the client authenticated again.
+
+SaslHandshake v0 (the raw SASL exchange that followed it in old clients) is not offered.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from broker.auth.errors import Unauthenticated
+from broker.auth.gate import Gate
+from broker.kafka import errors
+from broker.kafka.protocol import Request
+from broker.kafka.session import Session
+
+MECHANISMS = ["PLAIN"]
+
+
+class SaslFailed(Exception):
+    """Authentication failed: answer, then close the connection."""
+
+    def __init__(self, answer: dict[str, Any]) -> None:
+        super().__init__(answer.get("error_message"))
+        self.answer = answer
+
+
+async def handshake(session: Session, request: Request) -> dict[str, Any]:
+    mechanism = request.body.mechanism
+    code = errors.NONE if mechanism in MECHANISMS else errors.UNSUPPORTED_SASL_MECHANISM
+    if not session.auth_required:
+        code = errors.ILLEGAL_SASL_STATE  # nothing to authenticate against
+    return {"error_code": code, "mechanisms": MECHANISMS}
+
+
+def make_authenticate(gate: Gate | None) -> Any:
+    async def authenticate(session: Session, request: Request) -> dict[str, Any]:
+        if gate is None or not session.auth_required:
+            raise SaslFailed({"error_code": errors.ILLEGAL_SASL_STATE,
+                              "error_message": "authentication is off on this listener",
+                              "auth_bytes": b"", "session_lifetime": 0})
+        parts = bytes(request.body.auth_bytes).split(b"\x00")
+        try:
+            if len(parts) != 3:
+                raise Unauthenticated("not a SASL/PLAIN message")
+            identity = await gate.identify(parts[2].decode("utf-8", "replace"))
+        except Unauthenticated as exc:
+            raise SaslFailed({"error_code": errors.SASL_AUTHENTICATION_FAILED,
+                              "error_message": f"authentication failed: {exc.message}",
+                              "auth_bytes": b"", "session_lifetime": 0}) from None
+        session.roles, session.principal = identity.roles, identity.sub
+        session.expires = identity.expires
+        lifetime = 0
+        if identity.expires is not None:
+            lifetime = max(1, int((identity.expires - time.time()) * 1000))
+        return {"error_code": errors.NONE, "error_message": None, "auth_bytes": b"",
+                "session_lifetime": min(lifetime, 2**62)}
+    return authenticate

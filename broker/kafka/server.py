@@ -1,0 +1,141 @@
+"""The Kafka listener's connections: frames in, one request at a time, answers out.
+
+Each connection is served serially, as Kafka does: a request is read, answered, then the
+next is read (clients that pipeline just wait in the socket). A frame longer than the
+limit, a request that does not decode, an unknown API key or version: the connection is
+closed with nothing more sent, and the reason logged; the process serves on. A handler's
+unexpected error closes only its connection too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from broker.auth.gate import Gate
+from broker.kafka import errors, fetch, groups, produce, producers, protocol, sasl, topics
+from broker.kafka.protocol import Request, Unreadable
+from broker.kafka.session import Session
+from core.errors import QueenError
+from core.service import Broker
+
+log = logging.getLogger("queen.kafka")
+
+Handler = Callable[[Session, Request], Awaitable[dict[str, Any] | None]]
+# A connection that sends nothing for this long is closed (Kafka's connections.max.idle.ms).
+IDLE_SECONDS = 600.0
+# The rest of a frame whose length arrived must follow within this.
+FRAME_SECONDS = 60.0
+
+
+async def api_versions(session: Session, request: Request) -> dict[str, Any]:
+    table = [{"api_key": k, "min_version": lo, "max_version": hi}
+             for k, (lo, hi) in sorted(protocol.SUPPORTED.items())]
+    if request.body is None:
+        return {"error_code": errors.UNSUPPORTED_VERSION, "api_keys": table}
+    return {"error_code": errors.NONE, "api_keys": table, "throttle_time": 0}
+
+
+HANDLERS: dict[int, Handler] = {
+    protocol.API_VERSIONS: api_versions,
+    protocol.METADATA: topics.metadata,
+    protocol.PRODUCE: produce.produce,
+    protocol.FETCH: fetch.fetch,
+    protocol.LIST_OFFSETS: fetch.list_offsets,
+    protocol.INIT_PRODUCER_ID: producers.init_producer_id,
+    protocol.CREATE_TOPICS: topics.create_topics,
+    protocol.DELETE_TOPICS: topics.delete_topics,
+    protocol.FIND_COORDINATOR: groups.find_coordinator,
+    protocol.JOIN_GROUP: groups.join_group,
+    protocol.SYNC_GROUP: groups.sync_group,
+    protocol.HEARTBEAT: groups.heartbeat,
+    protocol.LEAVE_GROUP: groups.leave_group,
+    protocol.OFFSET_COMMIT: groups.offset_commit,
+    protocol.OFFSET_FETCH: groups.offset_fetch,
+    protocol.DESCRIBE_GROUPS: groups.describe_groups,
+    protocol.LIST_GROUPS: groups.list_groups,
+    protocol.DELETE_GROUPS: groups.delete_groups,
+    protocol.SASL_HANDSHAKE: sasl.handshake,
+}
+# What a connection may ask before it authenticated (auth on).
+BEFORE_AUTH = {protocol.API_VERSIONS, protocol.SASL_HANDSHAKE, protocol.SASL_AUTHENTICATE}
+
+
+class Listener:
+    """Serves connections for one process's broker."""
+
+    def __init__(self, broker: Broker, *, advertised: tuple[str, int] | None,
+                 max_request_bytes: int, gate: Gate | None = None, node_id: int = 0) -> None:
+        self.broker = broker
+        self.node_id = node_id
+        self.advertised = advertised
+        self.max_request_bytes = max_request_bytes
+        self.gate = gate  # auth on: SASL/PLAIN with our tokens
+        self.handlers = {**HANDLERS, protocol.SASL_AUTHENTICATE: sasl.make_authenticate(gate)}
+        self.connections: set[asyncio.Task[None]] = set()
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self.connections.add(task)
+        peer = writer.get_extra_info("peername")
+        try:
+            host, port = self.advertised or writer.get_extra_info("sockname")[:2]
+            session = Session(self.broker, host, port, self.max_request_bytes, self.node_id,
+                              peer=str(peer[0]) if peer else "",
+                              auth_required=self.gate is not None)
+            await self._requests(session, reader, writer)
+        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
+            pass
+        except asyncio.CancelledError:
+            pass  # the process stops: what was in flight had its grace
+        except Unreadable as exc:
+            log.info("closing Kafka connection from %s: %s", peer, exc)
+        except Exception:
+            log.exception("closing Kafka connection from %s after an error", peer)
+        finally:
+            self.connections.discard(task)
+            writer.close()
+
+    async def _requests(self, session: Session, reader: asyncio.StreamReader,
+                        writer: asyncio.StreamWriter) -> None:
+        while True:
+            async with asyncio.timeout(IDLE_SECONDS):
+                head = await reader.readexactly(4)
+            size = protocol.frame_length(head)
+            if size < 0 or size > self.max_request_bytes:
+                raise Unreadable(f"a frame of {size} bytes (limit {self.max_request_bytes})")
+            async with asyncio.timeout(FRAME_SECONDS):
+                data = await reader.readexactly(size)
+            request = protocol.read_request(data)
+            if not session.authenticated and request.api_key not in BEFORE_AUTH:
+                raise Unreadable(f"API key {request.api_key} before authentication")
+            if session.expires is not None and time.time() >= session.expires:
+                raise Unreadable("the connection's token expired")
+            try:
+                answer = await self.answer(session, request)
+            except sasl.SaslFailed as failed:
+                writer.write(protocol.response_bytes(request, failed.answer))
+                await writer.drain()
+                raise Unreadable(str(failed)) from None
+            if answer is not None:
+                writer.write(answer)
+                await writer.drain()
+
+    async def answer(self, session: Session, request: Request) -> bytes | None:
+        handler = self.handlers[request.api_key]
+        try:
+            values = await handler(session, request)
+        except QueenError as exc:
+            # The database is down, or the like: Kafka clients retry a closed connection.
+            raise Unreadable(f"API key {request.api_key}: {exc.message}") from exc
+        if values is None:
+            return None
+        if request.api_key == protocol.API_VERSIONS and request.body is None:
+            from kio.schema.api_versions.v0.response import ApiVersionsResponse
+            return protocol.encode(ApiVersionsResponse, request.correlation_id,
+                                   protocol.build(ApiVersionsResponse, values))
+        return protocol.response_bytes(request, values)

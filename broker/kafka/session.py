@@ -1,0 +1,35 @@
+"""What a handler knows of its connection and process: the broker, the address clients are
+told, and (with auth on) who authenticated on this connection and what they may do."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from broker.auth.access import Access, Role, grants
+from core.service import Broker
+
+CLUSTER_ID = "queen-broker"
+# Kafka's "operations not asked for" marker in authorized-operations fields.
+NO_OPERATIONS = -2147483648
+
+
+@dataclass(slots=True)
+class Session:
+    broker: Broker
+    host: str  # advertised host and port
+    port: int
+    max_request_bytes: int
+    node_id: int = 0  # QUEEN_KAFKA_NODE_ID: this listener's node in its cluster
+    peer: str = ""  # the client's address, as DescribeGroups shows it
+    auth_required: bool = False  # SASL must succeed before anything but the handshake
+    roles: frozenset[Role] | None = None  # None: auth is off
+    principal: str | None = None  # the token's sub, stamped as producerSub
+    expires: float | None = None  # the token's exp: the connection closes then
+
+    @property
+    def authenticated(self) -> bool:
+        return not self.auth_required or self.roles is not None
+
+    def may(self, level: Access) -> bool:
+        """Whether this connection may do what an HTTP route of `level` does (auth off: all)."""
+        return self.roles is None or grants(self.roles, level)

@@ -1,0 +1,181 @@
+"""Record metadata a segment may carry beside its frames: what a Kafka record has and a
+Queen message has not (its key, headers, producer timestamp, and how its value bytes map to
+the stored JSON payload).
+
+Storage frames (core/engine/segments.py) are unchanged. A segment holding at least one
+record produced through the Kafka edge is followed, after its zstd frame, by one zstd
+*skippable* frame (magic 0x184D2A5B, u32 length; every zstd decoder steps over it):
+
+    "QKM1" | u32 frame_count | per frame: u8 present
+        present 1: u8 value_form | i64 timestamp_ms | i32 key_len (-1: null) | key
+                   | u32 header_count | per header: u32 key_len | key | i32 len (-1: null) | value
+
+So older segments read as before, and every reader that decodes frames (HTTP pop, the
+framed pop, inspection, DLQ) sees the JSON payload only: the framed pop ships such a segment
+decompressed (it is not one bare zstd frame), never the side-car.
+
+A Kafka value becomes the frame's JSON payload (`stored_payload`):
+    FORM_JSON   the value is one JSON document: stored byte for byte (a Queen consumer pops
+                that document)
+    FORM_NULL   a null value (a tombstone): the null payload
+    FORM_TEXT   UTF-8 text that is not JSON: stored as a JSON string of that text
+    FORM_BASE64 anything else: stored as a JSON string of its standard base64
+and `kafka_value` turns the payload back into the exact bytes.
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import msgspec
+import zstandard
+
+from core.errors import SegmentError
+
+FORM_JSON, FORM_NULL, FORM_TEXT, FORM_BASE64 = 0, 1, 2, 3
+SKIPPABLE_MAGIC = 0x184D2A5B
+_MAGIC = b"QKM1"
+_SKIP_HEAD = struct.Struct("<II")
+_FIXED = struct.Struct("<Bqi")  # value form, timestamp, key length
+_U32 = struct.Struct("<I")
+_I32 = struct.Struct("<i")
+_STRING_DECODER = msgspec.json.Decoder(str)
+
+Header = tuple[bytes, bytes | None]
+_local = threading.local()
+
+
+@dataclass(frozen=True, slots=True)
+class RecordMeta:
+    """A Kafka record's own fields, kept beside its frame."""
+
+    value_form: int
+    timestamp_ms: int
+    key: bytes | None
+    headers: tuple[Header, ...] = ()
+
+
+def stored_payload(value: bytes | None) -> tuple[bytes, int]:
+    """The JSON payload that stores a Kafka value, and the form it took."""
+    if value is None:
+        return b"", FORM_NULL
+    try:
+        msgspec.json.decode(value)
+        return value, FORM_JSON
+    except (msgspec.DecodeError, RecursionError):
+        pass
+    try:
+        text = value.decode("utf-8")
+    except UnicodeDecodeError:
+        return msgspec.json.encode(base64.b64encode(value).decode("ascii")), FORM_BASE64
+    return msgspec.json.encode(text), FORM_TEXT
+
+
+def kafka_value(payload: bytes, meta: RecordMeta | None) -> bytes | None:
+    """The Kafka value of a stored message: the original bytes of a Kafka record; the JSON
+    payload text of a message pushed by a Queen client."""
+    if meta is None or meta.value_form == FORM_JSON:
+        return payload
+    if meta.value_form == FORM_NULL:
+        return None
+    try:
+        text = _STRING_DECODER.decode(payload)
+    except msgspec.DecodeError as exc:
+        raise SegmentError(f"record metadata does not match its payload: {exc}") from exc
+    if meta.value_form == FORM_TEXT:
+        return text.encode("utf-8")
+    return base64.b64decode(text)
+
+
+def encode(metas: Sequence[RecordMeta | None]) -> bytes:
+    """The skippable frame for a segment's frames (None: a frame with no Kafka fields)."""
+    parts = [_MAGIC, _U32.pack(len(metas))]
+    add = parts.append
+    for meta in metas:
+        if meta is None:
+            add(b"\x00")
+            continue
+        add(b"\x01")
+        key = meta.key
+        add(_FIXED.pack(meta.value_form, meta.timestamp_ms, -1 if key is None else len(key)))
+        if key is not None:
+            add(key)
+        add(_U32.pack(len(meta.headers)))
+        for name, value in meta.headers:
+            add(_U32.pack(len(name)))
+            add(name)
+            add(_I32.pack(-1 if value is None else len(value)))
+            if value is not None:
+                add(value)
+    body = b"".join(parts)
+    return _SKIP_HEAD.pack(SKIPPABLE_MAGIC, len(body)) + body
+
+
+def split(blob: bytes) -> tuple[bytes, list[RecordMeta | None] | None]:
+    """A stored (opened) segment blob's decompressed frames and its side-car's entries
+    (None when it has none)."""
+    reader = _decompressor().decompressobj()
+    try:
+        raw = reader.decompress(blob)
+    except zstandard.ZstdError as exc:
+        raise SegmentError(f"segment does not decompress: {exc}") from exc
+    rest = reader.unused_data
+    if len(rest) < _SKIP_HEAD.size:
+        return raw, None
+    magic, size = _SKIP_HEAD.unpack_from(rest)
+    if magic != SKIPPABLE_MAGIC:
+        return raw, None
+    return raw, decode(rest[_SKIP_HEAD.size:_SKIP_HEAD.size + size])
+
+
+def _decompressor() -> zstandard.ZstdDecompressor:
+    # One per thread, as core/engine/segments.py keeps its own (contexts are not
+    # thread-safe, and making one per segment read costs more than the read).
+    d = getattr(_local, "d", None)
+    if d is None:
+        d = _local.d = zstandard.ZstdDecompressor()
+    return d
+
+
+def decode(body: bytes) -> list[RecordMeta | None]:
+    if body[:4] != _MAGIC:
+        raise SegmentError("record metadata has an unknown format")
+    view = memoryview(body)
+    try:
+        (count,) = _U32.unpack_from(view, 4)
+        pos = 8
+        out: list[RecordMeta | None] = []
+        for _ in range(count):
+            present = view[pos]
+            pos += 1
+            if not present:
+                out.append(None)
+                continue
+            form, timestamp, key_len = _FIXED.unpack_from(view, pos)
+            pos += _FIXED.size
+            key = None
+            if key_len >= 0:
+                key = bytes(view[pos:pos + key_len])
+                pos += key_len
+            (n,) = _U32.unpack_from(view, pos)
+            pos += 4
+            headers: list[Header] = []
+            for _ in range(n):
+                (name_len,) = _U32.unpack_from(view, pos)
+                name = bytes(view[pos + 4:pos + 4 + name_len])
+                pos += 4 + name_len
+                (value_len,) = _I32.unpack_from(view, pos)
+                pos += 4
+                value = None
+                if value_len >= 0:
+                    value = bytes(view[pos:pos + value_len])
+                    pos += value_len
+                headers.append((name, value))
+            out.append(RecordMeta(form, timestamp, key, tuple(headers)))
+    except (struct.error, IndexError) as exc:
+        raise SegmentError(f"record metadata is malformed: {exc}") from exc
+    return out

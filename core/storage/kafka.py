@@ -1,0 +1,118 @@
+"""Typed calls of the Kafka edge's statements (schema/queries/kafka.sql)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from core.storage.statements import Conn, Statement
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRow:
+    name: str
+    declared: int | None  # partitions declared for Kafka
+    seen: int | None  # one past the highest partition named "0", "1", ...
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedRow:
+    name: str
+    committed: int
+
+
+_TOPICS = Statement("kafka_topics", TopicRow)
+_DECLARE = Statement[None]("kafka_declare")
+@dataclass(frozen=True, slots=True)
+class OffsetAtRow:
+    offset: int
+    created_at: datetime
+
+
+_OFFSET_FOR_TIME = Statement("kafka_offset_for_time", OffsetAtRow)
+_COMMIT = Statement[None]("kafka_commit")
+_COMMITTED = Statement("kafka_committed", CommittedRow)
+_GROUP_NAMES = Statement[None]("kafka_group_names")
+
+
+async def topics(conn: Conn, *, names: Sequence[str] | None) -> list[TopicRow]:
+    return await _TOPICS.rows(conn, None if names is None else list(names))
+
+
+async def declare(conn: Conn, *, queue: str, partitions: int) -> bool:
+    """Record the count unless one is recorded; answers whether this call did."""
+    return await _DECLARE.value(conn, queue, partitions) is not None
+
+
+async def offset_for_time(conn: Conn, *, queue: str, partition: str,
+                          at: datetime) -> OffsetAtRow | None:
+    return await _OFFSET_FOR_TIME.one(conn, queue, partition, at)
+
+
+async def commit(conn: Conn, *, group: str, queue: str, partitions: Sequence[str],
+                 committed: Sequence[int]) -> set[str]:
+    return {str(v) for v in await _COMMIT.values(conn, group, queue, list(partitions),
+                                                  list(committed))}
+
+
+async def committed(conn: Conn, *, group: str, queue: str) -> list[CommittedRow]:
+    return await _COMMITTED.rows(conn, group, queue)
+
+
+async def group_names(conn: Conn) -> list[str]:
+    return [str(v) for v in await _GROUP_NAMES.values(conn)]
+
+
+_NEW_PRODUCER_ID = Statement[None]("kafka_new_producer_id")
+
+
+async def new_producer_id(conn: Conn) -> int:
+    return int(await _NEW_PRODUCER_ID.value(conn))
+
+
+@dataclass(frozen=True, slots=True)
+class PositionRow:
+    queue: str
+    name: str
+    committed: int
+
+
+_GROUP_POSITIONS = Statement("kafka_group_positions", PositionRow)
+
+
+async def group_positions(conn: Conn, *, group: str) -> list[PositionRow]:
+    return await _GROUP_POSITIONS.rows(conn, group)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRow:
+    node_id: int
+    host: str
+    port: int
+
+
+_CLAIM_COORDINATOR = Statement[None]("kafka_claim_coordinator")
+_RECORD_COORDINATOR = Statement[None]("kafka_record_coordinator")
+_COORDINATOR = Statement("kafka_coordinator", NodeRow)
+
+
+async def claim_coordinator(conn: Conn, *, cluster: str) -> bool:
+    return bool(await _CLAIM_COORDINATOR.value(conn, cluster))
+
+
+async def record_coordinator(conn: Conn, *, cluster: str, node: NodeRow) -> None:
+    await _RECORD_COORDINATOR.run(conn, cluster, node.node_id, node.host, node.port)
+
+
+async def coordinator(conn: Conn, *, cluster: str) -> NodeRow | None:
+    return await _COORDINATOR.one(conn, cluster)
+
+
+_NODE_ALIVE = Statement("kafka_node_alive", NodeRow)
+
+
+async def node_alive(conn: Conn, *, cluster: str, node: NodeRow,
+                     within_seconds: float) -> list[NodeRow]:
+    return await _NODE_ALIVE.rows(conn, cluster, node.node_id, node.host, node.port,
+                                  within_seconds)

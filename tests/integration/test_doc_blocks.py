@@ -1,0 +1,102 @@
+"""Every shell and Python block of README.md and of every page under docs/ runs, page by page
+and in order, against one real broker the test starts on a fresh database: a block fails the
+test when it exits non-zero (any command in a shell block; curl answers >= 400 count, as
+`--fail-with-body`) or does not finish in time. One broker for all pages keeps the suite
+short; pages name their own queues, so they do not depend on each other.
+
+Blocks address the broker as the pages do (`localhost:6632`, `127.0.0.1:6632`, or the
+operator commands' default URL); the test points them at its own broker's port.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests.doc_blocks import Block, blocks
+from tests.support import ROOT, BrokerProcess, create_database
+
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+BLOCK_TIMEOUT = 120.0  # seconds: generous for a shared machine; a hung example still fails
+# Strict shell: the first failing command fails the block; curl fails on HTTP errors.
+SHELL_PRELUDE = ("set -euo pipefail\n"
+                 'curl() { command curl --fail-with-body --max-time 60 "$@"; }\n')
+_ADDRESS = re.compile(r"\b(?:localhost|127\.0\.0\.1):6632\b")
+
+pytestmark = pytest.mark.timeout(1800)
+
+
+def pages() -> list[Path]:
+    """The README, then every docs page in path order."""
+    return [README, *sorted(DOCS.rglob("*.md"))]
+
+
+def _name(page: Path) -> str:
+    return str(page.relative_to(ROOT))
+
+
+@pytest.fixture(scope="module")
+async def docs_broker(pg_server_url: str) -> AsyncIterator[BrokerProcess]:
+    """A broker (and reaper) of its own on a fresh database: the pages' queues and switches
+    touch no other test."""
+    with BrokerProcess(await create_database(pg_server_url), workers=2, reaper=True) as proc:
+        yield proc
+
+
+def test_every_block_of_the_readme_and_the_docs_has_a_decision() -> None:
+    found_all: list[Block] = []
+    problems_all: list[str] = []
+    for page in pages():
+        found, problems = blocks(page.read_text(), _name(page))
+        found_all += found
+        problems_all += problems
+    assert not problems_all, "\n".join(problems_all)
+    assert any(b.decision == "shell" for b in found_all)
+    assert any(b.decision == "python" for b in found_all)
+
+
+def test_every_shell_and_python_block_of_the_readme_and_the_docs_runs(
+        docs_broker: BrokerProcess, tmp_path: Path) -> None:
+    env = {**os.environ, "QUEEN_URL": docs_broker.url,
+           "PATH": os.pathsep.join([str(Path(sys.executable).parent),
+                                    os.environ.get("PATH", "")])}
+    env.pop("QUEEN_TOKEN", None)
+    for page in pages():
+        found, problems = blocks(page.read_text(), _name(page))
+        assert not problems, "\n".join(problems)
+        for block in found:
+            if block.decision in ("shell", "python"):
+                _run(_name(page), block, docs_broker.port, env, tmp_path)
+
+
+def _run(page: str, block: Block, port: int, env: dict[str, str], workdir: Path) -> None:
+    code = _ADDRESS.sub(f"127.0.0.1:{port}", block.code)
+    where = f"{page} line {block.line} ({block.info})"
+    if block.decision == "shell":
+        argv = ["bash", "-c", SHELL_PRELUDE + code]
+    else:
+        script = workdir / f"{page.replace('/', '_')}_line_{block.line}.py"
+        script.write_text(code)
+        argv = [sys.executable, str(script)]
+    try:
+        done = subprocess.run(argv, cwd=workdir, env=env, capture_output=True, text=True,
+                              timeout=BLOCK_TIMEOUT, stdin=subprocess.DEVNULL, check=False)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"{where} did not finish in {BLOCK_TIMEOUT:.0f} s:\n{code}\n"
+                    f"--- output ---\n{_text(exc.stdout)}{_text(exc.stderr)}")
+    if done.returncode != 0:
+        pytest.fail(f"{where} exited with {done.returncode}:\n{code}\n--- stdout ---\n"
+                    f"{done.stdout}\n--- stderr ---\n{done.stderr}")
+
+
+def _text(data: bytes | str | None) -> str:
+    if data is None:
+        return ""
+    return data if isinstance(data, str) else data.decode(errors="replace")

@@ -1,0 +1,76 @@
+"""Raw Kafka requests for tests that must send exact bytes (resends, hostile input)."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+import crc32c
+
+from broker.kafka.records import OutRecord, encode_batch
+
+
+def request(key: int, version: int, body: bytes, *, correlation: int = 7,
+            flexible: bool = False) -> bytes:
+    header = struct.pack(">hhih", key, version, correlation, 4) + b"test"
+    if flexible:
+        header += b"\x00"
+    payload = header + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def batch(values: list[bytes], *, producer_id: int = -1, epoch: int = -1,
+          sequence: int = -1) -> bytes:
+    """A producer's uncompressed batch of `values`, stamped with its producer fields."""
+    plain = encode_batch([OutRecord(i, 1_700_000_000_000 + i, None, v)
+                          for i, v in enumerate(values)])
+    fields = list(struct.unpack(">hiqqqhii", plain[21:61]))
+    fields[4], fields[5], fields[6] = producer_id, epoch, sequence
+    tail = struct.pack(">hiqqqhii", *fields) + plain[61:]
+    return struct.pack(">qiibI", 0, len(tail) + 9, 0, 2, crc32c.crc32c(tail)) + tail
+
+
+def produce_v3(topic: str, records: bytes, *, partition: int = 0, acks: int = -1) -> bytes:
+    body = (struct.pack(">h", -1) + struct.pack(">hi", acks, 5000) + struct.pack(">i", 1)
+            + struct.pack(">h", len(topic)) + topic.encode() + struct.pack(">i", 1)
+            + struct.pack(">i", partition) + struct.pack(">i", len(records)) + records)
+    return request(0, 3, body)
+
+
+def produce_answer(answer: bytes, topic: str) -> tuple[int, int]:
+    """(error code, base offset) of a one-partition Produce v3 answer (with its length)."""
+    at = 4 + 4 + 4 + 2 + len(topic) + 4 + 4
+    code, base = struct.unpack_from(">hq", answer, at)
+    return code, base
+
+
+async def exchange(port: int, data: bytes, *, timeout: float = 5) -> bytes:
+    """Send bytes; answer everything read until the listener closes (or `timeout`, after
+    which `<open>` is appended)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(data)
+        await writer.drain()
+        out = b""
+        try:
+            async with asyncio.timeout(timeout):
+                while chunk := await reader.read(65536):
+                    out += chunk
+        except TimeoutError:
+            out += b"<open>"
+        return out
+    finally:
+        writer.close()
+
+
+async def one_answer(port: int, data: bytes) -> bytes:
+    """Send one request and read its one answer (length included)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(data)
+        await writer.drain()
+        async with asyncio.timeout(10):
+            head = await reader.readexactly(4)
+            return head + await reader.readexactly(struct.unpack(">i", head)[0])
+    finally:
+        writer.close()
