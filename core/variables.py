@@ -61,6 +61,8 @@ VARIABLES: Catalogue = {
                                  "(see high availability).",
     },
     "Requests": {
+        "KEEP_ALIVE_TIMEOUT_SECONDS": "Seconds an idle keep-alive HTTP connection stays "
+                                      "open (longer than common clients reuse one).",
         "MAX_BODY_BYTES": "Largest request body in bytes (413 above); also bounds what a "
                           "compressed binary body may expand to.",
         "MAX_PUSH_ITEMS": "Most messages in one push (413 above).",
