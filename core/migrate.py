@@ -58,10 +58,17 @@ def run(settings: Settings) -> int:
 
 def _migrate(settings: Settings, dsn: str, wait_seconds: float, *, hint: str) -> int:
     try:
-        applied = asyncio.run(migrate(settings, dsn, wait_seconds=wait_seconds))
+        changes = asyncio.run(migrate(settings, dsn, wait_seconds=wait_seconds))
     except Exception as exc:  # noqa: BLE001 - one line for the operator, whatever it was
         print(f"queen-broker migrate: {type(exc).__name__}: {exc} ({hint})", file=sys.stderr)
         return 1
-    log.info("schema up to date (%s)", f"applied {len(applied)} migration(s)" if applied
-             else "nothing to apply")
+    if changes.unknown:
+        log.warning("the database was migrated by newer code (migrations %s are not in this "
+                    "version): this version's functions were not applied, they would undo "
+                    "the newer ones", changes.unknown)
+        return 0
+    done = [f"{len(changes.migrations)} migration(s)" if changes.migrations else "",
+            f"{len(changes.functions)} function file(s)" if changes.functions else ""]
+    log.info("schema up to date (%s)", "applied " + " and ".join(d for d in done if d)
+             if any(done) else "nothing to apply")
     return 0

@@ -28,15 +28,24 @@ def utf8_bytes(value: str) -> int:
         raise ValueError("is not valid UTF-8") from None
 
 
+def check_text(value: object, max_bytes: int, *, empty: bool = False,
+               control: re.Pattern[str] = CONTROL_RE,
+               control_text: str = "contains control characters") -> str:
+    """A string of at most `max_bytes` of UTF-8 without the characters `control` matches,
+    empty only when `empty` allows it; raises ValueError/TypeError with the reason."""
+    text = text_of(value)
+    if text == "" and not empty:
+        raise ValueError("must not be empty")
+    if utf8_bytes(text) > max_bytes:
+        raise ValueError(f"is longer than {max_bytes} bytes")
+    if control.search(text):
+        raise ValueError(control_text)
+    return text
+
+
 def check_name(value: object) -> str:
     """The name rule; raises ValueError/TypeError with the reason."""
-    text = text_of(value)
-    if text == "":
-        raise ValueError("must not be empty")
-    if utf8_bytes(text) > MAX_NAME_BYTES:
-        raise ValueError(f"is longer than {MAX_NAME_BYTES} bytes")
-    if CONTROL_RE.search(text):
-        raise ValueError("contains control characters")
+    text = check_text(value, MAX_NAME_BYTES)
     found = _NAME_FORBIDDEN_RE.search(text)
     if found:
         raise ValueError(f"must not contain {found.group()!r}")

@@ -7,7 +7,8 @@ takes an analytics sample and trims old ones (`core/upkeep/stats.py`). The other
 `core/upkeep/maintenance.py`. Beside that loop it runs the timer firer (core/timers/firer.py says
 why here), told by a LISTEN connection when a timer is due before its next sweep. The
 process holds no state: it can be killed at any moment and restarted, and two copies at once
-are harmless.
+are harmless. The process around both (signals, waiting for the database, the wake-up hub,
+the counters) is core/background.py's.
 
 A database outage does not stop the process: the pass fails, is logged, and the next pass
 tries again, so `queen-broker serve` (which stops everything when a child dies) survives a
@@ -17,23 +18,21 @@ PostgreSQL restart. Any other exception is a bug and ends the process.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import random
-import signal
 import sys
 import time
 
 import uvloop
 
-from core.embedded import database_dsn
+from core import background
 from core.engine.listener import WakeupHub
 from core.errors import ServiceError
 from core.kv.service import sweep as sweep_kv
 from core.logs import configure_logging
 from core.settings import Settings, from_env_or_exit
-from core.storage.database import Database, connect_options
+from core.storage.database import Database
 from core.timers import firer
 from core.upkeep import maintenance, stats
 from core.waiting import wait_event
@@ -103,76 +102,21 @@ class Reaper:
             await wait_event(stop, delay)
 
 
-async def open_database(settings: Settings, stop: asyncio.Event) -> Database | None:
-    """Wait for the server (it may start after us) and apply migrations; None if stopped."""
-    dsn = database_dsn(settings)
-
-    async def open_once() -> Database:
-        return await Database.open(settings, dsn, wait_seconds=30)
-
-    stopping = asyncio.create_task(stop.wait(), name="reaper-stop-wait")
-    try:
-        while not stop.is_set():
-            opening = asyncio.create_task(open_once(), name="reaper-open-database")
-            # The open retries for up to 30 s on its own; a SIGTERM must not wait for that.
-            await asyncio.wait({opening, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            if not opening.done():
-                opening.cancel()
-                with contextlib.suppress(asyncio.CancelledError, ServiceError):
-                    await opening
-                return None
-            try:
-                return opening.result()
-            except ServiceError as exc:
-                log.warning("database not available yet: %s", exc.message)
-            await wait_event(stop, 2.0)
-        return None
-    finally:
-        stopping.cancel()
-
-
-async def serve(settings: Settings, *, reap: bool = True) -> None:
-    """The reaper process until SIGTERM; `reap` False runs only its timer firer (the
-    firer alone: `python -m core.timers.firer`)."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    db = await open_database(settings, stop)
-    if db is None:
-        return
-    hub = WakeupHub(database_dsn(settings), connect_options(settings, role="wakeup"))
-    flusher = firer.counter_flusher(db, settings)
-    try:
-        timers = await firer.prepare(db, hub, settings)
-        # The side tasks (the notifier, the LISTEN connection that wakes the firer, the
-        # firer's counters) and the firer: if one dies (a bug), the TaskGroup cancels the
-        # rest and the process exits with the error, to be restarted by its supervisor.
-        async with asyncio.TaskGroup() as tasks:
-            tasks.create_task(hub.announce_forever(), name="reaper-notify")
-            tasks.create_task(hub.listen_forever(), name="reaper-listen")
-            tasks.create_task(flusher.flush_forever(), name="reaper-counters")
-            tasks.create_task(timers.run(stop), name="reaper-timers")
-            try:
-                if reap:
-                    log.info("reaper running (interval %d ms, retention every %d ms)",
-                             settings.reaper_interval_ms, settings.retention_interval_ms)
-                    await Reaper(db, settings, hub).run(stop)
-                else:
-                    await stop.wait()
-            finally:
-                hub.close()
-                flusher.close()
-    finally:
-        await db.close()
-    log.info("reaper stopped" if reap else "timer firer stopped")
+def part(settings: Settings) -> background.Part:
+    """The maintenance loop as a part of the reaper process."""
+    async def start(db: Database, hub: WakeupHub) -> background.Run:
+        log.info("reaper running (interval %d ms, retention every %d ms)",
+                 settings.reaper_interval_ms, settings.retention_interval_ms)
+        return Reaper(db, settings, hub).run
+    return start
 
 
 def main() -> int:
     settings = from_env_or_exit("queen-reaper")
     configure_logging(settings.log_level)
     settings = dataclasses.replace(settings, db_pool_size=_POOL_SIZE)
-    uvloop.run(serve(settings))
+    uvloop.run(background.serve(settings, [firer.part(settings), part(settings)],
+                                name="reaper"))
     return 0
 
 

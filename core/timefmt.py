@@ -12,6 +12,11 @@ def iso(ts: datetime) -> str:
     return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def iso_or_none(ts: datetime | None) -> str | None:
+    """`iso`, with None (JSON null) for a time that is not there."""
+    return None if ts is None else iso(ts)
+
+
 def parse_iso(text: str, what: str) -> datetime:
     """A client-given ISO-8601 timestamp, in UTC; naive values are taken as UTC.
 

@@ -53,6 +53,15 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("corpus", help="describe the corpus (size, zstd ratio)")
     inst = sub.add_parser("install-peer", help="install a peer for comparison (opt-in)")
     inst.add_argument("peer", choices=("rabbitmq", "pgmq"))
+    from loadtest.probes import PROBES
+
+    probe = sub.add_parser(
+        "probe", help="measure one feature's cost (loadtest/probes/)",
+        description="\n".join(f"{name:18} {what}" for name, what in PROBES.items()),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    probe.add_argument("name", choices=PROBES, metavar="NAME")
+    probe.add_argument("options", nargs=argparse.REMAINDER,
+                       help="the probe's own (python -m loadtest probe NAME --help)")
     from loadtest.faults import command as faults_command
     from loadtest.faults import soak
 
@@ -286,6 +295,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from loadtest.faults import soak
 
         return soak.main(args)
+    if args.command == "probe":
+        from loadtest import probes
+
+        return probes.run(args.name, args.options)
     if args.command == "install-peer":
         from loadtest.peers.install import install
 

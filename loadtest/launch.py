@@ -66,7 +66,7 @@ async def fresh_database(server_url: str, *, migrate: bool = True,
     from urllib.parse import urlsplit, urlunsplit
 
     from core.storage.hosts import connector_for
-    from core.storage.migrations import apply_migrations
+    from core.storage.migrations import apply_schema
 
     # The broker's connector, not asyncpg's: with several hosts (a Patroni pair), asyncpg
     # stops at a standby that has not replayed the CREATE DATABASE yet ("does not exist")
@@ -81,7 +81,7 @@ async def fresh_database(server_url: str, *, migrate: bool = True,
     if migrate:
         conn = await connector_for(url).connect()
         try:
-            await apply_migrations(conn)
+            await apply_schema(conn)
         finally:
             await conn.close()
     return url

@@ -275,7 +275,7 @@ async def expire_leases_of(conn: asyncpg.Connection, queue: str) -> int:
 async def prune_index_of(conn: asyncpg.Connection, db: Database, queue: str) -> None:
     """Make the queue's transactionId index rows two hours old (older than the index keeps
     any) and run the reaper's pruning step on `db`, which deletes them and marks their
-    partitions (schema/095_ack_parity.sql)."""
+    partitions (schema/migrations/095_ack_parity.sql)."""
     from core.upkeep import maintenance
 
     await conn.execute(

@@ -16,13 +16,13 @@ from broker.wire.changes import (
 from broker.wire.http import json_response
 from core.admin.changes import ChangedEntry, ChangedResult
 from core.errors import BadRequest
-from core.timefmt import iso
+from core.timefmt import iso, iso_or_none
 
 
 def _entry_json(result: ChangedResult) -> ChangedEntryOut:
     out = ChangedEntryOut([ChangedPartitionOut(
         p.name, str(p.id), p.last_offset, p.log_start,
-        iso(p.last_write_at) if p.last_write_at is not None else None)
+        iso_or_none(p.last_write_at))
         for p in result.partitions])
     if result.next is not None:
         out.next = str(result.next)

@@ -28,11 +28,7 @@ from broker.wire.groups import (
 )
 from broker.wire.http import json_response
 from core.errors import BadRequest
-from core.timefmt import iso
-
-
-def _iso_or_none(ts: datetime | None) -> str | None:
-    return iso(ts) if ts is not None else None
+from core.timefmt import iso, iso_or_none
 
 
 async def list_groups(request: Request) -> Response:
@@ -43,8 +39,8 @@ async def list_groups(request: Request) -> Response:
         # §6.1 lists totalLag as null; the offset backlog travels as offsetLag instead.
         totalLag=None, offsetLag=s.offset_lag, maxTimeLag=round(s.max_time_lag, 3),
         state=s.state(now), subscriptionMode=s.subscription_mode,
-        subscriptionTimestamp=_iso_or_none(s.subscription_timestamp),
-        subscriptionCreatedAt=_iso_or_none(s.subscription_created_at),
+        subscriptionTimestamp=iso_or_none(s.subscription_timestamp),
+        subscriptionCreatedAt=iso_or_none(s.subscription_created_at),
         conflation=s.conflation)
         for s in await broker_of(request).groups.summaries()])
 
@@ -58,8 +54,8 @@ async def lagging(request: Request, query: LaggingQuery) -> Response:
             worker_id=c.worker_id if c.lease_active else None, offset_lag=c.offset_lag,
             time_lag_seconds=int(c.time_lag_seconds),
             lag_hours=round(c.time_lag_seconds / 3600, 2),
-            oldest_unconsumed_at=_iso_or_none(c.oldest_unconsumed_at),
-            last_consumed_at=_iso_or_none(c.last_consumed_at)))
+            oldest_unconsumed_at=iso_or_none(c.oldest_unconsumed_at),
+            last_consumed_at=iso_or_none(c.last_consumed_at)))
     out.sort(key=lambda e: -e.time_lag_seconds)
     return json_response(out)
 
@@ -70,7 +66,7 @@ async def group_detail(request: Request, path: GroupPath) -> Response:
         by_queue.setdefault(c.queue, GroupQueueOut([])).partitions.append(GroupPartitionOut(
             partition=c.partition, partitionId=str(c.partition_id),
             workerId=c.worker_id if c.lease_active else None,
-            lastConsumedAt=_iso_or_none(c.last_consumed_at), totalConsumed=c.total_consumed,
+            lastConsumedAt=iso_or_none(c.last_consumed_at), totalConsumed=c.total_consumed,
             committedOffset=c.committed, offsetLag=c.offset_lag,
             timeLagSeconds=int(c.time_lag_seconds), leaseActive=c.lease_active,
             evicted=c.evicted, hasCursor=c.has_cursor))
@@ -107,7 +103,7 @@ async def seek_queue(request: Request, path: GroupQueuePath, body: SeekBody) -> 
     result = await broker_of(request).groups.seek(path.group, path.queue, partition=None,
                                                   timestamp=target)
     return json_response(QueueSeekAnswer(True, path.group, path.queue, target is None,
-                                         _iso_or_none(target), len(result.cursors)))
+                                         iso_or_none(target), len(result.cursors)))
 
 
 async def seek_partition(request: Request, path: GroupPartitionPath,
@@ -118,7 +114,7 @@ async def seek_partition(request: Request, path: GroupPartitionPath,
     return json_response(PartitionSeekAnswer(
         True, path.group, path.queue, path.partition, len(result.cursors) > 0,
         result.cursors[0][1] if result.cursors else None, target is None,
-        _iso_or_none(target)))
+        iso_or_none(target)))
 
 
 async def subscription(request: Request, path: GroupPath, body: SubscriptionBody) -> Response:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
@@ -27,7 +25,7 @@ from broker.wire.messages import (
 from broker.wire.types import PARTITION_KEY_DIGITS
 from core.admin import messages
 from core.ids import PartitionId
-from core.timefmt import iso
+from core.timefmt import iso, iso_or_none
 
 
 def _partition(path: MessagePath) -> PartitionId | None:
@@ -63,9 +61,6 @@ def _mode(groups: list[messages.GroupState]) -> Mode:
     return Mode(queue_mode, bus, kind)
 
 
-def _iso(ts: datetime | None) -> str | None:
-    return iso(ts) if ts is not None else None
-
 
 async def get_message(request: Request, path: MessagePath) -> Response:
     pid = _partition(path)
@@ -81,10 +76,10 @@ async def get_message(request: Request, path: MessagePath) -> Response:
         partition=view.partition, isEncrypted=view.encrypted, queue=view.queue,
         queuePath=f"{view.queue}/{view.partition}", namespace=view.namespace, task=view.task,
         offset=view.offset, status=view.status, errorMessage=view.error_message,
-        retryCount=view.retry_count, leaseExpiresAt=_iso(view.lease_expires_at),
+        retryCount=view.retry_count, leaseExpiresAt=iso_or_none(view.lease_expires_at),
         queueConfig=view.options, mode=_mode(view.groups),
         consumerGroups=[GroupState(g.name, g.status, g.committed, g.lease_active,
-                                   _iso(g.lease_expires_at), g.worker_id, g.retry_count)
+                                   iso_or_none(g.lease_expires_at), g.worker_id, g.retry_count)
                         for g in view.groups]))
 
 
@@ -121,7 +116,7 @@ async def list_messages(request: Request, query: MessagesQuery) -> Response:
             busStatus=BusStatus(m.consumed_by, len(v.groups)),
             traceId=str(v.trace_id) if v.trace_id else None, producerSub=v.producer_sub,
             queuePriority=m.priority, createdAt=iso(v.created_at),
-            leaseExpiresAt=_iso(v.lease_expires_at), data=data, payload=data))
+            leaseExpiresAt=iso_or_none(v.lease_expires_at), data=data, payload=data))
     groups = [g for m in found for g in m.view.groups]
     return json_response(MessageList(out, _mode(groups), total,
                                      Pagination(query.limit, query.offset)))

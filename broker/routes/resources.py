@@ -3,7 +3,6 @@ overview."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -37,11 +36,7 @@ from broker.wire.resources import (
     TotalStats,
 )
 from core.admin.resources import PartitionStats, Totals, totals_by
-from core.timefmt import iso
-
-
-def _iso(ts: datetime | None) -> str | None:
-    return iso(ts) if ts is not None else None
+from core.timefmt import iso, iso_or_none
 
 
 def stats_json(t: Totals | PartitionStats) -> Stats:
@@ -66,8 +61,8 @@ async def queue_detail(request: Request, path: QueuePath) -> Response:
     return json_response(QueueDetail(
         str(queue.id), queue.name, queue.namespace, queue.task, iso(queue.created_at),
         [PartitionDetail(str(p.id), p.name, iso(p.created_at), stats_json(p), p.last_offset,
-                         p.log_start, _iso(p.oldest_at),
-                         _iso(p.last_write_at) if p.total else None) for p in parts],
+                         p.log_start, iso_or_none(p.oldest_at),
+                         iso_or_none(p.last_write_at) if p.total else None) for p in parts],
         TotalStats(totals.total, totals.pending, totals.processing, totals.completed,
                    totals.failed, totals.dead_letter, totals.partitions),
         SegmentCounts(sum(p.segments for p in parts), totals.total), queue.options))
@@ -91,7 +86,7 @@ async def list_partitions(request: Request, query: PartitionListQuery) -> Respon
     return json_response(PartitionList([PartitionRow(
         str(r.id), r.name, r.queue, r.last_offset, r.log_start,
         max(r.last_offset - r.log_start + 1, 0), iso(r.created_at),
-        _iso(r.last_write_at)) for r in rows], Pagination(query.limit, query.offset)))
+        iso_or_none(r.last_write_at)) for r in rows], Pagination(query.limit, query.offset)))
 
 
 def _counts(t: Totals) -> tuple[int, int, PendingCounts]:

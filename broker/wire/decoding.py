@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from broker.wire.types import dec_hook
-from core.errors import BadRequest
+from core.errors import BadRequest, Refused
 
 T = TypeVar("T")
 
@@ -36,6 +36,20 @@ def _decoder(kind: Any) -> msgspec.json.Decoder[Any]:
 
 _DECODERS: dict[Any, msgspec.json.Decoder[Any]] = {}
 _DOCUMENT = msgspec.json.Decoder(msgspec.Raw)
+
+
+_VALUES = msgspec.json.Decoder()
+
+
+def decode_values(raw: bytes, code: str, reason: str,
+                  decoder: msgspec.json.Decoder[Any] = _VALUES) -> Any:
+    """A body as plain JSON values, for the routes that check their bodies themselves and
+    refuse with codes of their own (KV and locks, extensions §14.4 and §15.2; timers,
+    §16.2): one that is not a JSON document is refused with `code` and `reason`."""
+    try:
+        return decoder.decode(raw)
+    except (msgspec.DecodeError, RecursionError):
+        raise Refused(code, reason, "the body is not a JSON document") from None
 
 
 def check_document(data: bytes) -> None:

@@ -14,26 +14,19 @@ from typing import Any, ClassVar, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from core.errors import Refused
+from broker.wire.decoding import decode_values
 from core.settings import Settings
 
 _DECODER = msgspec.json.Decoder(float_hook=Decimal)
 
 
-def _decode(raw: bytes, code: str, reason: str) -> Any:
-    try:
-        return _DECODER.decode(raw)
-    except (msgspec.DecodeError, RecursionError):
-        raise Refused(code, reason, "the body is not a JSON document") from None
-
-
 def decode_kv(raw: bytes, settings: Settings) -> Any:
     """A KV body as JSON values (floats as Decimal, so numbers keep their digits)."""
-    return _decode(raw, "kv_bad_request", "kv_bad_body")
+    return decode_values(raw, "kv_bad_request", "kv_bad_body", _DECODER)
 
 
 def decode_locks(raw: bytes, settings: Settings) -> Any:
-    return _decode(raw, "locks_bad_request", "locks_bad_body")
+    return decode_values(raw, "locks_bad_request", "locks_bad_body", _DECODER)
 
 
 def decode_optional_kv(raw: bytes, settings: Settings) -> Any:

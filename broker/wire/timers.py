@@ -14,16 +14,13 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from core.errors import Refused
+from broker.wire.decoding import decode_values
 from core.settings import Settings
 from core.timers.ops import BAD
 
 
 def decode_timers(raw: bytes, settings: Settings) -> Any:
-    try:
-        return msgspec.json.decode(raw)
-    except (msgspec.DecodeError, RecursionError):
-        raise Refused(BAD, "timers_bad_body", "the body is not a JSON document") from None
+    return decode_values(raw, BAD, "timers_bad_body")
 
 
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]

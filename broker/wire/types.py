@@ -23,8 +23,7 @@ from typing import Any
 
 from core.engine.pop import requested_seed
 from core.errors import BadRequest
-from core.names import CONTROL_RE as _CONTROL_RE
-from core.names import MAX_NAME_BYTES, check_name
+from core.names import MAX_NAME_BYTES, check_name, check_text
 from core.names import text_of as _text
 from core.names import utf8_bytes as _utf8_bytes
 from core.timefmt import parse_iso
@@ -92,14 +91,8 @@ class EphemeralName(str):
 
 
 def _ephemeral_name(value: object) -> str:
-    text = _text(value)
-    if text == "":
-        raise ValueError("must not be empty")
-    if _utf8_bytes(text) > MAX_EPHEMERAL_NAME_BYTES:
-        raise ValueError(f"is longer than {MAX_EPHEMERAL_NAME_BYTES} bytes")
-    if _LOW_CONTROL_RE.search(text):
-        raise ValueError("contains a character below U+0020")
-    return text
+    return check_text(value, MAX_EPHEMERAL_NAME_BYTES, control=_LOW_CONTROL_RE,
+                      control_text="contains a character below U+0020")
 
 
 class Timestamp(str):
@@ -114,12 +107,7 @@ class SubscriptionFrom(str):
 
 def _id_text(value: object, max_bytes: int) -> str:
     """An id the client chose or echoes: bounded, no control characters, may be empty."""
-    text = _text(value)
-    if _utf8_bytes(text) > max_bytes:
-        raise ValueError(f"is longer than {max_bytes} bytes")
-    if _CONTROL_RE.search(text):
-        raise ValueError("contains control characters")
-    return text
+    return check_text(value, max_bytes, empty=True)
 
 
 def check_transaction_id(value: object) -> str:

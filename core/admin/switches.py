@@ -1,7 +1,7 @@
 """The maintenance switches (wire-protocol §11), shared by every worker of every broker on one
 database.
 
-They live in one row of `queen.system_state` (schema/060_system_state.sql). A change is
+They live in one row of `queen.system_state` (schema/migrations/060_system_state.sql). A change is
 written there and announced by NOTIFY on `CHANNEL` in the same commit; each process applies
 the announcement at once (the LISTEN connection of its `WakeupHub`), re-reads the row when
 that connection is (re)established (announcements may have been missed meanwhile), and

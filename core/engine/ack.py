@@ -1,6 +1,6 @@
 """Ack: an offset commit per (partition, consumer group), in one statement per call.
 
-`queen.ack` (schema/095_ack_parity.sql) applies the rules of docs/acks.md inside the
+`queen.ack` (schema/functions/40_ack.sql) applies the rules of docs/acks.md inside the
 database: it resolves each transactionId to its offset, commits cursors, spends retry
 budgets, dead-letters and releases leases, for every group and partition of a call in one
 statement (so the call is atomic). Resolution has one rule on every path (ack, ack batch,

@@ -2,7 +2,7 @@
 
 A *lane* is what a pop addresses: (queue, or namespace/task, and group). Per lane this
 process keeps the pops in flight (the width rule divides the lane's ready partitions among
-them, in SQL: schema/082_conflation.sql) and a drain rate, an exponentially weighted average
+them, in SQL: schema/functions/30_pop.sql) and a drain rate, an exponentially weighted average
 of per-ack samples `n / (ack time - delivery time)` of an acked lease, which sizes the batch:
 rate x 200 ms, clamped 100..1000 (100 before any sample).
 

@@ -1,7 +1,7 @@
 """Conflation: last-value delivery for a consumer group (wire-protocol-extensions §20.1-20.4).
 
 A group declares it with `conflation=true` on its first pop of a queue; the policy is stored
-with the group's subscription record and wins for every later pop (schema/082_conflation.sql,
+with the group's subscription record and wins for every later pop (schema/functions/30_pop.sql,
 where the claim delivers one message per partition, the newest visible, under a lease that
 covers every message after the cursor). This module holds the request rules around it: the
 refusals, the width a conflating pop claims, and the effective policy an answer reports,

@@ -10,8 +10,8 @@ partition names), so a segment moved to another partition's rows fails authentic
 instead of being read as that partition's messages. Offsets are not bound: the write path
 learns them only inside the append statement, after the blob was built.
 
-Why whole segments and not each payload: loadtest/encryption_layout.py measures both (one
-call per flush instead of one per message; ciphertext does not compress, so encrypting
+Why whole segments and not each payload: loadtest/probes/encryption_layout.py measures both
+(one call per flush instead of one per message; ciphertext does not compress, so encrypting
 before compression also loses the compression); docs/security/encryption.md.
 
 A plain segment is a zstd frame (magic 28 b5 2f fd), so sealed and plain segments tell

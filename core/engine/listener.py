@@ -39,6 +39,7 @@ import asyncpg
 
 from core.engine.wakeup import CHANNEL, MAX_HINTS, Wake, decode_payload, group_token, notify_hinted
 from core.errors import ServiceError
+from core.parked import leave
 from core.storage.errors import DRIVER_ERRORS
 from core.storage.hosts import connector_for
 from core.storage.statements import Statement
@@ -124,16 +125,7 @@ class WakeupHub:
             yield waiter
         finally:
             for slot in waiter.slots:
-                lines = self._lines.get(slot)
-                if lines is None:
-                    continue
-                waiters = lines.get(line)
-                if waiters is not None:
-                    waiters.pop(waiter, None)
-                    if not waiters:
-                        del lines[line]
-                if not lines:
-                    del self._lines[slot]
+                leave(self._lines, slot, line, waiter)
 
     def learnt(self, waiter: Waiter, queue_ids: Iterable[int]) -> None:
         """A waiter parked on every queue (its pop did not know its queue's id yet) now

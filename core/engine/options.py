@@ -1,8 +1,8 @@
 """Queue options: every default in one place, validation, and configure's merge/replace
 rules (wire-protocol §4.9).
 
-Every option configure accepts is applied (docs/reference/queue-options.md) or refused: an unknown
-key answers 400 naming it. `maxSize` is enforced at push (schema/081_max_size.sql).
+Every option configure accepts is applied (docs/reference/queue-options.md) or refused: an
+unknown key answers 400 naming it. `maxSize` is enforced at push (schema/functions/20_append.sql).
 `ttl` and `priority` are labels, stored and echoed.
 
 `QueueOptions` is the only place an option's default is written down. A queue row always

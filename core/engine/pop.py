@@ -1,6 +1,6 @@
 """Pop: claim spans of partitions under one lease and read their segments, in one statement.
 
-`queen.pop` (schema/025_pop.sql) does the claim in the database: it finds candidate
+`queen.pop` (schema/functions/30_pop.sql) does the claim in the database: it finds candidate
 partitions (data past the group's cursor, no live lease), locks their cursors with SKIP
 LOCKED or creates them on first contact (seeded by the subscription rule), spends a budget
 of `batch` messages across up to `max_partitions` of them, leases the delivered spans (or
@@ -19,9 +19,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from core.engine import encryption, segments
+from core.engine import encryption, fanout, segments
 from core.engine.options import POP_LEASE_FALLBACK_SECONDS
-from core.engine.reads import fanout
 from core.errors import StorageDeadlock
 from core.ids import LeaseId, PartitionId, QueueId, uuid7
 from core.storage import reads as sql

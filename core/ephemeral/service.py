@@ -1,8 +1,8 @@
 """The ephemeral queue service (§19) that `core.service.Broker` composes as `broker.ephemeral`.
 
-Every verb is one database call on a function of schema/090_ephemeral.sql, on UNLOGGED
-tables shared by every worker and broker over the database; this process keeps only its
-parked pops (`Waiters`). Lease expiry, ttl and idle reclaim are the sweep's
+Every verb is one database call on a function of schema/functions/80_ephemeral.sql, on
+UNLOGGED tables shared by every worker and broker over the database; this process keeps only
+its parked pops (`Waiters`). Lease expiry, ttl and idle reclaim are the sweep's
 (core/ephemeral/sweeper.py), on a connection of its own.
 """
 

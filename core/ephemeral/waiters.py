@@ -1,8 +1,8 @@
 """Parked ephemeral pops of one process, by queue and consumer group, and what wakes them.
 
 A push or a redelivery anywhere sends NOTIFY on `CHANNEL` with the queue's name at its
-commit (schema/090_ephemeral.sql); the process's wake-up hub (core/engine/listener.py) LISTENs on
-it and hands the payload here. A commit made by this process also wakes its own waiters at
+commit (schema/functions/80_ephemeral.sql); the process's wake-up hub
+(core/engine/listener.py) LISTENs on it and hands the payload here. A commit made by this process also wakes its own waiters at
 once, before the notification comes back.
 
 A wake-up wakes one waiter per consumer group (every group receives every message; the pops
@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterator
+
+from core.parked import leave
 
 CHANNEL = "queen_ephemeral"
 
@@ -33,15 +35,7 @@ class Waiters:
         try:
             yield event
         finally:
-            groups = self._lines.get(queue)
-            if groups is not None:
-                line = groups.get(group)
-                if line is not None:
-                    line.pop(event, None)
-                    if not line:
-                        del groups[group]
-                if not groups:
-                    del self._lines[queue]
+            leave(self._lines, queue, group, event)
 
     def wake(self, queue: str) -> None:
         """One not-yet-woken waiter per group of the queue."""

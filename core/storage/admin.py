@@ -1,5 +1,5 @@
 """Typed calls of the admin statements: consumer groups and resources
-(schema/queries_admin.sql)."""
+(schema/queries/admin.sql)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from core.storage.statements import Conn, Statement
 class GroupCursor:
     """Where a group stands on a partition it reads, with its queue, offset lag, lease state
     and time lag: its cursor, or (has_cursor false) the position its subscription rule
-    starts it at on a partition it has not read yet (schema/094_group_positions.sql)."""
+    starts it at on a partition it has not read yet (schema/functions/45_group_positions.sql)."""
 
     consumer_group: str
     queue_id: int

@@ -1,4 +1,4 @@
-"""Typed calls of the conflation policy statements (schema/queries_conflation.sql)."""
+"""Typed calls of the conflation policy statements (schema/queries/conflation.sql)."""
 
 from __future__ import annotations
 

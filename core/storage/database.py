@@ -22,7 +22,7 @@ from core.settings import Settings
 from core.storage.errors import DRIVER_ERRORS, storage_errors, translate
 from core.storage.hosts import connector_for
 from core.storage.liveness import ServerWatch
-from core.storage.migrations import apply_migrations
+from core.storage.migrations import SchemaChanges, apply_schema
 from core.storage.statements import Conn, Statement
 from core.waiting import within
 
@@ -78,7 +78,7 @@ class Database:
             conn = await connect_with_retry(dsn, settings, wait_seconds)
             try:
                 with storage_errors():
-                    await apply_migrations(conn)
+                    await apply_schema(conn)
             finally:
                 await conn.close()
         with storage_errors():
@@ -173,11 +173,13 @@ async def connect_with_retry(dsn: str, settings: Settings, wait_seconds: float, 
             delay = min(delay * 2, 1.0)
 
 
-async def migrate(settings: Settings, dsn: str, *, wait_seconds: float = 30.0) -> list[int]:
-    """Wait for the server, apply every pending migration; answer the versions applied."""
+async def migrate(settings: Settings, dsn: str, *, wait_seconds: float = 30.0
+                  ) -> SchemaChanges:
+    """Wait for the server, apply the schema (core/storage/migrations.py); answer what it
+    applied."""
     conn = await connect_with_retry(dsn, settings, wait_seconds)
     try:
         with storage_errors():
-            return await apply_migrations(conn)
+            return await apply_schema(conn)
     finally:
         await conn.close()

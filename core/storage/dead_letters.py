@@ -1,4 +1,4 @@
-"""Typed calls of the DLQ and message-inspection statements (schema/queries_dlq.sql)."""
+"""Typed calls of the DLQ and message-inspection statements (schema/queries/dlq.sql)."""
 
 from __future__ import annotations
 

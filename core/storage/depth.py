@@ -1,4 +1,4 @@
-"""Typed call of the depth statement (schema/queries_depth.sql)."""
+"""Typed call of the depth statement (schema/queries/depth.sql)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Typed calls of the key check's statements (schema/queries_encryption.sql)."""
+"""Typed calls of the key check's statements (schema/queries/encryption.sql)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Typed calls of the ephemeral queue statements (schema/queries_ephemeral.sql; the
-functions they call are in schema/090_ephemeral.sql)."""
+"""Typed calls of the ephemeral queue statements (schema/queries/ephemeral.sql; the
+functions they call are in schema/functions/80_ephemeral.sql)."""
 
 from __future__ import annotations
 

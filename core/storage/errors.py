@@ -28,7 +28,8 @@ from core.errors import (
 _UNAVAILABLE_CLASSES = ("08", "53", "57")
 _STATEMENT_TIMEOUT = "57014"
 _DEADLOCK = "40P01"
-_CAPACITY = "QN011"  # queen.append: a flush would exceed the queue's maxSize (081_max_size.sql)
+# queen.append: a flush would exceed the queue's maxSize (schema/functions/20_append.sql)
+_CAPACITY = "QN011"
 # "cannot execute ... in a read-only transaction": a standby (or a server being demoted)
 # answered; after a failover the primary is elsewhere.
 _READ_ONLY = "25006"

@@ -1,4 +1,4 @@
-"""Typed calls of the Kafka edge's statements (schema/queries_kafka.sql)."""
+"""Typed calls of the Kafka edge's statements (schema/queries/kafka.sql)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Typed calls of the KV statements (schema/queries_kv.sql)."""
+"""Typed calls of the KV statements (schema/queries/kv.sql)."""
 
 from __future__ import annotations
 

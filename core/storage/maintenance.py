@@ -1,4 +1,4 @@
-"""Typed calls of the reaper's statements (schema/queries_reaper.sql)."""
+"""Typed calls of the reaper's statements (schema/queries/reaper.sql)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Typed call of the wake-up notification (schema/queries_storage.sql)."""
+"""Typed call of the wake-up notification (schema/queries/storage.sql)."""
 
 from __future__ import annotations
 

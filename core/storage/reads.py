@@ -1,5 +1,5 @@
 """Typed calls of the read-path statements: pop, ack, lease extension, offset reads
-(schema/queries_pop.sql, schema/queries_read.sql)."""
+(schema/queries/pop.sql, schema/queries/read.sql)."""
 
 from __future__ import annotations
 
@@ -131,7 +131,7 @@ async def pop(conn: Conn, *, queue: str | None, namespace: str | None, task: str
               hints: Sequence[int], pivot: float, candidates: int, conflation: bool = False,
               conflation_width: int = 1, auto_width: bool = False,
               in_flight: int = 1) -> list[PopRow]:
-    """Claim and read in one statement (schema/025_pop.sql, 082_conflation.sql)."""
+    """Claim and read in one statement (schema/functions/30_pop.sql)."""
     return await _POP.rows(conn, queue, namespace, task, partition, group, named, seed_mode,
                            seed_instant, store_seed, batch, partitions, auto_ack,
                            lease_seconds, lease_fallback, lease_id, list(hints), pivot,
@@ -146,8 +146,7 @@ async def pop_shared(conn: Conn, *, queue: str | None, namespace: str | None,
                      pivots: Sequence[float], candidates: int, conflation: bool = False,
                      conflation_width: int = 1, auto_width: bool = False,
                      in_flight: int = 1) -> list[SharedPopRow]:
-    """Pops of one request, one per lease id, in one statement (schema/027_pop_shared.sql,
-    082_conflation.sql)."""
+    """Pops of one request, one per lease id, in one statement (schema/functions/30_pop.sql)."""
     return await _POP_SHARED.rows(conn, queue, namespace, task, partition, group, named,
                                   seed_mode, seed_instant, store_seed, batch, partitions,
                                   auto_ack, lease_seconds, lease_fallback, list(lease_ids),
@@ -167,7 +166,7 @@ async def pending_retries(conn: Conn, *, groups: Sequence[str],
 
 
 async def ack(conn: Conn, *, items: Sequence[AckInput], scan_missing: bool) -> list[AckRow]:
-    """Apply acks in one statement (schema/095_ack_parity.sql)."""
+    """Apply acks in one statement (schema/functions/40_ack.sql)."""
     return await _ACK.rows(
         conn, [i.group for i in items], [i.partition_id for i in items],
         [i.transaction_id for i in items], [i.status for i in items],

@@ -1,4 +1,4 @@
-"""Named SQL statements from `schema/queries*.sql`, each with the row type it answers.
+"""Named SQL statements from `schema/queries/*.sql`, each with the row type it answers.
 
 Each statement sits under a `-- name: <name>` header line, followed by comment lines that
 describe it and its `$n` parameters, then the SQL up to the next header. A `Statement` binds
@@ -19,6 +19,7 @@ import asyncpg
 from core.storage.errors import storage_errors
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent.parent / "schema"
+QUERIES_DIR = SCHEMA_DIR / "queries"
 _HEADER = re.compile(r"^-- name: *([a-z_][a-z0-9_]*) *$", re.MULTILINE)
 
 Conn = asyncpg.Connection  # what storage functions run on; from Database.session()
@@ -40,9 +41,10 @@ def parse(text: str) -> dict[str, str]:
     return queries
 
 
-def load(directory: Path = SCHEMA_DIR) -> dict[str, str]:
+def load(directory: Path = QUERIES_DIR) -> dict[str, str]:
+    """Every statement of the directory's .sql files; a name may appear only once."""
     queries: dict[str, str] = {}
-    for path in sorted(directory.glob("queries*.sql")):
+    for path in sorted(directory.glob("*.sql")):
         for name, sql in parse(path.read_text()).items():
             if name in queries:
                 raise ValueError(f"query {name!r} is defined twice ({path.name})")

@@ -1,4 +1,4 @@
-"""Typed calls of the observability statements (schema/queries_stats.sql)."""
+"""Typed calls of the observability statements (schema/queries/stats.sql)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Typed calls of the streams statements (schema/queries_streams.sql, 080_streams.sql)."""
+"""Typed calls of the streams statements (schema/queries/streams.sql, functions/50_streams.sql)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Typed calls of the maintenance-switch statements (schema/queries_system.sql)."""
+"""Typed calls of the maintenance-switch statements (schema/queries/system.sql)."""
 
 from __future__ import annotations
 

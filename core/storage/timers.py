@@ -1,4 +1,4 @@
-"""Typed calls of the timer statements (schema/queries_timers.sql)."""
+"""Typed calls of the timer statements (schema/queries/timers.sql)."""
 
 from __future__ import annotations
 

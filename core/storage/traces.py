@@ -1,4 +1,4 @@
-"""Typed calls of the trace statements (schema/queries_traces.sql)."""
+"""Typed calls of the trace statements (schema/queries/traces.sql)."""
 
 from __future__ import annotations
 

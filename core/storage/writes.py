@@ -1,4 +1,4 @@
-"""Typed calls of the write-path and queue-management statements (schema/queries_write.sql)."""
+"""Typed calls of the write-path and queue-management statements (schema/queries/write.sql)."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ _DELETE_QUEUE_SUBSCRIPTIONS = Statement[None]("delete_queue_subscriptions")
 
 async def append(conn: Conn, *, targets: Sequence[AppendTarget],
                  default_options: str) -> list[AppendRow]:
-    """Append to several partitions in one statement (schema/024_append.sql); one row per
+    """Append to several partitions in one statement (schema/functions/20_append.sql); one row per
     target, in order. Callers order targets by (queue, partition) so that concurrent
     appends lock partition rows in one order."""
     return await _APPEND.rows(conn, *append_arguments(targets, default_options))

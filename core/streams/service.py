@@ -1,12 +1,12 @@
 """The streams service: register queries, read their state, commit cycles (§18).
 
-A cycle is one statement (`queen.stream_cycle`, 080_streams.sql), so it commits in one
-round trip when its connection is idle: the advisory lock of (query, partition), the
-lease check, the sink pushes (`queen.append`, the write path of `/push`), the state ops and
-the ack. When the sink pushes need more than one statement (a stored duplicate, whose
-message id is read from its segment, or an encryption guess that was wrong) the statement
-writes nothing and the cycle runs again in a transaction: the same statement without the
-pushes, then the pushes through `core.engine.writes.append`.
+A cycle is one statement (`queen.stream_cycle`, schema/functions/50_streams.sql), so it
+commits in one round trip when its connection is idle: the advisory lock of (query,
+partition), the lease check, the sink pushes (`queen.append`, the write path of `/push`), the
+state ops and the ack. When the sink pushes need more than one statement (a stored duplicate,
+whose message id is read from its segment, or an encryption guess that was wrong) the
+statement writes nothing and the cycle runs again in a transaction: the same statement without
+the pushes, then the pushes through `core.engine.writes.append`.
 
 Sink pushes are refused while pushes are in maintenance (a cycle cannot go to the spool:
 its pushes and its ack commit together or not at all); a cycle without pushes still runs.

@@ -29,8 +29,8 @@ import time
 
 import uvloop
 
+from core import background
 from core.counters import COUNTERS, LATENCY_BOUNDS, bucket_name
-from core.embedded import database_dsn
 from core.engine import encryption
 from core.engine.key_check import check_key
 from core.engine.listener import WakeupHub
@@ -40,7 +40,6 @@ from core.settings import Settings, from_env_or_exit
 from core.storage import timers as sql
 from core.storage.database import Database
 from core.timers.fire import FireReport, fire_due
-from core.upkeep import stats
 
 log = logging.getLogger("queen.timers")
 
@@ -161,20 +160,19 @@ async def prepare(db: Database, hub: WakeupHub, settings: Settings) -> Firer:
     return firer
 
 
-def counter_flusher(db: Database, settings: Settings) -> stats.CounterFlusher:
-    """Adds the firer's counts to the database (for /metrics), as a web worker does."""
-    return stats.CounterFlusher(database_dsn(settings), settings, pool_stats=db.pool_stats,
-                                parked=dict, figures=stats.no_spool)
+def part(settings: Settings) -> background.Part:
+    """The firer as a part of a background process (the reaper's, or its own)."""
+    async def start(db: Database, hub: WakeupHub) -> background.Run:
+        return (await prepare(db, hub, settings)).run
+    return start
 
 
 def main() -> int:
-    """The firer alone: the reaper process's loop without its maintenance passes."""
-    from core.reaper import serve  # here: core.reaper imports this module
-
+    """The firer alone: a background process with no other part."""
     settings = from_env_or_exit("queen-timers")
     configure_logging(settings.log_level)
     settings = dataclasses.replace(settings, db_pool_size=POOL_SIZE + 1)
-    uvloop.run(serve(settings, reap=False))
+    uvloop.run(background.serve(settings, [part(settings)], name="timer firer"))
     return 0
 
 

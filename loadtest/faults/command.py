@@ -6,15 +6,10 @@ import argparse
 import asyncio
 from pathlib import Path
 
+from loadtest.faults.base import RESULTS, SINGLE_BROKER_FAULTS, RunConfig
 from loadtest.faults.ha import HA_FAULTS
 from loadtest.faults.report import publish, table
-from loadtest.faults.run import (
-    RESULTS,
-    SINGLE_BROKER_FAULTS,
-    TWO_BROKER_FAULTS,
-    RunConfig,
-    run,
-)
+from loadtest.faults.run import TWO_BROKER_FAULTS, run
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -40,16 +40,14 @@ import time
 import urllib.request
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psutil  # type: ignore[import-untyped]
 
 from broker.patroni import NODES, Layout
+from loadtest.faults.base import Healer
 from loadtest.faults.client import Caller
 from loadtest.faults.servers import ROOT, ServeInstance, die_with_parent
-
-if TYPE_CHECKING:
-    from loadtest.faults.injectors import Injector
 
 HA_FAULTS = ("ha_pg_kill", "ha_freeze", "ha_standby_cut")
 HEAL_SECONDS = 120.0
@@ -216,7 +214,7 @@ class PatroniPair:
             proc.wait()
 
 
-async def _first_queued(injector: Injector, inst: ServeInstance, rec: dict[str, Any]) -> None:
+async def _first_queued(injector: Healer, inst: ServeInstance, rec: dict[str, Any]) -> None:
     """Set rec["first_queued_s"]: fault to the first push started after it that answered
     `queued` (committed), pushing every 100 ms."""
     caller = Caller([inst.url], token=injector.run.token)
@@ -237,7 +235,7 @@ async def _first_queued(injector: Injector, inst: ServeInstance, rec: dict[str, 
         await caller.close()
 
 
-async def _run_fault(injector: Injector, inst: ServeInstance, pair: PatroniPair,
+async def _run_fault(injector: Healer, inst: ServeInstance, pair: PatroniPair,
                      rec: dict[str, Any], act: Callable[[], Awaitable[None]]) -> dict[str, Any]:
     """Inject (`act` sends the signals and sets rec["ready_at"] once they are sent), then
     wait until healed: a probe push acknowledged and a push answered `queued` after the
@@ -273,7 +271,7 @@ async def _whole(pair: PatroniPair, role: str) -> str:
                        f"{pair.views()}")
 
 
-async def ha_pg_kill(injector: Injector, inst: ServeInstance, pair: PatroniPair
+async def ha_pg_kill(injector: Healer, inst: ServeInstance, pair: PatroniPair
                      ) -> dict[str, Any]:
     leader = await _whole(pair, "leader")
     pid = pair.postmaster_pid(leader)
@@ -287,7 +285,7 @@ async def ha_pg_kill(injector: Injector, inst: ServeInstance, pair: PatroniPair
     return await _run_fault(injector, inst, pair, rec, act)
 
 
-def freeze_length(injector: Injector, pair: PatroniPair) -> float:
+def freeze_length(injector: Healer, pair: PatroniPair) -> float:
     """The next freeze's length: RunConfig.freeze_seconds in turn, or the TTL + 10 s."""
     lengths = injector.run.cfg.freeze_seconds
     pair.freezes += 1
@@ -303,7 +301,7 @@ async def _watch_promotion(pair: PatroniPair, node: str, rec: dict[str, Any]) ->
     rec["promoted_at"] = time.time()
 
 
-async def ha_freeze(injector: Injector, inst: ServeInstance, pair: PatroniPair
+async def ha_freeze(injector: Healer, inst: ServeInstance, pair: PatroniPair
                     ) -> dict[str, Any]:
     leader = await _whole(pair, "leader")
     standby = next(n for n in NODES if n != leader)
@@ -344,7 +342,7 @@ def failover_figures(rec: dict[str, Any]) -> None:
         rec["committed_while_frozen"] = committed < rec["resumed_at"]
 
 
-async def ha_standby_cut(injector: Injector, inst: ServeInstance, pair: PatroniPair
+async def ha_standby_cut(injector: Healer, inst: ServeInstance, pair: PatroniPair
                          ) -> dict[str, Any]:
     standby = await _whole(pair, "sync_standby")
     rec: dict[str, Any] = {"target": f"{standby} node (sync standby)",

@@ -12,87 +12,39 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import random
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from core.embedded import EmbeddedPostgres
 from core.waiting import within
-from loadtest.faults.roles import Roles, postmaster_of
+from loadtest.faults import ha
+from loadtest.faults.base import Harness, Healer
+from loadtest.faults.ha import PatroniPair
+from loadtest.faults.roles import postmaster_of
 from loadtest.faults.servers import ROOT, ServeInstance, die_with_parent, kill_pids, pg_ready
-
-if TYPE_CHECKING:
-    from loadtest.faults.run import Run
+from loadtest.faults.spool_fault import maintenance_kill
 
 NAMES = ("worker_kill", "reaper_kill", "pg_kill", "pg_immediate", "worker_stop",
          "consumer_kill", "supervisor_kill", "maintenance_kill",
          "ha_pg_kill", "ha_freeze", "ha_standby_cut")
 
 
-class Injector:
-    def __init__(self, run: Run) -> None:
-        self.run = run
-        self.rng = random.Random(run.cfg.seed * 7919)
+class FaultHarness(Harness, Protocol):
+    """A run as the faults see it: also the Patroni pair of a run on one."""
 
-    # --- healing -----------------------------------------------------------------------
+    ha: PatroniPair | None
 
-    async def heal(self, inst: ServeInstance, since: float,
-                   condition: Callable[[Roles], bool] = lambda r: True) -> float | None:
-        """Wait until `inst` is whole again after `since`; answer when, or None."""
-        embedded = not self.run.external_database
-        deadline = time.monotonic() + self.run.cfg.heal_timeout
-        while time.monotonic() < deadline:
-            if not inst.exited():
-                roles = await asyncio.to_thread(inst.roles)
-                whole = (len(roles.web) == inst.workers and len(roles.reaper) >= 1
-                         and (roles.postmaster is not None or not embedded))
-                if whole and condition(roles) and self.run.probe_ok.get(inst.name, 0) > since:
-                    return time.time()
-            await asyncio.sleep(0.1)
-        return None
 
-    async def repair(self, inst: ServeInstance, rec: dict[str, Any]) -> None:
-        """Bring `inst` back from outside (the fault was not survived)."""
-        if inst.exited():
-            rec["outside_restart"] = "serve had exited: started again"
-            inst.start()
-        else:
-            roles = await asyncio.to_thread(inst.roles)
-            if not roles.reaper and len(roles.web) == inst.workers and (
-                    roles.postmaster is not None or self.run.external_database):
-                rec["outside_restart"] = "reaper missing: started one beside serve"
-                self.run.start_outside_reaper(inst)
-            else:
-                rec["outside_restart"] = f"incomplete ({roles}): serve restarted"
-                await asyncio.to_thread(inst.stop)
-                inst.start()
-        since = time.time()
-        await inst.wait_healthy(90)
-        await self.heal(inst, since)
-        rec["repaired_at"] = time.time()
+class Injector(Healer):
+    """The faults, on top of the healing every one of them ends with."""
 
-    async def finish(self, rec: dict[str, Any], inst: ServeInstance,
-                     condition: Callable[[Roles], bool] = lambda r: True,
-                     since: float | None = None) -> dict[str, Any]:
-        healed = await self.heal(inst, since if since is not None else rec["injected_at"],
-                                 condition)
-        return await self.settle(rec, inst, healed, healed is not None)
-
-    async def settle(self, rec: dict[str, Any], inst: ServeInstance, healed: float | None,
-                     survived: bool) -> dict[str, Any]:
-        """Record the outcome; an instance that did not heal is repaired from outside."""
-        rec["survived"] = survived
-        if healed is not None:
-            rec["healed_at"] = healed
-            rec["heal_s"] = round(healed - rec["injected_at"], 3)
-        else:
-            await self.repair(inst, rec)
-        return rec
+    def __init__(self, run: FaultHarness) -> None:
+        super().__init__(run)
+        self.run: FaultHarness = run
 
     # --- faults ------------------------------------------------------------------------
 
@@ -138,8 +90,6 @@ class Injector:
     async def maintenance_kill(self, inst: ServeInstance) -> dict[str, Any]:
         """Push maintenance with kill -9 of a spooling worker and of the spool's drainer
         (loadtest/faults/spool_fault.py)."""
-        from loadtest.faults.spool_fault import maintenance_kill
-
         return await maintenance_kill(self, inst)
 
     async def pg_kill(self, inst: ServeInstance) -> dict[str, Any]:
@@ -194,20 +144,14 @@ class Injector:
 
     # HA faults (--database ha): loadtest/faults/ha.py
     async def ha_pg_kill(self, inst: ServeInstance) -> dict[str, Any]:
-        from loadtest.faults import ha
-
         assert self.run.ha is not None
         return await ha.ha_pg_kill(self, inst, self.run.ha)
 
     async def ha_freeze(self, inst: ServeInstance) -> dict[str, Any]:
-        from loadtest.faults import ha
-
         assert self.run.ha is not None
         return await ha.ha_freeze(self, inst, self.run.ha)
 
     async def ha_standby_cut(self, inst: ServeInstance) -> dict[str, Any]:
-        from loadtest.faults import ha
-
         assert self.run.ha is not None
         return await ha.ha_standby_cut(self, inst, self.run.ha)
 

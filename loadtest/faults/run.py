@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,7 @@ import jwt
 
 from core.embedded import stop_process
 from loadtest.faults import dlq, snapshot
+from loadtest.faults.base import RunConfig
 from loadtest.faults.checker import MAX_RECOVERY_S, Inputs, check, verdict
 from loadtest.faults.client import Caller, bearer
 from loadtest.faults.ha import PatroniPair
@@ -53,12 +54,9 @@ from loadtest.faults.servers import (
 )
 from loadtest.faults.wake import wake_loop, wake_summary
 
-RESULTS = ROOT / "loadtest" / "results"
 LEDGER_QUEUE = "ledger"
 DLQ_QUEUE = "ledger-dlq"
 PROBE_QUEUE = "probe"
-SINGLE_BROKER_FAULTS = ("worker_kill", "reaper_kill", "pg_kill", "worker_stop",
-                        "pg_immediate", "consumer_kill", "maintenance_kill")
 TWO_BROKER_FAULTS = ("supervisor_kill", "worker_kill", "pg_kill", "consumer_kill")
 # Only the server process is killed, never the machine, so the OS page cache survives and
 # fsync may be off in CI-sized runs; synchronous_commit stays on (an acknowledged commit must
@@ -69,36 +67,6 @@ TASK_STOP_SECONDS = 10.0
 # With a Patroni pair, a frozen primary keeps its leader key for the TTL: the first push after
 # it may come that long after the fault, plus Patroni's loop and the promotion.
 HA_RECOVERY_SLACK_S = 20.0
-
-
-@dataclass
-class RunConfig:
-    database: str = "embedded"         # embedded | external | ha
-    brokers: int = 1
-    faults: tuple[str, ...] = SINGLE_BROKER_FAULTS
-    duration: float = 0.0              # fault phase; 0 = one pass over the schedule
-    producers: int = 3
-    consumers: int = 3                 # per group
-    groups: tuple[str, ...] = ("g1", "g2")
-    partitions: int = 8
-    lease_seconds: int = 3
-    workers: int = 2
-    rate: float = 12.0                 # pushes per second per producer
-    warmup: float = 3.0
-    gap: float = 3.0                   # seconds between faults
-    heal_timeout: float = 30.0
-    pg_downtime: float = 2.0           # the external PostgreSQL stays down this long
-    freeze_seconds: tuple[float, ...] = ()  # ha_freeze lengths, in turn (default TTL + 10 s)
-    drain_timeout: float = 120.0
-    fast_disk: bool = False
-    auth: bool = False                 # JWT auth on, every client with a token
-    dlq: bool = True
-    seed: int = 1
-    out_dir: Path = field(default=RESULTS)
-
-    @property
-    def label(self) -> str:
-        return "two-brokers" if self.brokers > 1 else self.database
 
 
 def run_tokens(auth: bool) -> tuple[dict[str, str], str | None, str | None]:

@@ -38,10 +38,11 @@ import asyncpg
 import httpx
 import psutil  # type: ignore[import-untyped]
 
+from loadtest.faults.base import RESULTS
 from loadtest.faults.consumer import Consumer
 from loadtest.faults.journal import read_all
 from loadtest.faults.report import publish
-from loadtest.faults.run import RESULTS, free_port
+from loadtest.faults.run import free_port
 from loadtest.faults.servers import ROOT, ServeInstance, die_with_parent
 
 QUEUE = "soak"

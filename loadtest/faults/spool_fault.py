@@ -17,23 +17,21 @@ import contextlib
 import os
 import signal
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 import psutil  # type: ignore[import-untyped]
 
 from core.upkeep.spool import DRAIN_LOCK
-
-if TYPE_CHECKING:
-    from loadtest.faults.injectors import Injector
-    from loadtest.faults.servers import ServeInstance
+from loadtest.faults.base import Healer
+from loadtest.faults.servers import ServeInstance
 
 SPOOL_QUEUE = "spool-check"
 MAINTENANCE = "/api/v1/system/maintenance"
 CHECK_MESSAGES = 40  # per fault; the worker is killed after the first third
 
 
-async def maintenance_kill(injector: Injector, inst: ServeInstance) -> dict[str, Any]:
+async def maintenance_kill(injector: Healer, inst: ServeInstance) -> dict[str, Any]:
     run = injector.run
     rec: dict[str, Any] = {"injected_at": time.time()}
     prefix = f"m{int(rec['injected_at'] * 1000)}"

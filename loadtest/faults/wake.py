@@ -2,8 +2,9 @@
 
 Each trial parks a waiting pop (timeout 5 s) on one instance, pushes one message through
 the other instance half a second later, and measures the pop's answer from the push being
-sent (`lat`, as loadtest.wakeup does) and from the push being answered (`lat_ack`: the
-message was committed by then; this leaves out a push that was itself slow). A *missed*
+sent (`lat`, as loadtest/probes/wakeup.py does) and from the push being answered
+(`lat_ack`: the message was committed by then; this leaves out a push that was itself
+slow). A *missed*
 wake-up is a pop that answered 204 more than a second after the push was acknowledged: it
 stayed parked past a commit that both the notification and the re-check backoff (at most
 1 s) should have shown it. Trials alternate direction; a trial where either side is down
@@ -15,18 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from loadtest.faults.base import Harness
 from loadtest.faults.client import Caller
-
-if TYPE_CHECKING:
-    from loadtest.faults.run import Run
 
 WAKE_QUEUE = "wake"
 POLL_MS = 5000
 
 
-async def wake_loop(run: Run) -> None:
+async def wake_loop(run: Harness) -> None:
     callers = [Caller([i.url], token=run.token) for i in run.instances]
     n = 0
     try:

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from core.settings import Settings
+from loadtest.faults.base import RunConfig
 from loadtest.faults.report import table
-from loadtest.faults.run import Run, RunConfig
+from loadtest.faults.run import Run
 
 # Looked up, not imported: importing pysyncobj replaces socket.inet_pton/inet_ntop for the
 # whole process with a Windows shim that breaks psutil (see test_ha_smoke.py).

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from loadtest.faults.base import RunConfig
 from loadtest.faults.report import table
-from loadtest.faults.run import Run, RunConfig
+from loadtest.faults.run import Run
 
 # Looked up, not imported: importing pysyncobj replaces socket.inet_pton/inet_ntop for the
 # whole process with a Windows shim that breaks psutil (every later fault test failed so).

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
+from loadtest.faults.base import SINGLE_BROKER_FAULTS, RunConfig
 from loadtest.faults.report import table
-from loadtest.faults.run import SINGLE_BROKER_FAULTS, Run, RunConfig
+from loadtest.faults.run import Run
 
 
 def _small(**overrides: Any) -> RunConfig:

@@ -12,7 +12,8 @@ import asyncio
 import time
 from pathlib import Path
 
-from loadtest.faults.run import Run, RunConfig, cancel_until_done
+from loadtest.faults.base import RunConfig
+from loadtest.faults.run import Run, cancel_until_done
 
 
 async def _drops_cancels(futures: list[asyncio.Future[None]], rounds: int = 40) -> None:

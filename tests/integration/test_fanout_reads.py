@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import httpx
 
+from core.engine import fanout
 from core.engine.pop import PopRequest, pop
-from core.engine.reads import fanout
 from core.storage.database import Database
 from tests.support import push_items
 

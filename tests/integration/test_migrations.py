@@ -1,16 +1,15 @@
 """Data written before the core service's schema (versions 21-26) stays readable and usable.
 
-A database is brought to version 20 and filled through that version's own write functions
-(`queen.ensure_partition`, `queen.append_segment`) and tables: a queue whose stored options
-lack most keys, messages with their old index rows, a dead letter holding its payload. Then
-the newer migrations run, and the broker of today reads and uses all of it.
+A database is brought to version 20 by the released code (tests/released.py) and filled
+through that version's own write functions (`queen.ensure_partition`,
+`queen.append_segment`) and tables: a queue whose stored options lack most keys, messages
+with their old index rows, a dead letter holding its payload. Then this code migrates it,
+and the broker of today reads and uses all of it.
 """
 
 from __future__ import annotations
 
-import shutil
 import uuid
-from pathlib import Path
 
 import asyncpg
 
@@ -22,26 +21,15 @@ from core.engine.push import PushItem
 from core.engine.writes import NewMessage
 from core.service import Broker
 from core.settings import Settings
-from core.storage.migrations import apply_migrations, migration_files
-from tests.support import create_database
+from core.storage.migrations import apply_schema, migration_files
+from tests.released import RELEASES, create_released_database
 
-
-async def _version_20(url: str, schema: Path) -> None:
-    schema.mkdir()
-    for version, path in migration_files():
-        if version <= 20:
-            shutil.copy(path, schema / path.name)
-    conn = await asyncpg.connect(url)
-    try:
-        assert max(await apply_migrations(conn, schema)) == 20
-    finally:
-        await conn.close()
+NUMBERED_CHAIN = RELEASES["numbered-chain-v95"]
 
 
 async def test_rows_of_version_20_are_migrated_and_used_by_todays_broker(
-        pg_server_url: str, tmp_path: Path) -> None:
-    url = await create_database(pg_server_url, migrate=False)
-    await _version_20(url, tmp_path / "schema")
+        pg_server_url: str) -> None:
+    url = await create_released_database(pg_server_url, NUMBERED_CHAIN, up_to=20)
     frames = [segments.Frame(uuid.uuid4(), f"old-{i}", b'{"old":%d}' % i) for i in range(3)]
     conn = await asyncpg.connect(url)
     try:
@@ -56,7 +44,8 @@ async def test_rows_of_version_20_are_migrated_and_used_by_todays_broker(
             " message_id, payload, error_message, retry_count, created_at)"
             " VALUES ($1, 'g-old', 9, 'dead-1', $2, '{\"was\":\"dead\"}', 'boom', 3, now())",
             pid, uuid.uuid4())
-        assert await apply_migrations(conn) == [v for v, _ in migration_files() if v > 20]
+        changes = await apply_schema(conn)
+        assert changes.migrations == [v for v, _ in migration_files() if v > 20]
     finally:
         await conn.close()
 
@@ -84,20 +73,14 @@ async def test_rows_of_version_20_are_migrated_and_used_by_todays_broker(
 
 
 async def test_version_95_marks_partitions_whose_index_lost_rows_before_it(
-        pg_server_url: str, tmp_path: Path) -> None:
+        pg_server_url: str) -> None:
     """Rows the reaper pruned before version 95 left no mark: the migration marks every
     partition whose index lacks a retained offset, so an ack there still finds the earliest
     occurrence of a repeated transactionId in the segments; intact partitions get no mark
     (their acks never search)."""
-    url = await create_database(pg_server_url, migrate=False)
-    before = tmp_path / "schema"
-    before.mkdir()
-    for version, path in migration_files():
-        if version < 95:
-            shutil.copy(path, before / path.name)
+    url = await create_released_database(pg_server_url, NUMBERED_CHAIN, up_to=90)
     conn = await asyncpg.connect(url)
     try:
-        await apply_migrations(conn, before)
         async with Broker.open(Settings(db_pool_size=2), dsn=url, migrate=False) as broker:
             await broker.configure(queue="repeats", namespace=None, task=None,
                                    given={"dedupWindowSeconds": 0}, replace=False)
@@ -113,7 +96,8 @@ async def test_version_95_marks_partitions_whose_index_lost_rows_before_it(
                            " AND msg_offset = 0", pids["repeats"])  # pruned, unmarked
         await conn.execute("DELETE FROM queen.log_txn_index WHERE partition_id = $1"
                            " AND msg_offset = 1", pids["holed"])  # not a prefix
-        assert await apply_migrations(conn) == [v for v, _ in migration_files() if v >= 95]
+        changes = await apply_schema(conn)
+        assert changes.migrations == [v for v, _ in migration_files() if v > 90]
         marks = dict(await conn.fetch("SELECT partition_id, below FROM queen.log_txn_pruned"
                                       " WHERE partition_id = ANY($1::bigint[])",
                                       list(pids.values())))

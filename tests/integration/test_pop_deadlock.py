@@ -59,7 +59,7 @@ async def _deadlocks(db: asyncpg.Connection) -> int:
 async def test_first_contact_pops_in_opposite_orders_do_not_deadlock_at_all(
         http: httpx.AsyncClient, db: asyncpg.Connection, core_db: Database,
         queue_name: str) -> None:
-    """Cursors are created in partition order (schema/025_pop.sql), so the pops above queue
+    """Cursors are created in partition order (schema/functions/30_pop.sql), so the pops above queue
     behind one another: PostgreSQL aborts none of them (the retry is only a backstop)."""
     ids = await _one_message_per_partition(http, db, queue_name)
     # Statistics reach pg_stat_database within about a second of the aborted statement.

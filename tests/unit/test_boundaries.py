@@ -1,5 +1,5 @@
 """The architecture's seams, read from the source: the HTTP edge talks to the core service
-only, and SQL lives in schema/*.sql, never in Python strings."""
+only, and SQL lives in schema/, never in Python strings."""
 
 from __future__ import annotations
 

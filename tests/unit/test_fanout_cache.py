@@ -1,4 +1,4 @@
-"""The fan-out cache (core/engine/reads/fanout.py): a segment is decompressed once for the pops of
+"""The fan-out cache (core/engine/fanout.py): a segment is decompressed once for the pops of
 several groups within its window, never held past it, and never beyond the byte bound."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from core.engine import segments
-from core.engine.reads.fanout import SegmentCache
+from core.engine.fanout import SegmentCache
 
 
 def _blob(n: int, size: int = 100) -> bytes:

@@ -38,15 +38,15 @@ def test_parse_rejects_a_statement_without_sql() -> None:
 
 
 def test_load_rejects_a_name_defined_in_two_files(tmp_path: Path) -> None:
-    (tmp_path / "queries_a.sql").write_text("-- name: shared\nSELECT 1;\n")
-    (tmp_path / "queries_b.sql").write_text("-- name: shared\nSELECT 2;\n")
-    with pytest.raises(ValueError, match=r"'shared' is defined twice \(queries_b.sql\)"):
+    (tmp_path / "a.sql").write_text("-- name: shared\nSELECT 1;\n")
+    (tmp_path / "b.sql").write_text("-- name: shared\nSELECT 2;\n")
+    with pytest.raises(ValueError, match=r"'shared' is defined twice \(b.sql\)"):
         queries.load(tmp_path)
 
 
-def test_load_reads_only_queries_files(tmp_path: Path) -> None:
-    (tmp_path / "queries_x.sql").write_text("-- name: x\nSELECT 1;\n")
-    (tmp_path / "001_schema.sql").write_text("-- name: y\nSELECT 2;\n")
+def test_load_reads_only_sql_files(tmp_path: Path) -> None:
+    (tmp_path / "x.sql").write_text("-- name: x\nSELECT 1;\n")
+    (tmp_path / "README.md").write_text("-- name: y\nSELECT 2;\n")
     assert queries.load(tmp_path) == {"x": "SELECT 1;"}
 
 

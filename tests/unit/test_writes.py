@@ -35,8 +35,8 @@ def test_first_occurrences_of_nothing_is_empty() -> None:
 
 
 class FakeAppendConn:
-    """Plays `queen.append` (schema/024_append.sql; plain queues only) and `segments_at` in memory, for one
-    partition."""
+    """Plays `queen.append` (schema/functions/20_append.sql; plain queues only) and
+    `segments_at` in memory, for one partition."""
 
     def __init__(self, window: int) -> None:
         self.window = window

@@ -1,0 +1,356 @@
+-- Acks: an ack call is one statement.
+--
+-- queen.ack applies the acks of one call (any groups, any partitions) as one statement, so
+-- the call is atomic and costs one round trip: lock the cursors in (group, partition)
+-- order (a fixed order, so concurrent acks cannot deadlock), resolve each transactionId to
+-- its offset, apply the offset-commit rules (wire-protocol §4.5; docs/acks.md) per (group,
+-- partition), dead-letter, and release leases. Nothing is written before every item is
+-- decided, so a call that must first have its caller search the segments changes nothing
+-- (see p_scan_missing).
+--
+-- The rules per (group, partition): `completed` at offset N commits N and everything before
+-- it; with mixed outcomes the cursor is clamped just below the lowest signal (at equal
+-- offsets dlq beats failed beats retry); `failed` spends the retry budget of the head and
+-- then dead-letters (or drops, with the DLQ off); `dlq` dead-letters at once; `retry`
+-- releases without spending budget; a failed or retried span is claimable again only after
+-- the queue's retryDelay; a leaseId that is not the live holder's moves nothing. A signal
+-- above offsets nobody acknowledged only releases the lease: the message is dead-lettered
+-- once it is at the head, so nothing before it is ever skipped. Under conflation (the
+-- group's stored policy, extensions §20.3) the delivered message is the lease's tail with
+-- only superseded ones before it: a signal on it acts as at the head, and a completed ack
+-- reports the superseded messages its commit retired (`conflated`).
+--
+-- Resolution: an ack's transactionId names the earliest occurrence of that id above the
+-- cursor (a queue with dedupWindowSeconds 0 may store an id more than once), else the
+-- latest one at or below it (an already committed message); only offsets the partition
+-- still retains (from log_start) count. The index answers this alone while it is complete
+-- for the offsets in question. Once the reaper pruned rows, an earlier occurrence may sit in
+-- a pruned span: `log_txn_pruned` (migration 095) records, per partition, an offset below
+-- which every pruned row lay, and queen.ack asks its caller to search the segments
+-- (core/engine/ack.py) exactly where an earlier occurrence can hide: from the cursor up to
+-- the index's answer, and never above that mark. A partition the reaper never pruned is
+-- never searched. An id that resolves to nothing is refused, whatever the status, with
+-- Queen's text `unresolvable: ...`: nothing is charged or written, and the lease it names
+-- is neither released nor shortened.
+--
+-- A dead letter records the transactionId, the error and the base offset of the segment
+-- holding the message, whose blob is copied (once per segment) into log_dlq_segments; the
+-- frame is extracted when the dead letter is read (migration 023).
+--
+-- The function runs its statements with generic plans (planned once per connection) and
+-- without sequential scans: re-planning them at each call, PL/pgSQL's default while their
+-- parameters vary, cost more than running them, and a generic plan's guesses about array
+-- arguments must never turn into a scan of a table that is small in live rows but large in
+-- dead versions (cursors are updated all the time).
+
+-- Arguments, one entry per item (1-based positions are the items' `idx`):
+--   p_groups, p_partition_ids, p_txids   the address of each ack
+--   p_statuses     completed | failed | retry | dlq
+--   p_lease_ids    the lease the item is checked against, or null (no lease check)
+--   p_errors       the error text a failed/dlq item carries, or null
+--   p_offsets      the offset a segment search found, or null (use the index)
+-- and for the call:
+--   p_scan_missing an item the index cannot settle on its own makes the call change
+--                  nothing and answer `missing` with the span the caller should search;
+--                  false: settle with the index's answer (null: unresolvable)
+-- Rows: one per item (idx, outcome ok | noop | refused | missing, error, lease_released,
+-- dlq; scan_from/scan_to for missing; conflated), then one `wake` row per (queue,
+-- partition) where a span became claimable again.
+CREATE OR REPLACE FUNCTION queen.ack(
+    p_groups text[], p_partition_ids bigint[], p_txids text[], p_statuses text[],
+    p_lease_ids text[], p_errors text[], p_offsets bigint[], p_scan_missing boolean)
+RETURNS TABLE (idx integer, outcome text, error text, lease_released boolean, dlq boolean,
+               queue_id bigint, partition_id bigint, scan_from bigint, scan_to bigint,
+               conflated bigint)
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+AS $$
+DECLARE
+    -- answers per item
+    o_idx      integer[] := '{}';
+    o_outcome  text[] := '{}';
+    o_error    text[] := '{}';
+    o_released boolean[] := '{}';
+    o_dlq      boolean[] := '{}';
+    o_conflated bigint[] := '{}';
+    -- items whose address must be searched by the caller
+    m_idx      integer[] := '{}';
+    m_from     bigint[] := '{}';
+    m_to       bigint[] := '{}';
+    -- cursor updates
+    u_pid      bigint[] := '{}';
+    u_group    text[] := '{}';
+    u_committed bigint[] := '{}';
+    u_retries  integer[] := '{}';
+    u_release  boolean[] := '{}';
+    u_done     bigint[] := '{}';
+    u_after    timestamptz[] := '{}';
+    -- dead letters
+    d_pid      bigint[] := '{}';
+    d_group    text[] := '{}';
+    d_offset   bigint[] := '{}';
+    d_txid     text[] := '{}';
+    d_error    text[] := '{}';
+    d_retries  integer[] := '{}';
+    -- wake-ups
+    w_qid      bigint[] := '{}';
+    w_pid      bigint[] := '{}';
+    -- the (group, partition) being decided
+    k          record;        -- its cursor, from its first item
+    v_open     boolean := false;
+    v_close    boolean := false;
+    v_valid    integer[];     -- items that take effect
+    v_top      bigint;        -- highest completed offset
+    s_offset   bigint;        -- lowest signal: offset, rank, item
+    s_rank     integer;
+    s_idx      integer;
+    s_status   text;
+    s_error    text;
+    s_txid     text;
+    v_new      bigint;
+    v_retries  integer;
+    v_release  boolean;
+    v_delay    boolean;
+    v_dlq_idx  integer;
+    v_rank     integer;
+    v_base     bigint;
+    v_skipped  bigint;        -- superseded messages a conflated lease's commit retired
+    v_item     integer;
+    v_stale    boolean;       -- the item names a lease that is not the live holder's
+    r          record;
+BEGIN
+    -- Lock first, in one global order; the reads below then see the locked rows.
+    PERFORM 1
+       FROM queen.log_consumers c
+       JOIN (SELECT DISTINCT g, p FROM unnest(p_groups, p_partition_ids) AS u(g, p)) w
+         ON c.consumer_group = w.g AND c.partition_id = w.p
+      ORDER BY c.consumer_group, c.partition_id
+        FOR UPDATE OF c;
+
+    FOR r IN
+        SELECT false AS sentinel, u.ord::integer AS item, u.grp, u.pid, u.txid, u.status,
+               u.lease, u.err, c.partition_id IS NOT NULL AS known, c.committed, c.batch_end,
+               c.worker_id, c.retry_count,
+               (c.worker_id IS NOT NULL AND c.lease_expires_at > now()) AS lease_live,
+               p.last_offset, p.queue_id AS qid, coalesce(sub.conflation, false) AS conflating,
+               (q.options ->> 'retryLimit')::integer AS retry_limit,
+               (q.options ->> 'retryDelay')::integer AS retry_delay,
+               ((q.options ->> 'deadLetterQueue')::boolean
+                OR (q.options ->> 'dlqAfterMaxRetries')::boolean) AS dlq_on,
+               coalesce(u.given, a.above, a.below) AS off,
+               a.scan_from, a.scan_to
+          FROM unnest(p_groups, p_partition_ids, p_txids, p_statuses, p_lease_ids, p_errors,
+                      p_offsets) WITH ORDINALITY AS u(grp, pid, txid, status, lease, err, given, ord)
+          CROSS JOIN LATERAL (SELECT queen.txn_key(u.txid) AS key) t
+          LEFT JOIN queen.log_consumers c ON c.partition_id = u.pid AND c.consumer_group = u.grp
+          LEFT JOIN queen.log_partitions p ON p.id = u.pid
+          LEFT JOIN queen.queues q ON q.id = p.queue_id
+          LEFT JOIN queen.consumer_subscriptions sub
+            ON sub.queue_id = p.queue_id AND sub.consumer_group = u.grp
+          LEFT JOIN queen.log_txn_pruned pr ON pr.partition_id = u.pid
+          -- The one resolution rule (see the header): what the index says, and the span
+          -- where the segments may still hold an earlier occurrence than its answer.
+          CROSS JOIN LATERAL (
+              SELECT x.above, x.below, greatest(c.committed + 1, p.log_start) AS scan_from,
+                     least(coalesce(x.above - 1, p.last_offset), coalesce(pr.below, 0) - 1)
+                         AS scan_to
+                FROM (SELECT (SELECT min(i.msg_offset) FROM queen.log_txn_index i
+                               WHERE i.partition_id = u.pid AND i.txn_key = t.key
+                                 AND i.msg_offset > c.committed
+                                 AND i.msg_offset >= p.log_start) AS above,
+                             (SELECT max(i.msg_offset) FROM queen.log_txn_index i
+                               WHERE i.partition_id = u.pid AND i.txn_key = t.key
+                                 AND i.msg_offset <= c.committed
+                                 AND i.msg_offset >= p.log_start) AS below) x) a
+        UNION ALL  -- closes the last (group, partition)
+        SELECT true, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+               NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+        ORDER BY 1, 3, 4, 2
+    LOOP
+        -- Decide the previous (group, partition) once its items are all seen.
+        -- (k is read only once it holds a cursor: PL/pgSQL does not short-circuit AND.)
+        IF v_open THEN
+            v_close := r.sentinel OR r.grp <> k.grp OR r.pid <> k.pid;
+        END IF;
+        IF v_close THEN
+            IF cardinality(v_valid) > 0 THEN
+                v_top := coalesce(v_top, k.committed);
+                v_new := greatest(k.committed, CASE WHEN s_offset IS NULL THEN v_top
+                                                    ELSE least(v_top, s_offset - 1) END);
+                -- The retry counter belongs to the head of the span.
+                v_retries := CASE WHEN v_new = k.committed THEN k.retry_count ELSE 0 END;
+                v_release := false;
+                v_delay := false;
+                v_dlq_idx := NULL;
+                IF s_offset IS NOT NULL THEN
+                    v_release := true;
+                    -- A failed or retried span is claimable again after retryDelay (unless
+                    -- it is dead-lettered or dropped below): a poison message must not spin.
+                    v_delay := s_status IN ('failed', 'retry') AND k.retry_delay > 0;
+                    -- The signal is at the head: it acts now. Under conflation the delivered
+                    -- message is the lease's tail, with only superseded ones before it: a
+                    -- signal on it acts as at the head (extensions §20.3).
+                    IF s_offset = v_new + 1
+                       OR (k.conflating AND v_new = k.committed AND s_offset = k.batch_end) THEN
+                        IF s_status = 'dlq'
+                           OR (s_status = 'failed' AND v_retries >= k.retry_limit) THEN
+                            IF k.dlq_on THEN
+                                d_pid := d_pid || k.pid;
+                                d_group := d_group || k.grp;
+                                d_offset := d_offset || s_offset;
+                                d_txid := d_txid || s_txid;
+                                d_error := d_error || coalesce(nullif(s_error, ''),
+                                                               'Retries exhausted');
+                                d_retries := d_retries || v_retries;
+                                v_dlq_idx := s_idx;
+                            END IF;
+                            v_new := s_offset;
+                            v_retries := 0;
+                            v_delay := false;
+                        ELSIF s_status = 'failed' THEN
+                            v_retries := v_retries + 1;
+                        END IF;
+                    END IF;
+                ELSIF k.batch_end IS NOT NULL AND v_new >= k.batch_end THEN
+                    v_release := true;
+                END IF;
+                v_skipped := CASE WHEN k.conflating AND s_offset IS NULL AND v_new > k.committed
+                                  THEN v_new - k.committed - 1 END;
+                FOREACH v_item IN ARRAY v_valid LOOP
+                    o_idx := o_idx || v_item;
+                    o_outcome := o_outcome || 'ok'::text;
+                    o_error := o_error || NULL::text;
+                    o_released := o_released || (v_release AND k.worker_id IS NOT NULL);
+                    o_dlq := o_dlq || coalesce(v_item = v_dlq_idx, false);
+                    o_conflated := o_conflated || v_skipped;
+                END LOOP;
+                u_pid := u_pid || k.pid;
+                u_group := u_group || k.grp;
+                u_committed := u_committed || v_new;
+                u_retries := u_retries || v_retries;
+                u_release := u_release || v_release;
+                u_done := u_done || (v_new - k.committed);
+                u_after := u_after || CASE WHEN v_delay
+                    THEN now() + make_interval(secs => k.retry_delay / 1000.0) END;
+                -- A delayed span wakes nobody: parked pops find it on a re-check.
+                IF v_release AND NOT v_delay AND v_new < k.last_offset THEN
+                    w_qid := w_qid || k.qid;
+                    w_pid := w_pid || k.pid;
+                END IF;
+            END IF;
+            v_open := false;
+            v_close := false;
+        END IF;
+        EXIT WHEN r.sentinel;
+
+        IF NOT v_open THEN
+            k := r;
+            v_open := true;
+            v_valid := '{}';
+            v_top := NULL;
+            s_offset := NULL;
+            s_rank := NULL;
+            s_idx := NULL;
+        END IF;
+
+        v_stale := r.lease IS NOT NULL
+                   AND (r.lease IS DISTINCT FROM r.worker_id OR NOT coalesce(r.lease_live, false));
+        IF NOT r.known THEN
+            o_idx := o_idx || r.item;
+            o_outcome := o_outcome || 'refused'::text;
+            o_error := o_error || 'consumer not found'::text;
+            o_released := o_released || false;
+            o_dlq := o_dlq || false;
+            o_conflated := o_conflated || NULL::bigint;
+        ELSIF p_scan_missing AND r.scan_to >= r.scan_from THEN
+            m_idx := m_idx || r.item;
+            m_from := m_from || r.scan_from;
+            m_to := m_to || r.scan_to;
+        ELSIF r.off IS NULL OR v_stale OR (r.off <= r.committed AND r.status <> 'completed') THEN
+            -- Refused: nothing of it is applied, and the lease it names is left as it is.
+            o_idx := o_idx || r.item;
+            o_outcome := o_outcome || 'refused'::text;
+            o_error := o_error || CASE
+                WHEN r.off IS NULL THEN 'unresolvable: transaction not in the ack window '
+                    '(hash purged or never pushed); if leased, the message redelivers'
+                WHEN v_stale THEN 'invalid or expired lease'
+                ELSE format('already committed (offset %s <= cursor %s)', r.off, r.committed)
+                END;
+            o_released := o_released || false;
+            o_dlq := o_dlq || false;
+            o_conflated := o_conflated || NULL::bigint;
+        ELSIF r.off <= r.committed THEN  -- completed, already: nothing to do
+            o_idx := o_idx || r.item;
+            o_outcome := o_outcome || 'noop'::text;
+            o_error := o_error || NULL::text;
+            o_released := o_released || false;
+            o_dlq := o_dlq || false;
+            o_conflated := o_conflated || NULL::bigint;
+        ELSE
+            v_valid := v_valid || r.item;
+            IF r.status = 'completed' THEN
+                v_top := greatest(v_top, r.off);
+            ELSE
+                v_rank := CASE r.status WHEN 'dlq' THEN 0 WHEN 'failed' THEN 1 ELSE 2 END;
+                IF s_offset IS NULL OR (r.off, v_rank, r.item) < (s_offset, s_rank, s_idx) THEN
+                    s_offset := r.off;
+                    s_rank := v_rank;
+                    s_idx := r.item;
+                    s_status := r.status;
+                    s_error := r.err;
+                    s_txid := r.txid;
+                END IF;
+            END IF;
+        END IF;
+    END LOOP;
+
+    IF cardinality(m_idx) > 0 THEN  -- decided nothing: the caller searches and calls again
+        RETURN QUERY SELECT m.i, 'missing'::text, NULL::text, false, false, NULL::bigint,
+                            NULL::bigint, m.lo, m.hi, NULL::bigint
+                       FROM unnest(m_idx, m_from, m_to) AS m(i, lo, hi);
+        RETURN;
+    END IF;
+
+    FOR i IN 1 .. cardinality(d_pid) LOOP
+        SELECT s.base_offset INTO v_base FROM queen.log_segments s
+         WHERE s.partition_id = d_pid[i] AND s.base_offset <= d_offset[i]
+           AND s.last_offset >= d_offset[i];
+        CONTINUE WHEN NOT FOUND;  -- retention removed it meanwhile: nothing left to copy
+        -- DO UPDATE (not DO NOTHING) locks an existing copy until this commits, so a
+        -- concurrent removal of the copy's last other dead letter waits and then sees ours
+        -- (queries_dlq.sql: dlq_lock_copies).
+        INSERT INTO queen.log_dlq_segments AS x (partition_id, base_offset, created_at, blob)
+        SELECT s.partition_id, s.base_offset, s.created_at, s.blob FROM queen.log_segments s
+         WHERE s.partition_id = d_pid[i] AND s.base_offset = v_base
+        ON CONFLICT ON CONSTRAINT log_dlq_segments_pkey
+        DO UPDATE SET created_at = x.created_at;
+        INSERT INTO queen.log_dlq (partition_id, consumer_group, msg_offset, transaction_id,
+                                   segment_base, error_message, retry_count, created_at)
+        SELECT d_pid[i], d_group[i], d_offset[i], d_txid[i], v_base, d_error[i],
+               d_retries[i], s.created_at
+          FROM queen.log_dlq_segments s
+         WHERE s.partition_id = d_pid[i] AND s.base_offset = v_base;
+    END LOOP;
+
+    UPDATE queen.log_consumers c
+       SET committed = w.committed,
+           retry_count = w.retries,
+           batch_end = CASE WHEN w.release THEN NULL ELSE c.batch_end END,
+           worker_id = CASE WHEN w.release THEN NULL ELSE c.worker_id END,
+           lease_expires_at = CASE WHEN w.release THEN NULL ELSE c.lease_expires_at END,
+           total_consumed = c.total_consumed + w.done,
+           last_consumed_at = CASE WHEN w.done > 0 THEN now() ELSE c.last_consumed_at END,
+           not_before = w.after
+      FROM unnest(u_pid, u_group, u_committed, u_retries, u_release, u_done, u_after)
+           AS w(pid, grp, committed, retries, release, done, after)
+     WHERE c.partition_id = w.pid AND c.consumer_group = w.grp;
+
+    RETURN QUERY
+    SELECT o.i, o.outcome, o.err, o.released, o.dead, NULL::bigint, NULL::bigint,
+           NULL::bigint, NULL::bigint, o.skipped
+      FROM unnest(o_idx, o_outcome, o_error, o_released, o_dlq, o_conflated)
+           AS o(i, outcome, err, released, dead, skipped)
+    UNION ALL
+    SELECT NULL, 'wake', NULL, NULL, NULL, w.qid, w.pid, NULL, NULL, NULL
+      FROM unnest(w_qid, w_pid) AS w(qid, pid);
+END $$;

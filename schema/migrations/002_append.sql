@@ -1,0 +1,3 @@
+-- Version 2: the first write path, queen.ensure_partition and queen.append_segment (one
+-- segment per statement). Changes no table; version 24 replaced both functions with
+-- queen.append (schema/functions/20_append.sql).

@@ -1,0 +1,2 @@
+-- Version 4: queen.append_segments, several partitions' flushes in one statement. Changes
+-- no table; version 24 replaced it with queen.append (schema/functions/20_append.sql).

@@ -1,0 +1,2 @@
+-- Version 5: queen.pop_eligible, the partitions a pop may claim, walked in id order over a
+-- range. Changes no table; its current definition is in schema/functions/30_pop.sql.

@@ -1,0 +1,2 @@
+-- Version 26: queen.ack, an ack call as one statement. Changes no table; its current
+-- definition is in schema/functions/40_ack.sql.

@@ -1,0 +1,2 @@
+-- Version 27: queen.pop_shared, concurrent pops of one kind served by one statement. Changes
+-- no table; its current definition is in schema/functions/30_pop.sql.

@@ -1,0 +1,2 @@
+-- Version 81: queen.append enforces maxSize (SQLSTATE QN011). Changes no table; the current
+-- definition is in schema/functions/20_append.sql.

@@ -1,0 +1,3 @@
+-- Version 94: queen.offset_before and the view queen.group_positions, where each consumer
+-- group stands on every partition it reads, cursor or not. Changes no table; their current
+-- definitions are in schema/functions/45_group_positions.sql.

@@ -1,0 +1,127 @@
+-- Statements of ephemeral queues (core/storage/ephemeral.py); the functions are in
+-- schema/functions/80_ephemeral.sql. Loaded by core/storage/statements.py.
+
+-- name: eph_push
+-- Pushes to one queue, in order, each all or nothing. $1 queue, $2 each push's partition,
+-- $3 each push's count of payloads, $4 the payloads (JSON texts) one push after the other,
+-- $5 deployment ceiling on held bytes, $6 wake-up channel
+SELECT status, pushed
+  FROM queen.eph_push($1::text, $2::text[], $3::integer[], $4::text[], $5::bigint, $6::text)
+ ORDER BY idx;
+
+-- name: eph_pop
+-- $1 queue, $2 partition or NULL (every partition), $3 group, $4 batch, $5 autoAck
+SELECT epoch, partition, seq, attempts, payload
+  FROM queen.eph_pop($1::text, $2::text, $3::text, $4::integer, $5::boolean);
+
+-- name: eph_ack
+-- $1 queue, $2 group, $3 epochs (NULL: unparsable id), $4 partitions, $5 seqs,
+-- $6 statuses (completed | failed | retry), $7 wake-up channel
+SELECT outcome FROM queen.eph_ack($1::text, $2::text, $3::bigint[], $4::text[], $5::bigint[],
+                                  $6::text[], $7::text)
+ ORDER BY idx;
+
+-- name: eph_configure
+-- Store a declaration (replacing the previous one) and make the queue live.
+-- $1 queue, $2 options as sent, $3..$10 the values in force
+WITH stored AS (
+    INSERT INTO queen.eph_declared AS d (queue, sent, max_bytes, max_length, policy,
+                                         ttl_seconds, lease_seconds, retry_limit, window_ms,
+                                         window_count)
+    VALUES ($1::text, $2::jsonb, $3, $4, $5, $6, $7, $8, $9, $10)
+    ON CONFLICT (queue) DO UPDATE
+       SET sent = excluded.sent, max_bytes = excluded.max_bytes,
+           max_length = excluded.max_length, policy = excluded.policy,
+           ttl_seconds = excluded.ttl_seconds, lease_seconds = excluded.lease_seconds,
+           retry_limit = excluded.retry_limit, window_ms = excluded.window_ms,
+           window_count = excluded.window_count, updated_at = now()
+    RETURNING updated_at),
+live AS (
+    INSERT INTO queen.eph_queue (queue) VALUES ($1::text) ON CONFLICT (queue) DO NOTHING)
+SELECT updated_at FROM stored;
+
+-- name: eph_reset
+-- $1 queue; answers the messages dropped
+SELECT queen.eph_reset($1::text) AS dropped;
+
+-- name: eph_delete
+-- $1 queue
+SELECT deleted, declared FROM queen.eph_delete($1::text);
+
+-- name: eph_sweep
+-- One batch of the sweep: $1 seconds an implicit queue stays empty and untouched before it
+-- is collected; $2 wake-up channel; $3 the last queue of the previous batch ('' first);
+-- $4 queues per batch. Answers the queues whose leases passed (NULL: another sweep was
+-- running) and where the next batch starts (NULL: this one reached the end).
+SELECT woken, last_queue FROM queen.eph_sweep($1::integer, $2::text, $3::text, $4::integer);
+
+-- name: eph_sweeper_claim
+-- Whether this connection is (now) the deployment's one ephemeral sweeper: a session lock,
+-- held until the connection closes, so a sweeper that dies or loses the server frees it.
+SELECT pg_try_advisory_lock(7431, 20) AS claimed;
+
+-- name: eph_window
+-- $1 queue: its windowBuffer in force
+SELECT window_ms AS ms, window_count AS count FROM queen.eph_options($1::text);
+
+-- name: eph_queues
+-- Every ephemeral queue, live or declared, by name: tier, gauges, counts and the options in
+-- force (NULL options: an implicit queue, the defaults).
+SELECT n.queue, d.queue IS NOT NULL AS declared,
+       coalesce(e.depth, 0) AS depth, coalesce(e.bytes, 0) AS bytes,
+       (SELECT count(*) FROM queen.eph_partition p WHERE p.queue = n.queue) AS partitions,
+       (SELECT count(*) FROM queen.eph_group g WHERE g.queue = n.queue) AS groups,
+       coalesce(e.drops_bounds, 0) AS drops_bounds, coalesce(e.drops_ttl, 0) AS drops_ttl,
+       coalesce(e.drops_retry, 0) AS drops_retry,
+       d.max_bytes, d.max_length, d.policy, d.ttl_seconds, d.lease_seconds, d.retry_limit,
+       d.window_ms, d.window_count
+  FROM (SELECT queue FROM queen.eph_queue UNION SELECT queue FROM queen.eph_declared) n
+  LEFT JOIN queen.eph_queue e ON e.queue = n.queue
+  LEFT JOIN queen.eph_declared d ON d.queue = n.queue
+ WHERE $1::text IS NULL OR n.queue = $1::text
+ ORDER BY n.queue COLLATE "C";
+
+-- name: eph_depth_partitions
+-- $1 queue: each ring's length and bytes, by partition name
+SELECT p.partition, count(m.seq) AS length, coalesce(sum(m.bytes), 0) AS bytes
+  FROM queen.eph_partition p
+  LEFT JOIN queen.eph_message m ON m.queue = p.queue AND m.partition = p.partition
+ WHERE p.queue = $1::text
+ GROUP BY p.partition
+ ORDER BY p.partition COLLATE "C";
+
+-- name: eph_depth_groups
+-- $1 queue: per known group and partition, its backlog (undelivered + awaiting redelivery)
+-- and the messages it skipped (evicted before it reached them)
+SELECT g.grp AS "group", p.partition,
+       (SELECT count(*) FROM queen.eph_message m
+         WHERE m.queue = p.queue AND m.partition = p.partition
+           AND m.seq > coalesce(c.last_seq, 0))
+     + (SELECT count(*) FROM queen.eph_lease l
+         WHERE l.queue = p.queue AND l.partition = p.partition AND l.grp = g.grp
+           AND l.expires_at <= now()) AS pending,
+       coalesce(c.skipped, 0) AS skipped
+  FROM queen.eph_group g
+  JOIN queen.eph_partition p ON p.queue = g.queue
+  LEFT JOIN queen.eph_cursor c
+         ON c.queue = g.queue AND c.partition = p.partition AND c.grp = g.grp
+ WHERE g.queue = $1::text
+ ORDER BY g.grp COLLATE "C", p.partition COLLATE "C";
+
+-- name: eph_totals
+-- Deployment-wide gauges for the metrics: queues, messages held, bytes held, drops.
+SELECT (SELECT count(*) FROM (SELECT queue FROM queen.eph_queue
+                              UNION SELECT queue FROM queen.eph_declared) n) AS queues,
+       coalesce(sum(depth), 0)::bigint AS depth, coalesce(sum(bytes), 0)::bigint AS bytes,
+       coalesce(sum(drops_bounds), 0)::bigint AS drops_bounds,
+       coalesce(sum(drops_ttl), 0)::bigint AS drops_ttl,
+       coalesce(sum(drops_retry), 0)::bigint AS drops_retry
+  FROM queen.eph_queue;
+
+-- name: eph_vacuum
+-- Reclaim the dead versions the ephemeral tables' churn leaves (every message is inserted
+-- and deleted, gauges and cursors are updated by every call): autovacuum looks once a
+-- minute, so a flood would otherwise grow them by a minute of traffic. SKIP_LOCKED: a
+-- table another worker is vacuuming is left to it.
+VACUUM (SKIP_LOCKED) queen.eph_message, queen.eph_lease, queen.eph_queue,
+    queen.eph_partition, queen.eph_cursor;

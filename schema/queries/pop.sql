@@ -1,0 +1,85 @@
+-- Statements of the read path: pop (claim under a lease), ack, lease extension.
+-- Loaded by core/storage/statements.py. A lease is live iff worker_id IS NOT NULL AND
+-- lease_expires_at > now(); every lease decision uses the database clock.
+
+-- name: pop
+-- Claim and read in one statement (see functions/30_pop.sql for the arguments and the answer).
+-- $1 queue or null, $2 namespace or null, $3 task or null, $4 partition or null, $5 group,
+-- $6 named group, $7 seed mode, $8 seed instant, $9 store the seed, $10 batch,
+-- $11 partitions, $12 autoAck, $13 lease seconds (0 = the queue's), $14 lease fallback,
+-- $15 lease id, $16 hinted partition ids, $17 pivot in [0, 1), $18 candidates per scan,
+-- $19 conflation declared, $20 conflating width, $21 autopilot width, $22 lane's pops in
+-- flight (functions/30_pop.sql)
+SELECT queue_id, queue, partition_id, partition, span_start, span_end, retry_count,
+       base_offset, created_at, blob, last_offset, conflation, width
+  FROM queen.pop($1, $2, $3, $4, $5, $6, $7, $8::timestamptz, $9, $10, $11, $12, $13, $14,
+                 $15, $16::bigint[], $17, $18, $19, $20, $21, $22);
+
+-- name: ack
+-- Apply acks in one statement (see functions/40_ack.sql for the arguments and the answer).
+-- $1 groups, $2 partition ids, $3 transactionIds, $4 statuses, $5 lease ids (null = no
+-- check), $6 errors, $7 offsets a segment search found (one per item, null = resolve),
+-- $8 report the spans to search instead of settling with the index
+SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_from, scan_to,
+       conflated
+  FROM queen.ack($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[],
+                 $7::bigint[], $8);
+
+-- name: span_segments
+-- Segments overlapping offsets [lo, hi] of a partition, in offset order (the search for an
+-- address the index no longer has), with the names of their queue and partition (what a
+-- sealed segment is bound to, core/engine/encryption.py).
+-- $1 partition id, $2 lo, $3 hi
+SELECT q.name AS queue, p.name AS partition, x.base_offset, x.created_at, x.blob
+  FROM queen.log_segments x
+  JOIN queen.log_partitions p ON p.id = x.partition_id
+  JOIN queen.queues q ON q.id = p.queue_id
+ WHERE x.partition_id = $1
+   AND x.base_offset <= $3
+   AND x.base_offset >= coalesce((SELECT max(y.base_offset) FROM queen.log_segments y
+                                   WHERE y.partition_id = $1 AND y.base_offset <= $2), $2)
+ ORDER BY x.base_offset;
+
+-- name: extend_leases
+-- Extend every live lease of each lease id (distinct ids); expired or released leases are
+-- not revived. One row per lease extended: its lease id and new expiry.
+-- $1 lease ids, $2 seconds (one per lease id)
+UPDATE queen.log_consumers c
+   SET lease_expires_at = greatest(c.lease_expires_at, now() + make_interval(secs => e.secs))
+  FROM unnest($1::text[], $2::float8[]) AS e(lease, secs)
+ WHERE c.worker_id = e.lease AND c.lease_expires_at > now()
+RETURNING c.worker_id AS lease_id, c.lease_expires_at;
+
+-- name: pop_shared
+-- Concurrent pops of one request in one statement (see functions/30_pop.sql): $1–$14 as for
+-- pop, $15 one lease id per share, $16 hinted partition ids, $17 one pivot per share,
+-- $18 candidates per scan, $19-$22 as for pop.
+SELECT queue_id, queue, partition_id, partition, span_start, span_end, retry_count,
+       base_offset, created_at, blob, last_offset, conflation, width, share
+  FROM queen.pop_shared($1, $2, $3, $4, $5, $6, $7, $8::timestamptz, $9, $10, $11, $12, $13,
+                        $14, $15::text[], $16::bigint[], $17::float8[], $18, $19, $20, $21,
+                        $22);
+
+-- name: queue_timed
+-- Per queue id, whether the clock alone can make its data claimable (a long poll parked on
+-- it must re-check on its backoff even when nothing is announced): windowBuffer,
+-- delayedProcessing, minPopWaitTime. (A retryDelay release is announced by the reaper when
+-- it is due: reaper_due_retries.)
+-- $1 queue ids
+SELECT id,
+       coalesce((options ->> 'windowBuffer')::integer, 0) > 0
+       OR coalesce((options ->> 'delayedProcessing')::integer, 0) > 0
+       OR coalesce((options ->> 'minPopWaitTime')::integer, 0) > 0 AS timed
+  FROM queen.queues
+ WHERE id = ANY($1::bigint[]);
+
+-- name: pending_retries
+-- Of the given cursors, those released with a retryDelay still to run: their queue,
+-- partition, and the seconds until the span is claimable (core/engine/reads/quiet.py announces it
+-- then). $1 groups, $2 partition ids
+SELECT p.queue_id, c.partition_id,
+       greatest(extract(epoch FROM c.not_before - now()), 0)::float8 AS seconds
+  FROM unnest($1::text[], $2::bigint[]) AS u(grp, pid)
+  JOIN queen.log_consumers c ON c.partition_id = u.pid AND c.consumer_group = u.grp
+  JOIN queen.log_partitions p ON p.id = c.partition_id
+ WHERE c.not_before IS NOT NULL;

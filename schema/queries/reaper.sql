@@ -1,0 +1,129 @@
+-- Statements of the reaper (core/upkeep/maintenance.py). Loaded by core/storage/statements.py.
+-- Every time decision uses the database clock (now()), never the reaper host's clock.
+
+-- name: reaper_expire_leases
+-- Release up to $1 leases past their expiry and answer the queue and partition of each
+-- released lease. SKIP LOCKED: a row a pop or ack is working on is left to them (they see
+-- the expiry themselves), and two reapers never release the same lease.
+-- The outer WHERE re-checks the expiry, because an extend may have landed in between.
+-- $1 batch size
+WITH expired AS (
+    SELECT c.partition_id, c.consumer_group
+      FROM queen.log_consumers c
+     WHERE c.lease_expires_at <= now()
+     ORDER BY c.lease_expires_at
+     LIMIT $1
+       FOR UPDATE SKIP LOCKED)
+UPDATE queen.log_consumers c
+   SET batch_end = NULL, worker_id = NULL, lease_expires_at = NULL
+  FROM expired e
+ WHERE c.partition_id = e.partition_id AND c.consumer_group = e.consumer_group
+   AND c.lease_expires_at <= now()
+RETURNING (SELECT p.queue_id FROM queen.log_partitions p WHERE p.id = c.partition_id) AS queue_id,
+          c.partition_id;
+
+-- name: reaper_due_retries
+-- Clear up to $1 not-before times (retryDelay) that have passed and answer the queue and
+-- partition of each: those spans are claimable now, and parked pops are woken for them. A
+-- passed not-before time and none mean the same to a claim, so clearing it changes no
+-- outcome. SKIP LOCKED: a row a pop or ack is working on is left to them.
+-- $1 batch size
+WITH due AS (
+    SELECT c.partition_id, c.consumer_group
+      FROM queen.log_consumers c
+     WHERE c.not_before <= now()
+     ORDER BY c.not_before
+     LIMIT $1
+       FOR UPDATE SKIP LOCKED)
+UPDATE queen.log_consumers c
+   SET not_before = NULL
+  FROM due e
+ WHERE c.partition_id = e.partition_id AND c.consumer_group = e.consumer_group
+   AND c.not_before <= now()
+RETURNING (SELECT p.queue_id FROM queen.log_partitions p WHERE p.id = c.partition_id) AS queue_id,
+          c.partition_id;
+
+-- name: reaper_try_lock
+-- Take a transaction-scoped advisory lock, or answer false at once if another reaper holds it.
+-- $1 lock key (bigint)
+SELECT pg_try_advisory_xact_lock($1);
+
+-- name: reaper_prune_txn_index
+-- Delete up to $1 transactionId index rows older than their queue's keep horizon:
+-- greatest(dedupWindowSeconds, $2) seconds, and answer how many went. The dedup check itself
+-- compares created_at with the window, so rows kept longer never cause false duplicates; the
+-- floor $2 only keeps ack address resolution an index lookup for recently pushed messages.
+-- The plain created_at bound lets the BRIN index (migration 020) skip the young part of the
+-- table. Each partition that lost rows has its mark in log_txn_pruned raised past them: acks
+-- search its segments below the mark (functions/40_ack.sql), nowhere else.
+-- $1 batch size, $2 floor in seconds
+WITH horizon AS (
+    SELECT p.id AS partition_id,
+           now() - make_interval(secs => greatest(
+               (q.options ->> 'dedupWindowSeconds')::bigint, $2::bigint))
+               AS cutoff
+      FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id),
+doomed AS (
+    SELECT i.ctid AS row_id
+      FROM queen.log_txn_index i
+      JOIN horizon h ON h.partition_id = i.partition_id
+     WHERE i.created_at < now() - make_interval(secs => $2::bigint)
+       AND i.created_at < h.cutoff
+     LIMIT $1),
+gone AS (
+    DELETE FROM queen.log_txn_index t USING doomed d WHERE t.ctid = d.row_id
+    RETURNING t.partition_id, t.msg_offset),
+marked AS (
+    INSERT INTO queen.log_txn_pruned AS m (partition_id, below)
+    SELECT g.partition_id, max(g.msg_offset) + 1 FROM gone g GROUP BY g.partition_id
+    ON CONFLICT (partition_id) DO UPDATE SET below = greatest(m.below, excluded.below))
+SELECT count(*) FROM gone;
+
+-- name: reaper_retention_partitions
+-- Partitions of queues with retention switched on (retentionEnabled) and a time-based or
+-- completed retention set, with their cut-offs in seconds (0 = that rule is off) and the
+-- queue id. With the switch off the seconds are kept but nothing is deleted.
+SELECT p.id AS partition_id, p.queue_id,
+       greatest((q.options ->> 'retentionSeconds')::bigint, 0) AS retention,
+       greatest((q.options ->> 'completedRetentionSeconds')::bigint, 0)
+           AS completed_retention
+  FROM queen.queues q JOIN queen.log_partitions p ON p.queue_id = q.id
+ WHERE (q.options ->> 'retentionEnabled')::boolean
+   AND ((q.options ->> 'retentionSeconds')::bigint > 0
+        OR (q.options ->> 'completedRetentionSeconds')::bigint > 0)
+ ORDER BY p.id;
+
+-- name: reaper_apply_retention
+-- Delete up to $4 whole segments of one partition that retention releases, oldest first, and
+-- move log_start past them; answers the number of segments deleted and the new log_start.
+-- A segment goes when it is older than the retention cut-off, or older than the completed
+-- cut-off and every group of the partition has committed past its last offset (only when the
+-- partition has at least one consumer). Both rules release a prefix of the log (created_at and
+-- offsets grow together), so the first remaining offset is the deleted maximum + 1, also when
+-- nothing remains. It is computed from the deleted rows rather than from last_offset, which a
+-- concurrent append may have moved on.
+-- $1 partition id, $2 retention seconds (0 = off), $3 completed retention seconds (0 = off),
+-- $4 segment limit
+WITH floor AS (
+    SELECT min(c.committed) AS committed FROM queen.log_consumers c WHERE c.partition_id = $1),
+doomed AS (
+    SELECT s.base_offset
+      FROM queen.log_segments s CROSS JOIN floor f
+     WHERE s.partition_id = $1
+       AND (($2::bigint > 0 AND s.created_at < now() - make_interval(secs => $2::bigint))
+            OR ($3::bigint > 0 AND s.created_at < now() - make_interval(secs => $3::bigint)
+                AND f.committed IS NOT NULL AND s.last_offset <= f.committed))
+     ORDER BY s.base_offset
+     LIMIT $4),
+deleted AS (
+    DELETE FROM queen.log_segments s USING doomed d
+     WHERE s.partition_id = $1 AND s.base_offset = d.base_offset
+    RETURNING s.last_offset),
+moved AS (
+    UPDATE queen.log_partitions p
+       SET log_start = greatest(p.log_start, (SELECT max(last_offset) + 1 FROM deleted))
+     WHERE p.id = $1 AND EXISTS (SELECT 1 FROM deleted)
+    RETURNING p.log_start)
+SELECT (SELECT count(*) FROM deleted) AS segments,
+       (SELECT log_start FROM moved) AS log_start;
+

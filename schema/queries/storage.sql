@@ -1,0 +1,68 @@
+-- Statements of the storage plumbing: liveness, connection reset, migrations, wake-ups.
+-- Loaded by core/storage/statements.py.
+
+-- name: ping
+-- Is the server answering?
+SELECT 1;
+
+-- name: silence_probe
+-- Does the server this process is connected to still answer? (core/storage/liveness.py)
+SELECT 1;
+
+-- name: listener_probe
+-- Does the server behind the LISTEN connection still answer? (core/engine/listener.py)
+SELECT 1;
+
+-- name: rollback
+-- End a transaction a released connection left open.
+ROLLBACK;
+
+-- name: migration_lock
+-- Serialise migrations across processes (session-level advisory lock).
+-- $1 lock key
+SELECT pg_advisory_lock($1);
+
+-- name: migration_unlock
+-- Release the migration lock.
+-- $1 lock key
+SELECT pg_advisory_unlock($1);
+
+-- name: migration_ledger
+-- The tables recording applied migrations and the checksums of the function files applied
+-- (core/storage/migrations.py), created on first start.
+CREATE SCHEMA IF NOT EXISTS queen;
+CREATE TABLE IF NOT EXISTS queen.schema_migrations (
+    version integer PRIMARY KEY, name text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now());
+CREATE TABLE IF NOT EXISTS queen.schema_functions (
+    file text PRIMARY KEY, checksum text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now());
+
+-- name: migrations_applied
+-- Versions already applied.
+SELECT version FROM queen.schema_migrations;
+
+-- name: migration_record
+-- Record one applied migration.
+-- $1 version, $2 file name
+INSERT INTO queen.schema_migrations (version, name) VALUES ($1, $2);
+
+-- name: functions_applied
+-- The function files applied, with the SHA-256 of the text applied.
+SELECT file, checksum FROM queen.schema_functions;
+
+-- name: functions_record
+-- Record one applied function file.
+-- $1 file name, $2 SHA-256 of its text
+INSERT INTO queen.schema_functions (file, checksum) VALUES ($1, $2)
+ON CONFLICT (file) DO UPDATE SET checksum = excluded.checksum, applied_at = now();
+
+-- name: functions_forget
+-- Forget every recorded function checksum (a migration ran: all files are applied again).
+DELETE FROM queen.schema_functions;
+
+-- name: notify_wakeups
+-- Wake parked pops in every broker process: one notification per payload (see
+-- core/engine/wakeup.py for the payload format).
+-- $1 channel, $2 payloads
+SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p;

@@ -1,0 +1,71 @@
+-- Statements of the write path and of queue management. Loaded by core/storage/statements.py.
+
+-- name: append
+-- Append segments to several partitions in one statement, or report duplicates (see
+-- functions/20_append.sql for the arguments and the answer).
+-- $1 queues, $2 partitions, $3 namespaces, $4 tasks (one per partition), $5 default options
+-- (jsonb text), $6 segments per partition, $7 frames per segment, $8 blobs,
+-- $9 transactionIds (flat), $10 whether each partition's transactionIds repeat,
+-- $11 whether each partition's segments are sealed
+SELECT queue_id, partition_id, base_offset, created_at, dup_positions, dup_offsets, encrypted
+  FROM queen.append($1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb,
+                    $6::integer[], $7::integer[], $8::bytea[], $9::text[], $10::boolean[],
+                    $11::boolean[]);
+
+-- name: segments_at
+-- The segments holding the given offsets of a partition (each once, in offset order).
+-- $1 partition id, $2 offsets
+SELECT DISTINCT s.base_offset, s.created_at, s.blob
+  FROM unnest($2::bigint[]) AS o(at)
+  CROSS JOIN LATERAL (
+        SELECT x.base_offset, x.created_at, x.blob FROM queen.log_segments x
+         WHERE x.partition_id = $1 AND x.base_offset <= o.at AND x.last_offset >= o.at) s
+ ORDER BY s.base_offset;
+
+-- name: lock_queue
+-- The queue's row for configure, locked so concurrent configures merge one after another.
+-- $1 queue name
+SELECT id, namespace, task, options::text AS options
+  FROM queen.queues WHERE name = $1 FOR UPDATE;
+
+-- name: insert_queue
+-- Create a queue if absent (configure); does nothing when another writer won the race.
+-- $1 name, $2 namespace, $3 task, $4 options (jsonb text)
+INSERT INTO queen.queues (name, namespace, task, options)
+VALUES ($1, $2, $3, $4::jsonb)
+ON CONFLICT (name) DO NOTHING;
+
+-- name: update_queue
+-- Store a queue's effective namespace, task and options.
+-- $1 queue id, $2 namespace, $3 task, $4 options (jsonb text)
+UPDATE queen.queues SET namespace = $2, task = $3, options = $4::jsonb WHERE id = $1;
+
+-- name: delete_queue_row
+-- Remove the queue row; answers its id (nothing when absent).
+-- $1 queue name
+DELETE FROM queen.queues WHERE name = $1 RETURNING id;
+
+-- name: delete_queue_partitions
+-- Remove a queue's partitions; answers their ids. Waits for appends in flight (their row
+-- locks); an append that comes later creates the queue afresh.
+-- $1 queue id
+DELETE FROM queen.log_partitions WHERE queue_id = $1 RETURNING id;
+
+-- name: delete_partition_data
+-- Remove everything partitions own: segments, index, cursors, dead letters, stream state
+-- (migrations/080_streams.sql). A statement of its own after delete_queue_partitions, so its
+-- snapshot sees what appends that finished meanwhile wrote.
+-- $1 partition ids
+WITH s AS (DELETE FROM queen.log_segments WHERE partition_id = ANY($1::bigint[])),
+     t AS (DELETE FROM queen.log_txn_index WHERE partition_id = ANY($1::bigint[])),
+     tp AS (DELETE FROM queen.log_txn_pruned WHERE partition_id = ANY($1::bigint[])),
+     c AS (DELETE FROM queen.log_consumers WHERE partition_id = ANY($1::bigint[])),
+     d AS (DELETE FROM queen.log_dlq WHERE partition_id = ANY($1::bigint[])),
+     st AS (DELETE FROM queen.stream_state WHERE partition_id = ANY($1::bigint[])),
+     sp AS (DELETE FROM queen.stream_partitions WHERE partition_id = ANY($1::bigint[]))
+DELETE FROM queen.log_dlq_segments WHERE partition_id = ANY($1::bigint[]);
+
+-- name: delete_queue_subscriptions
+-- Remove stored consumer-group subscriptions of a queue.
+-- $1 queue id
+DELETE FROM queen.consumer_subscriptions WHERE queue_id = $1;

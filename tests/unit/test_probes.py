@@ -1,0 +1,72 @@
+"""The cost probes' shared runner (loadtest/probes/rounds.py) and their one command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from loadtest.probes import PROBES
+from loadtest.probes.rounds import Rounds, in_turn
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def test_variants_take_turns_going_first() -> None:
+    assert [in_turn(("a", "b", "c"), r) for r in range(3)] == [
+        ["a", "b", "c"], ["c", "b", "a"], ["a", "b", "c"]]
+
+
+def test_a_result_holds_every_round_and_the_same_run_ratios(tmp_path: Path) -> None:
+    rounds = Rounds("example", argparse.Namespace(out=tmp_path, rounds=3))
+    for new, old in ((110.0, 100.0), (90.0, 100.0), (300.0, 200.0)):
+        rounds.add("new msg/s", new)
+        rounds.add("old msg/s", old)
+        rounds.end_round()
+    rounds.ratio("new / old", "new msg/s", "old msg/s")
+    rounds.difference("new - old", "new msg/s", "old msg/s")
+    rounds.detail("note", {"k": 1})
+    assert rounds.finish() == 0
+    [written] = tmp_path.glob("probe-example-*.json")
+    result = json.loads(written.read_text())
+    assert result["figures"] == {"new msg/s": [110.0, 90.0, 300.0],
+                                 "old msg/s": [100.0, 100.0, 200.0]}
+    assert result["medians"] == {"new msg/s": 110.0, "old msg/s": 100.0}
+    # The ratio of the rounds, not of the medians (110 / 100 = 1.1 would be).
+    ratio = result["compared"]["new / old"]
+    assert ratio["per_round"] == [1.1, 0.9, 1.5] and ratio["median"] == 1.1
+    assert ratio["range"] == [0.9, 1.5]
+    assert result["compared"]["new - old"]["median"] == 10.0
+    assert result["rounds"] == 3 and result["details"] == {"note": {"k": 1}}
+    text = written.with_suffix(".txt").read_text()
+    assert "new / old  1.100 (median of the rounds' ratios, 0.900 .. 1.500)" in text
+
+
+def test_every_probe_answers_help_through_the_one_command() -> None:
+    for name in PROBES:
+        done = subprocess.run([sys.executable, "-m", "loadtest", "probe", name, "--help"],
+                              cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, (name, done.stderr)
+        assert f"python -m loadtest probe {name}" in done.stdout
+        assert "--rounds" in done.stdout and "--out" in done.stdout
+
+
+@pytest.mark.timeout(300)
+def test_a_probe_runs_and_writes_its_result(tmp_path: Path) -> None:
+    """The in-process probe, CI-sized: every figure of two rounds, JSON and text."""
+    done = subprocess.run(
+        [sys.executable, "-m", "loadtest", "probe", "encryption_layout", "--rounds", "2",
+         "--budget", "0.001", "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=280, check=False)
+    assert done.returncode == 0, done.stderr
+    [written] = tmp_path.glob("probe-encryption_layout-*.json")
+    result = json.loads(written.read_text())
+    assert result["rounds"] == 2
+    assert all(len(values) == 2 for values in result["figures"].values())
+    assert "1000 msgs segment / plain read one" in result["compared"]
+    assert "1000 msgs message / plain stored bytes" in result["details"]
+    assert written.with_suffix(".txt").read_text() in done.stdout
