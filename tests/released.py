@@ -7,7 +7,8 @@ this checkout then migrates it. Its migration files need not be in this checkout
 numbered chain of `schema/NNN_*.sql` is not: it became schema/migrations and
 schema/functions), and its function definitions are exactly what it shipped.
 
-The tests therefore need the history: a clone, not an export of the files.
+The tests therefore need the history: a clone, not an export of the files (without it they
+skip, saying so).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from tests.support import ROOT, create_database
 # migrations + functions (the numbered chain to version 95), and main when this layout was
 # written (the chain with versions 94 and 97). Add later releases to test the upgrade from
 # them too.
-RELEASES = {"numbered-chain-v95": "8e1d532", "numbered-chain-v97": "7e3f2d0"}
+RELEASES = {"landed-v90": "c0cc51a", "numbered-chain-v95": "8e1d532",
+            "numbered-chain-v97": "7e3f2d0"}
 
 # Run by the released code, in its own tree: apply its schema (up to a version, if given).
 _CREATE = """
@@ -73,8 +75,8 @@ def released_tree(commit: str) -> Path:
         return dest
     done = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", commit,
                            "core", "schema"], capture_output=True, check=False)
-    if done.returncode != 0:
-        pytest.fail(f"the released commit {commit} is not in this checkout's history "
+    if done.returncode != 0:  # an export or a shallow clone: the releases are not here
+        pytest.skip(f"the released commit {commit} is not in this checkout's history "
                     f"(git archive: {done.stderr.decode().strip()}); the upgrade tests "
                     "need a clone of the repository with its history")
     staging = Path(tempfile.mkdtemp(prefix=f"queen-released-{commit}-"))
