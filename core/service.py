@@ -55,8 +55,9 @@ from core.engine.longpoll import Backoff, pop_or_wait
 from core.engine.pop import PopRequest, PopResult
 from core.engine.push import Pusher, PushItem, PushOutcome
 from core.engine.reads.acks import AckFlusher, ExtendFlusher
-from core.engine.reads.claims import PopLines
-from core.engine.reads.quiet import EmptyLines, RetryWakes, TimedQueues
+from core.engine.reads.retry_wakes import RetryWakes
+from core.engine.ready.reader import Reader
+from core.engine.ready.ready_set import ReadySet
 from core.engine.writes import Appended, NewMessage
 from core.ephemeral import Ephemeral
 from core.ephemeral.sweeper import Sweeper as EphemeralSweeper
@@ -109,11 +110,12 @@ class Broker:
                                 settings.pop_wait_backoff_threshold,
                                 settings.pop_wait_backoff_multiplier,
                                 settings.pop_wait_max_interval_ms)
-        # Concurrent pops of one request: one claim statement (core/engine/reads/claims.py); and
-        # what lets a parked pop skip re-checks while nothing changed (core/engine/reads/quiet.py).
-        self._pop_lines = PopLines(db)
-        self._timed = TimedQueues(db)
-        self._empty_lines = EmptyLines()
+        # The read path (core/engine/ready): per (queue, group), the partitions this process
+        # knows may be claimable, fed by every mark the listener hears; pops claim from it.
+        self.ready = ReadySet(db, hub.session,
+                              reseed_interval_s=settings.ready_reseed_interval_ms / 1000)
+        self.reader = Reader(db, self.ready)
+        hub.on_marks = self.reader.marked
         self._retry_wakes = RetryWakes(db, hub.announce)
         # Acks and lease extensions of concurrent requests: one statement per flush.
         self._acks = AckFlusher(db, hub.announce)
@@ -183,7 +185,6 @@ class Broker:
                         sweeper.close()
                         await broker._pusher.close()
                         await broker._acks.close()
-                        await broker._pop_lines.close()
                         await broker._extends.close()
                         hub.close()  # the loops return; the TaskGroup waits for them
                         flusher.close()  # after a last flush, with the pushes just written
@@ -265,12 +266,10 @@ class Broker:
         """Claim and read now; with `wait`, park until something is delivered, `timeout_ms`
         passes, the client is `gone`, or the broker stops waiting (an empty result)."""
         switches = self._switches
-        result = await pop_or_wait(self._pop_lines, self._hub, request, wait=wait,
-                                   timeout_ms=timeout_ms, backoff=self._backoff,
-                                   timed=self._timed, gone=gone,
+        result = await pop_or_wait(self.reader, self._hub, request, wait=wait,
+                                   timeout_ms=timeout_ms, backoff=self._backoff, gone=gone,
                                    stop_waiting=self._stop_waiting,
-                                   paused=lambda: switches.pop_paused,
-                                   empty=self._empty_lines)
+                                   paused=lambda: switches.pop_paused)
         for claim in result.claims:
             COUNTERS.add("delivered", claim.count, claim.partition_id)
         COUNTERS.add("pop_messages", result.count)
@@ -336,13 +335,15 @@ class Broker:
                         given: Mapping[str, Any], replace: bool) -> queues.QueueConfig:
         config = await queues.configure(self._db, queue=queue, namespace=namespace, task=task,
                                         given=dict(given), replace=replace)
-        # Options decide whether the clock alone makes data claimable: parked pops here
-        # look again (other processes within core/engine/reads/quiet.py's bounds).
-        self._timed.forget()
+        # Options decide when the clock makes data claimable: this process's lanes reseed
+        # and its parked pops look again (other processes' at their periodic reseed).
+        self.reader.forget_routes()
+        self.ready.all_stale()
         self._hub.wake_everyone()
         return config
 
     async def delete_queue(self, queue: str) -> bool:
+        self.reader.forget_routes()  # a queue of that name made later is another queue
         return await queues.delete_queue(self._db, queue)
 
     async def fetch(self, entries: Sequence[offset_reads.FetchEntry], *, max_bytes: int,

@@ -68,6 +68,9 @@ class Settings:
     pop_wait_backoff_threshold: int = 3
     pop_wait_backoff_multiplier: float = 2.0
     pop_wait_max_interval_ms: int = 1000
+    # The ready set (core/engine/ready): a lane is reseeded from the database at least this
+    # often (±10 %), a floor against a notification lost with no sign of it.
+    ready_reseed_interval_ms: int = 30000
     retention_interval_ms: int = 300000
     retention_batch_size: int = 1000
     reaper_interval_ms: int = 1000
@@ -171,6 +174,8 @@ class Settings:
                 "POP_WAIT_BACKOFF_MULTIPLIER", cls.pop_wait_backoff_multiplier, low=1.0),
             pop_wait_max_interval_ms=read.integer(
                 "POP_WAIT_MAX_INTERVAL_MS", cls.pop_wait_max_interval_ms, low=1),
+            ready_reseed_interval_ms=read.integer(
+                "READY_RESEED_INTERVAL_MS", cls.ready_reseed_interval_ms, low=100),
             retention_interval_ms=read.integer(
                 "RETENTION_INTERVAL", cls.retention_interval_ms, low=100),
             retention_batch_size=read.integer(

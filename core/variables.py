@@ -84,13 +84,18 @@ VARIABLES: Catalogue = {
                                      "`all` (the oldest retained message) or `new` (the "
                                      "tail).",
         "POP_WAIT_INITIAL_INTERVAL_MS": "Milliseconds between a parked long poll's first "
-                                        "re-checks of the database (a wake-up makes it "
-                                        "check at once).",
-        "POP_WAIT_BACKOFF_THRESHOLD": "Empty re-checks after which a parked long poll spaces "
-                                      "its re-checks out.",
-        "POP_WAIT_BACKOFF_MULTIPLIER": "Factor by which the re-check interval then grows.",
+                                        "looks while the database is unreachable.",
+        "POP_WAIT_BACKOFF_THRESHOLD": "Kept for compatibility; parked long polls no longer "
+                                      "back off while the database answers.",
+        "POP_WAIT_BACKOFF_MULTIPLIER": "Factor by which a parked long poll spaces its looks "
+                                       "out while the database is unreachable.",
         "POP_WAIT_MAX_INTERVAL_MS": "Longest interval, in milliseconds, between a parked long "
-                                    "poll's re-checks.",
+                                    "poll's looks at its ready set (a look at nothing ready "
+                                    "costs no statement).",
+        "READY_RESEED_INTERVAL_MS": "Milliseconds (±10 %) after which a process rescans a "
+                                    "queue's partitions for a consumer group it serves: the "
+                                    "bound on how long a partition whose notification was "
+                                    "lost without trace can stay unseen.",
     },
     "Write coalescer": {
         "COALESCER_MAX_FLUSH_MESSAGES": "Most messages one flush writes as one segment.",

@@ -4,8 +4,8 @@ No HTTP, no coalescer, no wake-ups: each connection loops on exactly the stateme
 broker runs, through the same typed calls (`core.storage`): `queen.append` with segments of
 N frames packed by `core.engine.segments.pack` (the dedup index work included), optionally
 fusing 4 or 8 partitions into one statement as the coalescer does; then a pop loop
-(`queen.pop`: claim a span of one partition under a lease, read its segments, decompress,
-slice) and an ack loop (`queen.ack` of every popped message, as the official client and the
+(`queen.pop_ready`: claim a span of one partition under a lease, read its segments,
+decompress, slice) and an ack loop (`queen.ack` of every popped message, as the official client and the
 load tool's consumer do). Whatever the broker loses against these figures is lost above the
 database.
 """
@@ -92,6 +92,13 @@ async def pop_ack_loop(dsn: str, *, queue: str, group: str = "lsql", batch: int 
     assert pool is not None
     pop = [0, 0, 0.0]
     ack = [0, 0, 0.0]
+    async with pool.acquire() as conn:
+        partition_ids = [r["id"] for r in await conn.fetch(
+            "SELECT p.id FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
+            " WHERE q.name = $1", queue)]
+    if not partition_ids:
+        await pool.close()
+        raise RuntimeError(f"queue {queue!r} has no partitions to drain")
     deadline = time.monotonic() + seconds
 
     async def worker() -> None:
@@ -99,16 +106,18 @@ async def pop_ack_loop(dsn: str, *, queue: str, group: str = "lsql", batch: int 
             while time.monotonic() < deadline:
                 lease = str(uuid.uuid4())
                 t0 = time.monotonic()
-                rows = await reads.pop(
+                # The broker's claim by key (queen.pop_ready) of a few partitions, as its
+                # ready set hands them over; the ceiling has no ready set, so any few.
+                rows = await reads.pop_ready(
                     conn,  # type: ignore[arg-type]  # a pool proxy behaves as a Connection
                     queue=queue, namespace=None, task=None, partition=None, group=group,
                     named=True, seed_mode="all", seed_instant=None, store_seed=True,
                     batch=batch, partitions=1, auto_ack=False, lease_seconds=0,
                     lease_fallback=options.POP_LEASE_FALLBACK_SECONDS, lease_id=lease,
-                    hints=(), pivot=random.random(), candidates=10)
+                    candidates=random.sample(partition_ids, min(4, len(partition_ids))))
                 items = []
                 for r in rows:
-                    if r.blob is None:
+                    if r.verdict != "took" or r.blob is None:
                         continue
                     assert r.base_offset is not None and r.partition_id is not None
                     assert r.span_start is not None and r.span_end is not None

@@ -13,7 +13,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 import asyncpg
 import httpx
@@ -21,6 +21,10 @@ import httpx
 from core.embedded import EmbeddedPostgres, stop_process
 from core.settings import database_url_from_env
 from core.storage.database import Database
+
+if TYPE_CHECKING:
+    from core.engine.pop import PopRequest, PopResult
+    from core.engine.ready.reader import Reader
 
 ROOT = Path(__file__).resolve().parent.parent
 # Speed settings for the test server only; benchmarks and production keep fsync on.
@@ -264,12 +268,25 @@ async def cursor_row(conn: asyncpg.Connection, queue: str, group: str = "__QUEUE
 
 
 async def expire_leases_of(conn: asyncpg.Connection, queue: str) -> int:
-    """Back-date every lease on the queue so it is expired now (instead of sleeping)."""
+    """Back-date every lease on the queue so it is expired now (instead of sleeping), and
+    announce it as the reaper announces the leases it releases, so the brokers' ready sets
+    (which expect those leases to end later) look again."""
     status = await conn.execute(
         """UPDATE queen.log_consumers c SET lease_expires_at = now() - interval '1 second'
              FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
             WHERE c.partition_id = p.id AND q.name = $1 AND c.worker_id IS NOT NULL""", queue)
+    await announce_changed(conn, queue)
     return int(status.split()[-1])
+
+
+async def announce_changed(conn: asyncpg.Connection, queue: str) -> None:
+    """Tell every broker process that anything in the queue may have changed (a wake-up
+    naming no partition: their ready sets rescan the queue before trusting it again), as
+    a test that edits the database behind the brokers' backs must; then give the
+    notification a moment to arrive (it is asynchronous)."""
+    await conn.execute("SELECT pg_notify('queen_wakeup', id::text) FROM queen.queues "
+                       "WHERE name = $1", queue)
+    await asyncio.sleep(0.2)
 
 
 async def prune_index_of(conn: asyncpg.Connection, db: Database, queue: str) -> None:
@@ -339,3 +356,18 @@ async def schema_snapshot(db: asyncpg.Connection) -> dict[str, str]:
                 f"SELECT count(*) || ':' || coalesce(md5(string_agg(t::text, '|' "
                 f"ORDER BY t::text)), '') FROM queen.{name} t"))
     return out
+
+
+def core_reader(db: Database) -> Reader:
+    """The read path of a process that hears every notification (none is lost: its lanes,
+    once seeded, stay trusted), without its listener: what it knows comes from its own
+    claims and seeds. Several of them over one database behave as several processes."""
+    from core.engine.ready.reader import Reader
+    from core.engine.ready.ready_set import ReadySet
+
+    return Reader(db, ReadySet(db, lambda: 1))
+
+
+async def core_pop(db: Database, request: PopRequest) -> PopResult:
+    """One pop by a process that starts now: it seeds its lane, then claims."""
+    return await core_reader(db).pop(request)

@@ -80,8 +80,10 @@ class WakeupHub:
         self._connect_options = dict(connect_options)
         # queue id (or ANY_QUEUE) -> waiting line -> waiters in arrival order
         self._lines: dict[int, dict[WaitLine, dict[Waiter, None]]] = {}
-        self._to_announce: Counter[int] = Counter()
-        self._hints: defaultdict[int, list[int]] = defaultdict(list)
+        # Per queue, to announce: the partitions named (in order, distinct) and how many
+        # wakes could not be named (no partition given, or past MAX_HINTS).
+        self._hints: defaultdict[int, dict[int, None]] = defaultdict(dict)
+        self._unnamed: Counter[int] = Counter()
         # Per queue, spans to be announced that this process's pops were woken for, per group.
         self._served: defaultdict[int, Counter[str]] = defaultdict(Counter)
         # Per queue, partitions announced (local or remote) and not claimed here since, in the
@@ -95,11 +97,21 @@ class WakeupHub:
         self._notifier_pid: int | None = None
         self._channels: dict[str, Callable[[str | None], None]] = {}
         self.listening = False
+        # LISTEN sessions so far: a new number at each (re)connect, since notifications sent
+        # while it was down are lost (the ready set reseeds lanes seeded under another).
+        self._session = 0
+        # Who hears every mark (queue id, partitions, whether they are all the partitions
+        # concerned): the ready set's reader (core/engine/ready).
+        self.on_marks: Callable[[int, Sequence[int], bool], None] = _nobody
         # Change marks (see `change_mark`): announcements per queue and in all, and the
         # times every waiter was woken (a reconnect, pops resumed).
         self._changes: dict[int, int] = {}
         self._all_changes = 0
         self._epoch = 0
+
+    def session(self) -> int | None:
+        """The LISTEN connection's session number; None while it is down."""
+        return self._session if self.listening else None
 
     def subscribe(self, channel: str, callback: Callable[[str | None], None]) -> None:
         """Also LISTEN on `channel` (call before `listen_forever` starts): `callback` gets
@@ -151,7 +163,8 @@ class WakeupHub:
         return len({w for lines in self._lines.values() for ws in lines.values() for w in ws})
 
     def wake(self, queue_id: int, count: int = 1, partitions: Sequence[int] = (),
-             served: Mapping[str, int] | None = None) -> Counter[str]:
+             served: Mapping[str, int] | None = None,
+             complete: bool | None = None) -> Counter[str]:
         """Wake up to `count` not-yet-woken waiters per waiting line of the queue, and as many
         discovery waiters per line, handing each the queue's partitions with data announced
         and not claimed here since, the longest-waiting first: a woken pop claims those by
@@ -160,7 +173,12 @@ class WakeupHub:
 
         `served` (from another process's notification): spans its own pops took, per group
         token; the queue's any-partition lines of those groups wake that many fewer. Answers
-        how many any-partition waiters of the queue were woken, per group."""
+        how many any-partition waiters of the queue were woken, per group.
+
+        The ready set hears the partitions first (`on_marks`): `complete` says whether they
+        are all the partitions concerned (by default: as many as `count`)."""
+        self.on_marks(queue_id, partitions,
+                      len(partitions) >= count if complete is None else complete)
         self._changes[queue_id] = self._changes.get(queue_id, 0) + 1
         self._all_changes += 1
         hints: list[int] = []
@@ -224,13 +242,15 @@ class WakeupHub:
         commit: wake local waiters now, other processes by NOTIFY."""
         for queue_id, partition_id in wakes:
             woken = self.wake(queue_id, 1, [] if partition_id is None else [partition_id])
-            self._to_announce[queue_id] += 1
             if woken:
                 served = self._served[queue_id]
                 for group, n in woken.items():
                     served[_token(group)] += n
-            if partition_id is not None and len(self._hints[queue_id]) < MAX_HINTS:
-                self._hints[queue_id].append(partition_id)
+            hints = self._hints[queue_id]
+            if partition_id is None or (partition_id not in hints and len(hints) >= MAX_HINTS):
+                self._unnamed[queue_id] += 1  # the others' ready sets reseed that queue
+            else:
+                hints[partition_id] = None
         self._announce_ready.set()
 
     def _on_notification(self, conn: Any, pid: int, channel: str, payload: object) -> None:
@@ -265,6 +285,7 @@ class WakeupHub:
                 for channel, callback in self._channels.items():
                     await conn.add_listener(channel, _relay(callback))
                     callback(None)
+                self._session += 1
                 self.listening = True
                 self.wake_everyone()  # anything missed while disconnected: check once
                 while not self._stopping.is_set() and not conn.is_closed():
@@ -295,19 +316,23 @@ class WakeupHub:
             while True:
                 await self._announce_ready.wait()
                 self._announce_ready.clear()
-                if not self._to_announce:
+                if not self._hints and not self._unnamed:
                     if self._stopping.is_set():
                         return
                     continue
-                batch, self._to_announce = self._to_announce, Counter()
-                hints, self._hints = self._hints, defaultdict(list)
+                hints, self._hints = self._hints, defaultdict(dict)
+                unnamed, self._unnamed = self._unnamed, Counter()
                 served, self._served = self._served, defaultdict(Counter)
+                # n = the partitions named plus the wakes that could not be: a reader
+                # counting fewer names than n knows it was not told everything.
+                batch = {q: (len(hints.get(q, {})) + unnamed[q], list(hints.get(q, {})),
+                             dict(served.get(q, {})))
+                         for q in {*hints, *unnamed}}
                 try:
                     if conn is None or conn.is_closed():
                         conn = await connector_for(self._dsn).connect(**options)
                         self._notifier_pid = conn.get_server_pid()
-                    await notify_hinted(conn, {q: (n, hints.get(q, []), dict(served.get(q, {})))
-                                               for q, n in batch.items()})
+                    await notify_hinted(conn, batch)
                     # Let announcements gather for a moment: one NOTIFY per few milliseconds
                     # wakes waiters just as well as one per push, at a fraction of the cost.
                     await asyncio.sleep(_ANNOUNCE_GATHER_SECONDS)
@@ -323,6 +348,10 @@ class WakeupHub:
             if conn is not None:
                 with contextlib.suppress(Exception):
                     await within(2.0, conn.close())
+
+
+def _nobody(queue_id: int, partitions: Sequence[int], complete: bool) -> None:
+    pass
 
 
 def _relay(callback: Callable[[str | None], None]) -> Callable[..., None]:

@@ -1,4 +1,4 @@
-"""Long-poll pop: claim now, or park until a wake-up, a backoff re-check, or the deadline.
+"""Long-poll pop: claim now, or park until a mark, a due candidate, a look, or the deadline.
 
 A parked pop also rides through a database outage (it keeps re-checking until its deadline)
 and stops waiting at once when its process starts to shut down.
@@ -14,24 +14,20 @@ from typing import Any
 
 from core.engine.listener import WakeupHub
 from core.engine.pop import PopRequest, PopResult
-from core.engine.reads.claims import PopLines
-from core.engine.reads.quiet import EmptyCheck, EmptyLines, TimedQueues
+from core.engine.ready.reader import Reader
 from core.errors import StorageUnavailable
-from core.ids import QueueId
 
 
 @dataclass(frozen=True, slots=True)
 class Backoff:
-    """Re-check intervals while parked (§4.2): initial, doubled after `threshold` empty
-    checks, capped; a wake-up resets it."""
+    """Look intervals while parked (§4.2). With the ready set a look at nothing costs no
+    statement, so a parked pop looks every `max_ms`; the initial interval, doubled after
+    `threshold` looks, paces the looks of a pop riding out a database outage."""
 
     initial_ms: int = 100
     threshold: int = 3
     multiplier: float = 2.0
     max_ms: int = 1000
-    # A parked pop re-checks at least this often even when nothing was announced (see
-    # core/engine/reads/quiet.py); 0 = every backoff interval, as before quiet re-checks.
-    quiet_max_ms: int = 10_000
 
 
 # How long past its deadline a long poll's claim may run before it is abandoned (it answers
@@ -39,12 +35,10 @@ class Backoff:
 _STATEMENT_GRACE_S = 3.0
 
 
-async def pop_or_wait(lines: PopLines, hub: WakeupHub, request: PopRequest, *, wait: bool,
-                      timeout_ms: int, backoff: Backoff, timed: TimedQueues | None = None,
-                      gone: asyncio.Event | None = None,
+async def pop_or_wait(reader: Reader, hub: WakeupHub, request: PopRequest, *, wait: bool,
+                      timeout_ms: int, backoff: Backoff, gone: asyncio.Event | None = None,
                       stop_waiting: asyncio.Event | None = None,
-                      paused: Callable[[], bool] = lambda: False,
-                      empty: EmptyLines | None = None) -> PopResult:
+                      paused: Callable[[], bool] = lambda: False) -> PopResult:
     """Answer as soon as something is delivered; an empty result at the deadline, when
     `wait` is false, when the client has `gone`, or once `stop_waiting` is set (the process
     is shutting down: a parked pop answers at once rather than when it is cut off).
@@ -53,61 +47,40 @@ async def pop_or_wait(lines: PopLines, hub: WakeupHub, request: PopRequest, *, w
     empty queue, so consume loops idle instead of spinning, and claims as soon as pops
     resume (whoever resumes them wakes every parked pop) or answers empty at its deadline.
 
-    A backoff re-check with nothing announced for the pop's queues since its last check is
-    skipped (core/engine/reads/quiet.py) when `timed` says the clock cannot change them either.
-    So is a long poll's first check when `empty` holds a check of its line on this process
-    that found nothing and nothing was announced since: it starts parked, as if woken by
-    nothing after that check."""
+    A parked pop looks again when a mark wakes it, when a candidate it was told to wait for
+    becomes due, and at least every `backoff.max_ms`; a look at lanes with nothing ready
+    costs no statement (core/engine/ready/reader.py), so looking often is free."""
     deadline = time.monotonic() + timeout_ms / 1000
     interval = backoff.initial_ms / 1000
-    empty_checks = 0
     # Which queues' wake-ups concern us: None (any) until a named queue's id is known, and
     # always for discovery pops, which any push may serve.
     scope: frozenset[int] | None = None
-    hints: list[int] = []  # partitions the last wake-up named
-    woke = True
-    # The last fruitless check: the hub's change mark taken just before it (over the scope
-    # it had then), and when it ran.
-    looked: tuple[frozenset[int] | None, tuple[int, ...] | None, float] | None = None
-    result = PopResult(None)
-    prior = empty.last(request) if wait and empty is not None else None
-    if prior is not None:
-        scope, woke = prior.queue_ids, False
-        looked = (scope, prior.mark, prior.at)
-        result = PopResult(None, queue_ids=[QueueId(q) for q in sorted(scope)])
     while True:
         if gone is not None and gone.is_set():
             return PopResult(None)  # never lease messages to a client that has left
-        # Park before checking, so a commit between the check and the wait still wakes us.
+        # Park before looking, so a commit between the look and the wait still wakes us.
         with hub.parked(scope, request.group, request.partition) as waiter:
-            mark = hub.change_mark(scope)
             try:
                 if paused():
                     result = PopResult(None)
-                    looked = None
-                elif (not woke and looked is not None
-                      and await _quiet(hub, timed, looked, result.queue_ids, backoff)):
-                    pass  # nothing changed since the last check: it would find nothing
                 elif wait:
-                    looked = (scope, mark, time.monotonic())
                     # A frozen primary (a failover under way) holds a statement until the
                     # driver gives up, past our deadline: answer by the deadline regardless.
                     result = await _abandoned_after(
-                        lines.claim(request, hints, gone),
+                        reader.pop(request, gone),
                         max(deadline - time.monotonic(), 0) + _STATEMENT_GRACE_S)
-                    if empty is not None:
-                        _remember(empty, request, looked, result)
                 else:
-                    result = await lines.claim(request, hints, gone)
+                    result = await reader.pop(request, gone)
+                unreachable = False
             except (StorageUnavailable, TimeoutError):
-                looked = None
                 if not wait:
                     raise
-                # A long poll waits out a database outage like an empty queue: it re-checks
-                # on its backoff (the listener's reconnect wakes it at once) and answers
+                # A long poll waits out a database outage like an empty queue: it looks
+                # again on its backoff (the listener's reconnect wakes it at once) and answers
                 # messages when the database is back, or nothing at its deadline. An error
                 # here would stop the official client's consume loop.
                 result = PopResult(None, unreachable=True)
+                unreachable = True
             if result.claims:
                 for claim in result.claims:
                     hub.claimed(claim.queue_id, [claim.partition_id])
@@ -119,41 +92,18 @@ async def pop_or_wait(lines: PopLines, hub: WakeupHub, request: PopRequest, *, w
                 return result
             if scope is None and request.queue is not None and result.queue_ids:
                 hub.learnt(waiter, result.queue_ids)  # a wake-up of its queue finds it there
-            woke = await _wait_any(waiter.event, [gone, stop_waiting], min(interval, remaining))
-            hints = waiter.hints if woke else []
+            nap = backoff.max_ms / 1000
+            if unreachable:
+                nap, interval = interval, min(interval * backoff.multiplier,
+                                              backoff.max_ms / 1000)
+            due = reader.next_due(request)
+            if due is not None:
+                nap = min(nap, due + 0.005)
+            woke = await _wait_any(waiter.event, [gone, stop_waiting], min(nap, remaining))
         if request.queue is not None and result.queue_ids:
             scope = frozenset(result.queue_ids)
         if woke:
             interval = backoff.initial_ms / 1000
-            empty_checks = 0
-        else:
-            empty_checks += 1
-            if empty_checks >= backoff.threshold:
-                interval = min(interval * backoff.multiplier, backoff.max_ms / 1000)
-
-
-def _remember(empty: EmptyLines, request: PopRequest,
-              looked: tuple[frozenset[int] | None, tuple[int, ...] | None, float],
-              result: PopResult) -> None:
-    """Note what a check found, for the next long poll of its line (see `EmptyLines`)."""
-    scope, mark, at = looked
-    if result.claims:
-        empty.found_something(request)
-    elif scope is not None and mark is not None and set(result.queue_ids) == scope:
-        empty.found_nothing(request, EmptyCheck(scope, mark, at))
-
-
-async def _quiet(hub: WakeupHub, timed: TimedQueues | None,
-                 looked: tuple[frozenset[int] | None, tuple[int, ...] | None, float],
-                 queue_ids: list[QueueId], backoff: Backoff) -> bool:
-    """Whether a re-check may be skipped: nothing announced for the queues since the last
-    check (`looked`), that check recent enough, and no queue the clock can change."""
-    scope, mark, at = looked
-    if timed is None or mark is None or hub.change_mark(scope) != mark:
-        return False
-    if time.monotonic() - at >= backoff.quiet_max_ms / 1000:
-        return False
-    return not await timed.any_timed(queue_ids)
 
 
 async def _abandoned_after(claim: Coroutine[Any, Any, PopResult], seconds: float) -> PopResult:

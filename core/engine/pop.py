@@ -13,11 +13,9 @@ decompresses and slices them for a JSON answer.
 from __future__ import annotations
 
 import contextlib
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from core.engine import encryption, fanout, segments
 from core.engine.options import POP_LEASE_FALLBACK_SECONDS
@@ -28,10 +26,6 @@ from core.storage.database import Database
 from core.timefmt import parse_iso
 
 QUEUE_MODE = "__QUEUE_MODE__"
-# Candidates fetched per wanted partition: the extras absorb partitions that a concurrent
-# pop locks first (SKIP LOCKED) without a second scan.
-_CANDIDATE_FACTOR = 2
-_CANDIDATE_EXTRA = 8
 # Attempts of a pop that PostgreSQL aborts to break a deadlock: pops creating the cursors of
 # the same fresh partitions in opposite orders (hints first vs. a scan from a random pivot)
 # wait for each other's insert. The aborted statement changed nothing, so it is run again.
@@ -111,6 +105,8 @@ class PopResult:
     width: int | None = None  # partitions it wanted; None: unknown (no claim was tried)
     # Its last check met a database outage: the answer asks nothing more of the database.
     unreachable: bool = False
+    # The addressed queues' names by id, as the claim statement saw them (None: not asked).
+    queue_names: dict[QueueId, str] = field(default_factory=dict)
 
     @property
     def partitions_claimed(self) -> int:
@@ -146,97 +142,92 @@ def requested_seed(mode: str, since: str) -> tuple[str, datetime | None]:
     return "all", None
 
 
-async def pop(db: Database, request: PopRequest, hints: Sequence[int] = ()) -> PopResult:
-    """Claim and read in one statement; an empty result when nothing is deliverable.
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What a claim found at a candidate (migration 093): `took` (its lease ends in `due_in`
+    seconds; None with autoAck), `empty`, `leased` or `later` (until `due_in` seconds from
+    the statement), or `busy`."""
 
-    `hints` are partition ids a wake-up said just became deliverable: they are tried first,
-    by key, before the scan of the queue's partitions."""
-    lease_id = None if request.auto_ack else LeaseId(str(uuid7()))
-
-    async def claim() -> list[sql.PopRow]:
-        async with db.session() as conn:
-            return await sql.pop(conn, **_arguments(request), lease_id=lease_id or "",
-                                 hints=hints, pivot=random.random())
-
-    for _ in range(_DEADLOCK_ATTEMPTS - 1):
-        with contextlib.suppress(StorageDeadlock):
-            return _result(lease_id, await claim())
-    return _result(lease_id, await claim())
+    queue_id: QueueId
+    partition_id: PartitionId
+    partition: str | None
+    kind: str
+    due_in: float | None
 
 
-async def pop_shares(db: Database, request: PopRequest, shares: int,
-                     hints: Sequence[int] = ()) -> list[PopResult]:
-    """`shares` pops of the same request in one statement (queen.pop_shared): each its own
-    lease and its own scan pivot, as if made one after the other. Shares past the first
-    one that found nothing are not tried and answer nothing; the queues any share looked
-    at are given to every fruitless one (what a long poll waits on)."""
-    lease_ids = [None if request.auto_ack else LeaseId(str(uuid7())) for _ in range(shares)]
+@dataclass(slots=True)
+class Claimed:
+    """A claim statement's answer: the pop's result and a verdict on every other candidate."""
 
-    async def claim() -> list[sql.SharedPopRow]:
-        async with db.session() as conn:
-            return await sql.pop_shared(
-                conn, **_arguments(request), lease_ids=[lid or "" for lid in lease_ids],
-                hints=hints, pivots=[random.random() for _ in range(shares)])
-
-    for _ in range(_DEADLOCK_ATTEMPTS - 1):
-        with contextlib.suppress(StorageDeadlock):
-            rows = await claim()
-            break
-    else:
-        rows = await claim()
-    by_share: list[list[sql.PopRow]] = [[] for _ in range(shares)]
-    for row in rows:
-        by_share[row.share - 1].append(row)
-    results = [_result(lease_id, share_rows)
-               for lease_id, share_rows in zip(lease_ids, by_share, strict=True)]
-    looked_at = [q for r in results for q in r.queue_ids]
-    for result in results:
-        if not result.claims:
-            result.queue_ids = list(dict.fromkeys(looked_at))
-    return results
+    result: PopResult
+    verdicts: list[Verdict] = field(default_factory=list)
 
 
-def _arguments(request: PopRequest) -> dict[str, Any]:
-    """The statement arguments a pop's request decides (all but lease, hints, pivot)."""
+async def claim(db: Database, request: PopRequest, candidates: Sequence[int],
+                width: int, lease_id: LeaseId | None = None) -> Claimed:
+    """Claim among `candidates` (partition ids; ignored when the request names its
+    partition) in one statement, wanting `width` partitions (a conflating queue's group:
+    the request's conflation width). No candidates: the statement only looks up (and
+    registers the group on) the addressed queues. `lease_id`: the lease to claim under (a
+    pop's second statement extends its first one's lease); a new one by default."""
+    if request.auto_ack:
+        lease_id = None
+    elif lease_id is None:
+        lease_id = LeaseId(str(uuid7()))
     seed_mode, seed_instant = requested_seed(request.subscription_mode,
                                              request.subscription_from)
     named = request.group != QUEUE_MODE
-    wanted = 1 if request.partition is not None else max(
-        request.max_partitions, request.conflation_width if request.conflation else 1, 1)
-    return {"queue": request.queue, "namespace": request.namespace, "task": request.task,
-            "partition": request.partition, "group": request.group, "named": named,
-            "seed_mode": seed_mode, "seed_instant": seed_instant,
-            "store_seed": named and request.partition is None, "batch": request.batch,
-            "partitions": request.max_partitions, "auto_ack": request.auto_ack,
-            "lease_seconds": request.lease_seconds,
-            "lease_fallback": POP_LEASE_FALLBACK_SECONDS,
-            "candidates": wanted * _CANDIDATE_FACTOR + _CANDIDATE_EXTRA,
-            "conflation": request.conflation, "conflation_width": request.conflation_width,
-            "auto_width": request.auto_width, "in_flight": request.in_flight}
+
+    async def statement() -> list[sql.ReadyRow]:
+        async with db.session() as conn:
+            return await sql.pop_ready(
+                conn, queue=request.queue, namespace=request.namespace, task=request.task,
+                partition=request.partition, group=request.group, named=named,
+                seed_mode=seed_mode, seed_instant=seed_instant,
+                store_seed=named and request.partition is None, batch=request.batch,
+                partitions=width, auto_ack=request.auto_ack,
+                lease_seconds=request.lease_seconds,
+                lease_fallback=POP_LEASE_FALLBACK_SECONDS, lease_id=lease_id or "",
+                candidates=candidates, conflation=request.conflation,
+                conflation_width=request.conflation_width)
+
+    for _ in range(_DEADLOCK_ATTEMPTS - 1):
+        with contextlib.suppress(StorageDeadlock):
+            return _claimed(lease_id, await statement())
+    return _claimed(lease_id, await statement())
 
 
-def _result(lease_id: LeaseId | None, rows: Sequence[sql.PopRow]) -> PopResult:
+def _claimed(lease_id: LeaseId | None, rows: Sequence[sql.ReadyRow]) -> Claimed:
     result = PopResult(lease_id)
+    answer = Claimed(result)
     claims: dict[int, Claim] = {}
     for row in rows:
-        result.conflation = bool(result.conflation) or bool(row.conflation)
         result.width = row.width
-        if row.partition_id is None:  # nothing delivered: the queues it looked at
-            result.queue_ids.append(QueueId(row.queue_id))
+        if row.verdict == "queue":
+            assert row.queue is not None
+            result.conflation = bool(result.conflation) or bool(row.conflation)
+            if row.queue_id not in result.queue_ids:
+                result.queue_ids.append(QueueId(row.queue_id))
+            result.queue_names[QueueId(row.queue_id)] = row.queue
+            continue
+        assert row.partition_id is not None
+        if row.verdict != "took" or row.partition_id not in claims:
+            answer.verdicts.append(Verdict(QueueId(row.queue_id), PartitionId(row.partition_id),
+                                           row.partition, row.verdict, row.due_in))
+        if row.verdict != "took":
             continue
         claim = claims.get(row.partition_id)
         if claim is None:
-            assert row.partition is not None and row.span_start is not None
-            assert row.span_end is not None and row.retry_count is not None
+            assert row.queue is not None and row.partition is not None
+            assert row.span_start is not None and row.span_end is not None
+            assert row.retry_count is not None
             claim = claims[row.partition_id] = Claim(
                 QueueId(row.queue_id), row.queue, PartitionId(row.partition_id),
                 row.partition, row.span_start, row.span_end, row.retry_count)
             result.claims.append(claim)
-            if claim.queue_id not in result.queue_ids:
-                result.queue_ids.append(claim.queue_id)
         assert row.base_offset is not None and row.created_at is not None
         assert row.blob is not None and row.last_offset is not None
         blob = encryption.opened(row.blob, claim.queue, claim.partition)
         claim.segments.append(StoredSegment(row.base_offset, row.created_at, blob,
                                             row.last_offset))
-    return result
+    return answer

@@ -33,7 +33,9 @@ CHANNEL = "queen_wakeup"
 # What became deliverable: one span in a queue, in a known partition or not.
 Wake = tuple[int, int | None]
 
-MAX_HINTS = 32  # partition ids carried by one notification (payloads stay far below 8000 B)
+# Partition ids carried by one notification per queue (payloads stay far below PostgreSQL's
+# 8000 B); past them the notification counts the rest without naming them.
+MAX_HINTS = 256
 
 
 MAX_SERVED = 32  # groups whose local deliveries one notification reports

@@ -1,5 +1,5 @@
-"""Typed calls of the read-path statements: pop, ack, lease extension, offset reads
-(schema/queries/pop.sql, schema/queries/read.sql)."""
+"""Typed calls of the read-path statements: pop, the ready set's reseed, ack, lease
+extension, offset reads (schema/queries/pop.sql, ready.sql, read.sql)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,14 @@ from core.storage.statements import Conn, Statement
 
 
 @dataclass(slots=True)
-class PopRow:
-    """A segment of a delivered span, or (partition_id None) a queue a fruitless pop
-    looked at."""
+class ReadyRow:
+    """A row of `pop_ready` (migration 093 lists the verdicts): a segment of a delivered
+    span (`took`), why another candidate gave nothing and in how many seconds it may
+    (`empty`, `leased`, `later`, `busy`), or an addressed queue (`queue`)."""
 
+    verdict: str
     queue_id: int
-    queue: str
+    queue: str | None
     partition_id: int | None
     partition: str | None
     span_start: int | None
@@ -28,19 +30,16 @@ class PopRow:
     last_offset: int | None
     conflation: bool | None  # the group's stored policy on this row's queue (§20.2)
     width: int  # partitions the pop wanted (§20.3, §20.5)
-
-
-@dataclass(slots=True)
-class SharedPopRow(PopRow):
-    """A row of `pop_shared`: a PopRow of the 1-based share `share`."""
-
-    share: int
+    due_in: float | None  # seconds from now (leased, later)
 
 
 @dataclass(frozen=True, slots=True)
-class QueueTimed:
-    id: int
-    timed: bool
+class ScannedPartition:
+    """A partition the reseed found with data for the group (`ready_scan`)."""
+
+    partition_id: int
+    partition: str
+    due_in: float | None  # seconds until its lease or retryDelay lets go; None: now
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,10 +112,9 @@ class RangeRow:
     blob: bytes
 
 
-_POP = Statement("pop", PopRow)
-_POP_SHARED = Statement("pop_shared", SharedPopRow)
+_POP_READY = Statement("pop_ready", ReadyRow)
+_READY_SCAN = Statement("ready_scan", ScannedPartition)
 _ACK = Statement("ack", AckRow)
-_QUEUE_TIMED = Statement("queue_timed", QueueTimed)
 _PENDING_RETRIES = Statement("pending_retries", PendingRetry)
 _SPAN_SEGMENTS = Statement("span_segments", PlacedSegmentRow)
 _EXTEND_LEASES = Statement("extend_leases", LeaseExpiry)
@@ -124,39 +122,23 @@ _FETCH_PARTITION_STATE = Statement("fetch_partition_state", PartitionState)
 _FETCH_SEGMENTS = Statement("fetch_segments", RangeRow)
 
 
-async def pop(conn: Conn, *, queue: str | None, namespace: str | None, task: str | None,
-              partition: str | None, group: str, named: bool, seed_mode: str,
-              seed_instant: datetime | None, store_seed: bool, batch: int, partitions: int,
-              auto_ack: bool, lease_seconds: int, lease_fallback: int, lease_id: str,
-              hints: Sequence[int], pivot: float, candidates: int, conflation: bool = False,
-              conflation_width: int = 1, auto_width: bool = False,
-              in_flight: int = 1) -> list[PopRow]:
-    """Claim and read in one statement (schema/functions/30_pop.sql)."""
-    return await _POP.rows(conn, queue, namespace, task, partition, group, named, seed_mode,
-                           seed_instant, store_seed, batch, partitions, auto_ack,
-                           lease_seconds, lease_fallback, lease_id, list(hints), pivot,
-                           candidates, conflation, conflation_width, auto_width, in_flight)
+async def pop_ready(conn: Conn, *, queue: str | None, namespace: str | None,
+                    task: str | None, partition: str | None, group: str, named: bool,
+                    seed_mode: str, seed_instant: datetime | None, store_seed: bool,
+                    batch: int, partitions: int, auto_ack: bool, lease_seconds: int,
+                    lease_fallback: int, lease_id: str, candidates: Sequence[int],
+                    conflation: bool = False, conflation_width: int = 1) -> list[ReadyRow]:
+    """Claim among candidates and read, in one statement (schema/functions/30_pop.sql)."""
+    return await _POP_READY.rows(conn, queue, namespace, task, partition, group, named,
+                                 seed_mode, seed_instant, store_seed, batch, partitions,
+                                 auto_ack, lease_seconds, lease_fallback, lease_id,
+                                 list(candidates), conflation, conflation_width)
 
 
-async def pop_shared(conn: Conn, *, queue: str | None, namespace: str | None,
-                     task: str | None, partition: str | None, group: str, named: bool,
-                     seed_mode: str, seed_instant: datetime | None, store_seed: bool,
-                     batch: int, partitions: int, auto_ack: bool, lease_seconds: int,
-                     lease_fallback: int, lease_ids: Sequence[str], hints: Sequence[int],
-                     pivots: Sequence[float], candidates: int, conflation: bool = False,
-                     conflation_width: int = 1, auto_width: bool = False,
-                     in_flight: int = 1) -> list[SharedPopRow]:
-    """Pops of one request, one per lease id, in one statement (schema/functions/30_pop.sql)."""
-    return await _POP_SHARED.rows(conn, queue, namespace, task, partition, group, named,
-                                  seed_mode, seed_instant, store_seed, batch, partitions,
-                                  auto_ack, lease_seconds, lease_fallback, list(lease_ids),
-                                  list(hints), list(pivots), candidates, conflation,
-                                  conflation_width, auto_width, in_flight)
-
-
-async def queue_timed(conn: Conn, *, queue_ids: Sequence[int]) -> list[QueueTimed]:
-    """Whether each (existing) queue has options that make data claimable by the clock."""
-    return await _QUEUE_TIMED.rows(conn, list(queue_ids))
+async def ready_scan(conn: Conn, *, queue_id: int, group: str, after: int,
+                     limit: int) -> list[ScannedPartition]:
+    """A page of the reseed (schema/queries/ready.sql)."""
+    return await _READY_SCAN.rows(conn, queue_id, group, after, limit)
 
 
 async def pending_retries(conn: Conn, *, groups: Sequence[str],

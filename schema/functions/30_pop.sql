@@ -1,28 +1,31 @@
--- The read path: a pop is one statement.
+-- The read path: a pop is one statement over candidates it already knows.
 --
--- queen.pop does the whole claim in one call, so an attempt (and a long poll's re-check)
--- costs one round trip: look up the addressed queues with the group's stored subscription
--- (storing it at the group's first pop of the queue), find candidate partitions (those a
--- wake-up named first, then a scan from a random pivot), lock their cursors with SKIP
--- LOCKED or create them on first contact (seeded by the subscription rule), spend the batch
--- budget across up to `width` of them, lease the delivered spans (or, with autoAck, commit
--- them), and answer the segments overlapping each span. Decompressing and slicing the
--- segments is the caller's (PostgreSQL has no zstd). queen.pop_shared serves several
--- identical pops of one process in one statement.
+-- Each broker process keeps, per (queue, consumer group), the partitions it knows to be
+-- ready (core/engine/ready: fed by commits, notifications, verdicts and a paged reseed).
+-- A pop hands a few of them to queen.pop_ready, which does the whole claim in one call: look
+-- up the addressed queues with the group's stored subscription (storing it at the group's
+-- first pop of the queue), lock the candidates' cursors with SKIP LOCKED or create them on
+-- first contact (seeded by the subscription rule), spend the batch budget across up to
+-- `width` of them, lease the delivered spans (or, with autoAck, commit them), answer the
+-- segments overlapping each span, and say of every other candidate why it gave nothing
+-- (empty, leased until, held by the clock until, busy). It never scans the queue's
+-- partitions: that is the reseed's (queries/ready.sql), paged. Decompressing and slicing the
+-- segments is the caller's (PostgreSQL has no zstd).
 --
 -- Queue options the claim applies (wire-protocol §4.9; docs/reference/queue-options.md):
 -- * retryDelay (ms): a `failed` ack within the retry budget, or a `retry` ack, releases the
 --   span with a not-before time (log_consumers.not_before = now() + retryDelay); the span is
 --   not claimable before it, so a poison message is redelivered at that pace instead of at
---   once. Dead-lettering, dropping, a completed ack, a claim and a seek clear it. A delayed
---   release wakes no parked pop; the reaper announces it when it is due (migration 028).
+--   once. Dead-lettering, dropping, a completed ack, a claim and a seek clear it. The claim
+--   answers such a candidate `later` with that time.
 -- * maxWaitTimeSeconds: when a pop claims a cursor, messages appended longer ago than that
 --   are skipped: the cursor moves past them without delivering them, and they are counted in
 --   log_consumers.evicted (only spans nobody holds are evicted; a leased batch is left to
 --   its holder).
 -- * minPopWaitTime (ms): a span that cannot fill the pop's remaining budget is not claimed
 --   until its oldest message has waited that long (more messages may arrive meanwhile).
--- * delayedProcessing, windowBuffer: see queen.pop_eligible.
+-- * delayedProcessing (s): only messages appended that long ago are visible.
+-- * windowBuffer (s): a partition is claimable only once it has been quiet that long.
 -- (retentionEnabled gates the reaper's retention: queries/reaper.sql.)
 --
 -- Conflation and width (wire-protocol-extensions §20):
@@ -35,60 +38,20 @@
 -- * For a conflating queue a claimed partition delivers only its newest visible message,
 --   leased with the span (committed, tail] (batch_end = tail); queen.ack then treats a
 --   signal on that tail as one at the head.
--- * The width (partitions a pop wants): the partition route 1; the autopilot divides the
---   partitions ready for the group among the lane's pops in flight; a conflating pop
---   p_conflation_width; else `partitions`. Each answer row carries its queue's effective
+-- * The width (partitions a pop wants): the partition route 1; a conflating pop
+--   p_conflation_width; else `partitions` (the autopilot chooses it in the process, from its
+--   ready set: core/engine/autopilot.py). Each answer row carries its queue's effective
 --   policy and the width used.
 --
--- Types (migrations 025 and 082): queen.pop_queue (an addressed queue as the claim needs
--- it), queen.pop_row (a segment of a delivered span), queen.pop_answer (pop_row, the
--- queue's conflation policy and the width).
+-- Types: queen.pop_queue (migration 025, 082: an addressed queue as the claim needs it),
+-- queen.pop_row (025: a segment of a delivered span), queen.ready_answer (093: a row of
+-- queen.pop_ready's answer).
 --
 -- The functions below run their statements with generic plans (planned once per
 -- connection) and without sequential scans: re-planning them at each call, PL/pgSQL's
 -- default while their parameters vary, cost more than running them, and a generic plan's
 -- guesses about array arguments must never turn into a scan of a table that is small in
 -- live rows but large in dead versions (cursors and partitions are updated all the time).
-
--- Partitions a pop may claim: data past the group's cursor and no live lease, or no cursor
--- yet (first contact), ids in [p_from, p_to), ascending, at most p_limit; windowBuffer holds
--- a partition until it has been quiet for N seconds.
--- Options are read without defaults: every queue row holds every option (migration 021).
-CREATE OR REPLACE FUNCTION queen.pop_eligible(
-    p_queue_ids bigint[], p_group text, p_partition text, p_from bigint, p_to bigint,
-    p_limit integer)
-RETURNS TABLE (partition_id bigint, queue_id bigint, name text, last_offset bigint,
-               fresh boolean)
-LANGUAGE sql STABLE AS $$
-    SELECT p.id, p.queue_id, p.name, p.last_offset, (c.partition_id IS NULL)
-      FROM queen.log_partitions p
-      JOIN queen.queues q ON q.id = p.queue_id
-      LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = p_group
-     WHERE p.queue_id = ANY(p_queue_ids)
-       AND p.id >= p_from AND p.id < p_to
-       AND (p_partition IS NULL OR p.name = p_partition)
-       AND p.last_offset >= p.log_start
-       AND (c.partition_id IS NULL
-            OR (c.committed < p.last_offset
-                AND (c.worker_id IS NULL OR c.lease_expires_at <= now())
-                AND (c.not_before IS NULL OR c.not_before <= now())))
-       AND ((q.options ->> 'windowBuffer')::integer = 0
-            OR p.last_write_at
-               <= now() - make_interval(secs => (q.options ->> 'windowBuffer')::integer))
-       -- delayedProcessing: the oldest message the group could get (the segment holding
-       -- the offset after its cursor, or the oldest kept one on first contact) must be old
-       -- enough; segments are stamped in offset order, so when it is not, none is. Keeps a
-       -- pop from walking partitions that hold only messages not yet visible.
-       AND ((q.options ->> 'delayedProcessing')::integer = 0
-            OR coalesce((SELECT s.created_at FROM queen.log_segments s
-                          WHERE s.partition_id = p.id
-                            AND s.base_offset <= greatest(coalesce(c.committed + 1, p.log_start),
-                                                          p.log_start)
-                          ORDER BY s.base_offset DESC LIMIT 1), '-infinity')
-               <= now() - make_interval(secs => (q.options ->> 'delayedProcessing')::integer))
-     ORDER BY p.id
-     LIMIT p_limit
-$$;
 
 -- One claim attempt among candidates (partition ids in preference order, and whether the
 -- group has no cursor there yet): create the missing cursors, then walk the candidates in
@@ -280,9 +243,9 @@ AS $$
      ORDER BY w.ord, s.base_offset
 $$;
 
--- Claim and read (see the top of this file).
+-- Claim among known candidates and read (see the top of this file).
 --   p_queue               queue name, or null for a discovery pop by p_namespace / p_task
---   p_partition           partition name, or null (any)
+--   p_partition           partition name, or null (any): named, it is the only candidate
 --   p_group, p_named      consumer group; named = not the implicit __QUEUE_MODE__ group
 --   p_seed_mode, p_seed_instant   the request's first-contact rule (all | new | timestamp)
 --   p_store_seed          remember it as the group's subscription if it has none yet
@@ -291,54 +254,40 @@ $$;
 --   p_lease_seconds       the request's lease length (0 = the queue's leaseTime)
 --   p_lease_fallback      lease length when both are 0
 --   p_lease_id            the lease id of this pop
---   p_hints               partitions a wake-up named, tried first by key
---   p_pivot               random number in [0, 1): where the scan starts
---   p_candidates          candidates fetched per scan
+--   p_candidates          partition ids, in preference order (ignored with p_partition);
+--                         none: the statement only looks up (and registers) the queues
 --   p_conflation          the policy this pop declares (stored if the group has none yet)
 --   p_conflation_width    partitions a conflating pop claims
---   p_auto_width, p_in_flight   the autopilot's width: ready partitions / pops in flight
--- Rows (queen.pop_answer): per delivered partition (in claim order), its span and the
--- segments overlapping it. When nothing is delivered: one row per addressed queue with only
--- queue_id, queue, conflation and width set (so a long poll knows what to wait for);
--- nothing at all for an unknown queue.
-CREATE OR REPLACE FUNCTION queen.pop(
+-- Rows (queen.ready_answer, by verdict): `took` per segment of each delivered span (in claim
+-- order); `empty` / `leased` / `later` / `busy` per other candidate (see migration 093);
+-- `queue` per addressed queue. Nothing at all for an unknown queue.
+CREATE OR REPLACE FUNCTION queen.pop_ready(
     p_queue text, p_namespace text, p_task text, p_partition text, p_group text,
     p_named boolean, p_seed_mode text, p_seed_instant timestamptz, p_store_seed boolean,
     p_batch integer, p_partitions integer, p_auto_ack boolean, p_lease_seconds integer,
-    p_lease_fallback integer, p_lease_id text, p_hints bigint[], p_pivot float8,
-    p_candidates integer, p_conflation boolean, p_conflation_width integer,
-    p_auto_width boolean, p_in_flight integer)
-RETURNS SETOF queen.pop_answer
+    p_lease_fallback integer, p_lease_id text, p_candidates bigint[], p_conflation boolean,
+    p_conflation_width integer)
+RETURNS SETOF queen.ready_answer
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
 AS $$
 DECLARE
     v_queues  queen.pop_queue[] := '{}';
     v_qids    bigint[] := '{}';
-    v_buffer  boolean := false;
+    v_conf_qids bigint[] := '{}';  -- the addressed queues whose group conflates
     v_wanted  integer;
     v_conf    boolean;
-    v_conf_qids bigint[] := '{}';  -- the addressed queues whose group conflates
     v_smode   text;
     v_sinst   timestamptz;
-    v_ready   bigint;
     v_mode    text;
     v_instant timestamptz;
     v_lease   integer;
+    v_cands   bigint[];
     v_ids     bigint[];
     v_fresh   boolean[];
-    v_got_ids bigint[] := '{}';  -- the spans delivered so far: partition, first, last
+    v_got_ids bigint[] := '{}';  -- the spans delivered: partition, first, last
     v_got_lo  bigint[] := '{}';
     v_got_hi  bigint[] := '{}';
-    v_spent   bigint;
-    v_lo      bigint;            -- the scan: partition id bounds, pivot, current page
-    v_hi      bigint;
-    v_at      bigint;
-    v_from    bigint;
-    v_to      bigint;
-    v_range   integer;
-    v_found   bigint;
-    v_last    bigint;
     r         record;
 BEGIN
     FOR r IN
@@ -405,170 +354,103 @@ BEGIN
                                     (r.options ->> 'minPopWaitTime')::integer,
                                     v_conf)::queen.pop_queue;
         v_qids := v_qids || r.id;
-        v_buffer := v_buffer OR (r.options ->> 'windowBuffer')::integer > 0;
     END LOOP;
     IF cardinality(v_qids) = 0 THEN
         RETURN;
     END IF;
-    SELECT min(b.id), max(b.id) INTO v_lo, v_hi
-      FROM queen.log_partitions b WHERE b.queue_id = ANY(v_qids);
 
-    -- Width (extensions §20.3, §20.5): the partition route claims one; the autopilot
-    -- divides the partitions ready for the group now (deliverable, no live lease) among the
-    -- lane's pops in flight, rounded up, 1..64 (counting stops at the 64 per pop it could
-    -- use); a conflating pop claims p_conflation_width (partitions if sent, else its batch,
-    -- 1..64); else `partitions`.
     IF p_partition IS NOT NULL THEN
         v_wanted := 1;
-    ELSIF p_auto_width THEN
-        v_ready := 0;
-        IF v_lo IS NOT NULL THEN
-            SELECT count(*) INTO v_ready
-              FROM queen.pop_eligible(v_qids, p_group, NULL, v_lo, v_hi + 1,
-                                      64 * greatest(p_in_flight, 1)) e;
-        END IF;
-        v_wanted := least(greatest(ceil(v_ready::numeric / greatest(p_in_flight, 1)), 1),
-                          64)::integer;
-    ELSIF cardinality(v_conf_qids) > 0 THEN
-        v_wanted := least(greatest(p_conflation_width, 1), 64);
+        SELECT array_agg(b.id ORDER BY b.id) INTO v_cands
+          FROM queen.log_partitions b
+         WHERE b.queue_id = ANY(v_qids) AND b.name = p_partition;
     ELSE
-        v_wanted := greatest(p_partitions, 1);
+        v_wanted := CASE WHEN cardinality(v_conf_qids) > 0
+                         THEN least(greatest(p_conflation_width, 1), 64)
+                         ELSE greatest(p_partitions, 1) END;
+        v_cands := p_candidates;
     END IF;
+    v_cands := coalesce(v_cands, '{}');
 
-    -- Partitions a wake-up named (the first p_candidates), by key, in the order named; only
-    -- the claim checks whether each is still claimable. Skipped when a windowBuffer may hold
-    -- partitions: only the scan applies it.
-    IF cardinality(p_hints) > 0 AND NOT v_buffer THEN
-        SELECT array_agg(p.id ORDER BY h.ord),
-               array_agg(NOT EXISTS (SELECT 1 FROM queen.log_consumers x
-                                      WHERE x.partition_id = p.id
-                                        AND x.consumer_group = p_group) ORDER BY h.ord)
-          INTO v_ids, v_fresh
-          FROM unnest(p_hints[1:p_candidates]) WITH ORDINALITY AS h(id, ord)
-          JOIN queen.log_partitions p ON p.id = h.id
-         WHERE p.queue_id = ANY(v_qids)
-           AND (p_partition IS NULL OR p.name = p_partition)
-           AND p.last_offset >= p.log_start;
-        IF v_ids IS NOT NULL THEN
-            SELECT v_got_ids || coalesce(array_agg(k.partition_id), '{}'),
-                   v_got_lo || coalesce(array_agg(k.span_start), '{}'),
-                   v_got_hi || coalesce(array_agg(k.span_end), '{}')
-              INTO v_got_ids, v_got_lo, v_got_hi
-              FROM queen.pop_claim(v_queues, v_ids, v_fresh, p_group, v_wanted, p_batch,
-                                   p_auto_ack, p_lease_id) k;
-        END IF;
+    -- The candidates of the addressed queues with kept messages, in the order given; a
+    -- windowBuffer holds a partition written to less than that long ago (answered below).
+    SELECT array_agg(p.id ORDER BY c.ord),
+           array_agg(NOT EXISTS (SELECT 1 FROM queen.log_consumers x
+                                  WHERE x.partition_id = p.id
+                                    AND x.consumer_group = p_group) ORDER BY c.ord)
+      INTO v_ids, v_fresh
+      FROM unnest(v_cands) WITH ORDINALITY AS c(id, ord)
+      JOIN queen.log_partitions p ON p.id = c.id
+      JOIN unnest(v_queues) q ON q.id = p.queue_id
+     WHERE p.last_offset >= p.log_start
+       AND (q.window_buffer = 0
+            OR p.last_write_at <= now() - make_interval(secs => q.window_buffer));
+    IF v_ids IS NOT NULL THEN
+        SELECT coalesce(array_agg(k.partition_id), '{}'), coalesce(array_agg(k.span_start), '{}'),
+               coalesce(array_agg(k.span_end), '{}')
+          INTO v_got_ids, v_got_lo, v_got_hi
+          FROM queen.pop_claim(v_queues, v_ids, v_fresh, p_group, v_wanted, p_batch,
+                               p_auto_ack, p_lease_id) k;
     END IF;
-
-    -- The scan walks the queues' partitions in id order from a random pivot and wraps
-    -- around, so concurrent pops spread over the partitions and each gets its turn. It
-    -- fetches p_candidates eligible partitions at a time and goes on past those that
-    -- delivered nothing, until the pop has its partitions, its budget is spent, or no
-    -- partition is left: a pop answers nothing only when nothing was deliverable to it.
-    v_range := 1;
-    v_at := v_lo + floor(p_pivot * (v_hi - v_lo + 1))::bigint;
-    v_from := v_at;
-    WHILE v_lo IS NOT NULL AND cardinality(v_got_ids) < v_wanted LOOP
-        v_spent := 0;
-        SELECT coalesce(sum(w.hi - w.lo + 1), 0) INTO v_spent
-          FROM unnest(v_got_lo, v_got_hi) AS w(lo, hi);
-        EXIT WHEN v_spent >= p_batch;
-        v_to := CASE WHEN v_range = 1 THEN v_hi + 1 ELSE v_at END;
-        SELECT array_agg(e.partition_id ORDER BY e.partition_id)
-                   FILTER (WHERE NOT e.partition_id = ANY(v_got_ids)),
-               array_agg(e.fresh ORDER BY e.partition_id)
-                   FILTER (WHERE NOT e.partition_id = ANY(v_got_ids)),
-               count(*), max(e.partition_id)
-          INTO v_ids, v_fresh, v_found, v_last
-          FROM queen.pop_eligible(v_qids, p_group, p_partition, v_from, v_to,
-                                  p_candidates) e;
-        IF v_ids IS NOT NULL THEN
-            SELECT v_got_ids || coalesce(array_agg(k.partition_id), '{}'),
-                   v_got_lo || coalesce(array_agg(k.span_start), '{}'),
-                   v_got_hi || coalesce(array_agg(k.span_end), '{}')
-              INTO v_got_ids, v_got_lo, v_got_hi
-              FROM queen.pop_claim(v_queues, v_ids, v_fresh, p_group,
-                                   v_wanted - cardinality(v_got_ids), (p_batch - v_spent)::integer,
-                                   p_auto_ack, p_lease_id) k;
-        END IF;
-        IF v_found >= p_candidates THEN
-            v_from := v_last + 1;  -- this range may hold more: its next page
-        ELSIF v_range = 1 THEN
-            v_range := 2;  -- wrap around to the partitions before the pivot
-            v_from := v_lo;
-        ELSE
-            EXIT;
-        END IF;
-    END LOOP;
 
     IF cardinality(v_got_ids) > 0 THEN
-        RETURN QUERY SELECT k.*, k.queue_id = ANY(v_conf_qids), v_wanted
+        RETURN QUERY SELECT 'took'::text, k.queue_id, k.queue, k.partition_id, k.partition,
+                            k.span_start, k.span_end, k.retry_count, k.base_offset,
+                            k.created_at, k.blob, k.last_offset, k.queue_id = ANY(v_conf_qids),
+                            v_wanted,
+                            -- when its lease ends (none with autoAck)
+                            CASE WHEN NOT p_auto_ack THEN
+                                 (SELECT now() + make_interval(secs => q.lease_seconds)
+                                    FROM unnest(v_queues) q WHERE q.id = k.queue_id) END
                        FROM queen.pop_read(p_group, v_got_ids, v_got_lo, v_got_hi) k;
-    ELSE
-        RETURN QUERY SELECT q.id, q.name, NULL::bigint, NULL::text, NULL::bigint,
-                            NULL::bigint, NULL::integer, NULL::bigint, NULL::timestamptz,
-                            NULL::bytea, NULL::bigint, q.conflation, v_wanted
-                       FROM unnest(v_queues) q;
     END IF;
-END $$;
 
--- Concurrent pops of one kind served by one statement (issue 16, item 1): queen.pop once
--- per share, in one transaction. Every share is exactly the pop it stands for (its own
--- lease id, its own scan pivot, the same queue, group, partition, subscription rule, batch
--- and options as its siblings), so the one-lease-per-(partition, group) rule and every pop
--- semantic are queen.pop's. A worker sends it when several pops of the same request are
--- waiting at once (core/engine/reads/claims.py): one round trip and one commit instead of
--- one per pop. The shares are identical requests, so a share that delivers nothing proves
--- the next ones would deliver nothing either (it walked every eligible partition; those
--- locked by other transactions are being claimed by them): the loop stops there, and the
--- remaining shares cost nothing. Its fruitless answer (one row per addressed queue,
--- partition_id null) is returned for the share that got it, so the caller learns the
--- queues to wait on.
--- Rows: queen.pop's rows, each prefixed with the 1-based share it belongs to.
-CREATE OR REPLACE FUNCTION queen.pop_shared(
-    p_queue text, p_namespace text, p_task text, p_partition text, p_group text,
-    p_named boolean, p_seed_mode text, p_seed_instant timestamptz, p_store_seed boolean,
-    p_batch integer, p_partitions integer, p_auto_ack boolean, p_lease_seconds integer,
-    p_lease_fallback integer, p_lease_ids text[], p_hints bigint[], p_pivots float8[],
-    p_candidates integer, p_conflation boolean, p_conflation_width integer,
-    p_auto_width boolean, p_in_flight integer)
-RETURNS TABLE (share integer, queue_id bigint, queue text, partition_id bigint,
-               partition text, span_start bigint, span_end bigint, retry_count integer,
-               base_offset bigint, created_at timestamptz, blob bytea, last_offset bigint,
-               conflation boolean, width integer)
-LANGUAGE plpgsql
-AS $$
-DECLARE
-    i         integer;
-    delivered boolean;
-    r         queen.pop_answer;
-BEGIN
-    FOR i IN 1 .. coalesce(cardinality(p_lease_ids), 0) LOOP
-        delivered := false;
-        FOR r IN
-            SELECT * FROM queen.pop(p_queue, p_namespace, p_task, p_partition, p_group,
-                                    p_named, p_seed_mode, p_seed_instant, p_store_seed,
-                                    p_batch, p_partitions, p_auto_ack, p_lease_seconds,
-                                    p_lease_fallback, p_lease_ids[i], p_hints, p_pivots[i],
-                                    p_candidates, p_conflation, p_conflation_width,
-                                    p_auto_width, p_in_flight)
-        LOOP
-            delivered := delivered OR r.partition_id IS NOT NULL;
-            share := i;
-            queue_id := r.queue_id;
-            queue := r.queue;
-            partition_id := r.partition_id;
-            partition := r.partition;
-            span_start := r.span_start;
-            span_end := r.span_end;
-            retry_count := r.retry_count;
-            base_offset := r.base_offset;
-            created_at := r.created_at;
-            blob := r.blob;
-            last_offset := r.last_offset;
-            conflation := r.conflation;
-            width := r.width;
-            RETURN NEXT;
-        END LOOP;
-        EXIT WHEN NOT delivered;
-    END LOOP;
+    -- Why every other candidate gave nothing, and until when (the process defers it).
+    RETURN QUERY
+    SELECT v.verdict, p.queue_id, NULL::text, c.id, p.name, NULL::bigint, NULL::bigint,
+           NULL::integer, NULL::bigint, NULL::timestamptz, NULL::bytea, NULL::bigint,
+           NULL::boolean, v_wanted, v.due
+      FROM unnest(v_cands) AS c(id)
+      LEFT JOIN queen.log_partitions p ON p.id = c.id
+      LEFT JOIN unnest(v_queues) q ON q.id = p.queue_id
+      LEFT JOIN queen.log_consumers x ON x.partition_id = c.id AND x.consumer_group = p_group
+      -- the oldest message the group could get next, for delayedProcessing and minPopWaitTime
+      LEFT JOIN LATERAL (
+            SELECT s.created_at FROM queen.log_segments s
+             WHERE (q.delay_seconds > 0 OR q.min_pop_wait_ms > 0)
+               AND s.partition_id = c.id
+               AND s.base_offset <= greatest(coalesce(x.committed + 1, p.log_start),
+                                             p.log_start)
+             ORDER BY s.base_offset DESC LIMIT 1) h ON true
+      CROSS JOIN LATERAL (
+            SELECT CASE
+                     WHEN q.id IS NULL OR p.last_offset < p.log_start
+                          OR x.committed >= p.last_offset THEN 'empty'
+                     WHEN x.worker_id IS NOT NULL AND x.lease_expires_at > now() THEN 'leased'
+                     WHEN x.not_before > now() THEN 'later'
+                     WHEN q.window_buffer > 0 AND p.last_write_at
+                          > now() - make_interval(secs => q.window_buffer) THEN 'later'
+                     WHEN q.delay_seconds > 0 AND h.created_at
+                          > now() - make_interval(secs => q.delay_seconds) THEN 'later'
+                     WHEN q.min_pop_wait_ms > 0 AND h.created_at
+                          > now() - make_interval(secs => q.min_pop_wait_ms / 1000.0) THEN 'later'
+                     ELSE 'busy' END AS verdict,
+                   CASE
+                     WHEN x.worker_id IS NOT NULL AND x.lease_expires_at > now()
+                          THEN x.lease_expires_at
+                     WHEN x.not_before > now() THEN x.not_before
+                     ELSE greatest(
+                          CASE WHEN q.window_buffer > 0 THEN p.last_write_at
+                               + make_interval(secs => q.window_buffer) END,
+                          CASE WHEN q.delay_seconds > 0 THEN h.created_at
+                               + make_interval(secs => q.delay_seconds) END,
+                          CASE WHEN q.min_pop_wait_ms > 0 THEN h.created_at
+                               + make_interval(secs => q.min_pop_wait_ms / 1000.0) END)
+                   END AS due) v
+     WHERE NOT c.id = ANY(v_got_ids);
+
+    RETURN QUERY SELECT 'queue'::text, q.id, q.name, NULL::bigint, NULL::text, NULL::bigint,
+                        NULL::bigint, NULL::integer, NULL::bigint, NULL::timestamptz,
+                        NULL::bytea, NULL::bigint, q.conflation, v_wanted, NULL::timestamptz
+                   FROM unnest(v_queues) q;
 END $$;

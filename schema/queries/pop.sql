@@ -2,18 +2,18 @@
 -- Loaded by core/storage/statements.py. A lease is live iff worker_id IS NOT NULL AND
 -- lease_expires_at > now(); every lease decision uses the database clock.
 
--- name: pop
--- Claim and read in one statement (see functions/30_pop.sql for the arguments and the answer).
--- $1 queue or null, $2 namespace or null, $3 task or null, $4 partition or null, $5 group,
--- $6 named group, $7 seed mode, $8 seed instant, $9 store the seed, $10 batch,
--- $11 partitions, $12 autoAck, $13 lease seconds (0 = the queue's), $14 lease fallback,
--- $15 lease id, $16 hinted partition ids, $17 pivot in [0, 1), $18 candidates per scan,
--- $19 conflation declared, $20 conflating width, $21 autopilot width, $22 lane's pops in
--- flight (functions/30_pop.sql)
-SELECT queue_id, queue, partition_id, partition, span_start, span_end, retry_count,
-       base_offset, created_at, blob, last_offset, conflation, width
-  FROM queen.pop($1, $2, $3, $4, $5, $6, $7, $8::timestamptz, $9, $10, $11, $12, $13, $14,
-                 $15, $16::bigint[], $17, $18, $19, $20, $21, $22);
+-- name: pop_ready
+-- Claim among known candidates and read, in one statement (see functions/30_pop.sql for the
+-- arguments and the answer). $1 queue or null, $2 namespace or null, $3 task or null,
+-- $4 partition or null, $5 group, $6 named group, $7 seed mode, $8 seed instant, $9 store
+-- the seed, $10 batch, $11 partitions, $12 autoAck, $13 lease seconds (0 = the queue's),
+-- $14 lease fallback, $15 lease id, $16 candidate partition ids, $17 conflation declared,
+-- $18 conflating width
+SELECT verdict, queue_id, queue, partition_id, partition, span_start, span_end, retry_count,
+       base_offset, created_at, blob, last_offset, conflation, width,
+       extract(epoch FROM due - clock_timestamp())::float8 AS due_in
+  FROM queen.pop_ready($1, $2, $3, $4, $5, $6, $7, $8::timestamptz, $9, $10, $11, $12, $13,
+                       $14, $15, $16::bigint[], $17, $18);
 
 -- name: ack
 -- Apply acks in one statement (see functions/40_ack.sql for the arguments and the answer).
@@ -50,33 +50,10 @@ UPDATE queen.log_consumers c
  WHERE c.worker_id = e.lease AND c.lease_expires_at > now()
 RETURNING c.worker_id AS lease_id, c.lease_expires_at;
 
--- name: pop_shared
--- Concurrent pops of one request in one statement (see functions/30_pop.sql): $1–$14 as for
--- pop, $15 one lease id per share, $16 hinted partition ids, $17 one pivot per share,
--- $18 candidates per scan, $19-$22 as for pop.
-SELECT queue_id, queue, partition_id, partition, span_start, span_end, retry_count,
-       base_offset, created_at, blob, last_offset, conflation, width, share
-  FROM queen.pop_shared($1, $2, $3, $4, $5, $6, $7, $8::timestamptz, $9, $10, $11, $12, $13,
-                        $14, $15::text[], $16::bigint[], $17::float8[], $18, $19, $20, $21,
-                        $22);
-
--- name: queue_timed
--- Per queue id, whether the clock alone can make its data claimable (a long poll parked on
--- it must re-check on its backoff even when nothing is announced): windowBuffer,
--- delayedProcessing, minPopWaitTime. (A retryDelay release is announced by the reaper when
--- it is due: reaper_due_retries.)
--- $1 queue ids
-SELECT id,
-       coalesce((options ->> 'windowBuffer')::integer, 0) > 0
-       OR coalesce((options ->> 'delayedProcessing')::integer, 0) > 0
-       OR coalesce((options ->> 'minPopWaitTime')::integer, 0) > 0 AS timed
-  FROM queen.queues
- WHERE id = ANY($1::bigint[]);
-
 -- name: pending_retries
 -- Of the given cursors, those released with a retryDelay still to run: their queue,
--- partition, and the seconds until the span is claimable (core/engine/reads/quiet.py announces it
--- then). $1 groups, $2 partition ids
+-- partition, and the seconds until the span is claimable (core/engine/reads/retry_wakes.py
+-- announces it then). $1 groups, $2 partition ids
 SELECT p.queue_id, c.partition_id,
        greatest(extract(epoch FROM c.not_before - now()), 0)::float8 AS seconds
   FROM unnest($1::text[], $2::bigint[]) AS u(grp, pid)

@@ -10,9 +10,9 @@ from typing import Any
 import httpx
 from queen import Queen
 
-from core.engine.pop import PopRequest, pop
+from core.engine.pop import PopRequest
 from core.storage.database import Database
-from tests.support import BrokerProcess, push_items
+from tests.support import BrokerProcess, core_reader, push_items
 
 
 async def fill(client: httpx.AsyncClient, queue: str, partitions: int, per: int) -> None:
@@ -58,11 +58,12 @@ async def test_width_divides_ready_partitions_among_pops_in_flight(
     await fill(http, queue_name, 7, 1)
     request = PopRequest(group="g", batch=100, queue=queue_name, auto_width=True,
                          in_flight=3)
-    first = await pop(core_db, request)
+    reader = core_reader(core_db)
+    first = await reader.pop(request)
     assert (first.partitions_claimed, first.width) == (3, 3)  # ceil(7 / 3)
-    second = await pop(core_db, request)
+    second = await reader.pop(request)
     assert (second.partitions_claimed, second.width) == (2, 2)  # ceil(4 / 3)
-    third = await pop(core_db, PopRequest(group="g", batch=100, queue=queue_name,
+    third = await reader.pop(PopRequest(group="g", batch=100, queue=queue_name,
                                           auto_width=True, in_flight=8))
     assert (third.partitions_claimed, third.width) == (1, 1)  # 2 ready, 8 in flight: 1
 

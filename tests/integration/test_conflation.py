@@ -14,11 +14,11 @@ import pytest
 from queen import Queen
 
 from core.engine.pop import PopRequest
-from core.engine.reads.claims import PopLines
 from core.storage.database import Database
 from tests.support import (
     BrokerProcess,
     configure,
+    core_reader,
     cursor_row,
     dlq_rows,
     expire_leases_of,
@@ -349,19 +349,20 @@ async def test_conflating_pop_in_pop_maintenance_answers_paused(
             await client.post(POP_MAINTENANCE, json={"enabled": False})
 
 
-# --- conflating pops served together (core/engine/reads/claims.py: one pop_shared statement) ------
+# --- concurrent conflating pops of one process (core/engine/ready: disjoint candidates) ----
 
-async def test_conflating_pops_sharing_one_statement(
+async def test_concurrent_conflating_pops_of_one_process_take_disjoint_partitions(
         core_db: Database, http: httpx.AsyncClient, db: asyncpg.Connection,
         queue_name: str) -> None:
     await fill(http, queue_name, 4, 3)
-    lines = PopLines(core_db)
+    reader = core_reader(core_db)
     request = PopRequest(group="g", batch=10, queue=queue_name, conflation=True,
                          conflation_width=1)
-    results = await asyncio.gather(*(lines.claim(request) for _ in range(6)))
-    assert (lines.statements, lines.shares) == (1, 6)  # one pop_shared for all six
+    await reader.pop(PopRequest(group="g", batch=1, queue=queue_name, partition="none",
+                                conflation=True))  # registers the policy, claims nothing
+    results = await asyncio.gather(*(reader.pop(request) for _ in range(6)))
     delivered = [(c.partition, c.start, c.end, r.lease_id) for r in results for c in r.claims]
-    # One partition per share (width 1), its newest message, each under its own lease.
+    # One partition per pop (width 1), its newest message, each under its own lease.
     assert sorted(d[:3] for d in delivered) == [(f"p{p}", 2, 2) for p in range(4)]
     assert len({d[3] for d in delivered}) == 4
     assert all(r.conflation for r in results if r.claims)

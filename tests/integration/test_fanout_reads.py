@@ -5,9 +5,9 @@ from __future__ import annotations
 import httpx
 
 from core.engine import fanout
-from core.engine.pop import PopRequest, pop
+from core.engine.pop import PopRequest
 from core.storage.database import Database
-from tests.support import push_items
+from tests.support import core_pop, push_items
 
 
 async def test_five_groups_reading_one_segment_decompress_it_once(
@@ -17,7 +17,7 @@ async def test_five_groups_reading_one_segment_decompress_it_once(
     misses, hits = cache.misses, cache.hits
     seen = []
     for group in ("a", "b", "c", "d", "e"):
-        result = await pop(core_db, PopRequest(group=group, batch=10, queue=queue_name,
+        result = await core_pop(core_db, PopRequest(group=group, batch=10, queue=queue_name,
                                                auto_ack=True))
         seen.append([m.frame.payload for m in result.messages()])
     assert seen == [[b'{"n":%d}' % i for i in range(10)]] * 5

@@ -14,7 +14,7 @@ import asyncpg
 import httpx
 import pytest
 
-from tests.support import configure, cursor_row, pop_json, push_items
+from tests.support import announce_changed, configure, cursor_row, pop_json, push_items
 
 MESSAGE_KEYS = ["id", "transactionId", "traceId", "data", "producerSub", "createdAt",
                 "partitionId", "partition", "leaseId", "consumerGroup"]
@@ -183,6 +183,7 @@ async def test_window_buffer_holds_the_partition_until_it_has_been_quiet(
     assert body is not None
     assert [m["data"] for m in body["messages"]] == ["other"]
     await db.execute(set_quiet, queue_name, "Default")
+    await announce_changed(db, queue_name)
     body = await pop_json(http, queue_name, batch=10, consumerGroup="g2", partitions=5)
     assert body is not None
     assert sorted(m["data"] for m in body["messages"]) == ["a", "b", "other"]

@@ -1,8 +1,8 @@
 """Concurrent first-contact pops that create the same cursors in opposite orders.
 
 A pop creates the cursors of partitions its group has not touched yet (INSERT .. ON
-CONFLICT) in its candidates' order: the hinted partitions first, or a scan from a random
-pivot. Two pops that reach the same fresh partitions in opposite orders wait for each
+CONFLICT) among its candidates, which each process's ready set hands over in its own order.
+Two pops that reach the same fresh partitions in opposite orders wait for each
 other's insert, and PostgreSQL aborts one of them (40P01). The pop is one statement that
 changed nothing when aborted, so it is run again instead of answering 503 (the official
 client's consume() loop stops at most errors answered to its pop).
@@ -15,7 +15,7 @@ import asyncio
 import asyncpg
 import httpx
 
-from core.engine.pop import PopRequest, pop
+from core.engine.pop import PopRequest, claim
 from core.storage.database import Database
 
 PARTITIONS = 40
@@ -42,13 +42,13 @@ async def test_pops_creating_cursors_in_opposite_orders_all_succeed(
                              queue=queue_name, auto_ack=True)
         # The group's first pop stores its subscription (concurrent first pops would queue
         # on that row); it takes p00 only.
-        first = await pop(core_db, PopRequest(group=f"g{round_}", batch=1, queue=queue_name,
-                                              auto_ack=True), hints=ids[:1])
-        assert len(first.messages()) == 1
-        results = await asyncio.gather(*(pop(core_db, request, hints=h)
+        first = await claim(core_db, PopRequest(group=f"g{round_}", batch=1, queue=queue_name,
+                                                auto_ack=True), ids[:1], 1)
+        assert len(first.result.messages()) == 1
+        answers = await asyncio.gather(*(claim(core_db, request, h, PARTITIONS)
                                          for h in (ids, ids[::-1], ids, ids[::-1])))
         # Every message of the group once: the pops split the partitions between them.
-        assert sum(len(res.messages()) for res in results) == PARTITIONS - 1
+        assert sum(len(a.result.messages()) for a in answers) == PARTITIONS - 1
 
 
 async def _deadlocks(db: asyncpg.Connection) -> int:
@@ -67,11 +67,11 @@ async def test_first_contact_pops_in_opposite_orders_do_not_deadlock_at_all(
     before = await _deadlocks(db)
     for round_ in range(3):
         group = f"h{round_}"
-        await pop(core_db, PopRequest(group=group, batch=1, queue=queue_name, auto_ack=True),
-                  hints=ids[:1])
+        await claim(core_db, PopRequest(group=group, batch=1, queue=queue_name, auto_ack=True),
+                    ids[:1], 1)
         request = PopRequest(group=group, batch=1000, max_partitions=PARTITIONS,
                              queue=queue_name, auto_ack=True)
-        await asyncio.gather(*(pop(core_db, request, hints=h)
+        await asyncio.gather(*(claim(core_db, request, h, PARTITIONS)
                                for h in (ids, ids[::-1], ids, ids[::-1])))
     await asyncio.sleep(1.2)
     assert await _deadlocks(db) == before

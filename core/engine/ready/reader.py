@@ -1,0 +1,306 @@
+"""A pop over the ready set: candidates from memory, one claim statement that answers each.
+
+A pop finds its route's queues (`Route`: learnt from the claim statements themselves, which
+register the group on the queues they address), makes sure their lanes are trusted
+(core/engine/ready/ready_set.py), takes a few ready candidates, at most `MAX_CANDIDATES`,
+and claims them in one statement (core/engine/pop.py `claim`) that answers per candidate:
+took, empty, leased until, held by the clock until, busy. Each candidate is checked back in
+by that answer. A pop that found nothing goes on with the next candidates until none is
+left; one that delivered something sends at most one more statement (under the same lease)
+to fill its width or batch. A lane with nothing ready answers at once, with no statement:
+a quiet re-poll of a caught-up group costs nothing.
+
+Candidates another pop of this process holds are not ready for this one; when nothing else is
+left, a pop waits (bounded) for them to come back rather than answer "nothing" while one of
+them may still be deliverable to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from core.engine.pop import Claimed, PopRequest, PopResult, claim
+from core.engine.ready.lane import Lane
+from core.engine.ready.ready_set import ReadySet
+from core.ids import LeaseId, QueueId
+from core.storage.database import Database
+
+MAX_CANDIDATES = 64  # candidates one claim statement is given
+# Statements of a pop once it delivered something: the first, and one more to fill it.
+_STATEMENTS_ONCE_DELIVERED = 2
+# How long a pop waits for candidates other pops of this process hold, when nothing else is
+# ready (their statements answer within this in all but an outage).
+_WAIT_FOR_OTHERS_S = 3.0
+# How long a route's queues are trusted without a statement (a queue created later that a
+# discovery pop's namespace matches is found within this, or at its first commit here).
+ROUTE_TTL_S = 30.0
+
+RouteKey = tuple[str | None, str | None, str | None, str]  # queue, namespace, task, group
+
+
+@dataclass(slots=True)
+class Route:
+    """The queues a pop's address named at its last statement."""
+
+    queue_ids: list[QueueId]
+    conflating: bool
+    at: float
+    names: dict[QueueId, str] = field(default_factory=dict)
+
+
+class Reader:
+    def __init__(self, db: Database, ready: ReadySet) -> None:
+        self._db = db
+        self._ready = ready
+        self._routes: dict[RouteKey, Route] = {}
+        self.statements = 0  # claim statements sent (for tests and figures)
+        self.empty_statements = 0  # of which delivered nothing
+
+    # -- what other parts tell it --------------------------------------------------------
+
+    def marked(self, queue_id: int, partitions: Sequence[int], complete: bool) -> None:
+        """Marks from the listener: to the lanes; a queue no lane knows may be one a
+        discovery route has not seen yet, so those routes look again."""
+        if not self._ready.lanes_of(queue_id):
+            for key in [k for k in self._routes if k[0] is None]:
+                del self._routes[key]
+        self._ready.marked(queue_id, partitions, complete)
+
+    def forget_routes(self) -> None:
+        """Queues were created, deleted or reconfigured here: routes look again."""
+        self._routes.clear()
+
+    def next_due(self, request: PopRequest) -> float | None:
+        """Seconds until a deferred candidate of the request's route becomes ready."""
+        route = self._routes.get(_key(request))
+        if route is None:
+            return None
+        now = time.monotonic()
+        dues = [d for q in route.queue_ids
+                if (d := self._ready.lane(q, request.group).next_due()) is not None]
+        return max(min(dues) - now, 0.0) if dues else None
+
+    def known_ready(self, request: PopRequest) -> tuple[int, float | None]:
+        """Ready partitions of the request's route known here, and the oldest one's age."""
+        route = self._routes.get(_key(request))
+        if route is None:
+            return 0, None
+        count, oldest = 0, None
+        for q in route.queue_ids:
+            n, age = self._ready.known_ready(q, request.group)
+            count += n
+            if age is not None:
+                oldest = age if oldest is None else max(oldest, age)
+        return count, oldest
+
+    # -- the pop -------------------------------------------------------------------------
+
+    async def pop(self, request: PopRequest, gone: asyncio.Event | None = None) -> PopResult:
+        """Claim what the route's lanes know to be ready; an empty result (no statement)
+        when they know of nothing."""
+        key = _key(request)
+        route = self._routes.get(key)
+        if route is None or time.monotonic() - route.at > ROUTE_TTL_S:
+            # No candidates: the statement registers the group and names the queues (a
+            # named partition is claimed by it at once).
+            first = await self._statement(request, [], None, 1, [])
+            route = self._learn(key, first)
+            if first.result.claims or request.partition is not None:
+                self._check_in(request, first, [], satisfied=True)
+                return first.result
+        if not route.queue_ids:
+            return PopResult(None)
+        lanes = [self._ready.lane(q, request.group) for q in route.queue_ids]
+        for lane in lanes:
+            await self._ready.ensure_seeded(lane)
+        if request.partition is not None:
+            return await self._pop_partition(request, route, lanes[0], gone)
+        return await self._pop_any(request, route, lanes, gone)
+
+    async def _pop_partition(self, request: PopRequest, route: Route, lane: Lane,
+                             gone: asyncio.Event | None) -> PopResult:
+        assert request.partition is not None
+        deadline = time.monotonic() + _WAIT_FOR_OTHERS_S
+        while True:
+            pid = lane.names.get(request.partition)
+            if pid is None or lane.take_one(pid, time.monotonic()):
+                if _is_set(gone):
+                    if pid is not None:
+                        lane.check_in(pid, "untried", None, time.monotonic(), satisfied=True)
+                    return PopResult(None)
+                # Its id unknown here (a partition created since the seed): the statement
+                # finds it by name and says what it is.
+                taken = [] if pid is None else [pid]
+                answer = await self._statement(request, taken, None, 1, [lane])
+                self._check_in(request, answer, taken, satisfied=True)
+                return self._framed(answer.result, route)
+            if pid not in lane.out or time.monotonic() >= deadline:
+                return self._empty(route)
+            await _wait(lane.returned(), deadline - time.monotonic())
+
+    async def _pop_any(self, request: PopRequest, route: Route, lanes: list[Lane],
+                       gone: asyncio.Event | None) -> PopResult:
+        width = self._width(request, route, lanes)
+        total: PopResult | None = None
+        lease_id: LeaseId | None = None
+        statements = 0
+        deadline = time.monotonic() + _WAIT_FOR_OTHERS_S
+        while True:
+            got = 0 if total is None else len(total.claims)
+            budget = request.batch - (0 if total is None else total.count)
+            if total is not None and (got >= width or budget <= 0
+                                      or statements >= _STATEMENTS_ONCE_DELIVERED):
+                break
+            wanted = max(width - got, 1)
+            candidates = _take(lanes, min(max(2 * wanted, 4), MAX_CANDIDATES))
+            if not candidates:
+                if total is not None:
+                    break
+                if not any(lane.out for lane in lanes) or time.monotonic() >= deadline:
+                    break
+                await _wait_any([lane.returned() for lane in lanes],
+                                deadline - time.monotonic())
+                continue
+            if _is_set(gone):
+                self._give_back(lanes, candidates)
+                break
+            answer = await self._statement(replace(request, batch=budget), candidates,
+                                           lease_id, wanted, lanes)
+            statements += 1
+            self._learn(_key(request), answer)
+            satisfied = (len(answer.result.claims) >= wanted
+                         or answer.result.count >= budget)
+            self._check_in(request, answer, candidates, satisfied=satisfied)
+            if answer.result.claims:
+                if total is None:
+                    total = answer.result
+                    lease_id = total.lease_id
+                else:
+                    total.claims.extend(answer.result.claims)
+        if total is None:
+            return self._empty(route, width)
+        return self._framed(total, route)
+
+    # -- pieces --------------------------------------------------------------------------
+
+    def _width(self, request: PopRequest, route: Route, lanes: list[Lane]) -> int:
+        """Partitions this pop wants (a conflating route's width is the statement's)."""
+        if route.conflating:
+            return max(min(request.conflation_width, MAX_CANDIDATES), 1)
+        if request.auto_width:
+            now = time.monotonic()
+            ready = sum(lane.known_ready(now)[0] for lane in lanes)
+            return min(max(math.ceil(ready / max(request.in_flight, 1)), 1), MAX_CANDIDATES)
+        return max(request.max_partitions, 1)
+
+    async def _statement(self, request: PopRequest, candidates: list[int],
+                         lease_id: LeaseId | None, width: int, lanes: list[Lane]) -> Claimed:
+        try:
+            answer = await claim(self._db, request, candidates, width, lease_id)
+        except BaseException:
+            self._give_back(lanes, candidates)  # its fate unknown: they are looked at again
+            raise
+        self.statements += 1
+        if not answer.result.claims:
+            self.empty_statements += 1
+        return answer
+
+    def _check_in(self, request: PopRequest, answer: Claimed, candidates: list[int], *,
+                  satisfied: bool) -> None:
+        """File every candidate (and anything the statement named) by its verdict."""
+        now = time.monotonic()
+        touched: set[int] = set()
+        lanes: dict[int, Lane] = {}
+        for verdict in answer.verdicts:
+            lane = lanes.get(verdict.queue_id)
+            if lane is None:
+                lane = lanes[verdict.queue_id] = self._ready.lane(verdict.queue_id,
+                                                                 request.group)
+            if verdict.partition is not None:
+                lane.learn_names([(verdict.partition, verdict.partition_id)])
+            due = None if verdict.due_in is None else now + max(verdict.due_in, 0.0)
+            lane.check_in(verdict.partition_id, verdict.kind, due, now, satisfied=satisfied)
+            touched.add(verdict.partition_id)
+        route = self._routes.get(_key(request))
+        route_lanes = [] if route is None else [self._ready.lane(q, request.group)
+                                                for q in route.queue_ids]
+        for pid in candidates:
+            if pid not in touched:  # no answer for it (its queue went away): let it go
+                for lane in route_lanes:
+                    lane.out.pop(pid, None)
+        for lane in [*lanes.values(), *route_lanes]:
+            lane.wake_returned()
+
+    def _give_back(self, lanes: list[Lane], candidates: list[int]) -> None:
+        now = time.monotonic()
+        for lane in lanes:
+            for pid in candidates:
+                if pid in lane.out:
+                    lane.check_in(pid, "untried", None, now, satisfied=True)
+            lane.wake_returned()
+
+    def _learn(self, key: RouteKey, answer: Claimed) -> Route:
+        result = answer.result
+        route = Route(list(result.queue_ids), bool(result.conflation), time.monotonic(),
+                      dict(result.queue_names))
+        if route.queue_ids:
+            self._routes[key] = route
+        else:
+            self._routes.pop(key, None)  # no such queue (yet): ask again next time
+        return route
+
+    @staticmethod
+    def _empty(route: Route, width: int | None = None) -> PopResult:
+        return PopResult(None, queue_ids=list(route.queue_ids), conflation=route.conflating,
+                         width=width, queue_names=dict(route.names))
+
+    @staticmethod
+    def _framed(result: PopResult, route: Route) -> PopResult:
+        result.queue_ids = list(dict.fromkeys([*route.queue_ids, *result.queue_ids]))
+        if result.conflation is None:
+            result.conflation = route.conflating
+        return result
+
+
+def _key(request: PopRequest) -> RouteKey:
+    return (request.queue, request.namespace, request.task, request.group)
+
+
+def _take(lanes: list[Lane], count: int) -> list[int]:
+    """Up to `count` candidates across the lanes, a fair share from each."""
+    now = time.monotonic()
+    if len(lanes) == 1:
+        return lanes[0].take(count, now)
+    taken: list[int] = []
+    share = max(count // len(lanes), 1)
+    for lane in lanes:
+        if len(taken) >= count:
+            break
+        taken.extend(lane.take(min(share, count - len(taken)), now))
+    if len(taken) < count:
+        for lane in lanes:
+            taken.extend(lane.take(count - len(taken), now))
+    return taken
+
+
+def _is_set(event: asyncio.Event | None) -> bool:
+    return event is not None and event.is_set()
+
+
+async def _wait(event: asyncio.Event, timeout: float) -> None:
+    await _wait_any([event], timeout)
+
+
+async def _wait_any(events: list[asyncio.Event], timeout: float) -> None:
+    if timeout <= 0:
+        return
+    waits = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()

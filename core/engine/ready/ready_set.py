@@ -1,0 +1,149 @@
+"""The lanes of this process, the marks that feed them, and when they must be reseeded.
+
+Marks come from every commit that can make data claimable, local or from another process or
+broker (core/engine/listener.py hands them over: pushes, acks and nacks that release a span,
+lease expiries, DLQ replays, seeks), and from the verdicts of this process's own claims. They
+say "look at this partition", never "there is nothing": a lane is only as good as the marks it
+heard. So a lane is trusted only while it cannot have missed one:
+- it was seeded (a paged scan of its queue: `reseed`) under the current LISTEN session: a
+  lane first used, or last seeded before a reconnect, is seeded before it is trusted;
+- no notification since could not name all its partitions (`stale`);
+- its seed is younger than the reseed interval (with jitter), a floor against anything
+  unforeseen (a lost notification, an option changed elsewhere).
+While the LISTEN connection is down, notifications are missed: a lane is then reseeded at
+most once a second, on use.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+
+from core.engine.ready.lane import Lane
+from core.storage import reads as sql
+from core.storage.database import Database
+
+RESEED_PAGE = 2000  # partitions per reseed statement
+_DEAF_RESEED_S = 1.0  # reseed period on use while the LISTEN connection is down
+_IDLE_LANE_S = 600.0  # a lane unused this long is forgotten (its next use seeds it)
+_SWEEP_EVERY = 1000  # lane lookups between sweeps of idle lanes
+
+
+class ReadySet:
+    def __init__(self, db: Database, session: Callable[[], int | None], *,
+                 reseed_interval_s: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """`session`: the LISTEN connection's session number, None while it is down."""
+        self._db = db
+        self._session = session
+        self._interval = reseed_interval_s
+        self._clock = clock
+        self._lanes: dict[tuple[int, str], Lane] = {}
+        self._by_queue: dict[int, dict[str, Lane]] = {}
+        self._lookups = 0
+        self.reseeds = 0  # full reseeds run (for tests and figures)
+        self.reseed_statements = 0
+
+    def lane(self, queue_id: int, group: str) -> Lane:
+        lane = self._lanes.get((queue_id, group))
+        if lane is None:
+            lane = self._lanes[(queue_id, group)] = Lane(queue_id, group)
+            self._by_queue.setdefault(queue_id, {})[group] = lane
+        self._lookups += 1
+        if self._lookups % _SWEEP_EVERY == 0:
+            self._sweep()
+        return lane
+
+    def lanes_of(self, queue_id: int) -> list[Lane]:
+        return list(self._by_queue.get(queue_id, {}).values())
+
+    def _sweep(self) -> None:
+        idle = self._clock() - _IDLE_LANE_S
+        for key, lane in list(self._lanes.items()):
+            if lane.used_at < idle and not lane.out:
+                del self._lanes[key]
+                del self._by_queue[key[0]][key[1]]
+                if not self._by_queue[key[0]]:
+                    del self._by_queue[key[0]]
+
+    # -- marks ---------------------------------------------------------------------------
+
+    def marked(self, queue_id: int, partitions: Sequence[int], complete: bool) -> None:
+        """A commit may have made data claimable in these partitions of the queue (for any
+        group); `complete` false: in others too, unnamed (the lanes reseed before trust)."""
+        lanes = self._by_queue.get(queue_id)
+        if not lanes:
+            return
+        now = self._clock()
+        for lane in lanes.values():
+            for pid in partitions:
+                lane.mark(pid, now)
+            if not complete:
+                lane.stale = True
+
+    def all_stale(self) -> None:
+        """Anything may have changed (options, a pause lifted): every lane reseeds."""
+        for lane in self._lanes.values():
+            lane.stale = True
+
+    # -- trust ---------------------------------------------------------------------------
+
+    def trusted(self, lane: Lane) -> bool:
+        if lane.seeded_at is None or lane.stale:
+            return False
+        age = self._clock() - lane.seeded_at
+        session = self._session()
+        if session is None:
+            return age < _DEAF_RESEED_S
+        return lane.session == session and age < self._interval * _jitter(lane)
+
+    async def ensure_seeded(self, lane: Lane) -> None:
+        """Reseed the lane unless it is trusted (one reseed at a time per lane)."""
+        if self.trusted(lane):
+            return
+        async with lane.seeding:
+            if not self.trusted(lane):
+                await self.reseed(lane)
+
+    async def reseed(self, lane: Lane) -> None:
+        """Scan the lane's queue, page by page, for partitions with data for its group.
+        Marks arriving meanwhile are kept (a reseed only adds); what it finds leased or
+        held by a retryDelay is deferred to that time."""
+        session = self._session()
+        started = self._clock()
+        lane.stale = False
+        after = 0
+        found: list[sql.ScannedPartition] = []
+        async with self._db.session() as conn:
+            while True:
+                self.reseed_statements += 1
+                page = await sql.ready_scan(conn, queue_id=lane.queue_id, group=lane.group,
+                                            after=after, limit=RESEED_PAGE)
+                found.extend(page)
+                if len(page) < RESEED_PAGE:
+                    break
+                after = page[-1].partition_id
+        now = self._clock()
+        for row in found:
+            if row.due_in is not None and row.due_in > 0:
+                lane.defer(row.partition_id, now + row.due_in)
+            else:
+                lane.mark(row.partition_id, now)
+        lane.learn_names((row.partition, row.partition_id) for row in found)
+        lane.seeded_at = started
+        lane.session = session
+        self.reseeds += 1
+
+    # -- figures -------------------------------------------------------------------------
+
+    def known_ready(self, queue_id: int, group: str) -> tuple[int, float | None]:
+        """Partitions this process knows ready for (queue, group), and the oldest one's age
+        in seconds (None: none); (0, None) for a lane it has never used."""
+        lane = self._lanes.get((queue_id, group))
+        return (0, None) if lane is None else lane.known_ready(self._clock())
+
+
+def _jitter(lane: Lane) -> float:
+    """0.9..1.1, fixed per lane: lanes seeded together do not all reseed together."""
+    return 0.9 + 0.2 * random.Random(hash((lane.queue_id, lane.group))).random()

@@ -1,0 +1,22 @@
+-- The ready set's reseed (core/engine/ready): the only scan of a queue's partitions on the
+-- read path, paged by partition id, run when a process may have missed a notification (a
+-- lane's first use, a LISTEN reconnect, a notification that could not name every partition)
+-- and as a periodic floor.
+
+-- name: ready_scan
+-- A page of a queue's partitions that may hold data for a group: kept messages past the
+-- group's cursor, or no cursor yet (the claim seeds it by the subscription rule), with the
+-- seconds until a live lease or a retryDelay lets go of it (null: claimable now).
+-- $1 queue id, $2 group, $3 partition ids above this one, $4 page size
+SELECT p.id AS partition_id, p.name AS partition,
+       extract(epoch FROM greatest(CASE WHEN c.worker_id IS NOT NULL
+                                        THEN c.lease_expires_at END,
+                                   c.not_before) - clock_timestamp())::float8 AS due_in
+  FROM queen.log_partitions p
+  LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = $2
+ WHERE p.queue_id = $1
+   AND p.id > $3
+   AND p.last_offset >= p.log_start
+   AND (c.partition_id IS NULL OR c.committed < p.last_offset)
+ ORDER BY p.id
+ LIMIT $4;
