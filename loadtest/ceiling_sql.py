@@ -93,9 +93,8 @@ async def pop_ack_loop(dsn: str, *, queue: str, group: str = "lsql", batch: int 
     pop = [0, 0, 0.0]
     ack = [0, 0, 0.0]
     async with pool.acquire() as conn:
-        partition_ids = [r["id"] for r in await conn.fetch(
-            "SELECT p.id FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
-            " WHERE q.name = $1", queue)]
+        partition_ids = await reads.queue_partition_ids(
+            conn, queue=queue)  # type: ignore[arg-type]  # a pool proxy behaves as a Connection
     if not partition_ids:
         await pool.close()
         raise RuntimeError(f"queue {queue!r} has no partitions to drain")

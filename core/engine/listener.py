@@ -100,6 +100,7 @@ class WakeupHub:
         # LISTEN sessions so far: a new number at each (re)connect, since notifications sent
         # while it was down are lost (the ready set reseeds lanes seeded under another).
         self._session = 0
+        self.listener_pid: int | None = None  # its server process (tests cut it)
         # Who hears every mark (queue id, partitions, whether they are all the partitions
         # concerned): the ready set's reader (core/engine/ready).
         self.on_marks: Callable[[int, Sequence[int], bool], None] = _nobody
@@ -286,6 +287,7 @@ class WakeupHub:
                     await conn.add_listener(channel, _relay(callback))
                     callback(None)
                 self._session += 1
+                self.listener_pid = conn.get_server_pid()
                 self.listening = True
                 self.wake_everyone()  # anything missed while disconnected: check once
                 while not self._stopping.is_set() and not conn.is_closed():

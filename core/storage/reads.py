@@ -114,6 +114,7 @@ class RangeRow:
 
 _POP_READY = Statement("pop_ready", ReadyRow)
 _READY_SCAN = Statement("ready_scan", ScannedPartition)
+_QUEUE_PARTITION_IDS = Statement[None]("queue_partition_ids")
 _ACK = Statement("ack", AckRow)
 _PENDING_RETRIES = Statement("pending_retries", PendingRetry)
 _SPAN_SEGMENTS = Statement("span_segments", PlacedSegmentRow)
@@ -139,6 +140,11 @@ async def ready_scan(conn: Conn, *, queue_id: int, group: str, after: int,
                      limit: int) -> list[ScannedPartition]:
     """A page of the reseed (schema/queries/ready.sql)."""
     return await _READY_SCAN.rows(conn, queue_id, group, after, limit)
+
+
+async def queue_partition_ids(conn: Conn, *, queue: str) -> list[int]:
+    """The ids of a queue's partitions (schema/queries/ready.sql)."""
+    return [int(v) for v in await _QUEUE_PARTITION_IDS.values(conn, queue)]
 
 
 async def pending_retries(conn: Conn, *, groups: Sequence[str],

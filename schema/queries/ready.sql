@@ -20,3 +20,12 @@ SELECT p.id AS partition_id, p.name AS partition,
    AND (c.partition_id IS NULL OR c.committed < p.last_offset)
  ORDER BY p.id
  LIMIT $4;
+
+-- name: queue_partition_ids
+-- The ids of a queue's partitions, in id order: the storage ceiling's candidates
+-- (loadtest/ceiling_sql.py), which has no ready set. $1 queue name
+SELECT p.id
+  FROM queen.log_partitions p
+  JOIN queen.queues q ON q.id = p.queue_id
+ WHERE q.name = $1
+ ORDER BY p.id;

@@ -163,6 +163,7 @@ async def test_delayed_processing_hides_messages_younger_than_the_delay(
         """UPDATE queen.log_segments s SET created_at = s.created_at - interval '61 seconds'
              FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
             WHERE s.partition_id = p.id AND q.name = $1 AND s.base_offset = 0""", queue_name)
+    await announce_changed(db, queue_name)  # the brokers expect it due in a minute
     body = await pop_json(http, queue_name, batch=10)
     assert body is not None
     assert [m["data"] for m in body["messages"]] == ["old"]

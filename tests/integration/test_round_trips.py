@@ -69,7 +69,9 @@ async def test_a_pop_and_an_ack_of_its_messages_are_one_round_trip_each(
     result = await broker.pop(PopRequest(group="g", batch=12, max_partitions=3,
                                          queue=queue_name))
     assert result.count == 12 and result.partitions_claimed == 3
-    assert trips.of(POOL) == 1
+    # The group's first pop on this process: it names the queue (and registers the
+    # group), seeds the lane (one page here), then claims.
+    assert trips.of(POOL) == 3
 
     trips.reset()
     assert await _ack_all(broker, "g", result) == [True] * 12
@@ -85,7 +87,7 @@ async def test_a_pop_and_an_ack_of_its_messages_are_one_round_trip_each(
     trips.reset()
     nothing = await broker.pop(PopRequest(group="g", batch=12, queue=queue_name))
     assert nothing.claims == [] and nothing.queue_ids  # an empty pop knows its queue
-    assert trips.of(POOL) == 1
+    assert trips.of(POOL) == 0  # the lane knows of nothing ready: no statement
 
 
 async def _caught_up(broker: Broker, queue: str) -> PopRequest:
@@ -96,26 +98,24 @@ async def _caught_up(broker: Broker, queue: str) -> PopRequest:
     return PopRequest(group="g", batch=5, queue=queue)
 
 
-async def test_an_empty_long_poll_costs_one_statement_while_nothing_changes(
+async def test_an_empty_long_poll_costs_no_statement_while_nothing_changes(
         counted: tuple[Broker, RoundTrips], queue_name: str) -> None:
-    """Its backoff re-checks (every 50 ms here) are skipped: nothing was announced for its
-    queue since its first check, and no option of the queue lets the clock change that
-    (core/engine/reads/quiet.py). Without the skip, each re-check is one more round trip."""
+    """A caught-up group's lane knows of nothing ready: its long poll's looks (every 50 ms
+    here) cost no statement (core/engine/ready)."""
     broker, trips = counted
     request = await _caught_up(broker, queue_name)
-    # The first long poll also learns (one lookup) that the queue's options are not timed.
     assert (await broker.pop(request, wait=True, timeout_ms=200)).claims == []
     trips.reset()
     result = await broker.pop(request, wait=True, timeout_ms=400)
     assert result.claims == []
-    assert trips.of(POOL) == 1
+    assert trips.of(POOL) == 0
 
 
 async def test_the_next_long_poll_of_a_line_that_found_nothing_costs_no_statement(
         counted: tuple[Broker, RoundTrips], queue_name: str) -> None:
     """A long poll whose (queue, partition, group) was last checked on this process and
     found empty, with nothing announced for the queue since, starts parked: an idle
-    consumer polling again costs nothing (core/engine/reads/quiet.py EmptyLines). An announcement
+    consumer polling again costs nothing (core/engine/ready). An announcement
     since (a push here) makes it check at once."""
     broker, trips = counted
     request = await _caught_up(broker, queue_name)
@@ -133,11 +133,12 @@ async def test_the_next_long_poll_of_a_line_that_found_nothing_costs_no_statemen
     assert trips.of(POOL) == 1
 
 
-async def test_a_long_poll_re_checks_what_the_clock_can_change(
+async def test_a_long_poll_waits_for_what_the_clock_holds_without_re_checks(
         counted: tuple[Broker, RoundTrips], queue_name: str) -> None:
     """A queue whose messages become claimable by time alone (here delayedProcessing: a
-    message is visible a minute after its push; also windowBuffer, minPopWaitTime) keeps a
-    re-check per backoff interval: nothing announces that moment."""
+    message is visible a minute after its push; also windowBuffer, minPopWaitTime,
+    retryDelay): the claim's verdict says until when, the ready set defers the partition to
+    then, and a parked pop costs no statement meanwhile."""
     broker, trips = counted
     await broker.configure(queue=queue_name, namespace=None, task=None,
                            given={"delayedProcessing": 60}, replace=False)
@@ -145,13 +146,14 @@ async def test_a_long_poll_re_checks_what_the_clock_can_change(
     await _warm_up(broker, queue_name)
     request = PopRequest(group="g", batch=5, queue=queue_name)
     assert (await broker.pop(request, wait=True, timeout_ms=200)).claims == []
-    statements = broker._pop_lines.statements
+    statements = broker.reader.statements
     trips.reset()
     result = await broker.pop(request, wait=True, timeout_ms=400)
     assert result.claims == []
-    checks = broker._pop_lines.statements - statements
-    assert checks >= 3  # the first check and re-checks every 50 ms
-    assert trips.of(POOL) == checks
+    assert broker.reader.statements == statements
+    assert trips.of(POOL) == 0
+    due = broker.reader.next_due(request)
+    assert due is not None and 55 < due <= 60  # the message's minute, from its push
 
 
 async def test_a_push_is_one_round_trip_per_flush(
@@ -183,6 +185,9 @@ async def test_counting_costs_the_pool_nothing_and_a_flush_is_one_round_trip(
     statement per flush, on the flusher's own connection (`queen-broker-stats`)."""
     broker, trips = counted
     await _warm_up(broker, queue_name)
+    await _push(broker, queue_name, "c", 1)  # the queue exists, g's lane is seeded
+    await _ack_all(broker, "g", await broker.pop(PopRequest(group="g", batch=3,
+                                                            queue=queue_name)))
     assert broker.flusher is not None
     assert await broker.flusher.flush()  # connects and prepares the statement
     trips.reset()

@@ -3,8 +3,8 @@ pops in the other processes (core/engine/listener.py): they would race for the o
 one would run a claim that finds nothing. What the local pop leaves is still announced.
 
 Two in-process brokers over one database stand for two web workers: each has its own wake-up
-hub (LISTEN and NOTIFY connections), pool and pop lines, whose claim statements are counted.
-Their backoff re-checks are set far out (5 s), so every claim seen here is a wake-up's.
+hub (LISTEN and NOTIFY connections), pool and ready set, whose claim statements are counted.
+Their parked pops' looks are set far out (5 s), so every claim seen here is a wake-up's.
 """
 
 from __future__ import annotations
@@ -47,11 +47,12 @@ async def _push(broker: Broker, queue: str, partitions: list[str]) -> None:
 
 
 async def _parked(broker: Broker, request: PopRequest) -> asyncio.Task[PopResult]:
-    parked, claims = broker._hub.parked_count, broker._pop_lines.statements
+    parked = broker._hub.parked_count
     task = asyncio.create_task(broker.pop(request, wait=True, timeout_ms=20_000))
 
-    async def settled() -> bool:  # parked after its first (empty) check
-        return broker._hub.parked_count > parked and broker._pop_lines.statements > claims
+    async def settled() -> bool:  # parked after its first (empty) look
+        return broker._hub.parked_count > parked and (
+            request.queue, None, None, request.group) in broker.reader._routes
     await wait_for(settled)
     return task
 
@@ -64,9 +65,9 @@ async def test_a_span_a_local_pop_took_wakes_no_pop_of_its_group_elsewhere(
         assert (await a.pop(PopRequest(group=group, batch=10, queue=queue_name))).count == 1
     request = PopRequest(group="g", batch=10, queue=queue_name)
     on_a, on_b = await _parked(a, request), await _parked(b, request)
-    b_claims = b._pop_lines.statements
+    b_claims = b.reader.statements
     other_group = await _parked(b, PopRequest(group="h", batch=10, queue=queue_name))
-    h_claims = b._pop_lines.statements
+    h_claims = b.reader.statements
 
     await _push(a, queue_name, ["p1"])
     assert (await asyncio.wait_for(on_a, 10)).count == 1
@@ -74,7 +75,7 @@ async def test_a_span_a_local_pop_took_wakes_no_pop_of_its_group_elsewhere(
     assert result.count == 1
     await asyncio.sleep(0.5)  # b's g waiter was told within milliseconds, if at all
     assert not on_b.done()
-    assert b._pop_lines.statements - h_claims == 1, "b's g waiter ran a claim"  # h's only
+    assert b.reader.statements - h_claims == 1, "b's g waiter ran a claim"  # h's only
     assert h_claims > b_claims  # (the counter does count b's claims)
     on_b.cancel()
 

@@ -80,7 +80,8 @@ async def test_a_local_commit_tells_the_others_what_its_own_pops_took() -> None:
         here.announce([(7, 41)])
         assert mine.event.is_set()
     ((queue, (count, hints, served)),) = {
-        q: (n, here._hints[q], dict(here._served[q])) for q, n in here._to_announce.items()
+        q: (len(names) + here._unnamed[q], list(names), dict(here._served[q]))
+        for q, names in here._hints.items()
     }.items()
     payload = encode_payload(queue, count, hints, served)
     assert payload == f"7:1:41:{group_token('g1')}=1"

@@ -23,7 +23,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from core.engine.pop import Claimed, PopRequest, PopResult, claim
+from core.engine.pop import Claimed, PopRequest, PopResult, Verdict, claim
 from core.engine.ready.lane import Lane
 from core.engine.ready.ready_set import ReadySet
 from core.ids import LeaseId, QueueId
@@ -148,6 +148,7 @@ class Reader:
         total: PopResult | None = None
         lease_id: LeaseId | None = None
         statements = 0
+        took: list[Verdict] = []
         deadline = time.monotonic() + _WAIT_FOR_OTHERS_S
         while True:
             got = 0 if total is None else len(total.claims)
@@ -174,13 +175,17 @@ class Reader:
             self._learn(_key(request), answer)
             satisfied = (len(answer.result.claims) >= wanted
                          or answer.result.count >= budget)
-            self._check_in(request, answer, candidates, satisfied=satisfied)
+            # What it took stays out until the pop is over: its second statement must not
+            # try a partition it just claimed (with autoAck it is ready again at once).
+            took.extend(self._check_in(request, answer, candidates, satisfied=satisfied,
+                                       hold_took=True))
             if answer.result.claims:
                 if total is None:
                     total = answer.result
                     lease_id = total.lease_id
                 else:
                     total.claims.extend(answer.result.claims)
+        self._file(request, took)
         if total is None:
             return self._empty(route, width)
         return self._framed(total, route)
@@ -210,12 +215,29 @@ class Reader:
         return answer
 
     def _check_in(self, request: PopRequest, answer: Claimed, candidates: list[int], *,
-                  satisfied: bool) -> None:
-        """File every candidate (and anything the statement named) by its verdict."""
+                  satisfied: bool, hold_took: bool = False) -> list[Verdict]:
+        """File every candidate (and anything the statement named) by its verdict; with
+        `hold_took`, the partitions it took stay out and are answered for `_file`."""
+        held = [v for v in answer.verdicts if hold_took and v.kind == "took"]
+        self._file(request, [v for v in answer.verdicts if not (hold_took and v.kind == "took")],
+                   satisfied=satisfied)
+        answered = {v.partition_id for v in answer.verdicts}
+        route = self._routes.get(_key(request))
+        route_lanes = [] if route is None else [self._ready.lane(q, request.group)
+                                                for q in route.queue_ids]
+        for pid in candidates:
+            if pid not in answered:  # no answer for it (its queue went away): let it go
+                for lane in route_lanes:
+                    lane.out.pop(pid, None)
+        for lane in route_lanes:
+            lane.wake_returned()
+        return held
+
+    def _file(self, request: PopRequest, verdicts: list[Verdict], *,
+              satisfied: bool = True) -> None:
         now = time.monotonic()
-        touched: set[int] = set()
         lanes: dict[int, Lane] = {}
-        for verdict in answer.verdicts:
+        for verdict in verdicts:
             lane = lanes.get(verdict.queue_id)
             if lane is None:
                 lane = lanes[verdict.queue_id] = self._ready.lane(verdict.queue_id,
@@ -224,15 +246,7 @@ class Reader:
                 lane.learn_names([(verdict.partition, verdict.partition_id)])
             due = None if verdict.due_in is None else now + max(verdict.due_in, 0.0)
             lane.check_in(verdict.partition_id, verdict.kind, due, now, satisfied=satisfied)
-            touched.add(verdict.partition_id)
-        route = self._routes.get(_key(request))
-        route_lanes = [] if route is None else [self._ready.lane(q, request.group)
-                                                for q in route.queue_ids]
-        for pid in candidates:
-            if pid not in touched:  # no answer for it (its queue went away): let it go
-                for lane in route_lanes:
-                    lane.out.pop(pid, None)
-        for lane in [*lanes.values(), *route_lanes]:
+        for lane in lanes.values():
             lane.wake_returned()
 
     def _give_back(self, lanes: list[Lane], candidates: list[int]) -> None:

@@ -1,0 +1,137 @@
+"""The ready set across processes (core/engine/ready): two in-process brokers over one
+database stand for two broker hosts, each with its own listener, ready set and reader.
+
+- a push on A is delivered by a pop on B within the wake-up latency (the notification);
+- a caught-up group's re-polls cost B no statement;
+- a notification lost without trace is made up by the periodic reseed, within
+  READY_RESEED_INTERVAL_MS (+10 % jitter) of the lane's last seed: the worst case;
+- a lost LISTEN connection makes B reseed before it trusts its lanes again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from core.engine.pop import PopRequest
+from core.engine.push import PushItem
+from core.engine.writes import NewMessage
+from core.service import Broker
+from core.settings import Settings
+from tests.support import wait_for
+
+RESEED_S = 1.5
+SETTINGS = Settings(db_pool_size=2, metrics_flush_ms=600_000,
+                    ready_reseed_interval_ms=int(RESEED_S * 1000))
+
+
+@pytest.fixture
+async def pair(database_url: str) -> AsyncIterator[tuple[Broker, Broker]]:
+    async with Broker.open(SETTINGS, dsn=database_url, migrate=False) as a, \
+            Broker.open(SETTINGS, dsn=database_url, migrate=False) as b:
+        async def listening() -> bool:
+            return a._hub.listening and b._hub.listening
+        await wait_for(listening)
+        yield a, b
+
+
+async def _push(broker: Broker, queue: str, partitions: list[str]) -> None:
+    outcomes = await broker.push([PushItem(queue, p, NewMessage(uuid.uuid4(), uuid.uuid4().hex,
+                                                                b"{}")) for p in partitions])
+    assert [o.verdict.status for o in outcomes if o.verdict] == ["queued"] * len(partitions)
+
+
+def _silenced(broker: Broker) -> None:
+    """The broker's announcements are lost: nobody else hears of its commits."""
+    broker._hub.announce = lambda wakes: None  # type: ignore[method-assign]
+
+
+async def test_a_push_on_one_broker_is_popped_on_the_other_at_its_notification(
+        pair: tuple[Broker, Broker], queue_name: str) -> None:
+    a, b = pair
+    await _push(a, queue_name, ["seed"])
+    request = PopRequest(group="g", batch=10, queue=queue_name, auto_ack=True)
+    assert (await b.pop(request)).count == 1  # B's lane is seeded and trusted
+    waiting = asyncio.create_task(b.pop(request, wait=True, timeout_ms=10_000))
+    await asyncio.sleep(0.2)  # parked
+    started = time.monotonic()
+    await _push(a, queue_name, ["p1"])
+    result = await waiting
+    latency = time.monotonic() - started
+    assert [c.partition for c in result.claims] == ["p1"]
+    # The notification's latency, far below the periodic reseed and the parked pop's look.
+    assert latency < 0.9
+
+
+async def test_a_caught_up_group_re_polls_without_a_statement(
+        pair: tuple[Broker, Broker], queue_name: str) -> None:
+    a, b = pair
+    await _push(a, queue_name, [f"p{i}" for i in range(20)])
+    request = PopRequest(group="g", batch=100, max_partitions=20, queue=queue_name,
+                         auto_ack=True)
+    got = 0
+    for _ in range(5):
+        got += (await b.pop(request)).count
+    assert got == 20
+    statements = b.reader.statements
+    for _ in range(50):
+        assert (await b.pop(request)).count == 0
+    assert b.reader.statements == statements  # 50 quiet polls, no statement
+    await _push(a, queue_name, ["p3"])
+    delivered = 0
+
+    async def arrived() -> bool:
+        nonlocal delivered
+        delivered += (await b.pop(request)).count
+        return delivered == 1
+    await wait_for(arrived)
+    assert b.reader.statements == statements + 1  # the one statement that claimed it
+
+
+async def test_a_lost_notification_is_found_by_the_periodic_reseed(
+        pair: tuple[Broker, Broker], queue_name: str) -> None:
+    a, b = pair
+    await _push(a, queue_name, ["seed"])
+    request = PopRequest(group="g", batch=10, queue=queue_name, auto_ack=True)
+    assert (await b.pop(request)).count == 1
+    lane = b.ready.lane(b.reader._routes[(queue_name, None, None, "g")].queue_ids[0], "g")
+    assert lane.seeded_at is not None
+    _silenced(a)
+    await _push(a, queue_name, ["lost"])
+    pushed = time.monotonic()
+    # B cannot know yet (a hint, not the authority)...
+    assert (await b.pop(request)).count == 0
+    found_at = None
+    while time.monotonic() - pushed < RESEED_S * 1.1 + 2.0:
+        if (await b.pop(request)).count:
+            found_at = time.monotonic()
+            break
+        await asyncio.sleep(0.02)
+    assert found_at is not None
+    # ...but within the reseed interval (+10 % jitter) of the lane's last seed.
+    assert found_at - lane.seeded_at <= RESEED_S * 1.1 + 0.5
+
+
+async def test_a_lost_listen_connection_makes_the_lanes_reseed_before_they_are_trusted(
+        pair: tuple[Broker, Broker], queue_name: str, db: asyncpg.Connection) -> None:
+    a, b = pair
+    await _push(a, queue_name, ["seed"])
+    request = PopRequest(group="g", batch=10, queue=queue_name, auto_ack=True)
+    assert (await b.pop(request)).count == 1
+    session = b._hub.session()
+    _silenced(a)
+    await db.execute("SELECT pg_terminate_backend($1)", b._hub.listener_pid)
+    await _push(a, queue_name, ["missed"])  # announced to nobody while B reconnects
+
+    async def reconnected() -> bool:
+        return b._hub.session() not in (None, session)
+    await wait_for(reconnected)
+    reseeds = b.ready.reseeds
+    result = await b.pop(request)  # well before the periodic reseed
+    assert [c.partition for c in result.claims] == ["missed"]
+    assert b.ready.reseeds == reseeds + 1
