@@ -185,7 +185,7 @@ async def test_counting_costs_the_pool_nothing_and_a_flush_is_one_round_trip(
     statement per flush, on the flusher's own connection (`queen-broker-stats`)."""
     broker, trips = counted
     await _warm_up(broker, queue_name)
-    await _push(broker, queue_name, "c", 1)  # the queue exists, g's lane is seeded
+    await _push(broker, queue_name, "seed", 1)  # the queue exists, g's lane is seeded
     await _ack_all(broker, "g", await broker.pop(PopRequest(group="g", batch=3,
                                                             queue=queue_name)))
     assert broker.flusher is not None
