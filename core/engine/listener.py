@@ -212,6 +212,13 @@ class WakeupHub:
             return (self._epoch, self._all_changes)
         return (self._epoch, *(self._changes.get(q, 0) for q in sorted(queue_ids)))
 
+    def pending(self, queue_id: int) -> dict[int, float]:
+        """The queue's partitions announced and not claimed here since (nor expired), with
+        the `time.monotonic()` of their first announcement: what the autopilot may take for
+        ready until a ready set exists (core/engine/hinted_ready.py). Changes nothing."""
+        since = time.monotonic() - _PENDING_SECONDS
+        return {p: at for p, at in self._pending.get(queue_id, {}).items() if at > since}
+
     def claimed(self, queue_id: int, partitions: Iterable[int]) -> None:
         """A pop of this process claimed these partitions: their data is being served."""
         pending = self._pending.get(queue_id)
