@@ -11,8 +11,8 @@ Pushes go to the push spool (core/upkeep/spool.py) instead of the database while
 is on, while the database is unreachable, and until the spool is drained; pops claim
 nothing while pop maintenance is on (core/admin/switches.py holds both switches).
 
-    push / pop / ack / ack_batch / transaction / extend_lease / configure / delete_queue /
-    fetch / healthy / pool_stats / stop_waiting
+    push / pop / serve_pop / ack / ack_batch / transaction / extend_lease / configure /
+    delete_queue / fetch / healthy / pool_stats / stop_waiting
     maintenance / set_maintenance / require_direct_writes      the switches and the spool
     dlq.*        dead letters (core/admin/dlq.py)        messages.*   inspection (core/admin/messages.py)
     groups.*     consumer groups (core/admin/groups.py)  resources.*  figures (core/admin/resources.py)
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -48,11 +49,11 @@ from core.embedded import database_dsn
 from core.engine import ack as acks
 from core.engine import conflation, encryption, transactions
 from core.engine import fetch as offset_reads
-from core.engine.autopilot import Autopilot
+from core.engine.autopilot import Autopilot, Echo, Lane, Pilot
 from core.engine.key_check import check_key
 from core.engine.listener import WakeupHub
 from core.engine.longpoll import Backoff, pop_or_wait
-from core.engine.pop import PopRequest, PopResult
+from core.engine.pop import QUEUE_MODE, PopRequest, PopResult
 from core.engine.push import Pusher, PushItem, PushOutcome
 from core.engine.reads.acks import AckFlusher, ExtendFlusher
 from core.engine.reads.retry_wakes import RetryWakes
@@ -88,6 +89,16 @@ class MaintenanceStatus:
     buffered_messages: int  # in this host's spool for the database, not yet written
     database_healthy: bool  # as this worker last found it
     spool_failed: int  # records this worker refused because the spool could not take them
+
+
+@dataclass(frozen=True, slots=True)
+class ServedPop:
+    """What `Broker.serve_pop` answers."""
+
+    request: PopRequest  # as served: the autopilot's choices in
+    result: PopResult
+    conflating: bool  # the group's effective conflation policy (extensions §20.2)
+    echo: Echo | None  # the answer's `autopilot` object, if it gets one
 
 
 class Broker:
@@ -130,7 +141,9 @@ class Broker:
         self.kv = KvService(db, max_keys=settings.kv_max_keys)
         self.timers = Timers(db, settings)  # timers (core/timers); fired by their own process
         self.streams = Streams(db, hub.announce, self.require_direct_writes)  # §18
-        self.autopilot = Autopilot()  # extensions §20.5: pops in flight, drain rates
+        # Extensions §20.5: live pops, drain rates and widths per lane; what is ready comes
+        # from the ready set (no statement).
+        self._autopilot = Autopilot(view=self.reader)
         self.kafka = Kafka(db, hub, stop_waiting,  # the Kafka edge's reads and offsets
                            default_partitions=settings.kafka_default_partitions)
         self.counters = COUNTERS
@@ -275,6 +288,46 @@ class Broker:
         COUNTERS.add("pop_messages", result.count)
         return result
 
+    async def serve_pop(self, request: PopRequest, pilot: Pilot | None, *,
+                        wait: bool = False, timeout_ms: int = 0,
+                        gone: asyncio.Event | None = None) -> ServedPop:
+        """A pop as the edge asks for it: `pilot` (autopilot=true) says which knobs the
+        request left to the broker (extensions §20.5), whose choice replaces the request's
+        placeholder. Answers the request as served, the result, the effective conflation
+        policy, and the autopilot echo (a non-empty autopilot answer only)."""
+        autopilot = self._autopilot
+        lane = Lane(request.queue, request.namespace, request.task, request.group)
+        # The width rule is for the queue route alone, never for a pop declaring conflation
+        # (one whose stored policy conflates claims the conflation width regardless).
+        steered = (pilot is not None and pilot.width and request.queue is not None
+                   and request.partition is None and not request.conflation)
+        with autopilot.flight(lane) as live:
+            if pilot is not None and pilot.batch:
+                batch = autopilot.batch(lane)
+                request = dataclasses.replace(request, batch=batch, conflation_width=(
+                    conflation.width(None if pilot.width else request.max_partitions, batch)))
+            if steered:
+                assert request.queue is not None
+                request = dataclasses.replace(request, max_partitions=autopilot.widths.choose(
+                    request.queue, request.group, live))
+            result = await self.pop(request, wait=wait, timeout_ms=timeout_ms, gone=gone)
+            if steered and result.conflation is not True:
+                assert request.queue is not None
+                autopilot.widths.popped(
+                    request.queue, request.group, queue_ids=result.queue_ids,
+                    partition_ids=[c.partition_id for c in result.claims],
+                    delivered=result.count, requested=request.batch)
+        echo = None
+        if pilot is not None and result.claims:
+            if result.lease_id is not None:
+                autopilot.delivered(lane, result.lease_id)
+            echo = Echo(result.width if result.width is not None else request.max_partitions,
+                        request.batch)
+        # A pop that declares conflation, or whose group conflates, never answers 204 (§20.4).
+        conflating = await self.conflating(request, result) if (
+            request.conflation or request.group != QUEUE_MODE) else False
+        return ServedPop(request, result, conflating, echo)
+
     @property
     def pops_paused(self) -> bool:
         """Pop maintenance is on: pops claim nothing."""
@@ -299,7 +352,7 @@ class Broker:
         answers what was applied to it."""
         result = await self._acks.apply(items)
         _count_acks(items, result.outcomes)
-        self.autopilot.acked((a.item.lease_id, o.lease_released)
+        self._autopilot.acked((a.item.lease_id, o.lease_released)
                              for a, o in zip(items, result.outcomes) if o.success)
         await self._retry_wakes.after_acks(items, result.outcomes)
         return result
@@ -324,7 +377,7 @@ class Broker:
             _count_acks(tx_acks, [result.acks[i] for i in applied])
             await self._retry_wakes.after_acks(tx_acks, [result.acks[i] for i in applied])
             only = required_leases[0] if len(set(required_leases)) == 1 else None
-            self.autopilot.acked((a.item.lease_id or only, result.acks[i].lease_released)
+            self._autopilot.acked((a.item.lease_id or only, result.acks[i].lease_released)
                                  for i, a in zip(applied, tx_acks))
         return result
 

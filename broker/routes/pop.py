@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 
 import msgspec
 from starlette.requests import Request
@@ -23,7 +22,7 @@ from broker.wire.pop import (
     QueuePartitionPath,
 )
 from core.engine import conflation
-from core.engine.autopilot import WAIT_MS, Lane
+from core.engine.autopilot import Pilot
 from core.engine.pop import QUEUE_MODE, PopRequest, PopResult
 from core.errors import BadRequest
 from core.timefmt import iso
@@ -31,52 +30,47 @@ from core.timefmt import iso
 
 def _pop_request(request: Request, query: PopQuery, *, queue: str | None,
                  partition: str | None, namespace: str | None = None,
-                 task: str | None = None) -> PopRequest:
+                 task: str | None = None) -> tuple[PopRequest, Pilot | None]:
     settings = state_of(request).settings
     group = query.consumerGroup or QUEUE_MODE
     conflation.check_request(declared=query.conflation, group=group, auto_ack=query.autoAck)
     partitions = given(query.partitions)
-    # Autopilot (extensions §20.5) chooses what the request omitted: the batch from the
-    # lane's drain rate here, the width in the claim (SQL) from its ready partitions.
-    batch = query.batch or (
-        broker_of(request).autopilot.batch(Lane(queue, namespace, task, group))
-        if query.autopilot else settings.default_batch_size)
+    batch = query.batch or settings.default_batch_size
+    # Autopilot (extensions §20.5): the broker replaces what the request omitted.
+    pilot = Pilot(batch=given(query.batch) is None,
+                  width=partitions is None) if query.autopilot else None
     return PopRequest(
         group=group, batch=batch, max_partitions=partitions or 1, queue=queue,
         partition=partition, namespace=namespace, task=task, auto_ack=query.autoAck,
         lease_seconds=query.leaseSeconds,
         subscription_mode=query.subscriptionMode or settings.default_subscription_mode,
         subscription_from=query.subscriptionFrom or "", conflation=query.conflation,
-        conflation_width=conflation.width(partitions, batch),
-        auto_width=query.autopilot and partitions is None and partition is None)
+        conflation_width=conflation.width(partitions, batch)), pilot
 
 
-async def _serve_pop(request: Request, query: PopQuery, pop_request: PopRequest) -> Response:
+async def _serve_pop(request: Request, query: PopQuery,
+                     asked: tuple[PopRequest, Pilot | None]) -> Response:
     timeout = given(query.timeout)
     timeout_ms = state_of(request).settings.default_timeout_ms if timeout is None else timeout
     broker = broker_of(request)
-    lane = Lane(pop_request.queue, pop_request.namespace, pop_request.task, pop_request.group)
     gone = asyncio.Event()
     watcher = asyncio.create_task(_watch_disconnect(request, gone), name="pop-disconnect")
     try:
-        with broker.autopilot.flight(lane) as in_flight:
-            pop_request = dataclasses.replace(pop_request, in_flight=in_flight)
-            result = await broker.pop(pop_request, wait=query.wait, timeout_ms=timeout_ms,
-                                      gone=gone)
+        served = await broker.serve_pop(*asked, wait=query.wait, timeout_ms=timeout_ms,
+                                        gone=gone)
     finally:
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
-    if query.autopilot and result.lease_id is not None and result.claims:
-        broker.autopilot.delivered(lane, result.lease_id)
+    pop_request, result, conflating = served.request, served.result, served.conflating
     # A pop that declares conflation, or whose group conflates, never answers 204 (§20.4).
-    conflating = await broker.conflating(pop_request, result) if (
-        query.conflation or pop_request.group != QUEUE_MODE) else False
     if not result.claims and not (conflating or query.conflation):
         return no_content()
+    echo = None if served.echo is None else Autopilot(
+        served.echo.partitions, served.echo.batch, served.echo.wait_ms)
     if query.frames and result.claims and not (conflating or query.conflation):
-        return _framed_answer(pop_request, result, query.autopilot)
-    answer = _answer(pop_request, result, query.autopilot)
+        return _framed_answer(pop_request, result, echo)
+    answer = _answer(pop_request, result, echo)
     if conflating:
         answer.conflation = True
     elif query.conflation:
@@ -86,12 +80,7 @@ async def _serve_pop(request: Request, query: PopQuery, pop_request: PopRequest)
     return json_response(answer)
 
 
-def _autopilot(pop_request: PopRequest, result: PopResult) -> Autopilot:
-    used = result.width if result.width is not None else pop_request.max_partitions
-    return Autopilot(used, pop_request.batch, WAIT_MS)
-
-
-def _answer(pop_request: PopRequest, result: PopResult, autopilot: bool) -> PopAnswer:
+def _answer(pop_request: PopRequest, result: PopResult, echo: Autopilot | None) -> PopAnswer:
     lease = result.lease_id or ""
     group = pop_request.group
     messages = []
@@ -121,18 +110,19 @@ def _answer(pop_request: PopRequest, result: PopResult, autopilot: bool) -> PopA
         answer = PopAnswer(success=True, queue=pop_request.queue or "", partition="",
                            partitionId="", leaseId="", consumerGroup=group, messages=[],
                            partitionsClaimed=0)
-    if autopilot:
-        answer.autopilot = _autopilot(pop_request, result)
+    if echo is not None:
+        answer.autopilot = echo
     return answer
 
 
-def _framed_answer(pop_request: PopRequest, result: PopResult, autopilot: bool) -> Response:
+def _framed_answer(pop_request: PopRequest, result: PopResult,
+                   echo: Autopilot | None) -> Response:
     """The same delivery as `_answer`, framed (§7.4): the stored segments as they are."""
     body = framed_pop.encode(
         queue=result.claims[0].queue if pop_request.queue is not None else "",
         lease_id=result.lease_id or "", group=pop_request.group,
         claims=framed_pop.stored_claims(result.claims),
-        extras={"autopilot": _autopilot(pop_request, result)} if autopilot else None)
+        extras=None if echo is None else {"autopilot": echo})
     return Response(body, 200, media_type=FRAMED_POP_MEDIA_TYPE)
 
 

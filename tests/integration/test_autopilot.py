@@ -5,14 +5,13 @@ consume (autopilot on, neither knob set)."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
 import httpx
 from queen import Queen
 
-from core.engine.pop import PopRequest
-from core.storage.database import Database
-from tests.support import BrokerProcess, core_reader, push_items
+from tests.support import BrokerProcess, push_items
 
 
 async def fill(client: httpx.AsyncClient, queue: str, partitions: int, per: int) -> None:
@@ -25,14 +24,18 @@ async def get(client: httpx.AsyncClient, queue: str, **params: str) -> httpx.Res
     return await client.get(f"/api/v1/pop/queue/{queue}", params={"wait": "false", **params})
 
 
-async def test_width_is_the_ready_partitions_and_the_echo_says_so(
+async def test_the_first_pop_of_a_new_group_claims_one_partition_and_echoes_it(
         http: httpx.AsyncClient, queue_name: str) -> None:
     await fill(http, queue_name, 5, 2)
     r = await get(http, queue_name, autopilot="true", consumerGroup="a")
     body = r.json()
-    assert (body["partitionsClaimed"], len(body["messages"])) == (5, 10)
-    assert body["autopilot"]["partitions"] == 5 and body["autopilot"]["batch"] == 100
-    # The leased partitions are not ready: nothing left for the group (a 204, no echo).
+    # Nothing is known to be ready for the new lane on this process: width 1.
+    assert (body["partitionsClaimed"], len(body["messages"])) == (1, 2)
+    assert body["autopilot"] == {"partitions": 1, "batch": 100, "waitMs": 100}
+    # A sent width is used as given: the 4 other partitions.
+    r = await get(http, queue_name, autopilot="true", partitions="10", consumerGroup="a")
+    assert (r.json()["partitionsClaimed"], r.json()["autopilot"]["partitions"]) == (4, 10)
+    # Every partition is leased: nothing left for the group (a 204, no echo).
     r = await get(http, queue_name, autopilot="true", consumerGroup="a")
     assert r.status_code == 204 and r.content == b""
 
@@ -45,30 +48,40 @@ async def test_sent_values_are_used_as_given(http: httpx.AsyncClient, queue_name
         "partitions": 2, "batch": 100, "waitMs": 100}
     r = await get(http, queue_name, autopilot="true", batch="4", consumerGroup="b")
     body = r.json()
-    # Width from the 4 ready partitions, at most 4 messages.
-    assert len(body["messages"]) == 4 and body["autopilot"]["batch"] == 4
-    assert body["autopilot"]["partitions"] == 4
+    # The batch as sent; the width the new lane's: one partition, its 3 messages.
+    assert len(body["messages"]) == 3 and body["autopilot"]["batch"] == 4
+    assert body["autopilot"]["partitions"] == 1 and body["partitionsClaimed"] == 1
     r = await http.get(f"/api/v1/pop/queue/{queue_name}/partition/p1",
                        params={"wait": "false", "autopilot": "true", "consumerGroup": "d"})
     assert r.json()["autopilot"]["partitions"] == 1 and r.json()["partitionsClaimed"] == 1
 
 
-async def test_width_divides_ready_partitions_among_pops_in_flight(
-        core_db: Database, http: httpx.AsyncClient, queue_name: str) -> None:
-    await fill(http, queue_name, 7, 1)
-    request = PopRequest(group="g", batch=100, queue=queue_name, auto_width=True,
-                         in_flight=3)
-    reader = core_reader(core_db)
-    first = await reader.pop(request)
-    assert (first.partitions_claimed, first.width) == (3, 3)  # ceil(7 / 3)
-    second = await reader.pop(request)
-    assert (second.partitions_claimed, second.width) == (2, 2)  # ceil(4 / 3)
-    third = await reader.pop(PopRequest(group="g", batch=100, queue=queue_name,
-                                          auto_width=True, in_flight=8))
-    assert (third.partitions_claimed, third.width) == (1, 1)  # 2 ready, 8 in flight: 1
+async def test_a_discovery_pop_claims_one_partition(http: httpx.AsyncClient) -> None:
+    ns = "ns" + uuid.uuid4().hex[:10]
+    for name in ("a", "b", "c"):
+        await push_items(http, f"{ns}.jobs.{name}", [name], prefix=name)
+    r = await http.get("/api/v1/pop", params={"namespace": ns, "autopilot": "true",
+                                              "consumerGroup": "d", "wait": "false"})
+    body = r.json()
+    assert (body["partitionsClaimed"], len(body["messages"])) == (1, 1)
+    assert body["autopilot"] == {"partitions": 1, "batch": 100, "waitMs": 100}
 
 
-async def test_official_client_default_consume_claims_every_ready_partition(
+async def test_an_empty_conflating_answer_carries_no_echo(
+        http: httpx.AsyncClient, queue_name: str) -> None:
+    await fill(http, queue_name, 3, 2)
+    params = {"autopilot": "true", "conflation": "true", "consumerGroup": "g"}
+    r = await get(http, queue_name, **params)
+    body = r.json()
+    # A conflating pop claims its conflation width (the batch, 1..64), not the autopilot's.
+    assert (body["partitionsClaimed"], body["conflation"]) == (3, True)
+    assert body["autopilot"] == {"partitions": 64, "batch": 100, "waitMs": 100}
+    r = await get(http, queue_name, **params)  # all leased: 200 (never 204), but no echo
+    assert r.status_code == 200 and r.json()["messages"] == []
+    assert r.json()["conflation"] is True and "autopilot" not in r.json()
+
+
+async def test_official_client_first_pop_of_a_consume_claims_one_partition(
         broker: BrokerProcess, http: httpx.AsyncClient, queue_name: str) -> None:
     await fill(http, queue_name, 4, 2)
     calls: list[list[dict[str, Any]]] = []
@@ -80,8 +93,27 @@ async def test_official_client_default_consume_claims_every_ready_partition(
             done.set()
 
     async with Queen(broker.url) as client:
+        builder = client.queue(queue_name).group("g").batch(100).timeout_millis(500)
+        await asyncio.wait_for(builder.consume(handler, signal=done), 30)
+    # The consumer is new to the broker: its first pop claims one partition, whose two
+    # messages the handler gets as one list; later pops take the rest.
+    assert isinstance(calls[0], list) and len(calls[0]) == 2
+    assert len({m["partition"] for m in calls[0]}) == 1
+    assert sorted(m["data"]["p"] for c in calls for m in c) == [0, 0, 1, 1, 2, 2, 3, 3]
+
+
+async def test_official_client_default_consume_hands_a_list(
+        broker: BrokerProcess, http: httpx.AsyncClient, queue_name: str) -> None:
+    await fill(http, queue_name, 1, 3)
+    calls: list[Any] = []
+    done = asyncio.Event()
+
+    async def handler(messages: Any) -> None:
+        calls.append(messages)
+        if sum(len(c) for c in calls) >= 3:
+            done.set()
+
+    async with Queen(broker.url) as client:
         builder = client.queue(queue_name).group("g").timeout_millis(500)
         await asyncio.wait_for(builder.consume(handler, signal=done), 30)
-    # One pop took the 4 ready partitions (autopilot width), handed over as one list.
-    assert isinstance(calls[0], list) and len(calls[0]) == 8
-    assert {m["partition"] for m in calls[0]} == {"p0", "p1", "p2", "p3"}
+    assert isinstance(calls[0], list) and [m["data"]["n"] for m in calls[0]] == [0, 1, 2]

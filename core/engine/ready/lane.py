@@ -44,6 +44,9 @@ class Lane:
         self.seeding = asyncio.Lock()
         self.used_at = time.monotonic()
         self._returned = asyncio.Event()
+        # Partitions taken lately -> since when they had been ready (the autopilot's "ready
+        # age of what the last claim took"); bounded.
+        self.taken_since: dict[int, float] = {}
 
     # -- marks: something may be claimable ------------------------------------------------
 
@@ -93,8 +96,10 @@ class Lane:
             if len(taken) >= count:
                 break
             taken.append(pid)
+        if len(self.taken_since) > 4096:
+            self.taken_since.clear()
         for pid in taken:
-            del self.ready[pid]
+            self.taken_since[pid] = self.ready.pop(pid)
             self.out[pid] = False
         return taken
 

@@ -97,6 +97,21 @@ class Reader:
                 oldest = age if oldest is None else max(oldest, age)
         return count, oldest
 
+    # -- the autopilot's view (core/engine/autopilot.py ReadyView) ------------------------
+
+    def ready(self, queue: str, group: str) -> tuple[int, float | None]:
+        """Ready partitions known for (queue, group), and the oldest one's age."""
+        return self.known_ready(_route_of(queue, group))
+
+    def taken(self, queue: str, group: str, queue_ids: Sequence[int],
+              partition_ids: Sequence[int]) -> float | None:
+        """How long the longest-ready of the partitions a pop just claimed had been ready."""
+        now = time.monotonic()
+        ages = [now - since for q in queue_ids
+                for pid in partition_ids
+                if (since := self._ready.lane(q, group).taken_since.get(pid)) is not None]
+        return max(ages) if ages else None
+
     # -- the pop -------------------------------------------------------------------------
 
     async def pop(self, request: PopRequest, gone: asyncio.Event | None = None) -> PopResult:
@@ -278,6 +293,10 @@ class Reader:
         if result.conflation is None:
             result.conflation = route.conflating
         return result
+
+
+def _route_of(queue: str, group: str) -> PopRequest:
+    return PopRequest(group=group, batch=1, queue=queue)
 
 
 def _key(request: PopRequest) -> RouteKey:
