@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loadtest import pgstats, profile
+from loadtest import claims, pgstats, profile
 from loadtest.drain import fetch_all
 from loadtest.gate import check
 from loadtest.runner import CellOutcome, Shape, run_cell
@@ -45,7 +45,12 @@ def measure(target: Target, shape: Shape, label: str, *, gate: bool = True,
         asyncio.run(profile.reset_statements(target.database_url))
         spy = profile.PySpy(target.roots.get("broker"), profile_to.with_suffix(".stacks"))
     before = asyncio.run(pgstats.snapshot(target.database_url)) if target.database_url else None
+    # Claim statements and those that found nothing (loadtest/claims.py says where it reads).
+    claims_before = (asyncio.run(claims.snapshot(target.database_url, target.url))
+                     if shape.groups else None)
     out = run_cell(target.url, shape, target.roots, label)
+    claimed = (claims.between(claims_before, asyncio.run(claims.snapshot(
+        target.database_url, target.url, flush_wait_s=1.2))) if shape.groups else None)
     after = asyncio.run(pgstats.snapshot(target.database_url)) if target.database_url else None
     profiled = None
     if profile_to is not None:
@@ -66,6 +71,8 @@ def measure(target: Target, shape: Shape, label: str, *, gate: bool = True,
                        asyncio.run(_wal(target, before, after)), gate)
     if profiled is not None:
         result["profile"] = profiled
+    if shape.groups:
+        result["claims"] = claimed
     return result
 
 
