@@ -144,8 +144,8 @@ class Cpu:
                 title = " ".join(proc.cmdline()) if self.database else ""
             except psutil.Error:
                 continue
-            backend = bool(self.database) and self.database in title \
-                and "autovacuum" not in title
+            backend = (self.database is not None and self.database in title
+                       and "autovacuum" not in title)
             out[proc.pid] = (t.user + t.system, backend)
         return out
 
@@ -462,11 +462,11 @@ FIGURES: tuple[tuple[str, tuple[str, ...], bool], ...] = (
     ("caught-up poll p50 ms", ("caught_up", "p50_ms"), False),
     ("caught-up poll p99 ms", ("caught_up", "p99_ms"), False),
     ("PostgreSQL CPU us per caught-up poll", ("caught_up", "postgres_cpu_us_per_poll"), False),
-    ("  of it the database's backends", ("caught_up", "backends_cpu_us_per_poll"), False),
+    ("  of it: the database's backends", ("caught_up", "backends_cpu_us_per_poll"), False),
     ("broker CPU us per caught-up poll", ("caught_up", "broker_cpu_us_per_poll"), False),
     ("quiet: PostgreSQL CPU s per s", ("quiet", "postgres_cpu_per_wall_s"), False),
     ("idle long-polls: PostgreSQL CPU s per s", ("idle", "postgres_cpu_per_wall_s"), False),
-    ("  of it the database's backends", ("idle", "backends_cpu_per_wall_s"), False),
+    ("  of it: the database's backends (idle)", ("idle", "backends_cpu_per_wall_s"), False),
     ("idle long-polls: broker CPU s per s", ("idle", "broker_cpu_per_wall_s"), False),
     ("claims found nothing: drain width 1", ("drain", "1", "claims", "found_nothing_share"), False),
     ("claims found nothing: drain width 10", ("drain", "10", "claims", "found_nothing_share"),
@@ -512,8 +512,8 @@ def ratios_between(after: dict[int, dict[str, Any]],
     out: dict[str, dict[str, float | None]] = {}
     for label, path, _ in FIGURES:
         row = {}
-        for n in after:
-            a, b = _get(after[n], path), _get(before.get(n, {}), path)
+        for n, fig in after.items():
+            a, b = _get(fig, path), _get(before.get(n, {}), path)
             row[str(n)] = round(a / b, 3) if a is not None and b else None
         out[label.strip()] = row
     return out
@@ -528,9 +528,9 @@ def _fmt(v: Any) -> str:
 
 
 def render(result: dict[str, Any]) -> str:
-    lines = [f"scale run {result['run_id']}  workers {result['workers']}  "
-             f"load average at start {result['load_average']['start']} "
-             f"end {result['load_average']['end']}  cpus {result['cpus']}",
+    lines = [(f"scale run {result['run_id']}  workers {result['workers']}  "
+              f"load average at start {result['load_average']['start']} "
+              f"end {result['load_average']['end']}  cpus {result['cpus']}"),
              f"command: {' '.join(result['argv'])}"]
     for side, data in result["sides"].items():
         by_n = {int(n): f for n, f in data["figures"].items()}
