@@ -74,6 +74,9 @@ async def _prometheus(url: str, wait_s: float) -> dict[str, float] | None:
 async def statement_counts(database_url: str) -> dict[str, Any] | None:
     conn = await asyncpg.connect(database_url)
     try:
+        if not await conn.fetchval(
+                "SELECT current_setting('shared_preload_libraries') ~ 'pg_stat_statements'"):
+            return None  # not loaded: creating the extension would leave a broken view
         await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
         rows = await conn.fetch(
             """SELECT query, calls FROM pg_stat_statements

@@ -85,6 +85,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--compare-root", type=Path,
                    help="also run the broker of this checkout (the 'before'), alternating per "
                         "partition count, and report this run's figures / its figures")
+    p.add_argument("--no-vacuum", action="store_true",
+                   help="skip the VACUUM ANALYZE before the caught-up phase")
     p.add_argument("--out", type=Path, default=RESULTS, help="results directory")
 
 
@@ -373,9 +375,10 @@ async def _claims(database_url: str, broker_url: str) -> dict[str, Any] | None:
 # ---------------------------------------------------------------- one count, one checkout
 
 
-async def _measure(srv_url: str, database_url: str, database: str, pg_pid: int | None,
-                   broker_pid: int | None, n: int, args: argparse.Namespace) -> dict[str, Any]:
-    queue = f"scale-{n}"
+async def measure_count(srv_url: str, database_url: str, database: str, pg_pid: int | None,
+                   broker_pid: int | None, n: int, args: argparse.Namespace,
+                   queue: str | None = None) -> dict[str, Any]:
+    queue = queue or f"scale-{n}"
     out: dict[str, Any] = {"partitions": n}
 
     def progress(what: str) -> None:
@@ -392,7 +395,8 @@ async def _measure(srv_url: str, database_url: str, database: str, pg_pid: int |
         out["drain"][str(width)] = d
         progress(f"drain width {width}: {d['msg_per_s']} msg/s "
                  f"({claims.describe(d['claims'])})")
-    out["vacuum_seconds"] = await _vacuum(database_url)
+    if not getattr(args, "no_vacuum", False):
+        out["vacuum_seconds"] = await _vacuum(database_url)
     group = "caught-up"
     out["seek"] = await seek_to_end(srv_url, queue, group)
     await polls(srv_url, queue, group, 1, 2.0, 20)  # first contact, warm the plans
@@ -448,7 +452,7 @@ def one(pg: launch.Postgres, root: Path | None, n: int, args: argparse.Namespace
     database = urlsplit(database_url).path.lstrip("/")
     with launch.broker(database_url, args.workers, root=root or launch.ROOT) as srv:
         assert srv.proc is not None
-        return asyncio.run(_measure(srv.url, database_url, database,
+        return asyncio.run(measure_count(srv.url, database_url, database,
                                     pg.proc.pid if pg.proc else None, srv.proc.pid, n, args))
 
 
@@ -574,6 +578,25 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def conclude(result: dict[str, Any]) -> None:
+    """Ratios (to the smallest N; after / before with two sides) and the verdict."""
+    verdict = "ok"
+    for data in result["sides"].values():
+        by_n = {int(n): f for n, f in data["figures"].items()}
+        for f in by_n.values():
+            _derive(f)
+        data["ratios_to_smallest"] = ratios_by_count(by_n)
+        for f in by_n.values():
+            if not all(d["gate_ok"] for d in f["drain"].values()) or f["caught_up"]["not_204"]:
+                verdict = ("FAILURE (a drain delivered a message twice, or a caught-up poll "
+                           "answered something)")
+    if len(result["sides_order"]) == 2:
+        b, a = (result["sides"][s]["figures"] for s in result["sides_order"])
+        result["after_over_before"] = ratios_between({int(n): f for n, f in a.items()},
+                                                     {int(n): f for n, f in b.items()})
+    result["verdict"] = verdict
+
+
 def command(args: argparse.Namespace) -> int:
     run_id = time.strftime("%Y%m%d-%H%M%S")
     sides: list[tuple[str, Path | None]] = []
@@ -595,23 +618,9 @@ def command(args: argparse.Namespace) -> int:
         for n in counts:
             for name, root in sides:
                 print(f"{name} ({root or launch.ROOT}): {n:,} partitions", file=sys.stderr)
-                fig = one(pg, root, n, args)
-                _derive(fig)
-                result["sides"][name]["figures"][str(n)] = fig
+                result["sides"][name]["figures"][str(n)] = one(pg, root, n, args)
     result["load_average"]["end"] = [round(x, 2) for x in os.getloadavg()]
-    verdict = "ok"
-    for data in result["sides"].values():
-        by_n = {int(n): f for n, f in data["figures"].items()}
-        data["ratios_to_smallest"] = ratios_by_count(by_n)
-        for f in by_n.values():
-            if not all(d["gate_ok"] for d in f["drain"].values()) or f["caught_up"]["not_204"]:
-                verdict = "FAILURE (a drain delivered a message twice, or a caught-up poll " \
-                          "answered something)"
-    if args.compare_root:
-        b, a = (result["sides"][s]["figures"] for s in result["sides_order"])
-        result["after_over_before"] = ratios_between({int(n): f for n, f in a.items()},
-                                                     {int(n): f for n, f in b.items()})
-    result["verdict"] = verdict
+    conclude(result)
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / f"scale-{run_id}"
     stem.with_suffix(".json").write_text(json.dumps(result, indent=1, default=str))
@@ -619,4 +628,4 @@ def command(args: argparse.Namespace) -> int:
     stem.with_suffix(".txt").write_text(text)
     print(text)
     print(f"written: {stem}.json, {stem}.txt")
-    return 0 if verdict == "ok" else 1
+    return 0 if result["verdict"] == "ok" else 1
