@@ -77,7 +77,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--max-polls", type=int, default=5000)
     p.add_argument("--quiet-seconds", type=float, default=5.0)
     p.add_argument("--idle-consumers", type=int, default=100)
-    p.add_argument("--idle-seconds", type=float, default=20.0)
+    p.add_argument("--idle-seconds", type=float, default=60.0)
     p.add_argument("--idle-timeout-ms", type=int, default=10_000,
                    help="long-poll timeout of each idle pop")
     p.add_argument("--broker-root", type=Path,
