@@ -44,14 +44,15 @@ def measure(target: Target, shape: Shape, label: str, *, gate: bool = True,
     if profile_to is not None and target.database_url:
         asyncio.run(profile.reset_statements(target.database_url))
         spy = profile.PySpy(target.roots.get("broker"), profile_to.with_suffix(".stacks"))
-    before = asyncio.run(pgstats.snapshot(target.database_url)) if target.database_url else None
-    # Claim statements and those that found nothing (loadtest/claims.py says where it reads).
+    # Claim statements and those that found nothing (loadtest/claims.py says where it reads),
+    # read outside the commit and WAL counters' window.
     claims_before = (asyncio.run(claims.snapshot(target.database_url, target.url))
                      if shape.groups else None)
+    before = asyncio.run(pgstats.snapshot(target.database_url)) if target.database_url else None
     out = run_cell(target.url, shape, target.roots, label)
+    after = asyncio.run(pgstats.snapshot(target.database_url)) if target.database_url else None
     claimed = (claims.between(claims_before, asyncio.run(claims.snapshot(
         target.database_url, target.url, flush_wait_s=1.2))) if shape.groups else None)
-    after = asyncio.run(pgstats.snapshot(target.database_url)) if target.database_url else None
     profiled = None
     if profile_to is not None:
         stacks = spy.stop() if spy else None
