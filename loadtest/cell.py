@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loadtest import pgstats, profile
+from loadtest import claims, pgstats, profile
 from loadtest.drain import fetch_all
 from loadtest.gate import check
 from loadtest.runner import CellOutcome, Shape, run_cell
@@ -44,9 +44,15 @@ def measure(target: Target, shape: Shape, label: str, *, gate: bool = True,
     if profile_to is not None and target.database_url:
         asyncio.run(profile.reset_statements(target.database_url))
         spy = profile.PySpy(target.roots.get("broker"), profile_to.with_suffix(".stacks"))
+    # Claim statements and those that found nothing (loadtest/claims.py says where it reads),
+    # read outside the commit and WAL counters' window.
+    claims_before = (asyncio.run(claims.snapshot(target.database_url, target.url))
+                     if shape.groups else None)
     before = asyncio.run(pgstats.snapshot(target.database_url)) if target.database_url else None
     out = run_cell(target.url, shape, target.roots, label)
     after = asyncio.run(pgstats.snapshot(target.database_url)) if target.database_url else None
+    claimed = (claims.between(claims_before, asyncio.run(claims.snapshot(
+        target.database_url, target.url, flush_wait_s=1.2))) if shape.groups else None)
     profiled = None
     if profile_to is not None:
         stacks = spy.stop() if spy else None
@@ -66,6 +72,8 @@ def measure(target: Target, shape: Shape, label: str, *, gate: bool = True,
                        asyncio.run(_wal(target, before, after)), gate)
     if profiled is not None:
         result["profile"] = profiled
+    if shape.groups:
+        result["claims"] = claimed
     return result
 
 

@@ -70,6 +70,9 @@ def _parser() -> argparse.ArgumentParser:
     from loadtest import kafka_cell
 
     kafka_cell.add_parser(sub)
+    from loadtest import scale
+
+    scale.add_parser(sub)
     return p
 
 
@@ -291,6 +294,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from loadtest import kafka_cell
 
         return kafka_cell.command(args)
+    if args.command == "scale":
+        from loadtest import scale
+
+        return scale.command(args)
     if args.command == "soak":
         from loadtest.faults import soak
 

@@ -17,6 +17,8 @@ from typing import Any
 
 import asyncpg
 
+from loadtest import claims
+
 _RATE = 67  # samples per second: enough for a 20 s cell, little enough to stay out of the way
 
 
@@ -148,24 +150,11 @@ async def top_statements(url: str, top: int = 12, *,
 
 
 async def pop_runs(url: str) -> dict[str, int] | None:
-    """How many times `queen.pop` ran (called by the broker, or once per share inside
-    `queen.pop_shared`) and how many of those runs read messages (`queen.pop_read`, which a
-    pop runs only when it claimed something): the rest found nothing."""
-    conn = await asyncpg.connect(url)
-    try:
-        row = await conn.fetchrow(
-            r"""SELECT coalesce(sum(calls) FILTER (WHERE toplevel AND query ~ 'FROM queen\.pop\('), 0)
-                        + coalesce(sum(calls) FILTER (WHERE NOT toplevel
-                                   AND query ~ '^SELECT \* FROM queen\.pop\('), 0) AS runs,
-                      coalesce(sum(calls) FILTER (WHERE NOT toplevel
-                               AND query ~ 'queen\.pop_read\('), 0) AS reads
-                 FROM pg_stat_statements
-                WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())""")
-    except asyncpg.PostgresError:
-        return None
-    finally:
-        await conn.close()
-    return {"runs": int(row["runs"]), "reads": int(row["reads"])} if row else None
+    """How many claim statements ran (`queen.pop`, called by the broker or once per share
+    inside `queen.pop_shared`) and how many of those read messages: the rest found nothing.
+    Counted from pg_stat_statements by function name (loadtest/claims.py has the names)."""
+    found = await claims.statement_counts(url)
+    return {"runs": found["runs"], "reads": found["reads"]} if found else None
 
 
 def render(cell: str, stacks: dict[str, Any] | None, statements: list[dict[str, Any]],

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from loadtest.claims import describe
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -64,6 +66,8 @@ def summary(run: dict[str, Any]) -> str:
                      + f", largest web worker {_fmt(cell.get('peak_worker_rss_mib'))}")
         if cell.get("cpu_us_per_delivered"):
             lines.append(f"  cpu us per delivered message: {cell['cpu_us_per_delivered']}")
+        if "claims" in cell:
+            lines.append("  " + describe(cell["claims"]))
         if "db" in cell:
             d = cell["db"]
             lines.append(f"  commits/msg {d['commits_per_message']}, WAL B/msg "
@@ -108,6 +112,9 @@ def table(run: dict[str, Any]) -> str:
         t, lat, d = cell["throughput"], cell["latency_ms"], cell.get("db", {})
         p99 = " / ".join(_fmt(lat.get(k, {}).get("p99_ms")) for k in ("push", "pop", "ack", "e2e"))
         ratios = "; ".join(f"{name} {r:.2f}" for name, r in cell.get("ratios", {}).items())
+        share = (cell.get("claims") or {}).get("found_nothing_share")
+        if share is not None:
+            ratios += f"{'; ' if ratios else ''}claims that found nothing {share:.1%}"
         delivered = t.get("steady_deliver_msg_per_s") or None
         ok_steps = [s for s in t.get("steps", []) if s.get("ok")]
         if ok_steps:  # a stepped cell: the best rate it sustained, not the run's average
