@@ -340,11 +340,16 @@ async def schema_snapshot(db: asyncpg.Connection) -> dict[str, str]:
     counters and heartbeats web workers flush (`stats_*`) and the ephemeral tables, whose
     leases, TTLs and idle queues every broker's sweeper expires in the background
     (core/ephemeral/sweeper.py); a lease left by an earlier test expiring mid-test changed
-    `eph_lease` under a KV refusal in CI. No KV, lock or timer route writes an `eph_` table."""
+    `eph_lease` under a KV refusal in CI. No KV, lock or timer route writes an `eph_` table.
+    Left out too: `kafka_nodes`, where every running Kafka listener (tests/kafka's session
+    listener among them) records each second that it is alive; no HTTP route writes it.
+    With the suite spread over pytest-xdist workers, a worker may have started that listener
+    before it runs a refusal test."""
     relations = await db.fetch(
         "SELECT c.relname, c.relkind::text AS kind FROM pg_class c JOIN pg_namespace n "
         "ON n.oid = c.relnamespace WHERE n.nspname = 'queen' AND c.relkind IN ('r', 'S') "
         "AND c.relname NOT LIKE 'stats\\_%' AND c.relname NOT LIKE 'eph\\_%' "
+        "AND c.relname <> 'kafka_nodes' "
         "ORDER BY c.relname")
     out: dict[str, str] = {}
     for rel in relations:

@@ -3,8 +3,9 @@ when QUEEN_KAFKA_PORT (or --kafka-port) is set, or by its own Procfile line.
 
 One asyncio process (uvloop) with its own `Broker` on the database: the HTTP workers never
 share anything with it but PostgreSQL, so its crash (or a restart by the supervisor) never
-touches them. SIGTERM/SIGINT stop it: no new connections, requests in flight finish (a
-parked Fetch answers at once), then the broker closes (writes accepted are flushed first).
+touches them. SIGTERM/SIGINT stop it: no new connections, idle connections close, requests
+in flight finish (a parked Fetch answers at once) and their connections close, then the
+broker closes (writes accepted are flushed first).
 """
 
 from __future__ import annotations
@@ -86,6 +87,7 @@ async def run(settings: Settings, port: int, stop: asyncio.Event) -> None:
             elect.cancel()
             server.close()
             stop_waiting.set()
+            listener.close_idle()  # idle connections must not hold the stop for the grace
             pending = list(listener.connections)
             if pending:
                 await asyncio.wait(pending, timeout=_STOP_GRACE)

@@ -76,6 +76,18 @@ class Listener:
         self.gate = gate  # auth on: SASL/PLAIN with our tokens
         self.handlers = {**HANDLERS, protocol.SASL_AUTHENTICATE: sasl.make_authenticate(gate)}
         self.connections: set[asyncio.Task[None]] = set()
+        # Connections between two requests (waiting for the next frame's length), and
+        # whether the process stops: then those close at once and the others after the
+        # request they are answering.
+        self.between_requests: set[asyncio.Task[None]] = set()
+        self.stopping = False
+
+    def close_idle(self) -> None:
+        """The process stops: connections waiting for a request close now (a Kafka client
+        reconnects elsewhere); one answering a request closes once it answered."""
+        self.stopping = True
+        for task in list(self.between_requests):
+            task.cancel()
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -102,9 +114,15 @@ class Listener:
 
     async def _requests(self, session: Session, reader: asyncio.StreamReader,
                         writer: asyncio.StreamWriter) -> None:
-        while True:
-            async with asyncio.timeout(IDLE_SECONDS):
-                head = await reader.readexactly(4)
+        task = asyncio.current_task()
+        assert task is not None
+        while not self.stopping:
+            self.between_requests.add(task)
+            try:
+                async with asyncio.timeout(IDLE_SECONDS):
+                    head = await reader.readexactly(4)
+            finally:
+                self.between_requests.discard(task)
             size = protocol.frame_length(head)
             if size < 0 or size > self.max_request_bytes:
                 raise Unreadable(f"a frame of {size} bytes (limit {self.max_request_bytes})")
