@@ -35,8 +35,10 @@ from loadtest.httpc import Connection
 BROKER_COUNTERS = ("queen_cluster_claim_statements", "queen_cluster_claim_statements_empty")
 # Source 2: function names in pg_stat_statements. Each run of a CLAIM function is one claim
 # statement; a READ function runs once per claim run that took something. Add the read
-# path's new names here when it changes (e.g. a queen.pop_ready that answers per candidate).
-CLAIM_FUNCTIONS = ("queen.pop",)
+# path's new names here when it changes: queen.pop scanned (before the ready set),
+# queen.pop_ready claims known candidates (a pop's first statement on a lane, which only names
+# the queue, counts as one that found nothing).
+CLAIM_FUNCTIONS = ("queen.pop", "queen.pop_ready")
 READ_FUNCTIONS = ("queen.pop_read",)
 # Called by the claim functions or around them, not claim runs themselves: never "other".
 HELPERS = ("queen.pop_shared", "queen.pop_claim", "queen.pop_eligible")
