@@ -42,6 +42,13 @@ _CLUSTER_COUNTERS = (
     ("queen_cluster_transactions", "transactions", "Transactions committed."),
     ("queen_cluster_dlq", "dlq", "Messages moved to the dead-letter store by acks."),
     ("queen_cluster_db_errors", "db_errors", "Database errors met by web workers."),
+    # The read path's ready set (core/engine/ready): claim statements, those that delivered
+    # nothing, and reseed statements (the paged scan of a queue for a group).
+    ("queen_cluster_claim_statements", "claim_statements", "Pop claim statements sent."),
+    ("queen_cluster_claim_statements_empty", "claim_statements_empty",
+     "Pop claim statements that delivered nothing."),
+    ("queen_cluster_ready_reseed_statements", "ready_reseed_statements",
+     "Ready-set reseed statements (pages of a queue's partitions)."),
     # KV store and locks (extensions §14, §15)
     ("queen_cluster_kv_ops", "kv_ops",
      "KV operations received (KV calls, lock steps and committed transaction riders)."),

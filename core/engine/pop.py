@@ -1,10 +1,11 @@
 """Pop: claim spans of partitions under one lease and read their segments, in one statement.
 
-`queen.pop` (schema/functions/30_pop.sql) does the claim in the database: it finds candidate
-partitions (data past the group's cursor, no live lease), locks their cursors with SKIP
-LOCKED or creates them on first contact (seeded by the subscription rule), spends a budget
-of `batch` messages across up to `max_partitions` of them, leases the delivered spans (or
-commits them, with autoAck), and answers the segments overlapping each span. The result
+`queen.pop_ready` (schema/functions/30_pop.sql) does the claim in the database among the
+candidate partitions a process's ready set hands it (core/engine/ready): it locks their
+cursors with SKIP LOCKED or creates them on first contact (seeded by the subscription rule),
+spends a budget of `batch` messages across up to `max_partitions` of them, leases the
+delivered spans (or commits them, with autoAck), answers the segments overlapping each span,
+and says of every other candidate what it found (`Verdict`). The result
 carries those stored segments (`Claim.segments`, decrypted when sealed: no reader ever
 sees ciphertext), for an answer that sends stored frames unchanged; `PopResult.messages()`
 decompresses and slices them for a JSON answer.
@@ -27,8 +28,8 @@ from core.timefmt import parse_iso
 
 QUEUE_MODE = "__QUEUE_MODE__"
 # Attempts of a pop that PostgreSQL aborts to break a deadlock: pops creating the cursors of
-# the same fresh partitions in opposite orders (hints first vs. a scan from a random pivot)
-# wait for each other's insert. The aborted statement changed nothing, so it is run again.
+# the same fresh partitions in opposite orders could wait for each other's insert (the claim
+# creates them in partition order; this is the backstop). The aborted statement changed nothing, so it is run again.
 _DEADLOCK_ATTEMPTS = 3
 
 
@@ -47,14 +48,10 @@ class PopRequest:
     lease_seconds: int = 0  # 0 = the queue's leaseTime
     subscription_mode: str = "all"
     subscription_from: str = ""
-    # Extensions §20 (core/engine/conflation.py): conflation declared; the width of a conflating
-    # pop; whether the autopilot chooses the width, and the lane's pops in flight for it.
+    # Extensions §20 (core/engine/conflation.py): conflation declared; the width of a
+    # conflating pop. (The autopilot's width arrives as max_partitions: core/service.py.)
     conflation: bool = False
     conflation_width: int = 1
-    auto_width: bool = False
-    # Not part of what a pop asks (core/engine/reads/claims.py lines up equal requests): pops of a
-    # line share the statement of the first, with its count.
-    in_flight: int = field(default=1, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

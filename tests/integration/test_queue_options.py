@@ -19,7 +19,14 @@ from queen import Queen
 
 from core.storage.database import Database
 from core.upkeep import maintenance
-from tests.support import BrokerProcess, configure, cursor_row, pop_json, push_items
+from tests.support import (
+    BrokerProcess,
+    announce_changed,
+    configure,
+    cursor_row,
+    pop_json,
+    push_items,
+)
 
 
 async def ack(http: httpx.AsyncClient, message: dict[str, Any], status: str,
@@ -39,6 +46,7 @@ async def age_segments(db: asyncpg.Connection, queue: str, seconds: int) -> None
         """UPDATE queen.log_segments s SET created_at = s.created_at - make_interval(secs => $2)
              FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
             WHERE s.partition_id = p.id AND q.name = $1""", queue, seconds)
+    await announce_changed(db, queue)  # the brokers expect those messages' times as stored
 
 
 # --- retryDelay -----------------------------------------------------------------------------

@@ -18,11 +18,11 @@ them may still be deliverable to it.
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from core.counters import COUNTERS
 from core.engine.pop import Claimed, PopRequest, PopResult, Verdict, claim
 from core.engine.ready.lane import Lane
 from core.engine.ready.ready_set import ReadySet
@@ -211,10 +211,6 @@ class Reader:
         """Partitions this pop wants (a conflating route's width is the statement's)."""
         if route.conflating:
             return max(min(request.conflation_width, MAX_CANDIDATES), 1)
-        if request.auto_width:
-            now = time.monotonic()
-            ready = sum(lane.known_ready(now)[0] for lane in lanes)
-            return min(max(math.ceil(ready / max(request.in_flight, 1)), 1), MAX_CANDIDATES)
         return max(request.max_partitions, 1)
 
     async def _statement(self, request: PopRequest, candidates: list[int],
@@ -225,8 +221,10 @@ class Reader:
             self._give_back(lanes, candidates)  # its fate unknown: they are looked at again
             raise
         self.statements += 1
+        COUNTERS.add("claim_statements")
         if not answer.result.claims:
             self.empty_statements += 1
+            COUNTERS.add("claim_statements_empty")
         return answer
 
     def _check_in(self, request: PopRequest, answer: Claimed, candidates: list[int], *,

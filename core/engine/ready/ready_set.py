@@ -20,6 +20,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 
+from core.counters import COUNTERS
 from core.engine.ready.lane import Lane
 from core.storage import reads as sql
 from core.storage.database import Database
@@ -118,6 +119,7 @@ class ReadySet:
         async with self._db.session() as conn:
             while True:
                 self.reseed_statements += 1
+                COUNTERS.add("ready_reseed_statements")
                 page = await sql.ready_scan(conn, queue_id=lane.queue_id, group=lane.group,
                                             after=after, limit=RESEED_PAGE)
                 found.extend(page)
