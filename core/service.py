@@ -123,7 +123,7 @@ class Broker:
                                 settings.pop_wait_max_interval_ms)
         # The read path (core/engine/ready): per (queue, group), the partitions this process
         # knows may be claimable, fed by every mark the listener hears; pops claim from it.
-        self.ready = ReadySet(db, hub.session,
+        self.ready = ReadySet(db, hub.session, deaf_since=hub.deaf_since,
                               reseed_interval_s=settings.ready_reseed_interval_ms / 1000)
         self.reader = Reader(db, self.ready)
         hub.on_marks = self.reader.marked

@@ -101,6 +101,7 @@ class WakeupHub:
         # while it was down are lost (the ready set reseeds lanes seeded under another).
         self._session = 0
         self.listener_pid: int | None = None  # its server process (tests cut it)
+        self._deaf_since = time.monotonic()  # when the LISTEN connection was last lost
         # Who hears every mark (queue id, partitions, whether they are all the partitions
         # concerned): the ready set's reader (core/engine/ready).
         self.on_marks: Callable[[int, Sequence[int], bool], None] = _nobody
@@ -113,6 +114,10 @@ class WakeupHub:
     def session(self) -> int | None:
         """The LISTEN connection's session number; None while it is down."""
         return self._session if self.listening else None
+
+    def deaf_since(self) -> float:
+        """When (time.monotonic()) the LISTEN connection was last down or lost."""
+        return self._deaf_since
 
     def subscribe(self, channel: str, callback: Callable[[str | None], None]) -> None:
         """Also LISTEN on `channel` (call before `listen_forever` starts): `callback` gets
@@ -301,6 +306,8 @@ class WakeupHub:
             except (*DRIVER_ERRORS, ServiceError) as exc:
                 log.info("wake-up listener disconnected (%s); reconnecting", type(exc).__name__)
             finally:
+                if self.listening:
+                    self._deaf_since = time.monotonic()
                 self.listening = False
                 if conn is not None:
                     with contextlib.suppress(Exception):

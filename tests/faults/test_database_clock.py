@@ -24,6 +24,7 @@ import pytest
 from tests.support import (
     ROOT,
     BrokerProcess,
+    announce_changed,
     configure,
     cursor_row,
     expire_leases_of,
@@ -99,6 +100,7 @@ async def test_a_skewed_broker_decides_leases_dedup_and_delays_by_the_database_c
             """UPDATE queen.log_segments s SET created_at = s.created_at - interval '61 seconds'
                  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
                 WHERE s.partition_id = p.id AND q.name = $1""", delayed)
+        await announce_changed(db, delayed)  # the broker expects it in a minute
         late = await pop_json(http, delayed, consumerGroup="g")
         assert late is not None and [m["data"] for m in late["messages"]] == ["later"]
 

@@ -45,7 +45,7 @@ from hypothesis.stateful import (
 from core.settings import Settings
 from core.storage.database import Database
 from core.upkeep import maintenance
-from tests.support import BrokerProcess
+from tests.support import BrokerProcess, announce_changed
 
 T = TypeVar("T")
 PARTITIONS = ["p0", "p1", "p2"]
@@ -373,9 +373,11 @@ def test_the_broker_equals_a_plain_model_after_every_step(
                 sql.run(sql.conn.execute(
                     "UPDATE queen.log_consumers SET lease_expires_at = now() - interval '1 s'"
                     " WHERE partition_id = $1 AND consumer_group = $2", int(self.m.pids[p]), g))
+                sql.run(announce_changed(sql.conn, self.queue))  # as a reaper's release is
                 self.m.cursors[(p, g)].live = False
             else:
                 sql.run(maintenance.expire_leases(sql.db))
+                sql.run(announce_changed(sql.conn, self.queue))
                 for c in self.m.cursors.values():
                     if c.lease is not None and not c.live:
                         c.batch_end, c.lease = None, None

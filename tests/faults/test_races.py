@@ -23,6 +23,7 @@ from core.storage.database import Database
 from core.upkeep import maintenance
 from tests.support import (
     BrokerProcess,
+    announce_changed,
     configure,
     cursor_row,
     expire_leases_of,
@@ -84,6 +85,7 @@ async def test_an_ack_waiting_on_its_cursor_while_the_lease_expires_is_refused(
         r = await ack
     finally:
         await holder.close()
+    await announce_changed(db, queue_name)  # as the reaper announces what it releases
     assert [(e["success"], e["error"]) for e in r.json()] == [
         (False, "invalid or expired lease")] * 3
     row = await cursor_row(db, queue_name, "g")
@@ -135,6 +137,7 @@ async def test_an_expired_lease_loses_every_race_against_a_pop_and_the_reaper(
             assert [m["data"] for m in winners[0]["messages"]] == list(range(10))
             await expire_leases_of(db, queue_name)
         await maintenance.expire_leases(core_db)
+        await announce_changed(db, queue_name)  # as the reaper announces what it releases
 
 
 async def test_twenty_concurrent_pops_of_an_expired_span_claim_it_exactly_once(

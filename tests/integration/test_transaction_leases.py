@@ -15,6 +15,7 @@ from queen import Queen
 
 from tests.support import (
     BrokerProcess,
+    announce_changed,
     cursor_row,
     expire_leases_of,
     pop_json,
@@ -54,6 +55,7 @@ async def taken_over(http: httpx.AsyncClient, db: asyncpg.Connection, queue: str
     second = await _pop_partition(http, queue, "B", **params)
     await db.execute("UPDATE queen.log_consumers SET lease_expires_at = now() - interval '1 s'"
                      " WHERE worker_id = $1", first["leaseId"])
+    await announce_changed(db, queue)  # as the reaper announces the leases it releases
     third = await _pop_partition(http, queue, "A", **params)
     assert len({first["leaseId"], second["leaseId"], third["leaseId"]}) == 3
     return first, second, third
@@ -111,6 +113,7 @@ async def test_official_client_bundle_of_two_leases_one_taken_over_raises(
         [b2] = await client.queue(queue_name).partition("B").wait(False).pop()
         await db.execute("UPDATE queen.log_consumers SET lease_expires_at = now() - "
                          "interval '1 s' WHERE worker_id = $1", a1["leaseId"])
+        await announce_changed(db, queue_name)
         [a3] = await client.queue(queue_name).partition("A").wait(False).pop()
         assert a3["leaseId"] != a1["leaseId"]
         with pytest.raises(Exception) as refused:

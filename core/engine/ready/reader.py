@@ -39,6 +39,9 @@ _WAIT_FOR_OTHERS_S = 3.0
 # discovery pop's namespace matches is found within this, or at its first commit here).
 ROUTE_TTL_S = 30.0
 
+_STRANGERS_KEPT = 100_000
+_ROUTES_KEPT = 100_000  # routes remembered; all are forgotten past that (each looks again)
+
 RouteKey = tuple[str | None, str | None, str | None, str]  # queue, namespace, task, group
 
 
@@ -57,17 +60,22 @@ class Reader:
         self._db = db
         self._ready = ready
         self._routes: dict[RouteKey, Route] = {}
+        self._strangers: set[int] = set()  # queue ids marked here that no lane knew
         self.statements = 0  # claim statements sent (for tests and figures)
         self.empty_statements = 0  # of which delivered nothing
 
     # -- what other parts tell it --------------------------------------------------------
 
     def marked(self, queue_id: int, partitions: Sequence[int], complete: bool) -> None:
-        """Marks from the listener: to the lanes; a queue no lane knows may be one a
-        discovery route has not seen yet, so those routes look again."""
-        if not self._ready.lanes_of(queue_id):
-            for key in [k for k in self._routes if k[0] is None]:
-                del self._routes[key]
+        """Marks from the listener: to the lanes. The first mark of a queue no lane knows
+        may come from a queue made since a route last looked (a new queue of a discovery
+        pop's namespace, or a queue deleted and made again under its name elsewhere): every
+        route looks again at its next pop (one statement each), once per such queue."""
+        if not self._ready.lanes_of(queue_id) and queue_id not in self._strangers:
+            if len(self._strangers) >= _STRANGERS_KEPT:
+                self._strangers.clear()
+            self._strangers.add(queue_id)
+            self._routes.clear()
         self._ready.marked(queue_id, partitions, complete)
 
     def forget_routes(self) -> None:
@@ -275,6 +283,8 @@ class Reader:
         route = Route(list(result.queue_ids), bool(result.conflation), time.monotonic(),
                       dict(result.queue_names))
         if route.queue_ids:
+            if len(self._routes) >= _ROUTES_KEPT:
+                self._routes.clear()
             self._routes[key] = route
         else:
             self._routes.pop(key, None)  # no such queue (yet): ask again next time

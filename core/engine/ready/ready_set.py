@@ -10,8 +10,9 @@ heard. So a lane is trusted only while it cannot have missed one:
 - no notification since could not name all its partitions (`stale`);
 - its seed is younger than the reseed interval (with jitter), a floor against anything
   unforeseen (a lost notification, an option changed elsewhere).
-While the LISTEN connection is down, notifications are missed: a lane is then reseeded at
-most once a second, on use.
+While the LISTEN connection is down, notifications are missed: a lane is then trusted only
+for a second after a reseed taken since the connection was lost, so a pop during a database
+outage meets the outage (503) rather than an answer from memory.
 """
 
 from __future__ import annotations
@@ -33,11 +34,14 @@ _SWEEP_EVERY = 1000  # lane lookups between sweeps of idle lanes
 
 class ReadySet:
     def __init__(self, db: Database, session: Callable[[], int | None], *,
+                 deaf_since: Callable[[], float] = lambda: 0.0,
                  reseed_interval_s: float = 30.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        """`session`: the LISTEN connection's session number, None while it is down."""
+        """`session`: the LISTEN connection's session number, None while it is down;
+        `deaf_since`: when it went down last (time.monotonic())."""
         self._db = db
         self._session = session
+        self._deaf_since = deaf_since
         self._interval = reseed_interval_s
         self._clock = clock
         self._lanes: dict[tuple[int, str], Lane] = {}
@@ -96,7 +100,9 @@ class ReadySet:
         age = self._clock() - lane.seeded_at
         session = self._session()
         if session is None:
-            return age < _DEAF_RESEED_S
+            # Deaf: only a seed taken since (so the database answered meanwhile), and
+            # only briefly; a database outage thus answers 503, not what memory holds.
+            return lane.seeded_at >= self._deaf_since() and age < _DEAF_RESEED_S
         return lane.session == session and age < self._interval * _jitter(lane)
 
     async def ensure_seeded(self, lane: Lane) -> None:
