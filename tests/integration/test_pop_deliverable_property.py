@@ -25,12 +25,16 @@ its pause: the retry window covers it).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import asyncpg
 import httpx
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -119,10 +123,16 @@ async def _deliverable(db: asyncpg.Connection, queue: str, group: str, seed: str
     return sorted(out)
 
 
-async def _walk(url: str, database_url: str, delayed: bool, steps: list[object]) -> None:
+async def _walk(urls: list[str], database_url: str, delayed: bool,
+                steps: list[object]) -> None:
+    """Each step goes to the next broker in `urls`, in turn."""
     queue = "prop-" + uuid.uuid4().hex[:10]
     delay = DELAY_SECONDS if delayed else 0
-    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+    async with contextlib.AsyncExitStack() as stack:
+        clients = [await stack.enter_async_context(httpx.AsyncClient(base_url=u, timeout=30))
+                   for u in urls]
+        turn = itertools.cycle(clients)
+        http = clients[0]
         db = await asyncpg.connect(database_url)
         try:
             r = await http.post("/api/v1/configure", json={
@@ -131,6 +141,7 @@ async def _walk(url: str, database_url: str, delayed: bool, steps: list[object])
             marks: list[datetime] = []
             pushed = 0
             for step in steps:
+                http = next(turn)
                 if isinstance(step, Push):
                     r = await http.post("/api/v1/push", json={"items": [
                         {"queue": queue, "partition": step.partition, "payload": i,
@@ -206,4 +217,23 @@ async def _pop(http: httpx.AsyncClient, db: asyncpg.Connection, queue: str, step
 @given(delayed=st.booleans(), steps=st.lists(STEPS, min_size=4, max_size=16))
 def test_a_non_waiting_pop_answers_204_only_when_nothing_is_deliverable(
         broker: BrokerProcess, database_url: str, delayed: bool, steps: list[object]) -> None:
-    asyncio.run(_walk(broker.url, database_url, delayed, steps))
+    asyncio.run(_walk([broker.url], database_url, delayed, steps))
+
+
+@pytest.fixture(scope="module")
+def other_broker(database_url: str) -> Iterator[BrokerProcess]:
+    """A second broker host over the same database (one worker)."""
+    with BrokerProcess(database_url, workers=1) as proc:
+        yield proc
+
+
+@settings(max_examples=25, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                 HealthCheck.too_slow])
+@given(delayed=st.booleans(), steps=st.lists(STEPS, min_size=4, max_size=16))
+def test_the_same_holds_across_two_brokers_taking_turns(
+        broker: BrokerProcess, other_broker: BrokerProcess, database_url: str,
+        delayed: bool, steps: list[object]) -> None:
+    """Every step goes to the other broker than the one before: a push on one, the pop on
+    the other, which hears of it only by notification."""
+    asyncio.run(_walk([broker.url, other_broker.url], database_url, delayed, steps))

@@ -1,0 +1,85 @@
+"""The ready set's lane (core/engine/ready/lane.py): how marks, takes and verdicts file a
+partition; and a notification that cannot name every partition (core/engine/listener.py)."""
+
+from __future__ import annotations
+
+from core.engine.listener import WakeupHub
+from core.engine.ready.lane import BUSY_RETRY_S, Lane
+from core.engine.wakeup import MAX_HINTS, decode_payload, encode_payload
+
+
+def test_takes_oldest_first_and_a_taken_partition_is_out_until_checked_in() -> None:
+    lane = Lane(1, "g")
+    for pid, at in ((5, 1.0), (3, 2.0), (9, 3.0)):
+        lane.mark(pid, at)
+    lane.mark(5, 4.0)  # a partition already ready keeps its place
+    assert lane.take(2, 10.0) == [5, 3]
+    assert lane.out == {5: False, 3: False} and list(lane.ready) == [9]
+    assert lane.take(5, 10.0) == [9]
+    assert lane.take(5, 10.0) == []
+
+
+def test_a_mark_while_out_survives_an_empty_verdict() -> None:
+    lane = Lane(1, "g")
+    lane.mark(7, 0.0)
+    [pid] = lane.take(1, 1.0)
+    lane.mark(7, 1.5)  # a commit after the claim statement read the partition
+    lane.check_in(pid, "empty", None, 2.0, satisfied=False)
+    assert list(lane.ready) == [7]
+    [pid] = lane.take(1, 3.0)
+    lane.check_in(pid, "empty", None, 4.0, satisfied=False)
+    assert not lane.ready and not lane.out and lane.next_due() is None
+
+
+def test_leased_and_later_candidates_are_deferred_to_their_time() -> None:
+    lane = Lane(1, "g")
+    for pid in (1, 2, 3):
+        lane.mark(pid, 0.0)
+    taken = lane.take(3, 0.0)
+    lane.check_in(taken[0], "leased", 30.0, 1.0, satisfied=False)
+    lane.check_in(taken[1], "later", 10.0, 1.0, satisfied=False)
+    lane.check_in(taken[2], "busy", None, 1.0, satisfied=False)
+    assert lane.next_due() == 1.0 + BUSY_RETRY_S
+    assert lane.take(3, 2.0) == [3]  # busy: looked at again shortly
+    lane.check_in(3, "empty", None, 2.0, satisfied=False)
+    assert lane.take(3, 9.9) == []
+    assert lane.take(3, 10.0) == [2]
+    assert lane.known_ready(29.0) == (0, None)
+    assert lane.take(3, 30.0) == [1]
+
+
+def test_a_mark_brings_a_deferred_partition_back_at_once() -> None:
+    lane = Lane(1, "g")
+    lane.mark(4, 0.0)
+    lane.take(1, 0.0)
+    lane.check_in(4, "leased", 60.0, 0.0, satisfied=False)
+    lane.mark(4, 5.0)  # its lease was released (an ack, the reaper)
+    assert lane.take(1, 5.0) == [4]
+
+
+def test_a_busy_candidate_a_satisfied_pop_did_not_reach_stays_ready() -> None:
+    lane = Lane(1, "g")
+    lane.mark(1, 0.0)
+    lane.mark(2, 0.0)
+    first, second = lane.take(2, 0.0)
+    lane.check_in(first, "took", 60.0, 1.0, satisfied=True)
+    lane.check_in(second, "busy", None, 1.0, satisfied=True)
+    assert list(lane.ready) == [2] and lane.next_due() == 60.0
+
+
+def test_a_notification_that_cannot_name_every_partition_says_so() -> None:
+    here = WakeupHub("postgresql://unused", {})
+    here.announce([(7, pid) for pid in range(MAX_HINTS + 5)] + [(7, None)])
+    names = here._hints[7]
+    count = len(names) + here._unnamed[7]
+    assert (len(names), count) == (MAX_HINTS, MAX_HINTS + 6)
+    payload = encode_payload(7, count, list(names))
+    assert len(payload.encode()) < 8000  # PostgreSQL's payload limit
+    there = WakeupHub("postgresql://unused", {})
+    heard: list[tuple[int, int, bool]] = []
+    there.on_marks = lambda q, pids, complete: heard.append((q, len(pids), complete))
+    there._on_notification(None, 1, "queen_wakeup", payload)
+    assert heard == [(7, MAX_HINTS, False)]  # its lanes of queue 7 reseed before trust
+    queue, n, pids, _ = decode_payload(encode_payload(7, 2, [3, 4]))
+    there._on_notification(None, 1, "queen_wakeup", encode_payload(7, 2, [3, 4]))
+    assert heard[-1] == (7, 2, True) and (queue, n, pids) == (7, 2, [3, 4])
