@@ -321,6 +321,14 @@ async def test_a_read_only_server_answering_a_write_is_an_outage_not_an_error(
         try:
             await conn.execute("ALTER SYSTEM SET default_transaction_read_only = on")
             await conn.execute("SELECT pg_reload_conf()")
+
+            # pg_reload_conf() only signals the postmaster, which then signals every backend;
+            # a backend applies the reload before its next command. Once this connection's
+            # backend has it, the broker's pooled ones have been signalled too. (Without the
+            # wait, a push on a loaded machine could still be stored: `queued`.)
+            async def reloaded() -> bool:
+                return await conn.fetchval("SHOW default_transaction_read_only") == "on"
+            await wait_for(reloaded, timeout=30)
             # Taken by the spool as in any outage (a StorageError 503 before this change).
             assert _status(await _push(client, "ro", "w1")) == "buffered"
             await conn.execute("ALTER SYSTEM RESET default_transaction_read_only")
