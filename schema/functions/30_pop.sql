@@ -85,6 +85,7 @@ DECLARE
     e_ids     bigint[] := '{}';
     e_tops    bigint[] := '{}';
     e_counts  bigint[] := '{}';
+    i         integer;
     c         record;
 BEGIN
     IF true = ANY(p_fresh) THEN
@@ -190,32 +191,35 @@ BEGIN
         v_ends := v_ends || v_end;
         v_secs := v_secs || c.lease_seconds;
     END LOOP;
-    IF cardinality(e_ids) > 0 THEN  -- evicted heads: the cursor moves past them
+    FOR i IN 1 .. cardinality(e_ids) LOOP  -- evicted heads: the cursor moves past them
         UPDATE queen.log_consumers x
-           SET committed = greatest(x.committed, e.top), retry_count = 0,
-               evicted = x.evicted + e.n
-          FROM unnest(e_ids, e_tops, e_counts) AS e(pid, top, n)
-         WHERE x.partition_id = e.pid AND x.consumer_group = p_group;
-    END IF;
+           SET committed = greatest(x.committed, e_tops[i]), retry_count = 0,
+               evicted = x.evicted + e_counts[i]
+         WHERE x.partition_id = e_ids[i] AND x.consumer_group = p_group;
+    END LOOP;
     IF cardinality(v_ids) = 0 THEN
         RETURN;
     END IF;
 
-    IF p_auto_ack THEN  -- at-most-once: the cursor moves inside the pop's own transaction
-        UPDATE queen.log_consumers x
-           SET committed = w.hi, batch_end = NULL, worker_id = NULL, lease_expires_at = NULL,
-               retry_count = 0, total_consumed = x.total_consumed + (w.hi - w.lo + 1),
-               last_consumed_at = now(), not_before = NULL
-          FROM unnest(v_ids, v_los, v_ends) AS w(pid, lo, hi)
-         WHERE x.partition_id = w.pid AND x.consumer_group = p_group;
-    ELSE
-        UPDATE queen.log_consumers x
-           SET committed = w.lo - 1, batch_end = w.hi, worker_id = p_lease_id,
-               lease_expires_at = now() + make_interval(secs => w.secs),
-               last_consumed_at = now(), not_before = NULL
-          FROM unnest(v_ids, v_los, v_ends, v_secs) AS w(pid, lo, hi, secs)
-         WHERE x.partition_id = w.pid AND x.consumer_group = p_group;
-    END IF;
+    -- One cursor at a time, by its primary key: a join of the spans with the group's
+    -- cursors lets a generic plan read every cursor of the group (its group index), a cost
+    -- that grows with the partitions the group has ever read.
+    FOR i IN 1 .. cardinality(v_ids) LOOP
+        IF p_auto_ack THEN  -- at-most-once: the cursor moves inside the pop's own transaction
+            UPDATE queen.log_consumers x
+               SET committed = v_ends[i], batch_end = NULL, worker_id = NULL,
+                   lease_expires_at = NULL, retry_count = 0,
+                   total_consumed = x.total_consumed + (v_ends[i] - v_los[i] + 1),
+                   last_consumed_at = now(), not_before = NULL
+             WHERE x.partition_id = v_ids[i] AND x.consumer_group = p_group;
+        ELSE
+            UPDATE queen.log_consumers x
+               SET committed = v_los[i] - 1, batch_end = v_ends[i], worker_id = p_lease_id,
+                   lease_expires_at = now() + make_interval(secs => v_secs[i]),
+                   last_consumed_at = now(), not_before = NULL
+             WHERE x.partition_id = v_ids[i] AND x.consumer_group = p_group;
+        END IF;
+    END LOOP;
     RETURN QUERY SELECT * FROM unnest(v_ids, v_starts, v_ends);
 END $$;
 
@@ -231,7 +235,11 @@ AS $$
       FROM unnest(p_ids, p_starts, p_ends) WITH ORDINALITY AS w(pid, lo, hi, ord)
       JOIN queen.log_partitions p ON p.id = w.pid
       JOIN queen.queues q ON q.id = p.queue_id
-      JOIN queen.log_consumers x ON x.partition_id = w.pid AND x.consumer_group = p_group
+      -- the cursor by its primary key, per span (see the UPDATE in pop_claim)
+      -- (LIMIT 1, a key lookup anyway, keeps the planner from flattening it into a join)
+      CROSS JOIN LATERAL (SELECT y.retry_count FROM queen.log_consumers y
+                           WHERE y.partition_id = w.pid AND y.consumer_group = p_group
+                           LIMIT 1) x
       CROSS JOIN LATERAL (
             SELECT y.base_offset, y.created_at, y.blob, y.last_offset
               FROM queen.log_segments y
@@ -413,7 +421,10 @@ BEGIN
       FROM unnest(v_cands) AS c(id)
       LEFT JOIN queen.log_partitions p ON p.id = c.id
       LEFT JOIN unnest(v_queues) q ON q.id = p.queue_id
-      LEFT JOIN queen.log_consumers x ON x.partition_id = c.id AND x.consumer_group = p_group
+      -- the cursor by its primary key, per candidate (see the UPDATE in pop_claim)
+      LEFT JOIN LATERAL (SELECT y.* FROM queen.log_consumers y
+                          WHERE y.partition_id = c.id AND y.consumer_group = p_group
+                          LIMIT 1) x ON true
       -- the oldest message the group could get next, for delayedProcessing and minPopWaitTime
       LEFT JOIN LATERAL (
             SELECT s.created_at FROM queen.log_segments s

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import time
+from collections import OrderedDict
 from collections.abc import Iterable
 
 # A candidate the claim could not lock (a concurrent claim held it) is looked at again this
@@ -31,7 +32,10 @@ class Lane:
     def __init__(self, queue_id: int, group: str) -> None:
         self.queue_id = queue_id
         self.group = group
-        self.ready: dict[int, float] = {}  # partition id -> when it became ready (monotonic)
+        # partition id -> when it became ready (monotonic), oldest first. An OrderedDict, not a
+        # dict: taking from the front of a plain dict leaves deleted slots that every later
+        # iteration walks again (a take got slower the more partitions the lane had served).
+        self.ready: OrderedDict[int, float] = OrderedDict()
         self._due: dict[int, float] = {}  # deferred partition id -> due (monotonic)
         self._heap: list[tuple[float, int]] = []  # (due, partition id); stale entries skipped
         self.out: dict[int, bool] = {}  # taken by a pop in flight -> marked meanwhile

@@ -132,6 +132,10 @@ class ReadySet:
                 if len(page) < RESEED_PAGE:
                     break
                 after = page[-1].partition_id
+        # In a random order, per process: processes (and brokers) that hand the same ready
+        # partitions out in the same order would have their claims meet on the same cursors
+        # (a group's first claims even wait on each other's cursor inserts).
+        random.shuffle(found)
         now = self._clock()
         for row in found:
             if row.due_in is not None and row.due_in > 0:
