@@ -30,6 +30,10 @@ from core.ids import LeaseId, QueueId
 from core.storage.database import Database
 
 MAX_CANDIDATES = 64  # candidates one claim statement is given
+# Candidates per partition a pop still wants: every process hears of every commit, so a
+# ready partition may already be taken by a pop of another process (its verdict: leased or
+# empty); extra candidates keep the statement filling its width anyway.
+_CANDIDATES_PER_WANTED = 4
 # Statements of a pop once it delivered something: the first, and one more to fill it.
 _STATEMENTS_ONCE_DELIVERED = 2
 # How long a pop waits for candidates other pops of this process hold, when nothing else is
@@ -180,7 +184,8 @@ class Reader:
                                       or statements >= _STATEMENTS_ONCE_DELIVERED):
                 break
             wanted = max(width - got, 1)
-            candidates = _take(lanes, min(max(2 * wanted, 4), MAX_CANDIDATES))
+            candidates = _take(lanes, min(max(_CANDIDATES_PER_WANTED * wanted, 8),
+                                          MAX_CANDIDATES))
             if not candidates:
                 if total is not None:
                     break
