@@ -125,8 +125,9 @@ class Broker:
         # knows may be claimable, fed by every mark the listener hears; pops claim from it.
         self.ready = ReadySet(db, hub.session, deaf_since=hub.deaf_since,
                               reseed_interval_s=settings.ready_reseed_interval_ms / 1000)
-        self.reader = Reader(db, self.ready)
+        self.reader = Reader(db, self.ready, claimed=hub.announce_claimed)
         hub.on_marks = self.reader.marked
+        hub.on_claimed = self.ready.claimed_elsewhere
         self._retry_wakes = RetryWakes(db, hub.announce)
         # Acks and lease extensions of concurrent requests: one statement per flush.
         self._acks = AckFlusher(db, hub.announce)

@@ -37,9 +37,20 @@ from typing import Any
 
 import asyncpg
 
-from core.engine.wakeup import CHANNEL, MAX_HINTS, Wake, decode_payload, group_token, notify_hinted
+from core.engine.wakeup import (
+    CHANNEL,
+    CLAIMED_CHANNEL,
+    MAX_HINTS,
+    Wake,
+    decode_claimed,
+    decode_payload,
+    encode_claimed,
+    group_token,
+    notify_hinted,
+)
 from core.errors import ServiceError
 from core.parked import leave
+from core.storage import notify
 from core.storage.errors import DRIVER_ERRORS
 from core.storage.hosts import connector_for
 from core.storage.statements import Statement
@@ -105,6 +116,9 @@ class WakeupHub:
         # Who hears every mark (queue id, partitions, whether they are all the partitions
         # concerned): the ready set's reader (core/engine/ready).
         self.on_marks: Callable[[int, Sequence[int], bool], None] = _nobody
+        # Who hears what other processes' pops claimed (queue id, group token, partitions).
+        self.on_claimed: Callable[[int, str, Sequence[int]], None] = _nobody_claimed
+        self._claimed: defaultdict[tuple[int, str], dict[int, None]] = defaultdict(dict)
         # Change marks (see `change_mark`): announcements per queue and in all, and the
         # times every waiter was woken (a reconnect, pops resumed).
         self._changes: dict[int, int] = {}
@@ -259,6 +273,25 @@ class WakeupHub:
                 hints[partition_id] = None
         self._announce_ready.set()
 
+    def announce_claimed(self, queue_id: int, group: str, partitions: Iterable[int]) -> None:
+        """This process's pops claimed these partitions for `group`: tell the others, in
+        the next announcement (`CLAIMED_CHANNEL`)."""
+        claimed = self._claimed[(queue_id, _token(group))]
+        for p in partitions:
+            if len(claimed) < MAX_HINTS:
+                claimed[p] = None
+        self._announce_ready.set()
+
+    def _on_claimed(self, conn: Any, pid: int, channel: str, payload: object) -> None:
+        if pid == self._notifier_pid:
+            return  # our own pops' claims
+        try:
+            queue_id, token, partitions = decode_claimed(str(payload))
+        except ValueError:
+            log.warning("ignoring malformed claimed payload %r", payload)
+            return
+        self.on_claimed(queue_id, token, partitions)
+
     def _on_notification(self, conn: Any, pid: int, channel: str, payload: object) -> None:
         if pid == self._notifier_pid:
             return  # our own announcement: local waiters were woken when it was made
@@ -288,6 +321,7 @@ class WakeupHub:
                 lost = asyncio.Event()
                 conn.add_termination_listener(lambda _conn, event=lost: event.set())
                 await conn.add_listener(CHANNEL, self._on_notification)
+                await conn.add_listener(CLAIMED_CHANNEL, self._on_claimed)
                 for channel, callback in self._channels.items():
                     await conn.add_listener(channel, _relay(callback))
                     callback(None)
@@ -325,13 +359,14 @@ class WakeupHub:
             while True:
                 await self._announce_ready.wait()
                 self._announce_ready.clear()
-                if not self._hints and not self._unnamed:
+                if not self._hints and not self._unnamed and not self._claimed:
                     if self._stopping.is_set():
                         return
                     continue
                 hints, self._hints = self._hints, defaultdict(dict)
                 unnamed, self._unnamed = self._unnamed, Counter()
                 served, self._served = self._served, defaultdict(Counter)
+                claimed, self._claimed = self._claimed, defaultdict(dict)
                 # n = the partitions named plus the wakes that could not be: a reader
                 # counting fewer names than n knows it was not told everything.
                 batch = {q: (len(hints.get(q, {})) + unnamed[q], list(hints.get(q, {})),
@@ -342,6 +377,11 @@ class WakeupHub:
                         conn = await connector_for(self._dsn).connect(**options)
                         self._notifier_pid = conn.get_server_pid()
                     await notify_hinted(conn, batch)
+                    if claimed:
+                        await notify.notify_wakeups(
+                            conn, channel=CLAIMED_CHANNEL,
+                            payloads=[encode_claimed(q, token, pids)
+                                      for (q, token), pids in claimed.items()])
                     # Let announcements gather for a moment: one NOTIFY per few milliseconds
                     # wakes waiters just as well as one per push, at a fraction of the cost.
                     await asyncio.sleep(_ANNOUNCE_GATHER_SECONDS)
@@ -360,6 +400,10 @@ class WakeupHub:
 
 
 def _nobody(queue_id: int, partitions: Sequence[int], complete: bool) -> None:
+    pass
+
+
+def _nobody_claimed(queue_id: int, token: str, partitions: Sequence[int]) -> None:
     pass
 
 

@@ -40,6 +40,26 @@ MAX_HINTS = 256
 
 MAX_SERVED = 32  # groups whose local deliveries one notification reports
 
+# Partitions a process's pops just claimed, per (queue, group): `"<queue id>:<group
+# token>:<partition id>,..."` on this channel. The other processes drop them from that
+# group's ready set (core/engine/ready): they are leased, and their release is announced
+# like any other (an ack that leaves data behind, the reaper's expiry), so nobody else
+# spends a claim finding them taken.
+CLAIMED_CHANNEL = "queen_claimed"
+
+
+def encode_claimed(queue_id: int, token: str, partitions: Iterable[int]) -> str:
+    return f"{queue_id}:{token}:{','.join(str(p) for p in list(partitions)[:MAX_HINTS])}"
+
+
+def decode_claimed(payload: str) -> tuple[int, str, list[int]]:
+    """(queue id, group token, partition ids); raises ValueError for anything else."""
+    queue, token, pids = payload.split(":")
+    if len(token) != 8:
+        raise ValueError(f"malformed group token {token!r}")
+    int(token, 16)
+    return int(queue), token, [int(p) for p in pids.split(",") if p]
+
 
 def group_token(group: str) -> str:
     """A consumer group's short name in notifications (8 hex digits, ':,=' free)."""

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
+from core.engine.ack import AckItem, GroupAck
 from core.engine.pop import PopRequest
 from core.engine.push import PushItem
 from core.engine.writes import NewMessage
@@ -135,3 +136,34 @@ async def test_a_lost_listen_connection_makes_the_lanes_reseed_before_they_are_t
     result = await b.pop(request)  # well before the periodic reseed
     assert [c.partition for c in result.claims] == ["missed"]
     assert b.ready.reseeds == reseeds + 1
+
+
+async def test_a_partition_claimed_on_one_broker_is_not_tried_by_the_other(
+        pair: tuple[Broker, Broker], queue_name: str) -> None:
+    """A's claim is announced: B drops the partition from that group's ready set, so B's
+    pops do not spend a statement finding it leased; its release (an ack that leaves
+    messages behind) is announced and B takes the rest."""
+    a, b = pair
+    await _push(a, queue_name, ["seed"])
+    request = PopRequest(group="g", batch=1, queue=queue_name, auto_ack=True)
+    assert (await b.pop(request)).count == 1  # B's lane is seeded
+    assert (await b.pop(request)).count == 0  # (and knows "seed" is empty: autoAck took it)
+    await _push(a, queue_name, ["p", "p"])
+    leased = PopRequest(group="g", batch=1, queue=queue_name)
+    held = await a.pop(leased)
+    assert [c.partition for c in held.claims] == ["p"]
+    lane = b.ready.lane(held.claims[0].queue_id, "g")
+
+    async def dropped() -> bool:
+        return held.claims[0].partition_id not in lane.ready
+    await wait_for(dropped)
+    statements = b.reader.statements
+    assert (await b.pop(leased)).count == 0
+    assert b.reader.statements == statements  # nothing tried: B knew it was taken
+    [message] = held.messages()
+    [outcome] = (await a.ack_batch([GroupAck("g", AckItem(
+        message.frame.transaction_id, str(message.partition_id), "completed",
+        held.lease_id))])).outcomes
+    assert outcome.success
+    rest = await b.pop(leased, wait=True, timeout_ms=5000)
+    assert [(c.partition, c.start) for c in rest.claims] == [("p", 1)]

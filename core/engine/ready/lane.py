@@ -18,6 +18,8 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable
 
+from core.engine.wakeup import group_token
+
 # A candidate the claim could not lock (a concurrent claim held it) is looked at again this
 # much later: the other claim has committed or rolled back by then.
 BUSY_RETRY_S = 0.05
@@ -32,6 +34,7 @@ class Lane:
     def __init__(self, queue_id: int, group: str) -> None:
         self.queue_id = queue_id
         self.group = group
+        self.token = group_token(group)  # its name in notifications
         # partition id -> when it became ready (monotonic), oldest first. An OrderedDict, not a
         # dict: taking from the front of a plain dict leaves deleted slots that every later
         # iteration walks again (a take got slower the more partitions the lane had served).
@@ -61,6 +64,11 @@ class Lane:
             return
         self._due.pop(partition_id, None)
         self.ready.setdefault(partition_id, now)
+
+    def taken_elsewhere(self, partition_id: int) -> None:
+        """Another process's pop of this group claimed it: it is leased, and its release
+        will be announced (a mark); until then it is not ready here."""
+        self.ready.pop(partition_id, None)
 
     def defer(self, partition_id: int, due: float) -> None:
         """It is claimable at `due` (monotonic), not before."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from core.counters import COUNTERS
@@ -60,9 +60,14 @@ class Route:
 
 
 class Reader:
-    def __init__(self, db: Database, ready: ReadySet) -> None:
+    def __init__(self, db: Database, ready: ReadySet,
+                 claimed: Callable[[int, str, Sequence[int]], None] = lambda q, g, p: None
+                 ) -> None:
+        """`claimed(queue id, group, partition ids)`: tells the other processes what this
+        one's pops claimed (core/engine/listener.py `announce_claimed`)."""
         self._db = db
         self._ready = ready
+        self._claimed = claimed
         self._routes: dict[RouteKey, Route] = {}
         self._strangers: set[int] = set()  # queue ids marked here that no lane knew
         self.statements = 0  # claim statements sent (for tests and figures)
@@ -233,6 +238,14 @@ class Reader:
         except BaseException:
             self._give_back(lanes, candidates)  # its fate unknown: they are looked at again
             raise
+        if not request.auto_ack:
+            # Leased now: the others skip them until their release is announced. (Not with
+            # autoAck: nothing announces what such a claim leaves behind in the partition.)
+            by_queue: dict[int, list[int]] = {}
+            for c in answer.result.claims:
+                by_queue.setdefault(c.queue_id, []).append(c.partition_id)
+            for queue_id, pids in by_queue.items():
+                self._claimed(queue_id, request.group, pids)
         self.statements += 1
         COUNTERS.add("claim_statements")
         if not answer.result.claims:

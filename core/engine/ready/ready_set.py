@@ -87,6 +87,13 @@ class ReadySet:
             if not complete:
                 lane.stale = True
 
+    def claimed_elsewhere(self, queue_id: int, token: str, partitions: Sequence[int]) -> None:
+        """Another process's pops of the group named by `token` claimed these partitions."""
+        for lane in self._by_queue.get(queue_id, {}).values():
+            if lane.token == token:
+                for pid in partitions:
+                    lane.taken_elsewhere(pid)
+
     def all_stale(self) -> None:
         """Anything may have changed (options, a pause lifted): every lane reseeds."""
         for lane in self._lanes.values():
