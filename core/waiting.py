@@ -29,3 +29,15 @@ async def within(seconds: float, awaitable: Awaitable[T]) -> T:
     """Await `awaitable` for at most `seconds` (TimeoutError after)."""
     async with asyncio.timeout(seconds):
         return await awaitable
+
+
+async def first_of(events: list[asyncio.Event], seconds: float) -> None:
+    """Wait until any of `events` is set, or `seconds` have passed."""
+    if seconds <= 0:
+        return
+    waits = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()

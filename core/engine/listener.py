@@ -54,7 +54,7 @@ from core.storage import notify
 from core.storage.errors import DRIVER_ERRORS
 from core.storage.hosts import connector_for
 from core.storage.statements import Statement
-from core.waiting import wait_event, within
+from core.waiting import first_of, wait_event, within
 
 log = logging.getLogger(__name__)
 _RECONNECT_DELAY = 1.0
@@ -330,7 +330,7 @@ class WakeupHub:
                 self.listening = True
                 self.wake_everyone()  # anything missed while disconnected: check once
                 while not self._stopping.is_set() and not conn.is_closed():
-                    await _first_of(self._stopping, lost, timeout=5.0)
+                    await first_of([self._stopping, lost], 5.0)
                     if not lost.is_set() and not self._stopping.is_set():
                         # A server that stopped answering (frozen, partitioned, a failover
                         # in progress) closes nothing: ask, and reconnect if it is silent.
@@ -411,13 +411,3 @@ def _relay(callback: Callable[[str | None], None]) -> Callable[..., None]:
     def on_notification(conn: Any, pid: int, channel: str, payload: object) -> None:
         callback(str(payload))
     return on_notification
-
-
-async def _first_of(*events: asyncio.Event, timeout: float) -> None:
-    """Wait until any of `events` is set, or `timeout` seconds."""
-    waits = [asyncio.ensure_future(event.wait()) for event in events]
-    try:
-        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for w in waits:
-            w.cancel()

@@ -28,6 +28,7 @@ from core.engine.ready.lane import Lane
 from core.engine.ready.ready_set import ReadySet
 from core.ids import LeaseId, QueueId
 from core.storage.database import Database
+from core.waiting import first_of
 
 MAX_CANDIDATES = 64  # candidates one claim statement is given
 # Candidates per partition a pop still wants: every process hears of every commit, so a
@@ -172,7 +173,7 @@ class Reader:
                 return self._framed(answer.result, route)
             if pid not in lane.out or time.monotonic() >= deadline:
                 return self._empty(route)
-            await _wait(lane.returned(), deadline - time.monotonic())
+            await first_of([lane.returned()], deadline - time.monotonic())
 
     async def _pop_any(self, request: PopRequest, route: Route, lanes: list[Lane],
                        gone: asyncio.Event | None) -> PopResult:
@@ -196,8 +197,8 @@ class Reader:
                     break
                 if not any(lane.out for lane in lanes) or time.monotonic() >= deadline:
                     break
-                await _wait_any([lane.returned() for lane in lanes],
-                                deadline - time.monotonic())
+                await first_of([lane.returned() for lane in lanes],
+                               deadline - time.monotonic())
                 continue
             if _is_set(gone):
                 self._give_back(lanes, candidates)
@@ -348,18 +349,3 @@ def _take(lanes: list[Lane], count: int) -> list[int]:
 
 def _is_set(event: asyncio.Event | None) -> bool:
     return event is not None and event.is_set()
-
-
-async def _wait(event: asyncio.Event, timeout: float) -> None:
-    await _wait_any([event], timeout)
-
-
-async def _wait_any(events: list[asyncio.Event], timeout: float) -> None:
-    if timeout <= 0:
-        return
-    waits = [asyncio.ensure_future(e.wait()) for e in events]
-    try:
-        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for w in waits:
-            w.cancel()
