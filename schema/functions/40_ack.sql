@@ -119,13 +119,16 @@ DECLARE
     v_stale    boolean;       -- the item names a lease that is not the live holder's
     r          record;
 BEGIN
-    -- Lock first, in one global order; the reads below then see the locked rows.
-    PERFORM 1
-       FROM queen.log_consumers c
-       JOIN (SELECT DISTINCT g, p FROM unnest(p_groups, p_partition_ids) AS u(g, p)) w
-         ON c.consumer_group = w.g AND c.partition_id = w.p
-      ORDER BY c.consumer_group, c.partition_id
-        FOR UPDATE OF c;
+    -- Lock first, in one global order; the reads below then see the locked rows. Every
+    -- cursor here is read by its primary key, one at a time: a join of the items with the
+    -- cursors lets a generic plan read every cursor of the group through its group index,
+    -- a cost that grows with the partitions the group has ever read.
+    FOR r IN SELECT DISTINCT u.g, u.p FROM unnest(p_groups, p_partition_ids) AS u(g, p)
+              ORDER BY u.g, u.p LOOP
+        PERFORM 1 FROM queen.log_consumers c
+         WHERE c.consumer_group = r.g AND c.partition_id = r.p
+           FOR UPDATE;
+    END LOOP;
 
     FOR r IN
         SELECT false AS sentinel, u.ord::integer AS item, u.grp, u.pid, u.txid, u.status,
@@ -142,7 +145,10 @@ BEGIN
           FROM unnest(p_groups, p_partition_ids, p_txids, p_statuses, p_lease_ids, p_errors,
                       p_offsets) WITH ORDINALITY AS u(grp, pid, txid, status, lease, err, given, ord)
           CROSS JOIN LATERAL (SELECT queen.txn_key(u.txid) AS key) t
-          LEFT JOIN queen.log_consumers c ON c.partition_id = u.pid AND c.consumer_group = u.grp
+          -- (LIMIT 1, a key lookup anyway, keeps the planner from flattening it into a join)
+          LEFT JOIN LATERAL (SELECT y.* FROM queen.log_consumers y
+                              WHERE y.partition_id = u.pid AND y.consumer_group = u.grp
+                              LIMIT 1) c ON true
           LEFT JOIN queen.log_partitions p ON p.id = u.pid
           LEFT JOIN queen.queues q ON q.id = p.queue_id
           LEFT JOIN queen.consumer_subscriptions sub
@@ -332,18 +338,18 @@ BEGIN
          WHERE s.partition_id = d_pid[i] AND s.base_offset = v_base;
     END LOOP;
 
-    UPDATE queen.log_consumers c
-       SET committed = w.committed,
-           retry_count = w.retries,
-           batch_end = CASE WHEN w.release THEN NULL ELSE c.batch_end END,
-           worker_id = CASE WHEN w.release THEN NULL ELSE c.worker_id END,
-           lease_expires_at = CASE WHEN w.release THEN NULL ELSE c.lease_expires_at END,
-           total_consumed = c.total_consumed + w.done,
-           last_consumed_at = CASE WHEN w.done > 0 THEN now() ELSE c.last_consumed_at END,
-           not_before = w.after
-      FROM unnest(u_pid, u_group, u_committed, u_retries, u_release, u_done, u_after)
-           AS w(pid, grp, committed, retries, release, done, after)
-     WHERE c.partition_id = w.pid AND c.consumer_group = w.grp;
+    FOR i IN 1 .. cardinality(u_pid) LOOP  -- by primary key (see the lock above)
+        UPDATE queen.log_consumers c
+           SET committed = u_committed[i],
+               retry_count = u_retries[i],
+               batch_end = CASE WHEN u_release[i] THEN NULL ELSE c.batch_end END,
+               worker_id = CASE WHEN u_release[i] THEN NULL ELSE c.worker_id END,
+               lease_expires_at = CASE WHEN u_release[i] THEN NULL ELSE c.lease_expires_at END,
+               total_consumed = c.total_consumed + u_done[i],
+               last_consumed_at = CASE WHEN u_done[i] > 0 THEN now() ELSE c.last_consumed_at END,
+               not_before = u_after[i]
+         WHERE c.partition_id = u_pid[i] AND c.consumer_group = u_group[i];
+    END LOOP;
 
     RETURN QUERY
     SELECT o.i, o.outcome, o.err, o.released, o.dead, NULL::bigint, NULL::bigint,
