@@ -13,15 +13,16 @@ their own waiting line, so they are never passed over for a pop of another parti
 
 A local commit wakes local waiters first, and its NOTIFY says, per group, how many of its spans
 the local waiters took: the other processes wake only that many fewer of that group's waiters
-(none, for a push a local pop took), so the processes do not all race for one span. A group's
-waiter elsewhere that is not woken so still re-checks at its next backoff (its queue's change
-mark moved), so data a local pop left behind is found within the backoff.
+(none, for a push a local pop took), so the processes do not all race for one span. Every
+mark still reaches the ready set (`on_marks`, core/engine/ready), so a group's waiter
+elsewhere that is not woken finds data a local pop left behind at its next look (at least
+every `POP_WAIT_MAX_INTERVAL_MS`; a look at nothing ready costs no statement).
 
 Local commits wake local waiters at once and are announced to the other processes by NOTIFY;
 announcements that arrive while one NOTIFY is in flight are merged (with their counts) into
 the next. This process's own notifications are ignored when they come back. Missed
-notifications (e.g. while the LISTEN connection reconnects) are covered by the pop's own
-backoff re-check.
+notifications (e.g. while the LISTEN connection reconnects) are made up by the ready set's
+reseed: a lane seeded under an earlier LISTEN session is not trusted (`session`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections import Counter, OrderedDict, defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -61,9 +62,6 @@ _RECONNECT_DELAY = 1.0
 _PROBE_SECONDS = 3.0
 _PROBE = Statement[None]("listener_probe")
 _ANNOUNCE_GATHER_SECONDS = 0.005
-_RECENT_PARTITIONS = 64
-_RECENT_QUEUES = 1024  # queues whose recent partitions are remembered (least recent dropped)
-_PENDING_SECONDS = 1.0  # a hint older than this is left to the scan
 ANY_QUEUE = -1  # the waiting line of discovery pops, which any queue's commit may serve
 
 WaitLine = tuple[str, str | None]  # (consumer group, partition name or None for any)
@@ -71,14 +69,12 @@ _token = functools.lru_cache(maxsize=4096)(group_token)
 
 
 class Waiter:
-    """One parked pop; its event is set when it should check again, and `hints` then lists
-    partitions that just became deliverable (if known)."""
+    """One parked pop; its event is set when it should look again (its lanes have news)."""
 
-    __slots__ = ("event", "hints", "line", "slots")
+    __slots__ = ("event", "line", "slots")
 
     def __init__(self, line: WaitLine, slots: list[int]) -> None:
         self.event = asyncio.Event()
-        self.hints: list[int] = []
         self.line = line
         self.slots = slots  # the queue ids (or ANY_QUEUE) it waits on
 
@@ -97,12 +93,6 @@ class WakeupHub:
         self._unnamed: Counter[int] = Counter()
         # Per queue, spans to be announced that this process's pops were woken for, per group.
         self._served: defaultdict[int, Counter[str]] = defaultdict(Counter)
-        # Per queue, partitions announced (local or remote) and not claimed here since, in the
-        # order they were first announced: the longest-waiting first. Bounded per queue and in
-        # queues, so a broker serving ever new queues or partitions does not grow.
-        # Entries expire after _PENDING_SECONDS: one another process claimed (or that nobody
-        # could) would otherwise stay first in line for good.
-        self._pending: OrderedDict[int, dict[int, float]] = OrderedDict()
         self._announce_ready = asyncio.Event()
         self._stopping = asyncio.Event()
         self._notifier_pid: int | None = None
@@ -119,11 +109,6 @@ class WakeupHub:
         # Who hears what other processes' pops claimed (queue id, group token, partitions).
         self.on_claimed: Callable[[int, str, Sequence[int]], None] = _nobody_claimed
         self._claimed: defaultdict[tuple[int, str], dict[int, None]] = defaultdict(dict)
-        # Change marks (see `change_mark`): announcements per queue and in all, and the
-        # times every waiter was woken (a reconnect, pops resumed).
-        self._changes: dict[int, int] = {}
-        self._all_changes = 0
-        self._epoch = 0
 
     def session(self) -> int | None:
         """The LISTEN connection's session number; None while it is down."""
@@ -186,40 +171,15 @@ class WakeupHub:
              served: Mapping[str, int] | None = None,
              complete: bool | None = None) -> Counter[str]:
         """Wake up to `count` not-yet-woken waiters per waiting line of the queue, and as many
-        discovery waiters per line, handing each the queue's partitions with data announced
-        and not claimed here since, the longest-waiting first: a woken pop claims those by
-        key, oldest data first, which keeps the tail of end-to-end latency short (serving the
-        newest first left partitions written a moment earlier to the scan).
+        discovery waiters per line: the woken pops look at their ready sets, which heard of
+        the partitions first (`on_marks`; `complete` says whether `partitions` are all the
+        partitions concerned, by default: as many as `count`).
 
         `served` (from another process's notification): spans its own pops took, per group
         token; the queue's any-partition lines of those groups wake that many fewer. Answers
-        how many any-partition waiters of the queue were woken, per group.
-
-        The ready set hears the partitions first (`on_marks`): `complete` says whether they
-        are all the partitions concerned (by default: as many as `count`)."""
+        how many any-partition waiters of the queue were woken, per group."""
         self.on_marks(queue_id, partitions,
                       len(partitions) >= count if complete is None else complete)
-        self._changes[queue_id] = self._changes.get(queue_id, 0) + 1
-        self._all_changes += 1
-        hints: list[int] = []
-        if partitions:
-            pending = self._pending.get(queue_id)
-            if pending is None:
-                pending = self._pending[queue_id] = {}
-                if len(self._pending) > _RECENT_QUEUES:
-                    self._pending.popitem(last=False)
-            else:
-                self._pending.move_to_end(queue_id)
-            now = time.monotonic()
-            while pending:
-                oldest = next(iter(pending))
-                if pending[oldest] > now - _PENDING_SECONDS:
-                    break
-                del pending[oldest]
-            for p in partitions:
-                if p not in pending and len(pending) < _RECENT_PARTITIONS:
-                    pending[p] = now  # a partition already waiting keeps its place
-            hints = list(pending)
         woken_by_group: Counter[str] = Counter()
         for slot in (queue_id, ANY_QUEUE):
             for (group, partition), waiters in self._lines.get(slot, {}).items():
@@ -232,30 +192,11 @@ class WakeupHub:
                     if slot == ANY_QUEUE and queue_id in waiter.slots:
                         continue  # it learnt its queue: its line there had its turn
                     if not waiter.event.is_set():
-                        waiter.hints = hints
                         waiter.event.set()
                         woken += 1
                 if own_line and woken:
                     woken_by_group[group] += woken
         return woken_by_group
-
-    def change_mark(self, queue_ids: Iterable[int] | None) -> tuple[int, ...] | None:
-        """A mark of what was announced so far for these queues (None: any queue): two marks
-        differ iff something became deliverable there meanwhile, here or (by NOTIFY) in
-        another process, or every waiter was woken. None while the LISTEN connection is
-        down: another process's announcements may be missed then."""
-        if not self.listening:
-            return None
-        if queue_ids is None:
-            return (self._epoch, self._all_changes)
-        return (self._epoch, *(self._changes.get(q, 0) for q in sorted(queue_ids)))
-
-    def claimed(self, queue_id: int, partitions: Iterable[int]) -> None:
-        """A pop of this process claimed these partitions: their data is being served."""
-        pending = self._pending.get(queue_id)
-        if pending is not None:
-            for p in partitions:
-                pending.pop(p, None)
 
     def announce(self, wakes: Iterable[Wake]) -> None:
         """Spans became deliverable (one per (queue, partition or None) listed), after their
@@ -304,7 +245,6 @@ class WakeupHub:
 
     def wake_everyone(self) -> None:
         """Every parked pop checks again (e.g. pops were paused and are not any more)."""
-        self._epoch += 1
         for lines in self._lines.values():
             for waiters in lines.values():
                 for waiter in waiters:
@@ -388,7 +328,7 @@ class WakeupHub:
                 except asyncio.CancelledError:
                     raise
                 except (*DRIVER_ERRORS, ServiceError) as exc:
-                    # Other processes fall back on their backoff re-check; try again next time.
+                    # Other processes' ready sets reseed on their floor; try again next time.
                     log.info("wake-up notify failed (%s)", type(exc).__name__)
                     conn = None
                 if self._stopping.is_set():

@@ -82,8 +82,6 @@ async def pop_or_wait(reader: Reader, hub: WakeupHub, request: PopRequest, *, wa
                 result = PopResult(None, unreachable=True)
                 unreachable = True
             if result.claims:
-                for claim in result.claims:
-                    hub.claimed(claim.queue_id, [claim.partition_id])
                 return result
             if not wait or _is_set(stop_waiting):
                 return result

@@ -102,8 +102,6 @@ class PopResult:
     width: int | None = None  # partitions it wanted; None: unknown (no claim was tried)
     # Its last check met a database outage: the answer asks nothing more of the database.
     unreachable: bool = False
-    # The addressed queues' names by id, as the claim statement saw them (None: not asked).
-    queue_names: dict[QueueId, str] = field(default_factory=dict)
 
     @property
     def partitions_claimed(self) -> int:
@@ -205,7 +203,6 @@ def _claimed(lease_id: LeaseId | None, rows: Sequence[sql.ReadyRow]) -> Claimed:
             result.conflation = bool(result.conflation) or bool(row.conflation)
             if row.queue_id not in result.queue_ids:
                 result.queue_ids.append(QueueId(row.queue_id))
-            result.queue_names[QueueId(row.queue_id)] = row.queue
             continue
         assert row.partition_id is not None
         if row.verdict != "took" or row.partition_id not in claims:

@@ -2,19 +2,21 @@
 
 Anything that makes messages deliverable in a queue (a push commit, a lease expiry or
 release, a DLQ replay, a seek) notifies channel `queen_wakeup` with payload `"<queue id>"`,
-`"<queue id>:<n>"` or `"<queue id>:<n>:<partition id>,..."`: n is how many spans became
-deliverable, the partition ids (when known) say where. Each web process LISTENs on one
-connection and wakes up to n parked pops of that queue per consumer group, handing them the
-partition ids so they can claim those first instead of scanning the queue.
+`"<queue id>:<n>"` or `"<queue id>:<n>:<partition id>,..."`: the partition ids say where
+(at most MAX_HINTS), n counts them plus the wakes that could not be named, so a reader told
+fewer names than n knows it was not told everything. Each web process LISTENs on one
+connection, hands the partition ids to its ready set (core/engine/ready; a notification that
+names fewer than n makes the queue's lanes reseed) and wakes up to n parked pops of that
+queue per consumer group.
 
 A fourth field, `"<queue id>:<n>:<partition ids>:<group>=<k>,..."`, says how many of those
 spans the notifying process already handed to pops of its own, per consumer group: those
 groups' waiters elsewhere wake only for the rest (n - k), so that one push does not wake one
 pop per process, all racing for the same span and all but one finding nothing. A group is
 named by a short digest (`group_token`); two groups sharing one only means one of them is
-woken less and finds the data at its next backoff re-check. A process that cannot read the
-fourth field (an older version, mid-upgrade) ignores the whole notification, which costs
-its waiters the same backoff re-check, nothing more.
+woken less and finds the data at its next look. A process that cannot read the fourth field
+(an older version, mid-upgrade) ignores the whole notification; its lanes find the data at
+their periodic reseed.
 
 The notification is sent *after* the data commit, in its own statement: NOTIFY inside a
 writing transaction serialises commits on a global lock held through the WAL flush, which

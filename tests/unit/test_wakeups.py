@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
 from core.engine.listener import WakeupHub
@@ -76,6 +78,8 @@ async def test_a_local_commit_tells_the_others_what_its_own_pops_took() -> None:
     processes' g1 waiters stay parked (they would race for it and find nothing); g2, which
     nobody here waits for, is woken everywhere."""
     here, there = hub(), hub()
+    heard: list[tuple[int, list[int], bool]] = []
+    there.on_marks = lambda q, pids, complete: heard.append((q, list(pids), complete))
     with here.parked([7], "g1") as mine:
         here.announce([(7, 41)])
         assert mine.event.is_set()
@@ -90,9 +94,9 @@ async def test_a_local_commit_tells_the_others_what_its_own_pops_took() -> None:
         there._on_notification(None, 43, "queen_wakeup", payload)
         assert not g1.event.is_set()  # the span went to a g1 pop elsewhere
         assert g2.event.is_set() and g1_p1.event.is_set()  # other lines: woken as before
-        # The queue's change mark moved all the same, so g1's waiter re-checks at its next
-        # backoff instead of skipping it as quiet (data the other pop left is found).
-        assert there._changes[7] == 1
+        # Its ready sets heard of the partition all the same, so g1's waiter finds data the
+        # other pop left at its next look.
+        assert heard == [(7, [41], True)]
 
 
 async def test_served_counts_only_lower_the_count_they_cover() -> None:
@@ -102,39 +106,25 @@ async def test_served_counts_only_lower_the_count_they_cover() -> None:
         assert [w.event.is_set() for w in (a, b, c)] == [True, True, False]
 
 
-async def test_woken_waiters_are_handed_the_partitions_that_became_deliverable() -> None:
+async def test_woken_waiters_look_after_their_ready_sets_heard_the_partitions() -> None:
     h = hub()
+    heard: list[tuple[int, list[int], bool]] = []
+    woken_when_heard: list[bool] = []
+
+    def on_marks(q: int, pids: Sequence[int], complete: bool) -> None:
+        heard.append((q, list(pids), complete))
+        woken_when_heard.append(a.event.is_set())
+    h.on_marks = on_marks
     with h.parked([7], "g") as a, h.parked([7], "g") as b:
         h._on_notification(None, 43, "queen_wakeup", "7:1:41")
-        assert a.event.is_set() and a.hints == [41]
-        assert not b.event.is_set() and b.hints == []
+        assert a.event.is_set() and not b.event.is_set()
         h.announce([(7, 42)])  # a local commit to partition 42
-        # The longest-waiting first (41 was announced before 42 and nobody here claimed it).
-        assert b.event.is_set() and b.hints == [41, 42]
+        assert b.event.is_set()
+    assert heard == [(7, [41], True), (7, [42], True)]
+    assert woken_when_heard == [False, True]  # marks first, then the waiter looks
 
 
 @pytest.mark.parametrize("payload", ["seven", "7:1::g1=1", "7:1::0000abcd", "7:1::0000abcd=x"])
 def test_malformed_payload_is_rejected(payload: str) -> None:
     with pytest.raises(ValueError):
         decode_payload(payload)
-
-
-async def test_hints_are_served_oldest_first_dropped_once_claimed_and_expire(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    import core.engine.listener
-
-    clock = [100.0]
-    monkeypatch.setattr(core.engine.listener.time, "monotonic", lambda: clock[0])
-    h = hub()
-    h.announce([(7, 1), (7, 2), (7, 3), (7, 2)])  # 2 again: it keeps its place
-    with h.parked([7], "g") as a:
-        h.announce([(7, 4)])
-        assert a.hints == [1, 2, 3, 4]
-    h.claimed(7, [1, 3])  # this process's pop took them: their data is served
-    with h.parked([7], "g") as b:
-        h.announce([(7, 5)])
-        assert b.hints == [2, 4, 5]
-    clock[0] += 2.0  # nobody here claimed 2, 4, 5 in time: left to the scan
-    with h.parked([7], "g") as c:
-        h.announce([(7, 6)])
-        assert c.hints == [6]

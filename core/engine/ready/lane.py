@@ -91,12 +91,6 @@ class Lane:
             heapq.heappop(self._heap)
         return self._heap[0][0] if self._heap else None
 
-    def forget_all(self) -> None:
-        """Drop what is known (a reseed starts over); partitions out stay out."""
-        self.ready.clear()
-        self._due.clear()
-        self._heap.clear()
-
     # -- pops: take candidates, check them back in ------------------------------------------
 
     def take(self, count: int, now: float) -> list[int]:

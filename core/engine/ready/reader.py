@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from core.counters import COUNTERS
 from core.engine.pop import Claimed, PopRequest, PopResult, Verdict, claim
@@ -57,7 +57,6 @@ class Route:
     queue_ids: list[QueueId]
     conflating: bool
     at: float
-    names: dict[QueueId, str] = field(default_factory=dict)
 
 
 class Reader:
@@ -71,8 +70,7 @@ class Reader:
         self._claimed = claimed
         self._routes: dict[RouteKey, Route] = {}
         self._strangers: set[int] = set()  # queue ids marked here that no lane knew
-        self.statements = 0  # claim statements sent (for tests and figures)
-        self.empty_statements = 0  # of which delivered nothing
+        self.statements = 0  # claim statements sent (for tests)
 
     # -- what other parts tell it --------------------------------------------------------
 
@@ -81,7 +79,7 @@ class Reader:
         may come from a queue made since a route last looked (a new queue of a discovery
         pop's namespace, or a queue deleted and made again under its name elsewhere): every
         route looks again at its next pop (one statement each), once per such queue."""
-        if not self._ready.lanes_of(queue_id) and queue_id not in self._strangers:
+        if not self._ready.knows(queue_id) and queue_id not in self._strangers:
             if len(self._strangers) >= _STRANGERS_KEPT:
                 self._strangers.clear()
             self._strangers.add(queue_id)
@@ -250,7 +248,6 @@ class Reader:
         self.statements += 1
         COUNTERS.add("claim_statements")
         if not answer.result.claims:
-            self.empty_statements += 1
             COUNTERS.add("claim_statements_empty")
         return answer
 
@@ -299,8 +296,7 @@ class Reader:
 
     def _learn(self, key: RouteKey, answer: Claimed) -> Route:
         result = answer.result
-        route = Route(list(result.queue_ids), bool(result.conflation), time.monotonic(),
-                      dict(result.queue_names))
+        route = Route(list(result.queue_ids), bool(result.conflation), time.monotonic())
         if route.queue_ids:
             if len(self._routes) >= _ROUTES_KEPT:
                 self._routes.clear()
@@ -312,7 +308,7 @@ class Reader:
     @staticmethod
     def _empty(route: Route, width: int | None = None) -> PopResult:
         return PopResult(None, queue_ids=list(route.queue_ids), conflation=route.conflating,
-                         width=width, queue_names=dict(route.names))
+                         width=width)
 
     @staticmethod
     def _framed(result: PopResult, route: Route) -> PopResult:

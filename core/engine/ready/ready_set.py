@@ -60,8 +60,9 @@ class ReadySet:
             self._sweep()
         return lane
 
-    def lanes_of(self, queue_id: int) -> list[Lane]:
-        return list(self._by_queue.get(queue_id, {}).values())
+    def knows(self, queue_id: int) -> bool:
+        """Whether a lane of this queue is in use here."""
+        return queue_id in self._by_queue
 
     def _sweep(self) -> None:
         idle = self._clock() - _IDLE_LANE_S
