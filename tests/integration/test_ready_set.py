@@ -167,3 +167,27 @@ async def test_a_partition_claimed_on_one_broker_is_not_tried_by_the_other(
     assert outcome.success
     rest = await b.pop(leased, wait=True, timeout_ms=5000)
     assert [(c.partition, c.start) for c in rest.claims] == [("p", 1)]
+
+
+async def test_a_lane_holds_at_most_its_cap_and_still_finds_every_partition(
+        database_url: str, queue_name: str) -> None:
+    """A client naming ever new groups must not fill the process: a lane holds at most
+    LANE_CAP ready partitions and the process at most MAX_LANES lanes. A lane that left
+    partitions out goes on looking before it answers nothing (204 keeps its meaning)."""
+    settings = Settings(db_pool_size=2, metrics_flush_ms=600_000)
+    async with Broker.open(settings, dsn=database_url, migrate=False) as broker:
+        broker.ready._lane_cap = 7
+        broker.ready._max_lanes = 3
+        await _push(broker, queue_name, [f"p{i}" for i in range(20)])
+        request = PopRequest(group="g", batch=1, queue=queue_name, auto_ack=True)
+        got = []
+        for _ in range(25):  # non-waiting pops, one partition each
+            result = await broker.pop(request)
+            got += [c.partition for c in result.claims]
+            lane = broker.ready.lane(result.queue_ids[0], "g")
+            assert len(lane.ready) <= 7
+        assert sorted(got) == sorted(f"p{i}" for i in range(20))  # each once, none missed
+        for group in ("a", "b", "c", "d", "e"):  # more groups than lanes allowed
+            assert (await broker.pop(PopRequest(group=group, batch=1,
+                                                queue=queue_name))).count == 1
+        assert len(broker.ready._lanes) <= 3

@@ -31,8 +31,11 @@ UNKNOWN_DUE_S = 1.0
 class Lane:
     """The ready, deferred and out partitions of one (queue, group) in this process."""
 
-    def __init__(self, queue_id: int, group: str) -> None:
+    def __init__(self, queue_id: int, group: str, cap: int = 1 << 62) -> None:
+        """`cap`: the most ready partitions it holds (memory per lane is bounded: a client
+        naming ever new groups must not fill the process); past it the lane is `partial`."""
         self.queue_id = queue_id
+        self.cap = cap
         self.group = group
         self.token = group_token(group)  # its name in notifications
         # partition id -> when it became ready (monotonic), oldest first. An OrderedDict, not a
@@ -48,6 +51,10 @@ class Lane:
         self.seeded_at: float | None = None
         self.session: int | None = None
         self.stale = False
+        # Partial: it left out ready partitions (its cap); its reseeds go on from
+        # `resume_from`, and it is not trusted once nothing is ready in it.
+        self.partial = False
+        self.resume_from = 0
         self.seeding = asyncio.Lock()
         self.used_at = time.monotonic()
         self._returned = asyncio.Event()
@@ -63,7 +70,10 @@ class Lane:
             self.out[partition_id] = True
             return
         self._due.pop(partition_id, None)
-        self.ready.setdefault(partition_id, now)
+        if partition_id not in self.ready and len(self.ready) >= self.cap:
+            self.partial = True  # left out: a reseed finds it once the others are served
+            return
+        self.ready[partition_id] = now
 
     def taken_elsewhere(self, partition_id: int) -> None:
         """Another process's pop of this group claimed it: it is leased, and its release

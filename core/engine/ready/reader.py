@@ -180,6 +180,7 @@ class Reader:
         lease_id: LeaseId | None = None
         statements = 0
         took: list[Verdict] = []
+        reseeds = 0
         deadline = time.monotonic() + _WAIT_FOR_OTHERS_S
         while True:
             got = 0 if total is None else len(total.claims)
@@ -193,6 +194,14 @@ class Reader:
             if not candidates:
                 if total is not None:
                     break
+                partial = [lane for lane in lanes if lane.partial]
+                if partial and reseeds < 2:
+                    # It left partitions out (its cap): look for them before answering
+                    # nothing (twice at most: from where it stopped, then from the start).
+                    reseeds += 1
+                    for lane in partial:
+                        await self._ready.ensure_seeded(lane)
+                    continue
                 if not any(lane.out for lane in lanes) or time.monotonic() >= deadline:
                     break
                 await first_of([lane.returned() for lane in lanes],

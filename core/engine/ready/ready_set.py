@@ -27,6 +27,10 @@ from core.storage import reads as sql
 from core.storage.database import Database
 
 RESEED_PAGE = 2000  # partitions per reseed statement
+# Memory bounds: ready partitions a lane holds (a reseed takes at most this many and the next
+# one goes on from there), and lanes in use (the least recently used one is dropped).
+LANE_CAP = 4096
+MAX_LANES = 1024
 _DEAF_RESEED_S = 1.0  # reseed period on use while the LISTEN connection is down
 _IDLE_LANE_S = 600.0  # a lane unused this long is forgotten (its next use seeds it)
 _SWEEP_EVERY = 1000  # lane lookups between sweeps of idle lanes
@@ -35,7 +39,8 @@ _SWEEP_EVERY = 1000  # lane lookups between sweeps of idle lanes
 class ReadySet:
     def __init__(self, db: Database, session: Callable[[], int | None], *,
                  deaf_since: Callable[[], float] = lambda: 0.0,
-                 reseed_interval_s: float = 30.0,
+                 reseed_interval_s: float = 30.0, lane_cap: int = LANE_CAP,
+                 max_lanes: int = MAX_LANES,
                  clock: Callable[[], float] = time.monotonic) -> None:
         """`session`: the LISTEN connection's session number, None while it is down;
         `deaf_since`: when it went down last (time.monotonic())."""
@@ -43,6 +48,8 @@ class ReadySet:
         self._session = session
         self._deaf_since = deaf_since
         self._interval = reseed_interval_s
+        self._lane_cap = lane_cap
+        self._max_lanes = max_lanes
         self._clock = clock
         self._lanes: dict[tuple[int, str], Lane] = {}
         self._by_queue: dict[int, dict[str, Lane]] = {}
@@ -53,7 +60,9 @@ class ReadySet:
     def lane(self, queue_id: int, group: str) -> Lane:
         lane = self._lanes.get((queue_id, group))
         if lane is None:
-            lane = self._lanes[(queue_id, group)] = Lane(queue_id, group)
+            if len(self._lanes) >= self._max_lanes:
+                self._drop_least_used()
+            lane = self._lanes[(queue_id, group)] = Lane(queue_id, group, self._lane_cap)
             self._by_queue.setdefault(queue_id, {})[group] = lane
         self._lookups += 1
         if self._lookups % _SWEEP_EVERY == 0:
@@ -64,14 +73,22 @@ class ReadySet:
         """Whether a lane of this queue is in use here."""
         return queue_id in self._by_queue
 
+    def _drop_least_used(self) -> None:
+        idle = [lane for lane in self._lanes.values() if not lane.out]
+        if idle:
+            self._drop(min(idle, key=lambda lane: lane.used_at))
+
+    def _drop(self, lane: Lane) -> None:
+        del self._lanes[(lane.queue_id, lane.group)]
+        del self._by_queue[lane.queue_id][lane.group]
+        if not self._by_queue[lane.queue_id]:
+            del self._by_queue[lane.queue_id]
+
     def _sweep(self) -> None:
         idle = self._clock() - _IDLE_LANE_S
-        for key, lane in list(self._lanes.items()):
+        for lane in list(self._lanes.values()):
             if lane.used_at < idle and not lane.out:
-                del self._lanes[key]
-                del self._by_queue[key[0]][key[1]]
-                if not self._by_queue[key[0]]:
-                    del self._by_queue[key[0]]
+                self._drop(lane)
 
     # -- marks ---------------------------------------------------------------------------
 
@@ -105,6 +122,8 @@ class ReadySet:
     def trusted(self, lane: Lane) -> bool:
         if lane.seeded_at is None or lane.stale:
             return False
+        if lane.partial and not lane.ready:
+            return False  # it left partitions out: look for them before answering nothing
         age = self._clock() - lane.seeded_at
         session = self._session()
         if session is None:
@@ -128,18 +147,25 @@ class ReadySet:
         session = self._session()
         started = self._clock()
         lane.stale = False
-        after = 0
+        start = after = lane.resume_from
         found: list[sql.ScannedPartition] = []
+        at_end = False
         async with self._db.session() as conn:
-            while True:
+            while len(found) < lane.cap:
+                want = min(RESEED_PAGE, lane.cap - len(found))
                 self.reseed_statements += 1
                 COUNTERS.add("ready_reseed_statements")
                 page = await sql.ready_scan(conn, queue_id=lane.queue_id, group=lane.group,
-                                            after=after, limit=RESEED_PAGE)
+                                            after=after, limit=want)
                 found.extend(page)
-                if len(page) < RESEED_PAGE:
+                if len(page) < want:
+                    at_end = True
                     break
                 after = page[-1].partition_id
+        # Partial when it stopped at its cap (the next reseed goes on from there), or began
+        # past the start (what lies before `start` is the next reseed's).
+        lane.partial = not at_end or start > 0
+        lane.resume_from = 0 if at_end else after
         # In a random order, per process: processes (and brokers) that hand the same ready
         # partitions out in the same order would have their claims meet on the same cursors
         # (a group's first claims even wait on each other's cursor inserts).
