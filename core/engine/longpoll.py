@@ -16,6 +16,7 @@ from core.engine.listener import WakeupHub
 from core.engine.pop import PopRequest, PopResult
 from core.engine.ready.reader import Reader
 from core.errors import StorageUnavailable
+from core.waiting import first_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,11 +133,5 @@ def _is_set(event: asyncio.Event | None) -> bool:
 async def _wait_any(event: asyncio.Event, others: list[asyncio.Event | None],
                     timeout: float) -> bool:
     """Wait for `event` (or any of `others`) up to `timeout`; answer whether `event` fired."""
-    waits = [asyncio.ensure_future(event.wait())]
-    waits += [asyncio.ensure_future(other.wait()) for other in others if other is not None]
-    try:
-        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for w in waits:
-            w.cancel()
+    await first_of([event, *(other for other in others if other is not None)], timeout)
     return event.is_set()
