@@ -41,8 +41,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import asyncpg
-
 COORDINATOR = "coordinator"
 SUPERUSER = "postgres"
 DATABASE = "postgres"
@@ -57,6 +55,8 @@ NODE_SETTINGS = {
     "wal_level": "logical",
     "max_wal_senders": "20",
     "max_replication_slots": "20",
+    # Citus runs a maintenance daemon per database: tests make a database per module.
+    "max_worker_processes": "64",
     "shared_buffers": "128MB",
     "log_min_messages": "warning",
     "citus.enable_stat_counters": "on",
@@ -163,7 +163,7 @@ class Cluster:
             self._initdb(node, user)
             if not self.running(node):
                 self.start(node, timeout)
-        asyncio.run(self.prepare_database(DATABASE))
+        self.prepare_database(DATABASE)
         return self.dsn()
 
     def down(self) -> None:
@@ -229,44 +229,43 @@ class Cluster:
         self._save()
         self._initdb(node, _system_user())
         self.start(node, timeout)
-        asyncio.run(self.prepare_database(DATABASE))
+        self.prepare_database(DATABASE)
         return node
 
     # -- databases -----------------------------------------------------------------------
 
-    async def create_database(self, name: str) -> str:
+    def create_database(self, name: str) -> str:
         """A new database on every node, made a Citus cluster of its own; answers the
         broker's DSN for it."""
         for node in self.nodes:
-            conn = await asyncpg.connect(node.dsn())
-            try:
-                await conn.execute(f'CREATE DATABASE "{name}"')
-            finally:
-                await conn.close()
-        await self.prepare_database(name)
+            self.psql(node, f'CREATE DATABASE "{name}"')
+        self.prepare_database(name)
         return self.dsn(name)
 
-    async def prepare_database(self, name: str) -> None:
+    def prepare_database(self, name: str) -> None:
         """The extension on every node and every worker registered with the coordinator
         (idempotent). Each database of a Citus cluster keeps its own node list."""
         for node in self.nodes:
-            conn = await asyncpg.connect(node.dsn(name))
-            try:
-                await conn.execute("CREATE EXTENSION IF NOT EXISTS citus")
-            finally:
-                await conn.close()
-        conn = await asyncpg.connect(self.coordinator.dsn(name))
-        try:
-            known = {int(r["nodeport"]) for r in await conn.fetch(
-                "SELECT nodeport FROM pg_dist_node")}
-            if self.coordinator.port not in known:
-                await conn.execute("SELECT citus_set_coordinator_host('127.0.0.1', $1)",
-                                   self.coordinator.port)
-            for worker in self.workers:
-                if worker.port not in known:
-                    await conn.execute("SELECT citus_add_node('127.0.0.1', $1)", worker.port)
-        finally:
-            await conn.close()
+            self.psql(node, "CREATE EXTENSION IF NOT EXISTS citus", database=name)
+        known = {int(p) for p in self.psql(
+            self.coordinator, "SELECT nodeport FROM pg_dist_node", database=name).split()}
+        if self.coordinator.port not in known:
+            self.psql(self.coordinator, "SELECT citus_set_coordinator_host('127.0.0.1', "
+                      f"{self.coordinator.port})", database=name)
+        for worker in self.workers:
+            if worker.port not in known:
+                self.psql(self.coordinator, f"SELECT citus_add_node('127.0.0.1', {worker.port})",
+                          database=name)
+
+    def psql(self, node: Node, sql: str, *, database: str = DATABASE) -> str:
+        """Run `sql` on a node with PostgreSQL's own client; answer its unaligned output."""
+        done = subprocess.run(
+            [str(self.bin_dir / "psql"), "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1",
+             "-h", "127.0.0.1", "-p", str(node.port), "-U", SUPERUSER, "-d", database,
+             "-c", sql], check=False, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"{node.name}: {sql}: {done.stderr.strip()}")
+        return done.stdout
 
     # -- pieces --------------------------------------------------------------------------
 

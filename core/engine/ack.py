@@ -85,10 +85,13 @@ def partition_id_of(text: str) -> int | None:
     return None
 
 
-async def apply_acks(conn: Conn, acks: Sequence[GroupAck]) -> AckResult:
+async def apply_acks(conn: Conn, acks: Sequence[GroupAck], *,
+                     route: int | None = None) -> AckResult:
     """Apply acks of any groups on `conn` (atomically: one statement, or, when an address
     must be searched first, a statement that changes nothing and then the one that does).
-    An item is checked against the lease it names, and against none when it names none."""
+    An item is checked against the lease it names, and against none when it names none.
+    `route`: the shard all the items' partitions are on, when the caller grouped them so
+    (core/storage/shards.py)."""
     outcomes: list[AckOutcome | None] = [None] * len(acks)
     inputs: list[sql.AckInput] = []
     positions: list[int] = []  # index in `acks` of each input
@@ -103,11 +106,11 @@ async def apply_acks(conn: Conn, acks: Sequence[GroupAck]) -> AckResult:
         positions.append(index)
     result = AckResult([])
     if inputs:
-        rows = await sql.ack(conn, items=inputs, scan_missing=True)
+        rows = await sql.ack(conn, route=route, items=inputs, scan_missing=True)
         missing = [r for r in rows if r.outcome == "missing"]
         if missing:
             inputs = await _search(conn, inputs, missing)
-            rows = await sql.ack(conn, items=inputs, scan_missing=False)
+            rows = await sql.ack(conn, route=route, items=inputs, scan_missing=False)
         for row in rows:
             if row.outcome == "wake":
                 assert row.queue_id is not None and row.partition_id is not None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from core.storage.statements import Conn, Statement
@@ -11,6 +12,12 @@ from core.storage.statements import Conn, Statement
 class ExpiredLease:
     queue_id: int | None  # None when the partition went away meanwhile
     partition_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class DueCursor:
+    partition_id: int
+    consumer_group: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +36,10 @@ class RetentionResult:
 
 _EXPIRE_LEASES = Statement("reaper_expire_leases", ExpiredLease)
 _DUE_RETRIES = Statement("reaper_due_retries", ExpiredLease)
+_CITUS_EXPIRED = Statement("citus_reaper_expired", DueCursor)
+_CITUS_DUE = Statement("citus_reaper_due", DueCursor)
+_RELEASE_CURSORS = Statement("release_cursors", ExpiredLease)
+_FORGET_LEASES = Statement[None]("forget_leases")
 _TRY_LOCK = Statement[None]("reaper_try_lock")
 _PRUNE_TXN_INDEX = Statement[None]("reaper_prune_txn_index")
 _RETENTION_PARTITIONS = Statement("reaper_retention_partitions", RetentionTarget)
@@ -42,6 +53,23 @@ async def expire_leases(conn: Conn, *, batch: int) -> list[ExpiredLease]:
 async def due_retries(conn: Conn, *, batch: int) -> list[ExpiredLease]:
     """Clear passed retryDelay not-before times; answer where spans became claimable."""
     return await _DUE_RETRIES.rows(conn, batch)
+
+
+async def citus_due_cursors(conn: Conn, *, batch: int, retries: bool) -> list[DueCursor]:
+    """On Citus: cursors whose lease expired (or, with `retries`, whose retryDelay passed),
+    read from every shard."""
+    return await (_CITUS_DUE if retries else _CITUS_EXPIRED).rows(conn, batch)
+
+
+async def release_cursors(conn: Conn, *, route: int, cursors: Sequence[DueCursor],
+                          retries: bool) -> list[ExpiredLease]:
+    """Release cursors of the shard of `route` (their leases, or their not-before times)."""
+    return await _RELEASE_CURSORS.rows(conn, route, [c.partition_id for c in cursors],
+                                       [c.consumer_group for c in cursors], retries)
+
+
+async def forget_leases(conn: Conn, *, route: int, after_seconds: int) -> int:
+    return int(await _FORGET_LEASES.value(conn, route, after_seconds))
 
 
 async def try_lock(conn: Conn, *, key: int) -> bool:

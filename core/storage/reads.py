@@ -79,11 +79,17 @@ class LeaseExpiry:
 
 
 @dataclass(frozen=True, slots=True)
-class PartitionState:
-    queue_id: int
-    partition_id: int | None
-    last_offset: int | None
-    log_start: int | None
+class PartitionHead:
+    queue: str
+    partition: str
+    last_offset: int
+    log_start: int
+
+
+@dataclass(frozen=True, slots=True)
+class DirectoryEntry:
+    partition_id: int
+    partition: str
 
 
 @dataclass(slots=True)
@@ -107,22 +113,25 @@ class RangeRow:
 
 _POP_READY = Statement("pop_ready", ReadyRow)
 _READY_SCAN = Statement("ready_scan", ScannedPartition)
+_READY_DIRECTORY = Statement("ready_directory", DirectoryEntry)
+_READY_CHECK = Statement("ready_check", ScannedPartition)
 _QUEUE_PARTITION_IDS = Statement[None]("queue_partition_ids")
 _ACK = Statement("ack", AckRow)
 _SPAN_SEGMENTS = Statement("span_segments", PlacedSegmentRow)
 _EXTEND_LEASES = Statement("extend_leases", LeaseExpiry)
-_FETCH_PARTITION_STATE = Statement("fetch_partition_state", PartitionState)
+_FETCH_HEAD = Statement("fetch_head", PartitionHead)
 _FETCH_SEGMENTS = Statement("fetch_segments", RangeRow)
 
 
-async def pop_ready(conn: Conn, *, queue: str | None, namespace: str | None,
+async def pop_ready(conn: Conn, *, route: int | None, queue: str | None, namespace: str | None,
                     task: str | None, partition: str | None, group: str, named: bool,
                     seed_mode: str, seed_instant: datetime | None, store_seed: bool,
                     batch: int, partitions: int, auto_ack: bool, lease_seconds: int,
                     lease_fallback: int, lease_id: str, candidates: Sequence[int],
                     conflation: bool = False, conflation_width: int = 1) -> list[ReadyRow]:
-    """Claim among candidates and read, in one statement (schema/functions/30_pop.sql)."""
-    return await _POP_READY.rows(conn, queue, namespace, task, partition, group, named,
+    """Claim among candidates and read, in one statement (schema/functions/30_pop.sql);
+    `route`: the shard of every candidate (core/storage/shards.py), None on one PostgreSQL."""
+    return await _POP_READY.rows(conn, route, queue, namespace, task, partition, group, named,
                                  seed_mode, seed_instant, store_seed, batch, partitions,
                                  auto_ack, lease_seconds, lease_fallback, lease_id,
                                  list(candidates), conflation, conflation_width)
@@ -134,15 +143,29 @@ async def ready_scan(conn: Conn, *, queue_id: int, group: str, after: int,
     return await _READY_SCAN.rows(conn, queue_id, group, after, limit)
 
 
+async def ready_directory(conn: Conn, *, queue_id: int, after: int,
+                          limit: int) -> list[DirectoryEntry]:
+    """A page of a queue's partitions from the directory (Citus's reseed, first step)."""
+    return await _READY_DIRECTORY.rows(conn, queue_id, after, limit)
+
+
+async def ready_check(conn: Conn, *, partition_ids: Sequence[int],
+                      group: str) -> list[ScannedPartition]:
+    """Which of these partitions of one shard may hold data for the group (second step)."""
+    return await _READY_CHECK.rows(conn, list(partition_ids), group)
+
+
 async def queue_partition_ids(conn: Conn, *, queue: str) -> list[int]:
     """The ids of a queue's partitions (schema/queries/ready.sql)."""
     return [int(v) for v in await _QUEUE_PARTITION_IDS.values(conn, queue)]
 
 
-async def ack(conn: Conn, *, items: Sequence[AckInput], scan_missing: bool) -> list[AckRow]:
-    """Apply acks in one statement (schema/functions/40_ack.sql)."""
+async def ack(conn: Conn, *, route: int | None, items: Sequence[AckInput],
+              scan_missing: bool) -> list[AckRow]:
+    """Apply acks in one statement (schema/functions/40_ack.sql); `route`: the shard of
+    every item's partition, None on one PostgreSQL."""
     return await _ACK.rows(
-        conn, [i.group for i in items], [i.partition_id for i in items],
+        conn, route, [i.group for i in items], [i.partition_id for i in items],
         [i.transaction_id for i in items], [i.status for i in items],
         [i.lease_id for i in items], [i.error for i in items], [i.offset for i in items],
         scan_missing)
@@ -153,16 +176,15 @@ async def span_segments(conn: Conn, *, partition_id: int, lo: int,
     return await _SPAN_SEGMENTS.rows(conn, partition_id, lo, hi)
 
 
-async def extend_leases(conn: Conn, *, lease_ids: Sequence[str],
+async def extend_leases(conn: Conn, *, route: int | None, lease_ids: Sequence[str],
                         seconds: Sequence[float]) -> list[LeaseExpiry]:
     """The new expiry of every live lease of the (distinct) lease ids; none for expired
-    ones."""
-    return await _EXTEND_LEASES.rows(conn, list(lease_ids), list(seconds))
+    ones. `route`: the shard the leases were claimed on; None: search every cursor."""
+    return await _EXTEND_LEASES.rows(conn, route, list(lease_ids), list(seconds))
 
 
-async def fetch_partition_state(conn: Conn, *, queue: str,
-                                partition: str) -> PartitionState | None:
-    return await _FETCH_PARTITION_STATE.one(conn, queue, partition)
+async def fetch_head(conn: Conn, *, partition_id: int) -> PartitionHead | None:
+    return await _FETCH_HEAD.one(conn, partition_id)
 
 
 async def fetch_segments(conn: Conn, *, partition_id: int, offset: int,

@@ -49,7 +49,8 @@ class AppendSegment:
 
 @dataclass(frozen=True, slots=True)
 class AppendTarget:
-    """A partition to append to, by name, with the segments it gets (in order)."""
+    """A partition to append to, by name (and its id, once known), with the segments it
+    gets (in order)."""
 
     queue: str
     partition: str
@@ -58,25 +59,68 @@ class AppendTarget:
     segments: Sequence[AppendSegment]
     repeats: bool  # whether a transactionId occurs twice among its frames
     encrypted: bool = False  # whether its segments are sealed (core/engine/encryption.py)
+    partition_id: int = 0  # the id remembered for it; 0: none (looked up by name)
 
 
-_APPEND = Statement("append", AppendRow)
+@dataclass(frozen=True, slots=True)
+class PartitionIds:
+    queue_id: int
+    partition_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLookup:
+    queue_id: int
+    partition_id: int | None  # None: the queue exists, the partition does not
+
+
+_PARTITION_IDS = Statement("partition_ids", PartitionIds)
+_PARTITION_LOOKUP = Statement("partition_lookup", PartitionLookup)
+_APPEND = Statement("append_partitions", AppendRow)
 _SEGMENTS_AT = Statement("segments_at", SegmentRow)
 _LOCK_QUEUE = Statement("lock_queue", QueueRow)
 _INSERT_QUEUE = Statement[None]("insert_queue")
 _UPDATE_QUEUE = Statement[None]("update_queue")
 _DELETE_QUEUE_ROW = Statement[None]("delete_queue_row")
+_DELETE_QUEUE_DIRECTORY = Statement[None]("delete_queue_directory")
 _DELETE_QUEUE_PARTITIONS = Statement[None]("delete_queue_partitions")
 _DELETE_PARTITION_DATA = Statement[None]("delete_partition_data")
 _DELETE_QUEUE_SUBSCRIPTIONS = Statement[None]("delete_queue_subscriptions")
 
 
-async def append(conn: Conn, *, targets: Sequence[AppendTarget],
+async def partition_ids(conn: Conn, *, queues: Sequence[str], partitions: Sequence[str],
+                        namespaces: Sequence[str], tasks: Sequence[str],
+                        default_options: str) -> list[PartitionIds]:
+    """The ids of partitions by name, created with their queue when missing; one row per
+    name, in order (callers give names in (queue, partition) order)."""
+    return await _PARTITION_IDS.rows(conn, list(queues), list(partitions), list(namespaces),
+                                     list(tasks), default_options)
+
+
+async def partition_lookup(conn: Conn, *, queue: str, partition: str) -> PartitionLookup | None:
+    """A partition's id by name, creating nothing; None when the queue is unknown."""
+    return await _PARTITION_LOOKUP.one(conn, queue, partition)
+
+
+async def append(conn: Conn, *, route: int | None, targets: Sequence[AppendTarget],
                  default_options: str) -> list[AppendRow]:
-    """Append to several partitions in one statement (schema/functions/20_append.sql); one row per
-    target, in order. Callers order targets by (queue, partition) so that concurrent
-    appends lock partition rows in one order."""
-    return await _APPEND.rows(conn, *append_arguments(targets, default_options))
+    """Append to several partitions in one statement (schema/functions/20_append.sql); one
+    row per target, in order. Callers order targets by (queue, partition) so that concurrent
+    appends lock partition rows in one order; `route`: the shard all of them are on
+    (core/storage/shards.py), None on one PostgreSQL."""
+    blobs: list[bytes] = []
+    frames: list[int] = []
+    txids: list[str] = []
+    for target in targets:
+        for segment in target.segments:
+            blobs.append(segment.blob)
+            frames.append(len(segment.transaction_ids))
+            txids.extend(segment.transaction_ids)
+    return await _APPEND.rows(
+        conn, route, [t.partition_id for t in targets], [t.queue for t in targets],
+        [t.partition for t in targets], [t.namespace for t in targets],
+        [t.task for t in targets], default_options, [len(t.segments) for t in targets],
+        frames, blobs, txids, [t.repeats for t in targets], [t.encrypted for t in targets])
 
 
 def append_arguments(targets: Sequence[AppendTarget], default_options: str) -> list[Any]:
@@ -119,6 +163,10 @@ async def delete_queue_row(conn: Conn, *, name: str) -> int | None:
     """The deleted queue's id; None when there was none."""
     value = await _DELETE_QUEUE_ROW.value(conn, name)
     return None if value is None else int(value)
+
+
+async def delete_queue_directory(conn: Conn, *, queue_id: int) -> None:
+    await _DELETE_QUEUE_DIRECTORY.run(conn, queue_id)
 
 
 async def delete_queue_partitions(conn: Conn, *, queue_id: int) -> list[int]:

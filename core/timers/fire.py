@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 import msgspec
 
 from core.engine import encryption, options
+from core.engine.directory import PartitionName
 from core.engine.segments import unpack_client_frame
 from core.engine.wakeup import Wake
-from core.engine.writes import Appended, NewMessage, PartitionName, append
+from core.engine.writes import Appended, NewMessage, append
 from core.errors import QueenError, ServiceError
 from core.storage import timers as sql
 from core.storage.statements import Conn

@@ -4,26 +4,28 @@
 
 -- name: pop_ready
 -- Claim among known candidates and read, in one statement (see functions/30_pop.sql for the
--- arguments and the answer). $1 queue or null, $2 namespace or null, $3 task or null,
--- $4 partition or null, $5 group, $6 named group, $7 seed mode, $8 seed instant, $9 store
--- the seed, $10 batch, $11 partitions, $12 autoAck, $13 lease seconds (0 = the queue's),
--- $14 lease fallback, $15 lease id, $16 candidate partition ids, $17 conflation declared,
--- $18 conflating width
+-- arguments and the answer). $1 route of the candidates' shard (null: one PostgreSQL, or
+-- no candidates), $2 queue or null, $3 namespace or null, $4 task or null, $5 partition or
+-- null, $6 group, $7 named group, $8 seed mode, $9 seed instant, $10 store the seed,
+-- $11 batch, $12 partitions, $13 autoAck, $14 lease seconds (0 = the queue's), $15 lease
+-- fallback, $16 lease id, $17 candidate partition ids, $18 conflation declared,
+-- $19 conflating width
 SELECT verdict, queue_id, queue, partition_id, partition, span_start, span_end, retry_count,
        base_offset, created_at, blob, last_offset, conflation, width,
        extract(epoch FROM due - clock_timestamp())::float8 AS due_in
-  FROM queen.pop_ready($1, $2, $3, $4, $5, $6, $7, $8::timestamptz, $9, $10, $11, $12, $13,
-                       $14, $15, $16::bigint[], $17, $18);
+  FROM queen.pop_ready($1::bigint, $2, $3, $4, $5, $6, $7, $8, $9::timestamptz, $10, $11,
+                       $12, $13, $14, $15, $16, $17::bigint[], $18, $19);
 
 -- name: ack
 -- Apply acks in one statement (see functions/40_ack.sql for the arguments and the answer).
--- $1 groups, $2 partition ids, $3 transactionIds, $4 statuses, $5 lease ids (null = no
--- check), $6 errors, $7 offsets a segment search found (one per item, null = resolve),
--- $8 report the spans to search instead of settling with the index
+-- $1 route of the items' shard (null: one PostgreSQL), $2 groups, $3 partition ids,
+-- $4 transactionIds, $5 statuses, $6 lease ids (null = no check), $7 errors, $8 offsets a
+-- segment search found (one per item, null = resolve), $9 report the spans to search
+-- instead of settling with the index
 SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_from, scan_to,
        conflated
-  FROM queen.ack($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[],
-                 $7::bigint[], $8);
+  FROM queen.ack($1::bigint, $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[],
+                 $7::text[], $8::bigint[], $9);
 
 -- name: span_segments
 -- Segments overlapping offsets [lo, hi] of a partition, in offset order (the search for an
@@ -42,10 +44,8 @@ SELECT q.name AS queue, p.name AS partition, x.base_offset, x.created_at, x.blob
 
 -- name: extend_leases
 -- Extend every live lease of each lease id (distinct ids); expired or released leases are
--- not revived. One row per lease extended: its lease id and new expiry.
--- $1 lease ids, $2 seconds (one per lease id)
-UPDATE queen.log_consumers c
-   SET lease_expires_at = greatest(c.lease_expires_at, now() + make_interval(secs => e.secs))
-  FROM unnest($1::text[], $2::float8[]) AS e(lease, secs)
- WHERE c.worker_id = e.lease AND c.lease_expires_at > now()
-RETURNING c.worker_id AS lease_id, c.lease_expires_at;
+-- not revived (functions/35_leases.sql). One row per lease extended: its lease id and new
+-- expiry. $1 route of the leases' shard (null: search by lease id), $2 lease ids,
+-- $3 seconds (one per lease id)
+SELECT lease_id, lease_expires_at
+  FROM queen.extend_leases($1::bigint, $2::text[], $3::float8[]);

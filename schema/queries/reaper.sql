@@ -127,3 +127,34 @@ moved AS (
 SELECT (SELECT count(*) FROM deleted) AS segments,
        (SELECT log_start FROM moved) AS log_start;
 
+
+-- name: citus_reaper_expired
+-- On Citus, the reaper's read of every shard: up to $1 cursors whose lease passed its
+-- expiry, oldest first. A read takes no lock and commits nothing: each shard's cursors are
+-- then released by a call on that shard (queen.release_cursors, functions/35_leases.sql).
+-- $1 batch size
+SELECT c.partition_id, c.consumer_group
+  FROM queen.log_consumers c
+ WHERE c.lease_expires_at <= now()
+ ORDER BY c.lease_expires_at
+ LIMIT $1;
+
+-- name: citus_reaper_due
+-- On Citus, as citus_reaper_expired for retryDelay not-before times that passed.
+-- $1 batch size
+SELECT c.partition_id, c.consumer_group
+  FROM queen.log_consumers c
+ WHERE c.not_before <= now()
+ ORDER BY c.not_before
+ LIMIT $1;
+
+-- name: release_cursors
+-- Release the cursors of one shard the read above found (functions/35_leases.sql).
+-- $1 the shard's route, $2 partition ids, $3 groups, $4 not-before times instead of leases
+SELECT queue_id, partition_id
+  FROM queen.release_cursors($1::bigint, $2::bigint[], $3::text[], $4::boolean);
+
+-- name: forget_leases
+-- Drop one shard's lease rows of leases over for $2 seconds (functions/35_leases.sql).
+-- $1 the shard's route, $2 seconds
+SELECT queen.forget_leases($1::bigint, $2::integer);

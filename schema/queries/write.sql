@@ -1,16 +1,33 @@
 -- Statements of the write path and of queue management. Loaded by core/storage/statements.py.
 
--- name: append
--- Append segments to several partitions in one statement, or report duplicates (see
+-- name: partition_ids
+-- The ids of partitions by name, created with their queue when missing (see
+-- functions/20_append.sql). $1 queues, $2 partitions, $3 namespaces, $4 tasks (one per
+-- partition, in name order), $5 default options (jsonb text)
+SELECT queue_id, partition_id
+  FROM queen.partition_ids($1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb);
+
+-- name: partition_lookup
+-- A partition's id by name, creating nothing: no row when the queue is unknown, a null
+-- partition_id when the queue exists and the partition does not. Reads the directory only
+-- (a reference table on Citus: any node answers it alone). $1 queue name, $2 partition name
+SELECT q.id AS queue_id, d.partition_id
+  FROM queen.queues q
+  LEFT JOIN queen.partition_directory d ON d.queue_id = q.id AND d.name = $2
+ WHERE q.name = $1;
+
+-- name: append_partitions
+-- Append segments to partitions (of one shard, on Citus), or report duplicates (see
 -- functions/20_append.sql for the arguments and the answer).
--- $1 queues, $2 partitions, $3 namespaces, $4 tasks (one per partition), $5 default options
--- (jsonb text), $6 segments per partition, $7 frames per segment, $8 blobs,
--- $9 transactionIds (flat), $10 whether each partition's transactionIds repeat,
--- $11 whether each partition's segments are sealed
+-- $1 route (null: one PostgreSQL), $2 the ids remembered (0: none), $3 queues,
+-- $4 partitions, $5 namespaces, $6 tasks (one per partition), $7 default options (jsonb
+-- text), $8 segments per partition, $9 frames per segment, $10 blobs, $11 transactionIds
+-- (flat), $12 whether each partition's transactionIds repeat, $13 whether its segments are
+-- sealed
 SELECT queue_id, partition_id, base_offset, created_at, dup_positions, dup_offsets, encrypted
-  FROM queen.append($1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb,
-                    $6::integer[], $7::integer[], $8::bytea[], $9::text[], $10::boolean[],
-                    $11::boolean[]);
+  FROM queen.append_partitions($1::bigint, $2::bigint[], $3::text[], $4::text[], $5::text[],
+                               $6::text[], $7::jsonb, $8::integer[], $9::integer[],
+                               $10::bytea[], $11::text[], $12::boolean[], $13::boolean[]);
 
 -- name: segments_at
 -- The segments holding the given offsets of a partition (each once, in offset order).
@@ -44,6 +61,11 @@ UPDATE queen.queues SET namespace = $2, task = $3, options = $4::jsonb WHERE id 
 -- Remove the queue row; answers its id (nothing when absent).
 -- $1 queue name
 DELETE FROM queen.queues WHERE name = $1 RETURNING id;
+
+-- name: delete_queue_directory
+-- Remove a queue's partitions from the directory (pushes then create them afresh).
+-- $1 queue id
+DELETE FROM queen.partition_directory WHERE queue_id = $1;
 
 -- name: delete_queue_partitions
 -- Remove a queue's partitions; answers their ids. Waits for appends in flight (their row

@@ -14,7 +14,7 @@ import uuid
 import asyncpg
 
 from core.admin.dlq import DlqFilter
-from core.engine import segments
+from core.engine import options, segments
 from core.engine.ack import AckItem, GroupAck
 from core.engine.pop import PopRequest
 from core.engine.push import PushItem
@@ -22,6 +22,7 @@ from core.engine.writes import NewMessage
 from core.service import Broker
 from core.settings import Settings
 from core.storage.migrations import apply_schema, migration_files
+from core.storage.writes import AppendSegment, AppendTarget, append_arguments
 from tests.released import RELEASES, create_released_database
 
 NUMBERED_CHAIN = RELEASES["numbered-chain-v95"]
@@ -84,11 +85,18 @@ async def test_version_95_marks_partitions_whose_index_lost_rows_before_it(
         async with Broker.open(Settings(db_pool_size=2), dsn=url, migrate=False) as broker:
             await broker.configure(queue="repeats", namespace=None, task=None,
                                    given={"dedupWindowSeconds": 0}, replace=False)
-            for queue, txid in [("repeats", "X"), ("repeats", "Y"), ("repeats", "X"),
-                                ("intact", "A"), ("intact", "B"),
-                                ("holed", "A"), ("holed", "B"), ("holed", "C")]:
-                await broker.push([PushItem(queue, "p", NewMessage(uuid.uuid4(), txid,
-                                                                   txid.encode()))])
+        # Written by that version's own write function (queen.append by names, whose
+        # arguments have not changed since).
+        for queue, txid in [("repeats", "X"), ("repeats", "Y"), ("repeats", "X"),
+                            ("intact", "A"), ("intact", "B"),
+                            ("holed", "A"), ("holed", "B"), ("holed", "C")]:
+            blob = segments.pack([segments.Frame(uuid.uuid4(), txid, txid.encode())])
+            target = AppendTarget(queue, "p", queue, "", [AppendSegment(blob, [txid])],
+                                  repeats=False)
+            await conn.fetch("SELECT * FROM queen.append($1::text[], $2::text[], $3::text[],"
+                             " $4::text[], $5::jsonb, $6::integer[], $7::integer[],"
+                             " $8::bytea[], $9::text[], $10::boolean[], $11::boolean[])",
+                             *append_arguments([target], options.DEFAULTS_JSON))
         pids = dict(await conn.fetch(
             "SELECT q.name, p.id FROM queen.log_partitions p"
             " JOIN queen.queues q ON q.id = p.queue_id"))

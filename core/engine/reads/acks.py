@@ -4,12 +4,20 @@ An ack request (`POST /ack`, `POST /ack/batch`) touches the cursors of its (grou
 partition) pairs; requests on disjoint pairs are applied by one `queen.ack` call (the
 statement decides per pair, so each request's verdicts are those it would get alone, and
 what it applies commits with the flush or not at all). An extension touches the leases of
-one lease id; extensions of distinct lease ids are applied by one UPDATE.
+one lease id; extensions of distinct lease ids are applied by one statement.
+
+On Citus a flush is one call per shard (core/storage/shards.py): the requests whose items
+all live on one shard are applied together on that shard's node; a request spanning shards
+is applied by a call of its own, atomically (Citus commits it on every node it wrote, in two
+phases). A pop's partitions are on one shard, so an ack of what one pop delivered is a
+one-shard request. Extensions go to the shard their lease id names; one that finds nothing
+there (a lease minted before, or elsewhere) searches every shard.
 Transactions (§4.7) are not batched: they carry pushes and a lease check of their own.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Hashable, Sequence
 from datetime import datetime
 
@@ -18,6 +26,7 @@ from core.engine.reads.batcher import KeyedBatcher
 from core.ids import PartitionId, QueueId
 from core.storage import reads as sql
 from core.storage.database import Database
+from core.storage.statements import Conn
 
 AckRequest = Sequence[acks.GroupAck]
 Wakes = list[tuple[QueueId, PartitionId]]
@@ -41,9 +50,32 @@ class AckFlusher:
         await self.batcher.close()
 
     async def _flush(self, requests: list[AckRequest]) -> list[acks.AckResult]:
+        shards = self._db.shards
+        if not shards.distributed:
+            return await self._apply(requests, None)
+        calls: dict[int, list[int]] = {}  # route (negative: none) -> positions of requests
+        for at, request in enumerate(requests):
+            owners = {shards.shard_of(pid) for a in request
+                      if (pid := acks.partition_id_of(a.item.partition_id)) is not None}
+            route = shards.route(owners.pop()) if len(owners) == 1 else None
+            # A request spanning shards is a call of its own (atomic across them).
+            calls.setdefault(route if route is not None else -1 - at, []).append(at)
+        out: list[acks.AckResult | None] = [None] * len(requests)
+
+        async def call(key: int, positions: list[int]) -> None:
+            route = key if key >= 0 else None
+            for at, result in zip(positions, await self._apply(
+                    [requests[i] for i in positions], route)):
+                out[at] = result
+
+        await asyncio.gather(*(call(k, v) for k, v in calls.items()))
+        return [r if r is not None else acks.AckResult([]) for r in out]
+
+    async def _apply(self, requests: list[AckRequest], route: int | None
+                     ) -> list[acks.AckResult]:
         items = [item for request in requests for item in request]
         async with self._db.session() as conn:
-            applied = await acks.apply_acks(conn, items)
+            applied = await acks.apply_acks(conn, items, route=route)
         self._on_wakes(applied.wakes)
         out: list[acks.AckResult] = []
         at = 0
@@ -75,10 +107,25 @@ class ExtendFlusher:
         await self.batcher.close()
 
     async def _flush(self, requests: list[tuple[str, int]]) -> list[list[datetime]]:
-        async with self._db.session() as conn:
-            rows = await sql.extend_leases(conn, lease_ids=[r[0] for r in requests],
-                                           seconds=[float(r[1]) for r in requests])
+        shards = self._db.shards
+        by_route: dict[int | None, list[tuple[str, int]]] = {}
+        for request in requests:
+            by_route.setdefault(shards.route_of_lease(request[0]), []).append(request)
         expiries: dict[str, list[datetime]] = {}
+        async with self._db.session() as conn:
+            for route, group in by_route.items():
+                await self._extend(conn, route, group, expiries)
+            # Not found on the shard its id names: minted before, or by a pop that named
+            # no candidate (a partition pop of a partition this process did not know).
+            lost = [r for r in requests if r[0] not in expiries]
+            if lost and shards.distributed:
+                await self._extend(conn, None, lost, expiries)
+        return [expiries.get(lease_id, []) for lease_id, _ in requests]
+
+    @staticmethod
+    async def _extend(conn: Conn, route: int | None, requests: list[tuple[str, int]],
+                      expiries: dict[str, list[datetime]]) -> None:
+        rows = await sql.extend_leases(conn, route=route, lease_ids=[r[0] for r in requests],
+                                       seconds=[float(r[1]) for r in requests])
         for row in rows:
             expiries.setdefault(row.lease_id, []).append(row.lease_expires_at)
-        return [expiries.get(lease_id, []) for lease_id, _ in requests]

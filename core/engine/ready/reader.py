@@ -10,6 +10,11 @@ left; one that delivered something sends at most one more statement (under the s
 to fill its width or batch. A lane with nothing ready answers at once, with no statement:
 a quiet re-poll of a caught-up group costs nothing.
 
+On Citus a statement's candidates are partitions of one shard (the first candidate's): the
+statement then runs on that shard's node, and the pop's lease stays in that shard, so an
+extension of it goes there too (core/storage/shards.py). Candidates of other shards go back
+to their lanes for the next pop.
+
 Candidates another pop of this process holds are not ready for this one; when nothing else is
 left, a pop waits (bounded) for them to come back rather than answer "nothing" while one of
 them may still be deliverable to it.
@@ -207,6 +212,7 @@ class Reader:
         width = self._width(request, route, lanes)
         total: PopResult | None = None
         lease_id: LeaseId | None = None
+        shard: int | None = None  # the shard of the pop's lease, once it has one
         statements = 0
         took: list[Verdict] = []
         reseeds = 0
@@ -240,6 +246,10 @@ class Reader:
                 await first_of([lane.returned() for lane in lanes],
                                deadline - time.monotonic())
                 continue
+            if self._db.shards.distributed:
+                candidates = self._one_shard(lanes, candidates, shard)
+                if not candidates:
+                    break  # none left on the lease's shard: the pop is as full as it gets
             if _is_set(gone):
                 self._give_back(lanes, candidates)
                 break
@@ -257,6 +267,7 @@ class Reader:
                 if total is None:
                     total = answer.result
                     lease_id = total.lease_id
+                    shard = self._db.shards.shard_of(candidates[0])
                 else:
                     total.claims.extend(answer.result.claims)
         self._file(request, took)
@@ -265,6 +276,20 @@ class Reader:
         return self._framed(total, route)
 
     # -- pieces --------------------------------------------------------------------------
+
+    def _one_shard(self, lanes: list[Lane], candidates: list[int],
+                   shard: int | None) -> list[int]:
+        """The candidates on `shard` (None: the first candidate's); the others go back."""
+        shards = self._db.shards
+        if shard is None:
+            shard = shards.shard_of(candidates[0])
+        kept: list[int] = []
+        others: list[int] = []
+        for pid in candidates:
+            (kept if shards.shard_of(pid) == shard else others).append(pid)
+        if others:
+            self._give_back(lanes, others)
+        return kept
 
     def _width(self, request: PopRequest, route: Route, lanes: list[Lane]) -> int:
         """Partitions this pop wants (a conflating route's width is the statement's)."""

@@ -1,0 +1,132 @@
+-- Lease extension (wire-protocol §4.8): every live lease held under a leaseId gets
+-- expires = max(current expiry, now + seconds); expired, released or unknown leases are not
+-- revived.
+--
+-- An extension names only the leaseId. On one PostgreSQL the cursors are found by it (their
+-- worker_id index). On Citus that search would read every shard, so there a pop claims
+-- within one shard, records the partitions it leased under the shard's route
+-- (queen.log_leases, migration 100), and its leaseId carries the shard
+-- (core/storage/shards.py): the broker passes the route, Citus runs the call on that shard's
+-- node, and the call reads the lease's row and then each cursor by key, on that node only.
+
+-- Extend leases; one row per cursor extended: its lease id and new expiry.
+--   p_route    the route of the shard the leases were claimed on, or null: search the cursors
+--              by lease id (one PostgreSQL; on Citus, a lease the broker cannot place)
+--   p_leases   lease ids (distinct)
+--   p_secs     seconds to extend each by
+CREATE OR REPLACE FUNCTION queen.extend_leases(p_route bigint, p_leases text[],
+                                               p_secs float8[])
+RETURNS TABLE (lease_id text, lease_expires_at timestamptz)
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+AS $$
+DECLARE
+    v_lease text;
+    v_secs  float8;
+    v_pid   bigint;
+    v_ids   bigint[];
+    r       record;
+BEGIN
+    IF p_route IS NULL THEN
+        FOR r IN
+            UPDATE queen.log_consumers c
+               SET lease_expires_at = greatest(c.lease_expires_at,
+                                               now() + make_interval(secs => e.secs))
+              FROM unnest(p_leases, p_secs) AS e(lease, secs)
+             WHERE c.worker_id = e.lease AND c.lease_expires_at > now()
+            RETURNING c.worker_id, c.lease_expires_at
+        LOOP
+            lease_id := r.worker_id;
+            lease_expires_at := r.lease_expires_at;
+            RETURN NEXT;
+        END LOOP;
+        RETURN;
+    END IF;
+    FOR i IN 1 .. cardinality(p_leases) LOOP
+        v_lease := p_leases[i];
+        v_secs := p_secs[i];
+        SELECT l.partition_ids INTO v_ids FROM queen.log_leases l
+         WHERE l.route = p_route AND l.lease_id = v_lease;
+        CONTINUE WHEN NOT FOUND;
+        FOREACH v_pid IN ARRAY v_ids LOOP
+            FOR r IN
+                UPDATE queen.log_consumers c
+                   SET lease_expires_at = greatest(c.lease_expires_at,
+                                                   now() + make_interval(secs => v_secs))
+                 WHERE c.partition_id = v_pid AND c.worker_id = v_lease
+                   AND c.lease_expires_at > now()
+                RETURNING c.worker_id, c.lease_expires_at
+            LOOP
+                lease_id := r.worker_id;
+                lease_expires_at := r.lease_expires_at;
+                RETURN NEXT;
+            END LOOP;
+        END LOOP;
+        UPDATE queen.log_leases l
+           SET expires_at = greatest(l.expires_at, now() + make_interval(secs => v_secs))
+         WHERE l.route = p_route AND l.lease_id = v_lease;
+    END LOOP;
+END $$;
+
+-- The reaper on Citus (core/upkeep/maintenance.py): cursors found by a read of every shard
+-- (leases past their expiry, or retryDelay not-before times passed) are released here, one
+-- call per shard, each cursor by its key: no write spans two nodes. On one PostgreSQL the
+-- reaper's own statements do both at once (queries/reaper.sql).
+--   p_route        the shard's route (Citus runs the call there)
+--   p_partitions, p_groups   the cursors, as the read found them
+--   p_due          false: release expired leases; true: clear passed not-before times
+-- One row per cursor changed: its queue and partition. A cursor a pop or ack is working on
+-- is left to them (SKIP LOCKED); one whose lease was extended meanwhile is left as it is.
+CREATE OR REPLACE FUNCTION queen.release_cursors(p_route bigint, p_partitions bigint[],
+                                                 p_groups text[], p_due boolean)
+RETURNS TABLE (queue_id bigint, partition_id bigint)
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+AS $$
+DECLARE
+    v_pid   bigint;
+    v_group text;
+BEGIN
+    FOR i IN 1 .. cardinality(p_partitions) LOOP
+        v_pid := p_partitions[i];
+        v_group := p_groups[i];
+        IF p_due THEN
+            PERFORM 1 FROM queen.log_consumers c
+             WHERE c.partition_id = v_pid AND c.consumer_group = v_group
+               AND c.not_before <= now()
+               FOR UPDATE SKIP LOCKED;
+            CONTINUE WHEN NOT FOUND;
+            UPDATE queen.log_consumers c SET not_before = NULL
+             WHERE c.partition_id = v_pid AND c.consumer_group = v_group;
+        ELSE
+            PERFORM 1 FROM queen.log_consumers c
+             WHERE c.partition_id = v_pid AND c.consumer_group = v_group
+               AND c.lease_expires_at <= now()
+               FOR UPDATE SKIP LOCKED;
+            CONTINUE WHEN NOT FOUND;
+            UPDATE queen.log_consumers c
+               SET batch_end = NULL, worker_id = NULL, lease_expires_at = NULL
+             WHERE c.partition_id = v_pid AND c.consumer_group = v_group;
+        END IF;
+        queue_id := (SELECT p.queue_id FROM queen.log_partitions p WHERE p.id = v_pid);
+        partition_id := v_pid;
+        RETURN NEXT;
+    END LOOP;
+END $$;
+
+-- Forget the lease rows of a shard whose leases ended more than `p_after_seconds` ago (an
+-- extension of them would find nothing to extend anyway). Answers how many went.
+CREATE OR REPLACE FUNCTION queen.forget_leases(p_route bigint, p_after_seconds integer)
+RETURNS bigint
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+AS $$
+DECLARE
+    v_count bigint;
+BEGIN
+    DELETE FROM queen.log_leases l
+     WHERE l.route = p_route
+       AND l.expires_at < now() - make_interval(secs => p_after_seconds);
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END $$;
