@@ -90,10 +90,11 @@ def released_tree(commit: str) -> Path:
 
 
 async def create_released_database(server_url: str, commit: str, *,
-                                   up_to: int = 0) -> str:
+                                   up_to: int = 0, url: str | None = None) -> str:
     """A fresh database whose schema the released commit's code created (its migrations up
-    to `up_to` only, when given); answers its URL."""
-    url = await create_database(server_url, migrate=False)
+    to `up_to` only, when given); answers its URL. `url`: an empty database made already
+    (a Citus one), used instead of a new one on `server_url`."""
+    url = url or await create_database(server_url, migrate=False)
     tree = released_tree(commit)
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-c", _CREATE, url, str(up_to), cwd=tree,

@@ -163,11 +163,17 @@ class Database:
                          self._pool.get_max_size())
 
 
-# On a Citus node, the shards stay out of pg_class listings unless told otherwise, and the
-# filter that hides them runs per row of every catalog scan: the driver's type lookup (a scan
-# of pg_class and pg_type, on a pool connection's first statement of a new type) took over 5
-# s on a worker holding a few hundred shards. The broker never lists relations.
-_CITUS_SESSION = {"citus.override_table_visibility": "off"}
+# On a Citus node:
+# - the shards stay out of pg_class listings unless told otherwise, and the filter that hides
+#   them runs per row of every catalog scan: the driver's type lookup (a scan of pg_class and
+#   pg_type, on a pool connection's first statement of a new type) took over 5 s on a worker
+#   holding a few hundred shards. The broker never lists relations.
+# - a transaction that modifies rows on several shards and then a reference table (a queue
+#   or a group deleted: cursors, then the directory or subscriptions) must have done the
+#   former over one connection per node, or Citus refuses the latter. The log's statements
+#   each touch one shard, so only the control plane's are slower for it.
+_CITUS_SESSION = {"citus.override_table_visibility": "off",
+                  "citus.multi_shard_modify_mode": "sequential"}
 
 
 async def _create_pool(settings: Settings, connector: Any, *, citus: bool) -> asyncpg.Pool:

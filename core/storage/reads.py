@@ -74,8 +74,11 @@ class AckInput:
 
 @dataclass(frozen=True, slots=True)
 class LeaseExpiry:
+    """A cursor extended (lease_expires_at), or a lease's other shards (routes)."""
+
     lease_id: str
-    lease_expires_at: datetime
+    lease_expires_at: datetime | None
+    routes: list[int] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +122,7 @@ _QUEUE_PARTITION_IDS = Statement[None]("queue_partition_ids")
 _ACK = Statement("ack", AckRow)
 _SPAN_SEGMENTS = Statement("span_segments", PlacedSegmentRow)
 _EXTEND_LEASES = Statement("extend_leases", LeaseExpiry)
+_LINK_LEASE = Statement[None]("link_lease")
 _FETCH_HEAD = Statement("fetch_head", PartitionHead)
 _FETCH_SEGMENTS = Statement("fetch_segments", RangeRow)
 
@@ -181,6 +185,11 @@ async def extend_leases(conn: Conn, *, route: int | None, lease_ids: Sequence[st
     """The new expiry of every live lease of the (distinct) lease ids; none for expired
     ones. `route`: the shard the leases were claimed on; None: search every cursor."""
     return await _EXTEND_LEASES.rows(conn, route, list(lease_ids), list(seconds))
+
+
+async def link_lease(conn: Conn, *, route: int, lease_id: str, routes: Sequence[int]) -> None:
+    """A lease spans shards: the row on its first shard learns the others' routes."""
+    await _LINK_LEASE.run(conn, route, lease_id, list(routes))
 
 
 async def fetch_head(conn: Conn, *, partition_id: int) -> PartitionHead | None:

@@ -3,20 +3,23 @@
 -- revived.
 --
 -- An extension names only the leaseId. On one PostgreSQL the cursors are found by it (their
--- worker_id index). On Citus that search would read every shard, so there a pop claims
--- within one shard, records the partitions it leased under the shard's route
--- (queen.log_leases, migration 100), and its leaseId carries the shard
--- (core/storage/shards.py): the broker passes the route, Citus runs the call on that shard's
--- node, and the call reads the lease's row and then each cursor by key, on that node only.
+-- worker_id index). On Citus that search would read every shard, so there each statement
+-- of a pop records the partitions it leased on its shard, under that shard's route
+-- (queen.log_leases, migration 100), and the leaseId names the first shard
+-- (core/storage/shards.py): the broker passes its route, Citus runs the call on that shard's
+-- node, and the call reads the lease's row and then each cursor by key, on that node only;
+-- the row names the routes of the other shards the lease spans, where the broker sends the
+-- same call next (core/engine/reads/acks.py).
 
--- Extend leases; one row per cursor extended: its lease id and new expiry.
+-- Extend leases; one row per cursor extended: its lease id and new expiry; and, with a
+-- route, one row per lease that has parts on other shards: its lease id and their routes.
 --   p_route    the route of the shard the leases were claimed on, or null: search the cursors
 --              by lease id (one PostgreSQL; on Citus, a lease the broker cannot place)
 --   p_leases   lease ids (distinct)
 --   p_secs     seconds to extend each by
 CREATE OR REPLACE FUNCTION queen.extend_leases(p_route bigint, p_leases text[],
                                                p_secs float8[])
-RETURNS TABLE (lease_id text, lease_expires_at timestamptz)
+RETURNS TABLE (lease_id text, lease_expires_at timestamptz, routes bigint[])
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
 AS $$
@@ -25,47 +28,76 @@ DECLARE
     v_secs  float8;
     v_pid   bigint;
     v_ids   bigint[];
+    v_routes bigint[];
+    v_until timestamptz;
     r       record;
 BEGIN
     IF p_route IS NULL THEN
-        FOR r IN
-            UPDATE queen.log_consumers c
-               SET lease_expires_at = greatest(c.lease_expires_at,
-                                               now() + make_interval(secs => e.secs))
-              FROM unnest(p_leases, p_secs) AS e(lease, secs)
-             WHERE c.worker_id = e.lease AND c.lease_expires_at > now()
-            RETURNING c.worker_id, c.lease_expires_at
-        LOOP
-            lease_id := r.worker_id;
-            lease_expires_at := r.lease_expires_at;
-            RETURN NEXT;
+        FOR i IN 1 .. cardinality(p_leases) LOOP
+            v_lease := p_leases[i];
+            -- a value, not arithmetic on a column: Citus evaluates now() once, before
+            v_until := now() + make_interval(secs => p_secs[i]);
+            FOR r IN
+                UPDATE queen.log_consumers c
+                   SET lease_expires_at = greatest(c.lease_expires_at, v_until)
+                 WHERE c.worker_id = v_lease AND c.lease_expires_at > now()
+                RETURNING c.worker_id, c.lease_expires_at
+            LOOP
+                lease_id := r.worker_id;
+                lease_expires_at := r.lease_expires_at;
+                routes := NULL;
+                RETURN NEXT;
+            END LOOP;
         END LOOP;
         RETURN;
     END IF;
     FOR i IN 1 .. cardinality(p_leases) LOOP
         v_lease := p_leases[i];
         v_secs := p_secs[i];
-        SELECT l.partition_ids INTO v_ids FROM queen.log_leases l
+        SELECT l.partition_ids, l.routes INTO v_ids, v_routes FROM queen.log_leases l
          WHERE l.route = p_route AND l.lease_id = v_lease;
         CONTINUE WHEN NOT FOUND;
+        v_until := now() + make_interval(secs => v_secs);
         FOREACH v_pid IN ARRAY v_ids LOOP
             FOR r IN
                 UPDATE queen.log_consumers c
-                   SET lease_expires_at = greatest(c.lease_expires_at,
-                                                   now() + make_interval(secs => v_secs))
+                   SET lease_expires_at = greatest(c.lease_expires_at, v_until)
                  WHERE c.partition_id = v_pid AND c.worker_id = v_lease
                    AND c.lease_expires_at > now()
                 RETURNING c.worker_id, c.lease_expires_at
             LOOP
                 lease_id := r.worker_id;
                 lease_expires_at := r.lease_expires_at;
+                routes := NULL;
                 RETURN NEXT;
             END LOOP;
         END LOOP;
         UPDATE queen.log_leases l
-           SET expires_at = greatest(l.expires_at, now() + make_interval(secs => v_secs))
+           SET expires_at = greatest(l.expires_at, v_until)
          WHERE l.route = p_route AND l.lease_id = v_lease;
+        IF cardinality(v_routes) > 0 THEN
+            lease_id := v_lease;
+            lease_expires_at := NULL;
+            routes := v_routes;
+            RETURN NEXT;
+        END IF;
     END LOOP;
+END $$;
+
+-- A pop's lease spans shards (one claim statement each): the row of its first shard (the
+-- one its id names) learns the routes of the others, where an extension goes next.
+--   p_route    the first shard's route (Citus runs the call there)
+--   p_lease    the lease id
+--   p_routes   the routes of the other shards with parts of the lease
+CREATE OR REPLACE FUNCTION queen.link_lease(p_route bigint, p_lease text, p_routes bigint[])
+RETURNS void
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+AS $$
+BEGIN
+    UPDATE queen.log_leases l
+       SET routes = ARRAY(SELECT DISTINCT unnest(l.routes || p_routes))
+     WHERE l.route = p_route AND l.lease_id = p_lease;
 END $$;
 
 -- The reaper on Citus (core/upkeep/maintenance.py): cursors found by a read of every shard

@@ -7,16 +7,20 @@
 --
 -- * The tables of one partition's rows are distributed on the partition's id, colocated
 --   with queen.log_partitions: a partition's head, segments, transactionId keys, cursors,
---   dead letters, pruning mark, lease rows and counters live in one shard, on one node.
---   (queen.log_leases is distributed on `route`, a number of the shard it belongs to.)
+--   dead letters, pruning mark, lease rows and streams' state live in one shard, on one
+--   node. (queen.log_leases is distributed on `route`, a number of the shard it belongs
+--   to.) The statistics' counters are not: every process adds its deltas of every
+--   partition in one statement every METRICS_FLUSH_MS, off the hot path, which on a
+--   distributed table would be a statement on every shard; they stay on the coordinator.
 -- * Small tables the log's statements read (queues, the partition directory, consumer
 --   groups' subscriptions, Kafka topics) are reference tables, a copy on every node: every
 --   node reads them locally, and writing them (a queue or a partition created, a group's
 --   first pop of a queue) writes every node.
--- * Every other table stays on the coordinator as a Citus local table, which any node can
---   still query: KV, timers, ephemeral queues, streams' queries, traces, statistics, the
---   Kafka election, the switches; the broker sends their statements to the coordinator
---   (core/storage/cluster.py). The migrator's ledger stays a plain table.
+-- * Every other table stays a plain table of the coordinator, which Citus leaves alone: KV,
+--   timers, ephemeral queues, streams' queries, traces, statistics, the Kafka election, the
+--   switches, the migrator's ledger. The broker sends their statements to the coordinator
+--   (core/storage/cluster.py); Citus joins them with the tables above where a statement
+--   does (it plans such a join in steps).
 -- * Every function exists on every node (Citus propagates what the coordinator creates);
 --   the log's calls are delegated: Citus runs each on the node of the shard its first
 --   argument falls in (a route, core/storage/shards.py), where every statement in it then
@@ -35,14 +39,13 @@ DECLARE
     v_colocated constant text[] := ARRAY[
         'queen.log_segments', 'queen.log_txn_index', 'queen.log_consumers', 'queen.log_dlq',
         'queen.log_dlq_segments', 'queen.log_txn_pruned', 'queen.log_leases',
-        'queen.stats_counters', 'queen.stream_state', 'queen.stream_partitions'];
+        'queen.stream_state', 'queen.stream_partitions'];
     v_reference constant text[] := ARRAY[
         'queen.queues', 'queen.partition_directory', 'queen.consumer_subscriptions',
         'queen.kafka_topics'];
-    v_unmanaged constant text[] := ARRAY['queen.schema_migrations', 'queen.schema_functions'];
     v_delegated constant text[] := ARRAY[
-        'append_partitions', 'pop_ready', 'ack', 'extend_leases', 'release_cursors',
-        'forget_leases'];
+        'append_partitions', 'pop_ready', 'ack', 'extend_leases', 'link_lease',
+        'release_cursors', 'forget_leases'];
     v_table     text;
     f           record;
 BEGIN
@@ -66,18 +69,6 @@ BEGIN
         CONTINUE WHEN EXISTS (SELECT 1 FROM citus_tables WHERE table_name = v_table::regclass);
         PERFORM create_reference_table(v_table);
         placed := v_table || ': reference';
-        RETURN NEXT;
-    END LOOP;
-    FOR v_table IN
-        SELECT c.oid::regclass::text FROM pg_class c
-          JOIN pg_namespace n ON n.oid = c.relnamespace
-         WHERE n.nspname = 'queen' AND c.relkind IN ('r', 'p')
-           AND NOT EXISTS (SELECT 1 FROM citus_tables t WHERE t.table_name = c.oid::regclass)
-         ORDER BY 1
-    LOOP
-        CONTINUE WHEN v_table = ANY(v_unmanaged);
-        PERFORM citus_add_local_table_to_metadata(v_table);
-        placed := v_table || ': local';
         RETURN NEXT;
     END LOOP;
     FOR f IN

@@ -31,17 +31,20 @@ ALTER TABLE queen.log_dlq ADD PRIMARY KEY (partition_id, id);
 CREATE INDEX log_dlq_id_idx ON queen.log_dlq (id);
 
 -- 3. Where a lease's partitions are, by the lease. An extension names only its leaseId; on
---    Citus a search of the cursors by worker_id would read every shard. A pop there claims
---    within one shard, and its leaseId says which (core/storage/shards.py): the pop writes
---    one row here, keyed by that shard's route (a number the shard's hash range holds), so
---    an extension reads it and then the cursors by key, all on that shard. On one
---    PostgreSQL pops write no row (they pass no route) and an extension searches by
---    worker_id as before. Rows go once the lease is over (the reaper).
+--    Citus a search of the cursors by worker_id would read every shard. There a pop claims
+--    with one statement per shard its candidates live on, and its leaseId names the first
+--    (core/storage/shards.py): each statement writes one row here, on its own shard, keyed
+--    by that shard's route (a number the shard's hash range holds), and the first shard's
+--    row names the routes of the others. An extension reads that row, the cursors by key,
+--    then the other shards' rows: one statement per shard. On one PostgreSQL pops write no
+--    row (they pass no route) and an extension searches by worker_id as before. Rows go
+--    once the lease is over (the reaper).
 CREATE TABLE queen.log_leases (
     route         bigint NOT NULL,       -- the shard's route: rows of a shard stay on it
     lease_id      text NOT NULL,
-    partition_ids bigint[] NOT NULL,     -- every partition the lease was given
-    expires_at    timestamptz NOT NULL,  -- the latest expiry of its spans
+    partition_ids bigint[] NOT NULL,     -- the partitions the lease was given on this shard
+    routes        bigint[] NOT NULL DEFAULT '{}',  -- other shards the lease has parts on
+    expires_at    timestamptz NOT NULL,  -- the latest expiry of its spans here
     PRIMARY KEY (route, lease_id)
 );
 CREATE INDEX log_leases_expiry_idx ON queen.log_leases (route, expires_at);

@@ -5,8 +5,8 @@
 -- and one past the highest partition named by a canonical decimal (null: none).
 -- $1 queue names or null (all)
 SELECT q.name, t.partitions AS declared,
-       (SELECT max(p.name::bigint) + 1 FROM queen.log_partitions p
-         WHERE p.queue_id = q.id AND p.name ~ '^(0|[1-9][0-9]{0,8})$') AS seen
+       (SELECT max(d.name::bigint) + 1 FROM queen.partition_directory d
+         WHERE d.queue_id = q.id AND d.name ~ '^(0|[1-9][0-9]{0,8})$') AS seen
   FROM queen.queues q
   LEFT JOIN queen.kafka_topics t ON t.queue_id = q.id
  WHERE $1::text[] IS NULL OR q.name = ANY($1::text[])
@@ -63,7 +63,7 @@ set AS (
         ON CONFLICT (partition_id, consumer_group) DO UPDATE
        SET committed = excluded.committed, batch_end = NULL, worker_id = NULL,
            lease_expires_at = NULL, retry_count = 0, not_before = NULL,
-           last_consumed_at = now(),
+           last_consumed_at = excluded.last_consumed_at,  -- (Citus: no now() here)
            total_consumed = c.total_consumed + greatest(excluded.committed - c.committed, 0)
     RETURNING c.partition_id)
 SELECT t.name FROM set JOIN target t ON t.id = set.partition_id;

@@ -44,8 +44,13 @@ SELECT q.name AS queue, p.name AS partition, x.base_offset, x.created_at, x.blob
 
 -- name: extend_leases
 -- Extend every live lease of each lease id (distinct ids); expired or released leases are
--- not revived (functions/35_leases.sql). One row per lease extended: its lease id and new
--- expiry. $1 route of the leases' shard (null: search by lease id), $2 lease ids,
+-- not revived (functions/35_leases.sql). One row per cursor extended: its lease id and new
+-- expiry; and per lease with parts on other shards, the routes to extend it on next. $1 route of the leases' shard (null: search by lease id), $2 lease ids,
 -- $3 seconds (one per lease id)
-SELECT lease_id, lease_expires_at
+SELECT lease_id, lease_expires_at, routes
   FROM queen.extend_leases($1::bigint, $2::text[], $3::float8[]);
+
+-- name: link_lease
+-- A lease spans shards: its first shard's row learns the others (functions/35_leases.sql).
+-- $1 the first shard's route, $2 lease id, $3 the other shards' routes
+SELECT queen.link_lease($1::bigint, $2, $3::bigint[]);

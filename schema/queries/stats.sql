@@ -14,7 +14,9 @@ WITH added AS (
     INSERT INTO queen.stats_counters AS c (partition_id, name, value)
     SELECT u.pid, u.name, u.delta
       FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS u(pid, name, delta)
-     WHERE u.pid = 0 OR EXISTS (SELECT 1 FROM queen.log_partitions p WHERE p.id = u.pid)
+      -- the directory (a copy on every Citus node; one row per partition)
+      LEFT JOIN queen.partition_directory d ON d.partition_id = u.pid
+     WHERE u.pid = 0 OR d.partition_id IS NOT NULL
     ON CONFLICT (partition_id, name) DO UPDATE SET value = c.value + excluded.value
     RETURNING 1)
 INSERT INTO queen.stats_processes AS s (process, started_at, seen_at, figures)

@@ -8,9 +8,13 @@ import importlib
 import pkgutil
 
 import asyncpg
+import pytest
 
 import core
 from core.storage.statements import QUERIES, Statement
+
+# Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
+pytestmark = pytest.mark.citus
 
 
 def _bind_every_statement() -> dict[str, Statement]:  # type: ignore[type-arg]

@@ -108,24 +108,41 @@ class ExtendFlusher:
 
     async def _flush(self, requests: list[tuple[str, int]]) -> list[list[datetime]]:
         shards = self._db.shards
-        by_route: dict[int | None, list[tuple[str, int]]] = {}
-        for request in requests:
-            by_route.setdefault(shards.route_of_lease(request[0]), []).append(request)
+        seconds = dict(requests)
+        by_route: dict[int | None, list[str]] = {}
+        for lease_id, _ in requests:
+            by_route.setdefault(shards.route_of_lease(lease_id), []).append(lease_id)
         expiries: dict[str, list[datetime]] = {}
         async with self._db.session() as conn:
-            for route, group in by_route.items():
-                await self._extend(conn, route, group, expiries)
-            # Not found on the shard its id names: minted before, or by a pop that named
-            # no candidate (a partition pop of a partition this process did not know).
-            lost = [r for r in requests if r[0] not in expiries]
+            # The shards their ids name, then the other shards those answer (a lease of a
+            # pop that spanned shards), each once.
+            done: set[int | None] = set()
+            while by_route:
+                route, leases = by_route.popitem()
+                done.add(route)
+                more = await self._extend(conn, route, leases, seconds, expiries)
+                for lease_id, routes in more:
+                    for other in routes:
+                        if other not in done:
+                            by_route.setdefault(other, []).append(lease_id)
+            # Found nowhere it was looked for: minted before, or by a pop that named no
+            # candidate (a partition pop of a partition this process did not know).
+            lost = [lease_id for lease_id, _ in requests if lease_id not in expiries]
             if lost and shards.distributed:
-                await self._extend(conn, None, lost, expiries)
+                await self._extend(conn, None, lost, seconds, expiries)
         return [expiries.get(lease_id, []) for lease_id, _ in requests]
 
     @staticmethod
-    async def _extend(conn: Conn, route: int | None, requests: list[tuple[str, int]],
-                      expiries: dict[str, list[datetime]]) -> None:
-        rows = await sql.extend_leases(conn, route=route, lease_ids=[r[0] for r in requests],
-                                       seconds=[float(r[1]) for r in requests])
+    async def _extend(conn: Conn, route: int | None, leases: list[str], seconds: dict[str, int],
+                      expiries: dict[str, list[datetime]]) -> list[tuple[str, list[int]]]:
+        """Extend on one shard (all of them: None); answer the leases with parts on others
+        and those others' routes."""
+        rows = await sql.extend_leases(conn, route=route, lease_ids=leases,
+                                       seconds=[float(seconds[lease]) for lease in leases])
+        more: list[tuple[str, list[int]]] = []
         for row in rows:
-            expiries.setdefault(row.lease_id, []).append(row.lease_expires_at)
+            if row.lease_expires_at is not None:
+                expiries.setdefault(row.lease_id, []).append(row.lease_expires_at)
+            if row.routes:
+                more.append((row.lease_id, row.routes))
+        return more

@@ -10,10 +10,10 @@ left; one that delivered something sends at most one more statement (under the s
 to fill its width or batch. A lane with nothing ready answers at once, with no statement:
 a quiet re-poll of a caught-up group costs nothing.
 
-On Citus a statement's candidates are partitions of one shard (the first candidate's): the
-statement then runs on that shard's node, and the pop's lease stays in that shard, so an
-extension of it goes there too (core/storage/shards.py). Candidates of other shards go back
-to their lanes for the next pop.
+On Citus a statement's candidates are partitions of one shard: a pop's candidates are claimed
+by one statement per shard they live on, each run on that shard's node, all under one lease.
+The lease id names the first shard (core/storage/shards.py), and a lease that spans shards
+has that shard's row name the others, so an extension finds every part.
 
 Candidates another pop of this process holds are not ready for this one; when nothing else is
 left, a pop waits (bounded) for them to come back rather than answer "nothing" while one of
@@ -38,6 +38,7 @@ from core.engine.pop import Claimed, PopRequest, PopResult, Verdict, claim
 from core.engine.ready.lane import Lane
 from core.engine.ready.ready_set import ReadySet
 from core.ids import LeaseId, QueueId
+from core.storage import reads as sql
 from core.storage.database import Database
 from core.waiting import first_of
 
@@ -212,8 +213,8 @@ class Reader:
         width = self._width(request, route, lanes)
         total: PopResult | None = None
         lease_id: LeaseId | None = None
-        shard: int | None = None  # the shard of the pop's lease, once it has one
-        statements = 0
+        lease_shards: dict[int, None] = {}  # the shards its lease spans, first one first
+        statements = 0  # rounds of statements (one per shard of a round's candidates)
         took: list[Verdict] = []
         reseeds = 0
         deadline = time.monotonic() + _WAIT_FOR_OTHERS_S
@@ -246,30 +247,38 @@ class Reader:
                 await first_of([lane.returned() for lane in lanes],
                                deadline - time.monotonic())
                 continue
-            if self._db.shards.distributed:
-                candidates = self._one_shard(lanes, candidates, shard)
-                if not candidates:
-                    break  # none left on the lease's shard: the pop is as full as it gets
             if _is_set(gone):
                 self._give_back(lanes, candidates)
                 break
-            answer = await self._statement(replace(request, batch=budget), candidates,
-                                           lease_id, wanted, lanes)
+            # One statement per shard the candidates live on (one statement on one
+            # PostgreSQL), until the pop has what it wants; the rest go back.
+            groups = list(self._db.shards.by_shard(candidates, lambda pid: pid).items())
+            for at, (shard, group) in enumerate(groups):
+                got = 0 if total is None else len(total.claims)
+                budget = request.batch - (0 if total is None else total.count)
+                if total is not None and (got >= width or budget <= 0):
+                    self._give_back(lanes, [p for _, rest in groups[at:] for p in rest])
+                    break
+                wanted = max(width - got, 1)
+                answer = await self._statement(replace(request, batch=budget), group,
+                                               lease_id, wanted, lanes)
+                self._learn(_key(request), answer)
+                satisfied = (len(answer.result.claims) >= wanted
+                             or answer.result.count >= budget)
+                # What it took stays out until the pop is over: its second statement must
+                # not try a partition it just claimed (with autoAck it is ready again).
+                took.extend(self._check_in(request, answer, group, satisfied=satisfied,
+                                           hold_took=True))
+                if answer.result.claims:
+                    lease_shards.setdefault(shard, None)
+                    if total is None:
+                        total = answer.result
+                        lease_id = total.lease_id
+                    else:
+                        total.claims.extend(answer.result.claims)
             statements += 1
-            self._learn(_key(request), answer)
-            satisfied = (len(answer.result.claims) >= wanted
-                         or answer.result.count >= budget)
-            # What it took stays out until the pop is over: its second statement must not
-            # try a partition it just claimed (with autoAck it is ready again at once).
-            took.extend(self._check_in(request, answer, candidates, satisfied=satisfied,
-                                       hold_took=True))
-            if answer.result.claims:
-                if total is None:
-                    total = answer.result
-                    lease_id = total.lease_id
-                    shard = self._db.shards.shard_of(candidates[0])
-                else:
-                    total.claims.extend(answer.result.claims)
+        if lease_id is not None and len(lease_shards) > 1:
+            await self._link_lease(lease_id, list(lease_shards))
         self._file(request, took)
         if total is None:
             return self._empty(route, width)
@@ -277,19 +286,16 @@ class Reader:
 
     # -- pieces --------------------------------------------------------------------------
 
-    def _one_shard(self, lanes: list[Lane], candidates: list[int],
-                   shard: int | None) -> list[int]:
-        """The candidates on `shard` (None: the first candidate's); the others go back."""
-        shards = self._db.shards
-        if shard is None:
-            shard = shards.shard_of(candidates[0])
-        kept: list[int] = []
-        others: list[int] = []
-        for pid in candidates:
-            (kept if shards.shard_of(pid) == shard else others).append(pid)
-        if others:
-            self._give_back(lanes, others)
-        return kept
+    async def _link_lease(self, lease_id: LeaseId, shards: list[int]) -> None:
+        """On Citus, a lease whose partitions span shards: its first shard's row (the one
+        its id names) learns the others, where an extension goes next
+        (schema/functions/35_leases.sql)."""
+        routes = [self._db.shards.route(s) for s in shards]
+        first, others = routes[0], [r for r in routes[1:] if r is not None]
+        if first is None or not others:
+            return
+        async with self._db.session() as conn:
+            await sql.link_lease(conn, route=first, lease_id=lease_id, routes=others)
 
     def _width(self, request: PopRequest, route: Route, lanes: list[Lane]) -> int:
         """Partitions this pop wants (a conflating route's width is the statement's)."""
