@@ -40,6 +40,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 COORDINATOR = "coordinator"
 SUPERUSER = "postgres"
@@ -284,16 +285,30 @@ class Cluster:
         data.mkdir(parents=True, exist_ok=True)
         for path in (self.root, data.parent, data):
             _hand_over(path, user)
-        subprocess.run([str(self.bin_dir / "initdb"), "-D", str(data), "-U", SUPERUSER,
-                        "--auth=trust", "--encoding=UTF8", "--locale=C"],
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                       user=user, env=_environment(user))
+        done = subprocess.run([str(self.bin_dir / "initdb"), "-D", str(data), "-U", SUPERUSER,
+                               "--auth=trust", "--encoding=UTF8", "--locale=C"],
+                              check=False, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              env=_environment(user), **_identity(user))
+        if done.returncode != 0:
+            raise RuntimeError(f"initdb of {node.name} failed: "
+                               f"{done.stderr.decode(errors='replace').strip()}")
 
     def _pg_ctl(self, node: Node, *args: str) -> None:
         user = _system_user()
-        subprocess.run([str(self.bin_dir / "pg_ctl"), "-D", str(self.data_dir(node)), *args],
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                       user=user, env=_environment(user))
+        done = subprocess.run([str(self.bin_dir / "pg_ctl"), "-D", str(self.data_dir(node)),
+                               *args], check=False, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, env=_environment(user), **_identity(user))
+        if done.returncode != 0:
+            raise subprocess.CalledProcessError(done.returncode, done.args,
+                                                stderr=done.stderr)
+
+
+def _identity(user: str | None) -> dict[str, Any]:
+    """subprocess arguments to run as `user` with its own group and no other (root's group
+    would keep the group bits of root's directories in force: a 0701 parent then blocks)."""
+    if user is None:
+        return {}
+    return {"user": user, "group": pwd.getpwnam(user).pw_gid, "extra_groups": []}
 
 
 def _environment(user: str | None) -> dict[str, str]:

@@ -82,9 +82,11 @@ class Reaper:
         if retention:
             self._next_retention = now + self._retention_interval
         if now >= self._next_sample:
+            # Scheduled first: a sample that fails is tried again a sample interval later,
+            # not on every pass (it reads every partition; on Citus it is not supported yet).
+            self._next_sample = now + self._sample_interval
             report.queues_sampled = await stats.sample(self._db)
             await stats.housekeeping(self._db, retention_days=self._sample_retention_days)
-            self._next_sample = now + self._sample_interval
         return report
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -25,9 +25,11 @@ ENV = "QUEEN_CITUS_BIN"
 SKIP_REASON = (f"{ENV} is not set: the Citus variant needs a PostgreSQL with Citus "
                "(.ci/run installs it and sets the variable; docs/deploying/citus.md)")
 SHARDS = 8  # few shards: quick to create, and still spread over both workers
-# The tests' speed settings, and no automatic recovery of two-phase commits: their records
-# stay in pg_dist_transaction, where tests count them (tests/integration/test_citus.py).
-SETTINGS = {**FAST_SETTINGS, "citus.recover_2pc_interval": "-1"}
+# The tests' speed settings, but commits written to the OS before they are answered (a test
+# kills a worker's postmaster: fsync off loses nothing to that, an asynchronous commit
+# would), and no automatic recovery of two-phase commits: their records stay in
+# pg_dist_transaction, where tests count them (tests/integration/test_citus.py).
+SETTINGS = {**FAST_SETTINGS, "synchronous_commit": "on", "citus.recover_2pc_interval": "-1"}
 
 
 def citus_bin() -> Path | None:

@@ -41,6 +41,22 @@ _PING = Statement[None]("ping")
 _ROLLBACK = Statement[None]("rollback")
 
 
+# On a Citus node (core/storage/cluster.py), every connection of the broker:
+# - shows shards in pg_class listings: the filter that hides them otherwise runs per row of
+#   every catalog scan, and the driver's type lookup (a scan of pg_class and pg_type, on a
+#   connection's first statement of a new type) took 2.6 s on the coordinator and over 5 s on
+#   a worker holding a few hundred shards instead of 0.05 s. Under load that was enough for
+#   the silence watch to give up on the coordinator, and every connection made again paid it
+#   again. The broker never lists relations.
+# - runs a modification of rows on several shards over one connection per node: a
+#   transaction that then writes a reference table (a queue or a group deleted: cursors,
+#   then the directory or subscriptions) is refused otherwise. The log's statements each
+#   touch one shard, so only the control plane's are slower for it.
+# A server without Citus keeps them as placeholders: nothing reads them there.
+CITUS_SESSION = {"citus.override_table_visibility": "off",
+                 "citus.multi_shard_modify_mode": "sequential"}
+
+
 def server_settings(settings: Settings, *, role: str = "") -> dict[str, str]:
     """Session settings of every broker connection; `role` names what a connection is for
     (in application_name, so pg_stat_activity tells pool connections from the others)."""
@@ -50,6 +66,7 @@ def server_settings(settings: Settings, *, role: str = "") -> dict[str, str]:
         "lock_timeout": str(settings.db_lock_timeout_ms),
         # Our statements are small and keyed; JIT compilation only adds latency to them.
         "jit": "off",
+        **CITUS_SESSION,
     }
 
 
@@ -100,12 +117,10 @@ class Database:
         finally:
             await conn.close()
         with storage_errors():
-            pool = await _create_pool(settings, connector_for(topology.home_dsn),
-                                      citus=topology.citus)
+            pool = await _create_pool(settings, connector_for(topology.home_dsn))
             log_pool = None
             if topology.log_dsns != (topology.home_dsn,):
-                log_pool = await _create_pool(settings, SpreadConnector(topology.log_dsns),
-                                              citus=True)
+                log_pool = await _create_pool(settings, SpreadConnector(topology.log_dsns))
         watch = ServerWatch(topology.home_dsn, settings.db_silence_timeout_ms / 1000,
                             connect_options(settings, role="watch"))
         watch.start()
@@ -163,23 +178,8 @@ class Database:
                          self._pool.get_max_size())
 
 
-# On a Citus node:
-# - the shards stay out of pg_class listings unless told otherwise, and the filter that hides
-#   them runs per row of every catalog scan: the driver's type lookup (a scan of pg_class and
-#   pg_type, on a pool connection's first statement of a new type) took over 5 s on a worker
-#   holding a few hundred shards. The broker never lists relations.
-# - a transaction that modifies rows on several shards and then a reference table (a queue
-#   or a group deleted: cursors, then the directory or subscriptions) must have done the
-#   former over one connection per node, or Citus refuses the latter. The log's statements
-#   each touch one shard, so only the control plane's are slower for it.
-_CITUS_SESSION = {"citus.override_table_visibility": "off",
-                  "citus.multi_shard_modify_mode": "sequential"}
-
-
-async def _create_pool(settings: Settings, connector: Any, *, citus: bool) -> asyncpg.Pool:
+async def _create_pool(settings: Settings, connector: Any) -> asyncpg.Pool:
     options = connect_options(settings)
-    if citus:
-        options["server_settings"] = {**options["server_settings"], **_CITUS_SESSION}
     pool = await asyncpg.create_pool(
         connector.dsn, connect=connector.connect, min_size=1, max_size=settings.db_pool_size,
         max_inactive_connection_lifetime=300, reset=_reset_connection,

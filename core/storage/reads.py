@@ -115,13 +115,16 @@ class RangeRow:
 
 
 _POP_READY = Statement("pop_ready", ReadyRow)
+_POP_READY_HERE = Statement("pop_ready_here", ReadyRow)
 _READY_SCAN = Statement("ready_scan", ScannedPartition)
 _READY_DIRECTORY = Statement("ready_directory", DirectoryEntry)
 _READY_CHECK = Statement("ready_check", ScannedPartition)
 _QUEUE_PARTITION_IDS = Statement[None]("queue_partition_ids")
 _ACK = Statement("ack", AckRow)
+_ACK_HERE = Statement("ack_here", AckRow)
 _SPAN_SEGMENTS = Statement("span_segments", PlacedSegmentRow)
 _EXTEND_LEASES = Statement("extend_leases", LeaseExpiry)
+_EXTEND_LEASES_HERE = Statement("extend_leases_here", LeaseExpiry)
 _LINK_LEASE = Statement[None]("link_lease")
 _FETCH_HEAD = Statement("fetch_head", PartitionHead)
 _FETCH_SEGMENTS = Statement("fetch_segments", RangeRow)
@@ -135,7 +138,8 @@ async def pop_ready(conn: Conn, *, route: int | None, queue: str | None, namespa
                     conflation: bool = False, conflation_width: int = 1) -> list[ReadyRow]:
     """Claim among candidates and read, in one statement (schema/functions/30_pop.sql);
     `route`: the shard of every candidate (core/storage/shards.py), None on one PostgreSQL."""
-    return await _POP_READY.rows(conn, route, queue, namespace, task, partition, group, named,
+    statement = _POP_READY if route is not None else _POP_READY_HERE
+    return await statement.rows(conn, route, queue, namespace, task, partition, group, named,
                                  seed_mode, seed_instant, store_seed, batch, partitions,
                                  auto_ack, lease_seconds, lease_fallback, lease_id,
                                  list(candidates), conflation, conflation_width)
@@ -168,7 +172,8 @@ async def ack(conn: Conn, *, route: int | None, items: Sequence[AckInput],
               scan_missing: bool) -> list[AckRow]:
     """Apply acks in one statement (schema/functions/40_ack.sql); `route`: the shard of
     every item's partition, None on one PostgreSQL."""
-    return await _ACK.rows(
+    statement = _ACK if route is not None else _ACK_HERE
+    return await statement.rows(
         conn, route, [i.group for i in items], [i.partition_id for i in items],
         [i.transaction_id for i in items], [i.status for i in items],
         [i.lease_id for i in items], [i.error for i in items], [i.offset for i in items],
@@ -184,7 +189,8 @@ async def extend_leases(conn: Conn, *, route: int | None, lease_ids: Sequence[st
                         seconds: Sequence[float]) -> list[LeaseExpiry]:
     """The new expiry of every live lease of the (distinct) lease ids; none for expired
     ones. `route`: the shard the leases were claimed on; None: search every cursor."""
-    return await _EXTEND_LEASES.rows(conn, route, list(lease_ids), list(seconds))
+    statement = _EXTEND_LEASES if route is not None else _EXTEND_LEASES_HERE
+    return await statement.rows(conn, route, list(lease_ids), list(seconds))
 
 
 async def link_lease(conn: Conn, *, route: int, lease_id: str, routes: Sequence[int]) -> None:

@@ -77,6 +77,7 @@ class PartitionLookup:
 _PARTITION_IDS = Statement("partition_ids", PartitionIds)
 _PARTITION_LOOKUP = Statement("partition_lookup", PartitionLookup)
 _APPEND = Statement("append_partitions", AppendRow)
+_APPEND_HERE = Statement("append_partitions_here", AppendRow)
 _SEGMENTS_AT = Statement("segments_at", SegmentRow)
 _LOCK_QUEUE = Statement("lock_queue", QueueRow)
 _INSERT_QUEUE = Statement[None]("insert_queue")
@@ -116,7 +117,8 @@ async def append(conn: Conn, *, route: int | None, targets: Sequence[AppendTarge
             blobs.append(segment.blob)
             frames.append(len(segment.transaction_ids))
             txids.extend(segment.transaction_ids)
-    return await _APPEND.rows(
+    statement = _APPEND if route is not None else _APPEND_HERE
+    return await statement.rows(
         conn, route, [t.partition_id for t in targets], [t.queue for t in targets],
         [t.partition for t in targets], [t.namespace for t in targets],
         [t.task for t in targets], default_options, [len(t.segments) for t in targets],

@@ -44,6 +44,7 @@ LEASE_BATCH = 1000
 LEASE_ROWS_KEPT_SECONDS = 60
 TRACE_BATCH = 10_000
 INDEX_PRUNE_BATCH = 10_000
+_PRUNE_PARTITIONS = 1000  # on Citus: partitions one read of every shard finds to prune
 # Upper bound of batches per step per pass, so one pass stays short and the loop keeps its
 # cadence even with a large backlog; the next pass continues where this one stopped.
 MAX_BATCHES_PER_PASS = 20
@@ -135,6 +136,8 @@ async def prune_txn_index(db: Database, *, batch: int = INDEX_PRUNE_BATCH,
 
     The horizon is greatest(dedupWindowSeconds, floor_seconds). Answers rows deleted; 0 when
     another reaper holds the pruning lock."""
+    if db.shards.distributed:
+        return await _prune_by_shard(db, batch=batch, floor_seconds=floor_seconds)
     pruned = 0
     for _ in range(MAX_BATCHES_PER_PASS):
         async with db.transaction() as conn:
@@ -144,6 +147,31 @@ async def prune_txn_index(db: Database, *, batch: int = INDEX_PRUNE_BATCH,
         pruned += count
         if count < batch:
             break
+    return pruned
+
+
+async def _prune_by_shard(db: Database, *, batch: int, floor_seconds: int) -> int:
+    """On Citus: a read of every shard finds the partitions to prune, then one call per shard
+    prunes that shard's, each in a transaction of its own on its node. The lock is a session
+    lock, held across the calls (a transaction lock would hold them in one transaction: a
+    two-phase commit over the nodes)."""
+    shards = db.shards
+    pruned = 0
+    async with db.session() as conn:
+        if not await sql.try_session_lock(conn, key=INDEX_PRUNE_LOCK):
+            return 0
+        try:
+            for _ in range(MAX_BATCHES_PER_PASS):
+                targets = await sql.citus_prunable(conn, batch=_PRUNE_PARTITIONS,
+                                                   floor_seconds=floor_seconds)
+                for shard, group in shards.by_shard(targets, lambda t: t.partition_id).items():
+                    route = shards.route(shard)
+                    assert route is not None
+                    pruned += await sql.prune_keys(conn, route=route, targets=group)
+                if len(targets) < _PRUNE_PARTITIONS or pruned >= batch * MAX_BATCHES_PER_PASS:
+                    break
+        finally:
+            await sql.session_unlock(conn, key=INDEX_PRUNE_LOCK)
     return pruned
 
 

@@ -45,7 +45,7 @@ DECLARE
         'queen.kafka_topics'];
     v_delegated constant text[] := ARRAY[
         'append_partitions', 'pop_ready', 'ack', 'extend_leases', 'link_lease',
-        'release_cursors', 'forget_leases'];
+        'release_cursors', 'forget_leases', 'prune_keys'];
     v_table     text;
     f           record;
 BEGIN

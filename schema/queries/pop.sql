@@ -16,6 +16,19 @@ SELECT verdict, queue_id, queue, partition_id, partition, span_start, span_end, 
   FROM queen.pop_ready($1::bigint, $2, $3, $4, $5, $6, $7, $8, $9::timestamptz, $10, $11,
                        $12, $13, $14, $15, $16, $17::bigint[], $18, $19);
 
+-- name: pop_ready_here
+-- As pop_ready, with no shard named (route null: one PostgreSQL, or a call over several
+-- shards): run where it is received. Citus sends a call of a delegated function to the
+-- node of its first argument's shard, for null too, whatever the rest of the statement;
+-- a route given by a subquery is no constant it can hash, so the call stays here (and
+-- needs no other node: a call without a route on a cluster with a worker down still
+-- runs on the others).
+SELECT verdict, queue_id, queue, partition_id, partition, span_start, span_end, retry_count,
+       base_offset, created_at, blob, last_offset, conflation, width,
+       extract(epoch FROM due - clock_timestamp())::float8 AS due_in
+  FROM queen.pop_ready((SELECT $1::bigint), $2, $3, $4, $5, $6, $7, $8, $9::timestamptz,
+                       $10, $11, $12, $13, $14, $15, $16, $17::bigint[], $18, $19);
+
 -- name: ack
 -- Apply acks in one statement (see functions/40_ack.sql for the arguments and the answer).
 -- $1 route of the items' shard (null: one PostgreSQL), $2 groups, $3 partition ids,
@@ -26,6 +39,18 @@ SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_fr
        conflated
   FROM queen.ack($1::bigint, $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[],
                  $7::text[], $8::bigint[], $9);
+
+-- name: ack_here
+-- As ack, with no shard named (route null: one PostgreSQL, or a call over several
+-- shards): run where it is received. Citus sends a call of a delegated function to the
+-- node of its first argument's shard, for null too, whatever the rest of the statement;
+-- a route given by a subquery is no constant it can hash, so the call stays here (and
+-- needs no other node: a call without a route on a cluster with a worker down still
+-- runs on the others).
+SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_from, scan_to,
+       conflated
+  FROM queen.ack((SELECT $1::bigint), $2::text[], $3::bigint[], $4::text[], $5::text[],
+                 $6::text[], $7::text[], $8::bigint[], $9);
 
 -- name: span_segments
 -- Segments overlapping offsets [lo, hi] of a partition, in offset order (the search for an
@@ -49,6 +74,16 @@ SELECT q.name AS queue, p.name AS partition, x.base_offset, x.created_at, x.blob
 -- $3 seconds (one per lease id)
 SELECT lease_id, lease_expires_at, routes
   FROM queen.extend_leases($1::bigint, $2::text[], $3::float8[]);
+
+-- name: extend_leases_here
+-- As extend_leases, with no shard named (route null: one PostgreSQL, or a call over several
+-- shards): run where it is received. Citus sends a call of a delegated function to the
+-- node of its first argument's shard, for null too, whatever the rest of the statement;
+-- a route given by a subquery is no constant it can hash, so the call stays here (and
+-- needs no other node: a call without a route on a cluster with a worker down still
+-- runs on the others).
+SELECT lease_id, lease_expires_at, routes
+  FROM queen.extend_leases((SELECT $1::bigint), $2::text[], $3::float8[]);
 
 -- name: link_lease
 -- A lease spans shards: its first shard's row learns the others (functions/35_leases.sql).

@@ -158,3 +158,37 @@ SELECT queue_id, partition_id
 -- Drop one shard's lease rows of leases over for $2 seconds (functions/35_leases.sql).
 -- $1 the shard's route, $2 seconds
 SELECT queen.forget_leases($1::bigint, $2::integer);
+
+-- name: citus_reaper_prunable
+-- On Citus, the pruning's read of every shard: up to $1 partitions with index rows older than
+-- their queue's keep horizon (as reaper_prune_txn_index says it), each with one past the
+-- highest such offset and its horizon. Each shard's are then pruned by a call on that shard
+-- (queen.prune_keys, functions/10_keys.sql).
+-- $1 partitions, $2 floor in seconds
+SELECT i.partition_id, max(i.msg_offset) + 1 AS below,
+       now() - make_interval(secs => greatest((q.options ->> 'dedupWindowSeconds')::bigint,
+                                              $2::bigint)) AS cutoff
+  FROM queen.log_txn_index i
+  JOIN queen.log_partitions p ON p.id = i.partition_id
+  JOIN queen.queues q ON q.id = p.queue_id
+ WHERE i.created_at < now() - make_interval(secs => $2::bigint)
+   AND i.created_at < now() - make_interval(secs => greatest(
+           (q.options ->> 'dedupWindowSeconds')::bigint, $2::bigint))
+ GROUP BY i.partition_id, q.options
+ LIMIT $1;
+
+-- name: prune_keys
+-- Prune one shard's partitions the read above found (functions/10_keys.sql); answers the
+-- rows deleted. $1 the shard's route, $2 partitions, $3 one past the offsets to prune,
+-- $4 their horizons
+SELECT queen.prune_keys($1::bigint, $2::bigint[], $3::bigint[], $4::timestamptz[]);
+
+-- name: reaper_try_session_lock
+-- Take a session advisory lock, or answer false at once if another holds it (for a step that
+-- sends its statements autocommitted: on Citus each goes to its shard's node alone).
+-- $1 lock key (bigint)
+SELECT pg_try_advisory_lock($1);
+
+-- name: reaper_session_unlock
+-- Let go of a session advisory lock. $1 lock key (bigint)
+SELECT pg_advisory_unlock($1);

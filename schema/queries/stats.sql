@@ -10,23 +10,31 @@
 -- statement's snapshot: without the deltas it adds), for the rates of `/metrics`.
 -- The heartbeat row is created with the database's now() as the process's start.
 -- $1 partition ids (0 = cluster-wide), $2 names, $3 deltas, $4 process, $5 figures (JSON)
-WITH added AS (
-    INSERT INTO queen.stats_counters AS c (partition_id, name, value)
+-- (On Citus the counters stay on the coordinator and the directory is a reference table:
+-- Citus refuses an INSERT that reads the directory in its own SELECT or has subqueries in
+-- its RETURNING, so the filter is a CTE of its own and the totals are read beside it.)
+WITH kept AS MATERIALIZED (
     SELECT u.pid, u.name, u.delta
       FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS u(pid, name, delta)
       -- the directory (a copy on every Citus node; one row per partition)
       LEFT JOIN queen.partition_directory d ON d.partition_id = u.pid
-     WHERE u.pid = 0 OR d.partition_id IS NOT NULL
+     WHERE u.pid = 0 OR d.partition_id IS NOT NULL),
+added AS (
+    INSERT INTO queen.stats_counters AS c (partition_id, name, value)
+    SELECT pid, name, delta FROM kept
     ON CONFLICT (partition_id, name) DO UPDATE SET value = c.value + excluded.value
+    RETURNING 1),
+beat AS (
+    INSERT INTO queen.stats_processes AS s (process, started_at, seen_at, figures)
+    VALUES ($4, now(), now(), $5::jsonb)
+    ON CONFLICT (process) DO UPDATE SET seen_at = now(), figures = excluded.figures
     RETURNING 1)
-INSERT INTO queen.stats_processes AS s (process, started_at, seen_at, figures)
-VALUES ($4, now(), now(), $5::jsonb)
-ON CONFLICT (process) DO UPDATE SET seen_at = now(), figures = excluded.figures
-RETURNING (SELECT count(*) FROM added) AS written,
-          (SELECT coalesce(sum(value), 0) FROM queen.stats_counters
-            WHERE partition_id = 0 AND name = 'requests')::bigint AS requests,
-          (SELECT coalesce(sum(value), 0) FROM queen.stats_counters
-            WHERE partition_id = 0 AND name = 'push_messages')::bigint AS messages;
+SELECT (SELECT count(*) FROM added) AS written,
+       (SELECT coalesce(sum(value), 0) FROM queen.stats_counters
+         WHERE partition_id = 0 AND name = 'requests')::bigint AS requests,
+       (SELECT coalesce(sum(value), 0) FROM queen.stats_counters
+         WHERE partition_id = 0 AND name = 'push_messages')::bigint AS messages
+  FROM beat;
 
 -- name: stats_cluster_counters
 -- The cluster-wide counters (every process's flushed deltas, summed as they were added).
@@ -165,7 +173,8 @@ stored AS (
      WHERE d_pushed > 0 OR d_delivered > 0 OR d_acked > 0 OR d_failed > 0 OR dead > 0
         OR depth > 0 OR lag > 0
     UNION ALL
-    SELECT now(), 0, '', '', '', 0, 0, 0, 0, 0, 0, 0
+    -- (FROM prev: Citus plans no subquery without FROM that calls now())
+    SELECT now(), 0, '', '', '', 0, 0, 0, 0, 0, 0, 0 FROM prev
     RETURNING queue_id),
 moved AS (
     INSERT INTO queen.stats_baseline AS b (queue_id, pushed, delivered, acked, failed,

@@ -29,6 +29,18 @@ SELECT queue_id, partition_id, base_offset, created_at, dup_positions, dup_offse
                                $6::text[], $7::jsonb, $8::integer[], $9::integer[],
                                $10::bytea[], $11::text[], $12::boolean[], $13::boolean[]);
 
+-- name: append_partitions_here
+-- As append_partitions, with no shard named (route null: one PostgreSQL, or a call over
+-- several shards): run where it is received. Citus sends a call of a delegated function to the
+-- node of its first argument's shard, for null too, whatever the rest of the statement;
+-- a route given by a subquery is no constant it can hash, so the call stays here (and
+-- needs no other node: a call without a route on a cluster with a worker down still
+-- runs on the others).
+SELECT queue_id, partition_id, base_offset, created_at, dup_positions, dup_offsets, encrypted
+  FROM queen.append_partitions((SELECT $1::bigint), $2::bigint[], $3::text[], $4::text[],
+                               $5::text[], $6::text[], $7::jsonb, $8::integer[], $9::integer[],
+                               $10::bytea[], $11::text[], $12::boolean[], $13::boolean[]);
+
 -- name: segments_at
 -- The segments holding the given offsets of a partition (each once, in offset order).
 -- $1 partition id, $2 offsets

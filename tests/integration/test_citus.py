@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from core.settings import Settings
+from core.storage import stats
 from core.storage.database import Database
 from core.storage.shards import ShardMap
 from core.upkeep import maintenance
@@ -181,6 +182,36 @@ async def test_the_reaper_releases_expired_leases_one_shard_at_a_time(
     assert used.multi == 2
 
 
+async def test_counters_and_heartbeats_flush_on_the_coordinator(
+        url: str, http: httpx.AsyncClient) -> None:
+    """The statistics' counters stay on the coordinator and the partition directory is a
+    reference table: the flush that drops deltas of unknown partitions runs there (Citus
+    refused its first shape, an INSERT reading the directory with subqueries in RETURNING)."""
+    queue = "q-" + uuid.uuid4().hex[:10]
+    await push_items(http, queue, ["x"], partition="a", prefix="s-")
+    process = "test-" + uuid.uuid4().hex[:8]
+    conn = await asyncpg.connect(url)  # the first host: the coordinator
+    try:
+        pid = await conn.fetchval(
+            "SELECT d.partition_id FROM queen.partition_directory d"
+            "  JOIN queen.queues q ON q.id = d.queue_id WHERE q.name = $1", queue)
+        first = await stats.flush(conn, partition_ids=[0, pid, 2**62],
+                                  names=["requests", "push_messages", "push_messages"],
+                                  deltas=[2, 3, 4], process=process, figures="{}")
+        second = await stats.flush(conn, partition_ids=[0], names=["requests"], deltas=[1],
+                                   process=process, figures="{}")
+        kept = await conn.fetchval(
+            "SELECT value FROM queen.stats_counters WHERE partition_id = $1"
+            "   AND name = 'push_messages'", pid)
+        beats = await conn.fetchval(
+            "SELECT count(*) FROM queen.stats_processes WHERE process = $1", process)
+    finally:
+        await conn.close()
+    assert first.written == 2  # the unknown partition's delta is dropped
+    assert second.written == 1 and second.requests >= first.requests + 2
+    assert kept is not None and kept >= 3 and beats == 1
+
+
 async def test_a_push_through_one_worker_wakes_a_pop_parked_on_a_broker_of_the_other(
         url: str) -> None:
     """LISTEN/NOTIFY is per node in Citus: a broker routing from worker 1 commits there, a
@@ -216,3 +247,54 @@ async def test_a_push_through_one_worker_wakes_a_pop_parked_on_a_broker_of_the_o
             finally:
                 await conn.close()
             assert here > 0, f"no broker connection on worker {worker}"
+
+
+async def test_a_dead_worker_fails_only_its_partitions_and_holds_nothing_back_after(
+        citus_cluster: TestCluster, url: str, http: httpx.AsyncClient) -> None:
+    """kill -9 of a worker's postmaster: pops still deliver what the partitions on the other
+    worker hold, then answer 503 (not 204: the dead worker's partitions could not be looked
+    at); once it is back, what it holds is delivered at once: no candidate stays held by a
+    pop that failed on the dead shard."""
+    queue = "q-" + uuid.uuid4().hex[:10]
+    names = [f"p{i}" for i in range(PARTITIONS)]
+    r = await http.post("/api/v1/push", json={"items": [
+        {"queue": queue, "partition": n, "payload": n, "transactionId": n} for n in names]})
+    assert r.status_code == 201 and {e["status"] for e in r.json()} == {"queued"}, r.text
+    worker = citus_cluster.cluster.workers[0]
+    conn = await asyncpg.connect(url)
+    try:  # which partitions live on the worker to kill
+        on_it = {str(r[0]) for r in await conn.fetch(
+            "SELECT d.partition_id FROM queen.partition_directory d"
+            "  JOIN queen.queues q ON q.id = d.queue_id"
+            "  JOIN pg_dist_shard_placement sp"
+            "    ON sp.shardid = get_shard_id_for_distribution_column("
+            "                    'queen.log_partitions', d.partition_id)"
+            " WHERE q.name = $1 AND sp.nodeport = $2", queue, worker.port)}
+    finally:
+        await conn.close()
+    assert 0 < len(on_it) < PARTITIONS
+    delivered: dict[str, str] = {}
+    statuses = []
+    params = {"wait": "false", "batch": "100", "partitions": str(PARTITIONS),
+              "autoAck": "true"}
+    citus_cluster.cluster.kill(worker)
+    try:
+        for _ in range(6):
+            r = await http.get(f"/api/v1/pop/queue/{queue}", params=params)
+            statuses.append(r.status_code)
+            if r.status_code == 503:
+                assert r.headers.get("Retry-After"), r.headers
+            if r.status_code == 200:
+                delivered.update({m["partitionId"]: m["data"] for m in r.json()["messages"]})
+    finally:
+        citus_cluster.cluster.start(worker)
+    assert delivered and not set(delivered) & on_it  # the live worker's, only
+    assert len(delivered) == PARTITIONS - len(on_it)
+    assert set(statuses) <= {200, 503} and 503 in statuses
+    started = time.monotonic()
+    while len(delivered) < PARTITIONS and time.monotonic() - started < 20:
+        r = await http.get(f"/api/v1/pop/queue/{queue}", params=params)
+        if r.status_code == 200:
+            delivered.update({m["partitionId"]: m["data"] for m in r.json()["messages"]})
+    assert sorted(delivered.values()) == sorted(names)
+    assert time.monotonic() - started < 5.0  # no pop waited out candidates held back

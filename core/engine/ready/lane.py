@@ -54,6 +54,10 @@ class Lane:
         self.seeded_at: float | None = None
         self.session: int | None = None
         self.stale = False
+        # Its last seed could not ask every shard (on Citus, a node down): what it holds is
+        # not all there is, and an answer of nothing would not be true (core/engine/ready/
+        # reader.py answers the outage instead).
+        self.unreachable = False
         # Partial: it left out ready partitions (its cap); its reseeds go on from
         # `resume_from`, and it is not trusted once nothing is ready in it.
         self.partial = False

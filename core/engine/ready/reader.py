@@ -37,6 +37,7 @@ from core.counters import COUNTERS
 from core.engine.pop import Claimed, PopRequest, PopResult, Verdict, claim
 from core.engine.ready.lane import Lane
 from core.engine.ready.ready_set import ReadySet
+from core.errors import StorageUnavailable
 from core.ids import LeaseId, QueueId
 from core.storage import reads as sql
 from core.storage.database import Database
@@ -217,70 +218,89 @@ class Reader:
         statements = 0  # rounds of statements (one per shard of a round's candidates)
         took: list[Verdict] = []
         reseeds = 0
+        # A shard whose statement met an outage (on Citus: its node is down): the others
+        # still serve; the pop answers what they gave, or the outage when they gave nothing.
+        failure: StorageUnavailable | None = None
         deadline = time.monotonic() + _WAIT_FOR_OTHERS_S
-        while True:
-            got = 0 if total is None else len(total.claims)
-            budget = request.batch - (0 if total is None else total.count)
-            if total is not None and (got >= width or budget <= 0
-                                      or statements >= _STATEMENTS_ONCE_DELIVERED):
-                break
-            wanted = max(width - got, 1)
-            count = min(max(_CANDIDATES_PER_WANTED * wanted, 8), MAX_CANDIDATES)
-            candidates = _take(lanes, count)
-            if not candidates and total is None:
-                # About to answer nothing: check what is held back only on hearsay.
-                now = time.monotonic()
-                candidates = [pid for lane in lanes for pid in lane.take_hearsay(count, now)]
-            if not candidates:
-                if total is not None:
-                    break
-                partial = [lane for lane in lanes if lane.partial]
-                if partial and reseeds < 2:
-                    # It left partitions out (its cap): look for them before answering
-                    # nothing (twice at most: from where it stopped, then from the start).
-                    reseeds += 1
-                    for lane in partial:
-                        await self._ready.ensure_seeded(lane)
-                    continue
-                if not any(lane.out for lane in lanes) or time.monotonic() >= deadline:
-                    break
-                await first_of([lane.returned() for lane in lanes],
-                               deadline - time.monotonic())
-                continue
-            if _is_set(gone):
-                self._give_back(lanes, candidates)
-                break
-            # One statement per shard the candidates live on (one statement on one
-            # PostgreSQL), until the pop has what it wants; the rest go back.
-            groups = list(self._db.shards.by_shard(candidates, lambda pid: pid).items())
-            for at, (shard, group) in enumerate(groups):
+        try:
+            while failure is None:
                 got = 0 if total is None else len(total.claims)
                 budget = request.batch - (0 if total is None else total.count)
-                if total is not None and (got >= width or budget <= 0):
-                    self._give_back(lanes, [p for _, rest in groups[at:] for p in rest])
+                if total is not None and (got >= width or budget <= 0
+                                          or statements >= _STATEMENTS_ONCE_DELIVERED):
                     break
                 wanted = max(width - got, 1)
-                answer = await self._statement(replace(request, batch=budget), group,
-                                               lease_id, wanted, lanes)
-                self._learn(_key(request), answer)
-                satisfied = (len(answer.result.claims) >= wanted
-                             or answer.result.count >= budget)
-                # What it took stays out until the pop is over: its second statement must
-                # not try a partition it just claimed (with autoAck it is ready again).
-                took.extend(self._check_in(request, answer, group, satisfied=satisfied,
-                                           hold_took=True))
-                if answer.result.claims:
-                    lease_shards.setdefault(shard, None)
-                    if total is None:
-                        total = answer.result
-                        lease_id = total.lease_id
-                    else:
-                        total.claims.extend(answer.result.claims)
-            statements += 1
-        if lease_id is not None and len(lease_shards) > 1:
-            await self._link_lease(lease_id, list(lease_shards))
-        self._file(request, took)
+                count = min(max(_CANDIDATES_PER_WANTED * wanted, 8), MAX_CANDIDATES)
+                candidates = _take(lanes, count)
+                if not candidates and total is None:
+                    # About to answer nothing: check what is held back only on hearsay.
+                    now = time.monotonic()
+                    candidates = [pid for lane in lanes
+                                  for pid in lane.take_hearsay(count, now)]
+                if not candidates:
+                    if total is not None:
+                        break
+                    partial = [lane for lane in lanes if lane.partial]
+                    if partial and reseeds < 2:
+                        # It left partitions out (its cap): look for them before answering
+                        # nothing (twice at most: from where it stopped, then from the start).
+                        reseeds += 1
+                        for lane in partial:
+                            await self._ready.ensure_seeded(lane)
+                        continue
+                    if not any(lane.out for lane in lanes) or time.monotonic() >= deadline:
+                        break
+                    await first_of([lane.returned() for lane in lanes],
+                                   deadline - time.monotonic())
+                    continue
+                if _is_set(gone):
+                    self._give_back(lanes, candidates)
+                    break
+                # One statement per shard the candidates live on (one statement on one
+                # PostgreSQL), until the pop has what it wants; the rest go back.
+                groups = list(self._db.shards.by_shard(candidates, lambda pid: pid).items())
+                for at, (shard, group) in enumerate(groups):
+                    later = [p for _, rest in groups[at + 1:] for p in rest]
+                    got = 0 if total is None else len(total.claims)
+                    budget = request.batch - (0 if total is None else total.count)
+                    if total is not None and (got >= width or budget <= 0):
+                        self._give_back(lanes, group + later)
+                        break
+                    wanted = max(width - got, 1)
+                    try:
+                        answer = await self._statement(replace(request, batch=budget), group,
+                                                       lease_id, wanted, lanes)
+                    except StorageUnavailable as exc:
+                        failure = exc  # (the statement gave its candidates back)
+                        continue
+                    except BaseException:
+                        self._give_back(lanes, later)  # (the statement gave its own back)
+                        raise
+                    self._learn(_key(request), answer)
+                    satisfied = (len(answer.result.claims) >= wanted
+                                 or answer.result.count >= budget)
+                    # What it took stays out until the pop is over: its second statement
+                    # must not try a partition it just claimed (with autoAck it is ready
+                    # again at once).
+                    took.extend(self._check_in(request, answer, group, satisfied=satisfied,
+                                               hold_took=True))
+                    if answer.result.claims:
+                        lease_shards.setdefault(shard, None)
+                        if total is None:
+                            total = answer.result
+                            lease_id = total.lease_id
+                        else:
+                            total.claims.extend(answer.result.claims)
+                statements += 1
+            if lease_id is not None and len(lease_shards) > 1:
+                await self._link_lease(lease_id, list(lease_shards))
+        finally:
+            self._file(request, took)
         if total is None:
+            if failure is not None:
+                raise failure
+            if any(lane.unreachable for lane in lanes):
+                raise StorageUnavailable()  # some partitions could not be looked at
             return self._empty(route, width)
         return self._framed(total, route)
 

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 
 from core.counters import COUNTERS
 from core.engine.ready.lane import Lane
+from core.errors import StorageUnavailable
 from core.storage import reads as sql
 from core.storage.database import Database
 from core.storage.statements import Conn
@@ -161,6 +162,7 @@ class ReadySet:
         session = self._session()
         started = self._clock()
         lane.stale = False
+        lane.unreachable = False
         start = after = lane.resume_from
         found: list[sql.ScannedPartition] = []
         at_end = False
@@ -209,10 +211,22 @@ class ReadySet:
                                            limit=want)
         found: list[sql.ScannedPartition] = []
         groups = self._db.shards.by_shard(listed, lambda e: e.partition_id)
+        missed: StorageUnavailable | None = None
+        answered = 0
         for entries in groups.values():
             self._count_statement()
-            found.extend(await sql.ready_check(
-                conn, partition_ids=[e.partition_id for e in entries], group=lane.group))
+            try:
+                found.extend(await sql.ready_check(
+                    conn, partition_ids=[e.partition_id for e in entries], group=lane.group))
+                answered += 1
+            except StorageUnavailable as exc:
+                # That shard's node is down: the lane takes what the others have, and is
+                # seeded again before it is trusted (its partitions answer 503 till then).
+                missed = exc
+                lane.stale = True
+                lane.unreachable = True
+        if missed is not None and not answered:
+            raise missed
         return found, len(listed), listed[-1].partition_id if listed else after
 
     def _count_statement(self) -> None:
