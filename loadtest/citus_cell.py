@@ -37,7 +37,10 @@ from loadtest.cell import Target, measure
 from loadtest.runner import Shape
 
 RESULTS = launch.ROOT / "loadtest" / "results"
-DURABLE = {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on"}
+# Durable, and no recovery of two-phase commit records during a run: pg_dist_transaction
+# keeps one per two-phase commit, which the cell counts (recovery would remove them).
+DURABLE = {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on",
+           "citus.recover_2pc_interval": "-1"}
 SHARDS = 32
 
 
@@ -200,6 +203,41 @@ def command(args: argparse.Namespace) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"{run_id}.json"
     path.write_text(json.dumps(report, indent=2, default=str))
-    print(json.dumps(report["summary"], indent=2))
-    print(f"written: {path}")
+    text = text_report(report)
+    path.with_suffix(".txt").write_text(text)
+    print(text)
+    print(f"written: {path} and {path.with_suffix('.txt').name}")
     return 0
+
+
+def text_report(report: dict[str, Any]) -> str:
+    """The figures of a run as a table per cell: CPU per delivered message of each process,
+    the ratios the issue's targets name, and Citus's statements per message per node."""
+    lines = [f"loadtest citus {report['run_id']}", f"command: {report['command']}", ""]
+    for name, rows in report["summary"].items():
+        lines.append(f"{name}: CPU us per delivered message")
+        lines.append(f"{'workers':>8} {'database':>10} {'vs 1 worker':>12} "
+                     f"{'coordinator':>12} {'vs one PG':>10} {'broker':>8}  verdict")
+        for n in sorted(rows, key=int):
+            row = rows[n]
+            database = (row["postgres_cpu_us_per_msg"] if int(n) == 0
+                        else row["workers_cpu_us_per_msg"])
+            lines.append(f"{n:>8} {database or 0:>10.1f} "
+                         f"{row.get('workers_cpu_vs_1_worker') or '':>12} "
+                         f"{row.get('coordinator_cpu_us_per_msg') or '':>12} "
+                         f"{row.get('coordinator_cpu_vs_one_postgres') or '':>10} "
+                         f"{row.get('broker_cpu_us_per_msg') or 0:>8.1f}  {row['verdict']}")
+        lines.append("")
+    lines.append("Citus statements per delivered message, per node "
+                 "(single-shard, multi-shard, two-phase records)")
+    for cell in report["cells"]:
+        per = cell.get("citus_per_message")
+        if not per:
+            continue
+        steady = cell.get("throughput", {})
+        lines.append(f"  {cell['cell']} (delivered {steady.get('steady_deliver_msg_per_s')} "
+                     f"msg/s steady)")
+        for node, counts in per.items():
+            lines.append(f"    {node:<12} {counts['single_shard']:>8} "
+                         f"{counts['multi_shard']:>8} {counts['two_phase']:>8}")
+    return "\n".join(lines) + "\n"
