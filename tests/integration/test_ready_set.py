@@ -11,11 +11,14 @@ database stand for two broker hosts, each with its own listener, ready set and r
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 import uuid
 from collections.abc import AsyncIterator
 
 import asyncpg
+import psutil
 import pytest
 
 from core.engine.ack import AckItem, GroupAck
@@ -222,3 +225,28 @@ async def test_an_announcement_whose_notify_failed_is_sent_again_before_the_push
     assert a._hub._notifier_pid != notifier  # sent again on a new connection
     result = await b.pop(request)
     assert [c.partition for c in result.claims] == ["after-cut"]
+
+
+async def test_a_pop_about_to_answer_nothing_first_hears_what_is_on_its_way(
+        pair: tuple[Broker, Broker], queue_name: str) -> None:
+    """B's LISTEN session is held still (SIGSTOP) while A's push commits and is announced:
+    the notification has not left PostgreSQL when B's pop finds nothing. B's pop waits for
+    a round trip on its LISTEN connection before it answers, which brings the notification
+    with it once the session runs again."""
+    a, b = pair
+    await _push(a, queue_name, ["seed"])
+    request = PopRequest(group="g", batch=1, queue=queue_name, auto_ack=True)
+    assert (await b.pop(request)).count == 1  # B's lane is seeded and trusted
+    assert (await b.pop(request)).count == 0
+    session = b._hub.listener_pid
+    assert session is not None
+    if not psutil.pid_exists(session):
+        pytest.skip("the database server runs on another host")
+    os.kill(session, signal.SIGSTOP)
+    try:
+        await _push(a, queue_name, ["on-its-way"])
+        asyncio.get_running_loop().call_later(0.3, os.kill, session, signal.SIGCONT)
+        result = await b.pop(request)
+    finally:
+        os.kill(session, signal.SIGCONT)
+    assert [c.partition for c in result.claims] == ["on-its-way"]
