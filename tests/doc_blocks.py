@@ -7,7 +7,7 @@ The convention (docs/contributing/index.md, "Code blocks run"): a fenced block's
 - `text` / `json`: output or a document, never run;
 - `text output`: what the run block just before it prints on stdout, checked when that block
   runs (`...` in a line stands for any text in it, such as an id or a time; a line that is
-  only `...` for any number of lines);
+  only `...` for any number of lines; a run of spaces for any run of spaces);
 - `<language> no-run: <reason>`: not run, and the reason says why (the set-up commands, long
   benchmarks, services the test cannot start).
 Anything else has no decision and fails the test: an indented block, a fence without a
@@ -76,8 +76,9 @@ def expected_outputs(found: list[Block]) -> dict[int, Block]:
 
 def output_mismatch(expected: str, printed: str) -> str | None:
     """None when `printed` is what `expected` shows, else the first line that differs.
-    Trailing spaces and trailing empty lines do not count; `...` inside a line matches any
-    text in that line, and a line that is only `...` any number of whole lines."""
+    Trailing spaces and trailing empty lines do not count, a run of spaces matches any run of
+    spaces; `...` inside a line matches any text in that line, and a line that is only `...`
+    any number of whole lines."""
     want, got = _lines(expected), _lines(printed)
     if re.fullmatch(_pattern(want), "".join(f"{g}\n" for g in got)):
         return None
@@ -97,7 +98,10 @@ def _lines(text: str) -> list[str]:
 
 
 def _line_pattern(line: str) -> str:
-    return "[^\n]*".join(re.escape(part) for part in line.split(ELLIPSIS))
+    """`...` matches any text; a run of spaces any run of spaces (a table pads its columns to
+    what they hold, so a column shown with `...` may be wider or narrower than printed)."""
+    return "[^\n]*".join(" +".join(re.escape(word) for word in re.split(" +", part))
+                          for part in line.split(ELLIPSIS))
 
 
 def _pattern(lines: list[str]) -> str:
