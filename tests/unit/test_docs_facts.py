@@ -28,3 +28,11 @@ def test_the_tokens_page_names_the_default_skip_paths() -> None:
     page = (DOCS / "security" / "tokens.md").read_text()
     sentence = page.split("`JWT_SKIP_PATHS` (by default", 1)[1].split(")", 1)[0]
     assert _code_spans(sentence) == set(DEFAULT_SKIP_PATHS)
+
+
+def test_the_upgrades_page_speaks_of_no_release_the_project_has_not_made() -> None:
+    """The project publishes no releases: every commit of main is a version someone may run,
+    and the upgrade tests build their databases with earlier commits' code
+    (tests/released.py). Until a release exists, the page promises nothing about one."""
+    page = (DOCS / "operating" / "upgrades.md").read_text()
+    assert "release" not in page.lower()
