@@ -18,6 +18,7 @@ output block whose previous block does not run.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 
 from markdown_it import MarkdownIt
@@ -70,7 +71,7 @@ def blocks(markdown: str, name: str = "README.md") -> tuple[list[Block], list[st
 
 def expected_outputs(found: list[Block]) -> dict[int, Block]:
     """The output block of each run block that has one, by the run block's line."""
-    return {before.line: block for before, block in zip(found, found[1:])
+    return {before.line: block for before, block in itertools.pairwise(found)
             if block.decision == "output"}
 
 
