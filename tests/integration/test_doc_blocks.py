@@ -1,8 +1,9 @@
 """Every shell and Python block of README.md and of every page under docs/ runs, page by page
 and in order, against one real broker the test starts on a fresh database: a block fails the
 test when it exits non-zero (any command in a shell block; curl answers >= 400 count, as
-`--fail-with-body`) or does not finish in time. One broker for all pages keeps the suite
-short; pages name their own queues, so they do not depend on each other.
+`--fail-with-body`), does not finish in time, or prints on stdout something other than what
+the `text output` block after it shows (tests/doc_blocks.py). One broker for all pages keeps
+the suite short; pages name their own queues, so they do not depend on each other.
 
 Blocks address the broker as the pages do (`localhost:6632`, `127.0.0.1:6632`, or the
 operator commands' default URL); the test points them at its own broker's port.
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.doc_blocks import Block, blocks
+from tests.doc_blocks import Block, blocks, expected_outputs, output_mismatch
 from tests.support import ROOT, BrokerProcess, create_database
 
 README = ROOT / "README.md"
@@ -71,12 +72,24 @@ def test_every_shell_and_python_block_of_the_readme_and_the_docs_runs(
     for page in pages():
         found, problems = blocks(page.read_text(), _name(page))
         assert not problems, "\n".join(problems)
+        outputs = expected_outputs(found)
         for block in found:
-            if block.decision in ("shell", "python"):
-                _run(_name(page), block, docs_broker.port, env, tmp_path)
+            if block.runs:
+                printed = _run(_name(page), block, docs_broker.port, env, tmp_path)
+                if block.line in outputs:
+                    _check_output(_name(page), block, outputs[block.line], printed)
 
 
-def _run(page: str, block: Block, port: int, env: dict[str, str], workdir: Path) -> None:
+def _check_output(page: str, block: Block, output: Block, printed: str) -> None:
+    mismatch = output_mismatch(output.code, printed)
+    if mismatch:
+        pytest.fail(f"{page} line {block.line} ({block.info}) printed what its output block "
+                    f"(line {output.line}) does not show: {mismatch}\n--- shown ---\n"
+                    f"{output.code}--- printed ---\n{printed}")
+
+
+def _run(page: str, block: Block, port: int, env: dict[str, str], workdir: Path) -> str:
+    """Run one block; answer its stdout."""
     code = _ADDRESS.sub(f"127.0.0.1:{port}", block.code)
     where = f"{page} line {block.line} ({block.info})"
     if block.decision == "shell":
@@ -94,6 +107,7 @@ def _run(page: str, block: Block, port: int, env: dict[str, str], workdir: Path)
     if done.returncode != 0:
         pytest.fail(f"{where} exited with {done.returncode}:\n{code}\n--- stdout ---\n"
                     f"{done.stdout}\n--- stderr ---\n{done.stderr}")
+    return done.stdout
 
 
 def _text(data: bytes | str | None) -> str:
