@@ -1,12 +1,20 @@
-"""A walk of a request's bytes along its schema, checking every declared length before kio
-reads it.
+"""A walk of a request's bytes along its schema before kio reads them: every declared length
+is checked, and what Kafka's own parser steps over is taken out.
 
-kio's native reader reserves memory for an array from the count the request declares; a
-count of two billion asks for hundreds of gigabytes, and a failed allocation in native code
-aborts the whole process (the fuzzer of the port found it: tests/fuzz/kafka_frames.py). So
-each array count, string and byte length is checked here against the bytes actually left
-(every element takes at least one byte) before kio sees the request. What passes may still
-be refused by kio for other reasons; what fails is closed as unreadable.
+Lengths: kio's native reader reserves memory for an array from the count the request
+declares; a count of two billion asks for hundreds of gigabytes, and a failed allocation in
+native code aborts the whole process (the fuzzer of the port found it:
+tests/fuzz/kafka_frames.py). So each array count, string and byte length is checked here
+against the bytes actually left (every element takes at least one byte) before kio sees the
+request. What fails is closed as unreadable; what passes may still be refused by kio.
+
+What Kafka steps over, kio refuses, so it goes before kio reads:
+- tagged fields the schema does not know, in the header and at every level of the body:
+  KIP-482 says a receiver skips them, and Kafka's generated readers do;
+- bytes after the body: Kafka's parser stops at the body's last field and never looks at
+  what follows. librdkafka depends on both: its flexible Metadata request for "all topics"
+  leaves three bytes of its four-byte array-count slot in the body, which Kafka reads as the
+  flags and a tagged field and, after them, bytes it ignores.
 """
 
 from __future__ import annotations
@@ -28,6 +36,8 @@ _FIXED = {"bool": 1, "int8": 1, "int16": 2, "int32": 4, "uint16": 2, "uint32": 4
           "int64": 8, "uint64": 8, "float64": 8, "uuid": 16, "timedelta_i32": 4,
           "timedelta_i64": 8, "datetime_i64": 8}
 _VARIABLE = {"string", "bytes", "records"}
+# api key, api version, correlation id: the fixed start of every request header.
+HEADER_START = 8
 
 
 class TooShort(Exception):
@@ -35,14 +45,17 @@ class TooShort(Exception):
 
 
 class _Cursor:
-    __slots__ = ("data", "pos")
+    __slots__ = ("data", "edits", "end", "pos")
 
-    def __init__(self, data: bytes, pos: int) -> None:
+    def __init__(self, data: bytes, pos: int, end: int) -> None:
         self.data = data
         self.pos = pos
+        self.end = end
+        # (start, stop, replacement) of each tagged section rewritten, in byte order.
+        self.edits: list[tuple[int, int, bytes]] = []
 
     def left(self) -> int:
-        return len(self.data) - self.pos
+        return self.end - self.pos
 
     def skip(self, n: int) -> None:
         if n < 0 or n > self.left():
@@ -71,15 +84,34 @@ class _Cursor:
         raise TooShort("a varint longer than 10 bytes")
 
 
-def check(schema: type[Any], data: bytes, offset: int) -> None:
-    """Raise TooShort unless every length `data[offset:]` declares fits in it."""
-    _entity(schema, _Cursor(data, offset), bool(schema.__flexible__))
+def readable(schema: type[Any], data: bytes) -> bytes:
+    """The request `data` (header and body, without the frame length) as kio can read it:
+    raise TooShort unless every length it declares fits in it; answer it without the tagged
+    fields kio does not know and without bytes past the body's end (`data` itself when it
+    has neither)."""
+    flexible = bool(schema.__flexible__)
+    cur = _Cursor(data, HEADER_START, len(data))
+    client_id = cur.signed(2)  # a 16-bit length in every header version, flexible ones too
+    if client_id > 0:
+        cur.skip(client_id)
+    if flexible:
+        _tagged(cur, {})  # request header v2 defines no tagged field
+    _entity(schema, cur, flexible)
+    if not cur.edits and cur.pos == len(data):
+        return data
+    out = bytearray()
+    at = 0
+    for start, stop, replacement in cur.edits:
+        out += data[at:start]
+        out += replacement
+        at = stop
+    out += data[at:cur.pos]
+    return bytes(out)
 
 
 def _entity(schema: type[Any], cur: _Cursor, flexible: bool) -> None:
-    for field, kind, kafka_type in _fields(schema):
-        if kind is None:
-            continue  # a tagged field: it lives in the tagged section below
+    fields, tagged = _fields(schema)
+    for field, kind, kafka_type in fields:
         if isinstance(kind, PrimitiveField):
             _primitive(kafka_type, cur, flexible)
         elif isinstance(kind, PrimitiveTupleField):
@@ -93,23 +125,58 @@ def _entity(schema: type[Any], cur: _Cursor, flexible: bool) -> None:
         else:
             raise TooShort(f"field {field} is of a kind not walked")
     if flexible:
-        for _ in range(_count(cur, True, nullable=False)):
-            cur.uvarint()  # tag
-            cur.skip(cur.uvarint())
+        _tagged(cur, tagged)
 
 
-_FIELDS: dict[type[Any], tuple[tuple[str, Any, str | None], ...]] = {}
+def _tagged(cur: _Cursor, known: dict[int, tuple[Any, str | None]]) -> None:
+    """A tagged-field section: the fields of `known` tags are checked and kept, the others
+    dropped (the section is then rewritten without them)."""
+    start = cur.pos
+    kept: list[bytes] = []
+    dropped = False
+    for _ in range(_count(cur, True, nullable=False)):
+        field_start = cur.pos
+        tag = cur.uvarint()
+        size = cur.uvarint()
+        value_start = cur.pos
+        cur.skip(size)
+        if tag not in known:
+            dropped = True
+            continue
+        kind, kafka_type = known[tag]
+        if not isinstance(kind, PrimitiveField):  # none in the versions served
+            raise TooShort(f"tagged field {tag} is of a kind not walked")
+        value = _Cursor(cur.data, value_start, cur.pos)
+        _primitive(kafka_type, value, True)
+        if value.pos != cur.pos:
+            raise TooShort(f"tagged field {tag} does not fill its {size} bytes")
+        kept.append(cur.data[field_start:cur.pos])
+    if dropped:
+        cur.edits.append((start, cur.pos, _uvarint(len(kept)) + b"".join(kept)))
 
 
-def _fields(schema: type[Any]) -> tuple[tuple[str, Any, str | None], ...]:
+_FIELDS: dict[type[Any], tuple[tuple[tuple[str, Any, str | None], ...],
+                               dict[int, tuple[Any, str | None]]]] = {}
+
+
+def _fields(schema: type[Any]) -> tuple[tuple[tuple[str, Any, str | None], ...],
+                                        dict[int, tuple[Any, str | None]]]:
+    """The schema's fields in wire order (name, kind, Kafka type), and its tagged fields
+    by tag (kind, Kafka type)."""
     known = _FIELDS.get(schema)
     if known is not None:
         return known
-    out = []
+    fields = []
+    tagged = {}
     for field in dataclasses.fields(schema):
-        kind = None if get_field_tag(field) is not None else classify_field(field)
-        out.append((field.name, kind, field.metadata.get("kafka_type")))
-    _FIELDS[schema] = tuple(out)
+        kind = classify_field(field)
+        kafka_type = field.metadata.get("kafka_type")
+        tag = get_field_tag(field)
+        if tag is None:
+            fields.append((field.name, kind, kafka_type))
+        else:
+            tagged[int(tag)] = (kind, kafka_type)
+    _FIELDS[schema] = (tuple(fields), tagged)
     return _FIELDS[schema]
 
 
@@ -138,3 +205,12 @@ def _primitive(kafka_type: str | None, cur: _Cursor, flexible: bool) -> None:
             cur.skip(n)
     else:
         raise TooShort(f"a field of type {kafka_type} is not walked")
+
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
