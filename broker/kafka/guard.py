@@ -6,7 +6,9 @@ declares; a count of two billion asks for hundreds of gigabytes, and a failed al
 native code aborts the whole process (the fuzzer of the port found it:
 tests/fuzz/kafka_frames.py). So each array count, string and byte length is checked here
 against the bytes actually left (every element takes at least one byte) before kio sees the
-request. What fails is closed as unreadable; what passes may still be refused by kio.
+request, and a null where the schema allows none is refused, as Kafka refuses it (kio would
+hand the handler a None). What fails is closed as unreadable; what passes may still be
+refused by kio.
 
 What Kafka steps over, kio refuses, so it goes before kio reads:
 - tagged fields the schema does not know, in the header and at every level of the body:
@@ -30,6 +32,7 @@ from kio.serial._introspect import (
     PrimitiveTupleField,
     classify_field,
     get_field_tag,
+    is_optional,
 )
 
 _FIXED = {"bool": 1, "int8": 1, "int16": 2, "int32": 4, "uint16": 2, "uint32": 4,
@@ -40,8 +43,9 @@ _VARIABLE = {"string", "bytes", "records"}
 HEADER_START = 8
 
 
-class TooShort(Exception):
-    """A declared length runs past the request's bytes (or the schema is one not walked)."""
+class Malformed(Exception):
+    """A declared length runs past the request's bytes, a null stands where the schema allows
+    none (or the schema is one not walked)."""
 
 
 class _Cursor:
@@ -59,12 +63,12 @@ class _Cursor:
 
     def skip(self, n: int) -> None:
         if n < 0 or n > self.left():
-            raise TooShort(f"{n} bytes declared, {self.left()} left")
+            raise Malformed(f"{n} bytes declared, {self.left()} left")
         self.pos += n
 
     def signed(self, size: int) -> int:
         if size > self.left():
-            raise TooShort("a length runs past the end")
+            raise Malformed("a length runs past the end")
         fmt = {2: ">h", 4: ">i"}[size]
         (value,) = struct.unpack_from(fmt, self.data, self.pos)
         self.pos += size
@@ -74,19 +78,19 @@ class _Cursor:
         value = shift = 0
         for _ in range(10):
             if not self.left():
-                raise TooShort("a varint runs past the end")
+                raise Malformed("a varint runs past the end")
             byte = self.data[self.pos]
             self.pos += 1
             value |= (byte & 0x7F) << shift
             if not byte & 0x80:
                 return value
             shift += 7
-        raise TooShort("a varint longer than 10 bytes")
+        raise Malformed("a varint longer than 10 bytes")
 
 
 def readable(schema: type[Any], data: bytes) -> bytes:
     """The request `data` (header and body, without the frame length) as kio can read it:
-    raise TooShort unless every length it declares fits in it; answer it without the tagged
+    raise Malformed unless every length it declares fits in it; answer it without the tagged
     fields kio does not know and without bytes past the body's end (`data` itself when it
     has neither)."""
     flexible = bool(schema.__flexible__)
@@ -111,30 +115,30 @@ def readable(schema: type[Any], data: bytes) -> bytes:
 
 def _entity(schema: type[Any], cur: _Cursor, flexible: bool) -> None:
     fields, tagged = _fields(schema)
-    for field, kind, kafka_type in fields:
+    for field, kind, kafka_type, nullable in fields:
         if isinstance(kind, PrimitiveField):
-            _primitive(kafka_type, cur, flexible)
+            _primitive(kafka_type, cur, flexible, nullable)
         elif isinstance(kind, PrimitiveTupleField):
-            for _ in range(_count(cur, flexible)):
-                _primitive(kafka_type, cur, flexible)
+            for _ in range(_count(cur, flexible, nullable=nullable)):
+                _primitive(kafka_type, cur, flexible, False)
         elif isinstance(kind, EntityTupleField):
-            for _ in range(_count(cur, flexible)):
+            for _ in range(_count(cur, flexible, nullable=nullable)):
                 _entity(kind.type_, cur, flexible)
         elif isinstance(kind, EntityField):
             _entity(kind.type_, cur, flexible)
         else:
-            raise TooShort(f"field {field} is of a kind not walked")
+            raise Malformed(f"field {field} is of a kind not walked")
     if flexible:
         _tagged(cur, tagged)
 
 
-def _tagged(cur: _Cursor, known: dict[int, tuple[Any, str | None]]) -> None:
+def _tagged(cur: _Cursor, known: dict[int, _Field]) -> None:
     """A tagged-field section: the fields of `known` tags are checked and kept, the others
     dropped (the section is then rewritten without them)."""
     start = cur.pos
     kept: list[bytes] = []
     dropped = False
-    for _ in range(_count(cur, True, nullable=False)):
+    for _ in range(_section_count(cur)):
         field_start = cur.pos
         tag = cur.uvarint()
         size = cur.uvarint()
@@ -143,57 +147,64 @@ def _tagged(cur: _Cursor, known: dict[int, tuple[Any, str | None]]) -> None:
         if tag not in known:
             dropped = True
             continue
-        kind, kafka_type = known[tag]
+        _, kind, kafka_type, nullable = known[tag]
         if not isinstance(kind, PrimitiveField):  # none in the versions served
-            raise TooShort(f"tagged field {tag} is of a kind not walked")
+            raise Malformed(f"tagged field {tag} is of a kind not walked")
         value = _Cursor(cur.data, value_start, cur.pos)
-        _primitive(kafka_type, value, True)
+        _primitive(kafka_type, value, True, nullable)
         if value.pos != cur.pos:
-            raise TooShort(f"tagged field {tag} does not fill its {size} bytes")
+            raise Malformed(f"tagged field {tag} does not fill its {size} bytes")
         kept.append(cur.data[field_start:cur.pos])
     if dropped:
         cur.edits.append((start, cur.pos, _uvarint(len(kept)) + b"".join(kept)))
 
 
-_FIELDS: dict[type[Any], tuple[tuple[tuple[str, Any, str | None], ...],
-                               dict[int, tuple[Any, str | None]]]] = {}
+# name, kind (kio's classification), Kafka type, whether it may be null
+_Field = tuple[str, Any, str | None, bool]
+_FIELDS: dict[type[Any], tuple[tuple[_Field, ...], dict[int, _Field]]] = {}
 
 
-def _fields(schema: type[Any]) -> tuple[tuple[tuple[str, Any, str | None], ...],
-                                        dict[int, tuple[Any, str | None]]]:
-    """The schema's fields in wire order (name, kind, Kafka type), and its tagged fields
-    by tag (kind, Kafka type)."""
+def _fields(schema: type[Any]) -> tuple[tuple[_Field, ...], dict[int, _Field]]:
+    """The schema's fields in wire order, and its tagged fields by tag."""
     known = _FIELDS.get(schema)
     if known is not None:
         return known
     fields = []
     tagged = {}
     for field in dataclasses.fields(schema):
-        kind = classify_field(field)
-        kafka_type = field.metadata.get("kafka_type")
+        described = (field.name, classify_field(field), field.metadata.get("kafka_type"),
+                     is_optional(field))
         tag = get_field_tag(field)
         if tag is None:
-            fields.append((field.name, kind, kafka_type))
+            fields.append(described)
         else:
-            tagged[int(tag)] = (kind, kafka_type)
+            tagged[int(tag)] = described
     _FIELDS[schema] = (tuple(fields), tagged)
     return _FIELDS[schema]
 
 
-def _count(cur: _Cursor, flexible: bool, *, nullable: bool = True) -> int:
-    """An array's element count, at most the bytes left (each element takes one at least)."""
-    if flexible:
-        n = cur.uvarint() - (1 if nullable else 0)
-    else:
-        n = cur.signed(4)
+def _count(cur: _Cursor, flexible: bool, *, nullable: bool) -> int:
+    """An array's element count (0 for null), at most the bytes left (each element takes
+    one at least)."""
+    n = cur.uvarint() - 1 if flexible else cur.signed(4)
     if n < 0:
-        return 0  # null
+        if not nullable:
+            raise Malformed("a null array where the schema allows none")
+        return 0
     if n > cur.left():
-        raise TooShort(f"an array of {n} elements in {cur.left()} bytes")
+        raise Malformed(f"an array of {n} elements in {cur.left()} bytes")
     return n
 
 
-def _primitive(kafka_type: str | None, cur: _Cursor, flexible: bool) -> None:
+def _section_count(cur: _Cursor) -> int:
+    """The number of fields in a tagged-field section (each takes two bytes at least)."""
+    n = cur.uvarint()
+    if 2 * n > cur.left():
+        raise Malformed(f"{n} tagged fields in {cur.left()} bytes")
+    return n
+
+
+def _primitive(kafka_type: str | None, cur: _Cursor, flexible: bool, nullable: bool) -> None:
     if kafka_type in _FIXED:
         cur.skip(_FIXED[kafka_type])
     elif kafka_type in _VARIABLE:
@@ -203,8 +214,10 @@ def _primitive(kafka_type: str | None, cur: _Cursor, flexible: bool) -> None:
             n = cur.signed(2 if kafka_type == "string" else 4)
         if n >= 0:
             cur.skip(n)
+        elif not nullable:
+            raise Malformed(f"a null {kafka_type} where the schema allows none")
     else:
-        raise TooShort(f"a field of type {kafka_type} is not walked")
+        raise Malformed(f"a field of type {kafka_type} is not walked")
 
 
 def _uvarint(value: int) -> bytes:

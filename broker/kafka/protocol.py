@@ -116,7 +116,7 @@ def read_request(data: bytes) -> Request:
         header, used = entity_reader(header_type)(data, 0)
         body, size = entity_reader(schema)(data, used)
     except (SerialError, ValueError, UnicodeDecodeError, IndexError, OverflowError,
-            KeyError, guard.TooShort) as exc:
+            KeyError, guard.Malformed) as exc:
         raise Unreadable(f"API key {key} v{version} does not decode: {exc}") from None
     if used + size != len(data):  # the walk and kio disagree on where the body ends
         raise Unreadable(f"API key {key} v{version}: kio read {used + size} bytes of the "

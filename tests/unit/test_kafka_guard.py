@@ -52,5 +52,20 @@ def test_librdkafkas_all_topics_metadata_reads_as_kafka_reads_it() -> None:
 def test_a_tagged_section_that_does_not_fit_is_refused(tail: bytes) -> None:
     fields = (struct.pack(">iiiib", -1, 100, 1, 1 << 20, 0) + struct.pack(">ii", 0, -1)
               + b"\x01" + b"\x01" + b"\x01")
-    with pytest.raises(guard.TooShort):
+    with pytest.raises(guard.Malformed):
         guard.readable(load_request_schema(1, 12), _header(1, 12) + fields + tail)
+
+
+def test_a_null_where_the_schema_allows_none_is_refused() -> None:
+    """Kafka refuses a null for a field that cannot be null; kio would hand the handler a
+    None (the port's fuzzer found Produce and ListOffsets failing on it once bytes past the
+    body no longer closed the connection)."""
+    from broker.kafka.protocol import Unreadable
+
+    produce = _header(0, 3, b"") + struct.pack(">hhii", -1, 1, 1000, -1)  # topic_data null
+    authenticate = _header(36, 1, b"") + struct.pack(">i", -1)  # auth_bytes null
+    for data in (produce, authenticate, produce + b"past the end"):
+        with pytest.raises(Unreadable, match="schema allows none"):
+            read_request(data)
+    # A nullable one is taken: Metadata v1's topics (all topics).
+    assert read_request(_header(3, 1, b"") + struct.pack(">i", -1)).body.topics is None
