@@ -4,7 +4,8 @@ Each connection is served serially, as Kafka does: a request is read, answered, 
 next is read (clients that pipeline just wait in the socket). A frame longer than the
 limit, a request that does not decode, an unknown API key or version: the connection is
 closed with nothing more sent, and the reason logged; the process serves on. A handler's
-unexpected error closes only its connection too.
+unexpected error closes only its connection too. After a SaslHandshake v0 the next frame is
+not a request but the bare PLAIN message (sasl.py).
 """
 
 from __future__ import annotations
