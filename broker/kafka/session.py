@@ -25,6 +25,8 @@ class Session:
     roles: frozenset[Role] | None = None  # None: auth is off
     principal: str | None = None  # the token's sub, stamped as producerSub
     expires: float | None = None  # the token's exp: the connection closes then
+    # A SaslHandshake v0 succeeded: the next frame is a bare PLAIN message, not a request.
+    bare_sasl_next: bool = False
 
     @property
     def authenticated(self) -> bool:
