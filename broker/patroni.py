@@ -259,6 +259,8 @@ def unreachable_paths(user: str, paths: list[Path]) -> list[Path]:
 def _blocked(paths: list[Path]) -> list[Path]:
     out: list[Path] = []
     for target in paths:
+        # As this user, resolve() stops at the first directory it may not pass: a virtualenv's
+        # python that links to an interpreter under /root resolves to a path under /root.
         for path in dict.fromkeys([target.absolute(), target.resolve()]):
             for parent in reversed(path.parents):
                 if not os.access(parent, os.X_OK):
@@ -266,6 +268,8 @@ def _blocked(paths: list[Path]) -> list[Path]:
                         out.append(parent)
                     break
             else:
+                if path.is_symlink():  # where it leads is the resolved path, checked too
+                    continue
                 wanted = os.X_OK if path.is_dir() or path == Path(sys.executable) else 0
                 if not os.access(path, os.R_OK | wanted) and path not in out:
                     out.append(path)
