@@ -268,9 +268,18 @@ def _checks(paths: list[Path]) -> list[Check]:
     out: list[Check] = []
     for target in paths:
         wanted = os.R_OK | (os.X_OK if target.is_dir() or target == Path(sys.executable) else 0)
-        for path in dict.fromkeys([target.absolute(), target.resolve()]):
+        for path in dict.fromkeys([*_links(target.absolute()), target.resolve()]):
             out.append((path, None if path.is_symlink() else wanted))
     return out
+
+
+def _links(path: Path) -> list[Path]:
+    """`path` and every link it leads through: each hop's directory must be passable too
+    (a virtualenv's python that links to one under /root, which links on to /usr/bin)."""
+    hops = [path]
+    while hops[-1].is_symlink() and len(hops) < 40:
+        hops.append((hops[-1].parent / os.readlink(hops[-1])).absolute())
+    return hops
 
 
 def _blocked(checks: list[Check]) -> list[Path]:
