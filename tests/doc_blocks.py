@@ -1,9 +1,10 @@
 """The code blocks of the README and of every docs page, each with its decision: run it
-(shell or Python) against a broker, leave it (output shown as text or JSON), or skip it for a
-stated reason.
+(shell, Python or JavaScript) against a broker, leave it (output shown as text or JSON), or
+skip it for a stated reason.
 
 The convention (docs/contributing/index.md, "Code blocks run"): a fenced block's info string is
-- `sh` / `bash` / `python`: run, in page order, against one broker the test starts;
+- `sh` / `bash` / `python` / `js` / `javascript`: run, in page order, against one broker the
+  test starts (JavaScript as an ES module with `node`);
 - `text` / `json`: output or a document, never run;
 - `text output`: what the run block just before it prints on stdout, checked when that block
   runs (`...` in a line stands for any text in it, such as an id or a time; a line that is
@@ -23,7 +24,8 @@ import re
 
 from markdown_it import MarkdownIt
 
-RUN = {"sh": "shell", "bash": "shell", "python": "python"}
+RUN = {"sh": "shell", "bash": "shell", "python": "python", "js": "javascript",
+       "javascript": "javascript"}
 INERT = frozenset({"text", "json"})
 OUTPUT = "text output"
 ELLIPSIS = "..."
@@ -35,12 +37,12 @@ class Block:
     line: int  # 1-based line of the opening fence
     info: str
     code: str
-    decision: str  # "shell", "python", "inert", "output" or "skip"
+    decision: str  # "shell", "python", "javascript", "inert", "output" or "skip"
     reason: str = ""
 
     @property
     def runs(self) -> bool:
-        return self.decision in ("shell", "python")
+        return self.decision in RUN.values()
 
 
 class Undecided(ValueError):
@@ -62,8 +64,8 @@ def blocks(markdown: str, name: str = "README.md") -> tuple[list[Block], list[st
             problems.append(f"{name} line {line}: {exc}")
             continue
         if block.decision == "output" and not (found and found[-1].runs):
-            problems.append(f"{name} line {line}: an output block must follow a sh, bash or "
-                            "python block (the block whose output it shows)")
+            problems.append(f"{name} line {line}: an output block must follow a sh, bash, "
+                            "python or js block (the block whose output it shows)")
             continue
         found.append(block)
     return found, problems
@@ -113,7 +115,7 @@ def _pattern(lines: list[str]) -> str:
 def decide(line: int, kind: str, info: str, code: str) -> Block:
     if kind == "code_block":
         raise Undecided("an indented code block has no decision; fence it with ```sh, "
-                        "```python, ```text or ```<language> no-run: <reason>")
+                        "```python, ```js, ```text or ```<language> no-run: <reason>")
     if info in RUN:
         return Block(line, info, code, RUN[info])
     if info in INERT:
@@ -125,7 +127,7 @@ def decide(line: int, kind: str, info: str, code: str) -> Block:
         return Block(line, info, code, "skip", match["reason"].strip())
     if not info:
         raise Undecided("a fence without a language has no decision; say ```sh, ```python, "
-                        "```text or ```<language> no-run: <reason>")
-    raise Undecided(f"```{info} has no decision: sh, bash and python blocks run; text and "
+                        "```js, ```text or ```<language> no-run: <reason>")
+    raise Undecided(f"```{info} has no decision: sh, bash, python and js blocks run; text and "
                     "json are never run, `text output` is checked against the block before "
                     "it; anything else needs `no-run: <reason>`")

@@ -1,9 +1,13 @@
-"""Every shell and Python block of README.md and of every page under docs/ runs, page by page
-and in order, against one real broker the test starts on a fresh database: a block fails the
-test when it exits non-zero (any command in a shell block; curl answers >= 400 count, as
-`--fail-with-body`), does not finish in time, or prints on stdout something other than what
-the `text output` block after it shows (tests/doc_blocks.py). One broker for all pages keeps
-the suite short; pages name their own queues, so they do not depend on each other.
+"""Every shell, Python and JavaScript block of README.md and of every page under docs/ runs,
+page by page and in order, against one real broker the test starts on a fresh database: a
+block fails the test when it exits non-zero (any command in a shell block; curl answers >= 400
+count, as `--fail-with-body`), does not finish in time, or prints on stdout something other
+than what the `text output` block after it shows (tests/doc_blocks.py). One broker for all
+pages keeps the suite short; pages name their own queues, so they do not depend on each other.
+
+JavaScript blocks run as ES modules with the `node` on PATH (Node's own fetch, no package):
+without one they are left out, and a test of their own skips saying so (.ci/run installs
+Debian's nodejs).
 
 Blocks address the broker as the pages do (`localhost:6632`, `127.0.0.1:6632`, or the
 operator commands' default URL), and its Kafka listener as `localhost:9092`; the test points
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -33,6 +38,8 @@ SHELL_PRELUDE = ("set -euo pipefail\n"
                  'curl() { command curl --fail-with-body --max-time 60 "$@"; }\n')
 _ADDRESS = re.compile(r"\b(?:localhost|127\.0\.0\.1):6632\b")
 _KAFKA_ADDRESS = re.compile(r"\b(?:localhost|127\.0\.0\.1):9092\b")
+NODE = shutil.which("node")
+NODE_MAJOR_NEEDED = 18  # the first with fetch, top-level await in ES modules being older
 
 pytestmark = pytest.mark.timeout(1800)
 
@@ -73,7 +80,25 @@ def test_every_block_of_the_readme_and_the_docs_has_a_decision() -> None:
     assert any(b.decision == "python" for b in found_all)
 
 
-def test_every_shell_and_python_block_of_the_readme_and_the_docs_runs(
+def _javascript_blocks() -> list[str]:
+    return [f"{_name(page)} line {block.line}" for page in pages()
+            for block in blocks(page.read_text(), _name(page))[0]
+            if block.decision == "javascript"]
+
+
+def test_a_node_is_there_to_run_the_javascript_blocks() -> None:
+    """The run test leaves the js blocks out when there is no `node`: this one says so."""
+    assert _javascript_blocks(), "no page has a js block any more: drop this test"
+    if NODE is None:
+        pytest.skip(f"node is not on PATH, so {len(_javascript_blocks())} js block(s) did not "
+                    f"run: {', '.join(_javascript_blocks())}")
+    version = subprocess.run([NODE, "--version"], capture_output=True, text=True, check=True,
+                             timeout=30).stdout.strip()
+    assert int(version.lstrip("v").split(".")[0]) >= NODE_MAJOR_NEEDED, (
+        f"node {version} is older than {NODE_MAJOR_NEEDED}: the js blocks need its fetch")
+
+
+def test_every_shell_python_and_js_block_of_the_readme_and_the_docs_runs(
         docs_broker: BrokerProcess, docs_kafka: KafkaListener, tmp_path: Path) -> None:
     env = {**os.environ, "QUEEN_URL": docs_broker.url,
            "PATH": os.pathsep.join([str(Path(sys.executable).parent),
@@ -84,6 +109,8 @@ def test_every_shell_and_python_block_of_the_readme_and_the_docs_runs(
         assert not problems, "\n".join(problems)
         outputs = expected_outputs(found)
         for block in found:
+            if block.decision == "javascript" and NODE is None:
+                continue  # test_a_node_is_there_to_run_the_javascript_blocks skips, naming it
             if block.runs:
                 printed = _run(_name(page), block, docs_broker.port, docs_kafka.port, env,
                                tmp_path)
@@ -107,6 +134,11 @@ def _run(page: str, block: Block, port: int, kafka_port: int, env: dict[str, str
     where = f"{page} line {block.line} ({block.info})"
     if block.decision == "shell":
         argv = ["bash", "-c", SHELL_PRELUDE + code]
+    elif block.decision == "javascript":
+        # .mjs: an ES module, so a block may `import` and `await` at its top level.
+        script = workdir / f"{page.replace('/', '_')}_line_{block.line}.mjs"
+        script.write_text(code)
+        argv = [NODE or "node", str(script)]
     else:
         script = workdir / f"{page.replace('/', '_')}_line_{block.line}.py"
         script.write_text(code)

@@ -35,16 +35,28 @@ def test_decided_blocks_are_classified_with_their_lines_and_reasons() -> None:
 
 
 def test_blocks_without_a_decision_are_problems_naming_their_line() -> None:
-    doc = ("intro\n\n    indented command\n\n```\nbare\n```\n\n```js\nx()\n```\n\n"
+    doc = ("intro\n\n    indented command\n\n```\nbare\n```\n\n```ruby\nx()\n```\n\n"
            "```sh no-run:\nno reason\n```\n\n```python title\nx = 1\n```\n")
     found, problems = blocks(doc, "docs/guide/x.md")
     assert found == []
     assert len(problems) == 5
     assert problems[0].startswith("docs/guide/x.md line 3: an indented code block")
     assert problems[1].startswith("docs/guide/x.md line 5: a fence without a language")
-    assert problems[2].startswith("docs/guide/x.md line 9: ```js has no decision")
+    assert problems[2].startswith("docs/guide/x.md line 9: ```ruby has no decision")
     assert "line 13: ```sh no-run: has no decision" in problems[3]
     assert "line 17: ```python title has no decision" in problems[4]
+
+
+def test_js_and_javascript_blocks_run_and_may_have_an_output_block() -> None:
+    doc = ("```js\nconsole.log(1)\n```\n\n```text output\n1\n```\n\n"
+           "```javascript\nconsole.log(2)\n```\n\n"
+           "```javascript no-run: needs a package\nimport x from 'x'\n```\n")
+    found, problems = blocks(doc, "docs/x.md")
+    assert problems == []
+    assert [(b.line, b.decision, b.runs) for b in found] == [
+        (1, "javascript", True), (5, "output", False), (9, "javascript", True),
+        (13, "skip", False)]
+    assert expected_outputs(found) == {1: found[1]}
 
 
 def test_an_output_block_belongs_to_the_run_block_before_it() -> None:
