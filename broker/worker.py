@@ -152,6 +152,8 @@ async def run(settings: Settings, fd: int) -> int:
     # HTTP/2 when the client offers it in the TLS handshake (ALPN), else HTTP/1.1.
     rotation = (CertificateRotation(settings.tls, alpn=("h2", "http/1.1"))
                 if settings.tls.enabled else None)
+    if rotation is not None:
+        rotation.reload_on_hangup()  # from now: start-up may wait a while for the database
     app = CloseWhenClosing(create_app(settings, draining=draining), draining)
     sock = socket.socket(fileno=fd)
     sock.setblocking(False)
@@ -204,10 +206,8 @@ async def serve(app: AppWrapper, config: Config, sock: socket.socket, stop: asyn
         ssl_handshake_timeout=config.ssl_handshake_timeout if tls is not None else None)
     host, port = sock.getsockname()[:2]
     log.info("serving on %s://%s:%d", "http" if tls is None else "https", host, port)
-    watching: asyncio.Task[None] | None = None
-    if rotation is not None:
-        rotation.reload_on_hangup()
-        watching = loop.create_task(rotation.watch(stop), name="tls-watch")
+    watching = (loop.create_task(rotation.watch(stop), name="tls-watch")
+                if rotation is not None else None)
     failed = False
     try:
         stopping = asyncio.ensure_future(stop.wait())

@@ -72,6 +72,8 @@ def security_protocol(settings: Settings) -> str:
 async def run(settings: Settings, port: int, stop: asyncio.Event) -> None:
     sock = bind(settings, port)
     rotation = CertificateRotation(settings.tls) if settings.tls.enabled else None
+    if rotation is not None:
+        rotation.reload_on_hangup()  # from now: start-up may wait a while for the database
     stop_waiting = asyncio.Event()
     gate = await Gate.start(settings.auth) if settings.auth.enabled else None
     # Like a web worker: wait for the database (a Procfile starts every line at once) and
@@ -95,10 +97,8 @@ async def run(settings: Settings, port: int, stop: asyncio.Event) -> None:
         log.info("Kafka listener on %s:%d, %s (node %d of cluster %r)", host, bound_port,
                  security_protocol(settings), settings.kafka_node_id, settings.kafka_cluster)
         expiry = asyncio.create_task(COORDINATOR.expire_forever(), name="group-sessions")
-        watching = None
-        if rotation is not None:
-            rotation.reload_on_hangup()
-            watching = asyncio.create_task(rotation.watch(stop), name="tls-watch")
+        watching = (asyncio.create_task(rotation.watch(stop), name="tls-watch")
+                    if rotation is not None else None)
         try:
             await stop.wait()
         finally:
