@@ -11,6 +11,7 @@ import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,10 +33,19 @@ def _peer_serial(port: int, pki: TestPki) -> int:
         return serial_of(tls.getpeercert(binary_form=True) or b"")
 
 
-async def _until_serial(port: int, pki: TestPki, serial: int, timeout: float = 20) -> None:
+async def _until_serial(port: int, pki: TestPki, serial: int, timeout: float = 30) -> None:
+    """Until new connections to `port` get the certificate `serial` (the Kafka listener
+    starts listening a moment after the web workers: refused connections are retried)."""
     deadline = time.monotonic() + timeout
-    while (seen := await asyncio.to_thread(_peer_serial, port, pki)) != serial:
-        assert time.monotonic() < deadline, f"port {port} still serves serial {seen:x}"
+    seen: int | None = None
+    while True:
+        try:
+            seen = await asyncio.to_thread(_peer_serial, port, pki)
+        except ConnectionRefusedError:
+            seen = None
+        if seen == serial:
+            return
+        assert time.monotonic() < deadline, f"port {port} serves serial {seen}, not {serial}"
         await asyncio.sleep(0.1)
 
 
@@ -68,6 +78,21 @@ class Traffic:
                 except httpx.HTTPError as exc:
                     self.failures.append(f"push failed: {exc!r}")
 
+    async def until(self, tasks: list[asyncio.Task[None]], pushes: int, produced: int,
+                    timeout: float = 60) -> None:
+        """Until this many pushes and produces are done; fails at once when a traffic task
+        ended (it cannot make progress any more) and after `timeout`."""
+        deadline = time.monotonic() + timeout
+        while self.pushes < pushes or self.produced < produced:
+            for task in tasks:
+                if task.done():
+                    task.result()
+                    raise AssertionError(f"traffic stopped: {self.failures}")
+            assert time.monotonic() < deadline, (
+                f"{self.pushes} pushes, {self.produced} produced in {timeout} s: "
+                f"{self.failures}")
+            await asyncio.sleep(0.1)
+
     async def producing(self) -> None:
         topic = f"rot-{uuid.uuid4().hex[:8]}"
         producer = AIOKafkaProducer(bootstrap_servers=self.kafka, security_protocol="SSL",
@@ -85,26 +110,23 @@ class Traffic:
 
 
 async def _rotate_under_traffic(served: Served, pki: TestPki, kafka_port: int,
-                                rotate: object) -> Traffic:
+                                rotate: Callable[[], None] | None) -> Traffic:
     traffic = Traffic(served.url, f"127.0.0.1:{kafka_port}", pki)
+    first = pki.serial
+    await _until_serial(served.port, pki, first)
+    await _until_serial(kafka_port, pki, first)
     workers, kafka = served.children("web"), served.children("kafka")
     tasks = [asyncio.create_task(traffic.pushing()) for _ in range(3)]
     tasks.append(asyncio.create_task(traffic.producing()))
     try:
-        while traffic.pushes < 20 or traffic.produced < 20:
-            await asyncio.sleep(0.1)
-        before = traffic.pushes
-        first = pki.serial
-        assert await asyncio.to_thread(_peer_serial, served.port, pki) == first
+        await traffic.until(tasks, 20, 20)
         second = pki.issue_server()
-        if callable(rotate):
+        if rotate is not None:
             rotate()
         await _until_serial(served.port, pki, second)
         await _until_serial(kafka_port, pki, second)
-        produced = traffic.produced
         # Traffic goes on after the rotation, on the new certificate.
-        while traffic.pushes < before + 20 or traffic.produced < produced + 20:
-            await asyncio.sleep(0.1)
+        await traffic.until(tasks, traffic.pushes + 20, traffic.produced + 20)
     finally:
         traffic.stop.set()
         await asyncio.gather(*tasks)
