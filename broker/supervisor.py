@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 
 from broker.auth.exposure import bind_notice, exposure_warnings
+from broker.tls.rotation import describe
 from broker.worker import BACKLOG, drain_seconds
 from core.embedded import EmbeddedPostgres
 from core.engine.key_check import verify_encryption_key
@@ -312,6 +313,8 @@ def serve(settings: Settings, *, with_reaper: bool = True, web_only: bool = Fals
         host, port = listener.getsockname()[:2]
         log.info("queen broker serving on %s://%s:%d (%d web workers)", settings.scheme, host,
                  port, worker_count(settings))
+        if settings.tls.enabled:
+            log.info("TLS certificate: %s", describe(settings.tls.cert_file))
         for warning in exposure_warnings(settings.auth, host):
             log.warning("%s", warning)
         if (notice := bind_notice(settings.auth, host)) is not None:

@@ -72,10 +72,6 @@ class TlsSettings:
     def enabled(self) -> bool:
         return self.cert_file is not None
 
-    @property
-    def verifies_clients(self) -> bool:
-        return self.client_auth != "none"
-
 
 def tls_settings_from_env(env: Mapping[str, str]) -> TlsSettings:
     read = EnvReader(env)

@@ -22,6 +22,7 @@ its check and is loaded at the next look after its writer finished.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import os
 import signal
@@ -100,8 +101,13 @@ def describe(cert_file: Path | None) -> str:
         cert = x509.load_pem_x509_certificates(cert_file.read_bytes())[0]
     except (OSError, ValueError, IndexError) as exc:
         return f"{cert_file} ({exc})"
+    expired = " (EXPIRED: clients refuse it)" if cert.not_valid_after_utc < _now() else ""
     return (f"{cert.subject.rfc4514_string()}, serial {cert.serial_number:x}, valid until "
-            f"{cert.not_valid_after_utc:%Y-%m-%d %H:%M} UTC")
+            f"{cert.not_valid_after_utc:%Y-%m-%d %H:%M} UTC{expired}")
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
 
 
 def _signature(tls: TlsSettings) -> Signature:

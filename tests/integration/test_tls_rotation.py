@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -14,7 +16,7 @@ import pytest
 import trustme
 
 from broker.tls.peer import client_identity
-from broker.tls.rotation import CertificateRotation
+from broker.tls.rotation import CertificateRotation, describe
 from core.tls import TlsSettings
 from tests.certs import TestPki, serial_of
 
@@ -165,3 +167,16 @@ async def test_a_client_certificate_from_another_ca_cannot_connect(
         finally:
             writer.close()
     assert echo.identities == []
+
+
+def test_the_certificate_is_described_by_subject_serial_and_expiry(pki: TestPki,
+                                                                   tmp_path: Path) -> None:
+    assert re.fullmatch(f"CN=queen-test-server,.*, serial {pki.serial:x}, valid until "
+                        r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", describe(pki.cert_file))
+    old = pki.ca.issue_cert("127.0.0.1", common_name="old",
+                            not_before=datetime.datetime(2020, 1, 1, tzinfo=datetime.UTC),
+                            not_after=datetime.datetime(2021, 1, 1, tzinfo=datetime.UTC))
+    expired = tmp_path / "expired.pem"
+    old.cert_chain_pems[0].write_to_path(str(expired))
+    assert describe(expired).endswith(
+        "valid until 2021-01-01 00:00 UTC (EXPIRED: clients refuse it)")

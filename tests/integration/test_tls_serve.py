@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -151,10 +152,13 @@ def _served(tmp_path: Path, database: str, pki: TestPki, kafka_port: int,
 async def test_sighup_rotates_the_certificate_of_both_listeners_under_traffic(
         own_database: str, pki: TestPki, tmp_path: Path) -> None:
     kafka_port = free_port()
+    first = pki.serial
     with _served(tmp_path, own_database, pki, kafka_port, watch_ms=0) as served:
         await _rotate_under_traffic(served, pki, kafka_port,
                                     lambda: os.kill(served.pid, signal.SIGHUP))
         log = served.log()
+    assert re.search(f"TLS certificate: CN=queen-test-server,.*, serial {first:x}, valid until",
+                     log)
     assert "SIGHUP: the listeners reload their TLS certificates" in log
     assert "TLS certificate reloaded (SIGHUP)" in log
     assert "Traceback" not in log
