@@ -9,6 +9,7 @@ import asyncio
 import dataclasses
 import datetime
 import re
+import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -180,3 +181,20 @@ def test_the_certificate_is_described_by_subject_serial_and_expiry(pki: TestPki,
     old.cert_chain_pems[0].write_to_path(str(expired))
     assert describe(expired).endswith(
         "valid until 2021-01-01 00:00 UTC (EXPIRED: clients refuse it)")
+
+
+async def test_why_a_reload_builds_a_new_context_a_pair_loaded_in_place_can_break_it(
+        pki: TestPki, echo_of) -> None:  # type: ignore[no-untyped-def]
+    """The hazard CertificateRotation avoids: OpenSSL sets the certificate, then the key, so
+    loading a new certificate with a key that is not its own (a key renamed into place a
+    moment after its certificate) into a live context fails half done, and from then on
+    that context cannot complete a handshake."""
+    rotation = CertificateRotation(_settings(pki))
+    echo = await echo_of(rotation)
+    old_key = pki.key_file.read_bytes()
+    pki.issue_server()
+    pki.key_file.write_bytes(old_key)  # the new certificate, the old key
+    with pytest.raises(ssl.SSLError, match="KEY_VALUES_MISMATCH"):
+        rotation.context.load_cert_chain(pki.cert_file, pki.key_file)
+    with pytest.raises((ssl.SSLError, ConnectionError)):
+        await _serial_of_new_connection(echo.port, pki)
