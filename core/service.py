@@ -5,7 +5,10 @@ wake-up hub (its LISTEN and NOTIFY loops run as side tasks in a TaskGroup: one t
 cancels the owner of the `async with`, so the process stops and its supervisor starts a new
 one). The HTTP edge calls its methods and never its parts. Every state change announces
 what it made deliverable to parked pops, here, after its commit: pushes, acks, transactions,
-DLQ replays, group deletes and seeks (lease expiry is announced by the reaper process).
+DLQ replays, group deletes, seeks and queue options (lease expiry is announced by the reaper
+process), and is answered only once that announcement is published: the next request of the
+same client may reach another process, whose pop must not answer 204 for want of it
+(core/engine/ready/reader.py).
 
 Pushes go to the push spool (core/upkeep/spool.py) instead of the database while push maintenance
 is on, while the database is unreachable, and until the spool is drained; pops claim
@@ -56,7 +59,6 @@ from core.engine.longpoll import Backoff, pop_or_wait
 from core.engine.pop import QUEUE_MODE, PopRequest, PopResult
 from core.engine.push import Pusher, PushItem, PushOutcome
 from core.engine.reads.acks import AckFlusher, ExtendFlusher
-from core.engine.reads.retry_wakes import RetryWakes
 from core.engine.ready.reader import Reader
 from core.engine.ready.ready_set import ReadySet
 from core.engine.writes import Appended, NewMessage
@@ -123,17 +125,17 @@ class Broker:
                                 settings.pop_wait_max_interval_ms)
         # The read path (core/engine/ready): per (queue, group), the partitions this process
         # knows may be claimable, fed by every mark the listener hears; pops claim from it.
-        self.ready = ReadySet(db, hub.session, deaf_since=hub.deaf_since,
+        self.ready = ReadySet(db, hub.session,
                               reseed_interval_s=settings.ready_reseed_interval_ms / 1000)
-        self.reader = Reader(db, self.ready, claimed=hub.announce_claimed)
+        self.reader = Reader(db, self.ready, claimed=hub.announce_claimed,
+                             heard_through=hub.heard_through)
         hub.on_marks = self.reader.marked
         hub.on_claimed = self.ready.claimed_elsewhere
-        self._retry_wakes = RetryWakes(db, hub.announce)
         # Acks and lease extensions of concurrent requests: one statement per flush.
         self._acks = AckFlusher(db, hub.announce)
         self._extends = ExtendFlusher(db)
-        self.dlq = DeadLetters(db, hub.announce)
-        self.groups = ConsumerGroups(db, hub.announce)
+        self.dlq = DeadLetters(db, hub.publish)
+        self.groups = ConsumerGroups(db, hub.publish)
         self.resources = Resources(db)
         self.messages = Messages(db)
         self.traces = Traces(db)
@@ -141,7 +143,7 @@ class Broker:
             db, cap_bytes=settings.ephemeral_max_bytes, stop_waiting=stop_waiting)
         self.kv = KvService(db, max_keys=settings.kv_max_keys)
         self.timers = Timers(db, settings)  # timers (core/timers); fired by their own process
-        self.streams = Streams(db, hub.announce, self.require_direct_writes)  # §18
+        self.streams = Streams(db, hub.publish, self.require_direct_writes)  # §18
         # Extensions §20.5: live pops, drain rates and widths per lane; what is ready comes
         # from the ready set (no statement).
         self._autopilot = Autopilot(view=self.reader)
@@ -230,6 +232,7 @@ class Broker:
         if self._switches.push_paused or spool.database_down or spool.busy():
             return await self._buffer(items)
         outcomes = await self._pusher.push(items)
+        await self._hub.published()
         unwritten = [i for i, o in enumerate(outcomes)
                      if isinstance(o.error, StorageUnavailable)]
         if unwritten:
@@ -269,6 +272,7 @@ class Broker:
         if self._spool.database_down or self._spool.busy():
             raise StorageUnavailable()
         outcomes = await self._pusher.push(items)
+        await self._hub.published()
         _count_queued(outcomes)
         return outcomes
 
@@ -355,7 +359,7 @@ class Broker:
         _count_acks(items, result.outcomes)
         self._autopilot.acked((a.item.lease_id, o.lease_released)
                              for a, o in zip(items, result.outcomes) if o.success)
-        await self._retry_wakes.after_acks(items, result.outcomes)
+        await self._hub.published()
         return result
 
     async def transaction(self, ops: list[transactions.TxPush | transactions.TxAck],
@@ -376,10 +380,10 @@ class Broker:
             tx_acks = [acks.GroupAck(op.group, op.item) for op in
                        (ops[i] for i in applied) if isinstance(op, transactions.TxAck)]
             _count_acks(tx_acks, [result.acks[i] for i in applied])
-            await self._retry_wakes.after_acks(tx_acks, [result.acks[i] for i in applied])
             only = required_leases[0] if len(set(required_leases)) == 1 else None
             self._autopilot.acked((a.item.lease_id or only, result.acks[i].lease_released)
                                  for i, a in zip(applied, tx_acks))
+            await self._hub.published()
         return result
 
     async def extend_lease(self, lease_id: str, seconds: int) -> list[datetime]:
@@ -390,10 +394,12 @@ class Broker:
         config = await queues.configure(self._db, queue=queue, namespace=namespace, task=task,
                                         given=dict(given), replace=replace)
         # Options decide when the clock makes data claimable: this process's lanes reseed
-        # and its parked pops look again (other processes' at their periodic reseed).
+        # and its parked pops look again; a wake-up naming no partition of the queue makes
+        # every other process's lanes of the queue reseed too.
         self.reader.forget_routes()
         self.ready.all_stale()
         self._hub.wake_everyone()
+        await self._hub.publish([(config.queue_id, None)])
         return config
 
     async def delete_queue(self, queue: str) -> bool:

@@ -27,6 +27,8 @@ class Session:
     principal: str | None = None  # the token's sub, stamped as producerSub
     expires: float | None = None  # the token's exp: the connection closes then
     certificate: str | None = None  # the verified client certificate's identity (mTLS)
+    # A SaslHandshake v0 succeeded: the next frame is a bare PLAIN message, not a request.
+    bare_sasl_next: bool = False
 
     @property
     def authenticated(self) -> bool:

@@ -10,12 +10,12 @@ message, never both or none.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from core.engine import encryption, segments
-from core.engine.wakeup import Wake
+from core.engine.wakeup import Publish, Wake
 from core.engine.writes import NewMessage, PartitionName, append
 from core.ids import NIL_UUID, PartitionId, uuid7
 from core.storage import dead_letters as sql
@@ -105,9 +105,9 @@ def _frame(row: sql.DeadLetterRow) -> segments.Frame | None:
 class DeadLetters:
     """Listing, replay and deletion of dead letters; a replay wakes the partition's pops."""
 
-    def __init__(self, db: Database, announce: Callable[[Iterable[Wake]], None]) -> None:
+    def __init__(self, db: Database, publish: Publish) -> None:
         self._db = db
-        self._announce = announce
+        self._publish = publish
 
     async def list_rows(self, where: DlqFilter, *, limit: int,
                         offset: int) -> tuple[list[DlqRow], int]:
@@ -136,7 +136,7 @@ class DeadLetters:
             if row is None:
                 return None
             replayed, wake = await _replay(conn, dead_letter(row), None, None)
-        self._announce(wake)
+        await self._publish(wake)
         return replayed
 
     async def replay_id(self, dlq_id: int, *, queue: str | None = None,
@@ -149,7 +149,7 @@ class DeadLetters:
             if row is None:
                 return None
             replayed, wake = await _replay(conn, dead_letter(row), queue, partition)
-        self._announce(wake)
+        await self._publish(wake)
         return replayed
 
     async def purge(self, queue: str, group: str | None) -> int:

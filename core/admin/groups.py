@@ -8,11 +8,10 @@ Anything that can make messages deliverable again wakes the queue's parked pops.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from core.engine.wakeup import Wake
+from core.engine.wakeup import Publish
 from core.errors import NotFound
 from core.storage import admin as sql
 from core.storage.admin import GroupCursor
@@ -59,9 +58,9 @@ class ConsumerGroups:
     (a deleted group starts over, a seek moves back or releases a lease) wakes the queue's
     parked pops once committed."""
 
-    def __init__(self, db: Database, announce: Callable[[Iterable[Wake]], None]) -> None:
+    def __init__(self, db: Database, publish: Publish) -> None:
         self._db = db
-        self._announce = announce
+        self._publish = publish
 
     async def cursors(self, *, group: str | None = None, queue: str | None = None,
                       lagging_over: float | None = None) -> list[GroupCursor]:
@@ -112,7 +111,7 @@ class ConsumerGroups:
             if delete_metadata:
                 subs = await sql.delete_group_subscriptions(conn, group=group, queue=queue)
         # The group starts over from its subscription rule: its pops may now find work.
-        self._announce((q, None) for q in queues)
+        await self._publish((q, None) for q in queues)
         return len(queues), subs
 
     async def seek(self, group: str, queue: str, *, partition: str | None,
@@ -130,7 +129,7 @@ class ConsumerGroups:
         if partition is not None and not rows:
             raise NotFound(f"partition {partition!r} of queue {queue!r} not found")
         # A seek backwards (or a released lease) makes messages deliverable again.
-        self._announce([(queue_id, None)])
+        await self._publish([(queue_id, None)])
         return SeekResult(queue_id, [(r.partition, r.committed) for r in rows])
 
     async def set_subscription_timestamp(self, group: str, timestamp: datetime) -> int:

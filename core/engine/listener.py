@@ -23,6 +23,12 @@ announcements that arrive while one NOTIFY is in flight are merged (with their c
 the next. This process's own notifications are ignored when they come back. Missed
 notifications (e.g. while the LISTEN connection reconnects) are made up by the ready set's
 reseed: a lane seeded under an earlier LISTEN session is not trusted (`session`).
+
+Two promises make a 204 mean "nothing deliverable when the pop arrived" across processes
+(core/engine/ready/reader.py): a state change is answered only once its announcement is
+committed (`published`: the caller awaits it), and before a pop answers nothing, this
+process has heard every notification committed before the pop arrived (`heard_through`: a
+round trip on the LISTEN connection, see `_barrier`).
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ from core.engine.wakeup import (
     decode_payload,
     encode_claimed,
     group_token,
-    notify_hinted,
+    hinted_payloads,
 )
 from core.errors import ServiceError
 from core.parked import leave
@@ -62,6 +68,12 @@ _RECONNECT_DELAY = 1.0
 _PROBE_SECONDS = 3.0
 _PROBE = Statement[None]("listener_probe")
 _ANNOUNCE_GATHER_SECONDS = 0.005
+# A state change waits this long at most for its announcement (the notifier retries on a new
+# connection meanwhile); past it, it is answered anyway: its commit stands.
+_PUBLISH_WAIT_SECONDS = 2.0
+_NOTIFY_RETRY_SECONDS = 0.1
+# A barrier's round trip answers within this, or the barrier has failed (the pop reseeds).
+_BARRIER_SECONDS = 2.0
 ANY_QUEUE = -1  # the waiting line of discovery pops, which any queue's commit may serve
 
 WaitLine = tuple[str, str | None]  # (consumer group, partition name or None for any)
@@ -107,8 +119,28 @@ class WakeupHub:
         # concerned): the ready set's reader (core/engine/ready).
         self.on_marks: Callable[[int, Sequence[int], bool], None] = _nobody
         # Who hears what other processes' pops claimed (queue id, group token, partitions).
-        self.on_claimed: Callable[[int, str, Sequence[int]], None] = _nobody_claimed
+        # (queue id, group token, partitions, seconds until their lease ends or None).
+        self.on_claimed: Callable[[int, str, Sequence[int], float | None], None] = \
+            _nobody_claimed
+        # Per (queue, group token): partitions this process's pops claimed, and when the
+        # earliest of their leases ends (time.monotonic()).
         self._claimed: defaultdict[tuple[int, str], dict[int, None]] = defaultdict(dict)
+        self._claimed_until: dict[tuple[int, str], float] = {}
+        # Publication: announcements made here, in order, and how many of them are committed
+        # as NOTIFY; state changes awaiting theirs (`published`).
+        self._announced = 0
+        self._published = 0
+        self._on_published = asyncio.Event()
+        self._publish_waiting = 0
+        self._publish_wanted = asyncio.Event()  # cuts the notifier's gather short
+        self._notifier_done = False  # announce_forever has returned: nothing more is sent
+        # Barriers (`heard_through`): the LISTEN connection while it is up (one statement at
+        # a time on it), the round in flight.
+        self._listen_conn: asyncpg.Connection | None = None
+        self._listen_lock = asyncio.Lock()
+        self._heard_at = float("-inf")  # when the last barrier that answered was sent
+        self._barrier_round: asyncio.Future[bool] | None = None
+        self._barrier_round_started = 0.0
 
     def session(self) -> int | None:
         """The LISTEN connection's session number; None while it is down."""
@@ -212,26 +244,106 @@ class WakeupHub:
                 self._unnamed[queue_id] += 1  # the others' ready sets reseed that queue
             else:
                 hints[partition_id] = None
+        self._announced += 1
         self._announce_ready.set()
 
-    def announce_claimed(self, queue_id: int, group: str, partitions: Iterable[int]) -> None:
-        """This process's pops claimed these partitions for `group`: tell the others, in
-        the next announcement (`CLAIMED_CHANNEL`)."""
-        claimed = self._claimed[(queue_id, _token(group))]
+    def announce_claimed(self, queue_id: int, group: str, partitions: Iterable[int],
+                         lease_s: float | None = None) -> None:
+        """This process's pops claimed these partitions for `group`, leased for `lease_s`
+        seconds (None: unknown): tell the others, in the next announcement
+        (`CLAIMED_CHANNEL`), before any wake-up announced after it."""
+        key = (queue_id, _token(group))
+        claimed = self._claimed[key]
         for p in partitions:
             if len(claimed) < MAX_HINTS:
                 claimed[p] = None
+        if lease_s is not None:
+            until = time.monotonic() + lease_s
+            self._claimed_until[key] = min(self._claimed_until.get(key, until), until)
+        self._announced += 1
         self._announce_ready.set()
+
+    async def publish(self, wakes: Iterable[Wake]) -> None:
+        """`announce`, then wait until it is `published`."""
+        self.announce(wakes)
+        await self.published()
+
+    async def published(self) -> None:
+        """Wait until everything announced so far is committed as NOTIFY, so that another
+        process hears of it before any pop this process's answer leads to: a state change
+        awaits this before it is answered. At most `_PUBLISH_WAIT_SECONDS` (the database is
+        away: the commit stands and is answered; the others reseed their lanes at the
+        latest on their floor, or when their LISTEN connection comes back)."""
+        target = self._announced
+        if self._published >= target or self._notifier_done:
+            return
+        deadline = time.monotonic() + _PUBLISH_WAIT_SECONDS
+        self._publish_waiting += 1
+        self._publish_wanted.set()
+        try:
+            while self._published < target:
+                remaining = deadline - time.monotonic()
+                if self._notifier_done:
+                    return
+                if remaining <= 0:
+                    log.info("an announcement was not published in %.1f s; answering anyway",
+                             _PUBLISH_WAIT_SECONDS)
+                    return
+                await wait_event(self._on_published, remaining)
+        finally:
+            self._publish_waiting -= 1
+
+    async def heard_through(self, since: float) -> bool:
+        """Whether every notification committed before `since` (time.monotonic()) has been
+        handed to this process's callbacks: a barrier sent after `since` came back (one
+        round at a time, shared by every caller it serves). False while the LISTEN
+        connection is down or the barrier failed: the caller must look in the tables."""
+        while self._heard_at < since:
+            round_ = self._barrier_round
+            if round_ is None or round_.done():
+                self._barrier_round_started = time.monotonic()
+                round_ = self._barrier_round = asyncio.ensure_future(
+                    self._barrier(self._barrier_round_started))
+            started = self._barrier_round_started
+            if not await asyncio.shield(round_):
+                return False
+            if started >= since:
+                return True
+        return True
+
+    async def _barrier(self, started: float) -> bool:
+        """One round trip on the LISTEN connection. A committing session signals every
+        listening session before its own client sees the commit, and an idle session that
+        was signalled sends the notifications it has not sent yet before it answers its
+        next statement (PostgreSQL's postgres.c: ProcessNotifyInterrupt before
+        ReadyForQuery); asyncpg hands them to the callbacks in the order received, before
+        the answer resumes us. So when the answer is here, every notification committed
+        before `started` has reached the callbacks. (A NOTIFY to itself would rely on
+        commit order alone, but would cost an xid and a commit and signal every listening
+        session of the database, per barrier.)"""
+        conn = self._listen_conn
+        if conn is None or not self.listening:
+            return False
+        try:
+            async with self._listen_lock:
+                await within(_BARRIER_SECONDS, _PROBE.value(conn))
+        except (TimeoutError, *DRIVER_ERRORS, ServiceError) as exc:
+            log.info("wake-up barrier failed (%s)", type(exc).__name__)
+            if isinstance(exc, TimeoutError):
+                conn.terminate()  # silent: the listener reconnects
+            return False
+        self._heard_at = max(self._heard_at, started)
+        return True
 
     def _on_claimed(self, conn: Any, pid: int, channel: str, payload: object) -> None:
         if pid == self._notifier_pid:
             return  # our own pops' claims
         try:
-            queue_id, token, partitions = decode_claimed(str(payload))
+            queue_id, token, partitions, lease_s = decode_claimed(str(payload))
         except ValueError:
             log.warning("ignoring malformed claimed payload %r", payload)
             return
-        self.on_claimed(queue_id, token, partitions)
+        self.on_claimed(queue_id, token, partitions, lease_s)
 
     def _on_notification(self, conn: Any, pid: int, channel: str, payload: object) -> None:
         if pid == self._notifier_pid:
@@ -267,6 +379,7 @@ class WakeupHub:
                     callback(None)
                 self._session += 1
                 self.listener_pid = conn.get_server_pid()
+                self._listen_conn = conn
                 self.listening = True
                 self.wake_everyone()  # anything missed while disconnected: check once
                 while not self._stopping.is_set() and not conn.is_closed():
@@ -274,7 +387,8 @@ class WakeupHub:
                     if not lost.is_set() and not self._stopping.is_set():
                         # A server that stopped answering (frozen, partitioned, a failover
                         # in progress) closes nothing: ask, and reconnect if it is silent.
-                        await within(_PROBE_SECONDS, _PROBE.value(conn))
+                        async with self._listen_lock:
+                            await within(_PROBE_SECONDS, _PROBE.value(conn))
             except asyncio.CancelledError:
                 raise
             except (*DRIVER_ERRORS, ServiceError) as exc:
@@ -283,67 +397,144 @@ class WakeupHub:
                 if self.listening:
                     self._deaf_since = time.monotonic()
                 self.listening = False
+                self._listen_conn = None
                 if conn is not None:
                     with contextlib.suppress(Exception):
                         await within(2.0, conn.close())
             await wait_event(self._stopping, _RECONNECT_DELAY)
 
-    async def announce_forever(self) -> None:
-        """Send what `announce` gathered, as NOTIFY, until `close` (then once more)."""
-        conn: asyncpg.Connection | None = None
-        # NOTIFY needs no durability: without this each one would wait for a WAL flush
-        # while holding PostgreSQL's global notify lock.
-        options = {**self._connect_options, "server_settings": {
+    def _quick_commit_options(self) -> dict[str, Any]:
+        """Connection options without waiting for a WAL flush at commit: a NOTIFY needs no
+        durability, and would otherwise hold PostgreSQL's global notify lock through one."""
+        return {**self._connect_options, "server_settings": {
             **self._connect_options.get("server_settings", {}), "synchronous_commit": "off"}}
+
+    async def announce_forever(self) -> None:
+        """Send what `announce` gathered, as NOTIFY, until `close` (then once more). A batch
+        whose NOTIFY failed is sent again on a new connection."""
+        conn: asyncpg.Connection | None = None
         try:
             while True:
                 await self._announce_ready.wait()
                 self._announce_ready.clear()
                 if not self._hints and not self._unnamed and not self._claimed:
+                    self._publish(self._announced)
                     if self._stopping.is_set():
                         return
                     continue
-                hints, self._hints = self._hints, defaultdict(dict)
-                unnamed, self._unnamed = self._unnamed, Counter()
-                served, self._served = self._served, defaultdict(Counter)
-                claimed, self._claimed = self._claimed, defaultdict(dict)
-                # n = the partitions named plus the wakes that could not be: a reader
-                # counting fewer names than n knows it was not told everything.
-                batch = {q: (len(hints.get(q, {})) + unnamed[q], list(hints.get(q, {})),
-                             dict(served.get(q, {})))
-                         for q in {*hints, *unnamed}}
+                upto = self._announced
+                batch = self._take_batch()
                 try:
                     if conn is None or conn.is_closed():
-                        conn = await connector_for(self._dsn).connect(**options)
+                        conn = await connector_for(self._dsn).connect(
+                            **self._quick_commit_options())
                         self._notifier_pid = conn.get_server_pid()
-                    await notify_hinted(conn, batch)
-                    if claimed:
-                        await notify.notify_wakeups(
-                            conn, channel=CLAIMED_CHANNEL,
-                            payloads=[encode_claimed(q, token, pids)
-                                      for (q, token), pids in claimed.items()])
-                    # Let announcements gather for a moment: one NOTIFY per few milliseconds
-                    # wakes waiters just as well as one per push, at a fraction of the cost.
-                    await asyncio.sleep(_ANNOUNCE_GATHER_SECONDS)
+                    channels, payloads = batch.notifications()
+                    await notify.notify_each(conn, channels=channels, payloads=payloads)
                 except asyncio.CancelledError:
                     raise
                 except (*DRIVER_ERRORS, ServiceError) as exc:
-                    # Other processes' ready sets reseed on their floor; try again next time.
-                    log.info("wake-up notify failed (%s)", type(exc).__name__)
+                    log.info("wake-up notify failed (%s); sending again", type(exc).__name__)
                     conn = None
+                    self._requeue(batch)
+                    if self._stopping.is_set():
+                        return
+                    await wait_event(self._stopping, _NOTIFY_RETRY_SECONDS)
+                    continue
+                self._publish(upto)
                 if self._stopping.is_set():
                     return
+                if not self._publish_waiting:
+                    # Nobody waits: let announcements gather for a moment (one NOTIFY per
+                    # few milliseconds wakes parked pops just as well as one per push, at a
+                    # fraction of the cost). A state change awaiting its announcement is
+                    # not kept waiting: what gathers while a NOTIFY is in flight is batched.
+                    self._publish_wanted.clear()
+                    await wait_event(self._publish_wanted, _ANNOUNCE_GATHER_SECONDS)
         finally:
+            self._notifier_done = True
+            self._on_published.set()  # nobody waits for what will not be sent
             if conn is not None:
                 with contextlib.suppress(Exception):
                     await within(2.0, conn.close())
+
+    def _publish(self, upto: int) -> None:
+        if upto > self._published:
+            self._published = upto
+            self._on_published.set()
+            self._on_published = asyncio.Event()
+
+    def _take_batch(self) -> _Batch:
+        batch = _Batch(self._hints, self._unnamed, self._served, self._claimed,
+                       self._claimed_until)
+        self._hints, self._unnamed = defaultdict(dict), Counter()
+        self._served, self._claimed = defaultdict(Counter), defaultdict(dict)
+        self._claimed_until = {}
+        return batch
+
+    def _requeue(self, batch: _Batch) -> None:
+        """Put a batch that was not sent back in front of what gathered since."""
+        for queue_id, hints in batch.hints.items():
+            merged = dict(hints)
+            for pid in self._hints.get(queue_id, {}):
+                if pid in merged or len(merged) < MAX_HINTS:
+                    merged[pid] = None
+                else:
+                    self._unnamed[queue_id] += 1
+            self._hints[queue_id] = merged
+        self._unnamed.update(batch.unnamed)
+        for queue_id, served in batch.served.items():
+            self._served[queue_id].update(served)
+        for key, pids in batch.claimed.items():
+            self._claimed[key] = {**pids, **self._claimed.get(key, {})}
+        for key, until in batch.claimed_until.items():
+            self._claimed_until[key] = min(self._claimed_until.get(key, until), until)
+        self._announce_ready.set()
+
+
+class _Batch:
+    """One announcement round: wake-ups per queue and claims per (queue, group)."""
+
+    __slots__ = ("claimed", "claimed_until", "hints", "served", "unnamed")
+
+    def __init__(self, hints: defaultdict[int, dict[int, None]], unnamed: Counter[int],
+                 served: defaultdict[int, Counter[str]],
+                 claimed: defaultdict[tuple[int, str], dict[int, None]],
+                 claimed_until: dict[tuple[int, str], float]) -> None:
+        self.hints = hints
+        self.unnamed = unnamed
+        self.served = served
+        self.claimed = claimed
+        self.claimed_until = claimed_until
+
+    def notifications(self) -> tuple[list[str], list[str]]:
+        """(channels, payloads) in the order they are sent: the claims first, so that a
+        release announced in the same round (an ack after the claim) arrives after them."""
+        now = time.monotonic()
+        channels: list[str] = []
+        payloads: list[str] = []
+        for (queue_id, token), pids in self.claimed.items():
+            until = self.claimed_until.get((queue_id, token))
+            channels.append(CLAIMED_CHANNEL)
+            payloads.append(encode_claimed(queue_id, token, pids,
+                                           None if until is None else max(until - now, 0.0)))
+        # n = the partitions named plus the wakes that could not be: a reader counting
+        # fewer names than n knows it was not told everything.
+        wakes = hinted_payloads({
+            q: (len(self.hints.get(q, {})) + self.unnamed[q], list(self.hints.get(q, {})),
+                dict(self.served.get(q, {})))
+            for q in {*self.hints, *self.unnamed}})
+        channels.extend([CHANNEL] * len(wakes))
+        payloads.extend(wakes)
+        return channels, payloads
 
 
 def _nobody(queue_id: int, partitions: Sequence[int], complete: bool) -> None:
     pass
 
 
-def _nobody_claimed(queue_id: int, token: str, partitions: Sequence[int]) -> None:
+def _nobody_claimed(queue_id: int, token: str, partitions: Sequence[int],
+                    lease_s: float | None) -> None:
     pass
 
 

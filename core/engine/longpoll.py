@@ -50,7 +50,8 @@ async def pop_or_wait(reader: Reader, hub: WakeupHub, request: PopRequest, *, wa
 
     A parked pop looks again when a mark wakes it, when a candidate it was told to wait for
     becomes due, and at least every `backoff.max_ms`; a look at lanes with nothing ready
-    costs no statement (core/engine/ready/reader.py), so looking often is free."""
+    costs no statement (core/engine/ready/reader.py), so looking often is free. Only the
+    last look, at the deadline, settles an empty answer (the reader's `settle`)."""
     deadline = time.monotonic() + timeout_ms / 1000
     interval = backoff.initial_ms / 1000
     # Which queues' wake-ups concern us: None (any) until a named queue's id is known, and
@@ -61,6 +62,7 @@ async def pop_or_wait(reader: Reader, hub: WakeupHub, request: PopRequest, *, wa
             return PopResult(None)  # never lease messages to a client that has left
         # Park before looking, so a commit between the look and the wait still wakes us.
         with hub.parked(scope, request.group, request.partition) as waiter:
+            final = not wait or time.monotonic() >= deadline
             try:
                 if paused():
                     result = PopResult(None)
@@ -68,7 +70,7 @@ async def pop_or_wait(reader: Reader, hub: WakeupHub, request: PopRequest, *, wa
                     # A frozen primary (a failover under way) holds a statement until the
                     # driver gives up, past our deadline: answer by the deadline regardless.
                     result = await _abandoned_after(
-                        reader.pop(request, gone),
+                        reader.pop(request, gone, settle=final),
                         max(deadline - time.monotonic(), 0) + _STATEMENT_GRACE_S)
                 else:
                     result = await reader.pop(request, gone)
@@ -87,8 +89,10 @@ async def pop_or_wait(reader: Reader, hub: WakeupHub, request: PopRequest, *, wa
             if not wait or _is_set(stop_waiting):
                 return result
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or _is_set(gone):
+            if _is_set(gone) or (remaining <= 0 and (final or unreachable or paused())):
                 return result
+            if remaining <= 0:
+                continue  # one more look, which settles the empty answer
             if scope is None and request.queue is not None and result.queue_ids:
                 hub.learnt(waiter, result.queue_ids)  # a wake-up of its queue finds it there
             nap = backoff.max_ms / 1000

@@ -26,14 +26,14 @@ would undo group commit for the whole write path.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable, Mapping
-
-from core.storage import notify
-from core.storage.statements import Conn
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 
 CHANNEL = "queen_wakeup"
 # What became deliverable: one span in a queue, in a known partition or not.
 Wake = tuple[int, int | None]
+# Announce wake-ups and wait until they are published (core/engine/listener.py `publish`):
+# what a state change that is about to be answered calls.
+Publish = Callable[[Iterable[Wake]], Awaitable[None]]
 
 # Partition ids carried by one notification per queue (payloads stay far below PostgreSQL's
 # 8000 B); past them the notification counts the rest without naming them.
@@ -43,24 +43,31 @@ MAX_HINTS = 256
 MAX_SERVED = 32  # groups whose local deliveries one notification reports
 
 # Partitions a process's pops just claimed, per (queue, group): `"<queue id>:<group
-# token>:<partition id>,..."` on this channel. The other processes drop them from that
-# group's ready set (core/engine/ready): they are leased, and their release is announced
-# like any other (an ack that leaves data behind, the reaper's expiry), so nobody else
-# spends a claim finding them taken.
+# token>:<partition id>,...:<ms>"` on this channel, <ms> the milliseconds until the earliest
+# of their leases ends (absent: unknown). The other processes hold them back in that group's
+# ready set (core/engine/ready) until then or until a release is announced (an ack that
+# leaves data behind), so nobody else spends a claim finding them taken; hearsay, which a
+# pop checks with a claim before it answers nothing.
 CLAIMED_CHANNEL = "queen_claimed"
 
 
-def encode_claimed(queue_id: int, token: str, partitions: Iterable[int]) -> str:
-    return f"{queue_id}:{token}:{','.join(str(p) for p in list(partitions)[:MAX_HINTS])}"
+def encode_claimed(queue_id: int, token: str, partitions: Iterable[int],
+                   lease_s: float | None = None) -> str:
+    pids = ",".join(str(p) for p in list(partitions)[:MAX_HINTS])
+    if lease_s is None:
+        return f"{queue_id}:{token}:{pids}"
+    return f"{queue_id}:{token}:{pids}:{int(lease_s * 1000)}"
 
 
-def decode_claimed(payload: str) -> tuple[int, str, list[int]]:
-    """(queue id, group token, partition ids); raises ValueError for anything else."""
-    queue, token, pids = payload.split(":")
-    if len(token) != 8:
-        raise ValueError(f"malformed group token {token!r}")
+def decode_claimed(payload: str) -> tuple[int, str, list[int], float | None]:
+    """(queue id, group token, partition ids, seconds until their lease ends or None);
+    raises ValueError for anything else."""
+    queue, token, pids, *rest = payload.split(":")
+    if len(token) != 8 or len(rest) > 1:
+        raise ValueError(f"malformed claimed payload {payload!r}")
     int(token, 16)
-    return int(queue), token, [int(p) for p in pids.split(",") if p]
+    lease_s = int(rest[0]) / 1000 if rest else None
+    return int(queue), token, [int(p) for p in pids.split(",") if p], lease_s
 
 
 def group_token(group: str) -> str:
@@ -98,13 +105,9 @@ def decode_payload(payload: str) -> tuple[int, int, list[int], dict[str, int]]:
     return int(queue), max(1, int(count)) if count else 1, partitions, served
 
 
-async def notify_hinted(conn: Conn, queues: dict[int, tuple[int, list[int], dict[str, int]]]
-                        ) -> None:
-    """Wake parked pops in every broker process (one autocommitted statement): per queue,
-    how many spans became deliverable, in which partitions (when known), and how many of
-    them this process's own pops already took, per group."""
-    if queues:
-        await notify.notify_wakeups(
-            conn, channel=CHANNEL,
-            payloads=[encode_payload(q, n, parts, served)
-                      for q, (n, parts, served) in sorted(queues.items())])
+def hinted_payloads(queues: Mapping[int, tuple[int, list[int], dict[str, int]]]) -> list[str]:
+    """The wake-up payloads of one announcement: per queue, how many spans became
+    deliverable, in which partitions (when known), and how many of them this process's own
+    pops already took, per group."""
+    return [encode_payload(q, n, parts, served) for q, (n, parts, served) in
+            sorted(queues.items())]

@@ -42,13 +42,6 @@ class ScannedPartition:
     due_in: float | None  # seconds until its lease or retryDelay lets go; None: now
 
 
-@dataclass(frozen=True, slots=True)
-class PendingRetry:
-    queue_id: int
-    partition_id: int
-    seconds: float
-
-
 @dataclass(slots=True)
 class AckRow:
     """An item's outcome (ok | noop | refused | missing: search offsets scan_from..scan_to),
@@ -116,7 +109,6 @@ _POP_READY = Statement("pop_ready", ReadyRow)
 _READY_SCAN = Statement("ready_scan", ScannedPartition)
 _QUEUE_PARTITION_IDS = Statement[None]("queue_partition_ids")
 _ACK = Statement("ack", AckRow)
-_PENDING_RETRIES = Statement("pending_retries", PendingRetry)
 _SPAN_SEGMENTS = Statement("span_segments", PlacedSegmentRow)
 _EXTEND_LEASES = Statement("extend_leases", LeaseExpiry)
 _FETCH_PARTITION_STATE = Statement("fetch_partition_state", PartitionState)
@@ -145,12 +137,6 @@ async def ready_scan(conn: Conn, *, queue_id: int, group: str, after: int,
 async def queue_partition_ids(conn: Conn, *, queue: str) -> list[int]:
     """The ids of a queue's partitions (schema/queries/ready.sql)."""
     return [int(v) for v in await _QUEUE_PARTITION_IDS.values(conn, queue)]
-
-
-async def pending_retries(conn: Conn, *, groups: Sequence[str],
-                          partition_ids: Sequence[int]) -> list[PendingRetry]:
-    """Cursors among (group, partition) released with a retryDelay not yet passed."""
-    return await _PENDING_RETRIES.rows(conn, list(groups), list(partition_ids))
 
 
 async def ack(conn: Conn, *, items: Sequence[AckInput], scan_missing: bool) -> list[AckRow]:

@@ -16,20 +16,18 @@ Wake-ups are announced after the commit, like a push's.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from core.counters import COUNTERS
 from core.engine import options, writes
 from core.engine.ack import partition_id_of
-from core.engine.wakeup import Wake
+from core.engine.wakeup import Publish, Wake
 from core.errors import CapacityExceeded
 from core.ids import uuid7
 from core.storage import streams as sql
 from core.storage.database import Database
 from core.streams.cycle import Cycle, CycleResult, SinkResult, derived_transaction_ids
-
-Announce = Callable[[Iterable[Wake]], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,10 +50,10 @@ def query_uuid(text: str) -> uuid.UUID | None:
 
 
 class Streams:
-    def __init__(self, db: Database, announce: Announce,
+    def __init__(self, db: Database, publish: Publish,
                  require_direct_writes: Callable[[], None]) -> None:
         self._db = db
-        self._announce = announce
+        self._publish = publish
         self._require_direct_writes = require_direct_writes
 
     async def register(self, *, name: str, source_queue: str, sink_queue: str | None,
@@ -128,7 +126,7 @@ class Streams:
         if row.wake_queue is not None:
             wakes.append((row.wake_queue, row.wake_partition))
         if wakes:
-            self._announce(wakes)
+            await self._publish(wakes)
         COUNTERS.add("push_messages", sum(a.queued for a in appended))
         COUNTERS.add("ack_messages", row.ack_count)
         sinks = []

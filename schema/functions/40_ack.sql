@@ -238,8 +238,10 @@ BEGIN
                 u_done := u_done || (v_new - k.committed);
                 u_after := u_after || CASE WHEN v_delay
                     THEN now() + make_interval(secs => k.retry_delay / 1000.0) END;
-                -- A delayed span wakes nobody: parked pops find it on a re-check.
-                IF v_release AND NOT v_delay AND v_new < k.last_offset THEN
+                -- A released span is announced even while a retryDelay holds it: the
+                -- processes that heard of its claim must learn the lease is gone, and a
+                -- claim tells them until when the delay holds it (verdict `later`).
+                IF v_release AND v_new < k.last_offset THEN
                     w_qid := w_qid || k.qid;
                     w_pid := w_pid || k.pid;
                 END IF;

@@ -49,14 +49,3 @@ UPDATE queen.log_consumers c
   FROM unnest($1::text[], $2::float8[]) AS e(lease, secs)
  WHERE c.worker_id = e.lease AND c.lease_expires_at > now()
 RETURNING c.worker_id AS lease_id, c.lease_expires_at;
-
--- name: pending_retries
--- Of the given cursors, those released with a retryDelay still to run: their queue,
--- partition, and the seconds until the span is claimable (core/engine/reads/retry_wakes.py
--- announces it then). $1 groups, $2 partition ids
-SELECT p.queue_id, c.partition_id,
-       greatest(extract(epoch FROM c.not_before - now()), 0)::float8 AS seconds
-  FROM unnest($1::text[], $2::bigint[]) AS u(grp, pid)
-  JOIN queen.log_consumers c ON c.partition_id = u.pid AND c.consumer_group = u.grp
-  JOIN queen.log_partitions p ON p.id = c.partition_id
- WHERE c.not_before IS NOT NULL;

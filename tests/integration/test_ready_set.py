@@ -11,11 +11,14 @@ database stand for two broker hosts, each with its own listener, ready set and r
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 import uuid
 from collections.abc import AsyncIterator
 
 import asyncpg
+import psutil
 import pytest
 
 from core.engine.ack import AckItem, GroupAck
@@ -140,8 +143,10 @@ async def test_a_lost_listen_connection_makes_the_lanes_reseed_before_they_are_t
 
 async def test_a_partition_claimed_on_one_broker_is_not_tried_by_the_other(
         pair: tuple[Broker, Broker], queue_name: str) -> None:
-    """A's claim is announced: B drops the partition from that group's ready set, so B's
-    pops do not spend a statement finding it leased; its release (an ack that leaves
+    """A's claim is announced: B holds the partition back in that group's ready set, so B's
+    pops that have other candidates do not spend a statement finding it leased; a pop about
+    to answer nothing checks it once (A's word may be older than its release), and then
+    knows from the tables until when it is leased. Its release (an ack that leaves
     messages behind) is announced and B takes the rest."""
     a, b = pair
     await _push(a, queue_name, ["seed"])
@@ -157,9 +162,20 @@ async def test_a_partition_claimed_on_one_broker_is_not_tried_by_the_other(
     async def dropped() -> bool:
         return held.claims[0].partition_id not in lane.ready
     await wait_for(dropped)
+    await _push(a, queue_name, ["q"])
+
+    async def heard() -> bool:
+        return bool(lane.ready)
+    await wait_for(heard)
+    statements = b.reader.statements
+    other = await b.pop(leased)
+    assert [c.partition for c in other.claims] == ["q"]
+    assert b.reader.statements == statements + 1  # "p" not tried: B heard it was taken
     statements = b.reader.statements
     assert (await b.pop(leased)).count == 0
-    assert b.reader.statements == statements  # nothing tried: B knew it was taken
+    assert b.reader.statements == statements + 1  # A's word checked before a 204
+    assert (await b.pop(leased)).count == 0
+    assert b.reader.statements == statements + 1  # then known: leased until its end
     [message] = held.messages()
     [outcome] = (await a.ack_batch([GroupAck("g", AckItem(
         message.frame.transaction_id, str(message.partition_id), "completed",
@@ -191,3 +207,46 @@ async def test_a_lane_holds_at_most_its_cap_and_still_finds_every_partition(
             assert (await broker.pop(PopRequest(group=group, batch=1,
                                                 queue=queue_name))).count == 1
         assert len(broker.ready._lanes) <= 3
+
+
+async def test_an_announcement_whose_notify_failed_is_sent_again_before_the_push_answers(
+        pair: tuple[Broker, Broker], queue_name: str, db: asyncpg.Connection) -> None:
+    """A's NOTIFY connection is cut: the push that follows is answered only once its
+    announcement went out on a new connection, so B's next pop delivers it."""
+    a, b = pair
+    await _push(a, queue_name, ["seed"])
+    request = PopRequest(group="g", batch=1, queue=queue_name, auto_ack=True)
+    assert (await b.pop(request)).count == 1  # B's lane is seeded and trusted
+    assert (await b.pop(request)).count == 0
+    notifier = a._hub._notifier_pid
+    assert notifier is not None
+    assert await db.fetchval("SELECT pg_terminate_backend($1)", notifier)
+    await _push(a, queue_name, ["after-cut"])
+    assert a._hub._notifier_pid != notifier  # sent again on a new connection
+    result = await b.pop(request)
+    assert [c.partition for c in result.claims] == ["after-cut"]
+
+
+async def test_a_pop_about_to_answer_nothing_first_hears_what_is_on_its_way(
+        pair: tuple[Broker, Broker], queue_name: str) -> None:
+    """B's LISTEN session is held still (SIGSTOP) while A's push commits and is announced:
+    the notification has not left PostgreSQL when B's pop finds nothing. B's pop waits for
+    a round trip on its LISTEN connection before it answers, which brings the notification
+    with it once the session runs again."""
+    a, b = pair
+    await _push(a, queue_name, ["seed"])
+    request = PopRequest(group="g", batch=1, queue=queue_name, auto_ack=True)
+    assert (await b.pop(request)).count == 1  # B's lane is seeded and trusted
+    assert (await b.pop(request)).count == 0
+    session = b._hub.listener_pid
+    assert session is not None
+    if not psutil.pid_exists(session):
+        pytest.skip("the database server runs on another host")
+    os.kill(session, signal.SIGSTOP)
+    try:
+        await _push(a, queue_name, ["on-its-way"])
+        asyncio.get_running_loop().call_later(0.3, os.kill, session, signal.SIGCONT)
+        result = await b.pop(request)
+    finally:
+        os.kill(session, signal.SIGCONT)
+    assert [c.partition for c in result.claims] == ["on-its-way"]

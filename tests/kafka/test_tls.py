@@ -193,16 +193,8 @@ SYNC_CLIENTS: dict[str, Callable[..., list[bytes]]] = {
     "kcat": _kcat, "confluent-kafka": _confluent, "kafka-python": _kafka_python}
 
 
-# kcat (Debian's, on an older librdkafka) sends SaslHandshake v0 before PLAIN, which the
-# listener does not advertise yet: the same failure as over SASL_PLAINTEXT, fixed on its
-# own branch. Strict: once that fix is in, this case passes and the mark must go.
-_KCAT_SASL = pytest.mark.xfail(strict=True, reason="kcat's SaslHandshake v0 is not offered "
-                               "by the listener (SASL Handshake not supported by broker)")
-
-
-@pytest.mark.parametrize(("client", "protocol"), [
-    pytest.param(client, protocol, marks=[_KCAT_SASL] if (client, protocol) == (
-        "kcat", "SASL_SSL") else []) for client in SYNC_CLIENTS for protocol in PROTOCOLS])
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("client", list(SYNC_CLIENTS))
 async def test_each_client_produces_and_consumes_over_tls(
         listeners: dict[str, KafkaListener], pki: TestPki, client: str, protocol: str) -> None:
     topic = _topic()

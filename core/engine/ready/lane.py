@@ -3,7 +3,9 @@
 A partition is in one of three places, or in none (nothing known to claim there):
 - `ready`: it may be claimable now, oldest mark first (a pop takes candidates from the front);
 - deferred: claimable at a known time (a live lease ends, a retryDelay or delayedProcessing
-  runs out); it moves to `ready` then, with no statement;
+  runs out); it moves to `ready` then, with no statement. A deferral that another process
+  announced (its pop claimed the partition: `hearsay`) is not known from the tables: a pop
+  checks such partitions with its claim before it answers nothing;
 - out: a pop of this process has it as a candidate right now; a mark that arrives meanwhile
   is remembered, so the pop's verdict cannot drop news that came after the statement read.
 The claim statement is the authority: it says per candidate what it found (core/engine/pop.py
@@ -43,6 +45,7 @@ class Lane:
         # iteration walks again (a take got slower the more partitions the lane had served).
         self.ready: OrderedDict[int, float] = OrderedDict()
         self._due: dict[int, float] = {}  # deferred partition id -> due (monotonic)
+        self.hearsay: set[int] = set()  # deferred on another process's word (a subset)
         self._heap: list[tuple[float, int]] = []  # (due, partition id); stale entries skipped
         self.out: dict[int, bool] = {}  # taken by a pop in flight -> marked meanwhile
         self.names: dict[str, int] = {}  # partition names seen -> ids (the partition route)
@@ -69,30 +72,43 @@ class Lane:
         if partition_id in self.out:
             self.out[partition_id] = True
             return
-        self._due.pop(partition_id, None)
+        self._undefer(partition_id)
         if partition_id not in self.ready and len(self.ready) >= self.cap:
             self.partial = True  # left out: a reseed finds it once the others are served
             return
         self.ready[partition_id] = now
 
-    def taken_elsewhere(self, partition_id: int) -> None:
-        """Another process's pop of this group claimed it: it is leased, and its release
-        will be announced (a mark); until then it is not ready here."""
+    def taken_elsewhere(self, partition_id: int, due: float) -> None:
+        """Another process's pop of this group claimed it, leased until `due` (monotonic):
+        it is not ready here until then or until its release is announced (a mark). Only
+        hearsay: the announcement may arrive after a release (see `take_hearsay`)."""
+        if partition_id in self.out:
+            return  # a pop of this process has it: its verdict files it
         self.ready.pop(partition_id, None)
+        self._set_due(partition_id, due)
+        self.hearsay.add(partition_id)
 
     def defer(self, partition_id: int, due: float) -> None:
         """It is claimable at `due` (monotonic), not before."""
         if partition_id in self.out or partition_id in self.ready:
             return
+        self._set_due(partition_id, due)
+        self.hearsay.discard(partition_id)
+
+    def _set_due(self, partition_id: int, due: float) -> None:
         self._due[partition_id] = due
         heapq.heappush(self._heap, (due, partition_id))
+
+    def _undefer(self, partition_id: int) -> None:
+        if self._due.pop(partition_id, None) is not None:
+            self.hearsay.discard(partition_id)
 
     def promote(self, now: float) -> None:
         """Deferred partitions whose time has come become ready."""
         while self._heap and self._heap[0][0] <= now:
             due, pid = heapq.heappop(self._heap)
             if self._due.get(pid) == due:
-                del self._due[pid]
+                self._undefer(pid)
                 self.ready.setdefault(pid, due)
 
     def next_due(self) -> float | None:
@@ -119,13 +135,32 @@ class Lane:
             self.out[pid] = False
         return taken
 
+    def take_hearsay(self, count: int, now: float) -> list[int]:
+        """Up to `count` partitions held back only because another process said its pop
+        claimed them: a pop about to answer nothing checks them with its claim, since that
+        word may have come after their release (announcements of different processes are
+        not ordered) and a lease's end is only as exact as the announcement's timing."""
+        self.used_at = now
+        taken: list[int] = []
+        for pid in self.hearsay:
+            if len(taken) >= count:
+                break
+            taken.append(pid)
+        for pid in taken:
+            self._undefer(pid)
+            self.out[pid] = False
+        return taken
+
     def take_one(self, partition_id: int, now: float) -> bool:
-        """Take this partition if it is ready (the partition route)."""
+        """Take this partition if it is ready, or held back on hearsay (the partition
+        route: a pop naming it checks it rather than answer nothing on another's word)."""
         self.promote(now)
         self.used_at = now
-        if partition_id not in self.ready:
+        if partition_id in self.hearsay:
+            self._undefer(partition_id)
+        elif partition_id not in self.ready:
             return False
-        del self.ready[partition_id]
+        self.ready.pop(partition_id, None)
         self.out[partition_id] = False
         return True
 

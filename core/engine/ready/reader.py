@@ -13,13 +13,19 @@ a quiet re-poll of a caught-up group costs nothing.
 Candidates another pop of this process holds are not ready for this one; when nothing else is
 left, a pop waits (bounded) for them to come back rather than answer "nothing" while one of
 them may still be deliverable to it.
+
+An answer of nothing is settled first: the pop hears every notification committed before it
+arrived (core/engine/listener.py `heard_through`; the state changes of every process are
+announced before they are answered) and looks once more, so a 204 never misses a push, ack
+or nack whose answer its client already had, whichever process answered it. Partitions held
+back only on another process's word that it claimed them are checked with a claim then.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
 from core.counters import COUNTERS
@@ -59,15 +65,26 @@ class Route:
     at: float
 
 
+AnnounceClaims = Callable[[int, str, Sequence[int], float | None], None]
+HeardThrough = Callable[[float], Awaitable[bool]]
+
+
+async def _alone(since: float) -> bool:
+    return True  # a process with no other process to hear from (tests of one Reader)
+
+
 class Reader:
     def __init__(self, db: Database, ready: ReadySet,
-                 claimed: Callable[[int, str, Sequence[int]], None] = lambda q, g, p: None
-                 ) -> None:
-        """`claimed(queue id, group, partition ids)`: tells the other processes what this
-        one's pops claimed (core/engine/listener.py `announce_claimed`)."""
+                 claimed: AnnounceClaims = lambda q, g, p, s: None,
+                 heard_through: HeardThrough = _alone) -> None:
+        """`claimed(queue id, group, partition ids, lease seconds)`: tells the other
+        processes what this one's pops claimed (core/engine/listener.py
+        `announce_claimed`); `heard_through(t)`: whether every notification committed before
+        `t` has reached the ready set (False: it could not tell; look in the tables)."""
         self._db = db
         self._ready = ready
         self._claimed = claimed
+        self._heard_through = heard_through
         self._routes: dict[RouteKey, Route] = {}
         self._strangers: set[int] = set()  # queue ids marked here that no lane knew
         self.statements = 0  # claim statements sent (for tests)
@@ -130,9 +147,21 @@ class Reader:
 
     # -- the pop -------------------------------------------------------------------------
 
-    async def pop(self, request: PopRequest, gone: asyncio.Event | None = None) -> PopResult:
+    async def pop(self, request: PopRequest, gone: asyncio.Event | None = None, *,
+                  settle: bool = True) -> PopResult:
         """Claim what the route's lanes know to be ready; an empty result (no statement)
-        when they know of nothing."""
+        when they know of nothing. `settle`: an empty answer is final (see the module
+        docstring); a long poll's intermediate looks need not be."""
+        arrived = time.monotonic()
+        result = await self._look(request, gone, None)
+        if result.claims or not settle or _is_set(gone) or not result.queue_ids:
+            return result
+        heard = await self._heard_through(arrived)
+        # Deaf, it cannot know what it missed: only seeds taken since the pop arrived will do.
+        return await self._look(request, gone, None if heard else arrived)
+
+    async def _look(self, request: PopRequest, gone: asyncio.Event | None,
+                    seeded_since: float | None) -> PopResult:
         key = _key(request)
         route = self._routes.get(key)
         if route is None or time.monotonic() - route.at > ROUTE_TTL_S:
@@ -147,7 +176,7 @@ class Reader:
             return PopResult(None)
         lanes = [self._ready.lane(q, request.group) for q in route.queue_ids]
         for lane in lanes:
-            await self._ready.ensure_seeded(lane)
+            await self._ready.ensure_seeded(lane, seeded_since)
         if request.partition is not None:
             return await self._pop_partition(request, route, lanes[0], gone)
         return await self._pop_any(request, route, lanes, gone)
@@ -189,8 +218,12 @@ class Reader:
                                       or statements >= _STATEMENTS_ONCE_DELIVERED):
                 break
             wanted = max(width - got, 1)
-            candidates = _take(lanes, min(max(_CANDIDATES_PER_WANTED * wanted, 8),
-                                          MAX_CANDIDATES))
+            count = min(max(_CANDIDATES_PER_WANTED * wanted, 8), MAX_CANDIDATES)
+            candidates = _take(lanes, count)
+            if not candidates and total is None:
+                # About to answer nothing: check what is held back only on hearsay.
+                now = time.monotonic()
+                candidates = [pid for lane in lanes for pid in lane.take_hearsay(count, now)]
             if not candidates:
                 if total is not None:
                     break
@@ -247,13 +280,18 @@ class Reader:
             self._give_back(lanes, candidates)  # its fate unknown: they are looked at again
             raise
         if not request.auto_ack:
-            # Leased now: the others skip them until their release is announced. (Not with
-            # autoAck: nothing announces what such a claim leaves behind in the partition.)
+            # Leased now: the others skip them until their release is announced or their
+            # lease ends. (Not with autoAck: nothing announces what such a claim leaves
+            # behind in the partition.)
             by_queue: dict[int, list[int]] = {}
-            for c in answer.result.claims:
-                by_queue.setdefault(c.queue_id, []).append(c.partition_id)
+            lease_s: dict[int, float] = {}
+            for v in answer.verdicts:
+                if v.kind == "took":
+                    by_queue.setdefault(v.queue_id, []).append(v.partition_id)
+                    if v.due_in is not None:
+                        lease_s[v.queue_id] = min(lease_s.get(v.queue_id, v.due_in), v.due_in)
             for queue_id, pids in by_queue.items():
-                self._claimed(queue_id, request.group, pids)
+                self._claimed(queue_id, request.group, pids, lease_s.get(queue_id))
         self.statements += 1
         COUNTERS.add("claim_statements")
         if not answer.result.claims:

@@ -10,9 +10,10 @@ heard. So a lane is trusted only while it cannot have missed one:
 - no notification since could not name all its partitions (`stale`);
 - its seed is younger than the reseed interval (with jitter), a floor against anything
   unforeseen (a lost notification, an option changed elsewhere).
-While the LISTEN connection is down, notifications are missed: a lane is then trusted only
-for a second after a reseed taken since the connection was lost, so a pop during a database
-outage meets the outage (503) rather than an answer from memory.
+A pop about to answer nothing first hears every notification committed before it arrived
+(core/engine/listener.py `heard_through`); while the LISTEN connection is down, it cannot,
+and a lane is then trusted only with a seed taken since the pop arrived, so a pop during a
+database outage meets the outage (503) rather than an answer from memory.
 """
 
 from __future__ import annotations
@@ -31,22 +32,22 @@ RESEED_PAGE = 2000  # partitions per reseed statement
 # one goes on from there), and lanes in use (the least recently used one is dropped).
 LANE_CAP = 4096
 MAX_LANES = 1024
-_DEAF_RESEED_S = 1.0  # reseed period on use while the LISTEN connection is down
+# Another process's claim is held back until this long before the lease end it announced:
+# the announcement's own delay must not make a lease seem longer here than it is.
+_HEARSAY_EARLY_S = 0.05
+_HEARSAY_UNKNOWN_S = 1.0  # held back this long when the announcement gave no lease end
 _IDLE_LANE_S = 600.0  # a lane unused this long is forgotten (its next use seeds it)
 _SWEEP_EVERY = 1000  # lane lookups between sweeps of idle lanes
 
 
 class ReadySet:
     def __init__(self, db: Database, session: Callable[[], int | None], *,
-                 deaf_since: Callable[[], float] = lambda: 0.0,
                  reseed_interval_s: float = 30.0, lane_cap: int = LANE_CAP,
                  max_lanes: int = MAX_LANES,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        """`session`: the LISTEN connection's session number, None while it is down;
-        `deaf_since`: when it went down last (time.monotonic())."""
+        """`session`: the LISTEN connection's session number, None while it is down."""
         self._db = db
         self._session = session
-        self._deaf_since = deaf_since
         self._interval = reseed_interval_s
         self._lane_cap = lane_cap
         self._max_lanes = max_lanes
@@ -105,12 +106,19 @@ class ReadySet:
             if not complete:
                 lane.stale = True
 
-    def claimed_elsewhere(self, queue_id: int, token: str, partitions: Sequence[int]) -> None:
-        """Another process's pops of the group named by `token` claimed these partitions."""
-        for lane in self._by_queue.get(queue_id, {}).values():
-            if lane.token == token:
-                for pid in partitions:
-                    lane.taken_elsewhere(pid)
+    def claimed_elsewhere(self, queue_id: int, token: str, partitions: Sequence[int],
+                          lease_s: float | None) -> None:
+        """Another process's pops of the group named by `token` claimed these partitions,
+        leased for `lease_s` seconds from the announcement (None: not said)."""
+        lanes = [lane for lane in self._by_queue.get(queue_id, {}).values()
+                 if lane.token == token]
+        if not lanes:
+            return
+        held = _HEARSAY_UNKNOWN_S if lease_s is None else lease_s - _HEARSAY_EARLY_S
+        due = self._clock() + max(held, 0.0)
+        for lane in lanes:
+            for pid in partitions:
+                lane.taken_elsewhere(pid, due)
 
     def all_stale(self) -> None:
         """Anything may have changed (options, a pause lifted): every lane reseeds."""
@@ -119,25 +127,30 @@ class ReadySet:
 
     # -- trust ---------------------------------------------------------------------------
 
-    def trusted(self, lane: Lane) -> bool:
+    def trusted(self, lane: Lane, since: float | None = None) -> bool:
+        """`since` (monotonic): only a seed taken at or after it will do."""
         if lane.seeded_at is None or lane.stale:
+            return False
+        if since is not None and lane.seeded_at < since:
             return False
         if lane.partial and not lane.ready:
             return False  # it left partitions out: look for them before answering nothing
-        age = self._clock() - lane.seeded_at
         session = self._session()
         if session is None:
-            # Deaf: only a seed taken since (so the database answered meanwhile), and
-            # only briefly; a database outage thus answers 503, not what memory holds.
-            return lane.seeded_at >= self._deaf_since() and age < _DEAF_RESEED_S
+            # Deaf: notifications are being missed. What memory holds may still be claimed
+            # (the claim is the authority), but a pop answers nothing only after a seed
+            # taken since it arrived (`since`, checked above): a database outage thus
+            # answers 503, not what memory holds.
+            return True
+        age = self._clock() - lane.seeded_at
         return lane.session == session and age < self._interval * _jitter(lane)
 
-    async def ensure_seeded(self, lane: Lane) -> None:
+    async def ensure_seeded(self, lane: Lane, since: float | None = None) -> None:
         """Reseed the lane unless it is trusted (one reseed at a time per lane)."""
-        if self.trusted(lane):
+        if self.trusted(lane, since):
             return
         async with lane.seeding:
-            if not self.trusted(lane):
+            if not self.trusted(lane, since):
                 await self.reseed(lane)
 
     async def reseed(self, lane: Lane) -> None:
