@@ -30,6 +30,7 @@ from broker.kafka import (
 )
 from broker.kafka.protocol import Request, Unreadable
 from broker.kafka.session import Session
+from broker.tls.peer import client_identity
 from core.errors import QueenError
 from core.service import Broker
 
@@ -112,7 +113,8 @@ class Listener:
             host, port = self.advertised or writer.get_extra_info("sockname")[:2]
             session = Session(self.broker, host, port, self.max_request_bytes, self.node_id,
                               peer=str(peer[0]) if peer else "",
-                              auth_required=self.gate is not None)
+                              auth_required=self.gate is not None,
+                              certificate=client_identity(writer.get_extra_info("ssl_object")))
             await self._requests(session, reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
             pass
