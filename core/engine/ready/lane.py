@@ -87,9 +87,9 @@ class Lane:
         """A pop of this process has this partition out now."""
         return partition_id in self._out
 
-    def partition_id(self, name: str) -> int | None:
+    def id_of(self, partition: str) -> int | None:
         """The id of the partition of that name, if this lane has seen it."""
-        return self._names.get(name)
+        return self._names.get(partition)
 
     @property
     def partial(self) -> bool:

@@ -188,7 +188,7 @@ class Reader:
         [lane] = lanes.values()
         deadline = time.monotonic() + _WAIT_FOR_OTHERS_S
         while True:
-            pid = lane.partition_id(request.partition)
+            pid = lane.id_of(request.partition)
             if pid is None or lane.take_one(pid, time.monotonic()):
                 if _is_set(gone):
                     if pid is not None:
