@@ -22,6 +22,7 @@ nothing while pop maintenance is on (core/admin/switches.py holds both switches)
     traces.*     traces (core/admin/traces.py)            streams.*    stream queries (core/streams)
     timers.*     timers (core/timers)
     stats_refresh / analytics / cluster_figures / partitions_changed   (core/upkeep/stats.py)
+    history.*    the analytics family's series (core/upkeep/history.py)
 
 The message plane counts what it did in `core.counters.COUNTERS` (in memory); a side task
 (`core.upkeep.stats.CounterFlusher`) adds the counts to the database every METRICS_FLUSH_MS.
@@ -74,6 +75,7 @@ from core.storage.stats import SeriesRow
 from core.streams.service import Streams
 from core.timers.service import Timers
 from core.upkeep import stats
+from core.upkeep.history import History
 from core.upkeep.spool import Spool, SpoolSettings
 from core.upkeep.spool_format import SpoolRecord
 
@@ -150,6 +152,7 @@ class Broker:
         self.kafka = Kafka(db, hub, stop_waiting,  # the Kafka edge's reads and offsets
                            default_partitions=settings.kafka_default_partitions)
         self.counters = COUNTERS
+        self.history = History(db, settings)  # the analytics family (core/upkeep/history.py)
         self.figures_provider: stats.FiguresProvider = stats.no_spool
         self.flusher: stats.CounterFlusher | None = None  # set by `open`
         self._switches = Switches(db, self._switched)
@@ -158,12 +161,14 @@ class Broker:
     @classmethod
     @contextlib.asynccontextmanager
     async def open(cls, settings: Settings, *, dsn: str | None = None, migrate: bool = True,
-                   stop_waiting: asyncio.Event | None = None) -> AsyncIterator[Broker]:
+                   stop_waiting: asyncio.Event | None = None,
+                   role: str = "web") -> AsyncIterator[Broker]:
         """Open the pool (applying migrations), check QUEEN_ENCRYPTION_KEY against the
         database (core/engine/key_check.py), start the side tasks, and yield the broker.
 
         `stop_waiting`, when given, is the event that makes parked long polls answer at once
-        (the owner sets it when it starts to drain; `Broker.stop_waiting` sets it too).
+        (the owner sets it when it starts to drain; `Broker.stop_waiting` sets it too);
+        `role` names the process in the per-process history (web, kafka).
         Leaving the block stops long polls waiting, flushes the coalescer (pushes accepted
         before are written and answered), stops the wake-up loops, then closes the pool."""
         target = dsn if dsn is not None else database_dsn(settings)
@@ -181,7 +186,7 @@ class Broker:
             sweeper = EphemeralSweeper(target, settings)  # its own connection: see the module
             flusher = broker.flusher = stats.CounterFlusher(
                 target, settings, pool_stats=db.pool_stats, parked=hub.parked_by_queue,
-                figures=lambda: broker.figures_provider())
+                figures=lambda: broker.figures_provider(), role=role)
             try:
                 async with asyncio.TaskGroup() as side_tasks:
                     side_tasks.create_task(hub.listen_forever(), name="wakeup-listen")
@@ -456,7 +461,7 @@ class Broker:
 
     async def stats_refresh(self) -> int:
         """Take an analytics sample now; answers the queue rows stored."""
-        return await stats.sample(self._db)
+        return await stats.sample(self._db, self.settings)
 
     async def analytics(self, where: stats.SeriesFilter) -> list[SeriesRow]:
         return await stats.series(self._db, where)
@@ -467,7 +472,7 @@ class Broker:
         assert self.flusher is not None
         await self.flusher.flush()
         return await stats.cluster_figures(
-            self._db, live_seconds=stats.LIVE_INTERVALS * self.flusher.interval + 2)
+            self._db, live_seconds=stats.live_seconds(self.settings))
 
     async def partitions_changed(self, entries: Sequence[changes.ChangedEntry]
                                  ) -> tuple[datetime, list[changes.ChangedResult]]:

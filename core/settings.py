@@ -82,10 +82,12 @@ class Settings:
     # Traces older than this are deleted by the reaper's retention step; 0 = keep them.
     trace_retention_days: int = 7
     # Observability: how often each web worker adds its counters to the database, how often
-    # the reaper samples the analytics series, and how long samples are kept.
+    # the reaper samples the analytics series, how long samples are kept, and how long the
+    # per-process minute rows are (one row per process and minute: more rows, kept less).
     metrics_flush_ms: int = 1000
     stats_sample_interval_ms: int = 300000
     metrics_retention_days: int = 90
+    process_metrics_retention_days: int = 7
     # `serve` stops the broker when one of its processes dies more than this many times
     # within the window, instead of restarting it forever.
     supervisor_max_restarts: int = 5
@@ -194,6 +196,9 @@ class Settings:
                 "STATS_SAMPLE_INTERVAL_MS", cls.stats_sample_interval_ms, low=1000),
             metrics_retention_days=read.integer(
                 "METRICS_RETENTION_DAYS", cls.metrics_retention_days, low=1, high=3650),
+            process_metrics_retention_days=read.integer(
+                "PROCESS_METRICS_RETENTION_DAYS", cls.process_metrics_retention_days, low=1,
+                high=3650),
             supervisor_max_restarts=read.integer(
                 "SUPERVISOR_MAX_RESTARTS", cls.supervisor_max_restarts, low=0),
             supervisor_restart_window_ms=read.integer(

@@ -124,7 +124,12 @@ VARIABLES: Catalogue = {
                             "the database.",
         "STATS_SAMPLE_INTERVAL_MS": "How often, in milliseconds, the reaper samples the "
                                     "analytics series (throughput, depth, lag).",
-        "METRICS_RETENTION_DAYS": "Analytics samples older than this many days are deleted.",
+        "METRICS_RETENTION_DAYS": "Analytics samples (per queue, one per sampling pass) older "
+                                  "than this many days are deleted.",
+        "PROCESS_METRICS_RETENTION_DAYS": "Per-process minute rows (what each process counted "
+                                          "and its pool, memory and CPU, one row per process "
+                                          "and minute) older than this many days are "
+                                          "deleted.",
     },
     "Processes": {
         "SUPERVISOR_MAX_RESTARTS": "`serve` stops the broker when one of its processes dies "
