@@ -182,7 +182,8 @@ async def worker_metrics(request: Request, query: ProcessQuery) -> Response:
             "totalPopRequests": c("pop_requests", 0), "totalAckRequests": c("ack_requests", 0),
             "totalDbErrors": c("db_errors", 0), "totalAckFailed": c("ack_failed", 0),
             "totalDlq": c("dlq", 0), "processes": len(workers),
-            "processStarts": sum(1 for s in spans if s.started_at >= window.start)},
+            "processStarts": sum(1 for s in spans if s.started_at >= window.start),
+            "latency": {kind: _latency_json(f) for kind, f in timed(total).items()}},
     })
 
 

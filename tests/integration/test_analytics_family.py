@@ -1,8 +1,8 @@
 """The analytics family (`/api/v1/analytics/*`, docs/operating/analytics.md) against real broker
 processes: the official client's admin calls answer the kept history, a killed worker shows
 as a process that ended beside the one that replaced it, the per-queue series follow the
-samples (throughput, acks, dead letters, lag, retention by rule, evictions), and bad
-windows are refused.
+samples (throughput, acks, dead letters, lag, retention by rule, evictions), bad windows are
+refused, and the reaper keeps the minute rows PROCESS_METRICS_RETENTION_DAYS.
 
 Each test runs its own broker on a database of its own, so every figure it checks moves only
 with the traffic it sends. Processes flush every 200 ms; the reaper samples every second.
@@ -16,12 +16,16 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import asyncpg
 import httpx
 import psutil
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from queen import Queen
 
+from core.reaper import Reaper
+from core.settings import Settings
+from core.storage.database import Database
 from tests.support import BrokerProcess, configure, pop_json, push_items, wait_for
 
 ENV = {"METRICS_FLUSH_MS": "200", "STATS_SAMPLE_INTERVAL_MS": "1000",
@@ -247,3 +251,21 @@ async def test_bad_windows_are_refused_with_the_parameter_named(
     assert r.status_code == 400 and "workerId" in r.json()["error"], r.text
     r = await http.get("/api/v1/analytics/queue-ops", params={"queue": "no such\nqueue"})
     assert r.status_code == 400 and "queue" in r.json()["error"], r.text
+
+
+async def test_the_reaper_trims_minute_rows_past_their_retention(own_database: str) -> None:
+    settings = Settings(process_metrics_retention_days=2, metrics_retention_days=30)
+    db = await Database.open(settings, own_database, migrate=False)
+    conn = await asyncpg.connect(own_database)
+    try:
+        for process, age in (("old:1", "3 days"), ("kept:2", "1 day")):
+            await conn.execute(
+                "INSERT INTO queen.stats_minutes VALUES ($1, date_trunc('minute', now()"
+                f" - interval '{age}'), 'web', now() - interval '4 days', 1, '{{}}',"
+                " 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0)", process)
+        await Reaper(db, settings).run_pass()  # a sample is due at once, trims with it
+        kept = await conn.fetch("SELECT process FROM queen.stats_minutes")
+        assert [r["process"] for r in kept] == ["kept:2"]
+    finally:
+        await conn.close()
+        await db.close()
