@@ -74,6 +74,7 @@ from core.storage.database import Database, PoolStats, connect_options
 from core.storage.stats import SeriesRow
 from core.streams.service import Streams
 from core.timers.service import Timers
+from core.tracing import Tracing
 from core.upkeep import stats
 from core.upkeep.history import History
 from core.upkeep.spool import Spool, SpoolSettings
@@ -109,8 +110,10 @@ class Broker:
     """One process's broker. Open it with `Broker.open`; see the module docstring."""
 
     def __init__(self, settings: Settings, db: Database, hub: WakeupHub,
-                 stop_waiting: asyncio.Event) -> None:
+                 stop_waiting: asyncio.Event, tracing: Tracing | None = None) -> None:
         self.settings = settings
+        # Spans of pushes, pops and acks (core/tracing.py); off unless TRACING_EXPORTER
+        self.tracing = tracing if tracing is not None else Tracing.off()
         self._db = db
         self._hub = hub
         self._stop_waiting = stop_waiting
@@ -162,23 +165,25 @@ class Broker:
     @contextlib.asynccontextmanager
     async def open(cls, settings: Settings, *, dsn: str | None = None, migrate: bool = True,
                    stop_waiting: asyncio.Event | None = None,
-                   role: str = "web") -> AsyncIterator[Broker]:
+                   role: str = "web", tracing: Tracing | None = None) -> AsyncIterator[Broker]:
         """Open the pool (applying migrations), check QUEEN_ENCRYPTION_KEY against the
         database (core/engine/key_check.py), start the side tasks, and yield the broker.
 
         `stop_waiting`, when given, is the event that makes parked long polls answer at once
         (the owner sets it when it starts to drain; `Broker.stop_waiting` sets it too);
-        `role` names the process in the per-process history (web, kafka).
+        `role` names the process in the per-process history (web, kafka); `tracing` records
+        spans (default: as TRACING_EXPORTER says), flushed when the block is left.
         Leaving the block stops long polls waiting, flushes the coalescer (pushes accepted
         before are written and answered), stops the wake-up loops, then closes the pool."""
         target = dsn if dsn is not None else database_dsn(settings)
+        tracer = tracing if tracing is not None else Tracing.from_settings(settings)
         db = await Database.open(settings, target, migrate=migrate)
         try:
             encryption.install(settings.encryption_key)
             async with db.session() as conn:
                 await check_key(conn, settings.encryption_key)
             hub = WakeupHub(target, connect_options(settings, role="wakeup"))
-            broker = cls(settings, db, hub, stop_waiting or asyncio.Event())
+            broker = cls(settings, db, hub, stop_waiting or asyncio.Event(), tracer)
             switches, spool = broker._switches, await broker._open_spool()
             hub.subscribe(SWITCHES_CHANNEL, switches.notified)
             hub.subscribe(EPHEMERAL_CHANNEL, broker.ephemeral.waiters.notified)
@@ -212,6 +217,7 @@ class Broker:
             finally:
                 await spool.close()  # what it still holds waits for the next worker
         finally:
+            tracer.shutdown()  # export the spans still buffered
             await db.close()
 
     async def _open_spool(self) -> Spool:

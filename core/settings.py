@@ -88,6 +88,10 @@ class Settings:
     stats_sample_interval_ms: int = 300000
     metrics_retention_days: int = 90
     process_metrics_retention_days: int = 7
+    # Tracing (core/tracing.py): spans exported with OpenTelemetry (none, otlp, console), and
+    # the share of traces started here that are recorded (a caller's sampled flag wins).
+    tracing_exporter: str = "none"
+    tracing_sample_ratio: float = 1.0
     # `serve` stops the broker when one of its processes dies more than this many times
     # within the window, instead of restarting it forever.
     supervisor_max_restarts: int = 5
@@ -199,6 +203,10 @@ class Settings:
             process_metrics_retention_days=read.integer(
                 "PROCESS_METRICS_RETENTION_DAYS", cls.process_metrics_retention_days, low=1,
                 high=3650),
+            tracing_exporter=read.choice(
+                "TRACING_EXPORTER", cls.tracing_exporter, ("none", "otlp", "console")),
+            tracing_sample_ratio=_ratio(read.number(
+                "TRACING_SAMPLE_RATIO", cls.tracing_sample_ratio, low=0.0)),
             supervisor_max_restarts=read.integer(
                 "SUPERVISOR_MAX_RESTARTS", cls.supervisor_max_restarts, low=0),
             supervisor_restart_window_ms=read.integer(
@@ -244,6 +252,12 @@ class Settings:
     def spool_dir(self) -> Path:
         """FILE_BUFFER_DIR, or `spool` in the data directory."""
         return self.file_buffer_dir or self.data_dir / "spool"
+
+
+def _ratio(value: float) -> float:
+    if value > 1:
+        raise SettingsError(f"TRACING_SAMPLE_RATIO={value!r}: must be at most 1")
+    return value
 
 
 def from_env_or_exit(program: str) -> Settings:

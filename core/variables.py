@@ -131,6 +131,14 @@ VARIABLES: Catalogue = {
                                           "and minute) older than this many days are "
                                           "deleted.",
     },
+    "Tracing": {
+        "TRACING_EXPORTER": "Export spans of pushes, pops and acks with OpenTelemetry: `otlp` "
+                            "(to the `OTEL_EXPORTER_OTLP_*` endpoint) or `console`; `none` "
+                            "records no span (trace context still travels with messages). "
+                            "Needs the `otel` extra.",
+        "TRACING_SAMPLE_RATIO": "Share (0 to 1) of the traces the broker starts that it "
+                                "records; a request's own `traceparent` decides for its trace.",
+    },
     "Processes": {
         "SUPERVISOR_MAX_RESTARTS": "`serve` stops the broker when one of its processes dies "
                                    "more than this many times within "
