@@ -1,5 +1,5 @@
 """Trace context through push, pop and ack (W3C Trace Context), and spans exported with
-OpenTelemetry when TRACING_EXPORTER is set (docs/operating/tracing.md).
+OpenTelemetry when TRACING_EXPORTER is set (docs/operating/metrics.md, "Trace context and OpenTelemetry").
 
 Propagation needs no tracer. A message's trace id is the trace id its frame stores (the
 wire's `traceId`: the 16 bytes of a W3C trace id are a UUID's); its span id is the last 8

@@ -1,5 +1,5 @@
 """The analytics family (`/api/v1/analytics/*`): time series in Queen's shapes, from the
-history the broker keeps (core/upkeep/history.py; docs/operating/analytics.md).
+history the broker keeps (core/upkeep/history.py; docs/operating/metrics.md, "History").
 
 - `system-metrics`: per process (Queen's "replica"), its gauges per bucket: CPU, memory,
   pool, parked pops, spool. Each figure is `{avg, min, max, last}` over the minutes of the

@@ -1,5 +1,5 @@
 -- Version 130: history for the analytics family (/api/v1/analytics/*) and the dashboard's
--- charts over a chosen window (docs/operating/analytics.md).
+-- charts over a chosen window (docs/operating/metrics.md, "History").
 --
 -- Two kinds of history, both written off the hot path and trimmed by the reaper:
 -- - per process and minute (queen.stats_minutes): what each process counted and how it

@@ -1,4 +1,4 @@
-"""The analytics family (`/api/v1/analytics/*`, docs/operating/analytics.md) against real broker
+"""The analytics family (`/api/v1/analytics/*`, docs/operating/metrics.md) against real broker
 processes: the official client's admin calls answer the kept history, a killed worker shows
 as a process that ended beside the one that replaced it, the per-queue series follow the
 samples (throughput, acks, dead letters, lag, retention by rule, evictions), bad windows are

@@ -1,4 +1,4 @@
-"""Trace context through push, pop and ack (core/tracing.py, docs/operating/tracing.md).
+"""Trace context through push, pop and ack (core/tracing.py, docs/operating/metrics.md).
 
 With spans recorded (the app in this process, OpenTelemetry's in-memory exporter): a
 producer's trace goes on through the broker's send and create spans, the consumer gets the
@@ -35,10 +35,10 @@ async def traced(own_database: str) -> AsyncIterator[tuple[httpx.AsyncClient,
     settings = Settings.from_env({"DATABASE_URL": own_database,
                                   "FILE_BUFFER_DIR": TEST_SPOOL_DIR})
     app = create_app(settings, tracing=Tracing.for_exporter(exporter))
-    async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                     base_url="http://broker", timeout=30) as http:
-            yield http, exporter
+    async with (app.router.lifespan_context(app),
+                httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                  base_url="http://broker", timeout=30) as http):
+        yield http, exporter
 
 
 def _hex(value: int, width: int) -> str:
