@@ -30,11 +30,12 @@ from broker.wire.analytics import ProcessQuery, QueueWindowQuery, WindowQuery
 from broker.wire.common import given
 from broker.wire.http import json_response
 from core.errors import BadRequest
-from core.storage.history import ProcessBucket, QueueBucket
 from core.timefmt import iso
 from core.upkeep.history import (
     QUANTILES,
     Latency,
+    ProcessBucket,
+    QueueBucket,
     Window,
     add_up,
     counters_of,

@@ -32,6 +32,11 @@ from core.storage.database import Database
 from core.storage.history import ProcessBucket, ProcessSpan, QueueBucket
 from core.upkeep.stats import live_seconds
 
+# The rows the edge reads (it imports them from here, never from core.storage)
+__all__ = ["QUANTILES", "History", "Latency", "ProcessBucket", "ProcessSpan", "QueueBucket",
+           "Window", "add_up", "bucket_minutes", "counters_of", "host_and_pid", "latency",
+           "per_second", "timed"]
+
 # (window up to this many minutes, bucket minutes); wider windows get the last width
 _WIDTHS = ((60, 1), (360, 5), (1440, 15), (10080, 60))
 _WIDEST = 360
