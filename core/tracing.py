@@ -292,6 +292,13 @@ class Tracing:
             yield span
 
 
+def check_available(settings: Settings) -> None:
+    """Raise SettingsError at start-up when TRACING_EXPORTER names an exporter whose packages
+    are missing, rather than in every web worker as it starts."""
+    if settings.tracing_exporter != "none":
+        Tracing.from_settings(settings).shutdown()
+
+
 class _NoSpan:
     """Stands in for the create span of a message that gets none."""
 

@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from broker.state import broker_of
-from broker.wire.analytics import ProcessQuery, QueueWindowQuery, WindowQuery
+from broker.wire.analytics import ProcessQuery, QueueLagPoint, QueueWindowQuery, WindowQuery
 from broker.wire.common import given
 from broker.wire.http import json_response
 from core.errors import BadRequest
@@ -215,9 +215,8 @@ async def _queue_rows(request: Request, query: QueueWindowQuery
 async def queue_lag(request: Request, query: QueueWindowQuery) -> Response:
     _, width, rows = await _queue_rows(request, query)
     return json_response([
-        {"queueName": r.queue, "popCount": r.delivered,
-         "avgLagMs": round(r.lag_avg * 1000), "maxLagMs": round(r.lag_max * 1000),
-         "bucketMinutes": width, "bucketTime": iso(r.bucket)}
+        QueueLagPoint(r.queue, r.delivered, round(r.lag_avg * 1000), round(r.lag_max * 1000),
+                      width, iso(r.bucket))
         for r in sorted(rows, key=lambda r: (-r.bucket.timestamp(), r.queue))])
 
 

@@ -30,3 +30,14 @@ class QueueWindowQuery(WindowQuery):
     queue: Name | UnsetType = UNSET
     namespace: Name | UnsetType = UNSET
     task: Name | UnsetType = UNSET
+
+
+class QueueLagPoint(msgspec.Struct):
+    """One queue over one bucket of `/api/v1/analytics/queue-lag` (a bare array of these)."""
+
+    queueName: str
+    popCount: int  # messages delivered
+    avgLagMs: int  # the sampled lag: average and largest over the bucket's samples
+    maxLagMs: int
+    bucketMinutes: int
+    bucketTime: str

@@ -39,3 +39,16 @@ def test_a_message_hands_on_its_trace_and_its_message_span() -> None:
     message = uuid.UUID("01890a5d-ac96-774b-bcce-b302099a8057")
     ctx = of_message(trace, message)
     assert ctx.header() == f"00-{trace.hex}-bcceb302099a8057-01"
+
+
+def test_the_settings_choose_the_tracer() -> None:
+    from core.settings import Settings
+    from core.tracing import Tracing, check_available
+
+    assert not Tracing.from_settings(Settings()).enabled
+    console = Tracing.from_settings(Settings(tracing_exporter="console"))
+    try:
+        assert console.enabled
+    finally:
+        console.shutdown()
+    check_available(Settings(tracing_exporter="console"))  # the SDK is there: no error
