@@ -32,6 +32,7 @@ from starlette.routing import BaseRoute, Route
 from broker.auth.access import Access
 from broker.errors import error_response, refusal
 from broker.state import state_of
+from broker.tls.peer import scope_identity
 from broker.wire.binary import BINARY_MEDIA_TYPE, media_type
 from broker.wire.common import ErrorBody
 from broker.wire.decoding import decode_body, decode_strings
@@ -113,7 +114,8 @@ class Endpoint:
         state = state_of(request)
         try:
             identity = await state.gate.admit(
-                request.scope["path"], request.headers.get("authorization"), self.access)
+                request.scope["path"], request.headers.get("authorization"), self.access,
+                scope_identity(request.scope))
         except QueenError as exc:
             return await refusal(request, exc)
         try:

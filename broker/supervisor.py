@@ -15,6 +15,9 @@ themselves. A process that dies more than 5 times in 60 s (SUPERVISOR_MAX_RESTAR
 SUPERVISOR_RESTART_WINDOW_MS) stops the whole broker with a message naming it and its last
 exit status, rather than restarting forever.
 
+With TLS on, SIGHUP makes the web workers and the Kafka listener load the certificate files
+again (broker/tls/rotation.py); without TLS, SIGHUP is left as it always was.
+
 Ctrl-C / SIGTERM stop everything in order: web workers drain first (they finish requests in
 flight and answer parked long polls), then the reaper, then PostgreSQL. Children run in
 their own process groups, so a terminal's Ctrl-C reaches only this process, which stops them
@@ -39,6 +42,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 
 from broker.auth.exposure import bind_notice, exposure_warnings
+from broker.tls.rotation import describe
 from broker.worker import BACKLOG, drain_seconds
 from core.embedded import EmbeddedPostgres
 from core.engine.key_check import verify_encryption_key
@@ -88,6 +92,8 @@ class Child:
     # non-essential one (the Kafka listener) is started again at the longest delay instead,
     # so its trouble never takes the HTTP side down.
     essential: bool = True
+    # Passed the supervisor's SIGHUP (TLS on: the listeners reload their certificates).
+    hangup: bool = False
     proc: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
     died_at: float = 0.0
@@ -120,14 +126,28 @@ class Supervisor:
         self.children = children
         self.policy = policy or RestartPolicy()
         self.stop_requested = False
+        self.hangup_requested = False
         self.failure: str | None = None
 
     def request_stop(self, signum: int = 0, frame: FrameType | None = None) -> None:
         self.stop_requested = True
 
+    def request_hangup(self, signum: int = 0, frame: FrameType | None = None) -> None:
+        self.hangup_requested = True
+
+    def pass_hangup(self) -> None:
+        """SIGHUP to every running child that takes it."""
+        self.hangup_requested = False
+        for child in self.children:
+            if child.hangup and child.proc is not None and child.proc.poll() is None:
+                child.proc.send_signal(signal.SIGHUP)
+        log.info("SIGHUP: the listeners reload their TLS certificates")
+
     def watch(self) -> None:
         """Restart dead children until a stop is requested or one keeps dying."""
         while not self.stop_requested:
+            if self.hangup_requested:
+                self.pass_hangup()
             now = time.monotonic()
             for child in self.children:
                 self._look_after(child, now)
@@ -248,6 +268,11 @@ def serve(settings: Settings, *, with_reaper: bool = True, web_only: bool = Fals
         window=settings.supervisor_restart_window_ms / 1000))
     signal.signal(signal.SIGINT, supervisor.request_stop)
     signal.signal(signal.SIGTERM, supervisor.request_stop)
+    # With TLS on, SIGHUP reloads the certificates (broker/tls/rotation.py); the listeners
+    # start with it ignored, so one that has not yet set its handler is not killed by it.
+    reloads = settings.tls.enabled
+    if reloads:
+        signal.signal(signal.SIGHUP, supervisor.request_hangup)
     env = dict(os.environ)
     listener: socket.socket | None = None
     try:
@@ -273,21 +298,25 @@ def serve(settings: Settings, *, with_reaper: bool = True, web_only: bool = Fals
         stop_timeout = drain_seconds(settings) + 10
         for n in range(1, worker_count(settings) + 1):
             supervisor.children.append(Child(
-                f"web worker {n}", _spawner(worker_command(fd), env, pass_fds=(fd,)), WEB,
-                stop_timeout=stop_timeout))
+                f"web worker {n}", _spawner(worker_command(fd), env, pass_fds=(fd,),
+                                            ignore_hangup=reloads), WEB,
+                stop_timeout=stop_timeout, hangup=reloads))
         if with_reaper and not web_only:
             supervisor.children.append(Child("reaper", _spawner(reaper_command(), env),
                                              MAINTENANCE))
         if settings.kafka_port is not None and not web_only:
-            supervisor.children.append(Child("kafka listener", _spawner(kafka_command(), env),
-                                             WEB, stop_timeout=30, essential=False))
+            supervisor.children.append(Child(
+                "kafka listener", _spawner(kafka_command(), env, ignore_hangup=reloads), WEB,
+                stop_timeout=30, essential=False, hangup=reloads))
         now = time.monotonic()
         for child in supervisor.children:
             if child.proc is None:
                 child.start(now)
         host, port = listener.getsockname()[:2]
-        log.info("queen broker serving on http://%s:%d (%d web workers)", host, port,
-                 worker_count(settings))
+        log.info("queen broker serving on %s://%s:%d (%d web workers)", settings.scheme, host,
+                 port, worker_count(settings))
+        if settings.tls.enabled:
+            log.info("TLS certificate: %s", describe(settings.tls.cert_file))
         for warning in exposure_warnings(settings.auth, host):
             log.warning("%s", warning)
         if (notice := bind_notice(settings.auth, host)) is not None:
@@ -304,13 +333,18 @@ def serve(settings: Settings, *, with_reaper: bool = True, web_only: bool = Fals
     return 0 if supervisor.failure is None else 1
 
 
-def _spawner(command: list[str], env: dict[str, str], pass_fds: tuple[int, ...] = ()
-             ) -> Callable[[], subprocess.Popen[bytes]]:
+def _spawner(command: list[str], env: dict[str, str], pass_fds: tuple[int, ...] = (), *,
+             ignore_hangup: bool = False) -> Callable[[], subprocess.Popen[bytes]]:
+    def before_exec() -> None:
+        terminate_with_parent(supervisor_pid)
+        if ignore_hangup:  # until the child sets its own handler (an ignored signal stays so)
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
     def spawn() -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             command, env=env, pass_fds=pass_fds,
             process_group=0,  # a terminal's Ctrl-C reaches the supervisor, which stops us in order
-            preexec_fn=lambda: terminate_with_parent(supervisor_pid))  # noqa: PLW1509 - no threads
+            preexec_fn=before_exec)  # noqa: PLW1509 - no threads
     supervisor_pid = os.getpid()
     return spawn
 

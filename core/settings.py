@@ -17,6 +17,7 @@ from core.auth_settings import AuthSettings, auth_settings_from_env
 from core.engine.encryption import key_from_env
 from core.env import EnvReader, SettingsError
 from core.storage.hosts import dsn_hosts
+from core.tls import TlsSettings, tls_settings_from_env
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +99,8 @@ class Settings:
     supervisor_restart_window_ms: int = 60000
     log_level: str = "info"
     auth: AuthSettings = dataclasses.field(default_factory=AuthSettings)
+    # TLS on the HTTP and Kafka listeners (core/tls.py); off unless a certificate is given.
+    tls: TlsSettings = dataclasses.field(default_factory=TlsSettings)
     # Origins a browser page may call the API from (CORS); `*` is any.
     cors_origins: tuple[str, ...] = ("*",)
     # The push spool (core/upkeep/spool.py), under Queen's names: its directory (None: `spool` in
@@ -214,6 +217,7 @@ class Settings:
             log_level=read.choice(
                 "LOG_LEVEL", cls.log_level, ("debug", "info", "warning", "error", "critical")),
             auth=auth,
+            tls=tls_settings_from_env(env),
             cors_origins=cors_origins_from_env(env),
             file_buffer_dir=Path(env["FILE_BUFFER_DIR"]) if env.get("FILE_BUFFER_DIR") else None,
             file_buffer_flush_ms=read.integer(
@@ -247,6 +251,11 @@ class Settings:
     @property
     def uses_embedded_database(self) -> bool:
         return self.database_url is None
+
+    @property
+    def scheme(self) -> str:
+        """How clients reach the HTTP listener: `https` with TLS on."""
+        return "https" if self.tls.enabled else "http"
 
     @property
     def spool_dir(self) -> Path:

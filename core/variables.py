@@ -27,6 +27,26 @@ VARIABLES: Catalogue = {
             "Origins a browser page may call the API from: `*`, or a comma-separated list "
             "such as `https://app.example.com`.", default="`*`"),
     },
+    "TLS": {
+        "TLS_CERT_FILE": Described(
+            "PEM certificate (then any intermediate certificates) of the HTTP listener and "
+            "of the Kafka listener; with `TLS_KEY_FILE` it turns TLS on for both (see TLS).",
+            default="unset: no TLS"),
+        "TLS_KEY_FILE": Described("PEM private key of `TLS_CERT_FILE`, without a passphrase.",
+                                  default="unset"),
+        "TLS_CLIENT_CA_FILE": Described(
+            "PEM CA certificates that sign client certificates (mutual TLS); a client "
+            "certificate's subject becomes the producer identity when no token names one.",
+            default="unset: clients show no certificate"),
+        "TLS_CLIENT_AUTH": Described(
+            "`required` (a client without a certificate signed by `TLS_CLIENT_CA_FILE` "
+            "cannot connect), `optional` (one that shows a certificate must show a valid "
+            "one) or `none`.",
+            default="`required` with `TLS_CLIENT_CA_FILE`, else `none`"),
+        "TLS_WATCH_INTERVAL_MS": "How often, in milliseconds, each process looks whether the "
+                                 "certificate, key or CA file changed, and then loads them "
+                                 "for new connections; `0`: only on SIGHUP.",
+    },
     "Database": {
         "DATABASE_URL": Described(
             "The PostgreSQL to use instead of the embedded one: any URI asyncpg accepts "

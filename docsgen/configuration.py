@@ -15,6 +15,7 @@ import click
 
 from core.env import Described, VariableRead
 from core.variables import VARIABLES, variables_read
+from docsgen import escape
 
 PAGE = "reference/configuration.md"
 
@@ -44,14 +45,14 @@ def render_configuration() -> str:
             meaning = described.meaning if isinstance(described, Described) else described
             read = reads.get(name, VariableRead(name))
             out.append(f"| `{name}` | {_default(described, read)} | "
-                       f"{_cell(meaning)}{_bounds(read)} |")
+                       f"{escape.text(meaning)}{_bounds(read)} |")
         out.append("")
     out += ["## Operator commands", "",
             ("The commands that talk to a running broker (`status`, `queues`, `push`, `pop`, "
             "...) read these; see the [CLI reference](cli.md)."), "",
             "| variable | default | meaning |", "|---|---|---|"]
     for name, default, meaning in operator_variables():
-        out.append(f"| `{name}` | {default} | {_cell(meaning)} |")
+        out.append(f"| `{name}` | {default} | {escape.text(meaning)} |")
     return "\n".join(out) + "\n"
 
 
@@ -106,7 +107,3 @@ def _bounds(read: VariableRead) -> str:
 
 def _number(value: float) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
-
-
-def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from core.engine.options import DEFAULTS, MEANINGS
+from docsgen import escape
 
 PAGE = "reference/queue-options.md"
 
@@ -24,6 +25,5 @@ def render_queue_options() -> str:
            "How to change them: [Queues and their options](../guide/queues.md)."), "",
            "| option | default | meaning |", "|---|---|---|"]
     for name, default in DEFAULTS.items():
-        text = " ".join(MEANINGS[name].split()).replace("|", "\\|")
-        out.append(f"| `{name}` | `{json.dumps(default)}` | {text} |")
+        out.append(f"| `{name}` | `{json.dumps(default)}` | {escape.text(MEANINGS[name])} |")
     return "\n".join(out) + "\n"

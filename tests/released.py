@@ -81,7 +81,10 @@ def released_tree(commit: str) -> Path:
                     "need a clone of the repository with its history")
     staging = Path(tempfile.mkdtemp(prefix=f"queen-released-{commit}-"))
     with tarfile.open(fileobj=io.BytesIO(done.stdout)) as tar:
-        tar.extractall(staging, filter="data")
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(staging, filter="data")
+        else:  # Python before 3.11.4 (Debian 12 has 3.11.2) has no filters; our own history
+            tar.extractall(staging)
     try:
         staging.rename(dest)
     except OSError:  # extracted meanwhile by another test process

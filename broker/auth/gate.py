@@ -8,12 +8,14 @@ With auth off everyone is anonymous and every route is open. With auth on:
 3. the token's roles (JWT_ROLES_CLAIM, JWT_ROLES_ARRAY_CLAIM) must pass the route's access
    level, else 403 `Insufficient permissions`.
 
-The identity's `sub` is what pushes stamp as `producerSub`.
+The identity's `sub` is what pushes stamp as `producerSub`: the token's, or, when no token
+names one (auth off, or a token without `sub`), the verified client certificate's
+(broker/tls/peer.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from broker.auth.access import Role, grants
@@ -65,14 +67,19 @@ class Gate:
         if self._jwks is not None:
             await self._jwks.close()
 
-    async def admit(self, path: str, authorization: str | None, level: object) -> Identity:
+    async def admit(self, path: str, authorization: str | None, level: object,
+                    certificate: str | None = None) -> Identity:
         """The caller's identity if they may use a route of `level` at `path`; else raise
-        Unauthenticated (401), Forbidden (403) or KeysUnavailable (503)."""
+        Unauthenticated (401), Forbidden (403) or KeysUnavailable (503). `certificate`: the
+        identity of the connection's verified client certificate, the caller's `sub` when
+        no token names one."""
         if self._verifier is None or self.auth.skips(path):
-            return ANONYMOUS
+            return ANONYMOUS if certificate is None else Identity(certificate, frozenset())
         identity = await self.identify(bearer_token(authorization))
         if not grants(identity.roles, level):
             raise Forbidden()
+        if identity.sub is None and certificate is not None:
+            return replace(identity, sub=certificate)
         return identity
 
     async def identify(self, token: str) -> Identity:

@@ -82,7 +82,7 @@ async def produce(session: Session, request: Request) -> dict[str, Any] | None:
                 continue
             part.sequenced = _sequenced(batches)
             part.items = _items(topic_data.name, str(data.index), batches,
-                                session.principal)
+                                session.producer)
             budget[0] -= sum(len(i.message.payload) for i in part.items)
             budget[1] -= len(part.items)
     await _append(session, [p for p in parts if p.items])

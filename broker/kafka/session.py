@@ -1,5 +1,6 @@
 """What a handler knows of its connection and process: the broker, the address clients are
-told, and (with auth on) who authenticated on this connection and what they may do."""
+told, and who is on this connection: with auth on, who authenticated and what they may do;
+with mutual TLS, whose client certificate it showed."""
 
 from __future__ import annotations
 
@@ -25,10 +26,19 @@ class Session:
     roles: frozenset[Role] | None = None  # None: auth is off
     principal: str | None = None  # the token's sub, stamped as producerSub
     expires: float | None = None  # the token's exp: the connection closes then
+    certificate: str | None = None  # the verified client certificate's identity (mTLS)
+    # A SaslHandshake v0 succeeded: the next frame is a bare PLAIN message, not a request.
+    bare_sasl_next: bool = False
 
     @property
     def authenticated(self) -> bool:
         return not self.auth_required or self.roles is not None
+
+    @property
+    def producer(self) -> str | None:
+        """What produced records are stamped with (producerSub): the token's sub, else the
+        client certificate's identity, as on the HTTP side (broker/auth/gate.py)."""
+        return self.principal if self.principal is not None else self.certificate
 
     def may(self, level: Access) -> bool:
         """Whether this connection may do what an HTTP route of `level` does (auth off: all)."""

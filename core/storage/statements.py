@@ -11,14 +11,18 @@ driver errors become core errors here (`core/storage/errors.py`).
 from __future__ import annotations
 
 import re
-from pathlib import Path
+from importlib.resources import files
+from importlib.resources.abc import Traversable
 from typing import Any, ClassVar, Generic, TypeVar
 
 import asyncpg
 
 from core.storage.errors import storage_errors
 
-SCHEMA_DIR = Path(__file__).resolve().parent.parent.parent / "schema"
+# The SQL is package data of `core`, read through importlib.resources so that an installed
+# wheel reads its own copy. In the repository, core/schema is a symbolic link to the top-level
+# schema/ folder: an editable install and `python -m` from the checkout read the same files.
+SCHEMA_DIR: Traversable = files("core") / "schema"
 QUERIES_DIR = SCHEMA_DIR / "queries"
 _HEADER = re.compile(r"^-- name: *([a-z_][a-z0-9_]*) *$", re.MULTILINE)
 
@@ -41,10 +45,14 @@ def parse(text: str) -> dict[str, str]:
     return queries
 
 
-def load(directory: Path = QUERIES_DIR) -> dict[str, str]:
+def load(directory: Traversable = QUERIES_DIR) -> dict[str, str]:
     """Every statement of the directory's .sql files; a name may appear only once."""
+    if not directory.is_dir():
+        raise RuntimeError(f"the SQL statements are missing: no directory {directory} "
+                           "(a checkout needs the core/schema link, a wheel its package data)")
     queries: dict[str, str] = {}
-    for path in sorted(directory.glob("*.sql")):
+    for path in sorted((p for p in directory.iterdir() if p.name.endswith(".sql")),
+                       key=lambda p: p.name):
         for name, sql in parse(path.read_text()).items():
             if name in queries:
                 raise ValueError(f"query {name!r} is defined twice ({path.name})")
