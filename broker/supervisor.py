@@ -48,6 +48,7 @@ from core.embedded import EmbeddedPostgres
 from core.engine.key_check import verify_encryption_key
 from core.settings import Settings
 from core.storage.database import migrate
+from core.tracing import check_available as check_tracing
 
 log = logging.getLogger("queen.serve")
 
@@ -275,6 +276,7 @@ def serve(settings: Settings, *, with_reaper: bool = True, web_only: bool = Fals
     env = dict(os.environ)
     listener: socket.socket | None = None
     try:
+        check_tracing(settings)  # a missing `otel` extra stops us here, said once
         if settings.database_url is None and not web_only:
             embedded = EmbeddedPostgres(settings.data_dir)
             log.info("starting embedded PostgreSQL in %s", embedded.pgdata)

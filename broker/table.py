@@ -17,6 +17,7 @@ from broker.dashboard import page as dashboard
 from broker.endpoint import HTML, TEXT, Endpoint
 from broker.routes import (
     ack,
+    analytics,
     changes,
     dlq,
     ephemeral,
@@ -39,6 +40,7 @@ from broker.routes import (
     transaction,
 )
 from broker.wire import ack as ack_wire
+from broker.wire import analytics as analytics_wire
 from broker.wire import changes as changes_wire
 from broker.wire import ephemeral as eph_wire
 from broker.wire import fetch as fetch_wire
@@ -206,6 +208,24 @@ ENDPOINTS: list[Endpoint] = [
              path_params=QueuePath, access=READ_ONLY),
     Endpoint("POST", "/api/v1/stats/refresh", status.refresh,
              "Take an analytics sample now", {200: FreeForm}, access=ADMIN),
+    # The analytics family: time series in Queen's shapes from the kept history
+    # (core/upkeep/history.py), read-only like the status routes.
+    Endpoint("GET", "/api/v1/analytics/system-metrics", analytics.system_metrics,
+             "Per process and bucket: CPU, memory, pool, parked pops, spool",
+             {200: FreeForm}, query=analytics_wire.ProcessQuery, access=READ_ONLY),
+    Endpoint("GET", "/api/v1/analytics/worker-metrics", analytics.worker_metrics,
+             "Cluster throughput, acks, errors and latency per bucket; processes; totals",
+             {200: FreeForm}, query=analytics_wire.ProcessQuery, access=READ_ONLY),
+    Endpoint("GET", "/api/v1/analytics/queue-lag", analytics.queue_lag,
+             "Per queue and bucket: messages delivered and sampled lag (newest first)",
+             {200: list[analytics_wire.QueueLagPoint]}, query=analytics_wire.QueueWindowQuery,
+             access=READ_ONLY),
+    Endpoint("GET", "/api/v1/analytics/queue-ops", analytics.queue_ops,
+             "Per queue and bucket: throughput, acks, depth, lag, parked pops",
+             {200: FreeForm}, query=analytics_wire.QueueWindowQuery, access=READ_ONLY),
+    Endpoint("GET", "/api/v1/analytics/retention", analytics.retention,
+             "Per bucket: messages released by retention and evicted by maxWaitTimeSeconds",
+             {200: FreeForm}, query=analytics_wire.QueueWindowQuery, access=READ_ONLY),
     # Offset-read discovery (§6.6), DLQ replay by id and bulk purge (§11). Access: the feed
     # reads like fetch (READ_ONLY); replay by id is the DLQ retry route's READ_WRITE; a bulk
     # purge destroys a queue's dead letters, so ADMIN like DELETE queue.

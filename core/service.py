@@ -22,6 +22,7 @@ nothing while pop maintenance is on (core/admin/switches.py holds both switches)
     traces.*     traces (core/admin/traces.py)            streams.*    stream queries (core/streams)
     timers.*     timers (core/timers)
     stats_refresh / analytics / cluster_figures / partitions_changed   (core/upkeep/stats.py)
+    history.*    the analytics family's series (core/upkeep/history.py)
 
 The message plane counts what it did in `core.counters.COUNTERS` (in memory); a side task
 (`core.upkeep.stats.CounterFlusher`) adds the counts to the database every METRICS_FLUSH_MS.
@@ -73,7 +74,9 @@ from core.storage.database import Database, PoolStats, connect_options
 from core.storage.stats import SeriesRow
 from core.streams.service import Streams
 from core.timers.service import Timers
+from core.tracing import Tracing
 from core.upkeep import stats
+from core.upkeep.history import History
 from core.upkeep.spool import Spool, SpoolSettings
 from core.upkeep.spool_format import SpoolRecord
 
@@ -107,8 +110,10 @@ class Broker:
     """One process's broker. Open it with `Broker.open`; see the module docstring."""
 
     def __init__(self, settings: Settings, db: Database, hub: WakeupHub,
-                 stop_waiting: asyncio.Event) -> None:
+                 stop_waiting: asyncio.Event, tracing: Tracing | None = None) -> None:
         self.settings = settings
+        # Spans of pushes, pops and acks (core/tracing.py); off unless TRACING_EXPORTER
+        self.tracing = tracing if tracing is not None else Tracing.off()
         self._db = db
         self._hub = hub
         self._stop_waiting = stop_waiting
@@ -150,6 +155,7 @@ class Broker:
         self.kafka = Kafka(db, hub, stop_waiting,  # the Kafka edge's reads and offsets
                            default_partitions=settings.kafka_default_partitions)
         self.counters = COUNTERS
+        self.history = History(db, settings)  # the analytics family (core/upkeep/history.py)
         self.figures_provider: stats.FiguresProvider = stats.no_spool
         self.flusher: stats.CounterFlusher | None = None  # set by `open`
         self._switches = Switches(db, self._switched)
@@ -158,22 +164,26 @@ class Broker:
     @classmethod
     @contextlib.asynccontextmanager
     async def open(cls, settings: Settings, *, dsn: str | None = None, migrate: bool = True,
-                   stop_waiting: asyncio.Event | None = None) -> AsyncIterator[Broker]:
+                   stop_waiting: asyncio.Event | None = None,
+                   role: str = "web", tracing: Tracing | None = None) -> AsyncIterator[Broker]:
         """Open the pool (applying migrations), check QUEEN_ENCRYPTION_KEY against the
         database (core/engine/key_check.py), start the side tasks, and yield the broker.
 
         `stop_waiting`, when given, is the event that makes parked long polls answer at once
-        (the owner sets it when it starts to drain; `Broker.stop_waiting` sets it too).
+        (the owner sets it when it starts to drain; `Broker.stop_waiting` sets it too);
+        `role` names the process in the per-process history (web, kafka); `tracing` records
+        spans (default: as TRACING_EXPORTER says), flushed when the block is left.
         Leaving the block stops long polls waiting, flushes the coalescer (pushes accepted
         before are written and answered), stops the wake-up loops, then closes the pool."""
         target = dsn if dsn is not None else database_dsn(settings)
+        tracer = tracing if tracing is not None else Tracing.from_settings(settings)
         db = await Database.open(settings, target, migrate=migrate)
         try:
             encryption.install(settings.encryption_key)
             async with db.session() as conn:
                 await check_key(conn, settings.encryption_key)
             hub = WakeupHub(target, connect_options(settings, role="wakeup"))
-            broker = cls(settings, db, hub, stop_waiting or asyncio.Event())
+            broker = cls(settings, db, hub, stop_waiting or asyncio.Event(), tracer)
             switches, spool = broker._switches, await broker._open_spool()
             hub.subscribe(SWITCHES_CHANNEL, switches.notified)
             hub.subscribe(EPHEMERAL_CHANNEL, broker.ephemeral.waiters.notified)
@@ -181,7 +191,7 @@ class Broker:
             sweeper = EphemeralSweeper(target, settings)  # its own connection: see the module
             flusher = broker.flusher = stats.CounterFlusher(
                 target, settings, pool_stats=db.pool_stats, parked=hub.parked_by_queue,
-                figures=lambda: broker.figures_provider())
+                figures=lambda: broker.figures_provider(), role=role)
             try:
                 async with asyncio.TaskGroup() as side_tasks:
                     side_tasks.create_task(hub.listen_forever(), name="wakeup-listen")
@@ -207,6 +217,7 @@ class Broker:
             finally:
                 await spool.close()  # what it still holds waits for the next worker
         finally:
+            tracer.shutdown()  # export the spans still buffered
             await db.close()
 
     async def _open_spool(self) -> Spool:
@@ -456,7 +467,7 @@ class Broker:
 
     async def stats_refresh(self) -> int:
         """Take an analytics sample now; answers the queue rows stored."""
-        return await stats.sample(self._db)
+        return await stats.sample(self._db, self.settings)
 
     async def analytics(self, where: stats.SeriesFilter) -> list[SeriesRow]:
         return await stats.series(self._db, where)
@@ -467,7 +478,7 @@ class Broker:
         assert self.flusher is not None
         await self.flusher.flush()
         return await stats.cluster_figures(
-            self._db, live_seconds=stats.LIVE_INTERVALS * self.flusher.interval + 2)
+            self._db, live_seconds=stats.live_seconds(self.settings))
 
     async def partitions_changed(self, entries: Sequence[changes.ChangedEntry]
                                  ) -> tuple[datetime, list[changes.ChangedResult]]:

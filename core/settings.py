@@ -83,10 +83,16 @@ class Settings:
     # Traces older than this are deleted by the reaper's retention step; 0 = keep them.
     trace_retention_days: int = 7
     # Observability: how often each web worker adds its counters to the database, how often
-    # the reaper samples the analytics series, and how long samples are kept.
+    # the reaper samples the analytics series, how long samples are kept, and how long the
+    # per-process minute rows are (one row per process and minute: more rows, kept less).
     metrics_flush_ms: int = 1000
     stats_sample_interval_ms: int = 300000
     metrics_retention_days: int = 90
+    process_metrics_retention_days: int = 7
+    # Tracing (core/tracing.py): spans exported with OpenTelemetry (none, otlp, console), and
+    # the share of traces started here that are recorded (a caller's sampled flag wins).
+    tracing_exporter: str = "none"
+    tracing_sample_ratio: float = 1.0
     # `serve` stops the broker when one of its processes dies more than this many times
     # within the window, instead of restarting it forever.
     supervisor_max_restarts: int = 5
@@ -197,6 +203,13 @@ class Settings:
                 "STATS_SAMPLE_INTERVAL_MS", cls.stats_sample_interval_ms, low=1000),
             metrics_retention_days=read.integer(
                 "METRICS_RETENTION_DAYS", cls.metrics_retention_days, low=1, high=3650),
+            process_metrics_retention_days=read.integer(
+                "PROCESS_METRICS_RETENTION_DAYS", cls.process_metrics_retention_days, low=1,
+                high=3650),
+            tracing_exporter=read.choice(
+                "TRACING_EXPORTER", cls.tracing_exporter, ("none", "otlp", "console")),
+            tracing_sample_ratio=_ratio(read.number(
+                "TRACING_SAMPLE_RATIO", cls.tracing_sample_ratio, low=0.0)),
             supervisor_max_restarts=read.integer(
                 "SUPERVISOR_MAX_RESTARTS", cls.supervisor_max_restarts, low=0),
             supervisor_restart_window_ms=read.integer(
@@ -248,6 +261,12 @@ class Settings:
     def spool_dir(self) -> Path:
         """FILE_BUFFER_DIR, or `spool` in the data directory."""
         return self.file_buffer_dir or self.data_dir / "spool"
+
+
+def _ratio(value: float) -> float:
+    if value > 1:
+        raise SettingsError(f"TRACING_SAMPLE_RATIO={value!r}: must be at most 1")
+    return value
 
 
 def from_env_or_exit(program: str) -> Settings:

@@ -144,7 +144,20 @@ VARIABLES: Catalogue = {
                             "the database.",
         "STATS_SAMPLE_INTERVAL_MS": "How often, in milliseconds, the reaper samples the "
                                     "analytics series (throughput, depth, lag).",
-        "METRICS_RETENTION_DAYS": "Analytics samples older than this many days are deleted.",
+        "METRICS_RETENTION_DAYS": "Analytics samples (per queue, one per sampling pass) older "
+                                  "than this many days are deleted.",
+        "PROCESS_METRICS_RETENTION_DAYS": "Per-process minute rows (what each process counted "
+                                          "and its pool, memory and CPU, one row per process "
+                                          "and minute) older than this many days are "
+                                          "deleted.",
+    },
+    "Tracing": {
+        "TRACING_EXPORTER": "Export spans of pushes, pops and acks with OpenTelemetry: `otlp` "
+                            "(to the `OTEL_EXPORTER_OTLP_*` endpoint) or `console`; `none` "
+                            "records no span (trace context still travels with messages). "
+                            "Needs the `otel` extra.",
+        "TRACING_SAMPLE_RATIO": "Share (0 to 1) of the traces the broker starts that it "
+                                "records; a request's own `traceparent` decides for its trace.",
     },
     "Processes": {
         "SUPERVISOR_MAX_RESTARTS": "`serve` stops the broker when one of its processes dies "

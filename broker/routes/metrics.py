@@ -32,9 +32,10 @@ _STARTED = time.monotonic()  # per worker process; module import happens at app 
 def _local(broker: Broker) -> ProcessFigures:
     pool = broker.pool_stats()
     assert broker.flusher is not None
+    uptime = time.monotonic() - _STARTED
     return ProcessFigures(
-        process=broker.flusher.process, uptime_seconds=time.monotonic() - _STARTED,
-        pool_size=pool.size, pool_idle=pool.idle, pool_max=pool.max_size,
+        process=broker.flusher.process, uptime_seconds=uptime, role=broker.flusher.role,
+        started_at=time.time() - uptime, pool_size=pool.size, pool_idle=pool.idle, pool_max=pool.max_size,
         rss_bytes=resident_memory_bytes())
 
 

@@ -21,6 +21,7 @@ from broker.wire.pop import (
     PopQuery,
     QueuePartitionPath,
 )
+from core import tracing
 from core.engine import conflation
 from core.engine.autopilot import Pilot
 from core.engine.pop import QUEUE_MODE, PopRequest, PopResult
@@ -55,9 +56,18 @@ async def _serve_pop(request: Request, query: PopQuery,
     broker = broker_of(request)
     gone = asyncio.Event()
     watcher = asyncio.create_task(_watch_disconnect(request, gone), name="pop-disconnect")
+    asked_for, tracer = asked[0], broker.tracing
     try:
-        served = await broker.serve_pop(*asked, wait=query.wait, timeout_ms=timeout_ms,
-                                        gone=gone)
+        # Without a tracer nothing is read for tracing at all (the pop's cost stays nil).
+        with (tracer.receive(asked_for.queue, asked_for.group,
+                             tracing.from_header(request.headers.get("traceparent")))
+              if tracer.enabled else contextlib.nullcontext()) as span:
+            served = await broker.serve_pop(*asked, wait=query.wait, timeout_ms=timeout_ms,
+                                            gone=gone)
+            if span is not None:
+                tracer.delivered(span, [
+                    tracing.of_message(m.frame.trace_id, m.frame.message_id)
+                    for m in served.result.messages() if m.frame.trace_id is not None])
     finally:
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -95,10 +105,14 @@ def _answer(pop_request: PopRequest, result: PopResult, echo: Autopilot | None) 
         if m.partition_id != partition:
             partition, partition_id = m.partition_id, str(m.partition_id)
         frame = m.frame
-        messages.append(PoppedMessage(
+        popped = PoppedMessage(
             str(frame.message_id), frame.transaction_id,
             str(frame.trace_id) if frame.trace_id else None, msgspec.Raw(frame.payload),
-            frame.producer_sub, created_at, partition_id, m.partition, lease, group))
+            frame.producer_sub, created_at, partition_id, m.partition, lease, group)
+        if frame.trace_id is not None:  # the consumer continues the message's trace
+            popped.traceparent = tracing.of_message(frame.trace_id,
+                                                    frame.message_id).header()
+        messages.append(popped)
     if result.claims:
         first = result.claims[0]
         answer = PopAnswer(

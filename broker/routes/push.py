@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from msgspec import UNSET
 from starlette.requests import Request
 from starlette.responses import Response
@@ -11,6 +13,7 @@ from broker.state import broker_of, state_of
 from broker.wire.binary_push import BinaryPush, decode_push, stamp_producer
 from broker.wire.http import json_response
 from broker.wire.push import PushBody, PushCounts, PushItemIn, PushResult
+from core import tracing
 from core.engine.push import PushItem, PushOutcome
 from core.engine.writes import DEFAULT_PARTITION, NewMessage
 from core.errors import PayloadTooLarge, ServiceError
@@ -52,6 +55,16 @@ def outcome_json(index: int, outcome: PushOutcome) -> PushResult:
                       trace_id=str(trace) if trace else None)
 
 
+def _stamp_traces(items: list[PushItem], trace_ids: list[uuid.UUID | None]) -> None:
+    """Store each message under its trace. A framed message that gets one is no longer
+    what its client-built frame says: it is framed again (as for a producerSub)."""
+    for item, trace_id in zip(items, trace_ids):
+        message = item.message
+        if trace_id != message.trace_id:
+            message.trace_id = trace_id
+            message.packed = None
+
+
 def binary_body(raw: bytes, settings: Settings) -> BinaryPush:
     """The binary push body (wire-protocol §7.2): "QPB1" | u8 flags | groups; plain groups
     (flags 4, optionally 1 = zstd) or framed groups of storage frames (flags 8), 2 =
@@ -60,17 +73,37 @@ def binary_body(raw: bytes, settings: Settings) -> BinaryPush:
                        max_items=settings.max_push_items)
 
 
+def _status(outcome: PushOutcome) -> str:
+    if outcome.buffered:
+        return "buffered"
+    return "failed" if outcome.verdict is None else outcome.verdict.status
+
+
 async def push(request: Request, body: PushBody | BinaryPush, identity: Identity) -> Response:
     if isinstance(body, BinaryPush):
         items = body.items  # decoded within the limits already
         stamp_producer(items, identity.sub)
+        own: list[tracing.TraceParent | None] = [None] * len(items)
     else:
         limit = state_of(request).settings.max_push_items
         if len(body.items) > limit:
             raise PayloadTooLarge(
                 f"{len(body.items)} items is over the limit of {limit} per push")
         items = [to_push_item(item, identity.sub) for item in body.items]
-    outcomes = await broker_of(request).push(items)
+        own = [tracing.parse(i.traceparent) if i.traceparent else None for i in body.items]
+    broker = broker_of(request)
+    header = tracing.from_header(request.headers.get("traceparent"))
+    traced = None
+    if broker.tracing.enabled or header is not None or any(own):
+        traced = broker.tracing.push(header, [
+            (i.message.message_id, i.queue, i.message.trace_id, o) for i, o in zip(items, own)])
+        _stamp_traces(items, traced.trace_ids)
+    outcomes: list[PushOutcome] = []
+    try:
+        outcomes = await broker.push(items)
+    finally:
+        if traced is not None:  # an exception (503, 429) leaves every item failed
+            traced.end([_status(o) for o in outcomes] or ["failed"] * len(items))
     errors = [o.error for o in outcomes if o.error is not None]
     # When nothing was written because the broker could not (database down, backlog full),
     # answer with that status so clients back off and retry the whole push; with partial

@@ -7,7 +7,14 @@ from typing import Annotated, ClassVar
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from broker.wire.types import NameOrEmpty, PartitionKey, Text, Token, TransactionId
+from broker.wire.types import (
+    NameOrEmpty,
+    PartitionKey,
+    Text,
+    Token,
+    TraceParentText,
+    TransactionId,
+)
 
 MAX_LEASE_SECONDS = 86400
 
@@ -21,6 +28,8 @@ class AckItemIn(msgspec.Struct):
     leaseId: Token | None = None  # absent or empty: no lease check
     error: Text | None = None
     consumerGroup: NameOrEmpty | None = None  # on a batch item: its own group
+    # The trace context the consumer got with the message (its pop's `traceparent`)
+    traceparent: TraceParentText | None = None
 
 
 class AckBatchBody(msgspec.Struct):

@@ -7,7 +7,7 @@ from typing import ClassVar, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from broker.wire.types import Name, NameOrEmpty, TransactionId, Uuid
+from broker.wire.types import Name, NameOrEmpty, TraceParentText, TransactionId, Uuid
 
 
 class PushItemIn(msgspec.Struct):
@@ -17,6 +17,8 @@ class PushItemIn(msgspec.Struct):
     data: msgspec.Raw | UnsetType = UNSET  # accepted in place of payload
     transactionId: TransactionId | None = None  # absent or empty: the message id's text
     traceId: Uuid | None = None
+    # This message's W3C trace context (core/tracing.py); wins over traceId and the header
+    traceparent: TraceParentText | None = None
 
 
 class PushBody(msgspec.Struct):
