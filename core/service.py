@@ -53,7 +53,7 @@ from core.embedded import database_dsn
 from core.engine import ack as acks
 from core.engine import conflation, encryption, transactions
 from core.engine import fetch as offset_reads
-from core.engine.autopilot import Autopilot, Echo, Lane, Pilot
+from core.engine.autopilot import AutopilotState, Echo, Pilot, PilotLane
 from core.engine.key_check import check_key
 from core.engine.listener import WakeupHub
 from core.engine.longpoll import Backoff, pop_or_wait
@@ -151,7 +151,7 @@ class Broker:
         self.streams = Streams(db, hub.publish, self.require_direct_writes)  # §18
         # Extensions §20.5: live pops, drain rates and widths per lane; what is ready comes
         # from the ready set (no statement).
-        self._autopilot = Autopilot(view=self.reader)
+        self._autopilot = AutopilotState(view=self.reader)
         self.kafka = Kafka(db, hub, stop_waiting,  # the Kafka edge's reads and offsets
                            default_partitions=settings.kafka_default_partitions)
         self.counters = COUNTERS
@@ -312,7 +312,7 @@ class Broker:
         placeholder. Answers the request as served, the result, the effective conflation
         policy, and the autopilot echo (a non-empty autopilot answer only)."""
         autopilot = self._autopilot
-        lane = Lane(request.queue, request.namespace, request.task, request.group)
+        lane = PilotLane(request.queue, request.namespace, request.task, request.group)
         # The width rule is for the queue route alone, never for a pop declaring conflation
         # (one whose stored policy conflates claims the conflation width regardless).
         steered = (pilot is not None and pilot.width and request.queue is not None
@@ -362,7 +362,7 @@ class Broker:
         [outcome] = (await self.ack_batch([acks.GroupAck(group, item)])).outcomes
         return outcome
 
-    async def ack_batch(self, items: Sequence[acks.GroupAck]) -> acks.AckResult:
+    async def ack_batch(self, items: Sequence[acks.GroupAck]) -> acks.AppliedAcks:
         """Acks of any groups and partitions (§4.6), applied in one statement with the
         concurrent acks on other cursors (core/engine/reads/acks.py): all of it or none; each item
         answers what was applied to it."""

@@ -56,7 +56,7 @@ class DlqRow:
 
 
 @dataclass(frozen=True, slots=True)
-class Replayed:
+class ReplayedLetter:
     """A DLQ row replayed as a new message."""
 
     dlq_id: int
@@ -127,7 +127,7 @@ class DeadLetters:
                                                   transaction_id=transaction_id)
         return [dead_letter(r) for r in rows]
 
-    async def replay(self, partition_id: PartitionId, transaction_id: str) -> Replayed | None:
+    async def replay(self, partition_id: PartitionId, transaction_id: str) -> ReplayedLetter | None:
         """Re-push the newest dead letter of an address under a fresh transactionId and
         delete that row, atomically; None when the address has no dead letter."""
         async with self._db.transaction() as conn:
@@ -140,7 +140,7 @@ class DeadLetters:
         return replayed
 
     async def replay_id(self, dlq_id: int, *, queue: str | None = None,
-                        partition: str | None = None) -> Replayed | None:
+                        partition: str | None = None) -> ReplayedLetter | None:
         """Replay one dead letter by its row id (§11), to its own queue and partition or to
         the `queue` / `partition` given instead (created like a push creates them); None
         when no such row exists."""
@@ -178,7 +178,7 @@ class DeadLetters:
 
 
 async def _replay(conn: Conn, letter: DlqRow, queue: str | None,
-                  partition: str | None) -> tuple[Replayed, list[Wake]]:
+                  partition: str | None) -> tuple[ReplayedLetter, list[Wake]]:
     """Append a locked dead letter as a new message under a fresh transactionId (to its own
     partition unless another is named) and delete its row, in the caller's transaction."""
     target = PartitionName(letter.queue if queue is None else queue,
@@ -191,7 +191,7 @@ async def _replay(conn: Conn, letter: DlqRow, queue: str | None,
     [verdict] = appended.verdicts
     wake: list[Wake] = ([(appended.queue_id, appended.partition_id)]
                         if verdict.status == "queued" else [])
-    return Replayed(
+    return ReplayedLetter(
         dlq_id=letter.id, queue=target.queue, partition=target.partition,
         consumer_group=letter.consumer_group,
         original_transaction_id=letter.transaction_id, transaction_id=fresh_txid,

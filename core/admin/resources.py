@@ -94,7 +94,7 @@ def totals_by(stats: Iterable[PartitionStats], key: str) -> dict[Any, Totals]:
 
 
 @dataclass(frozen=True, slots=True)
-class QueueRow:
+class ListedQueue:
     id: int
     name: str
     namespace: str
@@ -103,8 +103,8 @@ class QueueRow:
     options: dict[str, Any]  # every option, wire names
 
 
-def _queue_row(r: sql.QueueInfo) -> QueueRow:
-    return QueueRow(r.id, r.name, r.namespace, r.task, r.created_at,
+def _queue_row(r: sql.QueueInfo) -> ListedQueue:
+    return ListedQueue(r.id, r.name, r.namespace, r.task, r.created_at,
                     queue_options.decode(r.options).as_dict())
 
 
@@ -142,7 +142,7 @@ class Resources:
 
     async def queue_page(self, *, search: str | None, limit: int, offset: int,
                          where: QueueFilter | None = None
-                         ) -> tuple[list[tuple[QueueRow, Totals]], int]:
+                         ) -> tuple[list[tuple[ListedQueue, Totals]], int]:
         """A page of queues with their totals, and the number of all matching queues."""
         f = where or QueueFilter()
         async with self._db.session() as conn:
@@ -166,7 +166,7 @@ class Resources:
                                         created_to=where.created_to)
         return await self.partition_stats([r.id for r in rows]) if rows else []
 
-    async def queue_detail(self, name: str) -> tuple[QueueRow, list[PartitionStats]]:
+    async def queue_detail(self, name: str) -> tuple[ListedQueue, list[PartitionStats]]:
         async with self._db.session() as conn:
             row = await sql.queue_row(conn, name=name)
         if row is None:

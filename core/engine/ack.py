@@ -69,7 +69,7 @@ class GroupAck:
 
 
 @dataclass(slots=True)
-class AckResult:
+class AppliedAcks:
     outcomes: list[AckOutcome]  # one per item, in order
     # (queue, partition) where a span became claimable again: parked pops to wake
     wakes: list[tuple[QueueId, PartitionId]] = field(default_factory=list)
@@ -85,7 +85,7 @@ def partition_id_of(text: str) -> int | None:
     return None
 
 
-async def apply_acks(conn: Conn, acks: Sequence[GroupAck]) -> AckResult:
+async def apply_acks(conn: Conn, acks: Sequence[GroupAck]) -> AppliedAcks:
     """Apply acks of any groups on `conn` (atomically: one statement, or, when an address
     must be searched first, a statement that changes nothing and then the one that does).
     An item is checked against the lease it names, and against none when it names none."""
@@ -101,7 +101,7 @@ async def apply_acks(conn: Conn, acks: Sequence[GroupAck]) -> AckResult:
         inputs.append(sql.AckInput(ack.group, pid, item.transaction_id, item.status,
                                    item.lease_id, item.error))
         positions.append(index)
-    result = AckResult([])
+    result = AppliedAcks([])
     if inputs:
         rows = await sql.ack(conn, items=inputs, scan_missing=True)
         missing = [r for r in rows if r.outcome == "missing"]

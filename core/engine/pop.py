@@ -5,7 +5,7 @@ candidate partitions a process's ready set hands it (core/engine/ready): it lock
 cursors with SKIP LOCKED or creates them on first contact (seeded by the subscription rule),
 spends a budget of `batch` messages across up to `max_partitions` of them, leases the
 delivered spans (or commits them, with autoAck), answers the segments overlapping each span,
-and says of every other candidate what it found (`Verdict`). The result
+and says of every other candidate what it found (`CandidateVerdict`). The result
 carries those stored segments (`Claim.segments`, decrypted when sealed: no reader ever
 sees ciphertext), for an answer that sends stored frames unchanged; `PopResult.messages()`
 decompresses and slices them for a JSON answer.
@@ -138,7 +138,7 @@ def requested_seed(mode: str, since: str) -> tuple[str, datetime | None]:
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class CandidateVerdict:
     """What a claim found at a candidate (migration 093): `took` (its lease ends in `due_in`
     seconds; None with autoAck), `empty`, `leased` or `later` (until `due_in` seconds from
     the statement), or `busy`."""
@@ -155,7 +155,7 @@ class Claimed:
     """A claim statement's answer: the pop's result and a verdict on every other candidate."""
 
     result: PopResult
-    verdicts: list[Verdict] = field(default_factory=list)
+    verdicts: list[CandidateVerdict] = field(default_factory=list)
 
 
 async def claim(db: Database, request: PopRequest, candidates: Sequence[int],
@@ -206,8 +206,9 @@ def _claimed(lease_id: LeaseId | None, rows: Sequence[sql.ReadyRow]) -> Claimed:
             continue
         assert row.partition_id is not None
         if row.verdict != "took" or row.partition_id not in claims:
-            answer.verdicts.append(Verdict(QueueId(row.queue_id), PartitionId(row.partition_id),
-                                           row.partition, row.verdict, row.due_in))
+            answer.verdicts.append(CandidateVerdict(
+                QueueId(row.queue_id), PartitionId(row.partition_id), row.partition,
+                row.verdict, row.due_in))
         if row.verdict != "took":
             continue
         claim = claims.get(row.partition_id)

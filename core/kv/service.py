@@ -17,7 +17,7 @@ from core.errors import CodedUnavailable, Refused, ServiceError
 from core.kv import lock_ops
 from core.kv.engine import Applied, Element, apply_ops
 from core.kv.locks import LockService
-from core.kv.ops import KvOp, Limits, operations_of, parse_ops
+from core.kv.ops import KvLimits, KvOp, operations_of, parse_ops
 from core.kv.rider import KvRider
 from core.storage import kv as store
 from core.storage.database import Database
@@ -39,8 +39,8 @@ class KvAnswer:
 
 
 @dataclass(frozen=True, slots=True)
-class NamespacePage:
-    rows: list[store.NamespaceRow]
+class KvNamespacePage:
+    rows: list[store.KvNamespaceRow]
     truncated: bool
     next_after: str | None
 
@@ -64,7 +64,7 @@ def failure_fields(applied: Applied) -> Element:
 class KvService:
     def __init__(self, db: Database, *, max_keys: int) -> None:
         self._db = db
-        self._limits = Limits(max_keys=max_keys)
+        self._limits = KvLimits(max_keys=max_keys)
         self._locks = LockService(self._apply_internal)
 
     async def call(self, body: Any) -> KvAnswer:
@@ -127,16 +127,16 @@ class KvService:
         """The `kv` rider of a transaction, checked now (§17: as §14.4, with its caps)."""
         if not isinstance(raw, list):
             raise Refused("kv_bad_request", "kv_bad_body", "kv must be an array")
-        return KvRider(parse_ops(raw, Limits.rider()))
+        return KvRider(parse_ops(raw, KvLimits.rider()))
 
-    async def namespaces(self, *, after: str, limit: int) -> NamespacePage:
+    async def namespaces(self, *, after: str, limit: int) -> KvNamespacePage:
         with _unavailable_as_kv():
             async with self._db.session() as conn:
                 rows = await store.namespaces(conn, after=after, limit=limit + 1,
                                               horizon_seconds=EXPIRING_SOON_SECONDS)
         truncated = len(rows) > limit
         rows = rows[:limit]
-        return NamespacePage(rows, truncated, rows[-1].ns if truncated and rows else None)
+        return KvNamespacePage(rows, truncated, rows[-1].ns if truncated and rows else None)
 
 
 def _may_lose(op: KvOp) -> bool:

@@ -40,7 +40,7 @@ class WindowRow:
 
 
 @dataclass(frozen=True, slots=True)
-class QueueRow:
+class EphemeralQueueRow:
     queue: str
     declared: bool
     depth: int
@@ -100,7 +100,7 @@ _DELETE = Statement("eph_delete", DeleteRow)
 _SWEEP = Statement("eph_sweep", SweepRow)
 _CLAIM = Statement[None]("eph_sweeper_claim")
 _WINDOW = Statement("eph_window", WindowRow)
-_QUEUES = Statement("eph_queues", QueueRow)
+_QUEUES = Statement("eph_queues", EphemeralQueueRow)
 _RINGS = Statement("eph_depth_partitions", RingRow)
 _BACKLOGS = Statement("eph_depth_groups", BacklogRow)
 _TOTALS = Statement("eph_totals", TotalsRow)
@@ -166,7 +166,7 @@ async def window(conn: Conn, *, queue: str) -> WindowRow:
     return row
 
 
-async def queues(conn: Conn, *, queue: str | None) -> list[QueueRow]:
+async def queues(conn: Conn, *, queue: str | None) -> list[EphemeralQueueRow]:
     return await _QUEUES.rows(conn, queue)
 
 

@@ -49,7 +49,7 @@ class WriteCounts:
 
 
 @dataclass(frozen=True, slots=True)
-class NamespaceRow:
+class KvNamespaceRow:
     ns: str
     keys: int
     bytes: int
@@ -71,7 +71,7 @@ _GET = Statement("kv_get", KvRow)
 _WRITE = Statement("kv_write", WriteCounts)
 _PREFIX = Statement("kv_get_prefix", PrefixRow)
 _SWEEP = Statement[None]("kv_sweep")
-_NAMESPACES = Statement("kv_namespaces", NamespaceRow)
+_NAMESPACES = Statement("kv_namespaces", KvNamespaceRow)
 
 
 async def lock_rows(conn: Conn, *, keys: Sequence[tuple[str, str]]) -> list[LockedRow]:
@@ -102,5 +102,5 @@ async def sweep(conn: Conn, *, batch: int) -> int:
 
 
 async def namespaces(conn: Conn, *, after: str, limit: int,
-                     horizon_seconds: float) -> list[NamespaceRow]:
+                     horizon_seconds: float) -> list[KvNamespaceRow]:
     return await _NAMESPACES.rows(conn, after, limit, horizon_seconds)

@@ -21,7 +21,7 @@ from core.storage import timers as sql
 from core.storage.database import Database
 from core.timers.apply import Element, apply_timer_ops
 from core.timers.firer import CHANNEL
-from core.timers.ops import BAD, RIDER_LIMITS, Limits, TimerOp, operations_of, parse_ops
+from core.timers.ops import BAD, RIDER_LIMITS, TimerLimits, TimerOp, operations_of, parse_ops
 from core.timers.rider import TimerRider
 
 MAX_PREFIX_BYTES = 128
@@ -54,7 +54,7 @@ def _unavailable() -> Iterator[None]:
 class Timers:
     def __init__(self, db: Database, settings: Settings) -> None:
         self._db = db
-        self._limits = Limits(horizon_ms=settings.timers_horizon_ms)
+        self._limits = TimerLimits(horizon_ms=settings.timers_horizon_ms)
         self._sweep_ms = settings.timers_sweep_ms
 
     async def call(self, body: Any, producer_sub: str | None) -> list[Element]:

@@ -9,7 +9,7 @@ A partition is in one of three places, or in none (nothing known to claim there)
 - out: a pop of this process has it as a candidate right now; a mark that arrives meanwhile
   is remembered, so the pop's verdict cannot drop news that came after the statement read.
 The claim statement is the authority: it says per candidate what it found (core/engine/pop.py
-`Verdict`), and `check_in` files the candidate accordingly.
+`CandidateVerdict`), and `check_in` files the candidate accordingly.
 """
 
 from __future__ import annotations

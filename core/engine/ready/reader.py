@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
 from core.counters import COUNTERS
-from core.engine.pop import Claimed, PopRequest, PopResult, Verdict, claim
+from core.engine.pop import CandidateVerdict, Claimed, PopRequest, PopResult, claim
 from core.engine.ready.lane import Lane
 from core.engine.ready.ready_set import ReadySet
 from core.ids import LeaseId, QueueId
@@ -210,7 +210,7 @@ class Reader:
         total: PopResult | None = None
         lease_id: LeaseId | None = None
         statements = 0
-        took: list[Verdict] = []
+        took: list[CandidateVerdict] = []
         reseeds = 0
         deadline = time.monotonic() + _WAIT_FOR_OTHERS_S
         in_route = list(lanes.values())
@@ -305,7 +305,8 @@ class Reader:
         return answer
 
     def _check_in(self, request: PopRequest, answer: Claimed, candidates: list[int],
-                  lanes: Lanes, *, satisfied: bool, hold_took: bool = False) -> list[Verdict]:
+                  lanes: Lanes, *, satisfied: bool,
+                  hold_took: bool = False) -> list[CandidateVerdict]:
         """File every candidate (and anything the statement named) by its verdict; with
         `hold_took`, the partitions it took stay out and are answered for `_file`."""
         held = [v for v in answer.verdicts if hold_took and v.kind == "took"]
@@ -319,7 +320,7 @@ class Reader:
             lane.wake_returned()
         return held
 
-    def _file(self, request: PopRequest, verdicts: list[Verdict], lanes: Lanes, *,
+    def _file(self, request: PopRequest, verdicts: list[CandidateVerdict], lanes: Lanes, *,
               satisfied: bool = True) -> None:
         now = time.monotonic()
         touched: dict[int, Lane] = {}
