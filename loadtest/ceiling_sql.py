@@ -2,7 +2,7 @@
 
 No HTTP, no coalescer, no wake-ups: each connection loops on exactly the statements the
 broker runs, through the same typed calls (`core.storage`): `queen.append` with segments of
-N frames packed by `core.engine.segments.pack` (the dedup index work included), optionally
+N frames packed by `core.segments.pack` (the dedup index work included), optionally
 fusing 4 or 8 partitions into one statement as the coalescer does; then a pop loop
 (`queen.pop_ready`: claim a span of one partition under a lease, read its segments,
 decompress, slice) and an ack loop (`queen.ack` of every popped message, as the official client and the
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from core.engine import options, segments
+from core import options, segments
 from core.storage import reads, writes
 from loadtest.corpus import build_corpus, payload, transaction_id
 

@@ -30,7 +30,7 @@ from broker.wire.binary import BinaryReader
 from broker.wire.decoding import check_document, decode_body
 from broker.wire.transaction import TransactionHead
 from broker.wire.types import check_name_or_empty, check_transaction_id
-from core.engine import segments
+from core import segments
 from core.engine.push import PushItem
 from core.engine.writes import DEFAULT_PARTITION, NewMessage, PackedFrames
 from core.errors import BadRequest, PayloadTooLarge

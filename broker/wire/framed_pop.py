@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 
 from broker.wire.binary import BinaryWriter
-from core.engine import segments
+from core import segments
 from core.engine.pop import Claim
 
 MAGIC = b"QPF1"

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from core.engine import encryption, segments
+from core import segments
+from core.engine import encryption
 from core.engine.wakeup import Publish, Wake
 from core.engine.writes import NewMessage, PartitionName, append
 from core.ids import NIL_UUID, PartitionId, uuid7

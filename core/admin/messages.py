@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from core import options, segments
 from core.admin.dlq import DlqRow, dead_letter
-from core.engine import encryption, options, segments
+from core.engine import encryption
 from core.ids import PartitionId
 from core.storage import dead_letters as sql
 from core.storage.database import Database

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from core.engine import options as queue_options
+from core import options as queue_options
 from core.errors import NotFound
 from core.storage import admin as sql
 from core.storage import conflation as conflation_sql

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from core.engine import encryption, segments
+from core import segments
+from core.engine import encryption
 from core.ids import PartitionId, QueueId
 from core.storage import reads as sql
 from core.storage.statements import Conn

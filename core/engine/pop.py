@@ -18,10 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from core.engine import encryption, fanout, segments
-from core.engine.options import POP_LEASE_FALLBACK_SECONDS
+from core import segments
+from core.engine import encryption, fanout
 from core.errors import StorageDeadlock
 from core.ids import LeaseId, PartitionId, QueueId, uuid7
+from core.options import POP_LEASE_FALLBACK_SECONDS
 from core.storage import reads as sql
 from core.storage.database import Database
 from core.timefmt import parse_iso

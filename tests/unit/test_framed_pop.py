@@ -12,10 +12,10 @@ from queen.http.pop_frames import decode_pop_frames
 
 from broker.wire import framed_pop
 from broker.wire.framed_pop import FramedClaim, FramedRecord
-from core.engine import segments
+from core import segments
 from core.engine.pop import Claim, StoredSegment
-from core.engine.segments import Frame
 from core.ids import PartitionId, QueueId, uuid7
+from core.segments import Frame
 
 T0 = datetime(2026, 12, 2, 12, 0, 0, 123456, tzinfo=UTC)
 T1 = datetime(2026, 12, 2, 12, 0, 1, tzinfo=UTC)

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from core.engine import options
+from core import options
 from core.errors import BadRequest
 
 
