@@ -45,9 +45,8 @@ from broker.auth.exposure import bind_notice, exposure_warnings
 from broker.tls.rotation import describe
 from broker.worker import BACKLOG, drain_seconds
 from core.embedded import EmbeddedPostgres
-from core.engine.key_check import verify_encryption_key
+from core.migrate import prepare_database
 from core.settings import Settings
-from core.storage.database import migrate
 from core.tracing import check_available as check_tracing
 
 log = logging.getLogger("queen.serve")
@@ -291,8 +290,7 @@ def serve(settings: Settings, *, with_reaper: bool = True, web_only: bool = Fals
         if not web_only:
             dsn = env.get("DATABASE_URL") or settings.database_url
             assert dsn is not None
-            asyncio.run(migrate(settings, dsn))
-            asyncio.run(verify_encryption_key(settings, dsn))
+            asyncio.run(prepare_database(settings, dsn))
         listener = bind_listener(settings)
         fd = listener.fileno()
         stop_timeout = drain_seconds(settings) + 10

@@ -321,7 +321,7 @@ class Broker:
             if pilot is not None and pilot.batch:
                 batch = autopilot.batch(lane)
                 request = dataclasses.replace(request, batch=batch, conflation_width=(
-                    conflation.width(None if pilot.width else request.max_partitions, batch)))
+                    conflation.conflation_width(None if pilot.width else request.max_partitions, batch)))
             if steered:
                 assert request.queue is not None
                 request = dataclasses.replace(request, max_partitions=autopilot.widths.choose(

@@ -15,8 +15,7 @@ from broker.state import broker_of
 from broker.wire.ack import AckBatchBody, AckItemIn, AckResult
 from broker.wire.http import json_response
 from core import tracing
-from core.engine.ack import AckItem, AckOutcome, GroupAck, parse_status
-from core.engine.pop import QUEUE_MODE
+from core.types import QUEUE_MODE, AckItem, AckOutcome, GroupAck, parse_status
 
 
 def to_ack_item(item: AckItemIn) -> AckItem:

@@ -22,11 +22,16 @@ from broker.wire.pop import (
     QueuePartitionPath,
 )
 from core import tracing
-from core.engine import conflation
-from core.engine.autopilot import Pilot
-from core.engine.pop import QUEUE_MODE, PopRequest, PopResult
 from core.errors import BadRequest
 from core.timefmt import iso
+from core.types import (
+    QUEUE_MODE,
+    Pilot,
+    PopRequest,
+    PopResult,
+    check_conflation,
+    conflation_width,
+)
 
 
 def _pop_request(request: Request, query: PopQuery, *, queue: str | None,
@@ -34,7 +39,7 @@ def _pop_request(request: Request, query: PopQuery, *, queue: str | None,
                  task: str | None = None) -> tuple[PopRequest, Pilot | None]:
     settings = state_of(request).settings
     group = query.consumerGroup or QUEUE_MODE
-    conflation.check_request(declared=query.conflation, group=group, auto_ack=query.autoAck)
+    check_conflation(declared=query.conflation, group=group, auto_ack=query.autoAck)
     partitions = given(query.partitions)
     batch = query.batch or settings.default_batch_size
     # Autopilot (extensions §20.5): the broker replaces what the request omitted.
@@ -46,7 +51,7 @@ def _pop_request(request: Request, query: PopQuery, *, queue: str | None,
         lease_seconds=query.leaseSeconds,
         subscription_mode=query.subscriptionMode or settings.default_subscription_mode,
         subscription_from=query.subscriptionFrom or "", conflation=query.conflation,
-        conflation_width=conflation.width(partitions, batch)), pilot
+        conflation_width=conflation_width(partitions, batch)), pilot
 
 
 async def _serve_pop(request: Request, query: PopQuery,

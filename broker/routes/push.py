@@ -14,11 +14,10 @@ from broker.wire.binary_push import BinaryPush, decode_push, stamp_producer
 from broker.wire.http import json_response
 from broker.wire.push import PushBody, PushCounts, PushItemIn, PushResult
 from core import tracing
-from core.engine.push import PushItem, PushOutcome
-from core.engine.writes import DEFAULT_PARTITION, NewMessage
 from core.errors import PayloadTooLarge, ServiceError
 from core.ids import NIL_UUID, uuid7
 from core.settings import Settings
+from core.types import DEFAULT_PARTITION, NewMessage, PushItem, PushOutcome
 
 
 def to_push_item(item: PushItemIn, producer_sub: str | None) -> PushItem:

@@ -31,11 +31,10 @@ from broker.wire.decoding import check_document, decode_body
 from broker.wire.transaction import TransactionHead
 from broker.wire.types import check_name_or_empty, check_transaction_id
 from core import segments
-from core.engine.push import PushItem
-from core.engine.writes import DEFAULT_PARTITION, NewMessage, PackedFrames
 from core.errors import BadRequest, PayloadTooLarge
 from core.ids import uuid7, uuid_of_int
 from core.names import check_name
+from core.types import DEFAULT_PARTITION, NewMessage, PackedFrames, PushItem
 
 PUSH_MAGIC = b"QPB1"
 TRANSACTION_MAGIC = b"QTB1"

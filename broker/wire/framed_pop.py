@@ -24,7 +24,7 @@ import msgspec
 
 from broker.wire.binary import BinaryWriter
 from core import segments
-from core.engine.pop import Claim
+from core.types import Claim
 
 MAGIC = b"QPF1"
 CODEC_RAW = 0

@@ -21,13 +21,13 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from core.engine.pop import requested_seed
 from core.errors import BadRequest
 from core.names import MAX_NAME_BYTES, check_name, check_text
 from core.names import text_of as _text
 from core.names import utf8_bytes as _utf8_bytes
 from core.timefmt import parse_iso
 from core.tracing import parse as parse_traceparent
+from core.types import requested_seed
 
 MAX_TRANSACTION_ID_BYTES = 65535
 MAX_EPHEMERAL_NAME_BYTES = 512

@@ -230,11 +230,11 @@ def test_lease_memory_is_bounded() -> None:
     ("", False), ("__QUEUE_MODE__", False), ("g", True)])
 def test_conflation_refusals(group: str, auto_ack: bool) -> None:
     with pytest.raises(BadRequest):
-        conflation.check_request(declared=True, group=group, auto_ack=auto_ack)
-    conflation.check_request(declared=False, group=group, auto_ack=auto_ack)
+        conflation.check_conflation(declared=True, group=group, auto_ack=auto_ack)
+    conflation.check_conflation(declared=False, group=group, auto_ack=auto_ack)
 
 
 @pytest.mark.parametrize(("partitions", "batch", "expected"), [
     (None, 1, 1), (None, 10, 10), (None, 1000, 64), (3, 1000, 3), (1000, 1, 64)])
 def test_conflation_width(partitions: int | None, batch: int, expected: int) -> None:
-    assert conflation.width(partitions, batch) == expected
+    assert conflation.conflation_width(partitions, batch) == expected
