@@ -122,10 +122,12 @@ async def pop_ready(conn: Conn, *, queue: str | None, namespace: str | None,
                     lease_fallback: int, lease_id: str, candidates: Sequence[int],
                     conflation: bool = False, conflation_width: int = 1) -> list[ReadyRow]:
     """Claim among candidates and read, in one statement (schema/functions/30_pop.sql)."""
-    return await _POP_READY.rows(conn, queue, namespace, task, partition, group, named,
-                                 seed_mode, seed_instant, store_seed, batch, partitions,
-                                 auto_ack, lease_seconds, lease_fallback, lease_id,
-                                 list(candidates), conflation, conflation_width)
+    return await _POP_READY.rows(
+        conn, queue=queue, namespace=namespace, task=task, partition=partition, group=group,
+        named=named, seed_mode=seed_mode, seed_instant=seed_instant, store_seed=store_seed,
+        batch=batch, partitions=partitions, auto_ack=auto_ack, lease_seconds=lease_seconds,
+        lease_fallback=lease_fallback, lease_id=lease_id, candidates=list(candidates),
+        conflation=conflation, conflation_width=conflation_width)
 
 
 async def ready_scan(conn: Conn, *, queue_id: int, group: str, after: int,
@@ -142,22 +144,23 @@ async def queue_partition_ids(conn: Conn, *, queue: str) -> list[int]:
 async def ack(conn: Conn, *, items: Sequence[AckInput], scan_missing: bool) -> list[AckRow]:
     """Apply acks in one statement (schema/functions/40_ack.sql)."""
     return await _ACK.rows(
-        conn, [i.group for i in items], [i.partition_id for i in items],
-        [i.transaction_id for i in items], [i.status for i in items],
-        [i.lease_id for i in items], [i.error for i in items], [i.offset for i in items],
-        scan_missing)
+        conn, groups=[i.group for i in items], partition_ids=[i.partition_id for i in items],
+        transaction_ids=[i.transaction_id for i in items],
+        statuses=[i.status for i in items], lease_ids=[i.lease_id for i in items],
+        errors=[i.error for i in items], offsets=[i.offset for i in items],
+        scan_missing=scan_missing)
 
 
 async def span_segments(conn: Conn, *, partition_id: int, lo: int,
                         hi: int) -> list[PlacedSegmentRow]:
-    return await _SPAN_SEGMENTS.rows(conn, partition_id, lo, hi)
+    return await _SPAN_SEGMENTS.rows(conn, partition_id=partition_id, lo=lo, hi=hi)
 
 
 async def extend_leases(conn: Conn, *, lease_ids: Sequence[str],
                         seconds: Sequence[float]) -> list[LeaseExpiry]:
     """The new expiry of every live lease of the (distinct) lease ids; none for expired
     ones."""
-    return await _EXTEND_LEASES.rows(conn, list(lease_ids), list(seconds))
+    return await _EXTEND_LEASES.rows(conn, lease_ids=list(lease_ids), seconds=list(seconds))
 
 
 async def fetch_partition_state(conn: Conn, *, queue: str,
