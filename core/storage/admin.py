@@ -166,8 +166,9 @@ async def queue_page(conn: Conn, *, search: str | None, limit: int, offset: int,
                      name: str | None = None, namespace: str | None = None,
                      task: str | None = None, created_from: datetime | None = None,
                      created_to: datetime | None = None) -> list[QueuePageRow]:
-    return await _QUEUE_PAGE.rows(conn, search, limit, offset, name, namespace, task,
-                                  created_from, created_to)
+    return await _QUEUE_PAGE.rows(conn, search=search, limit=limit, offset=offset, name=name,
+                                  namespace=namespace, task=task, created_from=created_from,
+                                  created_to=created_to)
 
 
 async def partition_stats(conn: Conn, *,

@@ -131,8 +131,9 @@ async def configure(conn: Conn, *, queue: str, sent: Any, max_bytes: int, max_le
                     window_ms: int, window_count: int) -> datetime:
     """Store a declaration: the options as sent, and the values in force."""
     stamp: datetime = await _CONFIGURE.value(
-        conn, queue, json.dumps(sent), max_bytes, max_length, policy, ttl_seconds,
-        lease_seconds, retry_limit, window_ms, window_count)
+        conn, queue=queue, sent=json.dumps(sent), max_bytes=max_bytes, max_length=max_length,
+        policy=policy, ttl_seconds=ttl_seconds, lease_seconds=lease_seconds,
+        retry_limit=retry_limit, window_ms=window_ms, window_count=window_count)
     return stamp
 
 

@@ -86,9 +86,10 @@ async def live_rows(conn: Conn, *, keys: Sequence[tuple[str, str]]) -> list[KvRo
 async def write_rows(conn: Conn, *, writes: Sequence[RowWrite],
                      deletes: Sequence[tuple[str, str]]) -> WriteCounts | None:
     return await _WRITE.one(
-        conn, [w.ns for w in writes], [w.key for w in writes], [w.value for w in writes],
-        [w.version for w in writes], [w.expires_at for w in writes],
-        [w.keep_expiry for w in writes], [d[0] for d in deletes], [d[1] for d in deletes])
+        conn, namespaces=[w.ns for w in writes], keys=[w.key for w in writes],
+        values=[w.value for w in writes], versions=[w.version for w in writes],
+        expiries=[w.expires_at for w in writes], keep=[w.keep_expiry for w in writes],
+        deleted_namespaces=[d[0] for d in deletes], deleted_keys=[d[1] for d in deletes])
 
 
 async def prefix_rows(conn: Conn, *, ns: str, prefix: str, upper: str | None, after: str,

@@ -2,13 +2,14 @@
 -- schema/functions/70_timers.sql).
 
 -- name: timers_apply
--- Apply one call's ops in order at one instant (see queen.timers_apply).
--- $1 now (null: the transaction's now()), $2.. the op arrays, $13 the scheduler's sub
+-- Apply one call's ops in order at one instant (see queen.timers_apply): `now` null is the
+-- transaction's now(); the op arrays hold one element per op.
 SELECT status, txn, deliver_at
-  FROM queen.timers_apply(coalesce($1::timestamptz, now()), $2::boolean[], $3::text[],
-                          $4::text[], $5::text[], $6::bigint[], $7::text[], $8::uuid[],
-                          $9::bytea[], $10::boolean[], $11::boolean[], $12::boolean[],
-                          $13::text);
+  FROM queen.timers_apply(coalesce(:now::timestamptz, now()), :cancels::boolean[],
+                          :queues::text[], :keys::text[], :partitions::text[],
+                          :delays_ms::bigint[], :txns::text[], :message_ids::uuid[],
+                          :payloads::bytea[], :zstd::boolean[], :encrypted::boolean[],
+                          :sealed::boolean[], :producer_sub::text);
 
 -- name: timers_encrypted_queues
 -- Which of these queues exist with encryptionEnabled. $1 queue names
@@ -95,9 +96,9 @@ UPDATE queen.timers t
 
 -- name: timers_dead_letter
 -- Write a timer's dead letter (see queen.timer_dead_letter); answers the partition id.
--- $1 queue, $2 partition, $3 namespace, $4 task, $5 default options, $6 txn,
--- $7 message id, $8 producer sub, $9 payload, $10 error, $11 attempts, $12 created at
-SELECT queen.timer_dead_letter($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $10, $11, $12);
+SELECT queen.timer_dead_letter(:queue, :partition, :namespace, :task, :default_options::jsonb,
+                               :txn, :message_id, :producer_sub, :payload, :error, :attempts,
+                               :created_at);
 
 -- name: timers_next_due
 -- Seconds until the earliest timer may be taken (negative: overdue), null when none.
