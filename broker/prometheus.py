@@ -145,7 +145,7 @@ def _families(scrape: Scrape) -> Iterator[Metric]:
     op = scrape.operating
     yield _gauge("queen_maintenance_mode_enabled", "1 while pushes go to the spool.",
                  int(op.maintenance or any(p.maintenance for p in processes)))
-    # Every worker of a host counts the same spool (core/upkeep/spool.py: one per database per
+    # Every worker of a host counts the same spool (core/engine/spool.py: one per database per
     # host), so the largest count is the host's, not their sum.
     yield _gauge("queen_file_buffer_pending", "Pushes waiting in the spool.",
                  max([p.file_buffer_pending for p in processes] + [op.file_buffer_pending]))

@@ -10,7 +10,7 @@ process), and is answered only once that announcement is published: the next req
 same client may reach another process, whose pop must not answer 204 for want of it
 (core/engine/ready/reader.py).
 
-Pushes go to the push spool (core/upkeep/spool.py) instead of the database while push maintenance
+Pushes go to the push spool (core/engine/spool.py) instead of the database while push maintenance
 is on, while the database is unreachable, and until the spool is drained; pops claim
 nothing while pop maintenance is on (core/admin/switches.py holds both switches).
 
@@ -54,14 +54,16 @@ from core.engine import ack as acks
 from core.engine import conflation, encryption, transactions
 from core.engine import fetch as offset_reads
 from core.engine.autopilot import AutopilotState, Echo, Pilot, PilotLane
+from core.engine.batching.acks import AckFlusher, ExtendFlusher
 from core.engine.key_check import check_key
 from core.engine.listener import WakeupHub
 from core.engine.longpoll import Backoff, pop_or_wait
 from core.engine.pop import QUEUE_MODE, PopRequest, PopResult
 from core.engine.push import Pusher, PushItem, PushOutcome
-from core.engine.reads.acks import AckFlusher, ExtendFlusher
 from core.engine.ready.reader import Reader
 from core.engine.ready.ready_set import ReadySet
+from core.engine.spool import Spool, SpoolSettings
+from core.engine.spool_format import SpoolRecord
 from core.engine.writes import Appended, NewMessage
 from core.ephemeral import Ephemeral
 from core.ephemeral.sweeper import Sweeper as EphemeralSweeper
@@ -77,8 +79,6 @@ from core.timers.service import Timers
 from core.tracing import Tracing
 from core.upkeep import stats
 from core.upkeep.history import History
-from core.upkeep.spool import Spool, SpoolSettings
-from core.upkeep.spool_format import SpoolRecord
 
 
 class WritesPaused(ServiceError):
@@ -364,7 +364,7 @@ class Broker:
 
     async def ack_batch(self, items: Sequence[acks.GroupAck]) -> acks.AppliedAcks:
         """Acks of any groups and partitions (§4.6), applied in one statement with the
-        concurrent acks on other cursors (core/engine/reads/acks.py): all of it or none; each item
+        concurrent acks on other cursors (core/engine/batching/acks.py): all of it or none; each item
         answers what was applied to it."""
         result = await self._acks.apply(items)
         _count_acks(items, result.outcomes)

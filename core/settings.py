@@ -225,7 +225,7 @@ class Settings:
     tls: TlsSettings = dataclasses.field(default_factory=TlsSettings)
     # Origins a browser page may call the API from (CORS); `*` is any.
     cors_origins: tuple[str, ...] = ("*",)
-    # The push spool (core/upkeep/spool.py), under Queen's names; None: `spool` in the data
+    # The push spool (core/engine/spool.py), under Queen's names; None: `spool` in the data
     # directory.
     file_buffer_dir: Path | None = None
     file_buffer_flush_ms: int = SPOOL.setting(

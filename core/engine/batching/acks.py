@@ -14,7 +14,7 @@ from collections.abc import Callable, Hashable, Sequence
 from datetime import datetime
 
 from core.engine import ack as acks
-from core.engine.reads.batcher import KeyedBatcher
+from core.engine.batching.batcher import KeyedBatcher
 from core.ids import PartitionId, QueueId
 from core.storage import reads as sql
 from core.storage.database import Database
