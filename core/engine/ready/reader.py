@@ -199,7 +199,7 @@ class Reader:
                 taken = [] if pid is None else [pid]
                 answer = await self._statement(request, taken, None, 1, lanes)
                 self._check_in(request, answer, taken, lanes, satisfied=True)
-                return self._framed(answer.result, route)
+                return self._with_route(answer.result, route)
             if not lane.holds(pid) or time.monotonic() >= deadline:
                 return self._empty(route)
             await first_of([lane.returned()], deadline - time.monotonic())
@@ -266,7 +266,7 @@ class Reader:
         self._file(request, took, lanes)
         if total is None:
             return self._empty(route, width)
-        return self._framed(total, route)
+        return self._with_route(total, route)
 
     # -- pieces --------------------------------------------------------------------------
 
@@ -354,7 +354,9 @@ class Reader:
                          width=width)
 
     @staticmethod
-    def _framed(result: PopResult, route: Route) -> PopResult:
+    def _with_route(result: PopResult, route: Route) -> PopResult:
+        """The result, naming every queue the route covers and the route's conflation
+        policy where the claim did not say."""
         result.queue_ids = list(dict.fromkeys([*route.queue_ids, *result.queue_ids]))
         if result.conflation is None:
             result.conflation = route.conflating
