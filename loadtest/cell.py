@@ -133,7 +133,10 @@ def summarize(out: CellOutcome, shape: Shape, label: str, before: pgstats.PgSnap
         "messages_per_server_core_second": round(moved / server_cpu, 1) if server_cpu else None,
     }
     if out.step_log:
-        result["throughput"]["steps"] = _steps(out)
+        steps = result["throughput"]["steps"] = _steps(out)
+        # The best rate a step sustained (its verdicts in _steps); 0 when none did.
+        result["throughput"]["best_ok_deliver_msg_per_s"] = max(
+            (s["deliver_msg_per_s"] for s in steps if s["ok"]), default=0.0)
     return result
 
 

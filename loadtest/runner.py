@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -167,14 +167,15 @@ def run_cell(url: str, shape: Shape, roots: dict[str, int | None], label: str, *
         uncertain += out["uncertain"]
         hists["push"].merge(Histogram(out["push_hist"], sum(out["push_hist"])))
     board.set("drain_target", pushed.count())
-    while (len(consumed) < len(cons_split)
-           and time.monotonic() - start < duration + shape.drain_seconds + 15
-           and any(p.is_alive() for p in procs[:len(cons_split)])):
-        _collect(results, produced, consumed, timeout=1.0)
+
+    def drain_tick() -> None:
         sampler.sample()
         point = _point(board, time.monotonic() - start, last, len(shape.groups))
         series.append(point)
         _progress(label + " drain", point)
+
+    await_consumers(results, produced, consumed, procs[:len(cons_split)],
+                    deadline=start + duration + shape.drain_seconds + 15, tick=drain_tick)
     sys.stderr.write("\n")
     for p in procs:
         p.join(timeout=5)
@@ -196,6 +197,21 @@ def run_cell(url: str, shape: Shape, roots: dict[str, int | None], label: str, *
     return CellOutcome(pushed, delivered, uncertain, hists, e2e_by_step, series,
                        sampler.cpu_seconds(), dict(sampler.peak_rss), measured,
                        sampler.peak_worker_rss, step_log, gates)
+
+
+def await_consumers(results: Any, produced: dict[int, Any], consumed: dict[int, Any],
+                    consumers: Sequence[Any], *, deadline: float,
+                    tick: Callable[[], None]) -> None:
+    """Read the consumers' results until each has reported, all have exited, or the
+    deadline passed; `tick` runs after each second of waiting."""
+    while len(consumed) < len(consumers) and time.monotonic() < deadline:
+        # A consumer puts its result just before it exits: checking that one is alive
+        # before reading the queue would drop the result of one that finished meanwhile.
+        alive = any(p.is_alive() for p in consumers)
+        _collect(results, produced, consumed, timeout=1.0)
+        if not alive:
+            return
+        tick()
 
 
 def _collect(results: Any, produced: dict[int, Any], consumed: dict[int, Any],
