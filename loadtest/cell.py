@@ -100,6 +100,7 @@ def summarize(out: CellOutcome, shape: Shape, label: str, before: pgstats.PgSnap
         "uncertain_pushes": out.uncertain,
         "latency_ms": {k: h.summary() for k, h in out.hists.items() if h.total},
         "cpu_seconds": out.cpu,
+        **({"phase_cpu_seconds": out.phase_cpu} if out.phase_cpu else {}),
         # Server CPU per delivered message, per process role (broker, postgres, ...): the
         # figure compared with a peer's in the same run.
         "cpu_us_per_delivered": ({k: round(v / delivered * 1e6, 1) for k, v in out.cpu.items()

@@ -73,6 +73,9 @@ def _parser() -> argparse.ArgumentParser:
     from loadtest import scale
 
     scale.add_parser(sub)
+    from loadtest import cost
+
+    cost.add_parser(sub)
     return p
 
 
@@ -292,6 +295,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from loadtest import kafka_cell
 
         return kafka_cell.command(args)
+    if args.command == "cost":
+        from loadtest import cost
+
+        return cost.command(args)
     if args.command == "scale":
         from loadtest import scale
 
