@@ -72,7 +72,8 @@ ENDPOINTS: list[Endpoint] = [
     # Core message routes (§4)
     Endpoint("POST", "/api/v1/push", push.push, "Append messages (per-item verdicts)",
              {201: list[push_wire.PushResult] | push_wire.PushCounts, 429: ErrorBody},
-             body=push_wire.PushBody, binary_body=push.binary_body, access=WRITE_ONLY),
+             body=push_wire.PushBody, binary_body=push.binary_body, decode=push.json_body,
+             access=WRITE_ONLY),
     Endpoint("GET", "/api/v1/pop/queue/{queue}", pop.pop_queue,
              "Pop a leased batch from a queue's partitions", _POPPED,
              path_params=QueuePath, query=pop_wire.PopQuery, changes_state=True, access=READ_WRITE),
