@@ -12,13 +12,21 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from broker.state import broker_of
-from broker.wire.ack import AckBatchBody, AckItemIn, AckResult
+from broker.wire.ack import (
+    AckBatchBody,
+    AckItemIn,
+    AckResult,
+    PlainAckBatch,
+    PlainAckItem,
+    decode_ack_batch,
+)
 from broker.wire.http import json_response
 from core.engine.ack import AckItem, AckOutcome, GroupAck, parse_status
 from core.engine.pop import QUEUE_MODE
+from core.settings import Settings
 
 
-def to_ack_item(item: AckItemIn) -> AckItem:
+def to_ack_item(item: AckItemIn | PlainAckItem) -> AckItem:
     return AckItem(transaction_id=item.transactionId, partition_id=item.partitionId,
                    status=parse_status(item.status), lease_id=item.leaseId or None,
                    error=item.error)
@@ -45,7 +53,12 @@ async def ack_one(request: Request, body: AckItemIn) -> Response:
     return await _apply(request, [body.consumerGroup or QUEUE_MODE], [to_ack_item(body)])
 
 
-async def ack_batch(request: Request, body: AckBatchBody) -> Response:
+def batch_body(raw: bytes, settings: Settings) -> AckBatchBody | PlainAckBatch:
+    """The ack batch body (broker/wire/ack.py decodes it)."""
+    return decode_ack_batch(raw)
+
+
+async def ack_batch(request: Request, body: AckBatchBody | PlainAckBatch) -> Response:
     default_group = body.consumerGroup or QUEUE_MODE
     # An item may name its own group.
     groups = [item.consumerGroup or default_group for item in body.acknowledgments]

@@ -9,9 +9,9 @@ from typing import ClassVar, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from broker.wire.bulk_checks import each_distinct, transaction_ids_pass
 from broker.wire.decoding import decode_body
 from broker.wire.types import (
-    MAX_TRANSACTION_ID_BYTES,
     Name,
     NameOrEmpty,
     TransactionId,
@@ -19,7 +19,7 @@ from broker.wire.types import (
     check_name_or_empty,
     check_uuid,
 )
-from core.names import CONTROL_RE, check_name
+from core.names import check_name
 
 
 class PushItemIn(msgspec.Struct):
@@ -82,9 +82,6 @@ class _PlainPushBody(msgspec.Struct):
 
 
 _PLAIN = msgspec.json.Decoder(_PlainPushBody)
-# A transactionId of at most this many characters is within the byte limit whatever they are
-# (4 bytes of UTF-8 at most each); a longer one is measured by the strict path.
-_SHORT_TXID = MAX_TRANSACTION_ID_BYTES // 4
 
 
 def decode_json_push(raw: bytes) -> Sequence[PushItemIn | PlainPushItem]:
@@ -110,13 +107,9 @@ def _plain_items(raw: bytes) -> list[PlainPushItem] | None:
     except (msgspec.DecodeError, RecursionError):
         return None
     try:
-        for name in {item.queue for item in items}:
-            check_name(name)
-        for partition in {item.partition for item in items}:
-            if partition is not None:
-                check_name_or_empty(partition)
-        txids = [item.transactionId for item in items if item.transactionId]
-        if txids and (max(map(len, txids)) > _SHORT_TXID or CONTROL_RE.search("".join(txids))):
+        each_distinct((item.queue for item in items), check_name)
+        each_distinct((item.partition for item in items), check_name_or_empty)
+        if not transaction_ids_pass([item.transactionId or "" for item in items]):
             return None
         for item in items:
             if item.traceId:  # rare: checked one by one, in canonical form as Uuid has it

@@ -180,6 +180,12 @@ _CHECKS: dict[type, Any] = {
 }
 
 
+def check_of(kind: type) -> Any:
+    """The check `dec_hook` applies to values of `kind` (one of the types above but
+    Timestamp): it answers the value as the type keeps it, or raises ValueError/TypeError."""
+    return _CHECKS[kind]
+
+
 def dec_hook(kind: type, value: Any) -> Any:
     """msgspec's hook for the types above; anything else is not ours to decode."""
     if kind is Timestamp:

@@ -59,17 +59,18 @@ class AckRow:
     conflated: int | None  # superseded messages a conflated lease's commit retired
 
 
-@dataclass(frozen=True, slots=True)
-class AckInput:
-    """One ack as the statement takes it."""
+@dataclass(slots=True)
+class AckInputs:
+    """Acks as the statement takes them: one entry per item in each list. A list that
+    would hold only None may be None (the statement reads it as all null)."""
 
-    group: str
-    partition_id: int
-    transaction_id: str
-    status: str  # completed | failed | retry | dlq
-    lease_id: str | None  # the lease checked; None: no check
-    error: str | None
-    offset: int | None = None  # found by a segment search; None: use the index
+    groups: list[str]
+    partition_ids: list[int]
+    transaction_ids: list[str]
+    statuses: list[str]  # completed | failed | retry | dlq
+    lease_ids: list[str | None] | None  # the lease checked; None: no check
+    errors: list[str | None] | None
+    offsets: list[int | None] | None = None  # found by a segment search; None: use the index
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,13 +140,11 @@ async def queue_partition_ids(conn: Conn, *, queue: str) -> list[int]:
     return [int(v) for v in await _QUEUE_PARTITION_IDS.values(conn, queue)]
 
 
-async def ack(conn: Conn, *, items: Sequence[AckInput], scan_missing: bool) -> list[AckRow]:
+async def ack(conn: Conn, *, items: AckInputs, scan_missing: bool) -> list[AckRow]:
     """Apply acks in one statement (schema/functions/40_ack.sql)."""
-    return await _ACK.rows(
-        conn, [i.group for i in items], [i.partition_id for i in items],
-        [i.transaction_id for i in items], [i.status for i in items],
-        [i.lease_id for i in items], [i.error for i in items], [i.offset for i in items],
-        scan_missing)
+    return await _ACK.rows(conn, items.groups, items.partition_ids, items.transaction_ids,
+                           items.statuses, items.lease_ids, items.errors, items.offsets,
+                           scan_missing)
 
 
 async def span_segments(conn: Conn, *, partition_id: int, lo: int,
