@@ -110,6 +110,7 @@ _POP_READY = Statement("pop_ready", ReadyRow)
 _READY_SCAN = Statement("ready_scan", ScannedPartition)
 _QUEUE_PARTITION_IDS = Statement[None]("queue_partition_ids")
 _ACK = Statement("ack", AckRow)
+_ACK_JOINED = Statement("ack_joined", AckRow)
 _SPAN_SEGMENTS = Statement("span_segments", PlacedSegmentRow)
 _EXTEND_LEASES = Statement("extend_leases", LeaseExpiry)
 _FETCH_PARTITION_STATE = Statement("fetch_partition_state", PartitionState)
@@ -141,10 +142,30 @@ async def queue_partition_ids(conn: Conn, *, queue: str) -> list[int]:
 
 
 async def ack(conn: Conn, *, items: AckInputs, scan_missing: bool) -> list[AckRow]:
-    """Apply acks in one statement (schema/functions/40_ack.sql)."""
-    return await _ACK.rows(conn, items.groups, items.partition_ids, items.transaction_ids,
-                           items.statuses, items.lease_ids, items.errors, items.offsets,
-                           scan_missing)
+    """Apply acks in one statement (schema/functions/40_ack.sql); the text columns go as
+    one text each (`ack_joined`) unless a value holds a separator."""
+    joined = [_joined(items.groups), _joined(items.transaction_ids), _joined(items.statuses),
+              None if items.lease_ids is None else _joined(items.lease_ids)]
+    if None in joined[:3] or (items.lease_ids is not None and joined[3] is None):
+        return await _ACK.rows(conn, items.groups, items.partition_ids,
+                               items.transaction_ids, items.statuses, items.lease_ids,
+                               items.errors, items.offsets, scan_missing)
+    return await _ACK_JOINED.rows(
+        conn, joined[0], ",".join(map(str, items.partition_ids)), joined[1], joined[2],
+        joined[3], items.errors, items.offsets, scan_missing)
+
+
+_SEPARATOR, _NULL = "\x1f", "\x1e"
+
+
+def _joined(column: Sequence[str | None]) -> str | None:
+    """The column as `ack_joined` takes it, or None when a value would not survive it."""
+    nulls = column.count(None) if None in column else 0
+    values = [_NULL if v is None else v for v in column] if nulls else column
+    text = _SEPARATOR + _SEPARATOR.join(values)  # type: ignore[arg-type]
+    if text.count(_SEPARATOR) != len(column) or text.count(_NULL) != nulls:
+        return None
+    return text
 
 
 async def span_segments(conn: Conn, *, partition_id: int, lo: int,
