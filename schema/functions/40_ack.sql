@@ -165,7 +165,9 @@ BEGIN
           FROM unnest(p_groups, p_partition_ids, p_txids, p_statuses, p_lease_ids, p_errors,
                       p_offsets) WITH ORDINALITY AS u(grp, pid, txid, status, lease, err, given, ord)
           JOIN keys cx ON cx.g = u.grp AND cx.p = u.pid
-          CROSS JOIN LATERAL (SELECT queen.txn_key(u.txid) AS key) t
+          -- (OFFSET 0 keeps the planner from pulling these up into the expressions that
+          -- use them: the key's hash and the index probe would run once per use)
+          CROSS JOIN LATERAL (SELECT queen.txn_key(u.txid) AS key OFFSET 0) t
           -- The one resolution rule (see the header): what the index says, and the span
           -- where the segments may still hold an earlier occurrence than its answer. The
           -- latest occurrence at or below the cursor is looked up only when none is above.
@@ -173,7 +175,7 @@ BEGIN
               SELECT (SELECT min(i.msg_offset) FROM queen.log_txn_index i
                        WHERE i.partition_id = u.pid AND i.txn_key = t.key
                          AND i.msg_offset > cx.committed
-                         AND i.msg_offset >= cx.log_start) AS above) x
+                         AND i.msg_offset >= cx.log_start) AS above OFFSET 0) x
           CROSS JOIN LATERAL (
               SELECT x.above,
                      CASE WHEN x.above IS NULL THEN
