@@ -7,8 +7,9 @@ spends a budget of `batch` messages across up to `max_partitions` of them, lease
 delivered spans (or commits them, with autoAck), answers the segments overlapping each span,
 and says of every other candidate what it found (`Verdict`). The result
 carries those stored segments (`Claim.segments`, decrypted when sealed: no reader ever
-sees ciphertext), for an answer that sends stored frames unchanged; `PopResult.messages()`
-decompresses and slices them for a JSON answer.
+sees ciphertext), for an answer that sends stored frames unchanged; `PopResult.spans()`
+decompresses them and says which frames each span delivers (the JSON answer splices those
+frames' bytes), and `PopResult.messages()` decodes them.
 """
 
 from __future__ import annotations
