@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,10 @@ class PySpy:
     def __init__(self, pid: int | None, out: Path) -> None:
         self.out = out
         self.proc: subprocess.Popen[bytes] | None = None
-        binary = shutil.which("py-spy")
+        # Installed with the loadtest extra beside this interpreter, which need not be on
+        # PATH (a virtualenv's python run by its path).
+        beside = Path(sys.executable).parent / "py-spy"
+        binary = str(beside) if beside.exists() else shutil.which("py-spy")
         if pid and binary:
             self.proc = subprocess.Popen(
                 [binary, "record", "--pid", str(pid), "--subprocesses", "--nonblocking",

@@ -8,17 +8,27 @@ apply), and a storage failure rolls the whole batch back (503).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from starlette.requests import Request
 from starlette.responses import Response
 
 from broker.state import broker_of
-from broker.wire.ack import AckBatchBody, AckItemIn, AckResult
+from broker.wire.ack import (
+    AckBatchBody,
+    AckItemIn,
+    AckResult,
+    PlainAckBatch,
+    PlainAckItem,
+    decode_ack_batch,
+)
 from broker.wire.http import json_response
 from core import tracing
+from core.settings import Settings
 from core.types import QUEUE_MODE, AckItem, AckOutcome, GroupAck, parse_status
 
 
-def to_ack_item(item: AckItemIn) -> AckItem:
+def to_ack_item(item: AckItemIn | PlainAckItem) -> AckItem:
     return AckItem(transaction_id=item.transactionId, partition_id=item.partitionId,
                    status=parse_status(item.status), lease_id=item.leaseId or None,
                    error=item.error)
@@ -35,7 +45,7 @@ def outcome_json(index: int, item: AckItem, outcome: AckOutcome) -> AckResult:
 
 
 async def _apply(request: Request, groups: list[str], items: list[AckItem],
-                 wire: list[AckItemIn]) -> Response:
+                 wire: Sequence[AckItemIn | PlainAckItem]) -> Response:
     broker = broker_of(request)
     acks = [GroupAck(group, item) for group, item in zip(groups, items)]
     if broker.tracing.enabled:
@@ -54,7 +64,12 @@ async def ack_one(request: Request, body: AckItemIn) -> Response:
                         [body])
 
 
-async def ack_batch(request: Request, body: AckBatchBody) -> Response:
+def batch_body(raw: bytes, settings: Settings) -> AckBatchBody | PlainAckBatch:
+    """The ack batch body (broker/wire/ack.py decodes it)."""
+    return decode_ack_batch(raw)
+
+
+async def ack_batch(request: Request, body: AckBatchBody | PlainAckBatch) -> Response:
     default_group = body.consumerGroup or QUEUE_MODE
     # An item may name its own group.
     groups = [item.consumerGroup or default_group for item in body.acknowledgments]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -14,16 +13,10 @@ from broker.wire import framed_pop
 from broker.wire.binary import FRAMED_POP_MEDIA_TYPE
 from broker.wire.common import QueuePath, given
 from broker.wire.http import json_response, no_content
-from broker.wire.pop import (
-    Autopilot,
-    PopAnswer,
-    PoppedMessage,
-    PopQuery,
-    QueuePartitionPath,
-)
+from broker.wire.pop import Autopilot, PopAnswer, PopQuery, QueuePartitionPath
+from broker.wire.pop_json import SplicedPopAnswer, messages_array, spliced
 from core import tracing
 from core.errors import BadRequest
-from core.timefmt import iso
 from core.types import (
     QUEUE_MODE,
     Pilot,
@@ -95,43 +88,24 @@ async def _serve_pop(request: Request, query: PopQuery,
     return json_response(answer)
 
 
-def _answer(pop_request: PopRequest, result: PopResult, echo: Autopilot | None) -> PopAnswer:
+def _answer(pop_request: PopRequest, result: PopResult,
+            echo: Autopilot | None) -> SplicedPopAnswer:
     lease = result.lease_id or ""
     group = pop_request.group
-    messages = []
-    # Messages of a segment share one createdAt, those of a claim one partitionId: format
-    # each once, not once per message.
-    stamp: object = None
-    partition: object = None
-    created_at = partition_id = ""
-    for m in result.messages():
-        if m.created_at is not stamp:
-            stamp, created_at = m.created_at, iso(m.created_at)
-        if m.partition_id != partition:
-            partition, partition_id = m.partition_id, str(m.partition_id)
-        frame = m.frame
-        popped = PoppedMessage(
-            str(frame.message_id), frame.transaction_id,
-            str(frame.trace_id) if frame.trace_id else None, msgspec.Raw(frame.payload),
-            frame.producer_sub, created_at, partition_id, m.partition, lease, group)
-        if frame.trace_id is not None:  # the consumer continues the message's trace
-            popped.traceparent = tracing.of_message(frame.trace_id,
-                                                    frame.message_id).header()
-        messages.append(popped)
     if result.claims:
         first = result.claims[0]
         answer = PopAnswer(
             success=True, queue=first.queue if pop_request.queue is not None else "",
             partition=first.partition, partitionId=str(first.partition_id), leaseId=lease,
-            consumerGroup=group, messages=messages,
-            partitionsClaimed=result.partitions_claimed)
+            consumerGroup=group, messages=[], partitionsClaimed=result.partitions_claimed)
     else:  # nothing delivered, answered 200 all the same (a conflating pop, §20.4)
         answer = PopAnswer(success=True, queue=pop_request.queue or "", partition="",
                            partitionId="", leaseId="", consumerGroup=group, messages=[],
                            partitionsClaimed=0)
     if echo is not None:
         answer.autopilot = echo
-    return answer
+    # The messages' JSON is spliced from their stored frames (broker/wire/pop_json.py).
+    return spliced(answer, messages_array(result, lease_id=lease, group=group))
 
 
 def _framed_answer(pop_request: PopRequest, result: PopResult,

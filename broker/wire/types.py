@@ -139,7 +139,8 @@ def _plain_text(value: object) -> str:
     return text
 
 
-def _uuid(value: object) -> str:
+def check_uuid(value: object) -> str:
+    """A UUID in canonical lower-case form, or `""`; raises ValueError otherwise."""
     text = _text(value)
     if text == "":
         return text
@@ -183,12 +184,18 @@ _CHECKS: dict[type, Any] = {
     TransactionId: check_transaction_id,
     Text: _plain_text,
     Token: lambda v: _id_text(v, MAX_NAME_BYTES),
-    Uuid: _uuid,
+    Uuid: check_uuid,
     PartitionKey: _partition_key,
     SubscriptionFrom: _subscription_from,
     EphemeralName: _ephemeral_name,
     TraceParentText: _traceparent,
 }
+
+
+def check_of(kind: type) -> Any:
+    """The check `dec_hook` applies to values of `kind` (one of the types above but
+    Timestamp): it answers the value as the type keeps it, or raises ValueError/TypeError."""
+    return _CHECKS[kind]
 
 
 def dec_hook(kind: type, value: Any) -> Any:

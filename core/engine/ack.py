@@ -42,7 +42,7 @@ def parse_status(value: object) -> Status:
     return "failed"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per item, and frozen __init__ is slow
 class AckItem:
     transaction_id: str
     partition_id: str  # as sent by the client; ours are decimal ids
@@ -61,7 +61,7 @@ class AckOutcome:
     conflated: int = 0  # superseded messages a conflated lease's commit retired (§20.3)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per item
 class GroupAck:
     """An ack item with the consumer group it commits for."""
 
@@ -91,23 +91,29 @@ async def apply_acks(conn: Conn, acks: Sequence[GroupAck]) -> AppliedAcks:
     must be searched first, a statement that changes nothing and then the one that does).
     An item is checked against the lease it names, and against none when it names none."""
     outcomes: list[AckOutcome | None] = [None] * len(acks)
-    inputs: list[sql.AckInput] = []
-    positions: list[int] = []  # index in `acks` of each input
+    positions: list[int] = []  # index in `acks` of each item the statement takes
+    partition_ids: list[int] = []
     for index, ack in enumerate(acks):
         pid = partition_id_of(ack.item.partition_id)
         if pid is None:
             outcomes[index] = _UNKNOWN_PARTITION
             continue
-        item = ack.item
-        inputs.append(sql.AckInput(ack.group, pid, item.transaction_id, item.status,
-                                   item.lease_id, item.error))
         positions.append(index)
+        partition_ids.append(pid)
     result = AppliedAcks([])
-    if inputs:
+    if positions:
+        taken = [acks[i] for i in positions] if len(positions) < len(acks) else acks
+        lease_ids = [a.item.lease_id for a in taken]
+        errors = [a.item.error for a in taken]
+        inputs = sql.AckInputs(
+            [a.group for a in taken], partition_ids, [a.item.transaction_id for a in taken],
+            [a.item.status for a in taken],
+            # All-null columns go as one null: the driver encodes arrays element by element.
+            _or_null(lease_ids), _or_null(errors))
         rows = await sql.ack(conn, items=inputs, scan_missing=True)
         missing = [r for r in rows if r.outcome == "missing"]
         if missing:
-            inputs = await _search(conn, inputs, missing)
+            inputs.offsets = await _search(conn, inputs, missing)
             rows = await sql.ack(conn, items=inputs, scan_missing=False)
         for row in rows:
             if row.outcome == "wake":
@@ -123,11 +129,12 @@ async def apply_acks(conn: Conn, acks: Sequence[GroupAck]) -> AppliedAcks:
     return result
 
 
-async def _search(conn: Conn, inputs: list[sql.AckInput],
-                  missing: list[sql.AckRow]) -> list[sql.AckInput]:
+async def _search(conn: Conn, inputs: sql.AckInputs,
+                  missing: list[sql.AckRow]) -> list[int | None]:
     """Look for the earliest occurrence of each missing item's transactionId in the span
-    queen.ack named (at most SCAN_LIMIT offsets from its start); answer the inputs with
-    the offsets found. Nothing found: the statement settles with the index's answer.
+    queen.ack named (at most SCAN_LIMIT offsets from its start); answer the offsets found,
+    one per item (None: not searched, or nothing found: the statement settles with the
+    index's answer).
 
     The spans of one (partition, cursor) start at the same offset (the cursor's next) and
     differ in their ends, so each such start is read once, up to the farthest end."""
@@ -136,10 +143,10 @@ async def _search(conn: Conn, inputs: list[sql.AckInput],
     spans: dict[tuple[int, int], dict[str, list[tuple[int, int]]]] = {}
     for row in missing:
         assert row.idx is not None and row.scan_from is not None and row.scan_to is not None
-        item = inputs[row.idx - 1]
+        at = row.idx - 1
         end = min(row.scan_to, row.scan_from + SCAN_LIMIT - 1)
-        spans.setdefault((item.partition_id, row.scan_from), {}).setdefault(
-            item.transaction_id, []).append((row.idx - 1, end))
+        spans.setdefault((inputs.partition_ids[at], row.scan_from), {}).setdefault(
+            inputs.transaction_ids[at], []).append((at, end))
     for (pid, lo), wanted in spans.items():
         hi = max(end for items in wanted.values() for _, end in items)
         for seg in await sql.span_segments(conn, partition_id=pid, lo=lo, hi=hi):
@@ -155,11 +162,9 @@ async def _search(conn: Conn, inputs: list[sql.AckInput],
                         found[i] = offset
             if not wanted:
                 break
-    return [_with_offset(item, found.get(i)) for i, item in enumerate(inputs)]
+    return [found.get(i) for i in range(len(inputs.transaction_ids))]
 
 
-def _with_offset(item: sql.AckInput, offset: int | None) -> sql.AckInput:
-    if offset is None:
-        return item
-    return sql.AckInput(item.group, item.partition_id, item.transaction_id, item.status,
-                        item.lease_id, item.error, offset)
+def _or_null(column: list[str | None]) -> list[str | None] | None:
+    """None for a column of nulls only."""
+    return None if all(v is None for v in column) else column

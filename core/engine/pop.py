@@ -7,14 +7,15 @@ spends a budget of `batch` messages across up to `max_partitions` of them, lease
 delivered spans (or commits them, with autoAck), answers the segments overlapping each span,
 and says of every other candidate what it found (`CandidateVerdict`). The result
 carries those stored segments (`Claim.segments`, decrypted when sealed: no reader ever
-sees ciphertext), for an answer that sends stored frames unchanged; `PopResult.messages()`
-decompresses and slices them for a JSON answer.
+sees ciphertext), for an answer that sends stored frames unchanged; `PopResult.spans()`
+decompresses them and says which frames each span delivers (the JSON answer splices those
+frames' bytes), and `PopResult.messages()` decodes them.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -112,19 +113,26 @@ class PopResult:
     def count(self) -> int:
         return sum(c.count for c in self.claims)
 
+    def spans(self) -> Iterator[tuple[Claim, StoredSegment, bytes, int, int]]:
+        """Per stored segment of each claim, in delivery order: the claim, the segment, its
+        frames decompressed, and the indexes of the first and last delivered frame in them
+        (the segment may hold frames outside the claim's span)."""
+        for claim in self.claims:
+            for seg in claim.segments:
+                raw = fanout.SEGMENTS.raw(claim.partition_id, seg.base_offset,
+                                          seg.last_offset, seg.blob)
+                yield (claim, seg, raw, max(claim.start - seg.base_offset, 0),
+                       claim.end - seg.base_offset)
+
     def messages(self) -> list[Delivered]:
         """The delivered messages, decompressed and sliced to each span, in claim order."""
         out: list[Delivered] = []
-        for claim in self.claims:
-            for seg in claim.segments:
-                first = max(claim.start - seg.base_offset, 0)
-                offset = seg.base_offset + first
-                raw = fanout.SEGMENTS.raw(claim.partition_id, seg.base_offset,
-                                          seg.last_offset, seg.blob)
-                for frame in segments.iter_frames(raw, first, claim.end - seg.base_offset):
-                    out.append(Delivered(claim.queue, claim.partition, claim.partition_id,
-                                         offset, seg.created_at, frame))
-                    offset += 1
+        for claim, seg, raw, first, last in self.spans():
+            offset = seg.base_offset + first
+            for frame in segments.iter_frames(raw, first, last):
+                out.append(Delivered(claim.queue, claim.partition, claim.partition_id,
+                                     offset, seg.created_at, frame))
+                offset += 1
         return out
 
 

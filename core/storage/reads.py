@@ -59,17 +59,18 @@ class AckRow:
     conflated: int | None  # superseded messages a conflated lease's commit retired
 
 
-@dataclass(frozen=True, slots=True)
-class AckInput:
-    """One ack as the statement takes it."""
+@dataclass(slots=True)
+class AckInputs:
+    """Acks as the statement takes them: one entry per item in each list. A list that
+    would hold only None may be None (the statement reads it as all null)."""
 
-    group: str
-    partition_id: int
-    transaction_id: str
-    status: str  # completed | failed | retry | dlq
-    lease_id: str | None  # the lease checked; None: no check
-    error: str | None
-    offset: int | None = None  # found by a segment search; None: use the index
+    groups: list[str]
+    partition_ids: list[int]
+    transaction_ids: list[str]
+    statuses: list[str]  # completed | failed | retry | dlq
+    lease_ids: list[str | None] | None  # the lease checked; None: no check
+    errors: list[str | None] | None
+    offsets: list[int | None] | None = None  # found by a segment search; None: use the index
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +110,7 @@ _POP_READY = Statement("pop_ready", ReadyRow)
 _READY_SCAN = Statement("ready_scan", ScannedPartition)
 _QUEUE_PARTITION_IDS = Statement[None]("queue_partition_ids")
 _ACK = Statement("ack", AckRow)
+_ACK_JOINED = Statement("ack_joined", AckRow)
 _SPAN_SEGMENTS = Statement("span_segments", PlacedSegmentRow)
 _EXTEND_LEASES = Statement("extend_leases", LeaseExpiry)
 _FETCH_PARTITION_STATE = Statement("fetch_partition_state", PartitionState)
@@ -141,14 +143,34 @@ async def queue_partition_ids(conn: Conn, *, queue: str) -> list[int]:
     return [int(v) for v in await _QUEUE_PARTITION_IDS.values(conn, queue)]
 
 
-async def ack(conn: Conn, *, items: Sequence[AckInput], scan_missing: bool) -> list[AckRow]:
-    """Apply acks in one statement (schema/functions/40_ack.sql)."""
-    return await _ACK.rows(
-        conn, groups=[i.group for i in items], partition_ids=[i.partition_id for i in items],
-        transaction_ids=[i.transaction_id for i in items],
-        statuses=[i.status for i in items], lease_ids=[i.lease_id for i in items],
-        errors=[i.error for i in items], offsets=[i.offset for i in items],
-        scan_missing=scan_missing)
+async def ack(conn: Conn, *, items: AckInputs, scan_missing: bool) -> list[AckRow]:
+    """Apply acks in one statement (schema/functions/40_ack.sql); the text columns go as
+    one text each (`ack_joined`) unless a value holds a separator."""
+    joined = [_joined(items.groups), _joined(items.transaction_ids), _joined(items.statuses),
+              None if items.lease_ids is None else _joined(items.lease_ids)]
+    if None in joined[:3] or (items.lease_ids is not None and joined[3] is None):
+        return await _ACK.rows(
+            conn, groups=items.groups, partition_ids=items.partition_ids,
+            transaction_ids=items.transaction_ids, statuses=items.statuses,
+            lease_ids=items.lease_ids, errors=items.errors, offsets=items.offsets,
+            scan_missing=scan_missing)
+    return await _ACK_JOINED.rows(
+        conn, groups=joined[0], partition_ids=",".join(map(str, items.partition_ids)),
+        transaction_ids=joined[1], statuses=joined[2], lease_ids=joined[3],
+        errors=items.errors, offsets=items.offsets, scan_missing=scan_missing)
+
+
+_SEPARATOR, _NULL = "\x1f", "\x1e"
+
+
+def _joined(column: Sequence[str | None]) -> str | None:
+    """The column as `ack_joined` takes it, or None when a value would not survive it."""
+    nulls = column.count(None) if None in column else 0
+    values = [_NULL if v is None else v for v in column] if nulls else column
+    text = _SEPARATOR + _SEPARATOR.join(values)  # type: ignore[arg-type]
+    if text.count(_SEPARATOR) != len(column) or text.count(_NULL) != nulls:
+        return None
+    return text
 
 
 async def span_segments(conn: Conn, *, partition_id: int, lo: int,
