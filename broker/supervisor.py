@@ -43,7 +43,7 @@ from types import FrameType
 
 from broker.auth.exposure import bind_notice, exposure_warnings
 from broker.tls.rotation import describe
-from broker.worker import BACKLOG, drain_seconds
+from broker.worker import drain_seconds
 from core.embedded import EmbeddedPostgres
 from core.migrate import prepare_database
 from core.settings import Settings
@@ -227,12 +227,14 @@ class Supervisor:
 
 
 def bind_listener(settings: Settings) -> socket.socket:
-    """The listening socket every web worker inherits."""
+    """The socket every web worker inherits: bound here, so a port in use fails the start at
+    once, but not listening. The first worker that can answer listens on it (asyncio's
+    server does, broker/worker.py): until then a client is refused at once instead of
+    waiting in the kernel's backlog while workers import and wait for the database."""
     family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((settings.host, settings.port))
-    sock.listen(BACKLOG)
     sock.set_inheritable(True)
     return sock
 
