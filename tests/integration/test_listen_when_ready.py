@@ -72,16 +72,24 @@ async def test_the_port_refuses_until_a_worker_is_ready_then_answers(
                         env={"DATABASE_URL": late_dsn})
         broker.start(wait=False)
         try:
-            async with fresh_connections(broker.url, timeout=3) as client:
-                for _ in range(30):  # the port is bound at once, its worker keeps waiting
-                    await asyncio.sleep(0.1)
+            async with fresh_connections(broker.url, timeout=10) as client:
+                # The port is bound at once; its worker starts, then waits for the database
+                # (up to 30 s). Every request meanwhile is refused at once, none is held.
+                refused = 0
+                for _ in range(600):
+                    await asyncio.sleep(0.05)
                     assert broker.proc is not None and broker.proc.poll() is None, broker.log()
                     try:
                         answer = await client.get("/health")
                     except httpx.ConnectError:
-                        continue  # refused: the client learns at once that nobody serves
-                    raise AssertionError(f"answered {answer.status_code} with no database")
-                assert "database not ready" in broker.log()
+                        refused += 1  # the client learns at once that nobody serves
+                    else:
+                        raise AssertionError(f"answered {answer.status_code} with no database")
+                    if refused >= 5 and "database not ready" in broker.log():
+                        break
+                else:
+                    raise AssertionError(f"the worker never waited for the database:\n"
+                                         f"{broker.log()}")
                 async with _forward(db_port, proxy_port):
                     for _ in range(300):
                         with contextlib.suppress(httpx.ConnectError):
