@@ -17,6 +17,7 @@ from core.auth_settings import AuthSettings, auth_settings_from_env
 from core.engine.encryption import key_from_env
 from core.env import EnvReader, SettingsError
 from core.storage.hosts import dsn_hosts
+from core.tenancy.settings import TenancySettings, tenancy_settings_from_env
 from core.tls import TlsSettings, tls_settings_from_env
 
 
@@ -95,6 +96,8 @@ class Settings:
     auth: AuthSettings = dataclasses.field(default_factory=AuthSettings)
     # TLS on the HTTP and Kafka listeners (core/tls.py); off unless a certificate is given.
     tls: TlsSettings = dataclasses.field(default_factory=TlsSettings)
+    # Tenants (core/tenancy): the tenant header, trusted proxies, how often limits refresh.
+    tenancy: TenancySettings = dataclasses.field(default_factory=TenancySettings)
     # Origins a browser page may call the API from (CORS); `*` is any.
     cors_origins: tuple[str, ...] = ("*",)
     # The push spool (core/upkeep/spool.py), under Queen's names: its directory (None: `spool` in
@@ -205,6 +208,7 @@ class Settings:
                 "LOG_LEVEL", cls.log_level, ("debug", "info", "warning", "error", "critical")),
             auth=auth,
             tls=tls_settings_from_env(env),
+            tenancy=tenancy_settings_from_env(env),
             cors_origins=cors_origins_from_env(env),
             file_buffer_dir=Path(env["FILE_BUFFER_DIR"]) if env.get("FILE_BUFFER_DIR") else None,
             file_buffer_flush_ms=read.integer(

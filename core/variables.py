@@ -229,6 +229,23 @@ VARIABLES: Catalogue = {
         "JWT_ROLE_READ_WRITE": "The role name that passes READ_ONLY, WRITE_ONLY and READ_WRITE.",
         "JWT_ROLE_READ_ONLY": "The role name that passes READ_ONLY.",
         "JWT_ROLE_WRITE_ONLY": "The role name that passes WRITE_ONLY (producers).",
+        "JWT_TENANT_CLAIM": "Claim naming the token's tenant (a dotted name reads a nested "
+                            "claim); a token without it acts in the default tenant (see "
+                            "Tenants).",
+    },
+    "Tenants": {
+        "QUEEN_TENANT_HEADER": "Header naming a tenant: believed from a trusted proxy (any "
+                               "caller of it), from an admin token without a tenant claim "
+                               "(acting for that tenant), and from anyone with auth off.",
+        "QUEEN_TENANT_TRUSTED_PROXIES": Described(
+            "Addresses or networks (comma-separated, such as `10.0.0.0/8`) of proxies whose "
+            "tenant header binds the request to that tenant.", default="unset: none"),
+        "QUEEN_TENANT_REFRESH_MS": "How often, in milliseconds, each process re-reads the "
+                                   "tenants' quotas and the number of live broker processes "
+                                   "(each enforces its share of a tenant's rates).",
+        "QUEEN_TENANT_USAGE_INTERVAL_MS": "How often, in milliseconds, the bytes a tenant "
+                                          "with a storage quota stores are measured (by one "
+                                          "process of the deployment).",
     },
 }
 

@@ -62,10 +62,12 @@ class AckOutcome:
 
 @dataclass(frozen=True, slots=True)
 class GroupAck:
-    """An ack item with the consumer group it commits for."""
+    """An ack item with the consumer group it commits for, and the caller's tenant (a
+    partition of another tenant's queue is answered as one that does not exist)."""
 
     group: str
     item: AckItem
+    tenant: str = ""
 
 
 @dataclass(slots=True)
@@ -99,7 +101,7 @@ async def apply_acks(conn: Conn, acks: Sequence[GroupAck]) -> AckResult:
             continue
         item = ack.item
         inputs.append(sql.AckInput(ack.group, pid, item.transaction_id, item.status,
-                                   item.lease_id, item.error))
+                                   item.lease_id, item.error, tenant=ack.tenant))
         positions.append(index)
     result = AckResult([])
     if inputs:
@@ -161,4 +163,4 @@ def _with_offset(item: sql.AckInput, offset: int | None) -> sql.AckInput:
     if offset is None:
         return item
     return sql.AckInput(item.group, item.partition_id, item.transaction_id, item.status,
-                        item.lease_id, item.error, offset)
+                        item.lease_id, item.error, offset, item.tenant)

@@ -19,6 +19,7 @@ class PushItem:
     queue: str
     partition: str
     message: NewMessage
+    tenant: str = ""  # the queue's tenant (core/tenancy); '' is the default tenant
 
 
 @dataclass(slots=True)  # not frozen: one per message, and frozen __init__ is slow
@@ -69,7 +70,8 @@ class Pusher:
         """Append items; answer one outcome per item, in request order."""
         groups: dict[PartitionName, list[int]] = {}
         for index, item in enumerate(items):
-            groups.setdefault(PartitionName(item.queue, item.partition), []).append(index)
+            groups.setdefault(PartitionName(item.queue, item.partition, item.tenant),
+                              []).append(index)
         outcomes: list[PushOutcome | None] = [None] * len(items)
 
         async def write_group(name: PartitionName, indexes: list[int]) -> None:

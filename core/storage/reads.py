@@ -70,6 +70,7 @@ class AckInput:
     lease_id: str | None  # the lease checked; None: no check
     error: str | None
     offset: int | None = None  # found by a segment search; None: use the index
+    tenant: str = ""  # the caller's: another tenant's partition is taken for none at all
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +116,7 @@ _FETCH_PARTITION_STATE = Statement("fetch_partition_state", PartitionState)
 _FETCH_SEGMENTS = Statement("fetch_segments", RangeRow)
 
 
-async def pop_ready(conn: Conn, *, queue: str | None, namespace: str | None,
+async def pop_ready(conn: Conn, *, tenant: str, queue: str | None, namespace: str | None,
                     task: str | None, partition: str | None, group: str, named: bool,
                     seed_mode: str, seed_instant: datetime | None, store_seed: bool,
                     batch: int, partitions: int, auto_ack: bool, lease_seconds: int,
@@ -125,7 +126,7 @@ async def pop_ready(conn: Conn, *, queue: str | None, namespace: str | None,
     return await _POP_READY.rows(conn, queue, namespace, task, partition, group, named,
                                  seed_mode, seed_instant, store_seed, batch, partitions,
                                  auto_ack, lease_seconds, lease_fallback, lease_id,
-                                 list(candidates), conflation, conflation_width)
+                                 list(candidates), conflation, conflation_width, tenant)
 
 
 async def ready_scan(conn: Conn, *, queue_id: int, group: str, after: int,
@@ -134,9 +135,9 @@ async def ready_scan(conn: Conn, *, queue_id: int, group: str, after: int,
     return await _READY_SCAN.rows(conn, queue_id, group, after, limit)
 
 
-async def queue_partition_ids(conn: Conn, *, queue: str) -> list[int]:
+async def queue_partition_ids(conn: Conn, *, queue: str, tenant: str) -> list[int]:
     """The ids of a queue's partitions (schema/queries/ready.sql)."""
-    return [int(v) for v in await _QUEUE_PARTITION_IDS.values(conn, queue)]
+    return [int(v) for v in await _QUEUE_PARTITION_IDS.values(conn, queue, tenant)]
 
 
 async def ack(conn: Conn, *, items: Sequence[AckInput], scan_missing: bool) -> list[AckRow]:
@@ -145,7 +146,7 @@ async def ack(conn: Conn, *, items: Sequence[AckInput], scan_missing: bool) -> l
         conn, [i.group for i in items], [i.partition_id for i in items],
         [i.transaction_id for i in items], [i.status for i in items],
         [i.lease_id for i in items], [i.error for i in items], [i.offset for i in items],
-        scan_missing)
+        scan_missing, [i.tenant for i in items])
 
 
 async def span_segments(conn: Conn, *, partition_id: int, lo: int,
@@ -153,16 +154,16 @@ async def span_segments(conn: Conn, *, partition_id: int, lo: int,
     return await _SPAN_SEGMENTS.rows(conn, partition_id, lo, hi)
 
 
-async def extend_leases(conn: Conn, *, lease_ids: Sequence[str],
-                        seconds: Sequence[float]) -> list[LeaseExpiry]:
-    """The new expiry of every live lease of the (distinct) lease ids; none for expired
-    ones."""
-    return await _EXTEND_LEASES.rows(conn, list(lease_ids), list(seconds))
+async def extend_leases(conn: Conn, *, lease_ids: Sequence[str], seconds: Sequence[float],
+                        tenants: Sequence[str]) -> list[LeaseExpiry]:
+    """The new expiry of every live lease of the (distinct) lease ids on their tenants'
+    queues; none for expired ones."""
+    return await _EXTEND_LEASES.rows(conn, list(lease_ids), list(seconds), list(tenants))
 
 
-async def fetch_partition_state(conn: Conn, *, queue: str,
+async def fetch_partition_state(conn: Conn, *, tenant: str, queue: str,
                                 partition: str) -> PartitionState | None:
-    return await _FETCH_PARTITION_STATE.one(conn, queue, partition)
+    return await _FETCH_PARTITION_STATE.one(conn, queue, partition, tenant)
 
 
 async def fetch_segments(conn: Conn, *, partition_id: int, offset: int,
