@@ -101,9 +101,9 @@ class Gate:
         value = claim_value(claims, name)
         if value is None:
             return None
+        if not isinstance(value, str):
+            raise Unauthenticated(f"token claim {name!r} is not a tenant: must be a string")
         try:
-            if not isinstance(value, str):
-                raise ValueError("must be a string")
             return check_tenant(value)
         except ValueError as exc:
             raise Unauthenticated(f"token claim {name!r} is not a tenant: {exc}") from None

@@ -16,7 +16,7 @@ MAX_RETRY_AFTER_S = 60  # the longest Retry-After answered (Queen's proxy answer
 
 
 class TokenBucket:
-    __slots__ = ("rate", "capacity", "tokens", "_at", "_clock")
+    __slots__ = ("_at", "_clock", "capacity", "rate", "tokens")
 
     def __init__(self, rate: float, capacity: float,
                  clock: Callable[[], float] = time.monotonic) -> None:

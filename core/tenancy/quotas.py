@@ -82,7 +82,7 @@ def _limit(wire: str, value: Any, *, rate: bool, big: bool) -> float | int | Non
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise BadRequest(f"{wire} must be a positive number or null (unlimited)")
     if rate:
-        if not value > 0 or value != value or value == float("inf"):
+        if not 0 < value < float("inf"):  # NaN compares false: refused too
             raise BadRequest(f"{wire} must be above 0 (or null: unlimited)")
         return float(value)
     if isinstance(value, float) and not value.is_integer():
