@@ -21,10 +21,13 @@ from core.errors import (
     BadRequest,
     ClientError,
     Coded,
+    Limited,
     NotFound,
     Overloaded,
     PayloadTooLarge,
     QueenError,
+    QuotaExceeded,
+    RateLimited,
     ServiceError,
     StorageError,
     StorageUnavailable,
@@ -37,6 +40,8 @@ STATUS: dict[type[QueenError], int] = {
     Unauthenticated: 401,
     Forbidden: 403,
     HorizonExceeded: 403,
+    QuotaExceeded: 403,
+    RateLimited: 429,
     BodyTimeout: 408,
     BadRequest: 400,
     PayloadTooLarge: 413,
@@ -76,6 +81,9 @@ def error_response(exc: QueenError) -> Response:
     if (status >= 500 or isinstance(exc, StorageError)) and not isinstance(
             exc, KeysUnavailable):
         log.warning("%s: %s", type(exc).__name__, exc.message)
+    if isinstance(exc, Limited):  # a tenant's quota: Queen's proxy's shape
+        return json_response({"error": exc.message, "code": exc.code}, status,
+                             headers=headers)
     if isinstance(exc, Coded):  # the extension routes' shape (§§14–17 shared rules)
         return json_response({"error": exc.code, "reason": exc.reason, "detail": exc.message},
                              status, headers=headers)

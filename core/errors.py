@@ -152,3 +152,4 @@ class RateLimited(Limited, ServiceError):
     def __init__(self, message: str | None = None, *, retry_after_seconds: int = 1) -> None:
         super().__init__(message)
         self.retry_after_seconds = retry_after_seconds
+        self.wait_seconds = float(retry_after_seconds)  # exactly, when the bucket knows

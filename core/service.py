@@ -145,21 +145,24 @@ class Broker:
         # a tenant's rates.
         self.tenants = Tenants(db, settings.tenancy, live_seconds=(
             stats.LIVE_INTERVALS * settings.metrics_flush_ms / 1000 + 2))
-        self.dlq = DeadLetters(db, hub.publish)
+        self.dlq = DeadLetters(db, hub.publish, self.tenants)
         self.groups = ConsumerGroups(db, hub.publish)
         self.resources = Resources(db)
         self.messages = Messages(db)
         self.traces = Traces(db)
         self.ephemeral = Ephemeral(  # ephemeral queues (§19, core/ephemeral)
-            db, cap_bytes=settings.ephemeral_max_bytes, stop_waiting=stop_waiting)
-        self.kv = KvService(db, max_keys=settings.kv_max_keys)
-        self.timers = Timers(db, settings)  # timers (core/timers); fired by their own process
-        self.streams = Streams(db, hub.publish, self.require_direct_writes)  # §18
+            db, cap_bytes=settings.ephemeral_max_bytes, stop_waiting=stop_waiting,
+            tenants=self.tenants)
+        self.kv = KvService(db, max_keys=settings.kv_max_keys, tenants=self.tenants)
+        # timers (core/timers); fired by their own process
+        self.timers = Timers(db, settings, self.tenants)
+        self.streams = Streams(db, hub.publish, self.require_direct_writes, self.tenants)
         # Extensions §20.5: live pops, drain rates and widths per lane; what is ready comes
         # from the ready set (no statement).
         self._autopilot = Autopilot(view=self.reader)
         self.kafka = Kafka(db, hub, stop_waiting,  # the Kafka edge's reads and offsets
-                           default_partitions=settings.kafka_default_partitions)
+                           default_partitions=settings.kafka_default_partitions,
+                           tenants=self.tenants)
         self.counters = COUNTERS
         self.figures_provider: stats.FiguresProvider = stats.no_spool
         self.flusher: stats.CounterFlusher | None = None  # set by `open`
@@ -236,6 +239,15 @@ class Broker:
 
     # --- the message plane ---------------------------------------------------------------
 
+    def admit_request(self, tenant: str) -> None:
+        """One request of `tenant`: RateLimited (429) over its request rate (in memory)."""
+        self.tenants.limiter.admit_request(tenant)
+
+    async def throttle_request(self, tenant: str) -> None:
+        """One request of `tenant`, once its request rate admits it (the Kafka edge: a quota
+        delays a Kafka client rather than failing its requests)."""
+        await self.tenants.limiter.throttle_request(tenant)
+
     async def push(self, items: Sequence[PushItem]) -> list[PushOutcome]:
         """Append items (JSON items, or the frames of a client-built blob: see
         `core.engine.writes.NewMessage.packed`); one outcome per item, in order, each answered
@@ -263,15 +275,16 @@ class Broker:
         _count_queued(outcomes)
         return outcomes
 
-    async def _admit_items(self, items: Sequence[PushItem]) -> None:
-        """The quota checks of pushed items, per tenant (the edge sends one tenant's)."""
+    async def _admit_items(self, items: Sequence[PushItem], *, throttle: bool = False) -> None:
+        """The quota checks of pushed items, per tenant (the edge sends one tenant's); with
+        `throttle` the message rate waits instead of refusing."""
         by_tenant: dict[str, list[PushItem]] = {}
         for item in items:
             by_tenant.setdefault(item.tenant, []).append(item)
         for tenant, mine in by_tenant.items():
             await self.tenants.admit_write(
                 tenant, {(i.queue, i.partition) for i in mine},
-                [len(i.message.payload) for i in mine])
+                [len(i.message.payload) for i in mine], throttle=throttle)
 
     async def _buffer(self, items: Sequence[PushItem]) -> list[PushOutcome]:
         await self._spool.append([
@@ -299,7 +312,7 @@ class Broker:
         process's spool holds older messages or found the database down, and a `Limited`
         error when the items' tenant's quota refuses them."""
         self.require_direct_writes()
-        await self._admit_items(items)
+        await self._admit_items(items, throttle=True)
         if self._spool.database_down or self._spool.busy():
             raise StorageUnavailable()
         outcomes = await self._pusher.push(items)
@@ -414,6 +427,9 @@ class Broker:
                                            [len(p.message.payload) for p in pushes])
         if any(rider.grows for rider in riders):
             self.tenants.limiter.check_storage(tenant)
+        created = {pair for rider in riders for pair in rider.creates}
+        if created:
+            await self.tenants.admit_names(tenant, created)
         result = await transactions.run_transaction(self._db, ops, required_leases, riders,
                                                     tenant=tenant)
         if result.committed:

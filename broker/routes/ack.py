@@ -34,19 +34,22 @@ def outcome_json(index: int, item: AckItem, outcome: AckOutcome) -> AckResult:
     return result
 
 
-async def _apply(request: Request, groups: list[str], items: list[AckItem]) -> Response:
+async def _apply(request: Request, groups: list[str], items: list[AckItem],
+                 tenant: str) -> Response:
     result = await broker_of(request).ack_batch(
-        [GroupAck(group, item) for group, item in zip(groups, items)])
+        [GroupAck(group, item, tenant) for group, item in zip(groups, items)])
     return json_response([outcome_json(i, item, outcome)
                           for i, (item, outcome) in enumerate(zip(items, result.outcomes))])
 
 
-async def ack_one(request: Request, body: AckItemIn) -> Response:
-    return await _apply(request, [body.consumerGroup or QUEUE_MODE], [to_ack_item(body)])
+async def ack_one(request: Request, body: AckItemIn, tenant: str) -> Response:
+    return await _apply(request, [body.consumerGroup or QUEUE_MODE], [to_ack_item(body)],
+                        tenant)
 
 
-async def ack_batch(request: Request, body: AckBatchBody) -> Response:
+async def ack_batch(request: Request, body: AckBatchBody, tenant: str) -> Response:
     default_group = body.consumerGroup or QUEUE_MODE
     # An item may name its own group.
     groups = [item.consumerGroup or default_group for item in body.acknowledgments]
-    return await _apply(request, groups, [to_ack_item(item) for item in body.acknowledgments])
+    return await _apply(request, groups, [to_ack_item(item) for item in body.acknowledgments],
+                        tenant)

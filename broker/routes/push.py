@@ -18,16 +18,17 @@ from core.ids import NIL_UUID, uuid7
 from core.settings import Settings
 
 
-def to_push_item(item: PushItemIn, producer_sub: str | None) -> PushItem:
-    """A decoded wire item as the core's push item, with its message id minted and the
-    caller's identity as its producer (a `producerSub` in the body is never read, §9)."""
+def to_push_item(item: PushItemIn, producer_sub: str | None, tenant: str = "") -> PushItem:
+    """A decoded wire item as the core's push item of the caller's tenant, with its message
+    id minted and the caller's identity as its producer (a `producerSub` in the body is never
+    read, §9)."""
     message_id = uuid7()
     trace = item.traceId.value if item.traceId else None
     given = item.payload if item.payload is not UNSET else item.data
     payload = b"null" if given is UNSET else bytes(given)
     return PushItem(item.queue, item.partition or DEFAULT_PARTITION,
                     NewMessage(message_id, item.transactionId or str(message_id), payload,
-                               trace, producer_sub))
+                               trace, producer_sub), tenant)
 
 
 def outcome_json(index: int, outcome: PushOutcome) -> PushResult:
@@ -60,16 +61,19 @@ def binary_body(raw: bytes, settings: Settings) -> BinaryPush:
                        max_items=settings.max_push_items)
 
 
-async def push(request: Request, body: PushBody | BinaryPush, identity: Identity) -> Response:
+async def push(request: Request, body: PushBody | BinaryPush, identity: Identity,
+               tenant: str) -> Response:
     if isinstance(body, BinaryPush):
         items = body.items  # decoded within the limits already
         stamp_producer(items, identity.sub)
+        for item in items:
+            item.tenant = tenant
     else:
         limit = state_of(request).settings.max_push_items
         if len(body.items) > limit:
             raise PayloadTooLarge(
                 f"{len(body.items)} items is over the limit of {limit} per push")
-        items = [to_push_item(item, identity.sub) for item in body.items]
+        items = [to_push_item(item, identity.sub, tenant) for item in body.items]
     outcomes = await broker_of(request).push(items)
     errors = [o.error for o in outcomes if o.error is not None]
     # When nothing was written because the broker could not (database down, backlog full),

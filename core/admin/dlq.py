@@ -21,6 +21,7 @@ from core.ids import NIL_UUID, PartitionId, uuid7
 from core.storage import dead_letters as sql
 from core.storage.database import Database
 from core.storage.statements import Conn
+from core.tenancy.service import Tenants
 
 _UNKNOWN_ID = uuid.UUID(NIL_UUID)
 PURGE_BATCH = 5000  # dead letters deleted per transaction by a bulk purge
@@ -107,9 +108,10 @@ class DeadLetters:
     Every call is of one tenant's queues: another tenant's dead letters, partitions and
     row ids are not found."""
 
-    def __init__(self, db: Database, publish: Publish) -> None:
+    def __init__(self, db: Database, publish: Publish, tenants: Tenants) -> None:
         self._db = db
         self._publish = publish
+        self._tenants = tenants  # quotas: a replay elsewhere may create a queue
 
     async def list_rows(self, where: DlqFilter, *, limit: int, offset: int,
                         tenant: str = "") -> tuple[list[DlqRow], int]:
@@ -148,6 +150,8 @@ class DeadLetters:
         """Replay one dead letter by its row id (§11), to its own queue and partition or to
         the `queue` / `partition` given instead (a queue of the same tenant, created like a
         push creates it); None when no such row exists."""
+        if queue is not None:
+            await self._tenants.admit_names(tenant, [(queue, partition)])
         async with self._db.transaction() as conn:
             row = await sql.dlq_lock_by_id(conn, tenant=tenant, dlq_id=dlq_id)
             if row is None:

@@ -67,6 +67,11 @@ class Rider(Protocol):
         quota, core/tenancy)."""
         ...
 
+    @property
+    def creates(self) -> set[tuple[str, str]]:
+        """The (queue, partition) pairs its ops may create (held to the tenant's caps)."""
+        ...
+
     async def apply(self, conn: Conn) -> RiderOutcome:
         """Apply the ops inside the transaction (on `conn`)."""
         ...

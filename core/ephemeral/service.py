@@ -28,6 +28,7 @@ from core.storage import ephemeral as store
 from core.storage.database import Database
 from core.storage.ephemeral import TotalsRow as Totals  # what /metrics shows
 from core.tenancy.scoped import belongs, scoped, unscoped
+from core.tenancy.service import Tenants
 
 __all__ = ["Ephemeral", "Popped", "Totals"]
 
@@ -106,8 +107,10 @@ class _PushLine:
 
 
 class Ephemeral:
-    def __init__(self, db: Database, *, cap_bytes: int, stop_waiting: asyncio.Event) -> None:
+    def __init__(self, db: Database, *, cap_bytes: int, stop_waiting: asyncio.Event,
+                 tenants: Tenants) -> None:
         self._db = db
+        self._tenants = tenants  # quotas: the message rate of pushes, parked pops
         self._cap_bytes = cap_bytes
         self._stop_waiting = stop_waiting
         self.waiters = Waiters()
@@ -120,6 +123,9 @@ class Ephemeral:
         commit; each still all or nothing, in arrival order): `_PushLine`."""
         if not payloads:
             return 0
+        # Queen's proxy holds ephemeral pushes to the message rate alone: they create no
+        # queue row and are bounded by EPHEMERAL_MAX_BYTES, not by a storage quota.
+        self._tenants.limiter.admit_messages(tenant, len(payloads))
         queue = scoped(tenant, queue)
         line = self._push_lines.get(queue)
         if line is None:
@@ -188,6 +194,13 @@ class Ephemeral:
         queue = scoped(tenant, queue)
         if not wait:
             return await self._pop_once(queue, partition, group, batch, auto_ack)
+        with self._tenants.limiter.parked(tenant):
+            return await self._wait_pop(queue, partition, group, batch, auto_ack,
+                                        timeout_ms, gone)
+
+    async def _wait_pop(self, queue: str, partition: str | None, group: str, batch: int,
+                        auto_ack: bool, timeout_ms: int,
+                        gone: asyncio.Event | None) -> list[Popped]:
         deadline = time.monotonic() + timeout_ms / 1000
         gone = gone or asyncio.Event()
         # Parked before the first look: a commit between that look and the wait must wake it.

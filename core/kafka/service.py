@@ -20,6 +20,7 @@ from core.kafka import reads
 from core.kafka.election import Election, Node
 from core.storage import kafka as sql
 from core.storage.database import Database
+from core.tenancy.service import Tenants
 
 # The widest topic a Kafka client is told of (a count above it is refused at creation).
 MAX_PARTITIONS = 10_000
@@ -41,8 +42,9 @@ def partition_index(name: str) -> int | None:
 
 class Kafka:
     def __init__(self, db: Database, hub: WakeupHub, stop_waiting: asyncio.Event, *,
-                 default_partitions: int) -> None:
+                 default_partitions: int, tenants: Tenants) -> None:
         self._db = db
+        self._tenants = tenants  # quotas: a created topic is a queue of the tenant's
         self._hub = hub
         self._stop_waiting = stop_waiting
         self.default_partitions = default_partitions
@@ -68,6 +70,7 @@ class Kafka:
         (and changes nothing) when the queue exists already."""
         if await self.topics([name], tenant=tenant):
             return False
+        await self._tenants.admit_names(tenant, [(name, None)])
         await queues.configure(self._db, tenant=tenant, queue=name, namespace=None, task=None,
                                given={}, replace=False)
         async with self._db.session() as conn:

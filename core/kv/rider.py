@@ -26,6 +26,10 @@ class KvRider:
     def grows(self) -> bool:
         return any(op.writes and op.op != "delete" for op in self.ops)
 
+    @property
+    def creates(self) -> set[tuple[str, str]]:
+        return set()
+
     async def apply(self, conn: Conn) -> RiderOutcome:
         applied = await apply_ops(conn, self.ops, tenant=self.tenant)
         assert applied is not None  # a locked apply always answers

@@ -21,6 +21,7 @@ from core.kv.ops import KvOp, Limits, operations_of, parse_ops
 from core.kv.rider import KvRider
 from core.storage import kv as store
 from core.storage.database import Database
+from core.tenancy.service import Tenants
 
 # The dashboard's "expiring soon": live keys whose expiry is within this many seconds.
 EXPIRING_SOON_SECONDS = 300.0
@@ -62,9 +63,10 @@ def failure_fields(applied: Applied) -> Element:
 
 
 class KvService:
-    def __init__(self, db: Database, *, max_keys: int) -> None:
+    def __init__(self, db: Database, *, max_keys: int, tenants: Tenants) -> None:
         self._db = db
         self._limits = Limits(max_keys=max_keys)
+        self._tenants = tenants  # quotas: writes wait while a tenant's storage is full
 
     async def call(self, body: Any, *, tenant: str = "") -> KvAnswer:
         """One `POST /api/v1/kv` call (or a path route's single op), body as decoded JSON, on
@@ -72,6 +74,8 @@ class KvService:
         ops = parse_ops(operations_of(body), self._limits)
         if not ops:
             return KvAnswer([])
+        if any(op.writes and op.op != "delete" for op in ops):
+            self._tenants.limiter.check_storage(tenant)
         with _unavailable_as_kv():
             applied = await self._apply(ops, tenant)
         _count(ops, applied)

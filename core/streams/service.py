@@ -28,6 +28,7 @@ from core.ids import uuid7
 from core.storage import streams as sql
 from core.storage.database import Database
 from core.streams.cycle import Cycle, CycleResult, SinkResult, derived_transaction_ids
+from core.tenancy.service import Tenants
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,10 +52,11 @@ def query_uuid(text: str) -> uuid.UUID | None:
 
 class Streams:
     def __init__(self, db: Database, publish: Publish,
-                 require_direct_writes: Callable[[], None]) -> None:
+                 require_direct_writes: Callable[[], None], tenants: Tenants) -> None:
         self._db = db
         self._publish = publish
         self._require_direct_writes = require_direct_writes
+        self._tenants = tenants  # quotas: a cycle's sink pushes are the tenant's writes
 
     async def register(self, *, name: str, source_queue: str, sink_queue: str | None,
                        config_hash: str, reset: bool, tenant: str = "") -> Registration:
@@ -95,6 +97,9 @@ class Streams:
             return CycleResult(False, "partition not found")
         if cycle.pushes:
             self._require_direct_writes()
+            await self._tenants.admit_write(
+                tenant, {(p.queue, p.partition) for p in cycle.pushes},
+                [len(p.payload) for p in cycle.pushes])
         try:
             return await self._commit(cycle, qid, pid, tenant)
         except CapacityExceeded as full:  # a sink queue's maxSize: nothing was written

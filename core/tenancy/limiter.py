@@ -15,6 +15,7 @@ interval), the shares are those of the old count.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import math
 import time
@@ -83,6 +84,23 @@ class Limiter:
             return
         self._take(self._messages, tenant, quota.messages_per_second, quota.message_burst,
                    count, "message rate limit exceeded")
+
+    async def throttle_request(self, tenant: str) -> None:
+        """Wait until the tenant's request rate admits one more (Kafka's way: a quota
+        delays a client instead of failing its request)."""
+        await self._wait(self.admit_request, tenant)
+
+    async def throttle_messages(self, tenant: str, count: int) -> None:
+        """Wait until the tenant's message rate admits `count` more."""
+        await self._wait(lambda t: self.admit_messages(t, count), tenant)
+
+    async def _wait(self, admit: Callable[[str], None], tenant: str) -> None:
+        while True:
+            try:
+                admit(tenant)
+                return
+            except RateLimited as limited:
+                await asyncio.sleep(limited.wait_seconds)
 
     def check_batch(self, tenant: str, payload_sizes: Sequence[int]) -> None:
         """The batch and payload caps of one write (413 payload_too_large)."""
@@ -157,7 +175,9 @@ class Limiter:
             bucket = buckets[tenant] = TokenBucket(*self._share(rate, burst), clock=self._clock)
         wait = bucket.take(count)
         if wait > 0:
-            raise RateLimited(text, retry_after_seconds=retry_after(wait))
+            limited = RateLimited(text, retry_after_seconds=retry_after(wait))
+            limited.wait_seconds = wait
+            raise limited
 
     def _reshape(self) -> None:
         for buckets, rate_name, burst_name in (

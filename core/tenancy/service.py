@@ -64,18 +64,24 @@ class Tenants:
         self._stopping.set()
 
     async def admit_write(self, tenant: str, pairs: Iterable[Pair],
-                          payload_sizes: Sequence[int], *, messages: int | None = None) -> None:
+                          payload_sizes: Sequence[int], *, messages: int | None = None,
+                          throttle: bool = False) -> None:
         """The quota checks of a write of `tenant` (its (queue, partition) pairs, the size of
         each message's payload), before anything of it is written: the storage quota (403),
         the batch and payload caps (413), the message rate (429, `messages` or one per
-        payload), then the queue and partition caps (403, creating what it admits). A tenant
-        without a quota passes at the cost of a dictionary lookup."""
+        payload; with `throttle`, waiting for it instead, Kafka's way), then the queue and
+        partition caps (403, creating what it admits). A tenant without a quota passes at
+        the cost of a dictionary lookup."""
         quota = self.limiter.quota(tenant)
         if quota is None:
             return
         self.limiter.check_storage(tenant)
         self.limiter.check_batch(tenant, payload_sizes)
-        self.limiter.admit_messages(tenant, len(payload_sizes) if messages is None else messages)
+        count = len(payload_sizes) if messages is None else messages
+        if throttle:
+            await self.limiter.throttle_messages(tenant, count)
+        else:
+            self.limiter.admit_messages(tenant, count)
         await self.catalog.admit(tenant, quota, pairs)
 
     async def admit_names(self, tenant: str, pairs: Iterable[Pair]) -> None:

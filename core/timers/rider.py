@@ -32,6 +32,11 @@ class TimerRider:
     def grows(self) -> bool:
         return any(op.kind == "schedule" for op in self.ops)
 
+    @property
+    def creates(self) -> set[tuple[str, str]]:
+        """A schedule's destination, which its fire creates when missing."""
+        return {(op.queue, op.partition) for op in self.ops if op.kind == "schedule"}
+
     async def apply(self, conn: Conn) -> RiderOutcome:
         self.applied = await apply_timer_ops(conn, self.ops, now=None,
                                              producer_sub=self._producer_sub,

@@ -19,6 +19,7 @@ from core.settings import Settings
 from core.storage import notify
 from core.storage import timers as sql
 from core.storage.database import Database
+from core.tenancy.service import Tenants
 from core.timers.apply import Element, apply_timer_ops
 from core.timers.firer import CHANNEL
 from core.timers.ops import BAD, RIDER_LIMITS, Limits, TimerOp, operations_of, parse_ops
@@ -52,8 +53,9 @@ def _unavailable() -> Iterator[None]:
 
 
 class Timers:
-    def __init__(self, db: Database, settings: Settings) -> None:
+    def __init__(self, db: Database, settings: Settings, tenants: Tenants) -> None:
         self._db = db
+        self._tenants = tenants  # quotas: a schedule is a message written later
         self._limits = Limits(horizon_ms=settings.timers_horizon_ms)
         self._sweep_ms = settings.timers_sweep_ms
 
@@ -80,6 +82,13 @@ class Timers:
         """Apply validated ops (`parse`) to the tenant's timers in a transaction of their own."""
         if not ops:
             return []
+        schedules = [op for op in ops if op.kind == "schedule"]
+        if schedules:
+            # A schedule writes its message when it fires: the tenant's storage quota, its
+            # payload and batch caps, its message rate and its queue caps apply now.
+            await self._tenants.admit_write(tenant, {(op.queue, op.partition)
+                                                     for op in schedules},
+                                            [len(op.payload) for op in schedules])
         with _unavailable():
             async with self._db.transaction() as conn:
                 applied = await apply_timer_ops(conn, ops, now=None, producer_sub=producer_sub,
