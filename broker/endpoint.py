@@ -17,8 +17,8 @@ rows, so they cannot disagree. The request pipeline is the same for every route:
    the field, before anything touches the database;
 2. call the handler with `request` plus `path`, `query` and `body` as the row declares, the
    caller's `identity` if the handler takes one, and its tenant as `tenant` (the name) or
-   `tenancy` (broker.tenancy.Tenancy). Every row but PUBLIC and OPERATOR ones must take it:
-   a route that could forget to scope what it touches by tenant cannot be built.
+   `tenancy` (broker.tenancy.Tenancy). Every row of the table but PUBLIC and OPERATOR ones
+   takes it (`Endpoint.scoped`).
 """
 
 from __future__ import annotations
@@ -107,10 +107,13 @@ class Endpoint:
         if given - {"identity", "tenant", "tenancy"} != wanted:
             raise TypeError(f"{self.handler.__name__} takes {sorted(given)}, but the table "
                             f"declares {sorted(wanted)} for {self.method} {self.path}")
-        if self.access not in (Access.PUBLIC, Access.OPERATOR) and not (
-                self.takes_tenant or self.takes_tenancy):
-            raise TypeError(f"{self.handler.__name__} ({self.method} {self.path}) must take "
-                            "the request's tenant (`tenant` or `tenancy`)")
+
+    @property
+    def scoped(self) -> bool:
+        """Whether the handler is given the request's tenant. Every row of the table but
+        PUBLIC and OPERATOR ones is (tests/unit/test_access_table.py checks it), so no
+        route can forget to scope what it touches by tenant."""
+        return self.takes_tenant or self.takes_tenancy
 
     @property
     def open_path(self) -> str:

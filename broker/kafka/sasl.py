@@ -6,8 +6,8 @@ SaslAuthenticate until it authenticated; anything else closes it. PLAIN's messag
 checks a bearer token (signature, expiry, issuer, audience), the username is not used, and
 the token's roles decide what the connection may do, with the access levels of the HTTP
 routes that do the same thing (docs/guide/kafka.md). The token's tenant claim is the
-connection's tenant; an admin token without one may name a tenant as the authzid, and acts
-for it (docs/security/tenants.md). A refused token answers
+connection's tenant, the default tenant without one (docs/security/tenants.md): the authzid
+cannot name one, since clients fill it with the username. A refused token answers
 SASL_AUTHENTICATION_FAILED with the reason and the connection is closed. The answer tells
 the client the token's remaining lifetime, and the connection is closed when it runs out
 unless the client authenticated again.
@@ -24,13 +24,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from broker.auth.access import Role
 from broker.auth.errors import Unauthenticated
-from broker.auth.gate import Gate, Identity
+from broker.auth.gate import Gate
 from broker.kafka import errors
 from broker.kafka.protocol import Request
 from broker.kafka.session import Session
-from core.tenancy.names import check_tenant
 
 MECHANISMS = ["PLAIN"]
 
@@ -87,12 +85,7 @@ class Authenticator:
             raise SaslFailed({"error_code": errors.SASL_AUTHENTICATION_FAILED,
                               "error_message": f"authentication failed: {exc.message}",
                               "auth_bytes": b"", "session_lifetime": 0}) from None
-        try:
-            session.tenant = _tenant(identity, parts[0].decode("utf-8", "replace"))
-        except Unauthenticated as exc:
-            raise SaslFailed({"error_code": errors.SASL_AUTHENTICATION_FAILED,
-                              "error_message": f"authentication failed: {exc.message}",
-                              "auth_bytes": b"", "session_lifetime": 0}) from None
+        session.tenant = identity.tenant or ""
         session.roles, session.principal = identity.roles, identity.sub
         session.expires = identity.expires
         lifetime = 0
@@ -100,21 +93,3 @@ class Authenticator:
             lifetime = max(1, int((identity.expires - time.time()) * 1000))
         return min(lifetime, 2**62)
 
-
-def _tenant(identity: Identity, authzid: str) -> str:
-    """The connection's tenant: the token's claim (an authzid naming another is refused),
-    else the authzid of an admin token (an operator acting for a tenant), else the default
-    tenant; an authzid is refused from any other token, as the HTTP edge refuses a tenant
-    header from it (broker/tenancy.py)."""
-    if identity.tenant is not None:
-        if authzid and authzid != identity.tenant:
-            raise Unauthenticated("the token is bound to another tenant than the authzid")
-        return identity.tenant
-    if not authzid:
-        return ""
-    if Role.ADMIN not in identity.roles:
-        raise Unauthenticated("an authzid names a tenant only with an admin token")
-    try:
-        return check_tenant(authzid)
-    except ValueError as exc:
-        raise Unauthenticated(f"authzid is not a tenant: {exc}") from None
