@@ -167,7 +167,7 @@ async def test_discovery_pops_and_offset_reads_stay_in_the_tenant(
     assert fetched.json()["entries"][0]["error"] == "UNKNOWN_TOPIC_OR_PARTITION"
     mine = await acme.post("/api/v1/fetch", json={"entries": [
         {"queue": f"{ns}.work.a", "partition": "Default", "offset": 0}]})
-    assert [r["data"] for r in mine.json()["entries"][0]["records"]] == ["acme"]
+    assert [r["payload"] for r in mine.json()["entries"][0]["records"]] == ["acme"]
     changed = await globex.post("/api/v1/partitions/changed",
                                 json={"entries": [{"queue": f"{ns}.work.a"}]})
     unknown = await globex.post("/api/v1/partitions/changed",
@@ -406,7 +406,8 @@ async def test_kv_namespaces_and_locks_are_the_tenants_own(
     await acme.put(f"/api/v1/kv/{only_acme}/k", json={"value": 1, "forever": True})
     r = await globex.post("/api/v1/kv", json={"operations": [
         {"op": "get", "ns": only_acme, "key": "k"},
-        {"op": "getPrefix", "ns": only_acme, "prefix": ""}]})
+        {"op": "getPrefix", "ns": only_acme, "prefix": "k", "limit": 10}]})
+    assert r.status_code == 200, r.text
     assert r.json()["results"][0]["found"] is False and r.json()["results"][1]["rows"] == []
     spaces = (await globex.get("/api/v1/resources/kv-namespaces")).json()["rows"]
     assert only_acme not in {n["ns"] for n in spaces}
@@ -458,7 +459,7 @@ async def test_stream_queries_of_one_name_are_the_tenants_own(
         ids[who] = r.json()["query_id"]
     assert ids[ACME] != ids[GLOBEX]
     listed = (await globex.get("/streams/v1/queries")).json()["queries"]
-    assert [q["query_id"] for q in listed if q["name"] == name] == [ids[GLOBEX]]
+    assert [q["queryId"] for q in listed if q["name"] == name] == [ids[GLOBEX]]
     [item] = await push(acme, name, {"x": 1})
     popped = await pop(acme, name, consumerGroup=f"streams.{name}")
     assert popped is not None

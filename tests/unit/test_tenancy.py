@@ -248,9 +248,9 @@ def test_parked_places_are_a_share_rounded_up_and_given_back() -> None:
     limiter = Limiter(clock=Clock())
     limiter.load({"a": Quota(max_parked_pops=3)}, processes=2, full=frozenset())
     with limiter.parked("a"), limiter.parked("a"):  # ceil(3 / 2) = 2
-        with pytest.raises(RateLimited, match="too many parked consumers") as over:
-            with limiter.parked("a"):
-                pass
+        with pytest.raises(RateLimited, match="too many parked consumers") as over, \
+                limiter.parked("a"):
+            pass
         assert over.value.retry_after_seconds == 5
     assert limiter.parked_count("a") == 0
     with limiter.parked("a"):
