@@ -39,8 +39,9 @@ def _out(summary: TenantSummary) -> TenantOut:
 
 
 async def list_tenants(request: Request) -> Response:
-    found = await broker_of(request).tenants.summaries()
-    return json_response(TenantList([_out(s) for s in found]))
+    tenants = broker_of(request).tenants
+    found = await tenants.summaries()
+    return json_response(TenantList([_out(s) for s in found], tenants.limiter.processes))
 
 
 async def get_tenant(request: Request, path: TenantPath) -> Response:

@@ -64,6 +64,9 @@ class TenantOut(msgspec.Struct):
 
 class TenantList(msgspec.Struct):
     tenants: list[TenantOut]
+    # The live broker processes the answering one counts: each enforces that share of a
+    # tenant's rates and long-poll cap (core/tenancy/limiter.py).
+    processes: int
 
 
 class QuotaCleared(msgspec.Struct):

@@ -1,8 +1,9 @@
 """`Tenants`, the quotas of every tenant as one process applies them (`Broker.tenants`).
 
-Every QUEEN_TENANT_REFRESH_MS a side task re-reads the quota table and, while some tenant
-has a quota, the number of live broker processes (each enforces its share of a tenant's
-rates: core/tenancy/limiter.py) and the stored bytes of tenants with a storage quota. That
+Every QUEEN_TENANT_REFRESH_MS a side task re-reads the quota table, the number of live
+broker processes (each enforces its share of a tenant's rates: core/tenancy/limiter.py) and
+the stored bytes of tenants with a storage quota (two small statements while no tenant has
+a storage quota, and none of the answers touch a request's path). That
 figure is measured by one process at a time: the first whose refresh finds the last
 measurement older than QUEEN_TENANT_USAGE_INTERVAL_MS takes it (a row lock in
 `queen.tenant_usage`), so a storage block is set and lifted within about that interval of
@@ -101,8 +102,7 @@ class Tenants:
         that is due (see the module docstring)."""
         async with self._db.session() as conn:
             quotas = {r.tenant: quota_of(r) for r in await sql.quotas(conn)}
-            processes = (await sql.live_processes(conn, seconds=self._live_seconds)
-                         if quotas else 1)
+            processes = await sql.live_processes(conn, seconds=self._live_seconds)
         stored = [t for t, q in quotas.items() if q.max_stored_bytes is not None]
         full: frozenset[str] = frozenset()
         if stored:
