@@ -63,6 +63,7 @@ _USAGE_STORE = Statement[None]("tenant_usage_store")
 _NAMES_LOCK = Statement[None]("tenant_names_lock")
 _NAMES = Statement("tenant_names", NameRow)
 _NAMES_CREATE = Statement[None]("tenant_names_create")
+_QUEUE_NAMES = Statement[None]("tenant_queue_names")
 
 
 async def quotas(conn: Conn) -> list[QuotaRow]:
@@ -122,3 +123,7 @@ async def create_names(conn: Conn, *, tenant: str, queues: Sequence[tuple[str, s
     await _NAMES_CREATE.run(conn, tenant, [q[0] for q in queues], [q[1] for q in queues],
                             [q[2] for q in queues], default_options, [q for q, _ in pairs],
                             [p for _, p in pairs])
+
+
+async def queue_names(conn: Conn, *, tenant: str) -> set[str]:
+    return {str(v) for v in await _QUEUE_NAMES.values(conn, tenant)}

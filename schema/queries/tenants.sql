@@ -140,3 +140,8 @@ SELECT k.id, u.partition
   FROM unnest($6::text[], $7::text[]) AS u(queue, partition)
   JOIN known k ON k.name = u.queue
     ON CONFLICT ON CONSTRAINT log_partitions_queue_id_name_key DO NOTHING;
+
+-- name: tenant_queue_names
+-- Every queue name of a tenant (one at its queue cap: at most that many).
+-- $1 tenant
+SELECT name FROM queen.queues WHERE tenant = $1;
