@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from starlette.exceptions import HTTPException
@@ -9,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from broker.auth.errors import Forbidden, KeysUnavailable, Unauthenticated
+from broker.state import state_of
 from broker.wire.http import (
     DRAIN_BYTES,
     BodyIncomplete,
@@ -92,15 +94,27 @@ def error_response(exc: QueenError) -> Response:
 
 async def queen_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, QueenError)
+    await held(request, exc)
     return error_response(exc)
 
 
 async def refusal(request: Request, exc: QueenError) -> Response:
-    """The error answer to a request refused before its body was read (401/403)."""
+    """The error answer to a request refused before its body was read (401/403, 429)."""
     answer = error_response(exc)
     if not await drained(request):
         answer.headers["Connection"] = "close"
+    await held(request, exc)
     return answer
+
+
+async def held(request: Request, exc: QueenError) -> None:
+    """Hold a tenant's 429 for QUEEN_TENANT_REFUSAL_DELAY_MS (core/tenancy/settings.py): a
+    connection that sends again as soon as it is answered is then refused a few times a
+    second, not as often as the broker can answer, and waiting costs a sleeping coroutine."""
+    if isinstance(exc, RateLimited):
+        delay = state_of(request).settings.tenancy.refusal_delay_ms
+        if delay:
+            await asyncio.sleep(delay / 1000)
 
 
 async def drained(request: Request) -> bool:

@@ -246,6 +246,11 @@ VARIABLES: Catalogue = {
         "QUEEN_TENANT_USAGE_INTERVAL_MS": "How often, in milliseconds, the bytes a tenant "
                                           "with a storage quota stores are measured (by one "
                                           "process of the deployment).",
+        "QUEEN_TENANT_REFUSAL_DELAY_MS": "How long, in milliseconds, an answer 429 to a "
+                                         "tenant over a rate is held before it is sent, so "
+                                         "a client that ignores Retry-After cannot make the "
+                                         "broker refuse requests as fast as it sends them "
+                                         "(0: answer at once).",
     },
 }
 

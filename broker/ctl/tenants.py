@@ -124,10 +124,21 @@ def _summary(quota: dict[str, Any] | None) -> str:
                      for wire, value in quota.items() if value is not None) or "unlimited"
 
 
+# A burst left unset is twice its rate (core/tenancy/limiter.py), not unlimited.
+_BURSTS = {"requestBurst": "requestsPerSecond", "messageBurst": "messagesPerSecond"}
+
+
+def _shown(quota: dict[str, Any], wire: str) -> Any:
+    value = quota.get(wire)
+    if value is not None:
+        return f"{value:g}" if isinstance(value, float) else value
+    rate = quota.get(_BURSTS.get(wire, ""))
+    return f"{2 * rate:g} (twice the rate)" if rate is not None else "unlimited"
+
+
 def _pairs(tenant: dict[str, Any]) -> None:
     quota = tenant["quota"] or {}
     render.pairs(f"tenant {label(tenant['tenant'])}", [
         ("queues", tenant["queues"]), ("partitions", tenant["partitions"]),
         ("stored bytes", tenant["storedBytes"]),
-        *((option, quota.get(wire) if quota.get(wire) is not None else "unlimited")
-          for option, wire, _ in _LIMITS)])
+        *((option, _shown(quota, wire)) for option, wire, _ in _LIMITS)])

@@ -7,7 +7,7 @@ rows carry '' and nothing else changes).
 
 A tenant's name is 1 to 128 characters: letters, digits and `. _ : @ -`, starting with a
 letter or a digit (a UUID, as Queen's proxy sends, is one). No control character can be in
-it, which ephemeral queue keys rely on (core/ephemeral/scoped.py); no `/`, so it can be a
+it, which the keys of ephemeral queues rely on (core/tenancy/scoped.py); no `/`, so it can be a
 path segment; and none starts with `_`, so `_default` can name the default tenant in a path
 (the admin routes, broker/routes/tenants.py).
 """

@@ -30,6 +30,11 @@ class TenancySettings:
     refresh_ms: int = 2000
     # How often a limited tenant's stored bytes are measured (by one process at a time).
     usage_interval_ms: int = 10_000
+    # How long an answer 429 for a tenant's rate is held before it is sent. A client that
+    # sends again as soon as it is answered (ignoring Retry-After) then costs the broker a
+    # few refusals per second per connection instead of as many as it can send: a held
+    # answer is a sleeping coroutine, an answered one a whole HTTP request.
+    refusal_delay_ms: int = 250
 
     def trusts(self, peer: str | None) -> bool:
         """Whether `peer` (an IP address) is a trusted proxy."""
@@ -54,7 +59,9 @@ def tenancy_settings_from_env(env: Mapping[str, str]) -> TenancySettings:
         refresh_ms=read.integer("QUEEN_TENANT_REFRESH_MS", defaults.refresh_ms, low=50,
                                 high=600_000),
         usage_interval_ms=read.integer("QUEEN_TENANT_USAGE_INTERVAL_MS",
-                                       defaults.usage_interval_ms, low=100, high=86_400_000))
+                                       defaults.usage_interval_ms, low=100, high=86_400_000),
+        refusal_delay_ms=read.integer("QUEEN_TENANT_REFUSAL_DELAY_MS",
+                                      defaults.refusal_delay_ms, low=0, high=10_000))
 
 
 def _networks(value: str) -> tuple[Network, ...]:

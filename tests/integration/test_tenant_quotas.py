@@ -129,6 +129,27 @@ async def test_requests_over_a_tenants_rate_are_answered_429_and_another_tenant_
         assert 1 <= int(a.headers["Retry-After"]) <= 60
 
 
+async def test_a_refusal_is_held_so_a_client_ignoring_retry_after_is_refused_slowly(
+        quotas_broker: BrokerProcess, operator: httpx.AsyncClient) -> None:
+    """QUEEN_TENANT_REFUSAL_DELAY_MS (250 ms by default): a connection that sends again as
+    soon as it is answered is refused at most four times a second."""
+    tenant = unique("flood")
+    await set_quota(operator, tenant, requestsPerSecond=1, requestBurst=1)
+    [c] = clients(quotas_broker, tenant, 1)
+    held: list[float] = []
+    try:
+        until = time.monotonic() + 1.5
+        while time.monotonic() < until:
+            started = time.monotonic()
+            r = await c.get("/api/v1/resources/queues")
+            if r.status_code == 429:
+                held.append(time.monotonic() - started)
+    finally:
+        await c.aclose()
+    assert held and min(held) >= 0.25, held
+    assert len(held) <= 1.5 / 0.25 + 1
+
+
 async def test_messages_over_a_tenants_rate_are_refused_whole(
         quotas_broker: BrokerProcess, operator: httpx.AsyncClient) -> None:
     tenant, queue = unique("msgs"), unique("q")
@@ -367,6 +388,12 @@ def test_the_tenants_commands_set_show_and_clear_a_quota(quotas_broker: BrokerPr
     out = cli("tenants", "set", tenant, "--max-queues", "none")  # the rate stays
     shown = cli("tenants", "show", tenant, "--json")
     assert '"requestsPerSecond": 50.0' in shown and '"maxQueues": null' in shown
+    # An unset burst is shown as what it is: twice the rate.
+    lines = {line.split("  ")[0]: line.split("  ", 1)[1].strip()
+             for line in cli("tenants", "show", tenant).splitlines() if "  " in line}
+    assert lines["requests-per-second"] == "50"
+    assert lines["request-burst"] == "100 (twice the rate)"
+    assert lines["max-queues"] == "unlimited"
     assert tenant in cli("tenants", "list")
     assert "quota removed" in cli("tenants", "clear", tenant)
     # A tenant's own admin is no operator: exit status 5 (refused).

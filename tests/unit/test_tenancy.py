@@ -123,6 +123,11 @@ def test_tenancy_settings_from_the_environment() -> None:
         tenancy_settings_from_env({"QUEEN_TENANT_TRUSTED_PROXIES": "10.0.0.0/99"})
     with pytest.raises(SettingsError, match="QUEEN_TENANT_HEADER"):
         tenancy_settings_from_env({"QUEEN_TENANT_HEADER": "bad header"})
+    assert s.refusal_delay_ms == 250  # a 429 for a rate is held a quarter of a second
+    assert tenancy_settings_from_env(
+        {"QUEEN_TENANT_REFUSAL_DELAY_MS": "0"}).refusal_delay_ms == 0
+    with pytest.raises(SettingsError, match="QUEEN_TENANT_REFUSAL_DELAY_MS"):
+        tenancy_settings_from_env({"QUEEN_TENANT_REFUSAL_DELAY_MS": "-1"})
 
 
 # -- quota bodies ------------------------------------------------------------------------------
