@@ -48,6 +48,13 @@ _CLUSTER_COUNTERS = (
     ("queen_cluster_transactions", "transactions", "Transactions committed."),
     ("queen_cluster_dlq", "dlq", "Messages moved to the dead-letter store by acks."),
     ("queen_cluster_db_errors", "db_errors", "Database errors met by web workers."),
+    # Operating signals (docs/operating/alerts.md): leases the reaper released on expiry (a
+    # consumer neither acked nor extended in time), and processes that started (web workers,
+    # reapers, Kafka listeners: an increase after the first scrape is a restart).
+    ("queen_leases_expired", "leases_expired",
+     "Leases the reaper released because they expired before an ack or extension."),
+    ("queen_process_starts", "process_starts",
+     "Broker processes (web workers, reapers, Kafka listeners) that started."),
     # The read path's ready set (core/engine/ready): claim statements, those that delivered
     # nothing, and reseed statements (the paged scan of a queue for a group).
     ("queen_cluster_claim_statements", "claim_statements", "Pop claim statements sent."),
@@ -150,10 +157,16 @@ def _families(scrape: Scrape) -> Iterator[Metric]:
                  sum(p.pool_idle for p in processes))
     yield _labelled("queen_process_resident_memory_bytes", "Resident memory of each web worker.",
                     "process", ((p.process, p.rss_bytes) for p in processes))
+    starts = GaugeMetricFamily("queen_process_start_time_seconds",
+                               "Start of each live broker process, in Unix seconds.",
+                               labels=["process", "role"])
+    for p in processes:
+        starts.add_metric([p.process, p.role], p.started_at)
+    yield starts
     op = scrape.operating
     yield _gauge("queen_maintenance_mode_enabled", "1 while pushes go to the spool.",
                  int(op.maintenance or any(p.maintenance for p in processes)))
-    # Every worker of a host counts the same spool (core/upkeep/spool.py: one per database per
+    # Every worker of a host counts the same spool (core/engine/spool.py: one per database per
     # host), so the largest count is the host's, not their sum.
     yield _gauge("queen_file_buffer_pending", "Pushes waiting in the spool.",
                  max([p.file_buffer_pending for p in processes] + [op.file_buffer_pending]))
@@ -171,6 +184,7 @@ def _families(scrape: Scrape) -> Iterator[Metric]:
     yield _histogram("timer_lag", cluster.counters, "queen_timer_fire_lag_seconds",
                      "How long after its deliverAt a timer fired.")
     yield from _queue_families(cluster)
+    yield from _replication(cluster)
     eph = scrape.ephemeral
     if eph is not None:
         yield _gauge("queen_ephemeral_queues", "Ephemeral queues, live or declared.", eph.queues)
@@ -209,6 +223,25 @@ def _tenant_families(scrape: Scrape) -> Iterator[Metric]:
                  int(scrape.cluster is not None))
     if scrape.cluster is not None:
         yield from _queue_families(scrape.cluster)
+
+
+def _replication(cluster: ClusterFigures) -> Iterator[Metric]:
+    """The standbys streaming from the database (an HA pair: docs/deploying/high-availability.md)."""
+    yield _gauge("queen_db_replication_standbys",
+                 "Standbys streaming from the database server (pg_stat_replication).",
+                 len(cluster.standbys))
+    yield _labelled("queen_db_replication_sync", "1 for a synchronous standby, 0 otherwise.",
+                    "standby", ((s.standby, int(s.sync_state in ("sync", "quorum")))
+                                for s in cluster.standbys))
+    yield _labelled("queen_db_replication_lag_bytes",
+                    "WAL the standby has not replayed yet, in bytes (absent when the database "
+                    "user may not read WAL positions: grant pg_monitor).", "standby",
+                    ((s.standby, s.lag_bytes) for s in cluster.standbys
+                     if s.lag_bytes is not None))
+    yield _labelled("queen_db_replication_lag_seconds",
+                    "How long ago the standby replayed what the server had then written "
+                    "(PostgreSQL's replay_lag; 0 once caught up).", "standby",
+                    ((s.standby, s.lag_seconds) for s in cluster.standbys))
 
 
 class _OneScrape:

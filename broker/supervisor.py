@@ -43,11 +43,11 @@ from types import FrameType
 
 from broker.auth.exposure import bind_notice, exposure_warnings
 from broker.tls.rotation import describe
-from broker.worker import BACKLOG, drain_seconds
+from broker.worker import drain_seconds
 from core.embedded import EmbeddedPostgres
-from core.engine.key_check import verify_encryption_key
+from core.migrate import prepare_database
 from core.settings import Settings
-from core.storage.database import migrate
+from core.tracing import check_available as check_tracing
 
 log = logging.getLogger("queen.serve")
 
@@ -227,12 +227,14 @@ class Supervisor:
 
 
 def bind_listener(settings: Settings) -> socket.socket:
-    """The listening socket every web worker inherits."""
+    """The socket every web worker inherits: bound here, so a port in use fails the start at
+    once, but not listening. The first worker that can answer listens on it (asyncio's
+    server does, broker/worker.py): until then a client is refused at once instead of
+    waiting in the kernel's backlog while workers import and wait for the database."""
     family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((settings.host, settings.port))
-    sock.listen(BACKLOG)
     sock.set_inheritable(True)
     return sock
 
@@ -275,6 +277,7 @@ def serve(settings: Settings, *, with_reaper: bool = True, web_only: bool = Fals
     env = dict(os.environ)
     listener: socket.socket | None = None
     try:
+        check_tracing(settings)  # a missing `otel` extra stops us here, said once
         if settings.database_url is None and not web_only:
             embedded = EmbeddedPostgres(settings.data_dir)
             log.info("starting embedded PostgreSQL in %s", embedded.pgdata)
@@ -289,8 +292,7 @@ def serve(settings: Settings, *, with_reaper: bool = True, web_only: bool = Fals
         if not web_only:
             dsn = env.get("DATABASE_URL") or settings.database_url
             assert dsn is not None
-            asyncio.run(migrate(settings, dsn))
-            asyncio.run(verify_encryption_key(settings, dsn))
+            asyncio.run(prepare_database(settings, dsn))
         listener = bind_listener(settings)
         fd = listener.fileno()
         stop_timeout = drain_seconds(settings) + 10

@@ -17,6 +17,7 @@ from broker.dashboard import page as dashboard
 from broker.endpoint import HTML, TEXT, Endpoint
 from broker.routes import (
     ack,
+    analytics,
     changes,
     dlq,
     ephemeral,
@@ -40,6 +41,7 @@ from broker.routes import (
     transaction,
 )
 from broker.wire import ack as ack_wire
+from broker.wire import analytics as analytics_wire
 from broker.wire import changes as changes_wire
 from broker.wire import ephemeral as eph_wire
 from broker.wire import fetch as fetch_wire
@@ -74,7 +76,8 @@ ENDPOINTS: list[Endpoint] = [
     # Core message routes (§4)
     Endpoint("POST", "/api/v1/push", push.push, "Append messages (per-item verdicts)",
              {201: list[push_wire.PushResult] | push_wire.PushCounts, 429: ErrorBody},
-             body=push_wire.PushBody, binary_body=push.binary_body, access=WRITE_ONLY),
+             body=push_wire.PushBody, binary_body=push.binary_body, decode=push.json_body,
+             access=WRITE_ONLY),
     Endpoint("GET", "/api/v1/pop/queue/{queue}", pop.pop_queue,
              "Pop a leased batch from a queue's partitions", _POPPED,
              path_params=QueuePath, query=pop_wire.PopQuery, changes_state=True, access=READ_WRITE),
@@ -90,7 +93,8 @@ ENDPOINTS: list[Endpoint] = [
              {200: list[ack_wire.AckResult]}, body=ack_wire.AckItemIn, access=READ_WRITE),
     Endpoint("POST", "/api/v1/ack/batch", ack.ack_batch,
              "Acknowledge many messages in one database transaction",
-             {200: list[ack_wire.AckResult]}, body=ack_wire.AckBatchBody, access=READ_WRITE),
+             {200: list[ack_wire.AckResult]}, body=ack_wire.AckBatchBody,
+             decode=ack.batch_body, access=READ_WRITE),
     Endpoint("POST", "/api/v1/transaction", transaction.transaction,
              "Pushes and acks, all or nothing",
              {200: tx_wire.TransactionAnswer, 400: tx_wire.TransactionAnswer},
@@ -208,6 +212,26 @@ ENDPOINTS: list[Endpoint] = [
              path_params=QueuePath, access=READ_ONLY),
     Endpoint("POST", "/api/v1/stats/refresh", status.refresh,
              "Take an analytics sample now", {200: FreeForm}, access=OPERATOR),
+    # The analytics family: time series in Queen's shapes from the kept history
+    # (core/upkeep/history.py), read-only like the status routes. A tenant's request sees
+    # its own queues' series; the per-process figures are the operator's (broker/routes/
+    # analytics.py).
+    Endpoint("GET", "/api/v1/analytics/system-metrics", analytics.system_metrics,
+             "Per process and bucket: CPU, memory, pool, parked pops, spool",
+             {200: FreeForm}, query=analytics_wire.ProcessQuery, access=READ_ONLY),
+    Endpoint("GET", "/api/v1/analytics/worker-metrics", analytics.worker_metrics,
+             "Cluster throughput, acks, errors and latency per bucket; processes; totals",
+             {200: FreeForm}, query=analytics_wire.ProcessQuery, access=READ_ONLY),
+    Endpoint("GET", "/api/v1/analytics/queue-lag", analytics.queue_lag,
+             "Per queue and bucket: messages delivered and sampled lag (newest first)",
+             {200: list[analytics_wire.QueueLagPoint]}, query=analytics_wire.QueueWindowQuery,
+             access=READ_ONLY),
+    Endpoint("GET", "/api/v1/analytics/queue-ops", analytics.queue_ops,
+             "Per queue and bucket: throughput, acks, depth, lag, parked pops",
+             {200: FreeForm}, query=analytics_wire.QueueWindowQuery, access=READ_ONLY),
+    Endpoint("GET", "/api/v1/analytics/retention", analytics.retention,
+             "Per bucket: messages released by retention and evicted by maxWaitTimeSeconds",
+             {200: FreeForm}, query=analytics_wire.QueueWindowQuery, access=READ_ONLY),
     # Offset-read discovery (§6.6), DLQ replay by id and bulk purge (§11). Access: the feed
     # reads like fetch (READ_ONLY); replay by id is the DLQ retry route's READ_WRITE; a bulk
     # purge destroys a queue's dead letters, so ADMIN like DELETE queue.

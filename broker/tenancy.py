@@ -43,6 +43,12 @@ class Tenancy:
         """An operator's request that named no tenant: views of every tenant at once."""
         return not self.bound and not self.named
 
+    @property
+    def scope(self) -> str | None:
+        """Whose figures a view that can show every tenant at once shows: every tenant's
+        (None) for an operator naming none, else the request's tenant's."""
+        return None if self.every_tenant else self.tenant
+
 
 DEFAULT = Tenancy(DEFAULT_TENANT)
 

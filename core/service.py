@@ -10,7 +10,7 @@ process), and is answered only once that announcement is published: the next req
 same client may reach another process, whose pop must not answer 204 for want of it
 (core/engine/ready/reader.py).
 
-Pushes go to the push spool (core/upkeep/spool.py) instead of the database while push maintenance
+Pushes go to the push spool (core/engine/spool.py) instead of the database while push maintenance
 is on, while the database is unreachable, and until the spool is drained; pops claim
 nothing while pop maintenance is on (core/admin/switches.py holds both switches).
 
@@ -22,6 +22,7 @@ nothing while pop maintenance is on (core/admin/switches.py holds both switches)
     traces.*     traces (core/admin/traces.py)            streams.*    stream queries (core/streams)
     timers.*     timers (core/timers)                     tenants.*    quotas (core/tenancy)
     stats_refresh / analytics / cluster_figures / partitions_changed   (core/upkeep/stats.py)
+    history.*    the analytics family's series (core/upkeep/history.py)
 
 Every call names its tenant (core/tenancy; '' the default tenant, what a call naming none
 acts in): names are looked up in that tenant's namespace, and writes pass its quota first
@@ -56,15 +57,17 @@ from core.embedded import database_dsn
 from core.engine import ack as acks
 from core.engine import conflation, encryption, transactions
 from core.engine import fetch as offset_reads
-from core.engine.autopilot import Autopilot, Echo, Lane, Pilot
+from core.engine.autopilot import AutopilotState, Echo, Pilot, PilotLane
+from core.engine.batching.acks import AckFlusher, ExtendFlusher
 from core.engine.key_check import check_key
 from core.engine.listener import WakeupHub
 from core.engine.longpoll import Backoff, pop_or_wait
 from core.engine.pop import QUEUE_MODE, PopRequest, PopResult
 from core.engine.push import Pusher, PushItem, PushOutcome
-from core.engine.reads.acks import AckFlusher, ExtendFlusher
 from core.engine.ready.reader import Reader
 from core.engine.ready.ready_set import ReadySet
+from core.engine.spool import Spool, SpoolSettings
+from core.engine.spool_format import SpoolRecord
 from core.engine.writes import Appended, NewMessage
 from core.ephemeral import Ephemeral
 from core.ephemeral.sweeper import Sweeper as EphemeralSweeper
@@ -79,9 +82,9 @@ from core.streams.service import Streams
 from core.tenancy.scoped import scoped
 from core.tenancy.service import Tenants
 from core.timers.service import Timers
+from core.tracing import Tracing
 from core.upkeep import stats
-from core.upkeep.spool import Spool, SpoolSettings
-from core.upkeep.spool_format import SpoolRecord
+from core.upkeep.history import History
 
 
 class WritesPaused(ServiceError):
@@ -113,8 +116,10 @@ class Broker:
     """One process's broker. Open it with `Broker.open`; see the module docstring."""
 
     def __init__(self, settings: Settings, db: Database, hub: WakeupHub,
-                 stop_waiting: asyncio.Event) -> None:
+                 stop_waiting: asyncio.Event, tracing: Tracing | None = None) -> None:
         self.settings = settings
+        # Spans of pushes, pops and acks (core/tracing.py); off unless TRACING_EXPORTER
+        self.tracing = tracing if tracing is not None else Tracing.off()
         self._db = db
         self._hub = hub
         self._stop_waiting = stop_waiting
@@ -159,11 +164,12 @@ class Broker:
         self.streams = Streams(db, hub.publish, self.require_direct_writes, self.tenants)
         # Extensions §20.5: live pops, drain rates and widths per lane; what is ready comes
         # from the ready set (no statement).
-        self._autopilot = Autopilot(view=self.reader)
+        self._autopilot = AutopilotState(view=self.reader)
         self.kafka = Kafka(db, hub, stop_waiting,  # the Kafka edge's reads and offsets
                            default_partitions=settings.kafka_default_partitions,
                            tenants=self.tenants)
         self.counters = COUNTERS
+        self.history = History(db, settings)  # the analytics family (core/upkeep/history.py)
         self.figures_provider: stats.FiguresProvider = stats.no_spool
         self.flusher: stats.CounterFlusher | None = None  # set by `open`
         self._switches = Switches(db, self._switched)
@@ -172,22 +178,26 @@ class Broker:
     @classmethod
     @contextlib.asynccontextmanager
     async def open(cls, settings: Settings, *, dsn: str | None = None, migrate: bool = True,
-                   stop_waiting: asyncio.Event | None = None) -> AsyncIterator[Broker]:
+                   stop_waiting: asyncio.Event | None = None,
+                   role: str = "web", tracing: Tracing | None = None) -> AsyncIterator[Broker]:
         """Open the pool (applying migrations), check QUEEN_ENCRYPTION_KEY against the
         database (core/engine/key_check.py), start the side tasks, and yield the broker.
 
         `stop_waiting`, when given, is the event that makes parked long polls answer at once
-        (the owner sets it when it starts to drain; `Broker.stop_waiting` sets it too).
+        (the owner sets it when it starts to drain; `Broker.stop_waiting` sets it too);
+        `role` names the process in the per-process history (web, kafka); `tracing` records
+        spans (default: as TRACING_EXPORTER says), flushed when the block is left.
         Leaving the block stops long polls waiting, flushes the coalescer (pushes accepted
         before are written and answered), stops the wake-up loops, then closes the pool."""
         target = dsn if dsn is not None else database_dsn(settings)
+        tracer = tracing if tracing is not None else Tracing.from_settings(settings)
         db = await Database.open(settings, target, migrate=migrate)
         try:
             encryption.install(settings.encryption_key)
             async with db.session() as conn:
                 await check_key(conn, settings.encryption_key)
             hub = WakeupHub(target, connect_options(settings, role="wakeup"))
-            broker = cls(settings, db, hub, stop_waiting or asyncio.Event())
+            broker = cls(settings, db, hub, stop_waiting or asyncio.Event(), tracer)
             switches, spool = broker._switches, await broker._open_spool()
             await broker.tenants.refresh()  # quotas hold from the first request
             hub.subscribe(SWITCHES_CHANNEL, switches.notified)
@@ -196,7 +206,7 @@ class Broker:
             sweeper = EphemeralSweeper(target, settings)  # its own connection: see the module
             flusher = broker.flusher = stats.CounterFlusher(
                 target, settings, pool_stats=db.pool_stats, parked=hub.parked_by_queue,
-                figures=lambda: broker.figures_provider())
+                figures=lambda: broker.figures_provider(), role=role)
             try:
                 async with asyncio.TaskGroup() as side_tasks:
                     side_tasks.create_task(hub.listen_forever(), name="wakeup-listen")
@@ -225,6 +235,7 @@ class Broker:
             finally:
                 await spool.close()  # what it still holds waits for the next worker
         finally:
+            tracer.shutdown()  # export the spans still buffered
             await db.close()
 
     async def _open_spool(self) -> Spool:
@@ -351,8 +362,8 @@ class Broker:
         autopilot = self._autopilot
         # The autopilot's lanes are keyed by names: the tenant is part of the queue's.
         lane_queue = None if request.queue is None else scoped(request.tenant, request.queue)
-        lane = Lane(request.queue, request.namespace, request.task, request.group,
-                    request.tenant)
+        lane = PilotLane(request.queue, request.namespace, request.task, request.group,
+                         request.tenant)
         # The width rule is for the queue route alone, never for a pop declaring conflation
         # (one whose stored policy conflates claims the conflation width regardless).
         steered = (pilot is not None and pilot.width and request.queue is not None
@@ -361,7 +372,7 @@ class Broker:
             if pilot is not None and pilot.batch:
                 batch = autopilot.batch(lane)
                 request = dataclasses.replace(request, batch=batch, conflation_width=(
-                    conflation.width(None if pilot.width else request.max_partitions, batch)))
+                    conflation.conflation_width(None if pilot.width else request.max_partitions, batch)))
             if steered:
                 assert lane_queue is not None
                 request = dataclasses.replace(request, max_partitions=autopilot.widths.choose(
@@ -402,9 +413,9 @@ class Broker:
         [outcome] = (await self.ack_batch([acks.GroupAck(group, item, tenant)])).outcomes
         return outcome
 
-    async def ack_batch(self, items: Sequence[acks.GroupAck]) -> acks.AckResult:
+    async def ack_batch(self, items: Sequence[acks.GroupAck]) -> acks.AppliedAcks:
         """Acks of any groups and partitions (§4.6), applied in one statement with the
-        concurrent acks on other cursors (core/engine/reads/acks.py): all of it or none; each item
+        concurrent acks on other cursors (core/engine/batching/acks.py): all of it or none; each item
         answers what was applied to it."""
         result = await self._acks.apply(items)
         _count_acks(items, result.outcomes)
@@ -523,7 +534,7 @@ class Broker:
 
     async def stats_refresh(self) -> int:
         """Take an analytics sample now; answers the queue rows stored."""
-        return await stats.sample(self._db)
+        return await stats.sample(self._db, self.settings)
 
     async def analytics(self, where: stats.SeriesFilter) -> list[SeriesRow]:
         return await stats.series(self._db, where)
@@ -534,8 +545,7 @@ class Broker:
         assert self.flusher is not None
         await self.flusher.flush()
         return await stats.cluster_figures(
-            self._db, live_seconds=stats.LIVE_INTERVALS * self.flusher.interval + 2,
-            tenant=tenant)
+            self._db, live_seconds=stats.live_seconds(self.settings), tenant=tenant)
 
     async def partitions_changed(self, entries: Sequence[changes.ChangedEntry], *,
                                  tenant: str = ""

@@ -28,11 +28,12 @@ import pytest
 from tests.support import ROOT, create_database
 
 # Releases whose databases this code must upgrade: main before the schema became
-# migrations + functions (the numbered chain to version 95), and main when this layout was
-# written (the chain with versions 94 and 97). Add later releases to test the upgrade from
-# them too.
+# migrations + functions (the numbered chain to version 95), main when this layout was
+# written (the chain with versions 94 and 97), and main with version 130 (the analytics
+# history), the last release before the tenants' version 140. Add later releases to test
+# the upgrade from them too.
 RELEASES = {"landed-v90": "c0cc51a", "numbered-chain-v95": "8e1d532",
-            "numbered-chain-v97": "7e3f2d0"}
+            "numbered-chain-v97": "7e3f2d0", "history-v130": "53d4f30"}
 
 # Run by the released code, in its own tree: apply its schema (up to a version, if given).
 _CREATE = """

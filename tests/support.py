@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FAST_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off",
                  "max_connections": "400"}
 # Where test brokers keep their push spools unless a test gives its own: outside the work
-# tree. Each database gets its own directory below it (core/upkeep/spool.py), so brokers of
+# tree. Each database gets its own directory below it (core/engine/spool.py), so brokers of
 # different tests never drain each other's files, and a broker restarted on the same
 # database finds what its predecessor left.
 TEST_SPOOL_DIR = str(Path(tempfile.gettempdir()) / "queen-test-spool")

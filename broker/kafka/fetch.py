@@ -19,8 +19,8 @@ from broker.kafka.protocol import Request, field_of
 from broker.kafka.records import OutRecord, encode_batch
 from broker.kafka.session import Session
 from broker.kafka.topics import known_topics
-from core.engine import record_meta
 from core.kafka import reads
+from core.kafka.messages import kafka_value
 
 _CODES = {reads.UNKNOWN_TOPIC_OR_PARTITION: errors.UNKNOWN_TOPIC_OR_PARTITION,
           reads.OFFSET_OUT_OF_RANGE: errors.OFFSET_OUT_OF_RANGE}
@@ -83,7 +83,7 @@ def _batch(stored: list[reads.Record]) -> bytes:
 
 
 def _record(r: reads.Record) -> OutRecord:
-    value = record_meta.kafka_value(r.payload, r.meta)
+    value = kafka_value(r)
     if r.meta is None:
         return OutRecord(r.offset, _millis(r.created_at), None, value)
     return OutRecord(r.offset, r.meta.timestamp_ms, r.meta.key, value, r.meta.headers)

@@ -78,7 +78,7 @@ async def run(settings: Settings, port: int, stop: asyncio.Event) -> None:
     gate = await Gate.start(settings.auth) if settings.auth.enabled else None
     # Like a web worker: wait for the database (a Procfile starts every line at once) and
     # apply any migration not yet applied (under the migrations' lock: harmless twice).
-    async with Broker.open(settings, stop_waiting=stop_waiting) as broker:
+    async with Broker.open(settings, stop_waiting=stop_waiting, role="kafka") as broker:
         advertised = advertised_address(settings)
         listener = Listener(broker, advertised=advertised, node_id=settings.kafka_node_id,
                             max_request_bytes=settings.max_body_bytes, gate=gate)

@@ -26,7 +26,7 @@ from core.admin import dlq
 from core.timefmt import iso
 
 
-def retry_answer(done: dlq.Replayed) -> RetryAnswer:
+def retry_answer(done: dlq.ReplayedLetter) -> RetryAnswer:
     """The §5.2 answer of a replay (by address or by row id)."""
     return RetryAnswer(
         success=True, result="moved" if done.status == "queued" else "duplicate",

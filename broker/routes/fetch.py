@@ -15,10 +15,9 @@ from broker.wire.fetch import (
     FetchRecord,
 )
 from broker.wire.http import json_response
-from core.engine.fetch import FetchEntry, FetchResult
-from core.engine.writes import DEFAULT_PARTITION
 from core.errors import BadRequest
 from core.timefmt import iso
+from core.types import DEFAULT_PARTITION, FetchEntry, FetchResult
 
 
 def _entry_json(result: FetchResult) -> FetchEntryOut:

@@ -54,7 +54,7 @@ async def retry(request: Request, path: MessagePath, tenant: str) -> Response:
     return json_response(retry_answer(done))
 
 
-def _mode(groups: list[messages.GroupState]) -> Mode:
+def _mode(groups: list[messages.GroupView]) -> Mode:
     queue_mode = any(g.name == messages.QUEUE_MODE for g in groups)
     bus = sum(1 for g in groups if g.name != messages.QUEUE_MODE)
     kind = "hybrid" if queue_mode and bus else "bus" if bus else "queue"

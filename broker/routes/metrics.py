@@ -38,15 +38,11 @@ _STARTED = time.monotonic()  # per worker process; module import happens at app 
 def _local(broker: Broker) -> ProcessFigures:
     pool = broker.pool_stats()
     assert broker.flusher is not None
+    uptime = time.monotonic() - _STARTED
     return ProcessFigures(
-        process=broker.flusher.process, uptime_seconds=time.monotonic() - _STARTED,
-        pool_size=pool.size, pool_idle=pool.idle, pool_max=pool.max_size,
+        process=broker.flusher.process, uptime_seconds=uptime, role=broker.flusher.role,
+        started_at=time.time() - uptime, pool_size=pool.size, pool_idle=pool.idle, pool_max=pool.max_size,
         rss_bytes=resident_memory_bytes())
-
-
-def _scope(tenancy: Tenancy) -> str | None:
-    """Whose figures a request sees: every tenant's (None), or one tenant's."""
-    return None if tenancy.every_tenant else tenancy.tenant
 
 
 async def _figures(broker: Broker, tenant: str | None) -> ClusterFigures | None:
@@ -88,7 +84,7 @@ async def _tenant_metrics(broker: Broker, tenant: str) -> Response:
 
 async def metrics(request: Request, tenancy: Tenancy) -> Response:
     broker = broker_of(request)
-    tenant = _scope(tenancy)
+    tenant = tenancy.scope
     if tenant is not None:
         return await _tenant_metrics(broker, tenant)
     cluster = await _figures(broker, None)
@@ -144,7 +140,7 @@ async def metrics(request: Request, tenancy: Tenancy) -> Response:
 
 async def prometheus_text(request: Request, tenancy: Tenancy) -> Response:
     broker = broker_of(request)
-    tenant = _scope(tenancy)
+    tenant = tenancy.scope
     scrape = prometheus.Scrape(await _figures(broker, tenant), _local(broker),
                                broker.figures_provider(), await _ephemeral(broker, tenant),
                                tenant)

@@ -29,9 +29,6 @@ from broker.wire.streams import (
     StateGetBody,
     StateRowOut,
 )
-from core.engine.ack import parse_status
-from core.engine.pop import QUEUE_MODE
-from core.engine.writes import DEFAULT_PARTITION
 from core.errors import BadRequest, PayloadTooLarge
 from core.streams.cycle import (
     MAX_KEY_BYTES,
@@ -43,6 +40,7 @@ from core.streams.cycle import (
     StateOp,
 )
 from core.timefmt import iso
+from core.types import DEFAULT_PARTITION, QUEUE_MODE, parse_status
 
 MAX_QUERY_NAME_BYTES = 255
 _EMPTY_OBJECT = b"{}"

@@ -25,10 +25,10 @@ from broker.wire.traces import (
 )
 from broker.wire.types import PARTITION_KEY_DIGITS
 from core.admin.traces import NewTrace, Trace
-from core.engine.pop import QUEUE_MODE
 from core.errors import BadRequest
 from core.ids import PartitionId
 from core.timefmt import iso
+from core.types import QUEUE_MODE
 
 DEFAULT_EVENT_TYPE = "info"
 

@@ -24,11 +24,10 @@ from broker.wire.transaction import (
     TransactionAnswer,
     TransactionBody,
 )
-from core.engine.pop import QUEUE_MODE
-from core.engine.transactions import Rider, RiderOutcome, TxAck, TxPush
 from core.errors import BadRequest, PayloadTooLarge
 from core.ids import uuid7
 from core.settings import Settings
+from core.types import QUEUE_MODE, Rider, RiderOutcome, TxAck, TxPush
 
 
 def failure(error: str, reason: str | None = None) -> TransactionAnswer:

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from core.engine import encryption, segments
+from core import segments
+from core.engine import encryption
 from core.engine.wakeup import Publish, Wake
 from core.engine.writes import NewMessage, PartitionName, append
 from core.ids import NIL_UUID, PartitionId, uuid7
@@ -57,7 +58,7 @@ class DlqRow:
 
 
 @dataclass(frozen=True, slots=True)
-class Replayed:
+class ReplayedLetter:
     """A DLQ row replayed as a new message."""
 
     dlq_id: int
@@ -133,7 +134,7 @@ class DeadLetters:
         return [dead_letter(r) for r in rows]
 
     async def replay(self, partition_id: PartitionId, transaction_id: str, *,
-                     tenant: str = "") -> Replayed | None:
+                     tenant: str = "") -> ReplayedLetter | None:
         """Re-push the newest dead letter of an address under a fresh transactionId and
         delete that row, atomically; None when the address has no dead letter."""
         async with self._db.transaction() as conn:
@@ -146,7 +147,7 @@ class DeadLetters:
         return replayed
 
     async def replay_id(self, dlq_id: int, *, queue: str | None = None,
-                        partition: str | None = None, tenant: str = "") -> Replayed | None:
+                        partition: str | None = None, tenant: str = "") -> ReplayedLetter | None:
         """Replay one dead letter by its row id (§11), to its own queue and partition or to
         the `queue` / `partition` given instead (a queue of the same tenant, created like a
         push creates it); None when no such row exists."""
@@ -191,7 +192,7 @@ class DeadLetters:
 
 
 async def _replay(conn: Conn, letter: DlqRow, queue: str | None, partition: str | None,
-                  tenant: str) -> tuple[Replayed, list[Wake]]:
+                  tenant: str) -> tuple[ReplayedLetter, list[Wake]]:
     """Append a locked dead letter as a new message under a fresh transactionId (to its own
     partition unless another is named, of the tenant's queues) and delete its row, in the
     caller's transaction."""
@@ -205,7 +206,7 @@ async def _replay(conn: Conn, letter: DlqRow, queue: str | None, partition: str 
     [verdict] = appended.verdicts
     wake: list[Wake] = ([(appended.queue_id, appended.partition_id)]
                         if verdict.status == "queued" else [])
-    return Replayed(
+    return ReplayedLetter(
         dlq_id=letter.id, queue=target.queue, partition=target.partition,
         consumer_group=letter.consumer_group,
         original_transaction_id=letter.transaction_id, transaction_id=fresh_txid,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from core.engine import encryption, options
+from core import options
+from core.engine import encryption
 from core.errors import BadRequest
 from core.ids import QueueId
 from core.storage import traces

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from core.engine import options as queue_options
+from core import options as queue_options
 from core.errors import NotFound
 from core.storage import admin as sql
 from core.storage import conflation as conflation_sql
@@ -94,7 +94,7 @@ def totals_by(stats: Iterable[PartitionStats], key: str) -> dict[Any, Totals]:
 
 
 @dataclass(frozen=True, slots=True)
-class QueueRow:
+class ListedQueue:
     id: int
     name: str
     namespace: str
@@ -103,8 +103,8 @@ class QueueRow:
     options: dict[str, Any]  # every option, wire names
 
 
-def _queue_row(r: sql.QueueInfo) -> QueueRow:
-    return QueueRow(r.id, r.name, r.namespace, r.task, r.created_at,
+def _queue_row(r: sql.QueueInfo) -> ListedQueue:
+    return ListedQueue(r.id, r.name, r.namespace, r.task, r.created_at,
                     queue_options.decode(r.options).as_dict())
 
 
@@ -144,7 +144,7 @@ class Resources:
 
     async def queue_page(self, *, search: str | None, limit: int, offset: int,
                          where: QueueFilter | None = None, tenant: str = ""
-                         ) -> tuple[list[tuple[QueueRow, Totals]], int]:
+                         ) -> tuple[list[tuple[ListedQueue, Totals]], int]:
         """A page of the tenant's queues with their totals, and the number of all matching
         queues."""
         f = where or QueueFilter()
@@ -173,7 +173,7 @@ class Resources:
                 if rows else [])
 
     async def queue_detail(self, name: str, *, tenant: str = ""
-                           ) -> tuple[QueueRow, list[PartitionStats]]:
+                           ) -> tuple[ListedQueue, list[PartitionStats]]:
         async with self._db.session() as conn:
             row = await sql.queue_row(conn, tenant=tenant, name=name)
         if row is None:

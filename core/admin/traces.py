@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from core.engine import encryption, segments
+from core import segments
+from core.engine import encryption
 from core.errors import NotFound
 from core.ids import PartitionId, uuid7
 from core.storage import traces as sql

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from core.engine import encryption, record_meta, segments
+from core import segments
+from core.engine import encryption, record_meta
 from core.storage import reads as sql
 from core.storage.database import Database
 

@@ -60,13 +60,11 @@ from core.parked import leave
 from core.storage import notify
 from core.storage.errors import DRIVER_ERRORS
 from core.storage.hosts import connector_for
-from core.storage.statements import Statement
 from core.waiting import first_of, wait_event, within
 
 log = logging.getLogger(__name__)
 _RECONNECT_DELAY = 1.0
 _PROBE_SECONDS = 3.0
-_PROBE = Statement[None]("listener_probe")
 _ANNOUNCE_GATHER_SECONDS = 0.005
 # A state change waits this long at most for its announcement (the notifier retries on a new
 # connection meanwhile); past it, it is answered anyway: its commit stands.
@@ -326,7 +324,7 @@ class WakeupHub:
             return False
         try:
             async with self._listen_lock:
-                await within(_BARRIER_SECONDS, _PROBE.value(conn))
+                await within(_BARRIER_SECONDS, notify.probe(conn))
         except (TimeoutError, *DRIVER_ERRORS, ServiceError) as exc:
             log.info("wake-up barrier failed (%s)", type(exc).__name__)
             if isinstance(exc, TimeoutError):
@@ -388,7 +386,7 @@ class WakeupHub:
                         # A server that stopped answering (frozen, partitioned, a failover
                         # in progress) closes nothing: ask, and reconnect if it is silent.
                         async with self._listen_lock:
-                            await within(_PROBE_SECONDS, _PROBE.value(conn))
+                            await within(_PROBE_SECONDS, notify.probe(conn))
             except asyncio.CancelledError:
                 raise
             except (*DRIVER_ERRORS, ServiceError) as exc:

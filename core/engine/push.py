@@ -68,10 +68,10 @@ class Pusher:
 
     async def push(self, items: Sequence[PushItem]) -> list[PushOutcome]:
         """Append items; answer one outcome per item, in request order."""
-        groups: dict[PartitionName, list[int]] = {}
-        for index, item in enumerate(items):
-            groups.setdefault(PartitionName(item.queue, item.partition, item.tenant),
-                              []).append(index)
+        by_name: dict[tuple[str, str, str], list[int]] = {}
+        for index, item in enumerate(items):  # a plain tuple per item, a name per group
+            by_name.setdefault((item.queue, item.partition, item.tenant), []).append(index)
+        groups = {PartitionName(*name): indexes for name, indexes in by_name.items()}
         outcomes: list[PushOutcome | None] = [None] * len(items)
 
         async def write_group(name: PartitionName, indexes: list[int]) -> None:

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from core.engine import encryption, options, record_meta, segments
+from core import options, segments
+from core.engine import encryption, record_meta
 from core.errors import QueenError, StorageError, StorageUnavailable
 from core.ids import NIL_UUID
 from core.storage import writes as sql

@@ -46,29 +46,29 @@ class Popped:
 
 
 @dataclass(frozen=True, slots=True)
-class PartitionDepth:
+class EphemeralPartitionDepth:
     partition: str
     pending: int
     bytes: int
 
 
 @dataclass(frozen=True, slots=True)
-class GroupDepth:
+class EphemeralGroupDepth:
     group: str
     pending: int
     skipped: int
 
 
 @dataclass(frozen=True, slots=True)
-class Depth:
+class EphemeralDepth:
     queue: str
     group: str | None
     tier: str
     pending: int
     partitions_pending: int
     bytes: int
-    partitions: list[PartitionDepth]
-    groups: list[GroupDepth]
+    partitions: list[EphemeralPartitionDepth]
+    groups: list[EphemeralGroupDepth]
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,7 +286,7 @@ class Ephemeral:
         listed = [_listed(r) for r in rows if belongs(r.queue, tenant)]
         return listed, sum(q.bytes for q in listed)
 
-    async def depth(self, queue: str, group: str | None, *, tenant: str = "") -> Depth:
+    async def depth(self, queue: str, group: str | None, *, tenant: str = "") -> EphemeralDepth:
         """§19.7; raises EphemeralQueueNotFound for a queue that does not exist."""
         key = scoped(tenant, queue)
         async with self._db.session() as conn:
@@ -309,7 +309,7 @@ class Ephemeral:
                       sum(q.drops["retry"] for q in listed))
 
 
-def _listed(r: store.QueueRow) -> Listed:
+def _listed(r: store.EphemeralQueueRow) -> Listed:
     return Listed(unscoped(r.queue)[1], "declared" if r.declared else "implicit", r.depth,
                   r.bytes,
                   r.partitions, r.groups,
@@ -317,7 +317,7 @@ def _listed(r: store.QueueRow) -> Listed:
                   _options(r))
 
 
-def _options(r: store.QueueRow) -> model.Options:
+def _options(r: store.EphemeralQueueRow) -> model.Options:
     """The options in force: the declaration's, else the defaults (an implicit queue)."""
     if r.max_bytes is None:
         return model.DEFAULTS
@@ -326,8 +326,8 @@ def _options(r: store.QueueRow) -> model.Options:
                          r.window_ms or 0, r.window_count or 0)
 
 
-def _depth(q: store.QueueRow, group: str | None, rings: list[store.RingRow],
-           backlogs: list[store.BacklogRow]) -> Depth:
+def _depth(q: store.EphemeralQueueRow, group: str | None, rings: list[store.RingRow],
+           backlogs: list[store.BacklogRow]) -> EphemeralDepth:
     by_part: dict[str, dict[str, int]] = {}
     groups: dict[str, list[int]] = {}
     for b in backlogs:
@@ -343,7 +343,7 @@ def _depth(q: store.QueueRow, group: str | None, rings: list[store.RingRow],
         else:
             named = [n for g, n in owed.items() if g != model.QUEUE_MODE]
             pending = (max(named) if named else owed.get(model.QUEUE_MODE, ring.length))
-        parts.append(PartitionDepth(ring.partition, pending, ring.bytes))
-    return Depth(unscoped(q.queue)[1], group, "declared" if q.declared else "implicit",
+        parts.append(EphemeralPartitionDepth(ring.partition, pending, ring.bytes))
+    return EphemeralDepth(unscoped(q.queue)[1], group, "declared" if q.declared else "implicit",
                  sum(p.pending for p in parts), sum(1 for p in parts if p.pending > 0),
-                 q.bytes, parts, [GroupDepth(g, n, s) for g, (n, s) in groups.items()])
+                 q.bytes, parts, [EphemeralGroupDepth(g, n, s) for g, (n, s) in groups.items()])

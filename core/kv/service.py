@@ -17,7 +17,7 @@ from core.errors import CodedUnavailable, Refused, ServiceError
 from core.kv import lock_ops
 from core.kv.engine import Applied, Element, apply_ops
 from core.kv.locks import LockService
-from core.kv.ops import KvOp, Limits, operations_of, parse_ops
+from core.kv.ops import KvLimits, KvOp, operations_of, parse_ops
 from core.kv.rider import KvRider
 from core.storage import kv as store
 from core.storage.database import Database
@@ -40,8 +40,8 @@ class KvAnswer:
 
 
 @dataclass(frozen=True, slots=True)
-class NamespacePage:
-    rows: list[store.NamespaceRow]
+class KvNamespacePage:
+    rows: list[store.KvNamespaceRow]
     truncated: bool
     next_after: str | None
 
@@ -65,7 +65,7 @@ def failure_fields(applied: Applied) -> Element:
 class KvService:
     def __init__(self, db: Database, *, max_keys: int, tenants: Tenants) -> None:
         self._db = db
-        self._limits = Limits(max_keys=max_keys)
+        self._limits = KvLimits(max_keys=max_keys)
         self._tenants = tenants  # quotas: writes wait while a tenant's storage is full
 
     async def call(self, body: Any, *, tenant: str = "") -> KvAnswer:
@@ -134,9 +134,9 @@ class KvService:
         its caps)."""
         if not isinstance(raw, list):
             raise Refused("kv_bad_request", "kv_bad_body", "kv must be an array")
-        return KvRider(parse_ops(raw, Limits.rider()), tenant)
+        return KvRider(parse_ops(raw, KvLimits.rider()), tenant)
 
-    async def namespaces(self, *, after: str, limit: int, tenant: str = "") -> NamespacePage:
+    async def namespaces(self, *, after: str, limit: int, tenant: str = "") -> KvNamespacePage:
         with _unavailable_as_kv():
             async with self._db.session() as conn:
                 rows = await store.namespaces(conn, tenant=tenant, after=after,
@@ -144,7 +144,7 @@ class KvService:
                                               horizon_seconds=EXPIRING_SOON_SECONDS)
         truncated = len(rows) > limit
         rows = rows[:limit]
-        return NamespacePage(rows, truncated, rows[-1].ns if truncated and rows else None)
+        return KvNamespacePage(rows, truncated, rows[-1].ns if truncated and rows else None)
 
 
 def _may_lose(op: KvOp) -> bool:

@@ -169,8 +169,9 @@ async def queue_page(conn: Conn, *, tenant: str, search: str | None, limit: int,
                      name: str | None = None, namespace: str | None = None,
                      task: str | None = None, created_from: datetime | None = None,
                      created_to: datetime | None = None) -> list[QueuePageRow]:
-    return await _QUEUE_PAGE.rows(conn, search, limit, offset, name, namespace, task,
-                                  created_from, created_to, tenant)
+    return await _QUEUE_PAGE.rows(conn, search=search, limit=limit, offset=offset, name=name,
+                                  namespace=namespace, task=task, created_from=created_from,
+                                  created_to=created_to, tenant=tenant)
 
 
 async def partition_stats(conn: Conn, *, tenant: str,

@@ -49,7 +49,7 @@ class WriteCounts:
 
 
 @dataclass(frozen=True, slots=True)
-class NamespaceRow:
+class KvNamespaceRow:
     ns: str
     keys: int
     bytes: int
@@ -71,7 +71,7 @@ _GET = Statement("kv_get", KvRow)
 _WRITE = Statement("kv_write", WriteCounts)
 _PREFIX = Statement("kv_get_prefix", PrefixRow)
 _SWEEP = Statement[None]("kv_sweep")
-_NAMESPACES = Statement("kv_namespaces", NamespaceRow)
+_NAMESPACES = Statement("kv_namespaces", KvNamespaceRow)
 
 
 async def lock_rows(conn: Conn, *, tenant: str,
@@ -88,10 +88,11 @@ async def live_rows(conn: Conn, *, tenant: str, keys: Sequence[tuple[str, str]])
 async def write_rows(conn: Conn, *, tenant: str, writes: Sequence[RowWrite],
                      deletes: Sequence[tuple[str, str]]) -> WriteCounts | None:
     return await _WRITE.one(
-        conn, [w.ns for w in writes], [w.key for w in writes], [w.value for w in writes],
-        [w.version for w in writes], [w.expires_at for w in writes],
-        [w.keep_expiry for w in writes], [d[0] for d in deletes], [d[1] for d in deletes],
-        tenant)
+        conn, namespaces=[w.ns for w in writes], keys=[w.key for w in writes],
+        values=[w.value for w in writes], versions=[w.version for w in writes],
+        expiries=[w.expires_at for w in writes], keep=[w.keep_expiry for w in writes],
+        deleted_namespaces=[d[0] for d in deletes], deleted_keys=[d[1] for d in deletes],
+        tenant=tenant)
 
 
 async def prefix_rows(conn: Conn, *, tenant: str, ns: str, prefix: str, upper: str | None,
@@ -105,5 +106,5 @@ async def sweep(conn: Conn, *, batch: int) -> int:
 
 
 async def namespaces(conn: Conn, *, tenant: str, after: str, limit: int,
-                     horizon_seconds: float) -> list[NamespaceRow]:
+                     horizon_seconds: float) -> list[KvNamespaceRow]:
     return await _NAMESPACES.rows(conn, after, limit, horizon_seconds, tenant)

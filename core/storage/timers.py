@@ -99,10 +99,13 @@ _PENDING = Statement[None]("timers_pending")
 async def apply(conn: Conn, *, tenant: str, now: datetime | None, ops: Sequence[TimerWrite],
                 producer_sub: str | None) -> list[AppliedRow]:
     return await _APPLY.rows(
-        conn, now, [o.cancel for o in ops], [o.queue for o in ops], [o.key for o in ops],
-        [o.partition for o in ops], [o.delay_ms for o in ops], [o.txn for o in ops],
-        [o.message_id for o in ops], [o.payload for o in ops], [o.zstd for o in ops],
-        [o.encrypted for o in ops], [o.sealed for o in ops], producer_sub, tenant)
+        conn, tenant=tenant, now=now, cancels=[o.cancel for o in ops],
+        queues=[o.queue for o in ops], keys=[o.key for o in ops],
+        partitions=[o.partition for o in ops], delays_ms=[o.delay_ms for o in ops],
+        txns=[o.txn for o in ops], message_ids=[o.message_id for o in ops],
+        payloads=[o.payload for o in ops], zstd=[o.zstd for o in ops],
+        encrypted=[o.encrypted for o in ops], sealed=[o.sealed for o in ops],
+        producer_sub=producer_sub)
 
 
 async def encrypted_queues(conn: Conn, *, tenant: str, queues: Sequence[str]) -> set[str]:
@@ -148,9 +151,11 @@ async def dead_letter(conn: Conn, *, tenant: str, queue: str, partition: str, na
                       task: str, default_options: str, txn: str, message_id: uuid.UUID,
                       producer_sub: str | None, payload: bytes, error: str, attempts: int,
                       created_at: datetime) -> int:
-    return int(await _DEAD.value(conn, queue, partition, namespace, task, default_options,
-                                 txn, message_id, producer_sub, payload, error, attempts,
-                                 created_at, tenant))
+    return int(await _DEAD.value(
+        conn, tenant=tenant, queue=queue, partition=partition, namespace=namespace, task=task,
+        default_options=default_options, txn=txn, message_id=message_id,
+        producer_sub=producer_sub, payload=payload, error=error, attempts=attempts,
+        created_at=created_at))
 
 
 async def next_due(conn: Conn) -> float | None:

@@ -19,8 +19,9 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from core import options
 from core.counters import COUNTERS
-from core.engine import options, writes
+from core.engine import writes
 from core.engine.ack import partition_id_of
 from core.engine.wakeup import Publish, Wake
 from core.errors import CapacityExceeded

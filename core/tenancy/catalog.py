@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from core.engine import options
+from core import options
 from core.errors import QuotaExceeded
 from core.storage import tenants as sql
 from core.storage.database import Database

@@ -7,7 +7,7 @@ broker takes can contain a control character, so the key is unambiguous and spli
 Used where a store or a map is keyed by a bare name and the tenant must be part of the key:
 the ephemeral queues' tables (core/ephemeral), the autopilot's lanes (core/engine/autopilot.py)
 and the Kafka group coordinator's groups (broker/kafka/coordinator.py). Tables that name
-things have a tenant column instead (migration 120).
+things have a tenant column instead (migration 140).
 """
 
 from __future__ import annotations

@@ -24,11 +24,12 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from core.engine import encryption, options
-from core.engine.segments import unpack_client_frame
+from core import options
+from core.engine import encryption
 from core.engine.wakeup import Wake
 from core.engine.writes import Appended, NewMessage, PartitionName, append
 from core.errors import QueenError, ServiceError
+from core.segments import unpack_client_frame
 from core.storage import timers as sql
 from core.storage.statements import Conn
 

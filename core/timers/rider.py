@@ -11,7 +11,7 @@ from __future__ import annotations
 from core.counters import COUNTERS
 from core.engine.transactions import RiderOutcome
 from core.storage.statements import Conn
-from core.timers.apply import Applied, apply_timer_ops
+from core.timers.apply import AppliedTimers, apply_timer_ops
 from core.timers.ops import TimerOp
 
 
@@ -23,7 +23,7 @@ class TimerRider:
         self.ops = ops
         self._producer_sub = producer_sub
         self.tenant = tenant  # the transaction's: whose timers
-        self.applied = Applied([], 0, 0, None)
+        self.applied = AppliedTimers([], 0, 0, None)
 
     def __len__(self) -> int:
         return len(self.ops)

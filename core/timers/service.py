@@ -22,7 +22,7 @@ from core.storage.database import Database
 from core.tenancy.service import Tenants
 from core.timers.apply import Element, apply_timer_ops
 from core.timers.firer import CHANNEL
-from core.timers.ops import BAD, RIDER_LIMITS, Limits, TimerOp, operations_of, parse_ops
+from core.timers.ops import BAD, RIDER_LIMITS, TimerLimits, TimerOp, operations_of, parse_ops
 from core.timers.rider import TimerRider
 
 MAX_PREFIX_BYTES = 128
@@ -56,7 +56,7 @@ class Timers:
     def __init__(self, db: Database, settings: Settings, tenants: Tenants) -> None:
         self._db = db
         self._tenants = tenants  # quotas: a schedule is a message written later
-        self._limits = Limits(horizon_ms=settings.timers_horizon_ms)
+        self._limits = TimerLimits(horizon_ms=settings.timers_horizon_ms)
         self._sweep_ms = settings.timers_sweep_ms
 
     def parse(self, body: Any) -> list[TimerOp]:

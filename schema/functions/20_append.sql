@@ -26,7 +26,7 @@
 -- Append segments to partitions, or report duplicates and write nothing for that partition.
 --   p_tenants, p_queues, p_partitions, p_namespaces, p_tasks   one entry per partition, in
 --       the order to lock them (callers sort by name, so concurrent flushes cannot
---       deadlock); a queue is its tenant's (migration 120)
+--       deadlock); a queue is its tenant's (migration 140)
 --   p_options     the complete default options of a queue this creates
 --   p_segments    how many segments each partition gets (consecutive in p_blobs)
 --   p_frames      frames of each segment

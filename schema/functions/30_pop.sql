@@ -252,7 +252,7 @@ AS $$
 $$;
 
 -- Claim among known candidates and read (see the top of this file).
---   p_tenant              the tenant whose queues the pop addresses (migration 120)
+--   p_tenant              the tenant whose queues the pop addresses (migration 140)
 --   p_queue               queue name, or null for a discovery pop by p_namespace / p_task
 --   p_partition           partition name, or null (any): named, it is the only candidate
 --   p_group, p_named      consumer group; named = not the implicit __QUEUE_MODE__ group

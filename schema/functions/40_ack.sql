@@ -131,43 +131,61 @@ BEGIN
     END LOOP;
 
     FOR r IN
+        -- What the items of one (group, partition) share is read once per pair (a pop's
+        -- acks are hundreds of items on a few pairs), each cursor by its primary key.
+        WITH keys AS MATERIALIZED (
+            SELECT dk.g, dk.p, c.partition_id IS NOT NULL AS known, c.committed, c.batch_end,
+                   c.worker_id, c.retry_count,
+                   (c.worker_id IS NOT NULL AND c.lease_expires_at > now()) AS lease_live,
+                   p.last_offset, p.log_start, p.queue_id AS qid,
+                   coalesce(sub.conflation, false) AS conflating,
+                   (q.options ->> 'retryLimit')::integer AS retry_limit,
+                   (q.options ->> 'retryDelay')::integer AS retry_delay,
+                   ((q.options ->> 'deadLetterQueue')::boolean
+                    OR (q.options ->> 'dlqAfterMaxRetries')::boolean) AS dlq_on,
+                   pr.below AS pruned_below
+              FROM (SELECT DISTINCT d.g, d.p
+                      FROM unnest(p_groups, p_partition_ids) AS d(g, p)) dk
+              -- (LIMIT 1, a key lookup anyway, keeps the planner from flattening it into a
+              -- join)
+              LEFT JOIN LATERAL (SELECT y.* FROM queen.log_consumers y
+                                  WHERE y.partition_id = dk.p AND y.consumer_group = dk.g
+                                  LIMIT 1) c ON true
+              LEFT JOIN queen.log_partitions p ON p.id = dk.p
+              LEFT JOIN queen.queues q ON q.id = p.queue_id
+              LEFT JOIN queen.consumer_subscriptions sub
+                ON sub.queue_id = p.queue_id AND sub.consumer_group = dk.g
+              LEFT JOIN queen.log_txn_pruned pr ON pr.partition_id = dk.p)
         SELECT false AS sentinel, u.ord::integer AS item, u.grp, u.pid, u.txid, u.status,
-               u.lease, u.err, c.partition_id IS NOT NULL AS known, c.committed, c.batch_end,
-               c.worker_id, c.retry_count,
-               (c.worker_id IS NOT NULL AND c.lease_expires_at > now()) AS lease_live,
-               p.last_offset, p.queue_id AS qid, coalesce(sub.conflation, false) AS conflating,
-               (q.options ->> 'retryLimit')::integer AS retry_limit,
-               (q.options ->> 'retryDelay')::integer AS retry_delay,
-               ((q.options ->> 'deadLetterQueue')::boolean
-                OR (q.options ->> 'dlqAfterMaxRetries')::boolean) AS dlq_on,
+               u.lease, u.err, cx.known, cx.committed, cx.batch_end,
+               cx.worker_id, cx.retry_count, cx.lease_live,
+               cx.last_offset, cx.qid, cx.conflating, cx.retry_limit, cx.retry_delay, cx.dlq_on,
                coalesce(u.given, a.above, a.below) AS off,
                a.scan_from, a.scan_to
           FROM unnest(p_groups, p_partition_ids, p_txids, p_statuses, p_lease_ids, p_errors,
                       p_offsets) WITH ORDINALITY AS u(grp, pid, txid, status, lease, err, given, ord)
-          CROSS JOIN LATERAL (SELECT queen.txn_key(u.txid) AS key) t
-          -- (LIMIT 1, a key lookup anyway, keeps the planner from flattening it into a join)
-          LEFT JOIN LATERAL (SELECT y.* FROM queen.log_consumers y
-                              WHERE y.partition_id = u.pid AND y.consumer_group = u.grp
-                              LIMIT 1) c ON true
-          LEFT JOIN queen.log_partitions p ON p.id = u.pid
-          LEFT JOIN queen.queues q ON q.id = p.queue_id
-          LEFT JOIN queen.consumer_subscriptions sub
-            ON sub.queue_id = p.queue_id AND sub.consumer_group = u.grp
-          LEFT JOIN queen.log_txn_pruned pr ON pr.partition_id = u.pid
+          JOIN keys cx ON cx.g = u.grp AND cx.p = u.pid
+          -- (OFFSET 0 keeps the planner from pulling these up into the expressions that
+          -- use them: the key's hash and the index probe would run once per use)
+          CROSS JOIN LATERAL (SELECT queen.txn_key(u.txid) AS key OFFSET 0) t
           -- The one resolution rule (see the header): what the index says, and the span
-          -- where the segments may still hold an earlier occurrence than its answer.
+          -- where the segments may still hold an earlier occurrence than its answer. The
+          -- latest occurrence at or below the cursor is looked up only when none is above.
           CROSS JOIN LATERAL (
-              SELECT x.above, x.below, greatest(c.committed + 1, p.log_start) AS scan_from,
-                     least(coalesce(x.above - 1, p.last_offset), coalesce(pr.below, 0) - 1)
-                         AS scan_to
-                FROM (SELECT (SELECT min(i.msg_offset) FROM queen.log_txn_index i
-                               WHERE i.partition_id = u.pid AND i.txn_key = t.key
-                                 AND i.msg_offset > c.committed
-                                 AND i.msg_offset >= p.log_start) AS above,
-                             (SELECT max(i.msg_offset) FROM queen.log_txn_index i
-                               WHERE i.partition_id = u.pid AND i.txn_key = t.key
-                                 AND i.msg_offset <= c.committed
-                                 AND i.msg_offset >= p.log_start) AS below) x) a
+              SELECT (SELECT min(i.msg_offset) FROM queen.log_txn_index i
+                       WHERE i.partition_id = u.pid AND i.txn_key = t.key
+                         AND i.msg_offset > cx.committed
+                         AND i.msg_offset >= cx.log_start) AS above OFFSET 0) x
+          CROSS JOIN LATERAL (
+              SELECT x.above,
+                     CASE WHEN x.above IS NULL THEN
+                         (SELECT max(i.msg_offset) FROM queen.log_txn_index i
+                           WHERE i.partition_id = u.pid AND i.txn_key = t.key
+                             AND i.msg_offset <= cx.committed
+                             AND i.msg_offset >= cx.log_start) END AS below,
+                     greatest(cx.committed + 1, cx.log_start) AS scan_from,
+                     least(coalesce(x.above - 1, cx.last_offset),
+                           coalesce(cx.pruned_below, 0) - 1) AS scan_to) a
         UNION ALL  -- closes the last (group, partition)
         SELECT true, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
                NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL

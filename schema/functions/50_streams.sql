@@ -10,7 +10,7 @@
 
 -- Register a query (§18.1): fresh | same | reset | conflict, and its id. A concurrent
 -- registration of the same name waits on the row lock, so exactly one of them inserts.
--- Names are per tenant (migration 120); the source and sink are queues of that tenant.
+-- Names are per tenant (migration 140); the source and sink are queues of that tenant.
 CREATE OR REPLACE FUNCTION queen.stream_register(
     p_tenant text, p_name text, p_source text, p_sink text, p_hash text, p_reset boolean)
 RETURNS TABLE (query_id uuid, outcome text)

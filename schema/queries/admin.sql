@@ -1,6 +1,7 @@
 -- Statements of the admin routes: consumer groups (core/admin/groups.py) and resources
 -- (core/admin/resources.py). Loaded by core/storage/statements.py. Lease liveness is judged with now().
--- Every statement is of one tenant's queues (migration 120): its last parameter.
+-- Every statement is of one tenant's queues (migration 140): its last parameter, or
+-- `:tenant` in a statement with named parameters.
 
 -- name: admin_queue_by_name
 -- A queue's id by name (null when unknown).
@@ -102,22 +103,21 @@ UPDATE queen.consumer_subscriptions s
 
 -- name: admin_queue_page
 -- One page of queues by name, with the number of all matching queues. Every filter is
--- optional (null = any): names containing $1 (case-insensitive), the exact name $4,
--- namespace $5, task $6, created at or after $7 and at or before $8.
--- $1 search text, $2 limit, $3 offset, $4 queue name, $5 namespace, $6 task,
--- $7 created from, $8 created to, $9 tenant
+-- optional (null = any): names containing `search` (case-insensitive), the exact `name`,
+-- `namespace`, `task`, created at or after `created_from` and at or before `created_to`;
+-- always of one `tenant`.
 SELECT id, name, namespace, task, created_at, options::text AS options,
        count(*) OVER () AS total
   FROM queen.queues
- WHERE tenant = $9
-   AND ($1::text IS NULL OR strpos(lower(name), lower($1)) > 0)
-   AND ($4::text IS NULL OR name = $4)
-   AND ($5::text IS NULL OR namespace = $5)
-   AND ($6::text IS NULL OR task = $6)
-   AND ($7::timestamptz IS NULL OR created_at >= $7)
-   AND ($8::timestamptz IS NULL OR created_at <= $8)
+ WHERE tenant = :tenant
+   AND (:search::text IS NULL OR strpos(lower(name), lower(:search)) > 0)
+   AND (:name::text IS NULL OR name = :name)
+   AND (:namespace::text IS NULL OR namespace = :namespace)
+   AND (:task::text IS NULL OR task = :task)
+   AND (:created_from::timestamptz IS NULL OR created_at >= :created_from)
+   AND (:created_to::timestamptz IS NULL OR created_at <= :created_to)
  ORDER BY name
- LIMIT $2 OFFSET $3;
+ LIMIT :limit OFFSET :offset;
 
 -- name: admin_partition_stats
 -- Per-partition figures for the resource routes: retained messages, the worst (lowest)

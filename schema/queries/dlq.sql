@@ -2,7 +2,7 @@
 -- Loaded by core/storage/statements.py. DLQ rows are written by the ack (queen.ack); these
 -- only read, replay and delete them. A statement that finds rows by queue name or by
 -- address takes the caller's tenant (its last parameter): a partition of another tenant's
--- queue is not found (migration 120).
+-- queue is not found (migration 140).
 
 -- name: dlq_page
 -- One page of DLQ rows matching the filters, newest first, plus the number of all matching

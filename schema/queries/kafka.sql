@@ -1,5 +1,5 @@
 -- Statements of the Kafka edge's core service (core/kafka). Topics are queues and groups are
--- consumer groups of one tenant (migration 120): the statements that name them take the
+-- consumer groups of one tenant (migration 140): the statements that name them take the
 -- connection's tenant.
 
 -- name: kafka_topics

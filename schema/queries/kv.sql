@@ -1,8 +1,8 @@
 -- Statements of the KV store (core/kv/, wire-protocol-extensions §14). Loaded by
 -- core/storage/statements.py. Every liveness decision uses now(), the instant the
 -- transaction started: one instant per call, shared by a transaction's riders (§14.5, §17).
--- Each tenant has a key space of its own (migration 120): a call is one tenant's, its last
--- parameter.
+-- Each tenant has a key space of its own (migration 140): a call is one tenant's, its last
+-- parameter (`:tenant` in a statement with named parameters).
 
 -- name: kv_lock
 -- Lock the rows of the keys a call writes or checks, in byte order, inserting a placeholder
@@ -32,20 +32,21 @@ SELECT k.ns, k.key, k.value, k.version, queen.kv_iso(k.expires_at) AS expires_at
 -- name: kv_write
 -- Apply a call's writes to rows it holds locked: set value, version and expiry (or keep the
 -- expiry, for an incr of a live counter), and delete rows (applied deletes, and placeholders
--- the call inserted but did not write). Answers the rows changed and deleted.
--- $1 namespaces, $2 keys, $3 values (JSON text), $4 versions, $5 expiries (NULL = forever),
--- $6 keep the row's expiry; $7 namespaces, $8 keys to delete; $9 tenant
+-- the call inserted but did not write), in the `tenant`'s key space. Answers the rows changed
+-- and deleted. Values are JSON text, an expiry null is forever, `keep` keeps the row's expiry.
 WITH updated AS (
     UPDATE queen.kv k
        SET value = u.value, version = u.version, updated_at = now(),
            expires_at = CASE WHEN u.keep THEN k.expires_at ELSE u.expires_at END
-      FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::timestamptz[],
-                  $6::boolean[]) AS u(ns, key, value, version, expires_at, keep)
-     WHERE k.tenant = $9 AND k.ns = u.ns AND k.key = u.key
+      FROM unnest(:namespaces::text[], :keys::text[], :values::text[], :versions::bigint[],
+                  :expiries::timestamptz[], :keep::boolean[])
+           AS u(ns, key, value, version, expires_at, keep)
+     WHERE k.tenant = :tenant AND k.ns = u.ns AND k.key = u.key
     RETURNING 1),
 deleted AS (
-    DELETE FROM queen.kv k USING unnest($7::text[], $8::text[]) AS d(ns, key)
-     WHERE k.tenant = $9 AND k.ns = d.ns AND k.key = d.key
+    DELETE FROM queen.kv k USING unnest(:deleted_namespaces::text[], :deleted_keys::text[])
+                                 AS d(ns, key)
+     WHERE k.tenant = :tenant AND k.ns = d.ns AND k.key = d.key
     RETURNING 1)
 SELECT (SELECT count(*) FROM updated) AS updated, (SELECT count(*) FROM deleted) AS deleted;
 

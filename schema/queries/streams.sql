@@ -1,5 +1,5 @@
 -- Statements of streams (wire-protocol-extensions §18; functions/50_streams.sql). Loaded by
--- core/storage/statements.py. A query is its tenant's (migration 120): every statement takes
+-- core/storage/statements.py. A query is its tenant's (migration 140): every statement takes
 -- the caller's tenant, and another tenant's query or partition is one that does not exist.
 
 -- name: stream_register

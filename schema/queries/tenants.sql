@@ -1,4 +1,4 @@
--- Statements of tenants (core/tenancy; migration 120): their quotas, the bytes they store,
+-- Statements of tenants (core/tenancy; migration 140): their quotas, the bytes they store,
 -- the live broker processes that share their rate limits, and the caps on their names.
 -- Loaded by core/storage/statements.py.
 
@@ -56,12 +56,13 @@ SELECT n.tenant,
  ORDER BY n.tenant;
 
 -- name: tenant_live_processes
--- How many broker processes serve requests now (a heartbeat younger than $1 seconds, not a
--- background process: core/upkeep/stats.py): each enforces its share of a tenant's rates.
+-- How many broker processes serve requests now (a heartbeat younger than $1 seconds, of a
+-- web worker or a Kafka listener; not the reaper or the timer firer: the role each process
+-- flushes, core/upkeep/stats.py): each enforces its share of a tenant's rates.
 -- $1 seconds
 SELECT count(*) FROM queen.stats_processes
  WHERE seen_at > now() - make_interval(secs => $1::float8)
-   AND coalesce(figures ->> 'role', 'web') <> 'background';
+   AND coalesce(figures ->> 'role', 'web') IN ('web', 'kafka');
 
 -- name: tenant_usage
 -- The stored bytes last measured of every limited tenant.

@@ -1,17 +1,17 @@
 -- Statements of timers (core/timers; schema/migrations/075_timers.sql,
--- schema/functions/70_timers.sql). A timer is its tenant's (migration 120): the statements of
+-- schema/functions/70_timers.sql). A timer is its tenant's (migration 140): the statements of
 -- the routes take the caller's tenant, the firer's carry each timer's.
 
 -- name: timers_apply
--- Apply one call's ops in order at one instant (see queen.timers_apply).
--- $1 now (null: the transaction's now()), $2.. the op arrays, $13 the scheduler's sub,
--- $14 the tenant
+-- Apply one call's ops in order at one instant (see queen.timers_apply), in the `tenant`'s
+-- timers and queues: `now` null is the transaction's now(); the op arrays hold one element
+-- per op.
 SELECT status, txn, deliver_at
-  FROM queen.timers_apply($14::text, coalesce($1::timestamptz, now()), $2::boolean[],
-                          $3::text[],
-                          $4::text[], $5::text[], $6::bigint[], $7::text[], $8::uuid[],
-                          $9::bytea[], $10::boolean[], $11::boolean[], $12::boolean[],
-                          $13::text);
+  FROM queen.timers_apply(:tenant::text, coalesce(:now::timestamptz, now()),
+                          :cancels::boolean[], :queues::text[], :keys::text[],
+                          :partitions::text[], :delays_ms::bigint[], :txns::text[],
+                          :message_ids::uuid[], :payloads::bytea[], :zstd::boolean[],
+                          :encrypted::boolean[], :sealed::boolean[], :producer_sub::text);
 
 -- name: timers_encrypted_queues
 -- Which of these queues (of tenant $2) exist with encryptionEnabled. $1 queue names
@@ -101,11 +101,10 @@ UPDATE queen.timers t
 
 -- name: timers_dead_letter
 -- Write a timer's dead letter (see queen.timer_dead_letter); answers the partition id.
--- $1 queue, $2 partition, $3 namespace, $4 task, $5 default options, $6 txn,
--- $7 message id, $8 producer sub, $9 payload, $10 error, $11 attempts, $12 created at,
--- $13 tenant
-SELECT queen.timer_dead_letter($13, $1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $10, $11,
-                               $12);
+-- The queue is the `tenant`'s.
+SELECT queen.timer_dead_letter(:tenant, :queue, :partition, :namespace, :task,
+                               :default_options::jsonb, :txn, :message_id, :producer_sub,
+                               :payload, :error, :attempts, :created_at);
 
 -- name: timers_next_due
 -- Seconds until the earliest timer may be taken (negative: overdue), null when none.

@@ -1,5 +1,5 @@
 -- Statements of the traces (core/admin/traces.py, wire-protocol §6.4) and their retention.
--- Loaded by core/storage/statements.py. A trace is its message's tenant's (migration 120):
+-- Loaded by core/storage/statements.py. A trace is its message's tenant's (migration 140):
 -- lookups take the caller's tenant, and a partition of another tenant's queue is not found.
 
 -- name: trace_insert

@@ -13,8 +13,8 @@ import uuid
 
 import asyncpg
 
+from core import segments
 from core.admin.dlq import DlqFilter
-from core.engine import segments
 from core.engine.ack import AckItem, GroupAck
 from core.engine.pop import PopRequest
 from core.engine.push import PushItem

@@ -160,12 +160,12 @@ async def test_a_partition_claimed_on_one_broker_is_not_tried_by_the_other(
     lane = b.ready.lane(held.claims[0].queue_id, "g")
 
     async def dropped() -> bool:
-        return held.claims[0].partition_id not in lane.ready
+        return held.claims[0].partition_id not in lane.ready_ids
     await wait_for(dropped)
     await _push(a, queue_name, ["q"])
 
     async def heard() -> bool:
-        return bool(lane.ready)
+        return bool(lane.ready_ids)
     await wait_for(heard)
     statements = b.reader.statements
     other = await b.pop(leased)
@@ -201,7 +201,7 @@ async def test_a_lane_holds_at_most_its_cap_and_still_finds_every_partition(
             result = await broker.pop(request)
             got += [c.partition for c in result.claims]
             lane = broker.ready.lane(result.queue_ids[0], "g")
-            assert len(lane.ready) <= 7
+            assert len(lane.ready_ids) <= 7
         assert sorted(got) == sorted(f"p{i}" for i in range(20))  # each once, none missed
         for group in ("a", "b", "c", "d", "e"):  # more groups than lanes allowed
             assert (await broker.pop(PopRequest(group=group, batch=1,

@@ -358,6 +358,56 @@ async def test_namespaces_tasks_overview_status_and_analytics_are_the_tenants_ow
     assert sum(b["depth"] for b in series["buckets"]) == 2
 
 
+
+async def test_the_analytics_family_is_the_tenants_own_and_the_operators_labels_it(
+        acme: httpx.AsyncClient, globex: httpx.AsyncClient,
+        operator: httpx.AsyncClient) -> None:
+    """`/api/v1/analytics/*`: a tenant's queue series are its queues'; the operator naming
+    no tenant sees every tenant's; a named tenant's series are labelled with it (as on
+    /metrics/prometheus); the processes' figures are the operator's alone."""
+    queue, only_acme = unique("ana"), unique("ana-acme")
+    for client in (acme, globex, operator):
+        await push(client, queue, 1)
+    await push(acme, only_acme, 1, 2)
+    assert (await operator.post("/api/v1/stats/refresh")).status_code == 200
+
+    async def ops(c: httpx.AsyncClient) -> set[tuple[str, str | None]]:
+        r = await c.get("/api/v1/analytics/queue-ops")
+        assert r.status_code == 200, r.text
+        return {(s["queueName"], s.get("tenant")) for s in r.json()["series"]
+                if s["queueName"] in (queue, only_acme)}
+
+    assert await ops(acme) == {(queue, ACME), (only_acme, ACME)}
+    assert await ops(globex) == {(queue, GLOBEX)}
+    assert await ops(operator) == {(queue, None), (queue, ACME), (queue, GLOBEX),
+                                   (only_acme, ACME)}
+    # Asking for another tenant's queue by name finds nothing, as for an unknown name.
+    for path in ("queue-lag", "queue-ops", "retention"):
+        r = await globex.get(f"/api/v1/analytics/{path}", params={"queue": only_acme})
+        unknown = await globex.get(f"/api/v1/analytics/{path}",
+                                   params={"queue": unique("never")})
+        assert normalized(r, only_acme) == normalized(unknown, only_acme.split("-")[0])
+    lag = (await globex.get("/api/v1/analytics/queue-lag")).json()
+    assert {p["queueName"] for p in lag} & {only_acme} == set()
+    assert {p["tenant"] for p in lag} == {GLOBEX}
+    labelled = (await operator.get("/api/v1/analytics/queue-lag",
+                                   params={"queue": queue})).json()
+    assert {p.get("tenant") for p in labelled} == {None, ACME, GLOBEX}
+    # The processes' figures: the operator's; a tenant gets none of them.
+    assert (await operator.get("/api/v1/analytics/system-metrics")).json()["replicaCount"] >= 1
+    mine = (await acme.get("/api/v1/analytics/system-metrics")).json()
+    assert mine["replicas"] == [] and mine["replicaCount"] == 0
+    workers = (await acme.get("/api/v1/analytics/worker-metrics")).json()
+    assert workers["timeSeries"] == [] and workers["workers"] == []
+    assert set(workers["summary"].values()) == {None}
+    assert {q["queueName"] for q in workers["queues"]} >= {queue, only_acme}
+    assert {q["tenant"] for q in workers["queues"]} == {ACME}
+    everyone = (await operator.get("/api/v1/analytics/worker-metrics")).json()
+    assert everyone["summary"]["processes"] >= 1
+    assert {(q["queueName"], q.get("tenant")) for q in everyone["queues"]
+            if q["queueName"] == queue} == {(queue, None), (queue, ACME), (queue, GLOBEX)}
+
+
 # -- ephemeral queues, KV, locks, timers, streams --------------------------------------------
 
 async def test_ephemeral_queues_of_one_name_are_the_tenants_own(
@@ -512,6 +562,7 @@ async def test_a_tenants_metrics_are_its_own_and_the_operators_label_them(
         (("queue", queue), ("tenant", GLOBEX))}
     text = (await acme.get("/metrics/prometheus")).text
     assert "queen_db_pool_size" not in text and "queen_cluster_requests_total" not in text
+    assert "queen_db_replication_standbys" not in text  # the database server's, not acme's
     mine = (await acme.get("/metrics")).json()
     assert mine["tenant"] == ACME and "pid" not in mine
     assert "pid" in (await operator.get("/metrics")).json()

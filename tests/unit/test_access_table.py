@@ -97,6 +97,12 @@ SECTION_9 = {
     ("GET", "/api/v1/status/queues/{queue}"): READ_ONLY,
     ("GET", "/api/v1/status/queues/{queue}/messages"): READ_ONLY,
     ("GET", "/api/v1/status/analytics"): READ_ONLY,
+    # The analytics family (issue 38): read-only, like the status routes
+    ("GET", "/api/v1/analytics/system-metrics"): READ_ONLY,
+    ("GET", "/api/v1/analytics/worker-metrics"): READ_ONLY,
+    ("GET", "/api/v1/analytics/queue-lag"): READ_ONLY,
+    ("GET", "/api/v1/analytics/queue-ops"): READ_ONLY,
+    ("GET", "/api/v1/analytics/retention"): READ_ONLY,
     # Decisions (broker/table.py): the partitions feed reads like fetch;
     # replay by id like the DLQ retry route; a bulk purge is ADMIN like DELETE queue.
     ("POST", "/api/v1/partitions/changed"): READ_ONLY,

@@ -22,7 +22,8 @@ from broker.kafka.records import (
     decode_batches,
     encode_batch,
 )
-from core.engine import record_meta, segments
+from core import segments
+from core.engine import record_meta
 from core.engine.writes import NewMessage
 from core.ids import uuid7
 

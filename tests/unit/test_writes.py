@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.engine import segments
+from core import segments
 from core.engine.writes import NewMessage, PartitionName, Verdict, append, first_occurrences
 
 

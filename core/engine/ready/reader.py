@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
 from core.counters import COUNTERS
-from core.engine.pop import Claimed, PopRequest, PopResult, Verdict, claim
+from core.engine.pop import CandidateVerdict, Claimed, PopRequest, PopResult, claim
 from core.engine.ready.lane import Lane
 from core.engine.ready.ready_set import ReadySet
 from core.ids import LeaseId, QueueId
@@ -56,6 +56,7 @@ _ROUTES_KEPT = 100_000  # routes remembered; all are forgotten past that (each l
 
 # tenant, queue, namespace, task, group
 RouteKey = tuple[str, str | None, str | None, str | None, str]
+Lanes = dict[int, Lane]  # a pop's lanes, by queue id
 
 
 @dataclass(slots=True)
@@ -143,9 +144,9 @@ class Reader:
               partition_ids: Sequence[int]) -> float | None:
         """How long the longest-ready of the partitions a pop just claimed had been ready."""
         now = time.monotonic()
-        ages = [now - since for q in queue_ids
-                for pid in partition_ids
-                if (since := self._ready.lane(q, group).taken_since.get(pid)) is not None]
+        ages = [age for q in queue_ids for pid in partition_ids
+                if (age := self._ready.lane(q, group).ready_age_when_taken(pid, now))
+                is not None]
         return max(ages) if ages else None
 
     # -- the pop -------------------------------------------------------------------------
@@ -170,50 +171,52 @@ class Reader:
         if route is None or time.monotonic() - route.at > ROUTE_TTL_S:
             # No candidates: the statement registers the group and names the queues (a
             # named partition is claimed by it at once).
-            first = await self._statement(request, [], None, 1, [])
+            first = await self._statement(request, [], None, 1, {})
             route = self._learn(key, first)
             if first.result.claims or request.partition is not None:
-                self._check_in(request, first, [], satisfied=True)
+                self._check_in(request, first, [], {}, satisfied=True)
                 return first.result
         if not route.queue_ids:
             return PopResult(None)
-        lanes = [self._ready.lane(q, request.group) for q in route.queue_ids]
-        for lane in lanes:
+        lanes: Lanes = {q: self._ready.lane(q, request.group) for q in route.queue_ids}
+        for lane in lanes.values():
             await self._ready.ensure_seeded(lane, seeded_since)
         if request.partition is not None:
-            return await self._pop_partition(request, route, lanes[0], gone)
+            return await self._pop_partition(request, route, lanes, gone)
         return await self._pop_any(request, route, lanes, gone)
 
-    async def _pop_partition(self, request: PopRequest, route: Route, lane: Lane,
+    async def _pop_partition(self, request: PopRequest, route: Route, lanes: Lanes,
                              gone: asyncio.Event | None) -> PopResult:
         assert request.partition is not None
+        [lane] = lanes.values()
         deadline = time.monotonic() + _WAIT_FOR_OTHERS_S
         while True:
-            pid = lane.names.get(request.partition)
+            pid = lane.id_of(request.partition)
             if pid is None or lane.take_one(pid, time.monotonic()):
                 if _is_set(gone):
                     if pid is not None:
-                        lane.check_in(pid, "untried", None, time.monotonic(), satisfied=True)
+                        lane.give_back([pid], time.monotonic())
                     return PopResult(None)
                 # Its id unknown here (a partition created since the seed): the statement
                 # finds it by name and says what it is.
                 taken = [] if pid is None else [pid]
-                answer = await self._statement(request, taken, None, 1, [lane])
-                self._check_in(request, answer, taken, satisfied=True)
-                return self._framed(answer.result, route)
-            if pid not in lane.out or time.monotonic() >= deadline:
+                answer = await self._statement(request, taken, None, 1, lanes)
+                self._check_in(request, answer, taken, lanes, satisfied=True)
+                return self._with_route(answer.result, route)
+            if not lane.holds(pid) or time.monotonic() >= deadline:
                 return self._empty(route)
             await first_of([lane.returned()], deadline - time.monotonic())
 
-    async def _pop_any(self, request: PopRequest, route: Route, lanes: list[Lane],
+    async def _pop_any(self, request: PopRequest, route: Route, lanes: Lanes,
                        gone: asyncio.Event | None) -> PopResult:
-        width = self._width(request, route, lanes)
+        width = self._width(request, route)
         total: PopResult | None = None
         lease_id: LeaseId | None = None
         statements = 0
-        took: list[Verdict] = []
+        took: list[CandidateVerdict] = []
         reseeds = 0
         deadline = time.monotonic() + _WAIT_FOR_OTHERS_S
+        in_route = list(lanes.values())
         while True:
             got = 0 if total is None else len(total.claims)
             budget = request.batch - (0 if total is None else total.count)
@@ -222,15 +225,15 @@ class Reader:
                 break
             wanted = max(width - got, 1)
             count = min(max(_CANDIDATES_PER_WANTED * wanted, 8), MAX_CANDIDATES)
-            candidates = _take(lanes, count)
+            candidates = _take(in_route, count)
             if not candidates and total is None:
                 # About to answer nothing: check what is held back only on hearsay.
                 now = time.monotonic()
-                candidates = [pid for lane in lanes for pid in lane.take_hearsay(count, now)]
+                candidates = [pid for lane in in_route for pid in lane.take_hearsay(count, now)]
             if not candidates:
                 if total is not None:
                     break
-                partial = [lane for lane in lanes if lane.partial]
+                partial = [lane for lane in in_route if lane.partial]
                 if partial and reseeds < 2:
                     # It left partitions out (its cap): look for them before answering
                     # nothing (twice at most: from where it stopped, then from the start).
@@ -238,13 +241,14 @@ class Reader:
                     for lane in partial:
                         await self._ready.ensure_seeded(lane)
                     continue
-                if not any(lane.out for lane in lanes) or time.monotonic() >= deadline:
+                if not any(lane.in_flight for lane in in_route) \
+                        or time.monotonic() >= deadline:
                     break
-                await first_of([lane.returned() for lane in lanes],
+                await first_of([lane.returned() for lane in in_route],
                                deadline - time.monotonic())
                 continue
             if _is_set(gone):
-                self._give_back(lanes, candidates)
+                _give_back(in_route, candidates)
                 break
             answer = await self._statement(replace(request, batch=budget), candidates,
                                            lease_id, wanted, lanes)
@@ -254,33 +258,35 @@ class Reader:
                          or answer.result.count >= budget)
             # What it took stays out until the pop is over: its second statement must not
             # try a partition it just claimed (with autoAck it is ready again at once).
-            took.extend(self._check_in(request, answer, candidates, satisfied=satisfied,
-                                       hold_took=True))
+            took.extend(self._check_in(request, answer, candidates, lanes,
+                                       satisfied=satisfied, hold_took=True))
             if answer.result.claims:
                 if total is None:
                     total = answer.result
                     lease_id = total.lease_id
                 else:
                     total.claims.extend(answer.result.claims)
-        self._file(request, took)
+        self._file(request, took, lanes)
         if total is None:
             return self._empty(route, width)
-        return self._framed(total, route)
+        return self._with_route(total, route)
 
     # -- pieces --------------------------------------------------------------------------
 
-    def _width(self, request: PopRequest, route: Route, lanes: list[Lane]) -> int:
+    @staticmethod
+    def _width(request: PopRequest, route: Route) -> int:
         """Partitions this pop wants (a conflating route's width is the statement's)."""
         if route.conflating:
             return max(min(request.conflation_width, MAX_CANDIDATES), 1)
         return max(request.max_partitions, 1)
 
     async def _statement(self, request: PopRequest, candidates: list[int],
-                         lease_id: LeaseId | None, width: int, lanes: list[Lane]) -> Claimed:
+                         lease_id: LeaseId | None, width: int, lanes: Lanes) -> Claimed:
         try:
             answer = await claim(self._db, request, candidates, width, lease_id)
         except BaseException:
-            self._give_back(lanes, candidates)  # its fate unknown: they are looked at again
+            # Its fate unknown: they are looked at again.
+            _give_back(list(lanes.values()), candidates)
             raise
         if not request.auto_ack:
             # Leased now: the others skip them until their release is announced or their
@@ -301,47 +307,37 @@ class Reader:
             COUNTERS.add("claim_statements_empty")
         return answer
 
-    def _check_in(self, request: PopRequest, answer: Claimed, candidates: list[int], *,
-                  satisfied: bool, hold_took: bool = False) -> list[Verdict]:
+    def _check_in(self, request: PopRequest, answer: Claimed, candidates: list[int],
+                  lanes: Lanes, *, satisfied: bool,
+                  hold_took: bool = False) -> list[CandidateVerdict]:
         """File every candidate (and anything the statement named) by its verdict; with
         `hold_took`, the partitions it took stay out and are answered for `_file`."""
         held = [v for v in answer.verdicts if hold_took and v.kind == "took"]
         self._file(request, [v for v in answer.verdicts if not (hold_took and v.kind == "took")],
-                   satisfied=satisfied)
+                   lanes, satisfied=satisfied)
         answered = {v.partition_id for v in answer.verdicts}
-        route = self._routes.get(_key(request))
-        route_lanes = [] if route is None else [self._ready.lane(q, request.group)
-                                                for q in route.queue_ids]
-        for pid in candidates:
-            if pid not in answered:  # no answer for it (its queue went away): let it go
-                for lane in route_lanes:
-                    lane.out.pop(pid, None)
-        for lane in route_lanes:
+        for lane in lanes.values():
+            for pid in candidates:
+                if pid not in answered:  # no answer for it (its queue went away): let it go
+                    lane.let_go(pid)
             lane.wake_returned()
         return held
 
-    def _file(self, request: PopRequest, verdicts: list[Verdict], *,
+    def _file(self, request: PopRequest, verdicts: list[CandidateVerdict], lanes: Lanes, *,
               satisfied: bool = True) -> None:
         now = time.monotonic()
-        lanes: dict[int, Lane] = {}
+        touched: dict[int, Lane] = {}
         for verdict in verdicts:
-            lane = lanes.get(verdict.queue_id)
+            lane = touched.get(verdict.queue_id)
             if lane is None:
-                lane = lanes[verdict.queue_id] = self._ready.lane(verdict.queue_id,
-                                                                 request.group)
+                lane = lanes.get(verdict.queue_id) or self._ready.lane(verdict.queue_id,
+                                                                      request.group)
+                touched[verdict.queue_id] = lane
             if verdict.partition is not None:
                 lane.learn_names([(verdict.partition, verdict.partition_id)])
             due = None if verdict.due_in is None else now + max(verdict.due_in, 0.0)
             lane.check_in(verdict.partition_id, verdict.kind, due, now, satisfied=satisfied)
-        for lane in lanes.values():
-            lane.wake_returned()
-
-    def _give_back(self, lanes: list[Lane], candidates: list[int]) -> None:
-        now = time.monotonic()
-        for lane in lanes:
-            for pid in candidates:
-                if pid in lane.out:
-                    lane.check_in(pid, "untried", None, now, satisfied=True)
+        for lane in touched.values():
             lane.wake_returned()
 
     def _learn(self, key: RouteKey, answer: Claimed) -> Route:
@@ -361,7 +357,9 @@ class Reader:
                          width=width)
 
     @staticmethod
-    def _framed(result: PopResult, route: Route) -> PopResult:
+    def _with_route(result: PopResult, route: Route) -> PopResult:
+        """The result, naming every queue the route covers and the route's conflation
+        policy where the claim did not say."""
         result.queue_ids = list(dict.fromkeys([*route.queue_ids, *result.queue_ids]))
         if result.conflation is None:
             result.conflation = route.conflating
@@ -375,6 +373,12 @@ def _route_of(queue: str, group: str) -> PopRequest:
 
 def _key(request: PopRequest) -> RouteKey:
     return (request.tenant, request.queue, request.namespace, request.task, request.group)
+
+
+def _give_back(lanes: list[Lane], candidates: list[int]) -> None:
+    now = time.monotonic()
+    for lane in lanes:
+        lane.give_back(candidates, now)
 
 
 def _take(lanes: list[Lane], count: int) -> list[int]:

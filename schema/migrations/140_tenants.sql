@@ -1,4 +1,4 @@
--- Version 120: tenants (docs/security/tenants.md). A tenant is a namespace of names: two
+-- Version 140: tenants (docs/security/tenants.md). A tenant is a namespace of names: two
 -- tenants may each have a queue `orders`, a KV namespace `config`, a timer, a stream query
 -- of the same name, and never see each other's.
 --

@@ -14,7 +14,7 @@ from collections.abc import Callable, Hashable, Sequence
 from datetime import datetime
 
 from core.engine import ack as acks
-from core.engine.reads.batcher import KeyedBatcher
+from core.engine.batching.batcher import KeyedBatcher
 from core.ids import PartitionId, QueueId
 from core.storage import reads as sql
 from core.storage.database import Database
@@ -31,24 +31,24 @@ class AckFlusher:
                  max_concurrent: int = 2) -> None:
         self._db = db
         self._on_wakes = on_wakes
-        self.batcher: KeyedBatcher[AckRequest, acks.AckResult] = KeyedBatcher(
+        self.batcher: KeyedBatcher[AckRequest, acks.AppliedAcks] = KeyedBatcher(
             self._flush, _ack_keys, len, max_concurrent=max_concurrent)
 
-    async def apply(self, request: AckRequest) -> acks.AckResult:
+    async def apply(self, request: AckRequest) -> acks.AppliedAcks:
         return await self.batcher.submit(request)
 
     async def close(self) -> None:
         await self.batcher.close()
 
-    async def _flush(self, requests: list[AckRequest]) -> list[acks.AckResult]:
+    async def _flush(self, requests: list[AckRequest]) -> list[acks.AppliedAcks]:
         items = [item for request in requests for item in request]
         async with self._db.session() as conn:
             applied = await acks.apply_acks(conn, items)
         self._on_wakes(applied.wakes)
-        out: list[acks.AckResult] = []
+        out: list[acks.AppliedAcks] = []
         at = 0
         for request in requests:
-            out.append(acks.AckResult(applied.outcomes[at:at + len(request)]))
+            out.append(acks.AppliedAcks(applied.outcomes[at:at + len(request)]))
             at += len(request)
         return out
 

@@ -5,7 +5,7 @@ Every option configure accepts is applied (docs/reference/queue-options.md) or r
 unknown key answers 400 naming it. `maxSize` is enforced at push (schema/functions/20_append.sql).
 `ttl` and `priority` are labels, stored and echoed.
 
-`QueueOptions` is the only place an option's default is written down. A queue row always
+`EffectiveOptions` is the only place an option's default is written down. A queue row always
 holds the complete set (written by `encode` when a queue is created or configured; migration
 021 filled in older rows), so SQL reads options without restating defaults.
 """
@@ -24,7 +24,7 @@ from core.errors import BadRequest
 POP_LEASE_FALLBACK_SECONDS = 60
 
 
-class QueueOptions(msgspec.Struct, frozen=True, rename="camel"):
+class EffectiveOptions(msgspec.Struct, frozen=True, rename="camel"):
     """A queue's effective options; field order is the order configure echoes them, and
     MEANINGS below says what each one does."""
 
@@ -64,7 +64,7 @@ class QueueOptions(msgspec.Struct, frozen=True, rename="camel"):
 
 
 # Wire name -> default, in echo order.
-DEFAULTS: dict[str, Any] = QueueOptions().as_dict()
+DEFAULTS: dict[str, Any] = EffectiveOptions().as_dict()
 # What each option does (the queue options reference is generated from this and DEFAULTS).
 MEANINGS: dict[str, str] = {
     "leaseTime": "Seconds a pop's lease lasts when the pop sends no `leaseSeconds`; 0 means "
@@ -112,7 +112,7 @@ _MAX_INT = 2**31 - 1
 def unknown_option(key: str) -> str:
     """The 400 text of an option configure does not know."""
     return f"unknown option {key}; the options are: {', '.join(DEFAULTS)}"
-_DECODER = msgspec.json.Decoder(QueueOptions)
+_DECODER = msgspec.json.Decoder(EffectiveOptions)
 
 
 def validate(given: Mapping[str, Any]) -> dict[str, Any]:
@@ -159,19 +159,19 @@ def apply(current: Mapping[str, Any] | None, given: Mapping[str, Any], *,
     return {key: base[key] for key in DEFAULTS}
 
 
-def decode(stored: str | bytes) -> QueueOptions:
+def decode(stored: str | bytes) -> EffectiveOptions:
     """A queue row's options (keys it lacks take their defaults; unknown keys are ignored)."""
     return _DECODER.decode(stored)
 
 
 def encode(options: Mapping[str, Any]) -> str:
     """The complete options as a queue row stores them."""
-    return msgspec.json.encode(msgspec.convert(options, QueueOptions)).decode()
+    return msgspec.json.encode(msgspec.convert(options, EffectiveOptions)).decode()
 
 
 def dlq_enabled(options: Mapping[str, Any]) -> bool:
     """The DLQ is off only when both flags are explicitly false (§13.3)."""
-    return msgspec.convert({**DEFAULTS, **options}, QueueOptions).dlq_enabled
+    return msgspec.convert({**DEFAULTS, **options}, EffectiveOptions).dlq_enabled
 
 
 def derive_namespace_task(queue: str) -> tuple[str, str]:

@@ -7,7 +7,7 @@ its records are written and fsynced.
 
 One spool per database per host: `<FILE_BUFFER_DIR>/<database instance id>/`, shared by
 every worker of every broker using that directory. Its records are in append-only files
-`NNNNNNNNNNNN.spool` (`core.upkeep.spool_format`), the highest-numbered one taking new records,
+`NNNNNNNNNNNN.spool` (`core.engine.spool_format`), the highest-numbered one taking new records,
 the next one started after FILE_BUFFER_EVENTS_PER_FILE records. Why shared rather than one
 file per worker: a client whose consecutive pushes land on different workers (several
 connections, or a worker that died) must find them in the database in the order it got its
@@ -52,8 +52,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.errors import QueenError, ServiceError, StorageUnavailable
-from core.upkeep.spool_format import (
+from core.engine.spool_format import (
     DAMAGED,
     DRAINED_AT,
     END_AT,
@@ -71,6 +70,7 @@ from core.upkeep.spool_format import (
     scan,
     write_field,
 )
+from core.errors import QueenError, ServiceError, StorageUnavailable
 from core.waiting import wait_event
 
 log = logging.getLogger(__name__)
