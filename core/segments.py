@@ -202,34 +202,12 @@ def decompress(blob: bytes) -> bytes:
 def iter_frames(raw: bytes, first: int = 0, last: int | None = None) -> Iterator[Frame]:
     """Decode the frames of decompressed segment bytes, or only frames first..last (by
     index; the ones before are skipped by their lengths, undecoded)."""
-    view = memoryview(raw)
-    end = len(raw)
-    pos = _past_frames(raw, 0, first) if first else 0
-    index = first
     try:
-        while pos < end and (last is None or index <= last):
-            body_len, flags, mid = _HEAD.unpack_from(view, pos)
-            stop = pos + 4 + body_len
-            if stop > end:
-                raise SegmentError("frame runs past the end of the segment")
-            pos += _HEAD.size
-            trace = None
-            if flags & FLAG_TRACE:
-                trace = _uuid(view[pos:pos + 16])
-                pos += 16
-            (n,) = _U16.unpack_from(view, pos)
-            txid = str(view[pos + 2:pos + 2 + n], "utf-8")
-            pos += 2 + n
-            sub = None
-            if flags & FLAG_PRODUCER:
-                (n,) = _U16.unpack_from(view, pos)
-                sub = str(view[pos + 2:pos + 2 + n], "utf-8")
-                pos += 2 + n
-            payload = bytes(view[pos:stop]) or b"null"
-            pos = stop
-            index += 1
-            yield Frame(_uuid(mid), txid, payload, trace, sub)
-    except (struct.error, UnicodeDecodeError, ValueError) as exc:
+        for mid, trace, txid, sub, payload in iter_frame_parts(raw, first, last):
+            yield Frame(_uuid(mid), txid.decode(), payload or b"null",
+                        None if trace is None else _uuid(trace),
+                        None if sub is None else sub.decode())
+    except UnicodeDecodeError as exc:
         raise SegmentError(f"malformed frame: {exc}") from exc
 
 
