@@ -105,3 +105,15 @@ async def create_released_database(server_url: str, commit: str, *,
     _, stderr = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode == 0, stderr.decode()
     return url
+
+
+async def run_released(commit: str, code: str, *args: str) -> None:
+    """Run `code` (Python, given `args` as sys.argv[1:]) with the released commit's core/ on
+    its path, in its tree: what that version's own broker did to a database at its version,
+    which this code's broker may no longer do (its statements name later tables)."""
+    tree = released_tree(commit)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", code, *args, cwd=tree,
+        env={**os.environ, "PYTHONPATH": str(tree)}, stderr=asyncio.subprocess.PIPE)
+    _, stderr = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, stderr.decode()
