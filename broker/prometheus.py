@@ -5,6 +5,12 @@ summed in PostgreSQL, live workers' heartbeats, per-queue gauges), turned into m
 families by a one-shot collector on a fresh registry per scrape. Names follow Queen's
 (`queen_cluster_*_total`, `queen_dlq_depth`, ...), so its documented alert rules work;
 the latency histograms (`queen_{push,pop,ack}_duration_seconds`) are ours.
+
+Per-queue series carry a `tenant` label for a queue of a named tenant (docs/security/
+tenants.md) and none for the default tenant's: in Prometheus an empty label and a missing
+one are the same, so a deployment without tenants exposes exactly the series it did. A
+scrape scoped to one tenant (a tenant's token, when /metrics/prometheus is not a skipped
+path) shows that tenant's queue figures only: no process, cluster or other tenant's series.
 """
 
 from __future__ import annotations
@@ -95,6 +101,7 @@ class Scrape:
     local: ProcessFigures  # this worker, for when the cluster view is missing
     operating: OperatingFigures
     ephemeral: EphemeralTotals | None = None  # ephemeral queues (§19), deployment-wide
+    tenant: str | None = None  # the one tenant this scrape is scoped to (None: every one)
 
 
 def _gauge(name: str, text: str, value: float) -> GaugeMetricFamily:
@@ -106,6 +113,17 @@ def _labelled(name: str, text: str, label: str,
     family = GaugeMetricFamily(name, text, labels=[label])
     for key, value in values:
         family.add_metric([key], value)
+    return family
+
+
+def _per_queue(name: str, text: str,
+               values: Iterable[tuple[tuple[str, str], float]]) -> GaugeMetricFamily:
+    """A per-queue family: label `queue`, and `tenant` for a named tenant's queue (see the
+    module docstring)."""
+    family = GaugeMetricFamily(name, text, labels=["queue"])
+    for (tenant, queue), value in values:
+        family.add_sample(name, {"queue": queue, "tenant": tenant} if tenant
+                          else {"queue": queue}, value)
     return family
 
 
@@ -123,6 +141,9 @@ def _histogram(kind: str, counters: dict[str, int], name: str | None = None,
 
 
 def _families(scrape: Scrape) -> Iterator[Metric]:
+    if scrape.tenant is not None:
+        yield from _tenant_families(scrape)
+        return
     processes = scrape.cluster.processes if scrape.cluster else []
     if not any(p.process == scrape.local.process for p in processes):
         processes = [*processes, scrape.local]
@@ -162,20 +183,7 @@ def _families(scrape: Scrape) -> Iterator[Metric]:
         yield _histogram(kind, cluster.counters)
     yield _histogram("timer_lag", cluster.counters, "queen_timer_fire_lag_seconds",
                      "How long after its deliverAt a timer fired.")
-    yield _gauge("queen_timers_pending", "Timers scheduled and not yet fired.",
-                 cluster.timers_pending)
-    yield _gauge("queen_dlq_depth", "Rows in the dead-letter store.",
-                 sum(q.dead_letters for q in cluster.queues))
-    yield _labelled("queen_dlq_depth_by_queue", "Dead letters per queue.", "queue",
-                    ((q.name, q.dead_letters) for q in cluster.queues))
-    yield _labelled("queen_queue_pop_lag_milliseconds",
-                    "Age of the oldest message the slowest cursor has not consumed.", "queue",
-                    ((q.name, q.lag_ms) for q in cluster.queues))
-    yield _labelled("queen_queue_parked_consumers",
-                    "Long-poll pops parked per queue (* = any queue: discovery pops, and pops "
-                    "before their first check).", "queue", cluster.parked.items())
-    for name, text, attr in _OVERVIEW_GAUGES:
-        yield _gauge(name, text, getattr(cluster.overview, attr))
+    yield from _queue_families(cluster)
     yield from _replication(cluster)
     eph = scrape.ephemeral
     if eph is not None:
@@ -188,6 +196,33 @@ def _families(scrape: Scrape) -> Iterator[Metric]:
                         "crash-emptied queue takes its counts with it).", "reason",
                         (("bounds", eph.drops_bounds), ("ttl", eph.drops_ttl),
                          ("retry", eph.drops_retry)))
+
+
+def _queue_families(cluster: ClusterFigures) -> Iterator[Metric]:
+    """The figures of the queues the scrape covers (every tenant's, or one tenant's)."""
+    yield _gauge("queen_timers_pending", "Timers scheduled and not yet fired.",
+                 cluster.timers_pending)
+    yield _gauge("queen_dlq_depth", "Rows in the dead-letter store.",
+                 sum(q.dead_letters for q in cluster.queues))
+    yield _per_queue("queen_dlq_depth_by_queue", "Dead letters per queue.",
+                     (((q.tenant, q.name), q.dead_letters) for q in cluster.queues))
+    yield _per_queue("queen_queue_pop_lag_milliseconds",
+                     "Age of the oldest message the slowest cursor has not consumed.",
+                     (((q.tenant, q.name), q.lag_ms) for q in cluster.queues))
+    yield _per_queue("queen_queue_parked_consumers",
+                     "Long-poll pops parked per queue (* = any queue: discovery pops, and pops "
+                     "before their first check).", cluster.parked.items())
+    for name, text, attr in _OVERVIEW_GAUGES:
+        yield _gauge(name, text, getattr(cluster.overview, attr))
+
+
+def _tenant_families(scrape: Scrape) -> Iterator[Metric]:
+    """A scrape scoped to one tenant: its queues' figures, and whether the database could
+    be read."""
+    yield _gauge("queen_file_buffer_db_healthy", "1 when this scrape could read the database.",
+                 int(scrape.cluster is not None))
+    if scrape.cluster is not None:
+        yield from _queue_families(scrape.cluster)
 
 
 def _replication(cluster: ClusterFigures) -> Iterator[Metric]:

@@ -20,9 +20,13 @@ nothing while pop maintenance is on (core/admin/switches.py holds both switches)
     dlq.*        dead letters (core/admin/dlq.py)        messages.*   inspection (core/admin/messages.py)
     groups.*     consumer groups (core/admin/groups.py)  resources.*  figures (core/admin/resources.py)
     traces.*     traces (core/admin/traces.py)            streams.*    stream queries (core/streams)
-    timers.*     timers (core/timers)
+    timers.*     timers (core/timers)                     tenants.*    quotas (core/tenancy)
     stats_refresh / analytics / cluster_figures / partitions_changed   (core/upkeep/stats.py)
     history.*    the analytics family's series (core/upkeep/history.py)
+
+Every call names its tenant (core/tenancy; '' the default tenant, what a call naming none
+acts in): names are looked up in that tenant's namespace, and writes pass its quota first
+(`tenants.admit_write`: in memory, before any database work).
 
 The message plane counts what it did in `core.counters.COUNTERS` (in memory); a side task
 (`core.upkeep.stats.CounterFlusher`) adds the counts to the database every METRICS_FLUSH_MS.
@@ -75,6 +79,8 @@ from core.settings import Settings
 from core.storage.database import Database, PoolStats, connect_options
 from core.storage.stats import SeriesRow
 from core.streams.service import Streams
+from core.tenancy.scoped import scoped
+from core.tenancy.service import Tenants
 from core.timers.service import Timers
 from core.tracing import Tracing
 from core.upkeep import stats
@@ -139,21 +145,29 @@ class Broker:
         # Acks and lease extensions of concurrent requests: one statement per flush.
         self._acks = AckFlusher(db, hub.announce)
         self._extends = ExtendFlusher(db)
-        self.dlq = DeadLetters(db, hub.publish)
+        # Tenants' quotas (core/tenancy), read every QUEEN_TENANT_REFRESH_MS; a heartbeat
+        # younger than the metrics' liveness window counts a process among those sharing
+        # a tenant's rates.
+        self.tenants = Tenants(db, settings.tenancy, live_seconds=(
+            stats.LIVE_INTERVALS * settings.metrics_flush_ms / 1000 + 2))
+        self.dlq = DeadLetters(db, hub.publish, self.tenants)
         self.groups = ConsumerGroups(db, hub.publish)
         self.resources = Resources(db)
         self.messages = Messages(db)
         self.traces = Traces(db)
         self.ephemeral = Ephemeral(  # ephemeral queues (§19, core/ephemeral)
-            db, cap_bytes=settings.ephemeral_max_bytes, stop_waiting=stop_waiting)
-        self.kv = KvService(db, max_keys=settings.kv_max_keys)
-        self.timers = Timers(db, settings)  # timers (core/timers); fired by their own process
-        self.streams = Streams(db, hub.publish, self.require_direct_writes)  # §18
+            db, cap_bytes=settings.ephemeral_max_bytes, stop_waiting=stop_waiting,
+            tenants=self.tenants)
+        self.kv = KvService(db, max_keys=settings.kv_max_keys, tenants=self.tenants)
+        # timers (core/timers); fired by their own process
+        self.timers = Timers(db, settings, self.tenants)
+        self.streams = Streams(db, hub.publish, self.require_direct_writes, self.tenants)
         # Extensions §20.5: live pops, drain rates and widths per lane; what is ready comes
         # from the ready set (no statement).
         self._autopilot = AutopilotState(view=self.reader)
         self.kafka = Kafka(db, hub, stop_waiting,  # the Kafka edge's reads and offsets
-                           default_partitions=settings.kafka_default_partitions)
+                           default_partitions=settings.kafka_default_partitions,
+                           tenants=self.tenants)
         self.counters = COUNTERS
         self.history = History(db, settings)  # the analytics family (core/upkeep/history.py)
         self.figures_provider: stats.FiguresProvider = stats.no_spool
@@ -185,6 +199,7 @@ class Broker:
             hub = WakeupHub(target, connect_options(settings, role="wakeup"))
             broker = cls(settings, db, hub, stop_waiting or asyncio.Event(), tracer)
             switches, spool = broker._switches, await broker._open_spool()
+            await broker.tenants.refresh()  # quotas hold from the first request
             hub.subscribe(SWITCHES_CHANNEL, switches.notified)
             hub.subscribe(EPHEMERAL_CHANNEL, broker.ephemeral.waiters.notified)
             broker.figures_provider = broker._operating_figures
@@ -198,6 +213,8 @@ class Broker:
                     side_tasks.create_task(hub.announce_forever(), name="wakeup-notify")
                     side_tasks.create_task(flusher.flush_forever(), name="counter-flush")
                     side_tasks.create_task(switches.reread_forever(), name="switches")
+                    side_tasks.create_task(broker.tenants.refresh_forever(),
+                                           name="tenant-quotas")
                     side_tasks.create_task(sweeper.run_forever(), name="ephemeral-sweep")
                     side_tasks.create_task(spool.run_forever(
                         broker._replay, paused=lambda: switches.push_paused,
@@ -208,6 +225,7 @@ class Broker:
                         broker.stop_waiting()
                         spool.stop()
                         switches.close()
+                        broker.tenants.close()
                         sweeper.close()
                         await broker._pusher.close()
                         await broker._acks.close()
@@ -232,13 +250,24 @@ class Broker:
 
     # --- the message plane ---------------------------------------------------------------
 
+    def admit_request(self, tenant: str) -> None:
+        """One request of `tenant`: RateLimited (429) over its request rate (in memory)."""
+        self.tenants.limiter.admit_request(tenant)
+
+    async def throttle_request(self, tenant: str) -> None:
+        """One request of `tenant`, once its request rate admits it (the Kafka edge: a quota
+        delays a Kafka client rather than failing its requests)."""
+        await self.tenants.limiter.throttle_request(tenant)
+
     async def push(self, items: Sequence[PushItem]) -> list[PushOutcome]:
         """Append items (JSON items, or the frames of a client-built blob: see
         `core.engine.writes.NewMessage.packed`); one outcome per item, in order, each answered
         once its flush committed, or once it is fsynced in the spool (`buffered`): while
         push maintenance is on, while the database is unreachable (an item whose write
         failed for that reason is spooled then), and while this worker's spool still holds
-        older messages. Raises SpoolUnavailable when the spool cannot take them."""
+        older messages. Raises SpoolUnavailable when the spool cannot take them, and a
+        `Limited` error (nothing written) when the items' tenant's quota refuses them."""
+        await self._admit_items(items)
         spool = self._spool
         if self._switches.push_paused or spool.database_down or spool.busy():
             return await self._buffer(items)
@@ -257,10 +286,22 @@ class Broker:
         _count_queued(outcomes)
         return outcomes
 
+    async def _admit_items(self, items: Sequence[PushItem], *, throttle: bool = False) -> None:
+        """The quota checks of pushed items, per tenant (the edge sends one tenant's); with
+        `throttle` the message rate waits instead of refusing."""
+        by_tenant: dict[str, list[PushItem]] = {}
+        for item in items:
+            by_tenant.setdefault(item.tenant, []).append(item)
+        for tenant, mine in by_tenant.items():
+            await self.tenants.admit_write(
+                tenant, {(i.queue, i.partition) for i in mine},
+                [len(i.message.payload) for i in mine], throttle=throttle)
+
     async def _buffer(self, items: Sequence[PushItem]) -> list[PushOutcome]:
         await self._spool.append([
             SpoolRecord(m.message_id, m.transaction_id, i.queue, i.partition, m.payload,
-                        m.trace_id, m.producer_sub) for i in items for m in (i.message,)])
+                        m.trace_id, m.producer_sub, i.tenant)
+            for i in items for m in (i.message,)])
         return [PushOutcome(item, None, None, buffered=True) for item in items]
 
     async def _replay(self, records: list[SpoolRecord]) -> None:
@@ -268,7 +309,8 @@ class Broker:
         is then replayed again later; what did commit is a duplicate then)."""
         outcomes = await self._pusher.push([
             PushItem(r.queue, r.partition, NewMessage(r.message_id, r.transaction_id,
-                                                      r.payload, r.trace_id, r.producer_sub))
+                                                      r.payload, r.trace_id, r.producer_sub),
+                     r.tenant)
             for r in records])
         _count_queued(outcomes)  # a buffered message counts as pushed once it is stored
         for outcome in outcomes:
@@ -278,8 +320,10 @@ class Broker:
     async def produce(self, items: Sequence[PushItem]) -> list[PushOutcome]:
         """Append items now, never to the spool: for an edge that answers offsets (Kafka).
         Raises WritesPaused while pushes are in maintenance, StorageUnavailable while this
-        process's spool holds older messages or found the database down."""
+        process's spool holds older messages or found the database down, and a `Limited`
+        error when the items' tenant's quota refuses them."""
         self.require_direct_writes()
+        await self._admit_items(items, throttle=True)
         if self._spool.database_down or self._spool.busy():
             raise StorageUnavailable()
         outcomes = await self._pusher.push(items)
@@ -293,12 +337,16 @@ class Broker:
     async def pop(self, request: PopRequest, *, wait: bool = False, timeout_ms: int = 0,
                   gone: asyncio.Event | None = None) -> PopResult:
         """Claim and read now; with `wait`, park until something is delivered, `timeout_ms`
-        passes, the client is `gone`, or the broker stops waiting (an empty result)."""
+        passes, the client is `gone`, or the broker stops waiting (an empty result). A long
+        poll holds one of its tenant's parked places (429 when they are taken)."""
         switches = self._switches
-        result = await pop_or_wait(self.reader, self._hub, request, wait=wait,
-                                   timeout_ms=timeout_ms, backoff=self._backoff, gone=gone,
-                                   stop_waiting=self._stop_waiting,
-                                   paused=lambda: switches.pop_paused)
+        parking = (self.tenants.limiter.parked(request.tenant) if wait
+                   else contextlib.nullcontext())
+        with parking:
+            result = await pop_or_wait(self.reader, self._hub, request, wait=wait,
+                                       timeout_ms=timeout_ms, backoff=self._backoff,
+                                       gone=gone, stop_waiting=self._stop_waiting,
+                                       paused=lambda: switches.pop_paused)
         for claim in result.claims:
             COUNTERS.add("delivered", claim.count, claim.partition_id)
         COUNTERS.add("pop_messages", result.count)
@@ -312,7 +360,10 @@ class Broker:
         placeholder. Answers the request as served, the result, the effective conflation
         policy, and the autopilot echo (a non-empty autopilot answer only)."""
         autopilot = self._autopilot
-        lane = PilotLane(request.queue, request.namespace, request.task, request.group)
+        # The autopilot's lanes are keyed by names: the tenant is part of the queue's.
+        lane_queue = None if request.queue is None else scoped(request.tenant, request.queue)
+        lane = PilotLane(request.queue, request.namespace, request.task, request.group,
+                         request.tenant)
         # The width rule is for the queue route alone, never for a pop declaring conflation
         # (one whose stored policy conflates claims the conflation width regardless).
         steered = (pilot is not None and pilot.width and request.queue is not None
@@ -323,14 +374,14 @@ class Broker:
                 request = dataclasses.replace(request, batch=batch, conflation_width=(
                     conflation.conflation_width(None if pilot.width else request.max_partitions, batch)))
             if steered:
-                assert request.queue is not None
+                assert lane_queue is not None
                 request = dataclasses.replace(request, max_partitions=autopilot.widths.choose(
-                    request.queue, request.group, live))
+                    lane_queue, request.group, live))
             result = await self.pop(request, wait=wait, timeout_ms=timeout_ms, gone=gone)
             if steered and result.conflation is not True:
-                assert request.queue is not None
+                assert lane_queue is not None
                 autopilot.widths.popped(
-                    request.queue, request.group, queue_ids=result.queue_ids,
+                    lane_queue, request.group, queue_ids=result.queue_ids,
                     partition_ids=[c.partition_id for c in result.claims],
                     delivered=result.count, requested=request.batch)
         echo = None
@@ -357,9 +408,9 @@ class Broker:
         """Parked long polls answer now and new ones do not park (the process drains)."""
         self._stop_waiting.set()
 
-    async def ack(self, group: str, item: acks.AckItem) -> acks.AckOutcome:
+    async def ack(self, group: str, item: acks.AckItem, *, tenant: str = "") -> acks.AckOutcome:
         """One ack (§4.5)."""
-        [outcome] = (await self.ack_batch([acks.GroupAck(group, item)])).outcomes
+        [outcome] = (await self.ack_batch([acks.GroupAck(group, item, tenant)])).outcomes
         return outcome
 
     async def ack_batch(self, items: Sequence[acks.GroupAck]) -> acks.AppliedAcks:
@@ -375,20 +426,30 @@ class Broker:
 
     async def transaction(self, ops: list[transactions.TxPush | transactions.TxAck],
                           required_leases: list[str],
-                          riders: Sequence[transactions.Rider] = ()) -> transactions.TxResult:
+                          riders: Sequence[transactions.Rider] = (), *,
+                          tenant: str = "") -> transactions.TxResult:
         """Pushes and acks, and the riders' ops (KV: `self.kv.rider`), in one database
-        transaction (§4.7, extensions §17); refused while pushes are in maintenance when it
-        pushes (the spool cannot keep a transaction's atomicity)."""
-        if any(isinstance(op, transactions.TxPush) for op in ops):
+        transaction (§4.7, extensions §17), all of `tenant`'s; refused while pushes are in
+        maintenance when it pushes (the spool cannot keep a transaction's atomicity)."""
+        pushes = [op for op in ops if isinstance(op, transactions.TxPush)]
+        if pushes:
             self.require_direct_writes()
-        result = await transactions.run_transaction(self._db, ops, required_leases, riders)
+            await self.tenants.admit_write(tenant, {(p.queue, p.partition) for p in pushes},
+                                           [len(p.message.payload) for p in pushes])
+        if any(rider.grows for rider in riders):
+            self.tenants.limiter.check_storage(tenant)
+        created = {pair for rider in riders for pair in rider.creates}
+        if created:
+            await self.tenants.admit_names(tenant, created)
+        result = await transactions.run_transaction(self._db, ops, required_leases, riders,
+                                                    tenant=tenant)
         if result.committed:
             self._hub.announce(result.wakes)
             COUNTERS.add("transactions")
             COUNTERS.add("push_messages", sum(1 for v in result.verdicts.values()
                                               if v.status == "queued"))
             applied = sorted(result.acks)
-            tx_acks = [acks.GroupAck(op.group, op.item) for op in
+            tx_acks = [acks.GroupAck(op.group, op.item, tenant) for op in
                        (ops[i] for i in applied) if isinstance(op, transactions.TxAck)]
             _count_acks(tx_acks, [result.acks[i] for i in applied])
             only = required_leases[0] if len(set(required_leases)) == 1 else None
@@ -397,13 +458,18 @@ class Broker:
             await self._hub.published()
         return result
 
-    async def extend_lease(self, lease_id: str, seconds: int) -> list[datetime]:
-        return await self._extends.extend(lease_id, seconds)
+    async def extend_lease(self, lease_id: str, seconds: int, *,
+                           tenant: str = "") -> list[datetime]:
+        return await self._extends.extend(lease_id, seconds, tenant)
 
     async def configure(self, *, queue: str, namespace: str | None, task: str | None,
-                        given: Mapping[str, Any], replace: bool) -> queues.QueueConfig:
-        config = await queues.configure(self._db, queue=queue, namespace=namespace, task=task,
-                                        given=dict(given), replace=replace)
+                        given: Mapping[str, Any], replace: bool,
+                        tenant: str = "") -> queues.QueueConfig:
+        self.tenants.limiter.check_retention(tenant, given)
+        await self.tenants.admit_names(tenant, [(queue, None)])
+        config = await queues.configure(self._db, tenant=tenant, queue=queue,
+                                        namespace=namespace, task=task, given=dict(given),
+                                        replace=replace)
         # Options decide when the clock makes data claimable: this process's lanes reseed
         # and its parked pops look again; a wake-up naming no partition of the queue makes
         # every other process's lanes of the queue reseed too.
@@ -413,9 +479,10 @@ class Broker:
         await self._hub.publish([(config.queue_id, None)])
         return config
 
-    async def delete_queue(self, queue: str) -> bool:
+    async def delete_queue(self, queue: str, *, tenant: str = "") -> bool:
         self.reader.forget_routes()  # a queue of that name made later is another queue
-        return await queues.delete_queue(self._db, queue)
+        self.tenants.catalog.forget(tenant)  # its count of the tenant's queues is stale
+        return await queues.delete_queue(self._db, queue, tenant=tenant)
 
     async def fetch(self, entries: Sequence[offset_reads.FetchEntry], *, max_bytes: int,
                     max_wait_ms: int) -> list[offset_reads.FetchResult]:
@@ -472,17 +539,18 @@ class Broker:
     async def analytics(self, where: stats.SeriesFilter) -> list[SeriesRow]:
         return await stats.series(self._db, where)
 
-    async def cluster_figures(self) -> stats.ClusterFigures:
+    async def cluster_figures(self, *, tenant: str | None = None) -> stats.ClusterFigures:
         """Every process's counters (this one's flushed first, so its own requests are in),
-        live processes and per-queue gauges."""
+        live processes and per-queue gauges: of every tenant (None) or of one's queues."""
         assert self.flusher is not None
         await self.flusher.flush()
         return await stats.cluster_figures(
-            self._db, live_seconds=stats.live_seconds(self.settings))
+            self._db, live_seconds=stats.live_seconds(self.settings), tenant=tenant)
 
-    async def partitions_changed(self, entries: Sequence[changes.ChangedEntry]
+    async def partitions_changed(self, entries: Sequence[changes.ChangedEntry], *,
+                                 tenant: str = ""
                                  ) -> tuple[datetime, list[changes.ChangedResult]]:
-        return await changes.partitions_changed(self._db, entries)
+        return await changes.partitions_changed(self._db, entries, tenant=tenant)
 
 
 def _count_acks(items: Sequence[acks.GroupAck], outcomes: Sequence[acks.AckOutcome]) -> None:

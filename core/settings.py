@@ -25,6 +25,7 @@ from core.env import (
     read_fields,
 )
 from core.storage.hosts import dsn_hosts
+from core.tenancy.settings import TenancySettings, tenancy_settings_from_env
 from core.tls import TlsSettings, tls_settings_from_env
 from core.variables import (
     COALESCER,
@@ -223,6 +224,9 @@ class Settings:
     auth: AuthSettings = dataclasses.field(default_factory=AuthSettings)
     # TLS on the HTTP and Kafka listeners (core/tls.py); off unless a certificate is given.
     tls: TlsSettings = dataclasses.field(default_factory=TlsSettings)
+    # Tenants (core/tenancy): the tenant header, trusted proxies, how often limits refresh;
+    # its settings are declared on its own fields.
+    tenancy: TenancySettings = dataclasses.field(default_factory=TenancySettings)
     # Origins a browser page may call the API from (CORS); `*` is any.
     cors_origins: tuple[str, ...] = ("*",)
     # The push spool (core/engine/spool.py), under Queen's names; None: `spool` in the data
@@ -293,6 +297,7 @@ class Settings:
             "database_url": lambda: database_url_from_env(env),
             "auth": lambda: auth,
             "tls": lambda: tls_settings_from_env(env),
+            "tenancy": lambda: tenancy_settings_from_env(env),
             "cors_origins": lambda: cors_origins_from_env(env),
             "file_buffer_dir": lambda: (Path(env["FILE_BUFFER_DIR"])
                                         if env.get("FILE_BUFFER_DIR") else None),
@@ -408,9 +413,10 @@ def variables_read() -> dict[str, VariableRead]:
 def meanings() -> Catalogue:
     """What each variable means, by heading of the configuration reference, in its order:
     under each, the variables read by code of their own (core/variables.py), then the
-    declared settings in field order, each older name after the name that replaced it."""
+    declared settings in field order (those of `Settings`, then the tenants'), each older
+    name after the name that replaced it."""
     catalogue: Catalogue = {heading.title: dict(heading.elsewhere) for heading in HEADINGS}
-    for _, declared in declarations(Settings):
+    for _, declared in [*declarations(Settings), *declarations(TenancySettings)]:
         under = catalogue[declared.heading]
         under[declared.name] = declared.described
         if declared.older is not None:

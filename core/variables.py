@@ -1,10 +1,11 @@
 """The headings of the configuration reference, in its order, and the variables read by
 code of their own, with what each means: the listen address, the database URL, TLS
 (core/tls.py), authentication (core/auth_settings.py), the spool's directory, the
-encryption key, the Kafka port.
+encryption key, the Kafka port, the trusted proxies of tenants.
 
-Every other setting of `Settings` (core/settings.py) is declared once, on its field
-(`Heading.setting`, core/env.py), under one of these headings. `tests/unit/test_variables.py` fails when a variable is read without a meaning,
+Every other setting of `Settings` (core/settings.py), and of the tenants' settings it holds
+(core/tenancy/settings.py), is declared once, on its field (`Heading.setting`,
+core/env.py), under one of these headings. `tests/unit/test_variables.py` fails when a variable is read without a meaning,
 or described and never read.
 """
 
@@ -121,8 +122,17 @@ AUTHENTICATION = Heading("Authentication", {
     "JWT_ROLE_READ_WRITE": "The role name that passes READ_ONLY, WRITE_ONLY and READ_WRITE.",
     "JWT_ROLE_READ_ONLY": "The role name that passes READ_ONLY.",
     "JWT_ROLE_WRITE_ONLY": "The role name that passes WRITE_ONLY (producers).",
+    "JWT_TENANT_CLAIM": "Claim naming the token's tenant (a dotted name reads a nested "
+                        "claim); a token without it acts in the default tenant (see "
+                        "Tenants).",
+})
+# Tenants (core/tenancy/settings.py declares the others).
+TENANTS = Heading("Tenants", {
+    "QUEEN_TENANT_TRUSTED_PROXIES": Described(
+        "Addresses or networks (comma-separated, such as `10.0.0.0/8`) of proxies whose "
+        "tenant header binds the request to that tenant.", default="unset: none"),
 })
 
 # The reference's headings, in its order.
 HEADINGS = (LISTENING, TLS, DATABASE, REQUESTS, POPS, COALESCER, REAPER, METRICS, TRACING,
-            PROCESSES, SPOOL, ENCRYPTION, EPHEMERAL, KAFKA, AUTHENTICATION)
+            PROCESSES, SPOOL, ENCRYPTION, EPHEMERAL, KAFKA, AUTHENTICATION, TENANTS)

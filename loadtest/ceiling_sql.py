@@ -94,7 +94,7 @@ async def pop_ack_loop(dsn: str, *, queue: str, group: str = "lsql", batch: int 
     ack = [0, 0, 0.0]
     async with pool.acquire() as conn:
         partition_ids = await reads.queue_partition_ids(
-            conn, queue=queue)  # type: ignore[arg-type]  # a pool proxy behaves as a Connection
+            conn, queue=queue, tenant="")  # type: ignore[arg-type]  # a pool proxy behaves as a Connection
     if not partition_ids:
         await pool.close()
         raise RuntimeError(f"queue {queue!r} has no partitions to drain")
@@ -109,7 +109,7 @@ async def pop_ack_loop(dsn: str, *, queue: str, group: str = "lsql", batch: int 
                 # ready set hands them over; the ceiling has no ready set, so any few.
                 rows = await reads.pop_ready(
                     conn,  # type: ignore[arg-type]  # a pool proxy behaves as a Connection
-                    queue=queue, namespace=None, task=None, partition=None, group=group,
+                    tenant="", queue=queue, namespace=None, task=None, partition=None, group=group,
                     named=True, seed_mode="all", seed_instant=None, store_seed=True,
                     batch=batch, partitions=1, auto_ack=False, lease_seconds=0,
                     lease_fallback=options.POP_LEASE_FALLBACK_SECONDS, lease_id=lease,
@@ -131,7 +131,7 @@ async def pop_ack_loop(dsn: str, *, queue: str, group: str = "lsql", batch: int 
                 # As the broker sends them (core/engine/ack.py): no error column.
                 items = reads.AckInputs([group] * len(txids), pids, txids,
                                         ["completed"] * len(txids), [lease] * len(txids),
-                                        None)
+                                        None, [""] * len(txids))
                 await reads.ack(conn, items=items,  # type: ignore[arg-type]
                                 scan_missing=True)
                 t2 = time.monotonic()

@@ -54,9 +54,15 @@ class Api:
     cacert: Path | None = None
     cert: Path | None = None
     key: Path | None = None
+    # The tenant to act for (the tenant header: an admin token without a tenant claim may
+    # name one, docs/security/tenants.md); None: the token's tenant, or the default tenant.
+    tenant: str | None = None
+    tenant_header: str = "x-queen-tenant"
 
     def __post_init__(self) -> None:
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        if self.tenant:
+            headers[self.tenant_header] = self.tenant
         self._client = httpx.Client(base_url=self.url.rstrip("/"), headers=headers,
                                     timeout=self.timeout, verify=self._verify())
 
@@ -191,14 +197,20 @@ def api_options(command: F) -> F:
     @click.option("--key", envvar="QUEEN_CLIENT_KEY", type=_PEM_FILE,
                   help="PEM private key of --cert, when not in the same file "
                        "(env QUEEN_CLIENT_KEY)")
+    @click.option("--tenant", envvar="QUEEN_TENANT", default=None,
+                  help="act for this tenant: sent as the tenant header, which an admin token "
+                       "without a tenant claim may use (env QUEEN_TENANT)")
+    @click.option("--tenant-header", envvar="QUEEN_TENANT_HEADER", default="x-queen-tenant",
+                  show_default=True, help="the broker's QUEEN_TENANT_HEADER")
     @functools.wraps(command)
     def wrapper(*args: Any, url: str, token: str | None, as_json: bool, timeout: float,
                 cacert: Path | None, cert: Path | None, key: Path | None,
-                **kwargs: Any) -> Any:
+                tenant: str | None, tenant_header: str, **kwargs: Any) -> Any:
         if key is not None and cert is None:
             raise click.UsageError("--key needs --cert")
         api = Api(url=url, token=token or None, timeout=timeout, as_json=as_json,
-                  cacert=cacert, cert=cert, key=key)
+                  cacert=cacert, cert=cert, key=key, tenant=tenant or None,
+                  tenant_header=tenant_header)
         try:
             return command(*args, api=api, **kwargs)
         finally:

@@ -80,7 +80,7 @@ async def produce(session: Session, request: Request) -> dict[str, Any] | None:
                 continue
             part.sequenced = _sequenced(batches)
             part.items = _items(topic_data.name, str(data.index), batches,
-                                session.producer)
+                                session.producer, session.tenant)
             budget[0] -= sum(len(i.message.payload) for i in part.items)
             budget[1] -= len(part.items)
     await _append(session, [p for p in parts if p.items])
@@ -115,7 +115,7 @@ def _sequenced(batches: list[Batch]) -> tuple[int, int, int] | None:
 
 
 def _items(topic: str, partition: str, batches: list[Batch],
-           producer_sub: str | None) -> list[PushItem]:
+           producer_sub: str | None, tenant: str) -> list[PushItem]:
     items = []
     for batch in batches:
         idempotent = batch.producer_id >= 0 and batch.base_sequence >= 0
@@ -125,7 +125,7 @@ def _items(topic: str, partition: str, batches: list[Batch],
             items.append(produced(topic, partition, value=record.value,
                                   timestamp_ms=record.timestamp, key=record.key,
                                   headers=record.headers, transaction_id=txid,
-                                  producer_sub=producer_sub))
+                                  producer_sub=producer_sub, tenant=tenant))
     return items
 
 

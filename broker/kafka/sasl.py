@@ -5,7 +5,9 @@ SaslAuthenticate until it authenticated; anything else closes it. PLAIN's messag
 `authzid NUL username NUL password`: the password is a JWT checked exactly as the HTTP edge
 checks a bearer token (signature, expiry, issuer, audience), the username is not used, and
 the token's roles decide what the connection may do, with the access levels of the HTTP
-routes that do the same thing (docs/guide/kafka.md). A refused token answers
+routes that do the same thing (docs/guide/kafka.md). The token's tenant claim is the
+connection's tenant, the default tenant without one (docs/security/tenants.md): the authzid
+cannot name one, since clients fill it with the username. A refused token answers
 SASL_AUTHENTICATION_FAILED with the reason and the connection is closed. The answer tells
 the client the token's remaining lifetime, and the connection is closed when it runs out
 unless the client authenticated again.
@@ -83,9 +85,11 @@ class Authenticator:
             raise SaslFailed({"error_code": errors.SASL_AUTHENTICATION_FAILED,
                               "error_message": f"authentication failed: {exc.message}",
                               "auth_bytes": b"", "session_lifetime": 0}) from None
+        session.tenant = identity.tenant or ""
         session.roles, session.principal = identity.roles, identity.sub
         session.expires = identity.expires
         lifetime = 0
         if identity.expires is not None:
             lifetime = max(1, int((identity.expires - time.time()) * 1000))
         return min(lifetime, 2**62)
+

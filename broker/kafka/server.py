@@ -175,6 +175,10 @@ class Listener:
 
     async def answer(self, session: Session, request: Request) -> bytes | None:
         handler = self.handlers[request.api_key]
+        if request.api_key not in BEFORE_AUTH:
+            # The tenant's request rate (docs/security/tenants.md): a Kafka client is
+            # slowed down to it, as Kafka quotas do, instead of being refused.
+            await self.broker.throttle_request(session.tenant)
         try:
             values = await handler(session, request)
         except QueenError as exc:

@@ -45,9 +45,9 @@ def outcome_json(index: int, item: AckItem, outcome: AckOutcome) -> AckResult:
 
 
 async def _apply(request: Request, groups: list[str], items: list[AckItem],
-                 wire: Sequence[AckItemIn | PlainAckItem]) -> Response:
+                 wire: Sequence[AckItemIn | PlainAckItem], tenant: str) -> Response:
     broker = broker_of(request)
-    acks = [GroupAck(group, item) for group, item in zip(groups, items)]
+    acks = [GroupAck(group, item, tenant) for group, item in zip(groups, items)]
     if broker.tracing.enabled:
         header = tracing.from_header(request.headers.get("traceparent"))
         contexts = [tracing.parse(i.traceparent) for i in wire if i.traceparent]
@@ -59,9 +59,9 @@ async def _apply(request: Request, groups: list[str], items: list[AckItem],
                           for i, (item, outcome) in enumerate(zip(items, result.outcomes))])
 
 
-async def ack_one(request: Request, body: AckItemIn) -> Response:
+async def ack_one(request: Request, body: AckItemIn, tenant: str) -> Response:
     return await _apply(request, [body.consumerGroup or QUEUE_MODE], [to_ack_item(body)],
-                        [body])
+                        [body], tenant)
 
 
 def batch_body(raw: bytes, settings: Settings) -> AckBatchBody | PlainAckBatch:
@@ -69,9 +69,10 @@ def batch_body(raw: bytes, settings: Settings) -> AckBatchBody | PlainAckBatch:
     return decode_ack_batch(raw)
 
 
-async def ack_batch(request: Request, body: AckBatchBody | PlainAckBatch) -> Response:
+async def ack_batch(request: Request, body: AckBatchBody | PlainAckBatch,
+                    tenant: str) -> Response:
     default_group = body.consumerGroup or QUEUE_MODE
     # An item may name its own group.
     groups = [item.consumerGroup or default_group for item in body.acknowledgments]
     return await _apply(request, groups, [to_ack_item(item) for item in body.acknowledgments],
-                        body.acknowledgments)
+                        body.acknowledgments, tenant)

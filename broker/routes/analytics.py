@@ -14,6 +14,13 @@ history the broker keeps (core/upkeep/history.py; docs/operating/metrics.md, "Hi
 
 Queen's figures the broker does not measure (event-loop lag, job queues, lag measured at
 each pop, per-queue request counts, partition creations) are null, never a made-up 0.
+
+Tenants (docs/security/tenants.md): the queue series are of the request's tenant, or of
+every tenant for an operator naming none (`Tenancy.scope`; two tenants' queues of one name
+are then two series). A named tenant's queue carries `tenant`, as on /metrics/prometheus. The per-process
+figures (CPU, memory, pool, the cluster's counters) are the deployment's, shown to that
+operator alone: a tenant's request gets no process and no cluster series (empty, and null
+totals), as its /metrics scrape does.
 """
 
 from __future__ import annotations
@@ -22,10 +29,12 @@ from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from msgspec import UNSET
 from starlette.requests import Request
 from starlette.responses import Response
 
 from broker.state import broker_of
+from broker.tenancy import Tenancy
 from broker.wire.analytics import ProcessQuery, QueueLagPoint, QueueWindowQuery, WindowQuery
 from broker.wire.common import given
 from broker.wire.http import json_response
@@ -35,9 +44,11 @@ from core.upkeep.history import (
     QUANTILES,
     Latency,
     ProcessBucket,
+    ProcessSpan,
     QueueBucket,
     Window,
     add_up,
+    bucket_minutes,
     counters_of,
     host_and_pid,
     per_second,
@@ -86,10 +97,14 @@ def _gauges(b: ProcessBucket) -> Json:
     }
 
 
-async def system_metrics(request: Request, query: ProcessQuery) -> Response:
+async def system_metrics(request: Request, query: ProcessQuery, tenancy: Tenancy) -> Response:
     window = window_of(query)
-    width, rows = await broker_of(request).history.process_buckets(
-        window, hostname=given(query.hostname), pid=given(query.workerId))
+    rows: list[ProcessBucket] = []
+    if tenancy.scope is not None:  # the processes are the deployment's
+        width = bucket_minutes(window)
+    else:
+        width, rows = await broker_of(request).history.process_buckets(
+            window, hostname=given(query.hostname), pid=given(query.workerId))
     by_process: dict[str, list[ProcessBucket]] = defaultdict(list)
     for row in rows:
         by_process[row.process].append(row)
@@ -136,15 +151,21 @@ _UNMEASURED = {"avgEventLoopLagMs": None, "maxEventLoopLagMs": None, "avgJobQueu
                "maxLagMs": None, "lagCount": None}
 
 
-async def worker_metrics(request: Request, query: ProcessQuery) -> Response:
+async def worker_metrics(request: Request, query: ProcessQuery, tenancy: Tenancy) -> Response:
     broker = broker_of(request)
     window = window_of(query)
     host, pid = given(query.hostname), given(query.workerId)
-    width, rows = await broker.history.process_buckets(window, hostname=host, pid=pid)
-    spans = [s for s in await broker.history.processes(window)
-             if (host is None or host_and_pid(s.process)[0] == host)
-             and (pid is None or host_and_pid(s.process)[1] == pid)]
-    _, queue_rows = await broker.history.queue_buckets(window)
+    deployment = tenancy.scope is None  # the processes' figures are the operator's
+    rows: list[ProcessBucket] = []
+    spans: list[ProcessSpan] = []
+    if deployment:
+        width, rows = await broker.history.process_buckets(window, hostname=host, pid=pid)
+        spans = [s for s in await broker.history.processes(window)
+                 if (host is None or host_and_pid(s.process)[0] == host)
+                 and (pid is None or host_and_pid(s.process)[1] == pid)]
+    else:
+        width = bucket_minutes(window)
+    _, queue_rows = await broker.history.queue_buckets(window, tenant=tenancy.scope)
     by_bucket: dict[datetime, list[ProcessBucket]] = defaultdict(list)
     for row in rows:
         by_bucket[row.bucket].append(row)
@@ -174,56 +195,66 @@ async def worker_metrics(request: Request, query: ProcessQuery) -> Response:
             "backoffSize": None})
     total = add_up(counters_of(r.counters) for r in rows)
     c = total.get
+    summary: Json = {
+        "totalPushMessages": c("push_messages", 0), "totalPopMessages": c("pop_messages", 0),
+        "totalAckMessages": c("ack_messages", 0), "totalPushRequests": c("push_requests", 0),
+        "totalPopRequests": c("pop_requests", 0), "totalAckRequests": c("ack_requests", 0),
+        "totalDbErrors": c("db_errors", 0), "totalAckFailed": c("ack_failed", 0),
+        "totalDlq": c("dlq", 0), "processes": len(workers),
+        "processStarts": sum(1 for s in spans if s.started_at >= window.start),
+        "latency": {kind: _latency_json(f) for kind, f in timed(total).items()}}
+    if not deployment:  # counted per process, not per tenant: not this tenant's to see
+        summary = {key: None for key in summary}
     return json_response({
         "timeRange": _range(window), "bucketMinutes": width, "pointCount": len(series),
         "timeSeries": series, "workers": workers, "queues": _queue_lag_totals(queue_rows),
-        "summary": {
-            "totalPushMessages": c("push_messages", 0), "totalPopMessages": c("pop_messages", 0),
-            "totalAckMessages": c("ack_messages", 0), "totalPushRequests": c("push_requests", 0),
-            "totalPopRequests": c("pop_requests", 0), "totalAckRequests": c("ack_requests", 0),
-            "totalDbErrors": c("db_errors", 0), "totalAckFailed": c("ack_failed", 0),
-            "totalDlq": c("dlq", 0), "processes": len(workers),
-            "processStarts": sum(1 for s in spans if s.started_at >= window.start),
-            "latency": {kind: _latency_json(f) for kind, f in timed(total).items()}},
+        "summary": summary,
     })
+
+
+def _tenant_of(row: QueueBucket) -> Json:
+    """`tenant` for a named tenant's queue; nothing for the default tenant's, so a
+    deployment without tenants answers as before."""
+    return {"tenant": row.tenant} if row.tenant else {}
 
 
 def _queue_lag_totals(rows: list[QueueBucket]) -> list[Json]:
     """Per queue over the window: messages delivered, sampled lag (average, largest)."""
-    by_queue: dict[str, list[QueueBucket]] = defaultdict(list)
+    by_queue: dict[tuple[str, str], list[QueueBucket]] = defaultdict(list)
     for row in rows:
-        by_queue[row.queue].append(row)
+        by_queue[(row.tenant, row.queue)].append(row)
     out = []
-    for name, buckets in by_queue.items():
+    for (_, name), buckets in by_queue.items():
         samples = sum(b.samples for b in buckets)
         out.append({
-            "queueName": name, "popCount": sum(b.delivered for b in buckets),
+            "queueName": name, **_tenant_of(buckets[0]),
+            "popCount": sum(b.delivered for b in buckets),
             "avgLagMs": round(sum(b.lag_avg * b.samples for b in buckets) / samples * 1000),
             "maxLagMs": round(max(b.lag_max for b in buckets) * 1000)})
-    return sorted(out, key=lambda q: (-q["popCount"], q["queueName"]))
+    return sorted(out, key=lambda q: (-q["popCount"], q["queueName"], q.get("tenant", "")))
 
 
-async def _queue_rows(request: Request, query: QueueWindowQuery
+async def _queue_rows(request: Request, query: QueueWindowQuery, tenancy: Tenancy
                       ) -> tuple[Window, int, list[QueueBucket]]:
     window = window_of(query)
     width, rows = await broker_of(request).history.queue_buckets(
-        window, queue=given(query.queue), namespace=given(query.namespace),
-        task=given(query.task))
+        window, tenant=tenancy.scope, queue=given(query.queue),
+        namespace=given(query.namespace), task=given(query.task))
     return window, width, rows
 
 
-async def queue_lag(request: Request, query: QueueWindowQuery) -> Response:
-    _, width, rows = await _queue_rows(request, query)
+async def queue_lag(request: Request, query: QueueWindowQuery, tenancy: Tenancy) -> Response:
+    _, width, rows = await _queue_rows(request, query, tenancy)
     return json_response([
         QueueLagPoint(r.queue, r.delivered, round(r.lag_avg * 1000), round(r.lag_max * 1000),
-                      width, iso(r.bucket))
-        for r in sorted(rows, key=lambda r: (-r.bucket.timestamp(), r.queue))])
+                      width, iso(r.bucket), r.tenant or UNSET)
+        for r in sorted(rows, key=lambda r: (-r.bucket.timestamp(), r.queue, r.tenant))])
 
 
-async def queue_ops(request: Request, query: QueueWindowQuery) -> Response:
-    window, width, rows = await _queue_rows(request, query)
+async def queue_ops(request: Request, query: QueueWindowQuery, tenancy: Tenancy) -> Response:
+    window, width, rows = await _queue_rows(request, query, tenancy)
     series = [{
-        "bucket": iso(r.bucket), "queueName": r.queue,
+        "bucket": iso(r.bucket), "queueName": r.queue, **_tenant_of(r),
         "pushRequests": None, "pushMessages": r.pushed, "popMessages": r.delivered,
         "popEmpty": None, "ackRequests": None,
         # acked counts messages cursors moved past, dead-lettered ones included
@@ -239,8 +270,8 @@ async def queue_ops(request: Request, query: QueueWindowQuery) -> Response:
                           "series": series, "queues": sorted({r.queue for r in rows})})
 
 
-async def retention(request: Request, query: QueueWindowQuery) -> Response:
-    window, width, rows = await _queue_rows(request, query)
+async def retention(request: Request, query: QueueWindowQuery, tenancy: Tenancy) -> Response:
+    window, width, rows = await _queue_rows(request, query, tenancy)
     by_bucket: dict[datetime, list[QueueBucket]] = defaultdict(list)
     for row in rows:
         by_bucket[row.bucket].append(row)

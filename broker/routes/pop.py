@@ -27,7 +27,7 @@ from core.types import (
 )
 
 
-def _pop_request(request: Request, query: PopQuery, *, queue: str | None,
+def _pop_request(request: Request, query: PopQuery, *, tenant: str, queue: str | None,
                  partition: str | None, namespace: str | None = None,
                  task: str | None = None) -> tuple[PopRequest, Pilot | None]:
     settings = state_of(request).settings
@@ -44,7 +44,7 @@ def _pop_request(request: Request, query: PopQuery, *, queue: str | None,
         lease_seconds=query.leaseSeconds,
         subscription_mode=query.subscriptionMode or settings.default_subscription_mode,
         subscription_from=query.subscriptionFrom or "", conflation=query.conflation,
-        conflation_width=conflation_width(partitions, batch)), pilot
+        conflation_width=conflation_width(partitions, batch), tenant=tenant), pilot
 
 
 async def _serve_pop(request: Request, query: PopQuery,
@@ -128,20 +128,22 @@ async def _watch_disconnect(request: Request, gone: asyncio.Event) -> None:
             return
 
 
-async def pop_queue(request: Request, path: QueuePath, query: PopQuery) -> Response:
-    return await _serve_pop(request, query, _pop_request(request, query, queue=path.queue,
-                                                         partition=None))
-
-
-async def pop_partition(request: Request, path: QueuePartitionPath,
-                        query: PopQuery) -> Response:
+async def pop_queue(request: Request, path: QueuePath, query: PopQuery,
+                    tenant: str) -> Response:
     return await _serve_pop(request, query, _pop_request(
-        request, query, queue=path.queue, partition=path.partition))
+        request, query, tenant=tenant, queue=path.queue, partition=None))
 
 
-async def pop_discovery(request: Request, query: PopQuery) -> Response:
+async def pop_partition(request: Request, path: QueuePartitionPath, query: PopQuery,
+                        tenant: str) -> Response:
+    return await _serve_pop(request, query, _pop_request(
+        request, query, tenant=tenant, queue=path.queue, partition=path.partition))
+
+
+async def pop_discovery(request: Request, query: PopQuery, tenant: str) -> Response:
     namespace, task = given(query.namespace), given(query.task)
     if namespace is None and task is None:
         raise BadRequest("namespace or task is required")
     return await _serve_pop(request, query, _pop_request(
-        request, query, queue=None, partition=None, namespace=namespace, task=task))
+        request, query, tenant=tenant, queue=None, partition=None, namespace=namespace,
+        task=task))

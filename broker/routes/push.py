@@ -30,10 +30,10 @@ _NIL = uuid.UUID(NIL_UUID)
 
 
 def to_push_item(item: PushItemIn | PlainPushItem, producer_sub: str | None,
-                 message_id: uuid.UUID | None = None) -> PushItem:
-    """A decoded wire item as the core's push item, with its message id (minted unless
-    given) and the caller's identity as its producer (a `producerSub` in the body is never
-    read, §9)."""
+                 message_id: uuid.UUID | None = None, tenant: str = "") -> PushItem:
+    """A decoded wire item as the core's push item of the caller's tenant, with its message
+    id (minted unless given) and the caller's identity as its producer (a `producerSub` in
+    the body is never read, §9)."""
     if message_id is None:
         message_id = uuid7()
     given = item.payload if item.payload is not UNSET else item.data
@@ -41,13 +41,13 @@ def to_push_item(item: PushItemIn | PlainPushItem, producer_sub: str | None,
     trace = item.traceId
     return PushItem(item.queue, item.partition or DEFAULT_PARTITION,
                     NewMessage(message_id, item.transactionId or str(message_id), payload,
-                               uuid.UUID(trace) if trace else None, producer_sub))
+                               uuid.UUID(trace) if trace else None, producer_sub), tenant)
 
 
 def to_push_items(items: Sequence[PushItemIn | PlainPushItem],
-                  producer_sub: str | None) -> list[PushItem]:
-    """`to_push_item` of every item, their ids minted together."""
-    return [to_push_item(item, producer_sub, message_id)
+                  producer_sub: str | None, tenant: str = "") -> list[PushItem]:
+    """`to_push_item` of every item (of the caller's tenant), their ids minted together."""
+    return [to_push_item(item, producer_sub, message_id, tenant)
             for item, message_id in zip(items, uuid7s(len(items)))]
 
 
@@ -113,16 +113,18 @@ def _status(outcome: PushOutcome) -> str:
 
 
 async def push(request: Request, body: Sequence[PushItemIn | PlainPushItem] | BinaryPush,
-               identity: Identity) -> Response:
+               identity: Identity, tenant: str) -> Response:
     if isinstance(body, BinaryPush):
         items = body.items  # decoded within the limits already
         stamp_producer(items, identity.sub)
+        for item in items:
+            item.tenant = tenant
         own: list[tracing.TraceParent | None] = [None] * len(items)
     else:
         limit = state_of(request).settings.max_push_items
         if len(body) > limit:
             raise PayloadTooLarge(f"{len(body)} items is over the limit of {limit} per push")
-        items = to_push_items(body, identity.sub)
+        items = to_push_items(body, identity.sub, tenant)
         own = [tracing.parse(i.traceparent) if i.traceparent else None for i in body]
     broker = broker_of(request)
     header = tracing.from_header(request.headers.get("traceparent"))

@@ -41,3 +41,6 @@ class QueueLagPoint(msgspec.Struct):
     maxLagMs: int
     bucketMinutes: int
     bucketTime: str
+    # The queue's tenant, for a named tenant's queue (absent for the default tenant's, so a
+    # deployment without tenants answers as before), as on /metrics/prometheus.
+    tenant: str | UnsetType = UNSET

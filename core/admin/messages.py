@@ -126,16 +126,16 @@ async def _find_frame(conn: Conn, part: sql.MessagePartition,
     return None
 
 
-async def get_message(db: Database, partition_id: PartitionId,
-                      transaction_id: str) -> MessageView | None:
+async def get_message(db: Database, partition_id: PartitionId, transaction_id: str, *,
+                      tenant: str = "") -> MessageView | None:
     """A message by address with its derived status; None when neither the log nor the DLQ
-    has it."""
+    has it (or the partition is of another tenant's queue)."""
     async with db.session() as conn:
-        part = await sql.message_partition(conn, partition_id=partition_id)
+        part = await sql.message_partition(conn, tenant=tenant, partition_id=partition_id)
         if part is None:
             return None
         dead = [dead_letter(r) for r in await sql.dlq_rows_for_address(
-            conn, partition_id=partition_id, transaction_id=transaction_id)]
+            conn, tenant=tenant, partition_id=partition_id, transaction_id=transaction_id)]
         found = await _find_frame(conn, part, transaction_id)
         cursors = await sql.message_cursors(conn, partition_id=partition_id)
     common: dict[str, Any] = {
@@ -198,8 +198,8 @@ LIST_MAX_PARTITIONS = 100
 LIST_MAX_PER_PARTITION = 1000
 
 
-async def list_messages(db: Database, where: ListFilter, *, limit: int,
-                        offset: int) -> tuple[list[MessageListing], int]:
+async def list_messages(db: Database, where: ListFilter, *, limit: int, offset: int,
+                        tenant: str = "") -> tuple[list[MessageListing], int]:
     """Recent messages (newest first) of the matching partitions, with derived status.
 
     Answers (page, total). Without a status filter `total` counts every retained message of
@@ -209,7 +209,7 @@ async def list_messages(db: Database, where: ListFilter, *, limit: int,
     retained = 0
     async with db.session() as conn:
         parts = await sql.message_list_partitions(
-            conn, queue=where.queue, partition=where.partition, namespace=where.namespace,
+            conn, tenant=tenant, queue=where.queue, partition=where.partition, namespace=where.namespace,
             task=where.task, limit=LIST_MAX_PARTITIONS)
         for part in parts:
             retained += part.last_offset - part.log_start + 1
@@ -269,9 +269,11 @@ class Messages:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def get(self, partition_id: PartitionId, transaction_id: str) -> MessageView | None:
-        return await get_message(self._db, partition_id, transaction_id)
+    async def get(self, partition_id: PartitionId, transaction_id: str, *,
+                  tenant: str = "") -> MessageView | None:
+        return await get_message(self._db, partition_id, transaction_id, tenant=tenant)
 
-    async def list(self, where: ListFilter, *, limit: int,
-                   offset: int) -> tuple[list[MessageListing], int]:
-        return await list_messages(self._db, where, limit=limit, offset=offset)
+    async def list(self, where: ListFilter, *, limit: int, offset: int,
+                   tenant: str = "") -> tuple[list[MessageListing], int]:
+        return await list_messages(self._db, where, limit=limit, offset=offset,
+                                   tenant=tenant)

@@ -63,10 +63,12 @@ class AckOutcome:
 
 @dataclass(slots=True)  # not frozen: one per item
 class GroupAck:
-    """An ack item with the consumer group it commits for."""
+    """An ack item with the consumer group it commits for, and the caller's tenant (a
+    partition of another tenant's queue is answered as one that does not exist)."""
 
     group: str
     item: AckItem
+    tenant: str = ""
 
 
 @dataclass(slots=True)
@@ -109,7 +111,7 @@ async def apply_acks(conn: Conn, acks: Sequence[GroupAck]) -> AppliedAcks:
             [a.group for a in taken], partition_ids, [a.item.transaction_id for a in taken],
             [a.item.status for a in taken],
             # All-null columns go as one null: the driver encodes arrays element by element.
-            _or_null(lease_ids), _or_null(errors))
+            _or_null(lease_ids), _or_null(errors), [a.tenant for a in taken])
         rows = await sql.ack(conn, items=inputs, scan_missing=True)
         missing = [r for r in rows if r.outcome == "missing"]
         if missing:

@@ -58,6 +58,7 @@ class PilotLane:
     namespace: str | None
     task: str | None
     group: str
+    tenant: str = ""  # whose queues (core/tenancy)
 
 
 @dataclass(slots=True)
@@ -146,7 +147,8 @@ class _Width:
 
 class Widths:
     """The width of each queue lane's pops on this process (§20.5); see the module
-    docstring. `choose` before a pop, `popped` after it."""
+    docstring. `choose` before a pop, `popped` after it. A lane's `queue` is the queue's name
+    scoped by its tenant (core/tenancy/scoped.py)."""
 
     def __init__(self, view: ReadyView, clock: Callable[[], float] = time.monotonic) -> None:
         self._view = view

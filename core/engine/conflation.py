@@ -47,6 +47,6 @@ async def effective(db: Database, request: PopRequest, result: PopResult) -> boo
     if result.unreachable:
         return request.conflation
     async with db.session() as conn:
-        stored = await sql.policy(conn, queue=request.queue, namespace=request.namespace,
+        stored = await sql.policy(conn, tenant=request.tenant, queue=request.queue, namespace=request.namespace,
                                   task=request.task, group=request.group)
     return request.conflation if stored is None else stored

@@ -40,6 +40,7 @@ class FetchEntry:
     partition: str
     offset: int
     max_bytes: int
+    tenant: str = ""  # the queue's tenant (core/tenancy)
 
 
 @dataclass(slots=True)
@@ -64,8 +65,8 @@ async def fetch(db: Database, entries: Sequence[FetchEntry], *, max_bytes: int,
         results = []
         remaining = max_bytes
         for entry in entries:
-            result = await fetch_entry(db, queue=entry.queue, partition=entry.partition,
-                                       offset=entry.offset,
+            result = await fetch_entry(db, tenant=entry.tenant, queue=entry.queue,
+                                       partition=entry.partition, offset=entry.offset,
                                        max_bytes=min(entry.max_bytes, remaining))
             remaining -= sum(len(r.payload) for r in result.records)
             results.append(result)
@@ -76,11 +77,13 @@ async def fetch(db: Database, entries: Sequence[FetchEntry], *, max_bytes: int,
 
 
 async def fetch_entry(db: Database, *, queue: str, partition: str, offset: int,
-                      max_bytes: int) -> FetchResult:
-    """Records of one partition from `offset`, up to `max_bytes` of payload (at least one)."""
+                      max_bytes: int, tenant: str = "") -> FetchResult:
+    """Records of one partition of a queue of `tenant` from `offset`, up to `max_bytes` of
+    payload (at least one)."""
     result = FetchResult(queue, partition)
     async with db.session() as conn:
-        state = await sql.fetch_partition_state(conn, queue=queue, partition=partition)
+        state = await sql.fetch_partition_state(conn, tenant=tenant, queue=queue,
+                                                partition=partition)
         if state is None:
             result.error = UNKNOWN_TOPIC_OR_PARTITION
             return result

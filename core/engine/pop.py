@@ -54,6 +54,7 @@ class PopRequest:
     # conflating pop. (The autopilot's width arrives as max_partitions: core/service.py.)
     conflation: bool = False
     conflation_width: int = 1
+    tenant: str = ""  # whose queues it addresses (core/tenancy); '' is the default tenant
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +186,7 @@ async def claim(db: Database, request: PopRequest, candidates: Sequence[int],
     async def statement() -> list[sql.ReadyRow]:
         async with db.session() as conn:
             return await sql.pop_ready(
-                conn, queue=request.queue, namespace=request.namespace, task=request.task,
+                conn, tenant=request.tenant, queue=request.queue, namespace=request.namespace, task=request.task,
                 partition=request.partition, group=request.group, named=named,
                 seed_mode=seed_mode, seed_instant=seed_instant,
                 store_seed=named and request.partition is None, batch=request.batch,

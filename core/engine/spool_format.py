@@ -11,7 +11,9 @@ writer writes `end`, `records` and `flags`; the drainer only `drained`), so neit
 overwrites the other's.
 
 The body is a msgpack array: message id (16 bytes), transactionId, queue, partition, payload
-(the JSON bytes as received), trace id (16 bytes or nil), producerSub (text or nil). When the
+(the JSON bytes as received), trace id (16 bytes or nil), producerSub (text or nil), and the
+queue's tenant, left out for the default tenant (so a file written before tenants existed
+reads as the default tenant's, and the default tenant's records are what they were). When the
 process has an encryption key (`QUEEN_ENCRYPTION_KEY`), every payload is sealed with it
 (AES-256-GCM, bound to its queue and partition, as segments are): the spool is written before
 the queue's options can be read (the database may be down), so it never holds a payload in
@@ -65,9 +67,22 @@ class SpoolRecord:
     payload: bytes
     trace_id: uuid.UUID | None = None
     producer_sub: str | None = None
+    tenant: str = ""  # the queue's tenant (core/tenancy)
 
 
-_Body = tuple[bytes, str, str, str, bytes, bytes | None, str | None]
+class _Body(msgspec.Struct, array_like=True):
+    """A record body as read: seven fields, or eight with a tenant."""
+
+    message_id: bytes
+    transaction_id: str
+    queue: str
+    partition: str
+    payload: bytes
+    trace_id: bytes | None
+    producer_sub: str | None
+    tenant: str = ""
+
+
 _decoder = msgspec.msgpack.Decoder(_Body)
 
 
@@ -76,21 +91,25 @@ def encode_record(record: SpoolRecord) -> bytes:
     queue, partition, payload = str(record.queue), str(record.partition), bytes(record.payload)
     if encryption.cipher() is not None:
         payload = encryption.seal(payload, queue, partition)
-    body = msgspec.msgpack.encode((
+    fields: tuple[object, ...] = (
         record.message_id.bytes, str(record.transaction_id), queue, partition, payload,
         record.trace_id.bytes if record.trace_id else None,
-        None if record.producer_sub is None else str(record.producer_sub)))
+        None if record.producer_sub is None else str(record.producer_sub))
+    if record.tenant:
+        fields += (str(record.tenant),)
+    body = msgspec.msgpack.encode(fields)
     length = _LENGTH.pack(len(body))
     return _RECORD_HEAD.pack(len(body), zlib.crc32(body, zlib.crc32(length))) + body
 
 
 def decode_body(body: bytes) -> SpoolRecord:
-    mid, txid, queue, partition, payload, trace, sub = _decoder.decode(body)
+    b = _decoder.decode(body)
     # A sealed payload is opened (EncryptionError without the key, never garbage); a JSON
     # payload never starts with the seal's magic bytes.
-    payload = encryption.opened(payload, queue, partition)
-    return SpoolRecord(uuid.UUID(bytes=mid), txid, queue, partition, payload,
-                       uuid.UUID(bytes=trace) if trace is not None else None, sub)
+    payload = encryption.opened(b.payload, b.queue, b.partition)
+    return SpoolRecord(uuid.UUID(bytes=b.message_id), b.transaction_id, b.queue, b.partition,
+                       payload, uuid.UUID(bytes=b.trace_id) if b.trace_id is not None else None,
+                       b.producer_sub, b.tenant)
 
 
 @dataclass(slots=True)

@@ -13,15 +13,17 @@ from core.ids import uuid7
 
 def produced(topic: str, partition: str, *, value: bytes | None, timestamp_ms: int,
              key: bytes | None, headers: tuple[tuple[bytes, bytes | None], ...],
-             transaction_id: str | None, producer_sub: str | None) -> PushItem:
-    """The push of one produced record; `transaction_id` None: the new message id's text
-    (a record of a producer that is not idempotent dedups against nothing)."""
+             transaction_id: str | None, producer_sub: str | None,
+             tenant: str) -> PushItem:
+    """The push of one produced record to the `tenant`'s topic; `transaction_id` None: the
+    new message id's text (a record of a producer that is not idempotent dedups against
+    nothing)."""
     payload, form = record_meta.stored_payload(value)
     message_id = uuid7()
     meta = record_meta.RecordMeta(form, timestamp_ms, key, headers)
     return PushItem(topic, partition, NewMessage(
         message_id, transaction_id if transaction_id is not None else str(message_id), payload,
-        producer_sub=producer_sub, kafka=meta))
+        producer_sub=producer_sub, kafka=meta), tenant)
 
 
 def kafka_value(record: Record) -> bytes | None:

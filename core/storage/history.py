@@ -67,6 +67,7 @@ class QueueBucket:
 
     bucket: datetime
     queue: str
+    tenant: str  # the queue's (core/tenancy); '' the default tenant
     samples: int
     pushed: int
     delivered: int
@@ -100,6 +101,8 @@ async def processes(conn: Conn, *, start: datetime, end: datetime,
 
 
 async def queue_buckets(conn: Conn, *, start: datetime, end: datetime, minutes: int,
-                        queue: str | None, namespace: str | None,
-                        task: str | None) -> list[QueueBucket]:
-    return await _QUEUE_BUCKETS.rows(conn, start, end, minutes, queue, namespace, task)
+                        queue: str | None, namespace: str | None, task: str | None,
+                        tenant: str | None) -> list[QueueBucket]:
+    """Per queue and bucket; of one tenant's queues, or of every tenant's (None)."""
+    return await _QUEUE_BUCKETS.rows(conn, start, end, minutes, queue, namespace, task,
+                                     tenant)

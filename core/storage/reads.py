@@ -70,6 +70,8 @@ class AckInputs:
     statuses: list[str]  # completed | failed | retry | dlq
     lease_ids: list[str | None] | None  # the lease checked; None: no check
     errors: list[str | None] | None
+    # Each item's caller's tenant: a partition of another tenant's is taken for none at all.
+    tenants: list[str]
     offsets: list[int | None] | None = None  # found by a segment search; None: use the index
 
 
@@ -117,7 +119,7 @@ _FETCH_PARTITION_STATE = Statement("fetch_partition_state", PartitionState)
 _FETCH_SEGMENTS = Statement("fetch_segments", RangeRow)
 
 
-async def pop_ready(conn: Conn, *, queue: str | None, namespace: str | None,
+async def pop_ready(conn: Conn, *, tenant: str, queue: str | None, namespace: str | None,
                     task: str | None, partition: str | None, group: str, named: bool,
                     seed_mode: str, seed_instant: datetime | None, store_seed: bool,
                     batch: int, partitions: int, auto_ack: bool, lease_seconds: int,
@@ -125,11 +127,12 @@ async def pop_ready(conn: Conn, *, queue: str | None, namespace: str | None,
                     conflation: bool = False, conflation_width: int = 1) -> list[ReadyRow]:
     """Claim among candidates and read, in one statement (schema/functions/30_pop.sql)."""
     return await _POP_READY.rows(
-        conn, queue=queue, namespace=namespace, task=task, partition=partition, group=group,
-        named=named, seed_mode=seed_mode, seed_instant=seed_instant, store_seed=store_seed,
-        batch=batch, partitions=partitions, auto_ack=auto_ack, lease_seconds=lease_seconds,
-        lease_fallback=lease_fallback, lease_id=lease_id, candidates=list(candidates),
-        conflation=conflation, conflation_width=conflation_width)
+        conn, tenant=tenant, queue=queue, namespace=namespace, task=task,
+        partition=partition, group=group, named=named, seed_mode=seed_mode,
+        seed_instant=seed_instant, store_seed=store_seed, batch=batch, partitions=partitions,
+        auto_ack=auto_ack, lease_seconds=lease_seconds, lease_fallback=lease_fallback,
+        lease_id=lease_id, candidates=list(candidates), conflation=conflation,
+        conflation_width=conflation_width)
 
 
 async def ready_scan(conn: Conn, *, queue_id: int, group: str, after: int,
@@ -138,26 +141,28 @@ async def ready_scan(conn: Conn, *, queue_id: int, group: str, after: int,
     return await _READY_SCAN.rows(conn, queue_id, group, after, limit)
 
 
-async def queue_partition_ids(conn: Conn, *, queue: str) -> list[int]:
+async def queue_partition_ids(conn: Conn, *, queue: str, tenant: str) -> list[int]:
     """The ids of a queue's partitions (schema/queries/ready.sql)."""
-    return [int(v) for v in await _QUEUE_PARTITION_IDS.values(conn, queue)]
+    return [int(v) for v in await _QUEUE_PARTITION_IDS.values(conn, queue, tenant)]
 
 
 async def ack(conn: Conn, *, items: AckInputs, scan_missing: bool) -> list[AckRow]:
     """Apply acks in one statement (schema/functions/40_ack.sql); the text columns go as
     one text each (`ack_joined`) unless a value holds a separator."""
+    tenants = items.tenants
     joined = [_joined(items.groups), _joined(items.transaction_ids), _joined(items.statuses),
-              None if items.lease_ids is None else _joined(items.lease_ids)]
-    if None in joined[:3] or (items.lease_ids is not None and joined[3] is None):
+              _joined(tenants), None if items.lease_ids is None else _joined(items.lease_ids)]
+    if None in joined[:4] or (items.lease_ids is not None and joined[4] is None):
         return await _ACK.rows(
             conn, groups=items.groups, partition_ids=items.partition_ids,
             transaction_ids=items.transaction_ids, statuses=items.statuses,
             lease_ids=items.lease_ids, errors=items.errors, offsets=items.offsets,
-            scan_missing=scan_missing)
+            scan_missing=scan_missing, tenants=tenants)
     return await _ACK_JOINED.rows(
         conn, groups=joined[0], partition_ids=",".join(map(str, items.partition_ids)),
-        transaction_ids=joined[1], statuses=joined[2], lease_ids=joined[3],
-        errors=items.errors, offsets=items.offsets, scan_missing=scan_missing)
+        transaction_ids=joined[1], statuses=joined[2], lease_ids=joined[4],
+        errors=items.errors, offsets=items.offsets, scan_missing=scan_missing,
+        tenants=joined[3])
 
 
 _SEPARATOR, _NULL = "\x1f", "\x1e"
@@ -178,16 +183,17 @@ async def span_segments(conn: Conn, *, partition_id: int, lo: int,
     return await _SPAN_SEGMENTS.rows(conn, partition_id=partition_id, lo=lo, hi=hi)
 
 
-async def extend_leases(conn: Conn, *, lease_ids: Sequence[str],
-                        seconds: Sequence[float]) -> list[LeaseExpiry]:
-    """The new expiry of every live lease of the (distinct) lease ids; none for expired
-    ones."""
-    return await _EXTEND_LEASES.rows(conn, lease_ids=list(lease_ids), seconds=list(seconds))
+async def extend_leases(conn: Conn, *, lease_ids: Sequence[str], seconds: Sequence[float],
+                        tenants: Sequence[str]) -> list[LeaseExpiry]:
+    """The new expiry of every live lease of the (distinct) lease ids on their tenants'
+    queues; none for expired ones."""
+    return await _EXTEND_LEASES.rows(conn, lease_ids=list(lease_ids), seconds=list(seconds),
+                                     tenants=list(tenants))
 
 
-async def fetch_partition_state(conn: Conn, *, queue: str,
+async def fetch_partition_state(conn: Conn, *, tenant: str, queue: str,
                                 partition: str) -> PartitionState | None:
-    return await _FETCH_PARTITION_STATE.one(conn, queue, partition)
+    return await _FETCH_PARTITION_STATE.one(conn, queue, partition, tenant)
 
 
 async def fetch_segments(conn: Conn, *, partition_id: int, offset: int,

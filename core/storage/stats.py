@@ -37,6 +37,7 @@ class QueueGauges:
     name: str
     dead_letters: int
     lag_ms: float
+    tenant: str = ""  # the queue's tenant (core/tenancy)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,9 +136,9 @@ async def trim_minutes(conn: Conn, *, days: int, batch: int) -> int:
     return await _TRIM_MINUTES.run(conn, days, batch)
 
 
-async def series(conn: Conn, *, unit: str, start: datetime, end: datetime, queue: str | None,
-                 namespace: str | None, task: str | None) -> list[SeriesRow]:
-    return await _SERIES.rows(conn, unit, start, end, queue, namespace, task)
+async def series(conn: Conn, *, tenant: str, unit: str, start: datetime, end: datetime,
+                 queue: str | None, namespace: str | None, task: str | None) -> list[SeriesRow]:
+    return await _SERIES.rows(conn, unit, start, end, queue, namespace, task, tenant)
 
 
 async def safe_time(conn: Conn) -> datetime:
@@ -145,6 +146,6 @@ async def safe_time(conn: Conn) -> datetime:
     return value
 
 
-async def changed_partitions(conn: Conn, *, queue: str, since: datetime | None,
+async def changed_partitions(conn: Conn, *, tenant: str, queue: str, since: datetime | None,
                              after: int | None, limit: int) -> list[ChangedRow]:
-    return await _CHANGED.rows(conn, queue, since, after, limit)
+    return await _CHANGED.rows(conn, queue, since, after, limit, tenant)

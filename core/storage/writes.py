@@ -58,6 +58,7 @@ class AppendTarget:
     segments: Sequence[AppendSegment]
     repeats: bool  # whether a transactionId occurs twice among its frames
     encrypted: bool = False  # whether its segments are sealed (core/engine/encryption.py)
+    tenant: str = ""  # the queue's tenant (core/tenancy)
 
 
 _APPEND = Statement("append", AppendRow)
@@ -76,11 +77,13 @@ async def append(conn: Conn, *, targets: Sequence[AppendTarget],
     """Append to several partitions in one statement (schema/functions/20_append.sql); one row per
     target, in order. Callers order targets by (queue, partition) so that concurrent
     appends lock partition rows in one order."""
-    return await _APPEND.rows(conn, *append_arguments(targets, default_options))
+    return await _APPEND.rows(conn, *append_arguments(targets, default_options),
+                              [t.tenant for t in targets])
 
 
 def append_arguments(targets: Sequence[AppendTarget], default_options: str) -> list[Any]:
-    """`queen.append`'s eleven arguments for these targets (a stream cycle passes them on)."""
+    """`queen.append`'s arguments but the tenants (its first) for these targets: a stream
+    cycle passes them on, with the tenant of its query."""
     blobs: list[bytes] = []
     frames: list[int] = []
     txids: list[str] = []
@@ -101,13 +104,13 @@ async def segments_at(conn: Conn, *, partition_id: int,
     return await _SEGMENTS_AT.rows(conn, partition_id, list(offsets))
 
 
-async def lock_queue(conn: Conn, *, name: str) -> QueueRow | None:
-    return await _LOCK_QUEUE.one(conn, name)
+async def lock_queue(conn: Conn, *, tenant: str, name: str) -> QueueRow | None:
+    return await _LOCK_QUEUE.one(conn, name, tenant)
 
 
-async def insert_queue(conn: Conn, *, name: str, namespace: str, task: str,
+async def insert_queue(conn: Conn, *, tenant: str, name: str, namespace: str, task: str,
                        options: str) -> None:
-    await _INSERT_QUEUE.run(conn, name, namespace, task, options)
+    await _INSERT_QUEUE.run(conn, name, namespace, task, options, tenant)
 
 
 async def update_queue(conn: Conn, *, queue_id: int, namespace: str, task: str,
@@ -115,9 +118,9 @@ async def update_queue(conn: Conn, *, queue_id: int, namespace: str, task: str,
     await _UPDATE_QUEUE.run(conn, queue_id, namespace, task, options)
 
 
-async def delete_queue_row(conn: Conn, *, name: str) -> int | None:
+async def delete_queue_row(conn: Conn, *, tenant: str, name: str) -> int | None:
     """The deleted queue's id; None when there was none."""
-    value = await _DELETE_QUEUE_ROW.value(conn, name)
+    value = await _DELETE_QUEUE_ROW.value(conn, name, tenant)
     return None if value is None else int(value)
 
 

@@ -150,13 +150,14 @@ class History:
             return await sql.processes(conn, start=window.start, end=window.end,
                                        live_seconds=live_seconds(self._settings))
 
-    async def queue_buckets(self, window: Window, *, queue: str | None = None,
-                            namespace: str | None = None, task: str | None = None
-                            ) -> tuple[int, list[QueueBucket]]:
-        """The bucket width and every matching queue's buckets in the window."""
+    async def queue_buckets(self, window: Window, *, tenant: str | None,
+                            queue: str | None = None, namespace: str | None = None,
+                            task: str | None = None) -> tuple[int, list[QueueBucket]]:
+        """The bucket width and every matching queue's buckets in the window, of one
+        tenant's queues or of every tenant's (None)."""
         width = bucket_minutes(window, at_least=self.sample_minutes)
         async with self._db.session() as conn:
             rows = await sql.queue_buckets(conn, start=window.start, end=window.end,
                                            minutes=width, queue=queue, namespace=namespace,
-                                           task=task)
+                                           task=task, tenant=tenant)
         return width, rows

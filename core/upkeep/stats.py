@@ -131,6 +131,8 @@ class CounterFlusher:
                  figures: Callable[[], OperatingFigures],
                  counters: Counters = COUNTERS, role: str = "web") -> None:
         self._dsn = dsn
+        # web, kafka (processes that serve requests, and so take a share of each tenant's
+        # rates: core/tenancy/limiter.py), reaper, timer firer
         self.role = role
         self._settings = settings
         self.interval = settings.metrics_flush_ms / 1000
@@ -224,36 +226,45 @@ ANY_QUEUE_LABEL = "*"  # parked pops not (yet) tied to one queue
 @dataclass(slots=True)
 class ClusterFigures:
     """What `/metrics` and `/metrics/prometheus` show: cluster counters (flushed by every
-    process), live processes, per-queue gauges, parked pops per queue name, and the
-    overview counts."""
+    process), live processes, per-queue gauges, parked pops per queue, and the overview
+    counts; of every tenant (`tenant` None), or of one tenant's queues only."""
 
     counters: dict[str, int]
     processes: list[ProcessFigures]
     queues: list[QueueGauges]
-    parked: dict[str, int]  # queue name (or ANY_QUEUE_LABEL) -> parked pops, every queue
+    # (tenant, queue name) -> parked pops; ("", ANY_QUEUE_LABEL) in the view of every tenant
+    parked: dict[tuple[str, str], int]
     overview: Overview
     timers_pending: int = 0  # timers scheduled and not yet fired (core/timers)
     standbys: list[Standby] = field(default_factory=list)  # streaming from the database
+    tenant: str | None = None  # whose figures these are (None: the deployment's)
 
 
-async def cluster_figures(db: Database, *, live_seconds: float) -> ClusterFigures:
+async def cluster_figures(db: Database, *, live_seconds: float,
+                          tenant: str | None = None) -> ClusterFigures:
+    """The figures of every tenant (None), or of one tenant's queues."""
     async with db.session() as conn:
         counters = {c.name: c.value for c in await sql.cluster_counters(conn)}
         processes = [_process_figures(r)
                      for r in await sql.live_processes(conn, seconds=live_seconds)]
-        queues = await sql.queue_gauges(conn)
-        overview = await admin_sql.overview(conn)
-        timers_pending = await timers_sql.pending(conn)
-        standbys = await sql.standbys(conn)
-    names = {q.id: q.name for q in queues}
-    parked = dict.fromkeys([*names.values(), ANY_QUEUE_LABEL], 0)
+        queues = [q for q in await sql.queue_gauges(conn)
+                  if tenant is None or q.tenant == tenant]
+        overview = await admin_sql.overview(conn, tenant=tenant)
+        timers_pending = await timers_sql.pending(conn, tenant=tenant)
+        # the database server's standbys are the deployment's, not a tenant's
+        standbys = await sql.standbys(conn) if tenant is None else []
+    names = {q.id: (q.tenant, q.name) for q in queues}
+    parked = dict.fromkeys(names.values(), 0)
+    if tenant is None:
+        parked[("", ANY_QUEUE_LABEL)] = 0
     for p in processes:
         for queue_id, count in p.parked.items():
-            label = ANY_QUEUE_LABEL if queue_id == ANY_QUEUE else names.get(queue_id)
-            if label is not None:
-                parked[label] += count
+            key = (("", ANY_QUEUE_LABEL) if queue_id == ANY_QUEUE and tenant is None
+                   else names.get(queue_id))
+            if key is not None:
+                parked[key] += count
     return ClusterFigures(counters, processes, queues, parked, overview, timers_pending,
-                          standbys)
+                          standbys, tenant)
 
 
 def live_seconds(settings: Settings) -> float:
@@ -294,9 +305,11 @@ class SeriesFilter:
     queue: str | None = None
     namespace: str | None = None
     task: str | None = None
+    tenant: str = ""  # whose queues' samples (core/tenancy)
 
 
 async def series(db: Database, where: SeriesFilter) -> list[SeriesRow]:
     async with db.session() as conn:
-        return await sql.series(conn, unit=where.unit, start=where.start, end=where.end,
-                                queue=where.queue, namespace=where.namespace, task=where.task)
+        return await sql.series(conn, tenant=where.tenant, unit=where.unit, start=where.start,
+                                end=where.end, queue=where.queue, namespace=where.namespace,
+                                task=where.task)

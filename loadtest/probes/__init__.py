@@ -27,6 +27,7 @@ PROBES = {
     "ephemeral": "ephemeral queues against durable ones: throughput, round trip, bounds",
     "wakeup": "long-poll wake-up latency across worker processes (a running broker)",
     "lag_cost": "the lag statements on a wide queue (optionally against another revision's)",
+    "tenant_fairness": "a quiet tenant's latency beside a tenant pushing over its rate limit",
 }
 
 

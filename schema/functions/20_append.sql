@@ -24,8 +24,9 @@
 -- dead versions (partitions are updated all the time).
 
 -- Append segments to partitions, or report duplicates and write nothing for that partition.
---   p_queues, p_partitions, p_namespaces, p_tasks   one entry per partition, in the order
---       to lock them (callers sort by name, so concurrent flushes cannot deadlock)
+--   p_tenants, p_queues, p_partitions, p_namespaces, p_tasks   one entry per partition, in
+--       the order to lock them (callers sort by name, so concurrent flushes cannot
+--       deadlock); a queue is its tenant's (migration 140)
 --   p_options     the complete default options of a queue this creates
 --   p_segments    how many segments each partition gets (consecutive in p_blobs)
 --   p_frames      frames of each segment
@@ -42,7 +43,7 @@
 -- refused: nothing written for that partition, `encrypted` says what the queue wants.
 -- Raises QN011 (maxSize, above) and QN002 (a partition that keeps disappearing).
 CREATE OR REPLACE FUNCTION queen.append(
-    p_queues text[], p_partitions text[], p_namespaces text[], p_tasks text[],
+    p_tenants text[], p_queues text[], p_partitions text[], p_namespaces text[], p_tasks text[],
     p_options jsonb, p_segments integer[], p_frames integer[], p_blobs bytea[],
     p_txids text[], p_repeats boolean[], p_encrypted boolean[])
 RETURNS TABLE (queue_id bigint, partition_id bigint, base_offset bigint,
@@ -77,14 +78,16 @@ BEGIN
                    coalesce((q.options ->> 'maxSize')::bigint, 0) AS max_size
               INTO l
               FROM queen.queues q JOIN queen.log_partitions p ON p.queue_id = q.id
-             WHERE q.name = p_queues[i] AND p.name = p_partitions[i]
+             WHERE q.tenant = p_tenants[i] AND q.name = p_queues[i]
+               AND p.name = p_partitions[i]
                FOR UPDATE OF p;
             EXIT WHEN l.partition_id IS NOT NULL;
-            INSERT INTO queen.queues (name, namespace, task, options)
-            VALUES (p_queues[i], p_namespaces[i], p_tasks[i], p_options)
-            ON CONFLICT ON CONSTRAINT queues_name_key DO NOTHING;
+            INSERT INTO queen.queues (tenant, name, namespace, task, options)
+            VALUES (p_tenants[i], p_queues[i], p_namespaces[i], p_tasks[i], p_options)
+            ON CONFLICT ON CONSTRAINT queues_tenant_name_key DO NOTHING;
             INSERT INTO queen.log_partitions (queue_id, name)
-            SELECT q.id, p_partitions[i] FROM queen.queues q WHERE q.name = p_queues[i]
+            SELECT q.id, p_partitions[i] FROM queen.queues q
+             WHERE q.tenant = p_tenants[i] AND q.name = p_queues[i]
             ON CONFLICT ON CONSTRAINT log_partitions_queue_id_name_key DO NOTHING;
         END LOOP;
         IF l.partition_id IS NULL THEN

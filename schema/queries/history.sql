@@ -83,11 +83,13 @@ SELECT x.process, min(x.role) AS role, min(x.started_at) AS started_at,
 -- Per queue and bucket of $3 minutes between $1 and $2, the queue's sample rows summed:
 -- throughput and what retention released (sums), depth and partitions at the bucket's last
 -- row, lag (average and largest), parked pops (average). Optionally one queue ($4), one
--- namespace ($5), one task ($6).
--- $1 from, $2 to, $3 bucket minutes, $4 queue or null, $5 namespace or null, $6 task or null
+-- namespace ($5), one task ($6); one tenant's queues ($7), or every tenant's (null: two
+-- tenants' queues of one name are two rows).
+-- $1 from, $2 to, $3 bucket minutes, $4 queue or null, $5 namespace or null, $6 task or null,
+-- $7 tenant or null
 SELECT date_bin(make_interval(mins => $3::int), s.sampled_at,
                 timestamptz '2000-01-01 00:00:00+00') AS bucket,
-       s.queue, count(*)::int AS samples,
+       s.queue, s.tenant, count(*)::int AS samples,
        sum(s.pushed)::bigint AS pushed, sum(s.delivered)::bigint AS delivered,
        sum(s.acked)::bigint AS acked, sum(s.failed)::bigint AS failed,
        sum(s.dead_lettered)::bigint AS dead_lettered,
@@ -104,5 +106,6 @@ SELECT date_bin(make_interval(mins => $3::int), s.sampled_at,
    AND ($4::text IS NULL OR s.queue = $4)
    AND ($5::text IS NULL OR s.namespace = $5)
    AND ($6::text IS NULL OR s.task = $6)
- GROUP BY 1, 2
- ORDER BY 1, 2;
+   AND ($7::text IS NULL OR s.tenant = $7)
+ GROUP BY 1, 2, 3
+ ORDER BY 1, 3, 2;

@@ -3,11 +3,11 @@
 -- name: fetch_partition_state
 -- A queue's partition by name with its offsets; queue_id is null when the queue is unknown,
 -- partition_id is null when the queue exists but the partition does not.
--- $1 queue name, $2 partition name
+-- $1 queue name, $2 partition name, $3 tenant
 SELECT q.id AS queue_id, p.id AS partition_id, p.last_offset, p.log_start
   FROM queen.queues q
   LEFT JOIN queen.log_partitions p ON p.queue_id = q.id AND p.name = $2
- WHERE q.name = $1;
+ WHERE q.tenant = $3 AND q.name = $1;
 
 -- name: fetch_segments
 -- Segments holding offsets from $2 on, in offset order, at most $3 of them. The segment that

@@ -82,15 +82,24 @@ SELECT count(*) FROM gone;
 -- name: reaper_retention_partitions
 -- Partitions of queues with retention switched on (retentionEnabled) and a time-based or
 -- completed retention set, with their cut-offs in seconds (0 = that rule is off) and the
--- queue id. With the switch off the seconds are kept but nothing is deleted.
+-- queue id. With the switch off the seconds are kept but nothing is deleted. A queue of a
+-- tenant with a retention ceiling (queen.tenant_quotas.max_retention_seconds) keeps
+-- nothing older than the ceiling, whatever its own options say.
 SELECT p.id AS partition_id, p.queue_id,
-       greatest((q.options ->> 'retentionSeconds')::bigint, 0) AS retention,
-       greatest((q.options ->> 'completedRetentionSeconds')::bigint, 0)
-           AS completed_retention
-  FROM queen.queues q JOIN queen.log_partitions p ON p.queue_id = q.id
- WHERE (q.options ->> 'retentionEnabled')::boolean
-   AND ((q.options ->> 'retentionSeconds')::bigint > 0
-        OR (q.options ->> 'completedRetentionSeconds')::bigint > 0)
+       CASE WHEN r.enabled AND r.retention > 0
+            THEN least(r.retention, coalesce(t.max_retention_seconds, r.retention))
+            ELSE coalesce(t.max_retention_seconds, 0) END AS retention,
+       CASE WHEN r.enabled THEN r.completed ELSE 0 END AS completed_retention
+  FROM queen.queues q
+  JOIN queen.log_partitions p ON p.queue_id = q.id
+  LEFT JOIN queen.tenant_quotas t ON t.tenant = q.tenant
+  CROSS JOIN LATERAL (
+        SELECT coalesce((q.options ->> 'retentionEnabled')::boolean, false) AS enabled,
+               greatest((q.options ->> 'retentionSeconds')::bigint, 0) AS retention,
+               greatest((q.options ->> 'completedRetentionSeconds')::bigint, 0)
+                   AS completed) r
+ WHERE (r.enabled AND (r.retention > 0 OR r.completed > 0))
+    OR t.max_retention_seconds IS NOT NULL
  ORDER BY p.id;
 
 -- name: reaper_apply_retention

@@ -105,6 +105,7 @@ DELETE FROM queen.stats_processes
 -- the worst group's; 0 when every group has been served everything. Positions are
 -- queen.group_positions': a partition a group has not read yet counts from where its
 -- subscription rule starts it. One segment probe per partition: its least served position.
+-- With the queue's tenant (every queue's gauges, the metrics label them by tenant).
 WITH served AS (
     SELECT g.queue_id, g.partition_id, max(g.last_offset) AS last_offset,
            min(greatest(g.committed, g.log_start - 1,
@@ -125,10 +126,10 @@ lag AS (
 SELECT q.id, q.name,
        (SELECT count(*) FROM queen.log_dlq d JOIN queen.log_partitions p ON p.id = d.partition_id
          WHERE p.queue_id = q.id) AS dead_letters,
-       coalesce(lag.ms, 0)::float8 AS lag_ms
+       coalesce(lag.ms, 0)::float8 AS lag_ms, q.tenant
   FROM queen.queues q
   LEFT JOIN lag ON lag.queue_id = q.id
- ORDER BY q.name;
+ ORDER BY q.tenant, q.name;
 
 -- name: stats_replication
 -- The standbys streaming from this server (an HA pair's synchronous standby, docs/deploying/
@@ -214,7 +215,7 @@ parked AS (
      WHERE s.seen_at > now() - make_interval(secs => $1::float8)
      GROUP BY 1),
 now_ AS (
-    SELECT q.id, q.name, q.namespace, q.task, q.created_at,
+    SELECT q.id, q.name, q.namespace, q.task, q.created_at, q.tenant,
            coalesce(pa.pushed, 0)::bigint AS pushed, coalesce(co.delivered, 0)::bigint AS delivered,
            coalesce(pa.acked, 0)::bigint AS acked, coalesce(co.failed, 0)::bigint AS failed,
            coalesce(pa.evicted, 0)::bigint AS evicted,
@@ -242,7 +243,7 @@ delta AS (
            b.retention_segments AS b_retention_segments
       FROM now_ n CROSS JOIN prev LEFT JOIN queen.stats_baseline b ON b.queue_id = n.id),
 rows_ AS (
-    SELECT id, name, namespace, task, depth, lag, dead, partitions, parked,
+    SELECT id, name, namespace, task, tenant, depth, lag, dead, partitions, parked,
            CASE WHEN counts THEN greatest(pushed - b_pushed, 0) ELSE 0 END AS d_pushed,
            CASE WHEN counts THEN greatest(delivered - b_delivered, 0) ELSE 0 END AS d_delivered,
            CASE WHEN counts THEN greatest(acked - b_acked, 0) ELSE 0 END AS d_acked,
@@ -265,16 +266,16 @@ stored AS (
                                      delivered, acked, failed, dead_lettered, depth,
                                      lag_seconds, partitions, parked, evicted,
                                      retention_released, completed_released,
-                                     retention_segments)
+                                     retention_segments, tenant)
     SELECT now(), id, name, namespace, task, d_pushed, d_delivered, d_acked, d_failed, dead,
            depth, lag, partitions, parked, d_evicted, d_retention_released,
-           d_completed_released, d_retention_segments
+           d_completed_released, d_retention_segments, tenant
       FROM rows_
      WHERE d_pushed > 0 OR d_delivered > 0 OR d_acked > 0 OR d_failed > 0 OR dead > 0
         OR depth > 0 OR lag > 0 OR parked > 0 OR d_evicted > 0 OR d_retention_released > 0
         OR d_completed_released > 0 OR d_retention_segments > 0
     UNION ALL
-    SELECT now(), 0, '', '', '', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+    SELECT now(), 0, '', '', '', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, ''
     RETURNING queue_id),
 moved AS (
     INSERT INTO queen.stats_baseline AS b (queue_id, pushed, delivered, acked, failed,
@@ -322,7 +323,7 @@ DELETE FROM queen.stats_minutes m
 -- $2 and $3, throughput summed over the matching queues' rows, the depth at the bucket's last
 -- pass (queues without a row then had none) and the largest lag seen in the bucket.
 -- $1 unit (minute|hour|day|week|month), $2 from, $3 to, $4 queue or null, $5 namespace or
--- null, $6 task or null
+-- null, $6 task or null, $7 tenant (its queues' samples only)
 WITH passes AS (
     SELECT date_trunc($1, sampled_at, 'UTC') AS bucket, max(sampled_at) AS last_at
       FROM queen.stats_samples
@@ -332,6 +333,7 @@ matched AS (
     SELECT date_trunc($1, s.sampled_at, 'UTC') AS bucket, s.*
       FROM queen.stats_samples s
      WHERE s.queue_id <> 0 AND s.sampled_at >= $2 AND s.sampled_at <= $3
+       AND s.tenant = $7
        AND ($4::text IS NULL OR s.queue = $4)
        AND ($5::text IS NULL OR s.namespace = $5)
        AND ($6::text IS NULL OR s.task = $6))
@@ -360,7 +362,7 @@ SELECT least(clock_timestamp(),
 -- name: stats_changed_partitions
 -- A queue's partitions written at or after $2 (all when null), in creation (id) order after
 -- the page cursor $3, at most $4; null rows when the queue does not exist.
--- $1 queue name, $2 since or null, $3 after partition id or null, $4 limit
+-- $1 queue name, $2 since or null, $3 after partition id or null, $4 limit, $5 tenant
 SELECT q.id AS queue_id, p.id, p.name, p.last_offset, p.log_start, p.last_write_at
   FROM queen.queues q
   LEFT JOIN LATERAL (
@@ -370,5 +372,5 @@ SELECT q.id AS queue_id, p.id, p.name, p.last_offset, p.log_start, p.last_write_
            AND ($3::bigint IS NULL OR p.id > $3)
          ORDER BY p.id
          LIMIT $4) p ON true
- WHERE q.name = $1
+ WHERE q.tenant = $5 AND q.name = $1
  ORDER BY p.id;

@@ -6,9 +6,9 @@
 -- $1 queues, $2 partitions, $3 namespaces, $4 tasks (one per partition), $5 default options
 -- (jsonb text), $6 segments per partition, $7 frames per segment, $8 blobs,
 -- $9 transactionIds (flat), $10 whether each partition's transactionIds repeat,
--- $11 whether each partition's segments are sealed
+-- $11 whether each partition's segments are sealed, $12 each queue's tenant
 SELECT queue_id, partition_id, base_offset, created_at, dup_positions, dup_offsets, encrypted
-  FROM queen.append($1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb,
+  FROM queen.append($12::text[], $1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb,
                     $6::integer[], $7::integer[], $8::bytea[], $9::text[], $10::boolean[],
                     $11::boolean[]);
 
@@ -24,16 +24,16 @@ SELECT DISTINCT s.base_offset, s.created_at, s.blob
 
 -- name: lock_queue
 -- The queue's row for configure, locked so concurrent configures merge one after another.
--- $1 queue name
+-- $1 queue name, $2 tenant
 SELECT id, namespace, task, options::text AS options
-  FROM queen.queues WHERE name = $1 FOR UPDATE;
+  FROM queen.queues WHERE tenant = $2 AND name = $1 FOR UPDATE;
 
 -- name: insert_queue
 -- Create a queue if absent (configure); does nothing when another writer won the race.
--- $1 name, $2 namespace, $3 task, $4 options (jsonb text)
-INSERT INTO queen.queues (name, namespace, task, options)
-VALUES ($1, $2, $3, $4::jsonb)
-ON CONFLICT (name) DO NOTHING;
+-- $1 name, $2 namespace, $3 task, $4 options (jsonb text), $5 tenant
+INSERT INTO queen.queues (tenant, name, namespace, task, options)
+VALUES ($5, $1, $2, $3, $4::jsonb)
+ON CONFLICT (tenant, name) DO NOTHING;
 
 -- name: update_queue
 -- Store a queue's effective namespace, task and options.
@@ -42,8 +42,8 @@ UPDATE queen.queues SET namespace = $2, task = $3, options = $4::jsonb WHERE id 
 
 -- name: delete_queue_row
 -- Remove the queue row; answers its id (nothing when absent).
--- $1 queue name
-DELETE FROM queen.queues WHERE name = $1 RETURNING id;
+-- $1 queue name, $2 tenant
+DELETE FROM queen.queues WHERE tenant = $2 AND name = $1 RETURNING id;
 
 -- name: delete_queue_partitions
 -- Remove a queue's partitions; answers their ids. Waits for appends in flight (their row

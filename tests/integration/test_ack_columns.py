@@ -38,7 +38,7 @@ async def test_acks_answer_alike_joined_or_as_arrays(http: httpx.AsyncClient, db
     # An unknown id with a separator in it: the arrays carry it; the others as usual.
     txids = ["never\x1fpushed", "", messages[0]["transactionId"]]
     items = reads.AckInputs(["__QUEUE_MODE__"] * 3, [pid] * 3, txids, ["completed"] * 3,
-                            [lease, None, lease], None)
+                            [lease, None, lease], None, [""] * 3)
     assert reads._joined(txids) is None
     rows = [r for r in await _ack(core_db, items) if r.outcome != "wake"]
     assert [(r.idx, r.outcome) for r in sorted(rows, key=lambda r: r.idx or 0)] == [
@@ -46,7 +46,8 @@ async def test_acks_answer_alike_joined_or_as_arrays(http: httpx.AsyncClient, db
     assert all(r.error and r.error.startswith(UNRESOLVABLE) for r in rows if r.idx != 3)
     # The same kind of call joined: the second message, and an empty id alone.
     joined = reads.AckInputs(["__QUEUE_MODE__"] * 2, [pid] * 2,
-                             [messages[1]["transactionId"], ""], ["completed"] * 2, None, None)
+                             [messages[1]["transactionId"], ""], ["completed"] * 2, None, None,
+                             [""] * 2)
     assert reads._joined(joined.transaction_ids) is not None
     rows = [r for r in await _ack(core_db, joined) if r.outcome != "wake"]
     assert sorted((r.idx, r.outcome) for r in rows) == [(1, "ok"), (2, "refused")]

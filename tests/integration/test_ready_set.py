@@ -103,7 +103,9 @@ async def test_a_lost_notification_is_found_by_the_periodic_reseed(
     await _push(a, queue_name, ["seed"])
     request = PopRequest(group="g", batch=10, queue=queue_name, auto_ack=True)
     assert (await b.pop(request)).count == 1
-    lane = b.ready.lane(b.reader._routes[(queue_name, None, None, "g")].queue_ids[0], "g")
+    # A route is keyed by tenant ('' the default), queue, namespace, task and group.
+    route = b.reader._routes[("", queue_name, None, None, "g")]
+    lane = b.ready.lane(route.queue_ids[0], "g")
     assert lane.seeded_at is not None
     _silenced(a)
     await _push(a, queue_name, ["lost"])

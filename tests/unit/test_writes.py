@@ -56,8 +56,9 @@ class FakeAppendConn:
     def _append(self, queues: list[str], partitions: list[str], namespaces: list[str],
                 tasks: list[str], options: str, per_partition: list[int], frames: list[int],
                 blobs: list[bytes], txids: list[str], repeats: list[bool],
-                encrypted: list[bool]) -> tuple[Any, ...]:
+                encrypted: list[bool], tenants: list[str]) -> tuple[Any, ...]:
         assert len(queues) == 1 and per_partition == [len(blobs)] and encrypted == [False]
+        assert tenants == [""]  # the default tenant (queen.append's first argument)
         self.statements.append(list(txids))
         stored = [f for blob in blobs for f in segments.unpack(blob)]
         assert [f.transaction_id for f in stored] == txids

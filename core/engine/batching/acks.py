@@ -62,23 +62,24 @@ class ExtendFlusher:
 
     def __init__(self, db: Database, *, max_concurrent: int = 2) -> None:
         self._db = db
-        self.batcher: KeyedBatcher[tuple[str, int], list[datetime]] = KeyedBatcher(
+        self.batcher: KeyedBatcher[tuple[str, int, str], list[datetime]] = KeyedBatcher(
             self._flush, lambda r: frozenset([r[0]]), lambda r: 1,
             max_concurrent=max_concurrent)
 
-    async def extend(self, lease_id: str, seconds: int) -> list[datetime]:
-        """Push the expiry of every live lease of `lease_id` to at least now + seconds;
-        answer the new expiries (empty when nothing was live)."""
-        return await self.batcher.submit((lease_id, seconds))
+    async def extend(self, lease_id: str, seconds: int, tenant: str = "") -> list[datetime]:
+        """Push the expiry of every live lease of `lease_id` on `tenant`'s queues to at
+        least now + seconds; answer the new expiries (empty when nothing was live)."""
+        return await self.batcher.submit((lease_id, seconds, tenant))
 
     async def close(self) -> None:
         await self.batcher.close()
 
-    async def _flush(self, requests: list[tuple[str, int]]) -> list[list[datetime]]:
+    async def _flush(self, requests: list[tuple[str, int, str]]) -> list[list[datetime]]:
         async with self._db.session() as conn:
             rows = await sql.extend_leases(conn, lease_ids=[r[0] for r in requests],
-                                           seconds=[float(r[1]) for r in requests])
+                                           seconds=[float(r[1]) for r in requests],
+                                           tenants=[r[2] for r in requests])
         expiries: dict[str, list[datetime]] = {}
         for row in rows:
             expiries.setdefault(row.lease_id, []).append(row.lease_expires_at)
-        return [expiries.get(lease_id, []) for lease_id, _ in requests]
+        return [expiries.get(lease_id, []) for lease_id, _, _ in requests]

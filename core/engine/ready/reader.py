@@ -34,6 +34,7 @@ from core.engine.ready.lane import Lane
 from core.engine.ready.ready_set import ReadySet
 from core.ids import LeaseId, QueueId
 from core.storage.database import Database
+from core.tenancy.scoped import unscoped
 from core.waiting import first_of
 
 MAX_CANDIDATES = 64  # candidates one claim statement is given
@@ -53,7 +54,8 @@ ROUTE_TTL_S = 30.0
 _STRANGERS_KEPT = 100_000
 _ROUTES_KEPT = 100_000  # routes remembered; all are forgotten past that (each looks again)
 
-RouteKey = tuple[str | None, str | None, str | None, str]  # queue, namespace, task, group
+# tenant, queue, namespace, task, group
+RouteKey = tuple[str, str | None, str | None, str | None, str]
 Lanes = dict[int, Lane]  # a pop's lanes, by queue id
 
 
@@ -134,7 +136,8 @@ class Reader:
     # -- the autopilot's view (core/engine/autopilot.py ReadyView) ------------------------
 
     def ready(self, queue: str, group: str) -> tuple[int, float | None]:
-        """Ready partitions known for (queue, group), and the oldest one's age."""
+        """Ready partitions known for (queue, group), and the oldest one's age (`queue`:
+        the autopilot's lane key, the name scoped by its tenant, core/tenancy/scoped.py)."""
         return self.known_ready(_route_of(queue, group))
 
     def taken(self, queue: str, group: str, queue_ids: Sequence[int],
@@ -364,11 +367,12 @@ class Reader:
 
 
 def _route_of(queue: str, group: str) -> PopRequest:
-    return PopRequest(group=group, batch=1, queue=queue)
+    tenant, name = unscoped(queue)
+    return PopRequest(group=group, batch=1, queue=name, tenant=tenant)
 
 
 def _key(request: PopRequest) -> RouteKey:
-    return (request.queue, request.namespace, request.task, request.group)
+    return (request.tenant, request.queue, request.namespace, request.task, request.group)
 
 
 def _give_back(lanes: list[Lane], candidates: list[int]) -> None:
