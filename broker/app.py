@@ -20,12 +20,15 @@ from broker.routes.health import VERSION
 from broker.state import BrokerState
 from core.service import Broker
 from core.settings import Settings
+from core.tracing import Tracing
 
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: Settings, *, draining: asyncio.Event | None = None) -> Starlette:
-    """The broker app; whoever runs it sets `draining` when it starts to shut down."""
+def create_app(settings: Settings, *, draining: asyncio.Event | None = None,
+               tracing: Tracing | None = None) -> Starlette:
+    """The broker app; whoever runs it sets `draining` when it starts to shut down.
+    `tracing` records spans (default: as TRACING_EXPORTER says)."""
     from broker.table import ENDPOINTS  # imports every route module
 
     drain = draining if draining is not None else asyncio.Event()
@@ -38,7 +41,7 @@ def create_app(settings: Settings, *, draining: asyncio.Event | None = None) -> 
         # loops stop, the pool closes; the gate (its JWKS refresh) holds nothing they need.
         gate = await Gate.start(settings.auth)
         try:
-            async with Broker.open(settings, stop_waiting=drain) as broker:
+            async with Broker.open(settings, stop_waiting=drain, tracing=tracing) as broker:
                 app.state.broker = BrokerState(settings, broker, gate)
                 yield
         finally:

@@ -84,7 +84,7 @@ def find_bin_dir(env: Mapping[str, str] | None = None) -> Path:
 
 
 @dataclass
-class Node:
+class CitusNode:
     name: str
     port: int
 
@@ -93,12 +93,12 @@ class Node:
 
 
 @dataclass
-class Cluster:
+class CitusCluster:
     """The nodes under `root` (their ports are kept in `root/cluster.json`)."""
 
     root: Path
     bin_dir: Path
-    nodes: list[Node] = field(default_factory=list)
+    nodes: list[CitusNode] = field(default_factory=list)
     shards: int = DEFAULT_SHARDS
     settings: dict[str, str] = field(default_factory=dict)  # extra server settings (tests)
 
@@ -107,30 +107,30 @@ class Cluster:
     @classmethod
     def load_or_new(cls, root: Path, *, bin_dir: Path | None = None, workers: int = 2,
                     shards: int = DEFAULT_SHARDS,
-                    settings: Mapping[str, str] | None = None) -> Cluster:
+                    settings: Mapping[str, str] | None = None) -> CitusCluster:
         """The cluster recorded under `root`, or a new layout of a coordinator and
         `workers` workers on free ports (nothing is created until `up`)."""
         root = root.expanduser().resolve()
         state = root / "cluster.json"
         if state.exists():
             data = json.loads(state.read_text())
-            return cls(root, Path(data["bin_dir"]), [Node(**n) for n in data["nodes"]],
+            return cls(root, Path(data["bin_dir"]), [CitusNode(**n) for n in data["nodes"]],
                        data.get("shards", shards), dict(data.get("settings", {})))
         found = bin_dir or find_bin_dir()
         names = [COORDINATOR] + [f"worker{i}" for i in range(1, workers + 1)]
         ports = _free_ports(len(names))
-        return cls(root, found, [Node(n, p) for n, p in zip(names, ports)], shards,
+        return cls(root, found, [CitusNode(n, p) for n, p in zip(names, ports)], shards,
                    dict(settings or {}))
 
     @property
-    def coordinator(self) -> Node:
+    def coordinator(self) -> CitusNode:
         return self.nodes[0]
 
     @property
-    def workers(self) -> list[Node]:
+    def workers(self) -> list[CitusNode]:
         return self.nodes[1:]
 
-    def node(self, name: str) -> Node:
+    def node(self, name: str) -> CitusNode:
         for node in self.nodes:
             if node.name == name:
                 return node
@@ -141,10 +141,10 @@ class Cluster:
         hosts = ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
         return f"postgresql://{SUPERUSER}@{hosts}/{database}"
 
-    def data_dir(self, node: Node) -> Path:
+    def data_dir(self, node: CitusNode) -> Path:
         return self.root / node.name / "pg"
 
-    def log_file(self, node: Node) -> Path:
+    def log_file(self, node: CitusNode) -> Path:
         return self.root / node.name / "postgres.log"
 
     def _save(self) -> None:
@@ -172,10 +172,10 @@ class Cluster:
             if self.running(node):
                 self._pg_ctl(node, "stop", "-m", "fast", "-w", "-t", "60")
 
-    def running(self, node: Node) -> bool:
+    def running(self, node: CitusNode) -> bool:
         return self.postmaster_pid(node) is not None
 
-    def postmaster_pid(self, node: Node) -> int | None:
+    def postmaster_pid(self, node: CitusNode) -> int | None:
         """The pid of the node's live postmaster, or None."""
         try:
             pid = int((self.data_dir(node) / "postmaster.pid").read_text().split("\n", 1)[0])
@@ -189,7 +189,7 @@ class Cluster:
             return pid
         return pid
 
-    def start(self, node: Node, timeout: float = 60.0) -> None:
+    def start(self, node: CitusNode, timeout: float = 60.0) -> None:
         """Start one node and wait until it accepts connections (a node just killed may hold
         its shared memory for a moment: retried until `timeout`)."""
         options = {**NODE_SETTINGS, "port": str(node.port),
@@ -207,7 +207,7 @@ class Cluster:
                     raise
                 time.sleep(0.5)
 
-    def kill(self, node: Node) -> int | None:
+    def kill(self, node: CitusNode) -> int | None:
         """kill -9 the node's postmaster (its backends end with it); answer its pid."""
         pid = self.postmaster_pid(node)
         if pid is not None:
@@ -217,7 +217,7 @@ class Cluster:
                 time.sleep(0.05)
         return pid
 
-    def add_worker(self, timeout: float = 60.0) -> Node:
+    def add_worker(self, timeout: float = 60.0) -> CitusNode:
         """One more worker: created, started and registered in `postgres` (a database made
         by `prepare_database` is registered by calling it again). No shard moves to it
         until the rebalancer runs (`SELECT citus_rebalance_start()`)."""
@@ -225,7 +225,7 @@ class Cluster:
         index = 1
         while f"worker{index}" in taken:
             index += 1
-        node = Node(f"worker{index}", _free_ports(1)[0])
+        node = CitusNode(f"worker{index}", _free_ports(1)[0])
         self.nodes.append(node)
         self._save()
         self._initdb(node, _system_user())
@@ -258,7 +258,7 @@ class Cluster:
                 self.psql(self.coordinator, f"SELECT citus_add_node('127.0.0.1', {worker.port})",
                           database=name)
 
-    def psql(self, node: Node, sql: str, *, database: str = DATABASE) -> str:
+    def psql(self, node: CitusNode, sql: str, *, database: str = DATABASE) -> str:
         """Run `sql` on a node with PostgreSQL's own client; answer its unaligned output."""
         done = subprocess.run(
             [str(self.bin_dir / "psql"), "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1",
@@ -278,7 +278,7 @@ class Cluster:
         _hand_over(run, _system_user())
         return run
 
-    def _initdb(self, node: Node, user: str | None) -> None:
+    def _initdb(self, node: CitusNode, user: str | None) -> None:
         data = self.data_dir(node)
         if (data / "PG_VERSION").exists():
             return
@@ -293,7 +293,7 @@ class Cluster:
             raise RuntimeError(f"initdb of {node.name} failed: "
                                f"{done.stderr.decode(errors='replace').strip()}")
 
-    def _pg_ctl(self, node: Node, *args: str) -> None:
+    def _pg_ctl(self, node: CitusNode, *args: str) -> None:
         user = _system_user()
         done = subprocess.run([str(self.bin_dir / "pg_ctl"), "-D", str(self.data_dir(node)),
                                *args], check=False, stdout=subprocess.DEVNULL,
@@ -373,7 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     root = Path(os.environ.get("QUEEN_CITUS_DIR", ".queen-citus"))
     shards = int(os.environ.get("QUEEN_CITUS_SHARDS", str(DEFAULT_SHARDS)))
     try:
-        cluster = Cluster.load_or_new(root, workers=getattr(args, "workers", 2), shards=shards)
+        cluster = CitusCluster.load_or_new(root, workers=getattr(args, "workers", 2), shards=shards)
     except CitusNotFound as exc:
         print(f"broker.citus: {exc}", file=sys.stderr)
         return 1

@@ -34,7 +34,7 @@ _OPERATOR_COMMANDS = {
     "lag": "broker.ctl.groups:lag", "groups": "broker.ctl.groups:groups",
     "dlq": "broker.ctl.dlq:dlq", "maintenance": "broker.ctl.maintenance:maintenance",
     "push": "broker.ctl.messages:push", "pop": "broker.ctl.messages:pop",
-    "token": "broker.ctl.token:token",
+    "token": "broker.ctl.token:token", "tenants": "broker.ctl.tenants:tenants",
 }
 
 

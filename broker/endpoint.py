@@ -5,15 +5,20 @@ Structs of its path parameters, query string and body, its answers per status, a
 access level (§9). The Starlette routes and the OpenAPI document are both built from the
 rows, so they cannot disagree. The request pipeline is the same for every route:
 
-0. admit the caller at the row's access level (`broker.auth.gate`): a refusal (401/403) is
-   answered before the body is decoded, and a row cannot be built without a level;
+0. admit the caller at the row's access level (`broker.auth.gate`), decide the tenant it
+   acts in (`broker.tenancy`: an OPERATOR route refuses a request bound to a tenant), and
+   take one token of that tenant's request rate (core/tenancy: 429 over it): a refusal
+   (400/401/403/429) is answered before the body is decoded, and a row cannot be built
+   without a level;
 1. read the body (every route does, bounded by the body limit, so unread bytes never wedge
    a kept-alive connection), then decode path parameters, query string and body into their
    Structs (a route with a binary body, §7, decodes a body sent as
    `application/x-queen-push` with its own decoder instead): any problem is a 4xx naming
    the field, before anything touches the database;
-2. call the handler with `request` plus `path`, `query` and `body` as the row declares, and
-   the caller's `identity` if the handler takes one.
+2. call the handler with `request` plus `path`, `query` and `body` as the row declares, the
+   caller's `identity` if the handler takes one, and its tenant as `tenant` (the name) or
+   `tenancy` (broker.tenancy.Tenancy). Every row of the table but PUBLIC and OPERATOR ones
+   takes it (`Endpoint.scoped`).
 """
 
 from __future__ import annotations
@@ -30,14 +35,17 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from broker.auth.access import Access
+from broker.auth.errors import Forbidden
 from broker.errors import error_response, refusal
 from broker.state import state_of
+from broker.tenancy import Tenancy, resolve
+from broker.tls.peer import scope_identity
 from broker.wire.binary import BINARY_MEDIA_TYPE, media_type
 from broker.wire.common import ErrorBody
 from broker.wire.decoding import decode_body, decode_strings
 from broker.wire.http import json_response, read_body
 from core.counters import COUNTERS
-from core.errors import ClientError, Coded, QueenError
+from core.errors import ClientError, Coded, Limited, QueenError
 from core.settings import Settings
 
 Handler = Callable[..., Awaitable[Response]]
@@ -73,8 +81,9 @@ class Endpoint:
     # The body's alternative, sent as `application/x-queen-push` (§7); its docstring says
     # what it is in the OpenAPI document.
     binary_body: BinaryDecoder | None = None
-    # A route whose body refusals have codes of their own (extensions §14.4, §15.2) decodes
-    # its JSON body with this instead of into `body`, which then only documents it.
+    # A route whose body refusals have codes of their own (extensions §14.4, §15.2), or that
+    # decodes its JSON body a faster way than field by field (push), decodes its JSON body
+    # with this instead of into `body`, which then only documents it.
     decode: BinaryDecoder | None = None
     # A GET that changes state (pop) answers HEAD with 405 instead of running.
     changes_state: bool = False
@@ -83,6 +92,8 @@ class Endpoint:
     # Who may call it when auth is on (§9). Required: a row without a level cannot be built.
     access: Access = field(kw_only=True)
     takes_identity: bool = field(init=False, default=False)
+    takes_tenant: bool = field(init=False, default=False)  # the tenant's name, as `tenant`
+    takes_tenancy: bool = field(init=False, default=False)  # all of it, as `tenancy`
 
     def __post_init__(self) -> None:
         if not isinstance(self.access, Access):
@@ -92,9 +103,18 @@ class Endpoint:
             if kind is not None}
         given = set(inspect.signature(self.handler).parameters)
         object.__setattr__(self, "takes_identity", "identity" in given)
-        if given - {"identity"} != wanted:
+        object.__setattr__(self, "takes_tenant", "tenant" in given)
+        object.__setattr__(self, "takes_tenancy", "tenancy" in given)
+        if given - {"identity", "tenant", "tenancy"} != wanted:
             raise TypeError(f"{self.handler.__name__} takes {sorted(given)}, but the table "
                             f"declares {sorted(wanted)} for {self.method} {self.path}")
+
+    @property
+    def scoped(self) -> bool:
+        """Whether the handler is given the request's tenant. Every row of the table but
+        PUBLIC and OPERATOR ones is (tests/unit/test_access_table.py checks it), so no
+        route can forget to scope what it touches by tenant."""
+        return self.takes_tenant or self.takes_tenancy
 
     @property
     def open_path(self) -> str:
@@ -113,12 +133,18 @@ class Endpoint:
         state = state_of(request)
         try:
             identity = await state.gate.admit(
-                request.scope["path"], request.headers.get("authorization"), self.access)
+                request.scope["path"], request.headers.get("authorization"), self.access,
+                scope_identity(request.scope))
+            tenancy = self._tenancy(request, identity)
         except QueenError as exc:
             return await refusal(request, exc)
         try:
             raw = await read_body(request, state.settings.max_body_bytes)
             args: dict[str, Any] = {"identity": identity} if self.takes_identity else {}
+            if self.takes_tenant:
+                args["tenant"] = tenancy.tenant
+            if self.takes_tenancy:
+                args["tenancy"] = tenancy
             if self.path_params is not None:
                 args["path"] = decode_strings(request.path_params, self.path_params)
             if self.query is not None:
@@ -132,8 +158,8 @@ class Endpoint:
                 args["body"] = decode_body(raw, self.body)
             return await self.handler(request, **args)
         except ClientError as exc:
-            if self.client_error is None:
-                raise
+            if self.client_error is None or isinstance(exc, Limited):
+                raise  # a quota's refusal has one shape on every route (broker/errors.py)
             answer = error_response(exc)
             if isinstance(exc, Coded):
                 # A coded refusal (a transaction's `kv` rider, extensions §17) is the route's
@@ -145,6 +171,25 @@ class Endpoint:
             return json_response(body, answer.status_code,
                                  headers={k: v for k, v in answer.headers.items()
                                           if k in ("connection", "retry-after")})
+
+
+    def _tenancy(self, request: Request, identity: Any) -> Tenancy:
+        """The request's tenant (broker/tenancy.py), checked against the row's level and
+        charged one token of the tenant's request rate."""
+        state = state_of(request)
+        if self.access is Access.PUBLIC and not (self.takes_tenant or self.takes_tenancy):
+            return Tenancy("")  # a page or a probe: nothing of any tenant's is touched
+        settings = state.settings
+        client = request.scope.get("client")
+        tenancy = resolve(identity, request.headers.get(settings.tenancy.header),
+                          client[0] if client else None, settings=settings.tenancy,
+                          auth_on=settings.auth.enabled)
+        if self.access is Access.OPERATOR and tenancy.bound:
+            raise Forbidden("this route is the deployment operator's; the request is bound "
+                            "to a tenant")
+        if self.access not in (Access.PUBLIC, Access.OPERATOR):
+            state.broker.admit_request(tenancy.tenant)
+        return tenancy
 
 
 def starlette_routes(endpoints: Sequence[Endpoint]) -> list[BaseRoute]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from starlette.exceptions import HTTPException
@@ -9,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from broker.auth.errors import Forbidden, KeysUnavailable, Unauthenticated
+from broker.state import state_of
 from broker.wire.http import (
     DRAIN_BYTES,
     BodyIncomplete,
@@ -21,10 +23,13 @@ from core.errors import (
     BadRequest,
     ClientError,
     Coded,
+    Limited,
     NotFound,
     Overloaded,
     PayloadTooLarge,
     QueenError,
+    QuotaExceeded,
+    RateLimited,
     ServiceError,
     StorageError,
     StorageUnavailable,
@@ -37,6 +42,8 @@ STATUS: dict[type[QueenError], int] = {
     Unauthenticated: 401,
     Forbidden: 403,
     HorizonExceeded: 403,
+    QuotaExceeded: 403,
+    RateLimited: 429,
     BodyTimeout: 408,
     BadRequest: 400,
     PayloadTooLarge: 413,
@@ -76,6 +83,9 @@ def error_response(exc: QueenError) -> Response:
     if (status >= 500 or isinstance(exc, StorageError)) and not isinstance(
             exc, KeysUnavailable):
         log.warning("%s: %s", type(exc).__name__, exc.message)
+    if isinstance(exc, Limited):  # a tenant's quota: Queen's proxy's shape
+        return json_response({"error": exc.message, "code": exc.code}, status,
+                             headers=headers)
     if isinstance(exc, Coded):  # the extension routes' shape (§§14–17 shared rules)
         return json_response({"error": exc.code, "reason": exc.reason, "detail": exc.message},
                              status, headers=headers)
@@ -84,15 +94,27 @@ def error_response(exc: QueenError) -> Response:
 
 async def queen_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, QueenError)
+    await held(request, exc)
     return error_response(exc)
 
 
 async def refusal(request: Request, exc: QueenError) -> Response:
-    """The error answer to a request refused before its body was read (401/403)."""
+    """The error answer to a request refused before its body was read (401/403, 429)."""
     answer = error_response(exc)
     if not await drained(request):
         answer.headers["Connection"] = "close"
+    await held(request, exc)
     return answer
+
+
+async def held(request: Request, exc: QueenError) -> None:
+    """Hold a tenant's 429 for QUEEN_TENANT_REFUSAL_DELAY_MS (core/tenancy/settings.py): a
+    connection that sends again as soon as it is answered is then refused a few times a
+    second, not as often as the broker can answer, and waiting costs a sleeping coroutine."""
+    if isinstance(exc, RateLimited):
+        delay = state_of(request).settings.tenancy.refusal_delay_ms
+        if delay:
+            await asyncio.sleep(delay / 1000)
 
 
 async def drained(request: Request) -> bool:

@@ -238,14 +238,17 @@ def _needed_paths() -> list[Path]:
 def unreachable_paths(user: str, paths: list[Path]) -> list[Path]:
     """The directories and files on the way to `paths` (as written and with symlinks
     resolved) that `user` may not pass or read, found by asking the kernel as that user
-    (a forked child: ACLs and groups count as they will for Patroni)."""
+    (a forked child: ACLs and groups count as they will for Patroni). The paths are resolved
+    here, as root: the user cannot resolve a symlink that leads through a directory it may
+    not pass (a virtualenv's python linking to pyenv's under /root)."""
+    checks = _checks(paths)
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: become the user, look, write the answer, leave
         try:
             os.close(read)
             _become(user)
-            found = [str(p) for p in _blocked(paths)]
+            found = [str(p) for p in _blocked(checks)]
             os.write(write, "\0".join(found).encode())
         finally:
             os._exit(0)
@@ -256,19 +259,40 @@ def unreachable_paths(user: str, paths: list[Path]) -> list[Path]:
     return [Path(p) for p in data.split("\0") if p]
 
 
-def _blocked(paths: list[Path]) -> list[Path]:
-    out: list[Path] = []
+# A path to check as the user, and the access it needs once its directories are passed: None
+# for a symlink, whose target is checked through the resolved path.
+Check = tuple[Path, int | None]
+
+
+def _checks(paths: list[Path]) -> list[Check]:
+    out: list[Check] = []
     for target in paths:
-        for path in dict.fromkeys([target.absolute(), target.resolve()]):
-            for parent in reversed(path.parents):
-                if not os.access(parent, os.X_OK):
-                    if parent not in out:
-                        out.append(parent)
-                    break
-            else:
-                wanted = os.X_OK if path.is_dir() or path == Path(sys.executable) else 0
-                if not os.access(path, os.R_OK | wanted) and path not in out:
-                    out.append(path)
+        wanted = os.R_OK | (os.X_OK if target.is_dir() or target == Path(sys.executable) else 0)
+        for path in dict.fromkeys([*_links(target.absolute()), target.resolve()]):
+            out.append((path, None if path.is_symlink() else wanted))
+    return out
+
+
+def _links(path: Path) -> list[Path]:
+    """`path` and every link it leads through: each hop's directory must be passable too
+    (a virtualenv's python that links to one under /root, which links on to /usr/bin)."""
+    hops = [path]
+    while hops[-1].is_symlink() and len(hops) < 40:
+        hops.append((hops[-1].parent / os.readlink(hops[-1])).absolute())
+    return hops
+
+
+def _blocked(checks: list[Check]) -> list[Path]:
+    out: list[Path] = []
+    for path, wanted in checks:
+        for parent in reversed(path.parents):
+            if not os.access(parent, os.X_OK):
+                if parent not in out:
+                    out.append(parent)
+                break
+        else:
+            if wanted is not None and not os.access(path, wanted) and path not in out:
+                out.append(path)
     return out
 
 

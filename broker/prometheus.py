@@ -5,6 +5,12 @@ summed in PostgreSQL, live workers' heartbeats, per-queue gauges), turned into m
 families by a one-shot collector on a fresh registry per scrape. Names follow Queen's
 (`queen_cluster_*_total`, `queen_dlq_depth`, ...), so its documented alert rules work;
 the latency histograms (`queen_{push,pop,ack}_duration_seconds`) are ours.
+
+Per-queue series carry a `tenant` label for a queue of a named tenant (docs/security/
+tenants.md) and none for the default tenant's: in Prometheus an empty label and a missing
+one are the same, so a deployment without tenants exposes exactly the series it did. A
+scrape scoped to one tenant (a tenant's token, when /metrics/prometheus is not a skipped
+path) shows that tenant's queue figures only: no process, cluster or other tenant's series.
 """
 
 from __future__ import annotations
@@ -42,6 +48,13 @@ _CLUSTER_COUNTERS = (
     ("queen_cluster_transactions", "transactions", "Transactions committed."),
     ("queen_cluster_dlq", "dlq", "Messages moved to the dead-letter store by acks."),
     ("queen_cluster_db_errors", "db_errors", "Database errors met by web workers."),
+    # Operating signals (docs/operating/alerts.md): leases the reaper released on expiry (a
+    # consumer neither acked nor extended in time), and processes that started (web workers,
+    # reapers, Kafka listeners: an increase after the first scrape is a restart).
+    ("queen_leases_expired", "leases_expired",
+     "Leases the reaper released because they expired before an ack or extension."),
+    ("queen_process_starts", "process_starts",
+     "Broker processes (web workers, reapers, Kafka listeners) that started."),
     # The read path's ready set (core/engine/ready): claim statements, those that delivered
     # nothing, and reseed statements (the paged scan of a queue for a group).
     ("queen_cluster_claim_statements", "claim_statements", "Pop claim statements sent."),
@@ -88,6 +101,7 @@ class Scrape:
     local: ProcessFigures  # this worker, for when the cluster view is missing
     operating: OperatingFigures
     ephemeral: EphemeralTotals | None = None  # ephemeral queues (§19), deployment-wide
+    tenant: str | None = None  # the one tenant this scrape is scoped to (None: every one)
 
 
 def _gauge(name: str, text: str, value: float) -> GaugeMetricFamily:
@@ -99,6 +113,17 @@ def _labelled(name: str, text: str, label: str,
     family = GaugeMetricFamily(name, text, labels=[label])
     for key, value in values:
         family.add_metric([key], value)
+    return family
+
+
+def _per_queue(name: str, text: str,
+               values: Iterable[tuple[tuple[str, str], float]]) -> GaugeMetricFamily:
+    """A per-queue family: label `queue`, and `tenant` for a named tenant's queue (see the
+    module docstring)."""
+    family = GaugeMetricFamily(name, text, labels=["queue"])
+    for (tenant, queue), value in values:
+        family.add_sample(name, {"queue": queue, "tenant": tenant} if tenant
+                          else {"queue": queue}, value)
     return family
 
 
@@ -116,6 +141,9 @@ def _histogram(kind: str, counters: dict[str, int], name: str | None = None,
 
 
 def _families(scrape: Scrape) -> Iterator[Metric]:
+    if scrape.tenant is not None:
+        yield from _tenant_families(scrape)
+        return
     processes = scrape.cluster.processes if scrape.cluster else []
     if not any(p.process == scrape.local.process for p in processes):
         processes = [*processes, scrape.local]
@@ -129,10 +157,16 @@ def _families(scrape: Scrape) -> Iterator[Metric]:
                  sum(p.pool_idle for p in processes))
     yield _labelled("queen_process_resident_memory_bytes", "Resident memory of each web worker.",
                     "process", ((p.process, p.rss_bytes) for p in processes))
+    starts = GaugeMetricFamily("queen_process_start_time_seconds",
+                               "Start of each live broker process, in Unix seconds.",
+                               labels=["process", "role"])
+    for p in processes:
+        starts.add_metric([p.process, p.role], p.started_at)
+    yield starts
     op = scrape.operating
     yield _gauge("queen_maintenance_mode_enabled", "1 while pushes go to the spool.",
                  int(op.maintenance or any(p.maintenance for p in processes)))
-    # Every worker of a host counts the same spool (core/upkeep/spool.py: one per database per
+    # Every worker of a host counts the same spool (core/engine/spool.py: one per database per
     # host), so the largest count is the host's, not their sum.
     yield _gauge("queen_file_buffer_pending", "Pushes waiting in the spool.",
                  max([p.file_buffer_pending for p in processes] + [op.file_buffer_pending]))
@@ -149,20 +183,8 @@ def _families(scrape: Scrape) -> Iterator[Metric]:
         yield _histogram(kind, cluster.counters)
     yield _histogram("timer_lag", cluster.counters, "queen_timer_fire_lag_seconds",
                      "How long after its deliverAt a timer fired.")
-    yield _gauge("queen_timers_pending", "Timers scheduled and not yet fired.",
-                 cluster.timers_pending)
-    yield _gauge("queen_dlq_depth", "Rows in the dead-letter store.",
-                 sum(q.dead_letters for q in cluster.queues))
-    yield _labelled("queen_dlq_depth_by_queue", "Dead letters per queue.", "queue",
-                    ((q.name, q.dead_letters) for q in cluster.queues))
-    yield _labelled("queen_queue_pop_lag_milliseconds",
-                    "Age of the oldest message the slowest cursor has not consumed.", "queue",
-                    ((q.name, q.lag_ms) for q in cluster.queues))
-    yield _labelled("queen_queue_parked_consumers",
-                    "Long-poll pops parked per queue (* = any queue: discovery pops, and pops "
-                    "before their first check).", "queue", cluster.parked.items())
-    for name, text, attr in _OVERVIEW_GAUGES:
-        yield _gauge(name, text, getattr(cluster.overview, attr))
+    yield from _queue_families(cluster)
+    yield from _replication(cluster)
     eph = scrape.ephemeral
     if eph is not None:
         yield _gauge("queen_ephemeral_queues", "Ephemeral queues, live or declared.", eph.queues)
@@ -174,6 +196,52 @@ def _families(scrape: Scrape) -> Iterator[Metric]:
                         "crash-emptied queue takes its counts with it).", "reason",
                         (("bounds", eph.drops_bounds), ("ttl", eph.drops_ttl),
                          ("retry", eph.drops_retry)))
+
+
+def _queue_families(cluster: ClusterFigures) -> Iterator[Metric]:
+    """The figures of the queues the scrape covers (every tenant's, or one tenant's)."""
+    yield _gauge("queen_timers_pending", "Timers scheduled and not yet fired.",
+                 cluster.timers_pending)
+    yield _gauge("queen_dlq_depth", "Rows in the dead-letter store.",
+                 sum(q.dead_letters for q in cluster.queues))
+    yield _per_queue("queen_dlq_depth_by_queue", "Dead letters per queue.",
+                     (((q.tenant, q.name), q.dead_letters) for q in cluster.queues))
+    yield _per_queue("queen_queue_pop_lag_milliseconds",
+                     "Age of the oldest message the slowest cursor has not consumed.",
+                     (((q.tenant, q.name), q.lag_ms) for q in cluster.queues))
+    yield _per_queue("queen_queue_parked_consumers",
+                     "Long-poll pops parked per queue (* = any queue: discovery pops, and pops "
+                     "before their first check).", cluster.parked.items())
+    for name, text, attr in _OVERVIEW_GAUGES:
+        yield _gauge(name, text, getattr(cluster.overview, attr))
+
+
+def _tenant_families(scrape: Scrape) -> Iterator[Metric]:
+    """A scrape scoped to one tenant: its queues' figures, and whether the database could
+    be read."""
+    yield _gauge("queen_file_buffer_db_healthy", "1 when this scrape could read the database.",
+                 int(scrape.cluster is not None))
+    if scrape.cluster is not None:
+        yield from _queue_families(scrape.cluster)
+
+
+def _replication(cluster: ClusterFigures) -> Iterator[Metric]:
+    """The standbys streaming from the database (an HA pair: docs/deploying/high-availability.md)."""
+    yield _gauge("queen_db_replication_standbys",
+                 "Standbys streaming from the database server (pg_stat_replication).",
+                 len(cluster.standbys))
+    yield _labelled("queen_db_replication_sync", "1 for a synchronous standby, 0 otherwise.",
+                    "standby", ((s.standby, int(s.sync_state in ("sync", "quorum")))
+                                for s in cluster.standbys))
+    yield _labelled("queen_db_replication_lag_bytes",
+                    "WAL the standby has not replayed yet, in bytes (absent when the database "
+                    "user may not read WAL positions: grant pg_monitor).", "standby",
+                    ((s.standby, s.lag_bytes) for s in cluster.standbys
+                     if s.lag_bytes is not None))
+    yield _labelled("queen_db_replication_lag_seconds",
+                    "How long ago the standby replayed what the server had then written "
+                    "(PostgreSQL's replay_lag; 0 once caught up).", "standby",
+                    ((s.standby, s.lag_seconds) for s in cluster.standbys))
 
 
 class _OneScrape:

@@ -15,6 +15,9 @@ themselves. A process that dies more than 5 times in 60 s (SUPERVISOR_MAX_RESTAR
 SUPERVISOR_RESTART_WINDOW_MS) stops the whole broker with a message naming it and its last
 exit status, rather than restarting forever.
 
+With TLS on, SIGHUP makes the web workers and the Kafka listener load the certificate files
+again (broker/tls/rotation.py); without TLS, SIGHUP is left as it always was.
+
 Ctrl-C / SIGTERM stop everything in order: web workers drain first (they finish requests in
 flight and answer parked long polls), then the reaper, then PostgreSQL. Children run in
 their own process groups, so a terminal's Ctrl-C reaches only this process, which stops them
@@ -39,11 +42,12 @@ from dataclasses import dataclass, field
 from types import FrameType
 
 from broker.auth.exposure import bind_notice, exposure_warnings
-from broker.worker import BACKLOG, drain_seconds
+from broker.tls.rotation import describe
+from broker.worker import drain_seconds
 from core.embedded import EmbeddedPostgres
-from core.engine.key_check import verify_encryption_key
+from core.migrate import prepare_database
 from core.settings import Settings
-from core.storage.database import migrate
+from core.tracing import check_available as check_tracing
 
 log = logging.getLogger("queen.serve")
 
@@ -87,6 +91,8 @@ class Child:
     # non-essential one (the Kafka listener) is started again at the longest delay instead,
     # so its trouble never takes the HTTP side down.
     essential: bool = True
+    # Passed the supervisor's SIGHUP (TLS on: the listeners reload their certificates).
+    hangup: bool = False
     proc: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
     died_at: float = 0.0
@@ -119,14 +125,28 @@ class Supervisor:
         self.children = children
         self.policy = policy or RestartPolicy()
         self.stop_requested = False
+        self.hangup_requested = False
         self.failure: str | None = None
 
     def request_stop(self, signum: int = 0, frame: FrameType | None = None) -> None:
         self.stop_requested = True
 
+    def request_hangup(self, signum: int = 0, frame: FrameType | None = None) -> None:
+        self.hangup_requested = True
+
+    def pass_hangup(self) -> None:
+        """SIGHUP to every running child that takes it."""
+        self.hangup_requested = False
+        for child in self.children:
+            if child.hangup and child.proc is not None and child.proc.poll() is None:
+                child.proc.send_signal(signal.SIGHUP)
+        log.info("SIGHUP: the listeners reload their TLS certificates")
+
     def watch(self) -> None:
         """Restart dead children until a stop is requested or one keeps dying."""
         while not self.stop_requested:
+            if self.hangup_requested:
+                self.pass_hangup()
             now = time.monotonic()
             for child in self.children:
                 self._look_after(child, now)
@@ -207,12 +227,14 @@ class Supervisor:
 
 
 def bind_listener(settings: Settings) -> socket.socket:
-    """The listening socket every web worker inherits."""
+    """The socket every web worker inherits: bound here, so a port in use fails the start at
+    once, but not listening. The first worker that can answer listens on it (asyncio's
+    server does, broker/worker.py): until then a client is refused at once instead of
+    waiting in the kernel's backlog while workers import and wait for the database."""
     family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((settings.host, settings.port))
-    sock.listen(BACKLOG)
     sock.set_inheritable(True)
     return sock
 
@@ -247,9 +269,15 @@ def serve(settings: Settings, *, with_reaper: bool = True, web_only: bool = Fals
         window=settings.supervisor_restart_window_ms / 1000))
     signal.signal(signal.SIGINT, supervisor.request_stop)
     signal.signal(signal.SIGTERM, supervisor.request_stop)
+    # With TLS on, SIGHUP reloads the certificates (broker/tls/rotation.py); the listeners
+    # start with it ignored, so one that has not yet set its handler is not killed by it.
+    reloads = settings.tls.enabled
+    if reloads:
+        signal.signal(signal.SIGHUP, supervisor.request_hangup)
     env = dict(os.environ)
     listener: socket.socket | None = None
     try:
+        check_tracing(settings)  # a missing `otel` extra stops us here, said once
         if settings.database_url is None and not web_only:
             embedded = EmbeddedPostgres(settings.data_dir)
             log.info("starting embedded PostgreSQL in %s", embedded.pgdata)
@@ -264,28 +292,31 @@ def serve(settings: Settings, *, with_reaper: bool = True, web_only: bool = Fals
         if not web_only:
             dsn = env.get("DATABASE_URL") or settings.database_url
             assert dsn is not None
-            asyncio.run(migrate(settings, dsn))
-            asyncio.run(verify_encryption_key(settings, dsn))
+            asyncio.run(prepare_database(settings, dsn))
         listener = bind_listener(settings)
         fd = listener.fileno()
         stop_timeout = drain_seconds(settings) + 10
         for n in range(1, worker_count(settings) + 1):
             supervisor.children.append(Child(
-                f"web worker {n}", _spawner(worker_command(fd), env, pass_fds=(fd,)), WEB,
-                stop_timeout=stop_timeout))
+                f"web worker {n}", _spawner(worker_command(fd), env, pass_fds=(fd,),
+                                            ignore_hangup=reloads), WEB,
+                stop_timeout=stop_timeout, hangup=reloads))
         if with_reaper and not web_only:
             supervisor.children.append(Child("reaper", _spawner(reaper_command(), env),
                                              MAINTENANCE))
         if settings.kafka_port is not None and not web_only:
-            supervisor.children.append(Child("kafka listener", _spawner(kafka_command(), env),
-                                             WEB, stop_timeout=30, essential=False))
+            supervisor.children.append(Child(
+                "kafka listener", _spawner(kafka_command(), env, ignore_hangup=reloads), WEB,
+                stop_timeout=30, essential=False, hangup=reloads))
         now = time.monotonic()
         for child in supervisor.children:
             if child.proc is None:
                 child.start(now)
         host, port = listener.getsockname()[:2]
-        log.info("queen broker serving on http://%s:%d (%d web workers)", host, port,
-                 worker_count(settings))
+        log.info("queen broker serving on %s://%s:%d (%d web workers)", settings.scheme, host,
+                 port, worker_count(settings))
+        if settings.tls.enabled:
+            log.info("TLS certificate: %s", describe(settings.tls.cert_file))
         for warning in exposure_warnings(settings.auth, host):
             log.warning("%s", warning)
         if (notice := bind_notice(settings.auth, host)) is not None:
@@ -302,13 +333,18 @@ def serve(settings: Settings, *, with_reaper: bool = True, web_only: bool = Fals
     return 0 if supervisor.failure is None else 1
 
 
-def _spawner(command: list[str], env: dict[str, str], pass_fds: tuple[int, ...] = ()
-             ) -> Callable[[], subprocess.Popen[bytes]]:
+def _spawner(command: list[str], env: dict[str, str], pass_fds: tuple[int, ...] = (), *,
+             ignore_hangup: bool = False) -> Callable[[], subprocess.Popen[bytes]]:
+    def before_exec() -> None:
+        terminate_with_parent(supervisor_pid)
+        if ignore_hangup:  # until the child sets its own handler (an ignored signal stays so)
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
     def spawn() -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             command, env=env, pass_fds=pass_fds,
             process_group=0,  # a terminal's Ctrl-C reaches the supervisor, which stops us in order
-            preexec_fn=lambda: terminate_with_parent(supervisor_pid))  # noqa: PLW1509 - no threads
+            preexec_fn=before_exec)  # noqa: PLW1509 - no threads
     supervisor_pid = os.getpid()
     return spawn
 

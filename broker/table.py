@@ -17,6 +17,7 @@ from broker.dashboard import page as dashboard
 from broker.endpoint import HTML, TEXT, Endpoint
 from broker.routes import (
     ack,
+    analytics,
     changes,
     dlq,
     ephemeral,
@@ -34,11 +35,13 @@ from broker.routes import (
     status,
     streams,
     system,
+    tenants,
     timers,
     traces,
     transaction,
 )
 from broker.wire import ack as ack_wire
+from broker.wire import analytics as analytics_wire
 from broker.wire import changes as changes_wire
 from broker.wire import ephemeral as eph_wire
 from broker.wire import fetch as fetch_wire
@@ -51,6 +54,7 @@ from broker.wire import queues as queues_wire
 from broker.wire import resources as resources_wire
 from broker.wire import streams as streams_wire
 from broker.wire import system as system_wire
+from broker.wire import tenants as tenants_wire
 from broker.wire import timers as timers_wire
 from broker.wire import traces as traces_wire
 from broker.wire import transaction as tx_wire
@@ -58,7 +62,7 @@ from broker.wire.binary import FRAMED_POP_MEDIA_TYPE
 from broker.wire.common import ErrorBody, FreeForm, QueuePath
 
 PUBLIC, READ_ONLY, WRITE_ONLY = Access.PUBLIC, Access.READ_ONLY, Access.WRITE_ONLY
-READ_WRITE, ADMIN = Access.READ_WRITE, Access.ADMIN
+READ_WRITE, ADMIN, OPERATOR = Access.READ_WRITE, Access.ADMIN, Access.OPERATOR
 _GROUPS = "/api/v1/consumer-groups"
 # The KV path routes' errors; 404 and 405 only from the router (a key with a newline
 # matches no route, as for the traces' names; empty segments land on POST /api/v1/kv).
@@ -72,7 +76,8 @@ ENDPOINTS: list[Endpoint] = [
     # Core message routes (§4)
     Endpoint("POST", "/api/v1/push", push.push, "Append messages (per-item verdicts)",
              {201: list[push_wire.PushResult] | push_wire.PushCounts, 429: ErrorBody},
-             body=push_wire.PushBody, binary_body=push.binary_body, access=WRITE_ONLY),
+             body=push_wire.PushBody, binary_body=push.binary_body, decode=push.json_body,
+             access=WRITE_ONLY),
     Endpoint("GET", "/api/v1/pop/queue/{queue}", pop.pop_queue,
              "Pop a leased batch from a queue's partitions", _POPPED,
              path_params=QueuePath, query=pop_wire.PopQuery, changes_state=True, access=READ_WRITE),
@@ -88,7 +93,8 @@ ENDPOINTS: list[Endpoint] = [
              {200: list[ack_wire.AckResult]}, body=ack_wire.AckItemIn, access=READ_WRITE),
     Endpoint("POST", "/api/v1/ack/batch", ack.ack_batch,
              "Acknowledge many messages in one database transaction",
-             {200: list[ack_wire.AckResult]}, body=ack_wire.AckBatchBody, access=READ_WRITE),
+             {200: list[ack_wire.AckResult]}, body=ack_wire.AckBatchBody,
+             decode=ack.batch_body, access=READ_WRITE),
     Endpoint("POST", "/api/v1/transaction", transaction.transaction,
              "Pushes and acks, all or nothing",
              {200: tx_wire.TransactionAnswer, 400: tx_wire.TransactionAnswer},
@@ -205,7 +211,27 @@ ENDPOINTS: list[Endpoint] = [
              "Status of one queue", {200: FreeForm, 404: ErrorBody},
              path_params=QueuePath, access=READ_ONLY),
     Endpoint("POST", "/api/v1/stats/refresh", status.refresh,
-             "Take an analytics sample now", {200: FreeForm}, access=ADMIN),
+             "Take an analytics sample now", {200: FreeForm}, access=OPERATOR),
+    # The analytics family: time series in Queen's shapes from the kept history
+    # (core/upkeep/history.py), read-only like the status routes. A tenant's request sees
+    # its own queues' series; the per-process figures are the operator's (broker/routes/
+    # analytics.py).
+    Endpoint("GET", "/api/v1/analytics/system-metrics", analytics.system_metrics,
+             "Per process and bucket: CPU, memory, pool, parked pops, spool",
+             {200: FreeForm}, query=analytics_wire.ProcessQuery, access=READ_ONLY),
+    Endpoint("GET", "/api/v1/analytics/worker-metrics", analytics.worker_metrics,
+             "Cluster throughput, acks, errors and latency per bucket; processes; totals",
+             {200: FreeForm}, query=analytics_wire.ProcessQuery, access=READ_ONLY),
+    Endpoint("GET", "/api/v1/analytics/queue-lag", analytics.queue_lag,
+             "Per queue and bucket: messages delivered and sampled lag (newest first)",
+             {200: list[analytics_wire.QueueLagPoint]}, query=analytics_wire.QueueWindowQuery,
+             access=READ_ONLY),
+    Endpoint("GET", "/api/v1/analytics/queue-ops", analytics.queue_ops,
+             "Per queue and bucket: throughput, acks, depth, lag, parked pops",
+             {200: FreeForm}, query=analytics_wire.QueueWindowQuery, access=READ_ONLY),
+    Endpoint("GET", "/api/v1/analytics/retention", analytics.retention,
+             "Per bucket: messages released by retention and evicted by maxWaitTimeSeconds",
+             {200: FreeForm}, query=analytics_wire.QueueWindowQuery, access=READ_ONLY),
     # Offset-read discovery (§6.6), DLQ replay by id and bulk purge (§11). Access: the feed
     # reads like fetch (READ_ONLY); replay by id is the DLQ retry route's READ_WRITE; a bulk
     # purge destroys a queue's dead letters, so ADMIN like DELETE queue.
@@ -345,16 +371,33 @@ ENDPOINTS: list[Endpoint] = [
     # Maintenance switches and the push spool (§11)
     Endpoint("GET", "/api/v1/system/maintenance", system.get_maintenance,
              "Both maintenance switches and the push spool's figures",
-             {200: system_wire.MaintenanceAnswer}, access=ADMIN),
+             {200: system_wire.MaintenanceAnswer}, access=OPERATOR),
     Endpoint("POST", "/api/v1/system/maintenance", system.set_maintenance,
              "Send pushes to the disk spool (enabled=true) or back to the database",
-             {200: system_wire.MaintenanceAnswer}, body=system_wire.SwitchBody, access=ADMIN),
+             {200: system_wire.MaintenanceAnswer}, body=system_wire.SwitchBody,
+             access=OPERATOR),
     Endpoint("GET", "/api/v1/system/maintenance/pop", system.get_pop_maintenance,
              "Both maintenance switches and the push spool's figures",
-             {200: system_wire.MaintenanceAnswer}, access=ADMIN),
+             {200: system_wire.MaintenanceAnswer}, access=OPERATOR),
     Endpoint("POST", "/api/v1/system/maintenance/pop", system.set_pop_maintenance,
              "Pause pops (enabled=true: they answer 204) or serve them again",
-             {200: system_wire.MaintenanceAnswer}, body=system_wire.SwitchBody, access=ADMIN),
+             {200: system_wire.MaintenanceAnswer}, body=system_wire.SwitchBody,
+             access=OPERATOR),
+    # Tenants and their quotas (docs/security/tenants.md): the deployment operator's, like
+    # the maintenance switches (OPERATOR: an admin token bound to no tenant).
+    Endpoint("GET", "/api/v1/tenants", tenants.list_tenants,
+             "Every tenant with its queues, stored bytes and quota",
+             {200: tenants_wire.TenantList}, access=OPERATOR),
+    Endpoint("GET", "/api/v1/tenants/{tenant}", tenants.get_tenant,
+             "One tenant (`_default`: the default tenant)", {200: tenants_wire.TenantOut},
+             path_params=tenants_wire.TenantPath, access=OPERATOR),
+    Endpoint("PUT", "/api/v1/tenants/{tenant}/quota", tenants.put_quota,
+             "Set a tenant's quota (every limit not given is unlimited)",
+             {200: tenants_wire.TenantOut}, path_params=tenants_wire.TenantPath,
+             body=tenants_wire.QuotaBody, access=OPERATOR),
+    Endpoint("DELETE", "/api/v1/tenants/{tenant}/quota", tenants.delete_quota,
+             "Remove a tenant's quota (unlimited)", {200: tenants_wire.QuotaCleared},
+             path_params=tenants_wire.TenantPath, access=OPERATOR),
     # The dashboard: one self-contained page over this API (broker/dashboard)
     Endpoint("GET", "/", dashboard.serve, "The dashboard (HTML)", {200: HTML}, access=PUBLIC),
     # This document

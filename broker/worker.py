@@ -18,6 +18,11 @@ A stop (SIGTERM or SIGINT) drains, in this order:
 Requests in flight are cut off only after `drain_seconds`, which is longer than the database
 timeouts any of them can wait on, so in practice they never are.
 
+With TLS on (TLS_CERT_FILE, core/tls.py) the socket speaks TLS: HTTP/2 when the client
+offers it in the handshake (ALPN), HTTP/1.1 otherwise; the identity of a verified client
+certificate rides in each request's scope (broker/tls/peer.py); SIGHUP, or a change of the
+files, loads new certificates for the connections to come (broker/tls/rotation.py).
+
 If the broker's core fails while serving (one of its side tasks died: `core.service.Broker`),
 its lifespan ends with the error; the worker then stops the same way and exits with status 1,
 so whoever supervises it counts a death and starts a new worker.
@@ -49,6 +54,9 @@ from hypercorn.typing import AppWrapper, LifespanState
 from hypercorn.utils import wrap_app
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from broker.tls.peer import WithClientIdentity, client_identity
+from broker.tls.rotation import CertificateRotation
+from core.env import SettingsError
 from core.logs import configure_logging
 from core.settings import Settings, from_env_or_exit
 
@@ -141,19 +149,25 @@ async def run(settings: Settings, fd: int) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    # HTTP/2 when the client offers it in the TLS handshake (ALPN), else HTTP/1.1.
+    rotation = (CertificateRotation(settings.tls, alpn=("h2", "http/1.1"))
+                if settings.tls.enabled else None)
+    if rotation is not None:
+        rotation.reload_on_hangup()  # from now: start-up may wait a while for the database
     app = CloseWhenClosing(create_app(settings, draining=draining), draining)
     sock = socket.socket(fileno=fd)
     sock.setblocking(False)
     config = hypercorn_config(settings)
     # starlette's and hypercorn's ASGI type aliases describe the same protocol differently.
     wrapped = wrap_app(app, config.wsgi_max_body_size, "asgi")  # type: ignore[arg-type]
-    return await serve(wrapped, config, sock, stop, draining)
+    return await serve(wrapped, config, sock, stop, draining, rotation)
 
 
 async def serve(app: AppWrapper, config: Config, sock: socket.socket, stop: asyncio.Event,
-                draining: asyncio.Event) -> int:
+                draining: asyncio.Event, rotation: CertificateRotation | None = None) -> int:
     """Serve `app` on `sock` until `stop` is set or the app's lifespan fails, then drain
-    (see the module docstring); answer 0, or 1 after a lifespan failure."""
+    (see the module docstring); answer 0, or 1 after a lifespan failure. With `rotation`,
+    over TLS, with the certificates it keeps current."""
     loop = asyncio.get_running_loop()
     state: LifespanState = {}
     lifespan = Lifespan(app, config, loop, state)
@@ -182,11 +196,18 @@ async def serve(app: AppWrapper, config: Config, sock: socket.socket, stop: asyn
         assert task is not None
         connections[task] = loop.time()
         task.add_done_callback(lambda done: connections.pop(done, None))
-        await TCPServer(app, loop, config, context, state, reader, writer)
+        identity = client_identity(writer.get_extra_info("ssl_object"))
+        served = app if identity is None else WithClientIdentity(app, identity)
+        await TCPServer(served, loop, config, context, state, reader, writer)
 
-    server = await asyncio.start_server(on_connection, sock=sock, backlog=config.backlog)
+    tls = rotation.context if rotation is not None else None
+    server = await asyncio.start_server(
+        on_connection, sock=sock, backlog=config.backlog, ssl=tls,
+        ssl_handshake_timeout=config.ssl_handshake_timeout if tls is not None else None)
     host, port = sock.getsockname()[:2]
-    log.info("serving on http://%s:%d", host, port)
+    log.info("serving on %s://%s:%d", "http" if tls is None else "https", host, port)
+    watching = (loop.create_task(rotation.watch(stop), name="tls-watch")
+                if rotation is not None else None)
     failed = False
     try:
         stopping = asyncio.ensure_future(stop.wait())
@@ -212,6 +233,8 @@ async def serve(app: AppWrapper, config: Config, sock: socket.socket, stop: asyn
             task.cancel()  # past every database timeout: nothing better is left to do
         await asyncio.gather(*connections, return_exceptions=True)
     finally:
+        if watching is not None:
+            watching.cancel()
         if not lifespan_task.done():
             await lifespan.wait_for_shutdown()
         lifespan_task.cancel()
@@ -246,7 +269,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     settings = from_env_or_exit("queen-broker worker")
     configure_logging(settings.log_level)
-    return uvloop.run(run(settings, args.fd))
+    try:
+        return uvloop.run(run(settings, args.fd))
+    except SettingsError as exc:  # the TLS files changed for the worse since the check
+        print(f"queen-broker worker: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -58,6 +58,9 @@ class AuthSettings:
     skip_paths: tuple[str, ...] = DEFAULT_SKIP_PATHS
     roles_claim: str = "role"
     roles_array_claim: str = "roles"
+    # The claim naming the token's tenant (docs/security/tenants.md); a token without it acts
+    # in the default tenant (an admin token may then name one with the tenant header).
+    tenant_claim: str = "tenant"
     role_admin: str = "admin"
     role_read_write: str = "read-write"
     role_read_only: str = "read-only"
@@ -172,6 +175,7 @@ def auth_settings_from_env(env: Mapping[str, str]) -> AuthSettings:
         skip_paths=defaults.skip_paths if skip is None else _items(skip),
         roles_claim=_name(read, "JWT_ROLES_CLAIM", defaults.roles_claim),
         roles_array_claim=_name(read, "JWT_ROLES_ARRAY_CLAIM", defaults.roles_array_claim),
+        tenant_claim=_name(read, "JWT_TENANT_CLAIM", defaults.tenant_claim),
         role_admin=_name(read, "JWT_ROLE_ADMIN", defaults.role_admin),
         role_read_write=_name(read, "JWT_ROLE_READ_WRITE", defaults.role_read_write),
         role_read_only=_name(read, "JWT_ROLE_READ_ONLY", defaults.role_read_only),

@@ -49,7 +49,7 @@ async def serve(settings: Settings, parts: list[Part], *, name: str) -> None:
     # The process's counts (the firer's, for /metrics), added to the database as a web
     # worker adds its own.
     flusher = stats.CounterFlusher(database_dsn(settings), settings, pool_stats=db.pool_stats,
-                                   parked=dict, figures=stats.no_spool)
+                                   parked=dict, figures=stats.no_spool, role=name)
     try:
         runs = [await part(db, hub) for part in parts]
         async with asyncio.TaskGroup() as tasks:

@@ -18,6 +18,12 @@
 rules of §§14–17), answered as `{"error": code, "reason": reason, "detail": text}`:
 `Refused` (400), `RefusedTooLarge` (413) and `CodedUnavailable` (503) sit in the tree above.
 
+`Limited` marks a refusal by a tenant's quota (docs/security/tenants.md), answered as Queen's
+proxy answers it, `{"error": text, "code": code}`: `QuotaExceeded` (403 quota_exceeded),
+`StorageQuotaExceeded` (403 storage_quota_exceeded), `QuotaTooLarge` (413
+payload_too_large) are client errors; `RateLimited` (429 rate_limited, with Retry-After) is
+a service error (the same request succeeds later).
+
 The message defaults to the class docstring. `broker/errors.py` maps each class to a status.
 """
 
@@ -114,3 +120,36 @@ class RefusedTooLarge(Coded, PayloadTooLarge):
 
 class CodedUnavailable(Coded, ServiceError):
     """The storage behind the route cannot be reached; retry shortly."""
+
+
+class Limited(QueenError):
+    """A tenant's quota refuses the request."""
+
+    code = "quota_exceeded"  # the answer's `code` (Queen's proxy codes)
+
+
+class QuotaExceeded(Limited, ClientError):
+    """The tenant's quota does not allow this."""
+
+
+class StorageQuotaExceeded(QuotaExceeded):
+    """storage quota exceeded; pushes blocked"""
+
+    code = "storage_quota_exceeded"
+
+
+class QuotaTooLarge(Limited, PayloadTooLarge):
+    """The request is larger than the tenant's quota allows."""
+
+    code = "payload_too_large"
+
+
+class RateLimited(Limited, ServiceError):
+    """rate limit exceeded"""
+
+    code = "rate_limited"
+
+    def __init__(self, message: str | None = None, *, retry_after_seconds: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after_seconds = retry_after_seconds
+        self.wait_seconds = float(retry_after_seconds)  # exactly, when the bucket knows

@@ -15,6 +15,7 @@ import subprocess
 import sys
 
 from core.embedded import EmbeddedPostgres, running_postmaster, stop_process
+from core.engine.key_check import verify_encryption_key
 from core.settings import Settings
 from core.storage.database import migrate
 
@@ -54,6 +55,13 @@ def run(settings: Settings) -> int:
     finally:
         if proc is not None:
             stop_process(proc, signal.SIGINT)
+
+
+async def prepare_database(settings: Settings, dsn: str) -> None:
+    """`serve`'s start-up step before its workers: apply the schema, then check
+    QUEEN_ENCRYPTION_KEY against the database (core/engine/key_check.py)."""
+    await migrate(settings, dsn)
+    await verify_encryption_key(settings, dsn)
 
 
 def _migrate(settings: Settings, dsn: str, wait_seconds: float, *, hint: str) -> int:

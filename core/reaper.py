@@ -65,7 +65,9 @@ class Reaper:
         self._trace_retention_seconds = settings.trace_retention_days * 86400
         self._next_retention = 0.0  # monotonic; 0 = due on the first pass
         self._sample_interval = settings.stats_sample_interval_ms / 1000
+        self._settings = settings
         self._sample_retention_days = settings.metrics_retention_days
+        self._minutes_retention_days = settings.process_metrics_retention_days
         self._next_sample = 0.0
 
     async def run_pass(self) -> maintenance.PassReport:
@@ -83,10 +85,11 @@ class Reaper:
             self._next_retention = now + self._retention_interval
         if now >= self._next_sample:
             # Scheduled first: a sample that fails is tried again a sample interval later,
-            # not on every pass (it reads every partition; on Citus it is not supported yet).
+            # not on every pass.
             self._next_sample = now + self._sample_interval
-            report.queues_sampled = await stats.sample(self._db)
-            await stats.housekeeping(self._db, retention_days=self._sample_retention_days)
+            report.queues_sampled = await stats.sample(self._db, self._settings)
+            await stats.housekeeping(self._db, retention_days=self._sample_retention_days,
+                                     minutes_retention_days=self._minutes_retention_days)
         return report
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -10,7 +10,7 @@ process), and is answered only once that announcement is published: the next req
 same client may reach another process, whose pop must not answer 204 for want of it
 (core/engine/ready/reader.py).
 
-Pushes go to the push spool (core/upkeep/spool.py) instead of the database while push maintenance
+Pushes go to the push spool (core/engine/spool.py) instead of the database while push maintenance
 is on, while the database is unreachable, and until the spool is drained; pops claim
 nothing while pop maintenance is on (core/admin/switches.py holds both switches).
 
@@ -20,8 +20,13 @@ nothing while pop maintenance is on (core/admin/switches.py holds both switches)
     dlq.*        dead letters (core/admin/dlq.py)        messages.*   inspection (core/admin/messages.py)
     groups.*     consumer groups (core/admin/groups.py)  resources.*  figures (core/admin/resources.py)
     traces.*     traces (core/admin/traces.py)            streams.*    stream queries (core/streams)
-    timers.*     timers (core/timers)
+    timers.*     timers (core/timers)                     tenants.*    quotas (core/tenancy)
     stats_refresh / analytics / cluster_figures / partitions_changed   (core/upkeep/stats.py)
+    history.*    the analytics family's series (core/upkeep/history.py)
+
+Every call names its tenant (core/tenancy; '' the default tenant, what a call naming none
+acts in): names are looked up in that tenant's namespace, and writes pass its quota first
+(`tenants.admit_write`: in memory, before any database work).
 
 The message plane counts what it did in `core.counters.COUNTERS` (in memory); a side task
 (`core.upkeep.stats.CounterFlusher`) adds the counts to the database every METRICS_FLUSH_MS.
@@ -52,15 +57,17 @@ from core.embedded import database_dsn
 from core.engine import ack as acks
 from core.engine import conflation, encryption, transactions
 from core.engine import fetch as offset_reads
-from core.engine.autopilot import Autopilot, Echo, Lane, Pilot
+from core.engine.autopilot import AutopilotState, Echo, Pilot, PilotLane
+from core.engine.batching.acks import AckFlusher, ExtendFlusher
 from core.engine.key_check import check_key
 from core.engine.listener import WakeupHub
 from core.engine.longpoll import Backoff, pop_or_wait
 from core.engine.pop import QUEUE_MODE, PopRequest, PopResult
 from core.engine.push import Pusher, PushItem, PushOutcome
-from core.engine.reads.acks import AckFlusher, ExtendFlusher
 from core.engine.ready.reader import Reader
 from core.engine.ready.ready_set import ReadySet
+from core.engine.spool import Spool, SpoolSettings
+from core.engine.spool_format import SpoolRecord
 from core.engine.writes import Appended, NewMessage
 from core.ephemeral import Ephemeral
 from core.ephemeral.sweeper import Sweeper as EphemeralSweeper
@@ -72,10 +79,12 @@ from core.settings import Settings
 from core.storage.database import Database, PoolStats, connect_options
 from core.storage.stats import SeriesRow
 from core.streams.service import Streams
+from core.tenancy.scoped import scoped
+from core.tenancy.service import Tenants
 from core.timers.service import Timers
+from core.tracing import Tracing
 from core.upkeep import stats
-from core.upkeep.spool import Spool, SpoolSettings
-from core.upkeep.spool_format import SpoolRecord
+from core.upkeep.history import History
 
 
 class WritesPaused(ServiceError):
@@ -107,8 +116,10 @@ class Broker:
     """One process's broker. Open it with `Broker.open`; see the module docstring."""
 
     def __init__(self, settings: Settings, db: Database, hub: WakeupHub,
-                 stop_waiting: asyncio.Event) -> None:
+                 stop_waiting: asyncio.Event, tracing: Tracing | None = None) -> None:
         self.settings = settings
+        # Spans of pushes, pops and acks (core/tracing.py); off unless TRACING_EXPORTER
+        self.tracing = tracing if tracing is not None else Tracing.off()
         self._db = db
         self._hub = hub
         self._stop_waiting = stop_waiting
@@ -137,22 +148,31 @@ class Broker:
         # Acks and lease extensions of concurrent requests: one statement per flush.
         self._acks = AckFlusher(log, hub.announce)
         self._extends = ExtendFlusher(log)
-        self.dlq = DeadLetters(db, hub.publish)
+        # Tenants' quotas (core/tenancy), read every QUEEN_TENANT_REFRESH_MS; a heartbeat
+        # younger than the metrics' liveness window counts a process among those sharing
+        # a tenant's rates.
+        self.tenants = Tenants(db, settings.tenancy, live_seconds=(
+            stats.LIVE_INTERVALS * settings.metrics_flush_ms / 1000 + 2))
+        self.dlq = DeadLetters(db, hub.publish, self.tenants)
         self.groups = ConsumerGroups(db, hub.publish)
         self.resources = Resources(db)
         self.messages = Messages(db)
         self.traces = Traces(db)
         self.ephemeral = Ephemeral(  # ephemeral queues (§19, core/ephemeral)
-            db, cap_bytes=settings.ephemeral_max_bytes, stop_waiting=stop_waiting)
-        self.kv = KvService(db, max_keys=settings.kv_max_keys)
-        self.timers = Timers(db, settings)  # timers (core/timers); fired by their own process
-        self.streams = Streams(db, hub.publish, self.require_direct_writes)  # §18
+            db, cap_bytes=settings.ephemeral_max_bytes, stop_waiting=stop_waiting,
+            tenants=self.tenants)
+        self.kv = KvService(db, max_keys=settings.kv_max_keys, tenants=self.tenants)
+        # timers (core/timers); fired by their own process
+        self.timers = Timers(db, settings, self.tenants)
+        self.streams = Streams(db, hub.publish, self.require_direct_writes, self.tenants)
         # Extensions §20.5: live pops, drain rates and widths per lane; what is ready comes
         # from the ready set (no statement).
-        self._autopilot = Autopilot(view=self.reader)
+        self._autopilot = AutopilotState(view=self.reader)
         self.kafka = Kafka(db, hub, stop_waiting,  # the Kafka edge's reads and offsets
-                           default_partitions=settings.kafka_default_partitions)
+                           default_partitions=settings.kafka_default_partitions,
+                           tenants=self.tenants)
         self.counters = COUNTERS
+        self.history = History(db, settings)  # the analytics family (core/upkeep/history.py)
         self.figures_provider: stats.FiguresProvider = stats.no_spool
         self.flusher: stats.CounterFlusher | None = None  # set by `open`
         self._switches = Switches(db, self._switched)
@@ -161,14 +181,18 @@ class Broker:
     @classmethod
     @contextlib.asynccontextmanager
     async def open(cls, settings: Settings, *, dsn: str | None = None, migrate: bool = True,
-                   stop_waiting: asyncio.Event | None = None) -> AsyncIterator[Broker]:
+                   stop_waiting: asyncio.Event | None = None,
+                   role: str = "web", tracing: Tracing | None = None) -> AsyncIterator[Broker]:
         """Open the pool (applying migrations), check QUEEN_ENCRYPTION_KEY against the
         database (core/engine/key_check.py), start the side tasks, and yield the broker.
 
         `stop_waiting`, when given, is the event that makes parked long polls answer at once
-        (the owner sets it when it starts to drain; `Broker.stop_waiting` sets it too).
+        (the owner sets it when it starts to drain; `Broker.stop_waiting` sets it too);
+        `role` names the process in the per-process history (web, kafka); `tracing` records
+        spans (default: as TRACING_EXPORTER says), flushed when the block is left.
         Leaving the block stops long polls waiting, flushes the coalescer (pushes accepted
         before are written and answered), stops the wake-up loops, then closes the pool."""
+        tracer = tracing if tracing is not None else Tracing.from_settings(settings)
         db = await Database.open(settings, dsn if dsn is not None else database_dsn(settings),
                                  migrate=migrate)
         # LISTEN, NOTIFY and the side connections: one node for every broker (on Citus the
@@ -179,21 +203,24 @@ class Broker:
             async with db.session() as conn:
                 await check_key(conn, settings.encryption_key)
             hub = WakeupHub(target, connect_options(settings, role="wakeup"))
-            broker = cls(settings, db, hub, stop_waiting or asyncio.Event())
+            broker = cls(settings, db, hub, stop_waiting or asyncio.Event(), tracer)
             switches, spool = broker._switches, await broker._open_spool()
+            await broker.tenants.refresh()  # quotas hold from the first request
             hub.subscribe(SWITCHES_CHANNEL, switches.notified)
             hub.subscribe(EPHEMERAL_CHANNEL, broker.ephemeral.waiters.notified)
             broker.figures_provider = broker._operating_figures
             sweeper = EphemeralSweeper(target, settings)  # its own connection: see the module
             flusher = broker.flusher = stats.CounterFlusher(
                 target, settings, pool_stats=db.pool_stats, parked=hub.parked_by_queue,
-                figures=lambda: broker.figures_provider())
+                figures=lambda: broker.figures_provider(), role=role)
             try:
                 async with asyncio.TaskGroup() as side_tasks:
                     side_tasks.create_task(hub.listen_forever(), name="wakeup-listen")
                     side_tasks.create_task(hub.announce_forever(), name="wakeup-notify")
                     side_tasks.create_task(flusher.flush_forever(), name="counter-flush")
                     side_tasks.create_task(switches.reread_forever(), name="switches")
+                    side_tasks.create_task(broker.tenants.refresh_forever(),
+                                           name="tenant-quotas")
                     side_tasks.create_task(sweeper.run_forever(), name="ephemeral-sweep")
                     side_tasks.create_task(spool.run_forever(
                         broker._replay, paused=lambda: switches.push_paused,
@@ -204,6 +231,7 @@ class Broker:
                         broker.stop_waiting()
                         spool.stop()
                         switches.close()
+                        broker.tenants.close()
                         sweeper.close()
                         await broker._pusher.close()
                         await broker._acks.close()
@@ -213,6 +241,7 @@ class Broker:
             finally:
                 await spool.close()  # what it still holds waits for the next worker
         finally:
+            tracer.shutdown()  # export the spans still buffered
             await db.close()
 
     async def _open_spool(self) -> Spool:
@@ -227,13 +256,24 @@ class Broker:
 
     # --- the message plane ---------------------------------------------------------------
 
+    def admit_request(self, tenant: str) -> None:
+        """One request of `tenant`: RateLimited (429) over its request rate (in memory)."""
+        self.tenants.limiter.admit_request(tenant)
+
+    async def throttle_request(self, tenant: str) -> None:
+        """One request of `tenant`, once its request rate admits it (the Kafka edge: a quota
+        delays a Kafka client rather than failing its requests)."""
+        await self.tenants.limiter.throttle_request(tenant)
+
     async def push(self, items: Sequence[PushItem]) -> list[PushOutcome]:
         """Append items (JSON items, or the frames of a client-built blob: see
         `core.engine.writes.NewMessage.packed`); one outcome per item, in order, each answered
         once its flush committed, or once it is fsynced in the spool (`buffered`): while
         push maintenance is on, while the database is unreachable (an item whose write
         failed for that reason is spooled then), and while this worker's spool still holds
-        older messages. Raises SpoolUnavailable when the spool cannot take them."""
+        older messages. Raises SpoolUnavailable when the spool cannot take them, and a
+        `Limited` error (nothing written) when the items' tenant's quota refuses them."""
+        await self._admit_items(items)
         spool = self._spool
         if self._switches.push_paused or spool.database_down or spool.busy():
             return await self._buffer(items)
@@ -252,10 +292,22 @@ class Broker:
         _count_queued(outcomes)
         return outcomes
 
+    async def _admit_items(self, items: Sequence[PushItem], *, throttle: bool = False) -> None:
+        """The quota checks of pushed items, per tenant (the edge sends one tenant's); with
+        `throttle` the message rate waits instead of refusing."""
+        by_tenant: dict[str, list[PushItem]] = {}
+        for item in items:
+            by_tenant.setdefault(item.tenant, []).append(item)
+        for tenant, mine in by_tenant.items():
+            await self.tenants.admit_write(
+                tenant, {(i.queue, i.partition) for i in mine},
+                [len(i.message.payload) for i in mine], throttle=throttle)
+
     async def _buffer(self, items: Sequence[PushItem]) -> list[PushOutcome]:
         await self._spool.append([
             SpoolRecord(m.message_id, m.transaction_id, i.queue, i.partition, m.payload,
-                        m.trace_id, m.producer_sub) for i in items for m in (i.message,)])
+                        m.trace_id, m.producer_sub, i.tenant)
+            for i in items for m in (i.message,)])
         return [PushOutcome(item, None, None, buffered=True) for item in items]
 
     async def _replay(self, records: list[SpoolRecord]) -> None:
@@ -263,7 +315,8 @@ class Broker:
         is then replayed again later; what did commit is a duplicate then)."""
         outcomes = await self._pusher.push([
             PushItem(r.queue, r.partition, NewMessage(r.message_id, r.transaction_id,
-                                                      r.payload, r.trace_id, r.producer_sub))
+                                                      r.payload, r.trace_id, r.producer_sub),
+                     r.tenant)
             for r in records])
         _count_queued(outcomes)  # a buffered message counts as pushed once it is stored
         for outcome in outcomes:
@@ -273,8 +326,10 @@ class Broker:
     async def produce(self, items: Sequence[PushItem]) -> list[PushOutcome]:
         """Append items now, never to the spool: for an edge that answers offsets (Kafka).
         Raises WritesPaused while pushes are in maintenance, StorageUnavailable while this
-        process's spool holds older messages or found the database down."""
+        process's spool holds older messages or found the database down, and a `Limited`
+        error when the items' tenant's quota refuses them."""
         self.require_direct_writes()
+        await self._admit_items(items, throttle=True)
         if self._spool.database_down or self._spool.busy():
             raise StorageUnavailable()
         outcomes = await self._pusher.push(items)
@@ -288,12 +343,16 @@ class Broker:
     async def pop(self, request: PopRequest, *, wait: bool = False, timeout_ms: int = 0,
                   gone: asyncio.Event | None = None) -> PopResult:
         """Claim and read now; with `wait`, park until something is delivered, `timeout_ms`
-        passes, the client is `gone`, or the broker stops waiting (an empty result)."""
+        passes, the client is `gone`, or the broker stops waiting (an empty result). A long
+        poll holds one of its tenant's parked places (429 when they are taken)."""
         switches = self._switches
-        result = await pop_or_wait(self.reader, self._hub, request, wait=wait,
-                                   timeout_ms=timeout_ms, backoff=self._backoff, gone=gone,
-                                   stop_waiting=self._stop_waiting,
-                                   paused=lambda: switches.pop_paused)
+        parking = (self.tenants.limiter.parked(request.tenant) if wait
+                   else contextlib.nullcontext())
+        with parking:
+            result = await pop_or_wait(self.reader, self._hub, request, wait=wait,
+                                       timeout_ms=timeout_ms, backoff=self._backoff,
+                                       gone=gone, stop_waiting=self._stop_waiting,
+                                       paused=lambda: switches.pop_paused)
         for claim in result.claims:
             COUNTERS.add("delivered", claim.count, claim.partition_id)
         COUNTERS.add("pop_messages", result.count)
@@ -307,7 +366,10 @@ class Broker:
         placeholder. Answers the request as served, the result, the effective conflation
         policy, and the autopilot echo (a non-empty autopilot answer only)."""
         autopilot = self._autopilot
-        lane = Lane(request.queue, request.namespace, request.task, request.group)
+        # The autopilot's lanes are keyed by names: the tenant is part of the queue's.
+        lane_queue = None if request.queue is None else scoped(request.tenant, request.queue)
+        lane = PilotLane(request.queue, request.namespace, request.task, request.group,
+                         request.tenant)
         # The width rule is for the queue route alone, never for a pop declaring conflation
         # (one whose stored policy conflates claims the conflation width regardless).
         steered = (pilot is not None and pilot.width and request.queue is not None
@@ -316,16 +378,16 @@ class Broker:
             if pilot is not None and pilot.batch:
                 batch = autopilot.batch(lane)
                 request = dataclasses.replace(request, batch=batch, conflation_width=(
-                    conflation.width(None if pilot.width else request.max_partitions, batch)))
+                    conflation.conflation_width(None if pilot.width else request.max_partitions, batch)))
             if steered:
-                assert request.queue is not None
+                assert lane_queue is not None
                 request = dataclasses.replace(request, max_partitions=autopilot.widths.choose(
-                    request.queue, request.group, live))
+                    lane_queue, request.group, live))
             result = await self.pop(request, wait=wait, timeout_ms=timeout_ms, gone=gone)
             if steered and result.conflation is not True:
-                assert request.queue is not None
+                assert lane_queue is not None
                 autopilot.widths.popped(
-                    request.queue, request.group, queue_ids=result.queue_ids,
+                    lane_queue, request.group, queue_ids=result.queue_ids,
                     partition_ids=[c.partition_id for c in result.claims],
                     delivered=result.count, requested=request.batch)
         echo = None
@@ -352,14 +414,14 @@ class Broker:
         """Parked long polls answer now and new ones do not park (the process drains)."""
         self._stop_waiting.set()
 
-    async def ack(self, group: str, item: acks.AckItem) -> acks.AckOutcome:
+    async def ack(self, group: str, item: acks.AckItem, *, tenant: str = "") -> acks.AckOutcome:
         """One ack (§4.5)."""
-        [outcome] = (await self.ack_batch([acks.GroupAck(group, item)])).outcomes
+        [outcome] = (await self.ack_batch([acks.GroupAck(group, item, tenant)])).outcomes
         return outcome
 
-    async def ack_batch(self, items: Sequence[acks.GroupAck]) -> acks.AckResult:
+    async def ack_batch(self, items: Sequence[acks.GroupAck]) -> acks.AppliedAcks:
         """Acks of any groups and partitions (§4.6), applied in one statement with the
-        concurrent acks on other cursors (core/engine/reads/acks.py): all of it or none; each item
+        concurrent acks on other cursors (core/engine/batching/acks.py): all of it or none; each item
         answers what was applied to it."""
         result = await self._acks.apply(items)
         _count_acks(items, result.outcomes)
@@ -370,20 +432,30 @@ class Broker:
 
     async def transaction(self, ops: list[transactions.TxPush | transactions.TxAck],
                           required_leases: list[str],
-                          riders: Sequence[transactions.Rider] = ()) -> transactions.TxResult:
+                          riders: Sequence[transactions.Rider] = (), *,
+                          tenant: str = "") -> transactions.TxResult:
         """Pushes and acks, and the riders' ops (KV: `self.kv.rider`), in one database
-        transaction (§4.7, extensions §17); refused while pushes are in maintenance when it
-        pushes (the spool cannot keep a transaction's atomicity)."""
-        if any(isinstance(op, transactions.TxPush) for op in ops):
+        transaction (§4.7, extensions §17), all of `tenant`'s; refused while pushes are in
+        maintenance when it pushes (the spool cannot keep a transaction's atomicity)."""
+        pushes = [op for op in ops if isinstance(op, transactions.TxPush)]
+        if pushes:
             self.require_direct_writes()
-        result = await transactions.run_transaction(self._db, ops, required_leases, riders)
+            await self.tenants.admit_write(tenant, {(p.queue, p.partition) for p in pushes},
+                                           [len(p.message.payload) for p in pushes])
+        if any(rider.grows for rider in riders):
+            self.tenants.limiter.check_storage(tenant)
+        created = {pair for rider in riders for pair in rider.creates}
+        if created:
+            await self.tenants.admit_names(tenant, created)
+        result = await transactions.run_transaction(self._db, ops, required_leases, riders,
+                                                    tenant=tenant)
         if result.committed:
             self._hub.announce(result.wakes)
             COUNTERS.add("transactions")
             COUNTERS.add("push_messages", sum(1 for v in result.verdicts.values()
                                               if v.status == "queued"))
             applied = sorted(result.acks)
-            tx_acks = [acks.GroupAck(op.group, op.item) for op in
+            tx_acks = [acks.GroupAck(op.group, op.item, tenant) for op in
                        (ops[i] for i in applied) if isinstance(op, transactions.TxAck)]
             _count_acks(tx_acks, [result.acks[i] for i in applied])
             only = required_leases[0] if len(set(required_leases)) == 1 else None
@@ -392,13 +464,18 @@ class Broker:
             await self._hub.published()
         return result
 
-    async def extend_lease(self, lease_id: str, seconds: int) -> list[datetime]:
-        return await self._extends.extend(lease_id, seconds)
+    async def extend_lease(self, lease_id: str, seconds: int, *,
+                           tenant: str = "") -> list[datetime]:
+        return await self._extends.extend(lease_id, seconds, tenant)
 
     async def configure(self, *, queue: str, namespace: str | None, task: str | None,
-                        given: Mapping[str, Any], replace: bool) -> queues.QueueConfig:
-        config = await queues.configure(self._db, queue=queue, namespace=namespace, task=task,
-                                        given=dict(given), replace=replace)
+                        given: Mapping[str, Any], replace: bool,
+                        tenant: str = "") -> queues.QueueConfig:
+        self.tenants.limiter.check_retention(tenant, given)
+        await self.tenants.admit_names(tenant, [(queue, None)])
+        config = await queues.configure(self._db, tenant=tenant, queue=queue,
+                                        namespace=namespace, task=task, given=dict(given),
+                                        replace=replace)
         # Options decide when the clock makes data claimable: this process's lanes reseed
         # and its parked pops look again; a wake-up naming no partition of the queue makes
         # every other process's lanes of the queue reseed too.
@@ -408,9 +485,10 @@ class Broker:
         await self._hub.publish([(config.queue_id, None)])
         return config
 
-    async def delete_queue(self, queue: str) -> bool:
+    async def delete_queue(self, queue: str, *, tenant: str = "") -> bool:
         self.reader.forget_routes()  # a queue of that name made later is another queue
-        return await queues.delete_queue(self._db, queue)
+        self.tenants.catalog.forget(tenant)  # its count of the tenant's queues is stale
+        return await queues.delete_queue(self._db, queue, tenant=tenant)
 
     async def fetch(self, entries: Sequence[offset_reads.FetchEntry], *, max_bytes: int,
                     max_wait_ms: int) -> list[offset_reads.FetchResult]:
@@ -462,22 +540,23 @@ class Broker:
 
     async def stats_refresh(self) -> int:
         """Take an analytics sample now; answers the queue rows stored."""
-        return await stats.sample(self._db)
+        return await stats.sample(self._db, self.settings)
 
     async def analytics(self, where: stats.SeriesFilter) -> list[SeriesRow]:
         return await stats.series(self._db, where)
 
-    async def cluster_figures(self) -> stats.ClusterFigures:
+    async def cluster_figures(self, *, tenant: str | None = None) -> stats.ClusterFigures:
         """Every process's counters (this one's flushed first, so its own requests are in),
-        live processes and per-queue gauges."""
+        live processes and per-queue gauges: of every tenant (None) or of one's queues."""
         assert self.flusher is not None
         await self.flusher.flush()
         return await stats.cluster_figures(
-            self._db, live_seconds=stats.LIVE_INTERVALS * self.flusher.interval + 2)
+            self._db, live_seconds=stats.live_seconds(self.settings), tenant=tenant)
 
-    async def partitions_changed(self, entries: Sequence[changes.ChangedEntry]
+    async def partitions_changed(self, entries: Sequence[changes.ChangedEntry], *,
+                                 tenant: str = ""
                                  ) -> tuple[datetime, list[changes.ChangedResult]]:
-        return await changes.partitions_changed(self._db, entries)
+        return await changes.partitions_changed(self._db, entries, tenant=tenant)
 
 
 def _count_acks(items: Sequence[acks.GroupAck], outcomes: Sequence[acks.AckOutcome]) -> None:

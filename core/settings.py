@@ -15,230 +15,317 @@ from urllib.parse import quote, urlsplit
 
 from core.auth_settings import AuthSettings, auth_settings_from_env
 from core.engine.encryption import key_from_env
-from core.env import EnvReader, SettingsError
+from core.env import (
+    Catalogue,
+    EnvironmentRecord,
+    EnvReader,
+    SettingsError,
+    VariableRead,
+    declarations,
+    read_fields,
+)
 from core.storage.hosts import dsn_hosts
+from core.tenancy.settings import TenancySettings, tenancy_settings_from_env
+from core.tls import TlsSettings, tls_settings_from_env
+from core.variables import (
+    COALESCER,
+    DATABASE,
+    EPHEMERAL,
+    HEADINGS,
+    KAFKA,
+    LISTENING,
+    METRICS,
+    POPS,
+    PROCESSES,
+    REAPER,
+    REQUESTS,
+    SPOOL,
+    TRACING,
+)
 
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    """Everything a broker process needs to know, read once from the environment."""
+    """Everything a broker process needs to know, read once from the environment. A field
+    declared with `<heading>.setting(default, VARIABLE, meaning, ...)` is read from that
+    variable by `from_env` and listed in the configuration reference under the heading
+    (core/variables.py); the others are read by the functions below."""
 
     # Loopback unless told otherwise: with auth off anyone who reaches the port owns every
     # queue, so listening beyond this machine must be asked for (from_env picks 0.0.0.0 when
     # auth is on).
     host: str = "127.0.0.1"
-    port: int = 6632
+    port: int = LISTENING.setting(
+        6632, "PORT", "HTTP port the web workers listen on (`--port`).", low=0, high=65535)
     # None means "no database configured": start the embedded PostgreSQL. Not in the repr:
     # the URL may carry the database password.
     database_url: str | None = dataclasses.field(default=None, repr=False)
-    data_dir: Path = Path(".queen-data")
-    workers: int = 0  # 0 = one per CPU
-    db_pool_size: int = 20
-    db_connection_timeout_ms: int = 2000
-    db_statement_timeout_ms: int = 30000
-    db_lock_timeout_ms: int = 10000
-    # A database server silent this long is given up on (core/storage/liveness.py): every
-    # connection to it is cut and its statements answered as an outage, long before the
-    # statement timeout meant for slow queries; 0 = never (the sockets' TCP timeout too).
-    db_silence_timeout_ms: int = 4000
-    max_body_bytes: int = 16 * 1024 * 1024
-    max_push_items: int = 10000
-    # How long an idle keep-alive connection stays open (hypercorn's own default is 5 s).
-    # Clearly longer than clients keep idle connections for reuse (httpx, and with it the
-    # official client: 5 s): a server closing at the instant a client reuses the connection
-    # loses that request ("Server disconnected without sending a response"). 75 s, as
-    # reverse proxies commonly keep them; a stopping worker closes idle connections at once.
-    keep_alive_timeout_s: int = 75
-    # Coalescer: the most messages one flush writes as one segment, and the most messages a
-    # process holds waiting for a flush before pushes are answered 429.
-    max_flush_messages: int = 5000
-    max_pending_messages: int = 100_000
-    # Ready partitions written together in one statement (one commit), and how many such
-    # statements one process runs at once.
-    max_partitions_per_flush: int = 64
-    max_concurrent_flushes: int = 4
-    # A push whose write has not committed by then is answered as if the database were
-    # down (503, or `buffered` by the spool): a frozen primary (a failover under way) would
-    # otherwise hold it until the driver's timeout, behind earlier flushes stuck the same way.
-    push_answer_timeout_ms: int = 8000
-    default_timeout_ms: int = 30000
-    default_batch_size: int = 1
-    default_subscription_mode: str = "all"
-    pop_wait_initial_interval_ms: int = 100
-    pop_wait_backoff_threshold: int = 3
-    pop_wait_backoff_multiplier: float = 2.0
-    pop_wait_max_interval_ms: int = 1000
-    # The ready set (core/engine/ready): a lane is reseeded from the database at least this
-    # often (±10 %), a floor against a notification lost with no sign of it.
-    ready_reseed_interval_ms: int = 30000
-    retention_interval_ms: int = 300000
-    retention_batch_size: int = 1000
-    reaper_interval_ms: int = 1000
-    # Timers (core/timers): the firer sweeps at least this often, fires at most this many
-    # timers per transaction; a schedule may be due at most this far ahead (§16.2).
-    timers_sweep_ms: int = 1000
-    timers_fire_batch: int = 1000
-    timers_horizon_ms: int = 90 * 86400 * 1000
-    # Traces older than this are deleted by the reaper's retention step; 0 = keep them.
-    trace_retention_days: int = 7
-    # Observability: how often each web worker adds its counters to the database, how often
-    # the reaper samples the analytics series, and how long samples are kept.
-    metrics_flush_ms: int = 1000
-    stats_sample_interval_ms: int = 300000
-    metrics_retention_days: int = 90
-    # `serve` stops the broker when one of its processes dies more than this many times
-    # within the window, instead of restarting it forever.
-    supervisor_max_restarts: int = 5
-    supervisor_restart_window_ms: int = 60000
-    log_level: str = "info"
+    data_dir: Path = DATABASE.setting(  # noqa: RUF009 - the default, a Path, is immutable
+        Path(".queen-data"), "QUEEN_DATA_DIR",
+        "Directory of the embedded PostgreSQL (`--data-dir`); unused with `DATABASE_URL` or "
+        "`PG_*`.")
+    workers: int = LISTENING.setting(
+        0, "WORKERS", "Web worker processes (`--workers`); `0` means one per CPU.",
+        low=0, high=256, shown="`0` (one per CPU)")
+    db_pool_size: int = DATABASE.setting(
+        20, "DB_POOL_SIZE", "Database connections per web worker.", low=1, high=1000)
+    db_connection_timeout_ms: int = DATABASE.setting(
+        2000, "DB_CONNECTION_TIMEOUT",
+        "Milliseconds to wait for a new database connection, per host tried.", low=1)
+    db_statement_timeout_ms: int = DATABASE.setting(
+        30000, "DB_STATEMENT_TIMEOUT",
+        "Milliseconds a statement may run before PostgreSQL cancels it; `0` = no limit.",
+        low=0, older="QUEEN_STMT_TIMEOUT_MS")
+    db_lock_timeout_ms: int = DATABASE.setting(
+        10000, "DB_LOCK_TIMEOUT",
+        "Milliseconds a statement may wait for a row lock; `0` = no limit.", low=0)
+    # The give-up is core/storage/liveness.py's, long before the statement timeout meant for
+    # slow queries (0 turns the sockets' TCP timeout off too).
+    db_silence_timeout_ms: int = DATABASE.setting(
+        4000, "DB_SILENCE_TIMEOUT_MS",
+        "Milliseconds a database server may stay silent (asked once a second) before every "
+        "connection of the process to it is cut and its statements answer as an outage; "
+        "`0` = never (see high availability).", low=0, high=3_600_000)
+    max_body_bytes: int = REQUESTS.setting(
+        16 * 1024 * 1024, "MAX_BODY_BYTES",
+        "Largest request body in bytes (413 above); also bounds what a compressed binary "
+        "body may expand to.", low=1024)
+    max_push_items: int = REQUESTS.setting(
+        10000, "MAX_PUSH_ITEMS", "Most messages in one push (413 above).", low=1)
+    # Hypercorn's own default is 5 s. Clearly longer than clients keep idle connections for
+    # reuse (httpx, and with it the official client: 5 s): a server closing at the instant a
+    # client reuses the connection loses that request ("Server disconnected without sending
+    # a response"). 75 s, as reverse proxies commonly keep them; a stopping worker closes
+    # idle connections at once.
+    keep_alive_timeout_s: int = REQUESTS.setting(
+        75, "KEEP_ALIVE_TIMEOUT_SECONDS",
+        "Seconds an idle keep-alive HTTP connection stays open (longer than common clients "
+        "reuse one).", low=1, high=3600)
+    max_flush_messages: int = COALESCER.setting(
+        5000, "COALESCER_MAX_FLUSH_MESSAGES", "Most messages one flush writes as one segment.",
+        low=1)
+    max_pending_messages: int = COALESCER.setting(
+        100_000, "COALESCER_MAX_PENDING_MESSAGES",
+        "Messages a web worker holds waiting to be written before pushes are answered 429.",
+        low=1)
+    max_partitions_per_flush: int = COALESCER.setting(
+        64, "COALESCER_MAX_PARTITIONS_PER_FLUSH",
+        "Ready partitions written together in one statement (one commit).", low=1,
+        high=10_000)
+    max_concurrent_flushes: int = COALESCER.setting(
+        4, "COALESCER_MAX_CONCURRENT_FLUSHES", "Such statements in flight per web worker.",
+        low=1, high=1000)
+    # A frozen primary (a failover under way) would otherwise hold the push until the
+    # driver's timeout, behind earlier flushes stuck the same way.
+    push_answer_timeout_ms: int = REQUESTS.setting(
+        8000, "PUSH_ANSWER_TIMEOUT_MS",
+        "A push whose write has not committed within this many milliseconds is answered as "
+        "an outage (503, or `buffered` by the push spool); the write goes on, and a retry of "
+        "it is then a dedup duplicate.", low=100)
+    default_timeout_ms: int = POPS.setting(
+        30000, "DEFAULT_TIMEOUT",
+        "Long-poll deadline in milliseconds for a pop (and an ephemeral pop) that sends no "
+        "`timeout`.", low=0, older="POP_DEFAULT_TIMEOUT_MS")
+    default_batch_size: int = POPS.setting(
+        1, "DEFAULT_BATCH_SIZE",
+        "`batch` of a pop that sends none and does not ask for `autopilot`.", low=1)
+    default_subscription_mode: str = POPS.setting(
+        "all", "DEFAULT_SUBSCRIPTION_MODE",
+        "Where a named consumer group starts on a partition it meets for the first time, "
+        "when its pop does not say: `all` (the oldest retained message) or `new` (the tail).")
+    pop_wait_initial_interval_ms: int = POPS.setting(
+        100, "POP_WAIT_INITIAL_INTERVAL_MS",
+        "Milliseconds between a parked long poll's first looks while the database is "
+        "unreachable.", low=1)
+    pop_wait_backoff_threshold: int = POPS.setting(
+        3, "POP_WAIT_BACKOFF_THRESHOLD",
+        "Kept for compatibility; parked long polls no longer back off while the database "
+        "answers.", low=1)
+    pop_wait_backoff_multiplier: float = POPS.setting(
+        2.0, "POP_WAIT_BACKOFF_MULTIPLIER",
+        "Factor by which a parked long poll spaces its looks out while the database is "
+        "unreachable.", low=1.0)
+    pop_wait_max_interval_ms: int = POPS.setting(
+        1000, "POP_WAIT_MAX_INTERVAL_MS",
+        "Longest interval, in milliseconds, between a parked long poll's looks at its ready "
+        "set (a look at nothing ready costs no statement).", low=1)
+    # The ready set (core/engine/ready): a floor against a notification lost with no sign
+    # of it.
+    ready_reseed_interval_ms: int = POPS.setting(
+        30000, "READY_RESEED_INTERVAL_MS",
+        "Milliseconds (±10 %) after which a process rescans a queue's partitions for a "
+        "consumer group it serves: the bound on how long a partition whose notification was "
+        "lost without trace can stay unseen.", low=100)
+    retention_interval_ms: int = REAPER.setting(
+        300000, "RETENTION_INTERVAL",
+        "Milliseconds between retention passes (segments of queues with `retentionEnabled`, "
+        "old traces).", low=100)
+    retention_batch_size: int = REAPER.setting(
+        1000, "RETENTION_BATCH_SIZE", "Segments one retention statement deletes.", low=1)
+    reaper_interval_ms: int = REAPER.setting(
+        1000, "REAPER_INTERVAL_MS",
+        "Milliseconds between the reaper's passes (lease expiry, dedup index pruning), with "
+        "±20 % jitter.", low=10)
+    # Timers (core/timers), §16.2.
+    timers_sweep_ms: int = REAPER.setting(
+        1000, "TIMERS_SWEEP_MS",
+        "The timer firer (in the reaper) looks for due timers at least this often, in "
+        "milliseconds.", low=10, high=1000)
+    timers_fire_batch: int = REAPER.setting(
+        1000, "TIMERS_FIRE_BATCH", "Timers fired in one transaction.", low=1, high=100_000)
+    timers_horizon_ms: int = REAPER.setting(
+        90 * 86400 * 1000, "TIMERS_HORIZON_MS",
+        "How far ahead, in milliseconds, a timer may be due (403 `timers_horizon` past it); "
+        "90 days by default.", low=0)
+    trace_retention_days: int = REAPER.setting(
+        7, "TRACE_RETENTION_DAYS", "Traces older than this many days are deleted; `0` keeps "
+        "them.", low=0, high=36500)
+    # Observability: per-process minute rows are one row per process and minute, so more
+    # rows, kept less long than the analytics samples.
+    metrics_flush_ms: int = METRICS.setting(
+        1000, "METRICS_FLUSH_MS",
+        "How often, in milliseconds, each process adds its counters to the database.",
+        low=50, high=600_000)
+    stats_sample_interval_ms: int = METRICS.setting(
+        300000, "STATS_SAMPLE_INTERVAL_MS",
+        "How often, in milliseconds, the reaper samples the analytics series (throughput, "
+        "depth, lag).", low=1000)
+    metrics_retention_days: int = METRICS.setting(
+        90, "METRICS_RETENTION_DAYS",
+        "Analytics samples (per queue, one per sampling pass) older than this many days are "
+        "deleted.", low=1, high=3650)
+    process_metrics_retention_days: int = METRICS.setting(
+        7, "PROCESS_METRICS_RETENTION_DAYS",
+        "Per-process minute rows (what each process counted and its pool, memory and CPU, "
+        "one row per process and minute) older than this many days are deleted.",
+        low=1, high=3650)
+    # Tracing (core/tracing.py): a caller's sampled flag wins over the ratio.
+    tracing_exporter: str = TRACING.setting(
+        "none", "TRACING_EXPORTER",
+        "Export spans of pushes, pops and acks with OpenTelemetry: `otlp` (to the "
+        "`OTEL_EXPORTER_OTLP_*` endpoint) or `console`; `none` records no span (trace "
+        "context still travels with messages). Needs the `otel` extra.",
+        choices=("none", "otlp", "console"))
+    tracing_sample_ratio: float = TRACING.setting(
+        1.0, "TRACING_SAMPLE_RATIO",
+        "Share (0 to 1) of the traces the broker starts that it records; a request's own "
+        "`traceparent` decides for its trace.", low=0.0, check=lambda name, value: _ratio(
+            name, value))
+    supervisor_max_restarts: int = PROCESSES.setting(
+        5, "SUPERVISOR_MAX_RESTARTS",
+        "`serve` stops the broker when one of its processes dies more than this many times "
+        "within `SUPERVISOR_RESTART_WINDOW_MS`.", low=0)
+    supervisor_restart_window_ms: int = PROCESSES.setting(
+        60000, "SUPERVISOR_RESTART_WINDOW_MS",
+        "The window of `SUPERVISOR_MAX_RESTARTS`, in milliseconds.", low=1000)
+    log_level: str = PROCESSES.setting(
+        "info", "LOG_LEVEL", "Logging level.",
+        choices=("debug", "info", "warning", "error", "critical"))
     auth: AuthSettings = dataclasses.field(default_factory=AuthSettings)
+    # TLS on the HTTP and Kafka listeners (core/tls.py); off unless a certificate is given.
+    tls: TlsSettings = dataclasses.field(default_factory=TlsSettings)
+    # Tenants (core/tenancy): the tenant header, trusted proxies, how often limits refresh;
+    # its settings are declared on its own fields.
+    tenancy: TenancySettings = dataclasses.field(default_factory=TenancySettings)
     # Origins a browser page may call the API from (CORS); `*` is any.
     cors_origins: tuple[str, ...] = ("*",)
-    # The push spool (core/upkeep/spool.py), under Queen's names: its directory (None: `spool` in
-    # the data directory), how often its drain loop looks, records per replayed batch,
-    # records per file, and the most bytes one worker may hold in it.
+    # The push spool (core/engine/spool.py), under Queen's names; None: `spool` in the data
+    # directory.
     file_buffer_dir: Path | None = None
-    file_buffer_flush_ms: int = 100
-    file_buffer_max_batch: int = 100
-    file_buffer_events_per_file: int = 10_000
-    file_buffer_max_bytes: int = 1 << 30
+    file_buffer_flush_ms: int = SPOOL.setting(
+        100, "FILE_BUFFER_FLUSH_MS",
+        "How often, in milliseconds, each worker's drain loop looks at the spool (and pings "
+        "an unreachable database).", low=1, high=60_000)
+    file_buffer_max_batch: int = SPOOL.setting(
+        100, "FILE_BUFFER_MAX_BATCH",
+        "Spooled records written to the database per statement when draining.",
+        low=1, high=100_000)
+    file_buffer_events_per_file: int = SPOOL.setting(
+        10_000, "FILE_BUFFER_EVENTS_PER_FILE",
+        "Records per spool file before the next file starts.", low=1)
+    file_buffer_max_bytes: int = SPOOL.setting(
+        1 << 30, "FILE_BUFFER_MAX_BYTES",
+        "Most bytes of records waiting in the spool (pushes answer 503 with `Retry-After` "
+        "beyond).", low=1024)
     # QUEEN_ENCRYPTION_KEY (32 bytes), for queues with encryptionEnabled; never in the repr.
     encryption_key: bytes | None = dataclasses.field(default=None, repr=False)
-    # Ephemeral queues (§19): the deployment-wide ceiling on payload bytes held (503 above
-    # it), how long an implicit queue stays empty and untouched before it is collected, and
-    # how often the sweep (lease expiry, ttl, idle reclaim) runs.
-    ephemeral_max_bytes: int = 256 * 1024 * 1024
-    ephemeral_idle_seconds: int = 300
-    ephemeral_sweep_ms: int = 500
-    # KV (wire-protocol-extensions §14.4): the most keys one call may name (1024, up to 4096).
-    kv_max_keys: int = 1024
-    # The Kafka listener (broker/kafka): its port (None: off), the address clients are told
-    # to connect to (host:port; empty: the listening address), and the partition count of a
-    # topic created without one (auto-creation) or of a queue that declares none.
+    # Ephemeral queues (§19).
+    ephemeral_max_bytes: int = EPHEMERAL.setting(
+        256 * 1024 * 1024, "EPHEMERAL_MAX_BYTES",
+        "Payload bytes all ephemeral queues of the deployment may hold; a push past it "
+        "answers 503 `ephemeral_unavailable`.", low=1024)
+    ephemeral_idle_seconds: int = EPHEMERAL.setting(
+        300, "EPHEMERAL_IDLE_SECONDS",
+        "An implicit ephemeral queue empty and untouched this many seconds is collected.",
+        low=1)
+    ephemeral_sweep_ms: int = EPHEMERAL.setting(
+        500, "EPHEMERAL_SWEEP_MS",
+        "How often, in milliseconds, the ephemeral sweep runs (lease expiry, ttl, idle "
+        "queues); one web worker of the deployment runs it.", low=10, high=1000)
+    # Wire-protocol-extensions §14.4.
+    kv_max_keys: int = REQUESTS.setting(
+        1024, "KV_MAX_KEYS",
+        "Most keys one KV call may name (`kv_too_many_keys` above); a transaction's `kv` "
+        "rider allows 256.", low=1, high=4096)
+    # The Kafka listener (broker/kafka): its port (None: off).
     kafka_port: int | None = None
-    kafka_advertised: str = ""
-    kafka_default_partitions: int = 1
-    # Several listeners (hosts) serving one Kafka cluster: each its own node id, one cluster
-    # name; the cluster's group coordinator is elected among them (core/kafka/election.py).
-    kafka_node_id: int = 0
-    kafka_cluster: str = "queen"
+    kafka_advertised: str = KAFKA.setting(
+        "", "QUEEN_KAFKA_ADVERTISED",
+        "`host:port` Kafka clients are told to connect to; empty: the address each "
+        "connection reached.")
+    kafka_default_partitions: int = KAFKA.setting(
+        1, "QUEEN_KAFKA_DEFAULT_PARTITIONS",
+        "Partition count of a topic created without one, or of a queue that declares none.",
+        low=1, high=10_000)
+    # Several listeners (hosts) serving one Kafka cluster: the cluster's group coordinator
+    # is elected among them (core/kafka/election.py).
+    kafka_node_id: int = KAFKA.setting(
+        0, "QUEEN_KAFKA_NODE_ID",
+        "This listener's node id (a different one on each host of one Kafka cluster).",
+        low=0, high=2**31 - 1)
+    kafka_cluster: str = KAFKA.setting(
+        "queen", "QUEEN_KAFKA_CLUSTER",
+        "The name of the Kafka cluster the listener belongs to (its hosts elect one group "
+        "coordinator).", check=lambda name, value: value.strip() or "queen")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if environ is None else environ
-        read = EnvReader(env)
-        auth = auth_settings_from_env(env)
-        return cls(
-            host=bind_host_from_env(env, auth_enabled=auth.enabled),
-            port=read.integer("PORT", cls.port, low=0, high=65535),
-            database_url=database_url_from_env(env),
-            data_dir=Path(read.text("QUEEN_DATA_DIR", str(cls.data_dir))),
-            workers=read.integer("WORKERS", cls.workers, low=0, high=256),
-            db_pool_size=read.integer("DB_POOL_SIZE", cls.db_pool_size, low=1, high=1000),
-            db_connection_timeout_ms=read.integer(
-                "DB_CONNECTION_TIMEOUT", cls.db_connection_timeout_ms, low=1),
-            db_statement_timeout_ms=read.integer(
-                "DB_STATEMENT_TIMEOUT",
-                read.integer("QUEEN_STMT_TIMEOUT_MS", cls.db_statement_timeout_ms, low=0),
-                low=0),
-            db_lock_timeout_ms=read.integer("DB_LOCK_TIMEOUT", cls.db_lock_timeout_ms, low=0),
-            db_silence_timeout_ms=read.integer(
-                "DB_SILENCE_TIMEOUT_MS", cls.db_silence_timeout_ms, low=0, high=3_600_000),
-            max_body_bytes=read.integer("MAX_BODY_BYTES", cls.max_body_bytes, low=1024),
-            max_push_items=read.integer("MAX_PUSH_ITEMS", cls.max_push_items, low=1),
-            keep_alive_timeout_s=read.integer(
-                "KEEP_ALIVE_TIMEOUT_SECONDS", cls.keep_alive_timeout_s, low=1, high=3600),
-            max_flush_messages=read.integer(
-                "COALESCER_MAX_FLUSH_MESSAGES", cls.max_flush_messages, low=1),
-            max_pending_messages=read.integer(
-                "COALESCER_MAX_PENDING_MESSAGES", cls.max_pending_messages, low=1),
-            max_partitions_per_flush=read.integer(
-                "COALESCER_MAX_PARTITIONS_PER_FLUSH", cls.max_partitions_per_flush, low=1,
-                high=10_000),
-            max_concurrent_flushes=read.integer(
-                "COALESCER_MAX_CONCURRENT_FLUSHES", cls.max_concurrent_flushes, low=1,
-                high=1000),
-            push_answer_timeout_ms=read.integer(
-                "PUSH_ANSWER_TIMEOUT_MS", cls.push_answer_timeout_ms, low=100),
-            default_timeout_ms=read.integer(
-                "DEFAULT_TIMEOUT",
-                read.integer("POP_DEFAULT_TIMEOUT_MS", cls.default_timeout_ms, low=0), low=0),
-            default_batch_size=read.integer("DEFAULT_BATCH_SIZE", cls.default_batch_size, low=1),
-            default_subscription_mode=read.text(
-                "DEFAULT_SUBSCRIPTION_MODE", cls.default_subscription_mode),
-            pop_wait_initial_interval_ms=read.integer(
-                "POP_WAIT_INITIAL_INTERVAL_MS", cls.pop_wait_initial_interval_ms, low=1),
-            pop_wait_backoff_threshold=read.integer(
-                "POP_WAIT_BACKOFF_THRESHOLD", cls.pop_wait_backoff_threshold, low=1),
-            pop_wait_backoff_multiplier=read.number(
-                "POP_WAIT_BACKOFF_MULTIPLIER", cls.pop_wait_backoff_multiplier, low=1.0),
-            pop_wait_max_interval_ms=read.integer(
-                "POP_WAIT_MAX_INTERVAL_MS", cls.pop_wait_max_interval_ms, low=1),
-            ready_reseed_interval_ms=read.integer(
-                "READY_RESEED_INTERVAL_MS", cls.ready_reseed_interval_ms, low=100),
-            retention_interval_ms=read.integer(
-                "RETENTION_INTERVAL", cls.retention_interval_ms, low=100),
-            retention_batch_size=read.integer(
-                "RETENTION_BATCH_SIZE", cls.retention_batch_size, low=1),
-            reaper_interval_ms=read.integer("REAPER_INTERVAL_MS", cls.reaper_interval_ms, low=10),
-            timers_sweep_ms=read.integer("TIMERS_SWEEP_MS", cls.timers_sweep_ms, low=10,
-                                         high=1000),
-            timers_fire_batch=read.integer("TIMERS_FIRE_BATCH", cls.timers_fire_batch, low=1,
-                                           high=100_000),
-            timers_horizon_ms=read.integer("TIMERS_HORIZON_MS", cls.timers_horizon_ms, low=0),
-            trace_retention_days=read.integer(
-                "TRACE_RETENTION_DAYS", cls.trace_retention_days, low=0, high=36500),
-            metrics_flush_ms=read.integer("METRICS_FLUSH_MS", cls.metrics_flush_ms, low=50,
-                                          high=600_000),
-            stats_sample_interval_ms=read.integer(
-                "STATS_SAMPLE_INTERVAL_MS", cls.stats_sample_interval_ms, low=1000),
-            metrics_retention_days=read.integer(
-                "METRICS_RETENTION_DAYS", cls.metrics_retention_days, low=1, high=3650),
-            supervisor_max_restarts=read.integer(
-                "SUPERVISOR_MAX_RESTARTS", cls.supervisor_max_restarts, low=0),
-            supervisor_restart_window_ms=read.integer(
-                "SUPERVISOR_RESTART_WINDOW_MS", cls.supervisor_restart_window_ms, low=1000),
-            log_level=read.choice(
-                "LOG_LEVEL", cls.log_level, ("debug", "info", "warning", "error", "critical")),
-            auth=auth,
-            cors_origins=cors_origins_from_env(env),
-            file_buffer_dir=Path(env["FILE_BUFFER_DIR"]) if env.get("FILE_BUFFER_DIR") else None,
-            file_buffer_flush_ms=read.integer(
-                "FILE_BUFFER_FLUSH_MS", cls.file_buffer_flush_ms, low=1, high=60_000),
-            file_buffer_max_batch=read.integer(
-                "FILE_BUFFER_MAX_BATCH", cls.file_buffer_max_batch, low=1, high=100_000),
-            file_buffer_events_per_file=read.integer(
-                "FILE_BUFFER_EVENTS_PER_FILE", cls.file_buffer_events_per_file, low=1),
-            file_buffer_max_bytes=read.integer(
-                "FILE_BUFFER_MAX_BYTES", cls.file_buffer_max_bytes, low=1024),
-            encryption_key=key_from_env(env),
-            ephemeral_max_bytes=read.integer(
-                "EPHEMERAL_MAX_BYTES", cls.ephemeral_max_bytes, low=1024),
-            ephemeral_idle_seconds=read.integer(
-                "EPHEMERAL_IDLE_SECONDS", cls.ephemeral_idle_seconds, low=1),
-            ephemeral_sweep_ms=read.integer(
-                "EPHEMERAL_SWEEP_MS", cls.ephemeral_sweep_ms, low=10, high=1000),
-            kv_max_keys=read.integer("KV_MAX_KEYS", cls.kv_max_keys, low=1, high=4096),
-            kafka_port=(read.integer("QUEEN_KAFKA_PORT", 0, low=0, high=65535)
-                        if env.get("QUEEN_KAFKA_PORT", "").strip() else None),
-            kafka_advertised=read.text("QUEEN_KAFKA_ADVERTISED", cls.kafka_advertised),
-            kafka_default_partitions=read.integer(
-                "QUEEN_KAFKA_DEFAULT_PARTITIONS", cls.kafka_default_partitions, low=1,
-                high=10_000),
-            kafka_node_id=read.integer("QUEEN_KAFKA_NODE_ID", cls.kafka_node_id, low=0,
-                                       high=2**31 - 1),
-            kafka_cluster=read.text("QUEEN_KAFKA_CLUSTER", cls.kafka_cluster).strip()
-            or cls.kafka_cluster,
-        )
+        auth = auth_settings_from_env(env)  # first: the listen address depends on it
+        return cls(**read_fields(cls, env, {
+            "host": lambda: bind_host_from_env(env, auth_enabled=auth.enabled),
+            "database_url": lambda: database_url_from_env(env),
+            "auth": lambda: auth,
+            "tls": lambda: tls_settings_from_env(env),
+            "tenancy": lambda: tenancy_settings_from_env(env),
+            "cors_origins": lambda: cors_origins_from_env(env),
+            "file_buffer_dir": lambda: (Path(env["FILE_BUFFER_DIR"])
+                                        if env.get("FILE_BUFFER_DIR") else None),
+            "encryption_key": lambda: key_from_env(env),
+            "kafka_port": lambda: (
+                EnvReader(env).integer("QUEEN_KAFKA_PORT", 0, low=0, high=65535)
+                if env.get("QUEEN_KAFKA_PORT", "").strip() else None),
+        }))
 
     @property
     def uses_embedded_database(self) -> bool:
         return self.database_url is None
 
     @property
+    def scheme(self) -> str:
+        """How clients reach the HTTP listener: `https` with TLS on."""
+        return "https" if self.tls.enabled else "http"
+
+    @property
     def spool_dir(self) -> Path:
         """FILE_BUFFER_DIR, or `spool` in the data directory."""
         return self.file_buffer_dir or self.data_dir / "spool"
+
+
+def _ratio(name: str, value: float) -> float:
+    if value > 1:
+        raise SettingsError(f"{name}={value!r}: must be at most 1")
+    return value
 
 
 def from_env_or_exit(program: str) -> Settings:
@@ -313,3 +400,26 @@ def database_url_from_env(env: Mapping[str, str]) -> str | None:
         raise SettingsError("PG_HOST mixes Unix-socket directories and network hosts")
     netloc = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in zip(hosts, ports))
     return f"postgresql://{auth}@{netloc}/{quote(database, safe='')}"
+
+
+def variables_read() -> dict[str, VariableRead]:
+    """Every variable the settings read, in reading order, each with the default and bounds
+    it is read with (read from an empty environment, so every default applies)."""
+    record = EnvironmentRecord()
+    Settings.from_env(record)
+    return record.reads
+
+
+def meanings() -> Catalogue:
+    """What each variable means, by heading of the configuration reference, in its order:
+    under each, the variables read by code of their own (core/variables.py), then the
+    declared settings in field order (those of `Settings`, then the tenants'), each older
+    name after the name that replaced it."""
+    catalogue: Catalogue = {heading.title: dict(heading.elsewhere) for heading in HEADINGS}
+    for _, declared in [*declarations(Settings), *declarations(TenancySettings)]:
+        under = catalogue[declared.heading]
+        under[declared.name] = declared.described
+        if declared.older is not None:
+            under[declared.older] = (f"Older name of `{declared.name}`, read when that is "
+                                     "not set.")
+    return catalogue

@@ -15,6 +15,7 @@ from typing import Any
 from broker.auth.access import Access, Role, grants
 from broker.openapi import build_document
 from broker.table import ENDPOINTS
+from docsgen import escape
 
 API_PAGE = "reference/http-api.md"
 SCHEMAS_PAGE = "reference/http-schemas.md"
@@ -49,7 +50,7 @@ def schema_anchor(name: str) -> str:
 
 def short_name(name: str) -> str:
     """`broker.wire.push.PushItemIn` -> `PushItemIn (push)`: msgspec qualifies a name that two
-    modules use."""
+    modules use (none do today: tests/unit/test_class_names.py keeps class names unique)."""
     if "." not in name:
         return name
     parts = name.split(".")
@@ -108,7 +109,7 @@ def render_schemas(doc: dict[str, Any] | None = None) -> str:
         schema = schemas[name]
         out += [f"## {short_name(name)} {{ #{schema_anchor(name)} }}", ""]
         if schema.get("description"):
-            out += [_one_line(schema["description"]), ""]
+            out += [escape.text(schema["description"]), ""]
         properties = schema.get("properties")
         if schema.get("type") == "object" and properties:
             required = set(schema.get("required", ()))
@@ -116,7 +117,7 @@ def render_schemas(doc: dict[str, Any] | None = None) -> str:
             for field, prop in properties.items():
                 out.append(f"| `{field}` | {kind(prop, link)} | "
                            f"{'yes' if field in required else ''} | {_default(prop)} | "
-                           f"{_cell(_description(prop))} |")
+                           f"{escape.text(_description(prop))} |")
             out.append("")
         else:
             out += [f"Type: {kind(schema, link)}", ""]
@@ -161,7 +162,7 @@ def routes_listed(page: str) -> set[tuple[str, str]]:
 def _operation(method: str, path: str, op: Schema, link: Callable[[str], str]) -> list[str]:
     level = Access[op["x-access-level"]]
     out = [f"### `{method} {path}` {{ #{operation_anchor(method, path)} }}", "",
-           op.get("summary", ""), "",
+           escape.text(op.get("summary", "")), "",
            f"**Access:** {level.name} ({_roles(level)})", ""]
     parameters = op.get("parameters", [])
     if parameters:
@@ -171,7 +172,7 @@ def _operation(method: str, path: str, op: Schema, link: Callable[[str], str]) -
                                         p["in"] != "path" else "")
             schema = p.get("schema", {})
             out.append(f"| {name} | {p['in']} | {kind(schema, link)} | {_default(schema)} | "
-                       f"{_cell(_description(schema))} |")
+                       f"{escape.text(_description(schema))} |")
         out.append("")
     body = op.get("requestBody")
     if body:
@@ -179,7 +180,7 @@ def _operation(method: str, path: str, op: Schema, link: Callable[[str], str]) -
         out.append("")
         for media, content in body["content"].items():
             schema = content.get("schema", {})
-            text = (_one_line(schema["description"]) if schema.get("format") == "binary"
+            text = (escape.text(schema["description"]) if schema.get("format") == "binary"
                     and schema.get("description") else kind(schema, link))
             out.append(f"- `{media}`: {text}")
         out.append("")
@@ -188,7 +189,7 @@ def _operation(method: str, path: str, op: Schema, link: Callable[[str], str]) -
         bodies = [f"`{media}` " + (kind(content.get("schema", {}), link)
                                    if media == "application/json" else "")
                   for media, content in answer.get("content", {}).items()]
-        out.append(f"| {status} {answer.get('description', '')} | "
+        out.append(f"| {status} {escape.text(answer.get('description', ''))} | "
                    f"{'; '.join(b.strip() for b in bodies) or 'none'} |")
     return [*out, ""]
 
@@ -233,14 +234,6 @@ def _default(schema: Schema) -> str:
         if isinstance(candidate, dict) and candidate.get("default") is not None:
             return f"`{json.dumps(candidate['default'])}`"
     return ""
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _cell(text: str) -> str:
-    return _one_line(text).replace("|", "\\|")
 
 
 def every_route() -> Iterable[tuple[str, str]]:

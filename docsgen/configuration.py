@@ -1,8 +1,9 @@
 """The configuration reference: every environment variable the broker reads.
 
 Names, defaults and bounds come from reading an empty environment through the settings
-(`core.variables.variables_read`); meanings from `core.variables.VARIABLES`; the operator
-commands' variables from their click options. A variable read without a meaning stops the
+(`core.settings.variables_read`); meanings and headings from the settings' declarations and
+core/variables.py (`core.settings.meanings`); the operator commands' variables from their
+click options. A variable read without a meaning stops the
 build (KeyError), and tests/unit/test_variables.py says which.
 """
 
@@ -14,16 +15,19 @@ from typing import Any
 import click
 
 from core.env import Described, VariableRead
-from core.variables import VARIABLES, variables_read
+from core.settings import meanings, variables_read
+from docsgen import escape
 
 PAGE = "reference/configuration.md"
 
 
 def render_configuration() -> str:
     reads = variables_read()
-    unknown = sorted(set(reads) - {name for topic in VARIABLES.values() for name in topic})
+    catalogue = meanings()
+    unknown = sorted(set(reads) - {name for topic in catalogue.values() for name in topic})
     if unknown:
-        raise KeyError(f"read without a meaning in core/variables.py: {', '.join(unknown)}")
+        raise KeyError(f"read without a meaning (declare it, or describe it in "
+                       f"core/variables.py): {', '.join(unknown)}")
     out = [
         "# Configuration",
         "",
@@ -33,25 +37,25 @@ def render_configuration() -> str:
         "options of `serve` and `web` (`--host`, `--port`, `--workers`, `--data-dir`) win "
         "over their variables."),
         "",
-        ("This page is generated from the code: the names, defaults and bounds from the "
-        "settings module (`core/settings.py`, `core/auth_settings.py`), the meanings from "
-        "`core/variables.py`."),
+        ("This page is generated from the code: `core/settings.py`, where each setting is "
+        "declared with its variable, default, bounds and meaning, and `core/variables.py`, "
+        "which describes the variables read by code of their own."),
         "",
     ]
-    for topic, variables in VARIABLES.items():
+    for topic, variables in catalogue.items():
         out += [f"## {topic}", "", "| variable | default | meaning |", "|---|---|---|"]
         for name, described in variables.items():
             meaning = described.meaning if isinstance(described, Described) else described
             read = reads.get(name, VariableRead(name))
             out.append(f"| `{name}` | {_default(described, read)} | "
-                       f"{_cell(meaning)}{_bounds(read)} |")
+                       f"{escape.text(meaning)}{_bounds(read)} |")
         out.append("")
     out += ["## Operator commands", "",
             ("The commands that talk to a running broker (`status`, `queues`, `push`, `pop`, "
             "...) read these; see the [CLI reference](cli.md)."), "",
             "| variable | default | meaning |", "|---|---|---|"]
     for name, default, meaning in operator_variables():
-        out.append(f"| `{name}` | {default} | {_cell(meaning)} |")
+        out.append(f"| `{name}` | {default} | {escape.text(meaning)} |")
     return "\n".join(out) + "\n"
 
 
@@ -106,7 +110,3 @@ def _bounds(read: VariableRead) -> str:
 
 def _number(value: float) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
-
-
-def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")

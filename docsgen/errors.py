@@ -19,6 +19,7 @@ from pathlib import Path
 
 from broker.errors import status_of
 from core.errors import Coded, QueenError
+from docsgen import escape
 
 PAGE = "reference/errors.md"
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,20 +75,20 @@ def render_errors() -> str:
         "|---|---|---|---|",
     ]
     for kind in sorted(error_classes(), key=lambda k: (status_of(k), k.__name__)):
-        out.append(f"| {status_of(kind)} | `{kind.__name__}` | {_cell(_text(kind))} "
+        out.append(f"| {status_of(kind)} | `{kind.__name__}` | {escape.text(_text(kind))} "
                    f"| `{kind.__module__}` |")
     out += ["", "## Refusal codes of the KV, lock and timer routes", "",
             "| `error` | `reason` | status | example `detail` | raised in |",
             "|---|---|---|---|---|"]
     for r in coded_refusals():
-        out.append(f"| `{r.code}` | `{r.reason}` | {r.status} | {_cell(r.detail)} | "
+        out.append(f"| `{r.code}` | `{r.reason}` | {r.status} | {escape.text(r.detail)} | "
                    f"`{r.where}` |")
     out += ["", "## Codes of the ephemeral routes", "", "| `code` | status | meaning |",
             "|---|---|---|"]
     for kind in sorted(error_classes(), key=lambda k: str(getattr(k, "code", ""))):
         code = kind.__dict__.get("code")
         if isinstance(code, str):
-            out.append(f"| `{code}` | {status_of(kind)} | {_cell(_text(kind))} |")
+            out.append(f"| `{code}` | {status_of(kind)} | {escape.text(_text(kind))} |")
     return "\n".join(out) + "\n"
 
 
@@ -222,8 +223,4 @@ def _value(node: ast.expr, params: list[str], constants: dict[str, str]) -> Valu
 def _text(kind: type) -> str:
     """The default message: the docstring's first paragraph."""
     return (kind.__doc__ or "").strip().split("\n\n")[0]
-
-
-def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
 

@@ -2,7 +2,7 @@
 
 No HTTP, no coalescer, no wake-ups: each connection loops on exactly the statements the
 broker runs, through the same typed calls (`core.storage`): `queen.append` with segments of
-N frames packed by `core.engine.segments.pack` (the dedup index work included), optionally
+N frames packed by `core.segments.pack` (the dedup index work included), optionally
 fusing 4 or 8 partitions into one statement as the coalescer does; then a pop loop
 (`queen.pop_ready`: claim a span of one partition under a lease, read its segments,
 decompress, slice) and an ack loop (`queen.ack` of every popped message, as the official client and the
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from core.engine import options, segments
+from core import options, segments
 from core.storage import reads, writes
 from loadtest.corpus import build_corpus, payload, transaction_id
 
@@ -55,7 +55,8 @@ async def push_loop(dsn: str, *, frames: int, fused: int = 1, connections: int =
     async with pool.acquire() as conn:  # the ids, as a broker learns them once
         ordered = sorted(names)
         rows = await writes.partition_ids(
-            conn, queues=[queue] * len(ordered),  # type: ignore[arg-type]
+            conn, tenants=[""] * len(ordered),  # type: ignore[arg-type]
+            queues=[queue] * len(ordered),
             partitions=ordered, namespaces=[namespace] * len(ordered),
             tasks=[task] * len(ordered), default_options=options.DEFAULTS_JSON)
     ids = {name: row.partition_id for name, row in zip(ordered, rows)}
@@ -101,7 +102,7 @@ async def pop_ack_loop(dsn: str, *, queue: str, group: str = "lsql", batch: int 
     ack = [0, 0, 0.0]
     async with pool.acquire() as conn:
         partition_ids = await reads.queue_partition_ids(
-            conn, queue=queue)  # type: ignore[arg-type]  # a pool proxy behaves as a Connection
+            conn, queue=queue, tenant="")  # type: ignore[arg-type]  # a pool proxy behaves as a Connection
     if not partition_ids:
         await pool.close()
         raise RuntimeError(f"queue {queue!r} has no partitions to drain")
@@ -116,12 +117,14 @@ async def pop_ack_loop(dsn: str, *, queue: str, group: str = "lsql", batch: int 
                 # ready set hands them over; the ceiling has no ready set, so any few.
                 rows = await reads.pop_ready(
                     conn,  # type: ignore[arg-type]  # a pool proxy behaves as a Connection
-                    route=None, queue=queue, namespace=None, task=None, partition=None, group=group,
+                    route=None, tenant="", queue=queue, namespace=None, task=None,
+                    partition=None, group=group,
                     named=True, seed_mode="all", seed_instant=None, store_seed=True,
                     batch=batch, partitions=1, auto_ack=False, lease_seconds=0,
                     lease_fallback=options.POP_LEASE_FALLBACK_SECONDS, lease_id=lease,
                     candidates=random.sample(partition_ids, min(4, len(partition_ids))))
-                items = []
+                pids: list[int] = []
+                txids: list[str] = []
                 for r in rows:
                     if r.verdict != "took" or r.blob is None:
                         continue
@@ -129,19 +132,22 @@ async def pop_ack_loop(dsn: str, *, queue: str, group: str = "lsql", batch: int 
                     assert r.span_start is not None and r.span_end is not None
                     for k, frame in enumerate(segments.unpack(r.blob)):
                         if r.span_start <= r.base_offset + k <= r.span_end:
-                            items.append(reads.AckInput(group, r.partition_id,
-                                                        frame.transaction_id, "completed",
-                                                        lease, None))
-                if not items:
+                            pids.append(r.partition_id)
+                            txids.append(frame.transaction_id)
+                if not txids:
                     return
                 t1 = time.monotonic()
+                # As the broker sends them (core/engine/ack.py): no error column.
+                items = reads.AckInputs([group] * len(txids), pids, txids,
+                                        ["completed"] * len(txids), [lease] * len(txids),
+                                        None, [""] * len(txids))
                 await reads.ack(conn, route=None, items=items,  # type: ignore[arg-type]
                                 scan_missing=True)
                 t2 = time.monotonic()
-                pop[0] += len(items)
+                pop[0] += len(txids)
                 pop[1] += 1
                 pop[2] += t1 - t0
-                ack[0] += len(items)
+                ack[0] += len(txids)
                 ack[1] += 1
                 ack[2] += t2 - t1
 

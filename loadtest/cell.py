@@ -100,6 +100,7 @@ def summarize(out: CellOutcome, shape: Shape, label: str, before: pgstats.PgSnap
         "uncertain_pushes": out.uncertain,
         "latency_ms": {k: h.summary() for k, h in out.hists.items() if h.total},
         "cpu_seconds": out.cpu,
+        **({"phase_cpu_seconds": out.phase_cpu} if out.phase_cpu else {}),
         # Server CPU per delivered message, per process role (broker, postgres, ...): the
         # figure compared with a peer's in the same run.
         "cpu_us_per_delivered": ({k: round(v / delivered * 1e6, 1) for k, v in out.cpu.items()
@@ -133,7 +134,10 @@ def summarize(out: CellOutcome, shape: Shape, label: str, before: pgstats.PgSnap
         "messages_per_server_core_second": round(moved / server_cpu, 1) if server_cpu else None,
     }
     if out.step_log:
-        result["throughput"]["steps"] = _steps(out)
+        steps = result["throughput"]["steps"] = _steps(out)
+        # The best rate a step sustained (its verdicts in _steps); 0 when none did.
+        result["throughput"]["best_ok_deliver_msg_per_s"] = max(
+            (s["deliver_msg_per_s"] for s in steps if s["ok"]), default=0.0)
     return result
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import asyncpg
 
-from broker.citus import DATABASE, CitusNotFound, Cluster
+from broker.citus import DATABASE, CitusCluster, CitusNotFound
 from loadtest import launch
 from loadtest.cell import Target, measure
 from loadtest.runner import Shape
@@ -76,9 +76,9 @@ def shapes(args: argparse.Namespace, run_id: str) -> dict[str, Shape]:
 
 
 @contextmanager
-def citus_cluster(workers: int) -> Iterator[Cluster]:
+def citus_cluster(workers: int) -> Iterator[CitusCluster]:
     root = Path(tempfile.mkdtemp(prefix="queen-citus-load-"))
-    cluster = Cluster.load_or_new(root, workers=workers, shards=SHARDS, settings=DURABLE)
+    cluster = CitusCluster.load_or_new(root, workers=workers, shards=SHARDS, settings=DURABLE)
     try:
         cluster.up()
         yield cluster
@@ -87,7 +87,7 @@ def citus_cluster(workers: int) -> Iterator[Cluster]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-async def _counters(cluster: Cluster) -> dict[str, dict[str, int]]:
+async def _counters(cluster: CitusCluster) -> dict[str, dict[str, int]]:
     out = {}
     for node in cluster.nodes:
         conn = await asyncpg.connect(node.dsn(DATABASE))

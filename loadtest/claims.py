@@ -6,15 +6,15 @@ for an empty answer. The figure must survive a rewrite of the read path (the cla
 may be renamed or split), so it is read from the first of these sources that answers:
 
 1. **The broker's own counters** on `/metrics/prometheus`: `queen_cluster_claim_statements`
-   and `queen_cluster_claim_statements_empty` (BROKER_COUNTERS). No broker counts these yet;
-   one that does is read first, whatever its SQL functions are called. Cluster counters are
-   flushed by each web worker every METRICS_FLUSH_MS, so a reading waits one flush first.
+   and `queen_cluster_claim_statements_empty` (BROKER_COUNTERS), counted by the ready set's
+   reader for every claim it sends, whatever its SQL functions are called. Cluster counters
+   are flushed by each web worker every METRICS_FLUSH_MS, so a reading waits one flush first.
 2. **pg_stat_statements** in the broker's database (the self-contained runs preload it with
-   `track = all`, loadtest/launch.py): statements, top-level or nested in a function, that
-   call one of CLAIM_FUNCTIONS count one claim run each (queen.pop_shared runs queen.pop once
-   per share: those nested runs are what is counted); statements that call one of
-   READ_FUNCTIONS count a run that took something (queen.pop calls queen.pop_read only when
-   it claimed). Found nothing = claim runs - reads.
+   `track = all`, loadtest/launch.py), for a broker without those counters: statements that
+   call one of CLAIM_FUNCTIONS count one claim run each; statements, top-level or nested in a
+   function, that call one of READ_FUNCTIONS count a run that took something
+   (queen.pop_ready calls queen.pop_read only when it claimed). Found nothing = claim runs -
+   reads.
 
 Any other statement calling a `queen.*pop*` or `queen.*claim*` function (not one of the
 known helpers, HELPERS) is reported under `other` with its calls, so a renamed or new claim
@@ -35,17 +35,17 @@ from loadtest.httpc import Connection
 BROKER_COUNTERS = ("queen_cluster_claim_statements", "queen_cluster_claim_statements_empty")
 # Source 2: function names in pg_stat_statements. Each run of a CLAIM function is one claim
 # statement; a READ function runs once per claim run that took something. Add the read
-# path's new names here when it changes: queen.pop scanned (before the ready set),
-# queen.pop_ready claims known candidates (a pop's first statement on a lane, which only names
-# the queue, counts as one that found nothing).
-CLAIM_FUNCTIONS = ("queen.pop", "queen.pop_ready")
+# path's new names here when it changes: queen.pop_ready claims known candidates (a pop's
+# first statement on a lane, which only names the queue, counts as one that found nothing).
+# Migration 093 dropped the scanning pop (queen.pop, queen.pop_shared, queen.pop_eligible).
+CLAIM_FUNCTIONS = ("queen.pop_ready",)
 READ_FUNCTIONS = ("queen.pop_read",)
-# Called by the claim functions or around them, not claim runs themselves: never "other".
-HELPERS = ("queen.pop_shared", "queen.pop_claim", "queen.pop_eligible")
+# Called by the claim function, not a claim run itself: never "other".
+HELPERS = ("queen.pop_claim",)
 
 
 def _calls(names: tuple[str, ...]) -> re.Pattern[str]:
-    # `queen.pop(` but not `queen.pop_read(`: the name, then the opening parenthesis.
+    # `queen.pop_ready(` but not `queen.pop_ready_x(`: the name, then the opening parenthesis.
     return re.compile(r"\b(" + "|".join(re.escape(n) for n in names) + r")\s*\(")
 
 

@@ -76,6 +76,9 @@ def _parser() -> argparse.ArgumentParser:
     from loadtest import citus_cell
 
     citus_cell.add_parser(sub)
+    from loadtest import cost
+
+    cost.add_parser(sub)
     return p
 
 
@@ -109,9 +112,7 @@ def _ratios(cell: dict[str, Any], name: str, shape: Any, ceil: Ceilings | None) 
     push = t["steady_push_msg_per_s"]
     deliver = t["steady_deliver_msg_per_s"]
     if name == "W2" and t.get("steps"):
-        ok = [s for s in t["steps"] if s["ok"]]
-        deliver = max((s["deliver_msg_per_s"] for s in ok), default=0.0)
-        cell["throughput"]["best_ok_deliver_msg_per_s"] = deliver
+        deliver = t["best_ok_deliver_msg_per_s"]  # loadtest.cell.summarize
     if name in ("W1", "W4"):
         sql = ceil.sql_push(shape.batch, connections=shape.connections,
                             partitions=shape.partitions)
@@ -297,6 +298,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from loadtest import kafka_cell
 
         return kafka_cell.command(args)
+    if args.command == "cost":
+        from loadtest import cost
+
+        return cost.command(args)
     if args.command == "scale":
         from loadtest import scale
 

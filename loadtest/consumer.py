@@ -20,7 +20,7 @@ from loadtest.board import Board
 from loadtest.corpus import Envelope
 from loadtest.gate import Bitmaps
 from loadtest.httpc import Connection, HttpError
-from loadtest.stats import Histogram, Window
+from loadtest.stats import Histogram, RecentP99
 from loadtest.wire import framed_messages
 
 
@@ -83,14 +83,14 @@ class Tracking:
 
     delivered: dict[int, Bitmaps]
     hists: dict[str, Histogram]
-    windows: dict[str, Window]
+    windows: dict[str, RecentP99]
     steps: dict[int, Histogram]  # end-to-end latency per offered-rate step
 
     @classmethod
     def of(cls, spec: ConsumerSpec) -> Tracking:
         return cls({g: Bitmaps() for g in set(spec.group_index)},
                    {k: Histogram() for k in ("pop", "ack", "e2e")},
-                   {k: Window() for k in ("pop", "ack", "e2e")}, {})
+                   {k: RecentP99() for k in ("pop", "ack", "e2e")}, {})
 
     def result(self) -> dict[str, Any]:
         return {"delivered": {gi: {p: bytes(b) for p, b in bm.maps.items()}
@@ -111,7 +111,7 @@ async def _main(spec: ConsumerSpec, board: Board) -> dict[str, Any]:
     return t.result()
 
 
-async def report(board: Board, slot: int, windows: dict[str, Window]) -> None:
+async def report(board: Board, slot: int, windows: dict[str, RecentP99]) -> None:
     """Publish this process's p99s to the board once a second."""
     while True:
         await asyncio.sleep(1.0)
@@ -120,7 +120,7 @@ async def report(board: Board, slot: int, windows: dict[str, Window]) -> None:
 
 
 async def _loop(spec: ConsumerSpec, board: Board, group: str, gi: int, delivered: Bitmaps,
-                hists: dict[str, Histogram], windows: dict[str, Window],
+                hists: dict[str, Histogram], windows: dict[str, RecentP99],
                 steps: dict[int, Histogram], deadline: float) -> None:
     conn = Connection(spec.url)
     path = (f"/api/v1/pop/queue/{quote(spec.queue, safe='')}?batch={spec.batch}"
@@ -157,7 +157,7 @@ async def _loop(spec: ConsumerSpec, board: Board, group: str, gi: int, delivered
 
 
 def record(board: Board, slot: int, gi: int, delivered: Bitmaps, hists: dict[str, Histogram],
-           windows: dict[str, Window], steps: dict[int, Histogram],
+           windows: dict[str, RecentP99], steps: dict[int, Histogram],
            deliveries: list[tuple[str, int, int, float]]) -> None:
     """Count one popped batch: (transactionId, producer, sequence, send time) per message
     into the group's bitmap (the gate), the end-to-end latency and the board."""
@@ -182,7 +182,7 @@ def record(board: Board, slot: int, gi: int, delivered: Bitmaps, hists: dict[str
 
 async def _ack(conn: Connection, spec: ConsumerSpec, board: Board, group: str,
                messages: list[_Msg], hists: dict[str, Histogram],
-               windows: dict[str, Window]) -> None:
+               windows: dict[str, RecentP99]) -> None:
     if spec.ack == "last":  # an ack is an offset commit: the last message per partition
         last: dict[str, _Msg] = {m.partitionId: m for m in messages}
         chosen = list(last.values())

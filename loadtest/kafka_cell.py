@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import signal
@@ -104,11 +105,17 @@ def _messages(count: int) -> list[bytes]:
 # --- the Kafka path ------------------------------------------------------------------------
 
 def kafka_produce(bootstrap: str, topic: str, messages: Sequence[bytes],
-                  partitions: int) -> Phase:
+                  partitions: int, batch: int | None = None) -> Phase:
+    """`batch`: librdkafka's batch.num.messages (most messages per produce batch of one
+    partition); librdkafka's default when None."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-                         "compression.type": "none", "queue.buffering.max.messages": 1_000_000})
+    config: dict[str, Any] = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                              "compression.type": "none",
+                              "queue.buffering.max.messages": 1_000_000}
+    if batch is not None:
+        config["batch.num.messages"] = batch
+    producer = Producer(config)
     failures: list[str] = []
     delivered = [0]
 
@@ -230,38 +237,95 @@ async def http_consume(url: str, queue: str, messages: Sequence[bytes], partitio
 
 def run(*, messages: int, partitions: int, rounds: int, connections: int, batch: int,
         workers: int, url: str | None = None, bootstrap: str | None = None,
-        database_url: str | None = None) -> dict[str, Any]:
-    """Measure; answer the figures (raise GateFailure when the gate fails)."""
+        database_url: str | None = None, kafka_batch: int | None = None) -> dict[str, Any]:
+    """Measure; answer the figures (raise GateFailure when the gate fails). Self-contained
+    runs also give the server's CPU per message of every phase (its processes are ours)."""
     data = _messages(messages)
     if url is not None and bootstrap is not None:
-        return _rounds(url, bootstrap, data, partitions, rounds, connections, batch)
+        return _rounds(url, bootstrap, data, partitions, rounds, connections, batch,
+                       kafka_batch=kafka_batch)
     with launch.Postgres() as pg:
         db = database_url or str(asyncio.run(launch.fresh_database(pg.dsn)))
         with launch.broker(db, workers) as web, KafkaListener(db) as kafka:
+            servers = {"broker": web.proc, "kafka": kafka.proc, "postgres": pg.proc}
             return _rounds(web.url, kafka.bootstrap, data, partitions, rounds, connections,
-                           batch)
+                           batch, kafka_batch=kafka_batch,
+                           roots={k: p.pid for k, p in servers.items() if p is not None})
+
+
+def _sync(phase: Any, url: str, queue: str, data: list[bytes], partitions: int,
+          connections: int, batch: int) -> Phase:
+    done: Phase = asyncio.run(phase(url, queue, data, partitions, connections=connections,
+                                    batch=batch))
+    return done
+
+
+class _Cpu:
+    """Server CPU seconds per role over one phase (psutil over each process tree)."""
+
+    def __init__(self, roots: dict[str, int]) -> None:
+        from loadtest.procs import TreeSampler
+
+        self.sampler = TreeSampler(dict(roots)) if roots else None
+
+    def __enter__(self) -> Self:
+        if self.sampler is not None:
+            self.sampler.sample()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.sampler is not None:
+            self.sampler.sample()
+
+    def us_per_message(self, messages: int, *roles: str) -> dict[str, float]:
+        if self.sampler is None or not messages:
+            return {}
+        cpu = self.sampler.cpu_seconds()
+        out = {r: round(cpu.get(r, 0.0) / messages * 1e6, 1) for r in roles}
+        out["server"] = round(sum(out.values()), 1)
+        return out
 
 
 def _rounds(url: str, bootstrap: str, data: list[bytes], partitions: int, rounds: int,
-            connections: int, batch: int) -> dict[str, Any]:
-    figures: dict[str, list[float]] = {k: [] for k in (
-        "kafka_produce", "http_produce", "kafka_consume", "http_consume")}
+            connections: int, batch: int, *, kafka_batch: int | None = None,
+            roots: dict[str, int] | None = None) -> dict[str, Any]:
+    phases = ("kafka_produce", "http_produce", "kafka_consume", "http_consume")
+    figures: dict[str, list[float]] = {k: [] for k in phases}
+    cpu: dict[str, list[dict[str, float]]] = {k: [] for k in phases}
+    # The Kafka path is served by the listener, the HTTP path by the web workers; each with
+    # PostgreSQL (which serves both, so only one phase runs at a time).
+    serving = {"kafka": ("kafka", "postgres"), "http": ("broker", "postgres")}
     _create_topic(bootstrap, "lt-warm", partitions)
     for _ in range(rounds):
         topic = f"lt-kafka-{uuid.uuid4().hex[:8]}"
         queue = f"lt-http-{uuid.uuid4().hex[:8]}"
         _create_topic(bootstrap, topic, partitions)
-        figures["kafka_produce"].append(kafka_produce(bootstrap, topic, data, partitions).rate)
-        figures["kafka_consume"].append(kafka_consume(bootstrap, topic, data, partitions).rate)
-        figures["http_produce"].append(asyncio.run(http_produce(
-            url, queue, data, partitions, connections=connections, batch=batch)).rate)
-        figures["http_consume"].append(asyncio.run(http_consume(
-            url, queue, data, partitions, connections=connections, batch=batch)).rate)
+        runs: list[tuple[str, Any]] = [
+            ("kafka_produce", functools.partial(kafka_produce, bootstrap, topic, data,
+                                                partitions, kafka_batch)),
+            ("kafka_consume", functools.partial(kafka_consume, bootstrap, topic, data,
+                                                partitions)),
+            ("http_produce", functools.partial(_sync, http_produce, url, queue, data,
+                                               partitions, connections, batch)),
+            ("http_consume", functools.partial(_sync, http_consume, url, queue, data,
+                                               partitions, connections, batch))]
+        for name, phase in runs:
+            with _Cpu(roots or {}) as sampled:
+                done: Phase = phase()
+            figures[name].append(done.rate)
+            used = sampled.us_per_message(done.messages, *serving[name.split("_")[0]])
+            if used:
+                cpu[name].append(used)
     out: dict[str, Any] = {"messages": len(data), "partitions": partitions, "rounds": rounds,
-                           "gate": "passed"}
+                           "batch": batch, "kafka_batch": kafka_batch, "gate": "passed"}
     for name, values in figures.items():
         out[name] = {"median": statistics.median(values), "min": min(values),
                      "max": max(values)}
+        if cpu[name]:  # µs of server CPU per message: median and range per role
+            out[name]["cpu_us_per_message"] = {
+                role: {"median": statistics.median(c[role] for c in cpu[name]),
+                       "min": min(c[role] for c in cpu[name]),
+                       "max": max(c[role] for c in cpu[name])} for role in cpu[name][0]}
     for phase in ("produce", "consume"):
         ratios = [k / h for k, h in zip(figures[f"kafka_{phase}"], figures[f"http_{phase}"])]
         out[f"ratio_{phase}"] = {"median": statistics.median(ratios), "min": min(ratios),
@@ -295,6 +359,8 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--connections", type=int, default=8, help="HTTP connections per phase")
     p.add_argument("--batch", type=int, default=100, help="HTTP items per push and per pop")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    p.add_argument("--kafka-batch", type=int,
+                   help="librdkafka's batch.num.messages (default: librdkafka's own)")
     p.add_argument("--url", help="a running broker's HTTP URL (127.0.0.1), with --bootstrap")
     p.add_argument("--bootstrap", help="its Kafka listener (127.0.0.1:port)")
 
@@ -303,7 +369,7 @@ def command(args: argparse.Namespace) -> int:
     try:
         figures = run(messages=args.messages, partitions=args.partitions, rounds=args.rounds,
                       connections=args.connections, batch=args.batch, workers=args.workers,
-                      url=args.url, bootstrap=args.bootstrap)
+                      url=args.url, bootstrap=args.bootstrap, kafka_batch=args.kafka_batch)
     except GateFailure as exc:
         print(f"GATE FAILED: {exc}", file=sys.stderr)
         return 1

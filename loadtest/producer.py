@@ -20,7 +20,7 @@ from loadtest.board import Board
 from loadtest.corpus import build_corpus, payload
 from loadtest.gate import Bitmaps
 from loadtest.httpc import Connection, HttpError
-from loadtest.stats import Histogram, Window
+from loadtest.stats import Histogram, RecentP99
 from loadtest.wire import BINARY_TYPE, push_body
 
 
@@ -59,7 +59,7 @@ async def _main(spec: ProducerSpec, board: Board) -> dict[str, Any]:
     corpus = build_corpus(seed=spec.seed, message_bytes=spec.message_bytes)
     acked = Bitmaps()
     hist = Histogram()
-    window = Window()
+    window = RecentP99()
     deadline = time.monotonic() + spec.duration
     tasks = [asyncio.create_task(_connection(spec, board, corpus, spec.first_producer + i,
                                              acked, hist, window, deadline))
@@ -71,14 +71,14 @@ async def _main(spec: ProducerSpec, board: Board) -> dict[str, Any]:
             "uncertain": int(board.mine(spec.slot, "uncertain"))}
 
 
-async def _report(board: Board, slot: int, window: Window, deadline: float) -> None:
+async def _report(board: Board, slot: int, window: RecentP99, deadline: float) -> None:
     while time.monotonic() < deadline + 5:
         await asyncio.sleep(1.0)
         board.put(slot, "push_p99", window.take_p99())
 
 
 async def _connection(spec: ProducerSpec, board: Board, corpus: Any, producer: int,
-                      acked: Bitmaps, hist: Histogram, window: Window, deadline: float) -> None:
+                      acked: Bitmaps, hist: Histogram, window: RecentP99, deadline: float) -> None:
     rng = random.Random(spec.seed * 1_000_003 + producer)
     conn = Connection(spec.url)
     queue = spec.queue.encode()
@@ -125,7 +125,7 @@ async def _connection(spec: ProducerSpec, board: Board, corpus: Any, producer: i
 
 
 async def _send(conn: Connection, board: Board, slot: int, body: bytes, hist: Histogram,
-                window: Window, content_type: str) -> list[str] | None:
+                window: RecentP99, content_type: str) -> list[str] | None:
     """Push one body; answer the per-item statuses, or None if the outcome is unknown."""
     for attempt in range(20):
         start = time.perf_counter()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,10 @@ class PySpy:
     def __init__(self, pid: int | None, out: Path) -> None:
         self.out = out
         self.proc: subprocess.Popen[bytes] | None = None
-        binary = shutil.which("py-spy")
+        # Installed with the loadtest extra beside this interpreter, which need not be on
+        # PATH (a virtualenv's python run by its path).
+        beside = Path(sys.executable).parent / "py-spy"
+        binary = str(beside) if beside.exists() else shutil.which("py-spy")
         if pid and binary:
             self.proc = subprocess.Popen(
                 [binary, "record", "--pid", str(pid), "--subprocesses", "--nonblocking",
@@ -150,9 +154,9 @@ async def top_statements(url: str, top: int = 12, *,
 
 
 async def pop_runs(url: str) -> dict[str, int] | None:
-    """How many claim statements ran (`queen.pop`, called by the broker or once per share
-    inside `queen.pop_shared`) and how many of those read messages: the rest found nothing.
-    Counted from pg_stat_statements by function name (loadtest/claims.py has the names)."""
+    """How many claim statements ran (`queen.pop_ready`, called by the broker) and how many
+    of those read messages: the rest found nothing. Counted from pg_stat_statements by
+    function name (loadtest/claims.py has the names)."""
     found = await claims.statement_counts(url)
     return {"runs": found["runs"], "reads": found["reads"]} if found else None
 
@@ -163,7 +167,7 @@ def render(cell: str, stacks: dict[str, Any] | None, statements: list[dict[str, 
     lines = [f"== {cell}"]
     if pops and pops["runs"]:
         empty = pops["runs"] - pops["reads"]
-        lines.append(f"queen.pop runs {pops['runs']}, of which found nothing {empty} "
+        lines.append(f"claim runs {pops['runs']}, of which found nothing {empty} "
                      f"({empty / pops['runs']:.1%})")
     if stacks:
         lines.append(f"py-spy: {stacks['samples']} samples, idle share {stacks['idle_share']}")

@@ -72,6 +72,10 @@ def summary(run: dict[str, Any]) -> str:
             d = cell["db"]
             lines.append(f"  commits/msg {d['commits_per_message']}, WAL B/msg "
                          f"{d['wal_bytes_per_message']}, segment rows/request {d['segments_per_request']}")
+        if t.get("steps"):
+            best = t.get("best_ok_deliver_msg_per_s")
+            lines.append(f"  best sustained delivery: {_fmt(best)} msg/s" if best else
+                         "  best sustained delivery: none (no step after the warm-up held)")
         for s in t.get("steps", []):
             lines.append(f"  step offered {s['offered']:.0f}: delivered {s['deliver_msg_per_s']:.0f}"
                          f" msg/s, e2e p99 {_fmt(s['e2e_p99_ms'])} ms, lag growth "

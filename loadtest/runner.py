@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +52,9 @@ class Shape:
     consumer_grace: float = 5.0       # consumers outlive producers+drain by this much
     wire: str = "json"                # json | binary | frames (loadtest.wire)
     consumer: str = "raw"             # raw: the lean load consumer; official: queen-mq consume()
+    # Consumers start once the producers are done (a backlog drained by full pops), and the
+    # CPU of the two phases is reported apart (CellOutcome.phase_cpu).
+    phased: bool = False
 
 
 @dataclass(slots=True)
@@ -68,6 +71,8 @@ class CellOutcome:
     worker_rss: int = 0  # peak RSS of the largest single broker web worker
     step_log: list[dict[str, float]] = field(default_factory=list)
     gates: list[GateResult] = field(default_factory=list)
+    # A phased cell's CPU seconds per role: {"push": {...}, "consume": {...}}
+    phase_cpu: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 def _split(total: int, parts: int) -> list[int]:
@@ -113,7 +118,8 @@ def run_cell(url: str, shape: Shape, roots: dict[str, int | None], label: str, *
         slot += 1
     import os
     sampler = TreeSampler({**roots, "generator": os.getpid()})
-    for p in procs:
+    consumers = procs[:len(cons_split)]
+    for p in procs[len(cons_split):] if shape.phased else procs:
         p.start()
     sampler.sample()
     start = time.monotonic()
@@ -167,14 +173,27 @@ def run_cell(url: str, shape: Shape, roots: dict[str, int | None], label: str, *
         uncertain += out["uncertain"]
         hists["push"].merge(Histogram(out["push_hist"], sum(out["push_hist"])))
     board.set("drain_target", pushed.count())
-    while (len(consumed) < len(cons_split)
-           and time.monotonic() - start < duration + shape.drain_seconds + 15
-           and any(p.is_alive() for p in procs[:len(cons_split)])):
-        _collect(results, produced, consumed, timeout=1.0)
+    phase_cpu: dict[str, dict[str, float]] = {}
+    if shape.phased:
+        sampler.sample()
+        phase_cpu["push"] = sampler.cpu_seconds()
+        for p in consumers:
+            p.start()
+
+    def drain_tick() -> None:
         sampler.sample()
         point = _point(board, time.monotonic() - start, last, len(shape.groups))
         series.append(point)
         _progress(label + " drain", point)
+
+    await_consumers(results, produced, consumed, consumers,
+                    deadline=time.monotonic() + shape.drain_seconds + 15 if shape.phased
+                    else start + duration + shape.drain_seconds + 15, tick=drain_tick)
+    if shape.phased:
+        sampler.sample()
+        total = sampler.cpu_seconds()
+        phase_cpu["consume"] = {k: round(v - phase_cpu["push"].get(k, 0.0), 2)
+                                for k, v in total.items()}
     sys.stderr.write("\n")
     for p in procs:
         p.join(timeout=5)
@@ -195,7 +214,22 @@ def run_cell(url: str, shape: Shape, roots: dict[str, int | None], label: str, *
                          "did not finish the drain\n")
     return CellOutcome(pushed, delivered, uncertain, hists, e2e_by_step, series,
                        sampler.cpu_seconds(), dict(sampler.peak_rss), measured,
-                       sampler.peak_worker_rss, step_log, gates)
+                       sampler.peak_worker_rss, step_log, gates, phase_cpu)
+
+
+def await_consumers(results: Any, produced: dict[int, Any], consumed: dict[int, Any],
+                    consumers: Sequence[Any], *, deadline: float,
+                    tick: Callable[[], None]) -> None:
+    """Read the consumers' results until each has reported, all have exited, or the
+    deadline passed; `tick` runs after each second of waiting."""
+    while len(consumed) < len(consumers) and time.monotonic() < deadline:
+        # A consumer puts its result just before it exits: checking that one is alive
+        # before reading the queue would drop the result of one that finished meanwhile.
+        alive = any(p.is_alive() for p in consumers)
+        _collect(results, produced, consumed, timeout=1.0)
+        if not alive:
+            return
+        tick()
 
 
 def _collect(results: Any, produced: dict[int, Any], consumed: dict[int, Any],

@@ -93,22 +93,22 @@ def add_parser(sub: Any) -> None:
 # ---------------------------------------------------------------- wire
 
 
-class _Msg(msgspec.Struct):
+class _Popped(msgspec.Struct):
     transactionId: str
     partitionId: str
     leaseId: str | None = None
 
 
-class _Pop(msgspec.Struct):
-    messages: list[_Msg] | None = None
+class _PopAnswer(msgspec.Struct):
+    messages: list[_Popped] | None = None
 
 
-class _Verdict(msgspec.Struct):
+class _PushVerdict(msgspec.Struct):
     status: str
 
 
-_POP = msgspec.json.Decoder(_Pop)
-_VERDICTS = msgspec.json.Decoder(list[_Verdict])
+_POP = msgspec.json.Decoder(_PopAnswer)
+_VERDICTS = msgspec.json.Decoder(list[_PushVerdict])
 
 
 def _pop_path(queue: str, group: str, *, width: int, wait_ms: int | None = None) -> str:

@@ -53,7 +53,7 @@ def _round(v: float | None) -> float | None:
     return None if v is None else round(v, 3)
 
 
-class Window:
+class RecentP99:
     """The p99 of the last second or so, for the live progress line."""
 
     def __init__(self) -> None:

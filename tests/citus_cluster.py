@@ -17,7 +17,7 @@ from pathlib import Path
 
 import asyncpg
 
-from broker.citus import Cluster, find_bin_dir
+from broker.citus import CitusCluster, find_bin_dir
 from core.storage.migrations import apply_schema
 from tests.support import FAST_SETTINGS
 
@@ -47,7 +47,7 @@ class TestCluster:
 
     def __init__(self, bin_dir: Path, *, workers: int = 2) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="queen-citus-"))
-        self.cluster = Cluster.load_or_new(self.root, bin_dir=bin_dir, workers=workers,
+        self.cluster = CitusCluster.load_or_new(self.root, bin_dir=bin_dir, workers=workers,
                                            shards=SHARDS, settings=SETTINGS)
 
     def start(self) -> TestCluster:

@@ -28,11 +28,14 @@ import pytest
 from tests.support import ROOT, create_database
 
 # Releases whose databases this code must upgrade: main before the schema became
-# migrations + functions (the numbered chain to version 95), and main when this layout was
-# written (the chain with versions 94 and 97). Add later releases to test the upgrade from
-# them too.
+# migrations + functions (the numbered chain to version 95), main when this layout was
+# written (the chain with versions 94 and 97), main with version 130 (the analytics
+# history), the last release before the tenants' version 140, and main with version 140, the
+# last release before the Citus layout's version 150. Add later releases to test the upgrade
+# from them too.
 RELEASES = {"landed-v90": "c0cc51a", "numbered-chain-v95": "8e1d532",
-            "numbered-chain-v97": "7e3f2d0"}
+            "numbered-chain-v97": "7e3f2d0", "history-v130": "53d4f30",
+            "tenants-v140": "c8a3801"}
 
 # Run by the released code, in its own tree: apply its schema (up to a version, if given).
 _CREATE = """
@@ -81,7 +84,10 @@ def released_tree(commit: str) -> Path:
                     "need a clone of the repository with its history")
     staging = Path(tempfile.mkdtemp(prefix=f"queen-released-{commit}-"))
     with tarfile.open(fileobj=io.BytesIO(done.stdout)) as tar:
-        tar.extractall(staging, filter="data")
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(staging, filter="data")
+        else:  # Python before 3.11.4 (Debian 12 has 3.11.2) has no filters; our own history
+            tar.extractall(staging)
     try:
         staging.rename(dest)
     except OSError:  # extracted meanwhile by another test process
@@ -102,3 +108,15 @@ async def create_released_database(server_url: str, commit: str, *,
     _, stderr = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode == 0, stderr.decode()
     return url
+
+
+async def run_released(commit: str, code: str, *args: str) -> None:
+    """Run `code` (Python, given `args` as sys.argv[1:]) with the released commit's core/ on
+    its path, in its tree: what that version's own broker did to a database at its version,
+    which this code's broker may no longer do (its statements name later tables)."""
+    tree = released_tree(commit)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", code, *args, cwd=tree,
+        env={**os.environ, "PYTHONPATH": str(tree)}, stderr=asyncio.subprocess.PIPE)
+    _, stderr = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, stderr.decode()

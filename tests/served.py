@@ -22,12 +22,14 @@ from tests.support import PYTHON, ROOT, TEST_SPOOL_DIR, free_port
 
 class Served:
     """`python -m broker.cli <command>` (or `argv`) on a free port, its output kept in
-    `log_path`."""
+    `log_path`; with `tls` (the client context that trusts its certificate), over https."""
 
     def __init__(self, log_path: Path, *, command: str = "serve", workers: int = 2,
-                 env: dict[str, str] | None = None, argv: list[str] | None = None) -> None:
+                 env: dict[str, str] | None = None, argv: list[str] | None = None,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
+        self.tls = tls
         self.log_path = log_path
         self.argv = argv or [PYTHON, "-m", "broker.cli", command]
         self.workers = workers
@@ -52,7 +54,7 @@ class Served:
     def wait_healthy(self, timeout: float = 30.0) -> None:
         """Until /health answers 200 and every web worker has said it is serving."""
         deadline = time.monotonic() + timeout
-        with httpx.Client(timeout=2, verify=_tls_context()) as client:
+        with httpx.Client(timeout=2, verify=self.tls or _tls_context()) as client:
             while time.monotonic() < deadline:
                 assert self.proc is not None
                 if self.proc.poll() is not None:

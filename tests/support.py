@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -31,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FAST_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off",
                  "max_connections": "400"}
 # Where test brokers keep their push spools unless a test gives its own: outside the work
-# tree. Each database gets its own directory below it (core/upkeep/spool.py), so brokers of
+# tree. Each database gets its own directory below it (core/engine/spool.py), so brokers of
 # different tests never drain each other's files, and a broker restarted on the same
 # database finds what its predecessor left.
 TEST_SPOOL_DIR = str(Path(tempfile.gettempdir()) / "queen-test-spool")
@@ -90,12 +91,14 @@ class BrokerProcess:
 
     def __init__(self, database_url: str, *, workers: int = 2, reaper: bool = False,
                  env: dict[str, str] | None = None, port: int | None = None,
-                 log_path: Path | None = None) -> None:
+                 log_path: Path | None = None, tls: ssl.SSLContext | None = None) -> None:
         self.database_url = database_url
         self.workers = workers
         self.with_reaper = reaper
         self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        # With `tls` (a client context that trusts the broker's certificate): over https.
+        self.tls = tls
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.env = {**os.environ, "DATABASE_URL": database_url, "HOST": "127.0.0.1",
                     "PORT": str(self.port), "WORKERS": str(workers), "LOG_LEVEL": "warning",
                     "FILE_BUFFER_DIR": TEST_SPOOL_DIR, **(env or {})}
@@ -129,7 +132,7 @@ class BrokerProcess:
         deadline = time.monotonic() + timeout
         # One client for every poll: a client per poll built a TLS context each time (tens of
         # milliseconds of CPU, taken from the workers starting on the same cores).
-        with httpx.Client(timeout=1) as client:
+        with httpx.Client(timeout=1, verify=self.tls or True) as client:
             while time.monotonic() < deadline:
                 assert self.web is not None
                 if self.web.poll() is not None:

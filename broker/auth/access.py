@@ -3,7 +3,9 @@
 A higher role includes the lower ones (§9): `admin` passes every level; `read-write` passes
 READ_ONLY, WRITE_ONLY and READ_WRITE; `read-only` passes READ_ONLY; `write-only` passes
 WRITE_ONLY. PUBLIC passes any authenticated caller, with or without a role; a path in
-JWT_SKIP_PATHS needs no token at all.
+JWT_SKIP_PATHS needs no token at all. OPERATOR is ADMIN for a request bound to no tenant
+(broker/tenancy.py): the deployment's own routes (maintenance, tenants' quotas), which an
+admin of one tenant may not use. In a deployment without tenants it is ADMIN.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ class Access(enum.Enum):
     WRITE_ONLY = "write-only"
     READ_WRITE = "read-write"
     ADMIN = "admin"
+    OPERATOR = "operator"
 
 
 class Role(enum.Enum):
@@ -33,6 +36,7 @@ _PASSING: dict[Access, frozenset[Role]] = {
     Access.WRITE_ONLY: frozenset({Role.ADMIN, Role.READ_WRITE, Role.WRITE_ONLY}),
     Access.READ_WRITE: frozenset({Role.ADMIN, Role.READ_WRITE}),
     Access.ADMIN: frozenset({Role.ADMIN}),
+    Access.OPERATOR: frozenset({Role.ADMIN}),  # and bound to no tenant: broker/endpoint.py
 }
 
 

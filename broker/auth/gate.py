@@ -8,12 +8,15 @@ With auth off everyone is anonymous and every route is open. With auth on:
 3. the token's roles (JWT_ROLES_CLAIM, JWT_ROLES_ARRAY_CLAIM) must pass the route's access
    level, else 403 `Insufficient permissions`.
 
-The identity's `sub` is what pushes stamp as `producerSub`.
+The identity's `sub` is what pushes stamp as `producerSub`: the token's, or, when no token
+names one (auth off, or a token without `sub`), the verified client certificate's
+(broker/tls/peer.py). Its `tenant` is the token's tenant claim (JWT_TENANT_CLAIM), None when
+the token names none; broker/tenancy.py decides the request's tenant from it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from broker.auth.access import Role, grants
@@ -21,6 +24,7 @@ from broker.auth.errors import Forbidden, Unauthenticated
 from broker.auth.jwks import JwksKeys
 from broker.auth.tokens import TokenVerifier
 from core.auth_settings import HMAC_ALGORITHMS, AuthSettings
+from core.tenancy.names import check_tenant
 
 MAX_SUB_BYTES = 65535  # the storage frame keeps producerSub as a str16
 
@@ -30,6 +34,7 @@ class Identity:
     sub: str | None
     roles: frozenset[Role]
     expires: float | None = None  # the token's exp (epoch seconds), when it has one
+    tenant: str | None = None  # the token's tenant claim; None: it names none
 
 
 ANONYMOUS = Identity(None, frozenset())
@@ -65,14 +70,19 @@ class Gate:
         if self._jwks is not None:
             await self._jwks.close()
 
-    async def admit(self, path: str, authorization: str | None, level: object) -> Identity:
+    async def admit(self, path: str, authorization: str | None, level: object,
+                    certificate: str | None = None) -> Identity:
         """The caller's identity if they may use a route of `level` at `path`; else raise
-        Unauthenticated (401), Forbidden (403) or KeysUnavailable (503)."""
+        Unauthenticated (401), Forbidden (403) or KeysUnavailable (503). `certificate`: the
+        identity of the connection's verified client certificate, the caller's `sub` when
+        no token names one."""
         if self._verifier is None or self.auth.skips(path):
-            return ANONYMOUS
+            return ANONYMOUS if certificate is None else Identity(certificate, frozenset())
         identity = await self.identify(bearer_token(authorization))
         if not grants(identity.roles, level):
             raise Forbidden()
+        if identity.sub is None and certificate is not None:
+            return replace(identity, sub=certificate)
         return identity
 
     async def identify(self, token: str) -> Identity:
@@ -84,7 +94,19 @@ class Gate:
         if isinstance(sub, str) and len(sub.encode()) > MAX_SUB_BYTES:
             raise Unauthenticated(f"token sub is longer than {MAX_SUB_BYTES} bytes")
         return Identity(sub if isinstance(sub, str) else None, self._roles(claims),
-                        _expiry(claims))
+                        _expiry(claims), self._tenant(claims))
+
+    def _tenant(self, claims: dict[str, Any]) -> str | None:
+        name = self.auth.tenant_claim
+        value = claim_value(claims, name)
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            raise Unauthenticated(f"token claim {name!r} is not a tenant: must be a string")
+        try:
+            return check_tenant(value)
+        except ValueError as exc:
+            raise Unauthenticated(f"token claim {name!r} is not a tenant: {exc}") from None
 
     def _roles(self, claims: dict[str, Any]) -> frozenset[Role]:
         names: list[str] = []

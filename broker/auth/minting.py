@@ -78,9 +78,10 @@ def signing_algorithm(auth: AuthSettings) -> str:
     return HMAC_ALGORITHMS[0] if auth.algorithm == AUTO else auth.algorithm
 
 
-def mint(auth: AuthSettings, *, role: str, sub: str, ttl_s: int,
-         now: float | None = None) -> Minted:
-    """A token granting `role` (one of ROLES) to `sub` for `ttl_s` seconds."""
+def mint(auth: AuthSettings, *, role: str, sub: str, ttl_s: int, now: float | None = None,
+         tenant: str | None = None) -> Minted:
+    """A token granting `role` (one of ROLES) to `sub` for `ttl_s` seconds, bound to
+    `tenant` (under JWT_TENANT_CLAIM) when one is given."""
     algorithm = signing_algorithm(auth)
     issued = int(time.time() if now is None else now)
     claims: dict[str, Any] = {"sub": sub, "iat": issued, "exp": issued + ttl_s,
@@ -90,6 +91,8 @@ def mint(auth: AuthSettings, *, role: str, sub: str, ttl_s: int,
     if auth.audience:
         claims["aud"] = auth.audience[0] if len(auth.audience) == 1 else list(auth.audience)
     _put(claims, auth.roles_claim, _role_name(auth, role))
+    if tenant is not None:
+        _put(claims, auth.tenant_claim, tenant)
     assert auth.secret is not None  # signing_algorithm checked it
     return Minted(jwt.encode(claims, auth.secret, algorithm=algorithm), algorithm, claims)
 

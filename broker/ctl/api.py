@@ -15,7 +15,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import ssl
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar, cast
 from urllib.parse import quote
 
@@ -26,6 +28,7 @@ OK, REFUSED, USAGE, UNREACHABLE, NOT_FOUND, FORBIDDEN = 0, 1, 2, 3, 4, 5
 DEFAULT_URL = "http://127.0.0.1:6632"
 
 F = TypeVar("F", bound=Callable[..., Any])
+_PEM_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
 class CtlError(click.ClickException):
@@ -40,17 +43,43 @@ class CtlError(click.ClickException):
 
 @dataclasses.dataclass
 class Api:
-    """The broker at `url`, with a bearer token when one is given."""
+    """The broker at `url`, with a bearer token when one is given; over https, trusting the
+    CAs of `cacert` (default: the usual public ones) and showing the client certificate
+    `cert` (with its key in `key`, or in `cert` too) to a broker that asks for one."""
 
     url: str
     token: str | None
     timeout: float
     as_json: bool
+    cacert: Path | None = None
+    cert: Path | None = None
+    key: Path | None = None
+    # The tenant to act for (the tenant header: an admin token without a tenant claim may
+    # name one, docs/security/tenants.md); None: the token's tenant, or the default tenant.
+    tenant: str | None = None
+    tenant_header: str = "x-queen-tenant"
 
     def __post_init__(self) -> None:
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        if self.tenant:
+            headers[self.tenant_header] = self.tenant
         self._client = httpx.Client(base_url=self.url.rstrip("/"), headers=headers,
-                                    timeout=self.timeout)
+                                    timeout=self.timeout, verify=self._verify())
+
+    def _verify(self) -> ssl.SSLContext | bool:
+        if self.cacert is None and self.cert is None:
+            return True  # httpx's own default
+        try:
+            context = (ssl.create_default_context(cafile=self.cacert) if self.cacert is not None
+                       else httpx.create_ssl_context())
+        except (ssl.SSLError, OSError) as exc:
+            raise CtlError(f"--cacert {self.cacert}: {exc}", USAGE) from None
+        try:
+            if self.cert is not None:
+                context.load_cert_chain(self.cert, self.key)
+        except (ssl.SSLError, OSError) as exc:
+            raise CtlError(f"--cert {self.cert} / --key {self.key}: {exc}", USAGE) from None
+        return context
 
     def close(self) -> None:
         self._client.close()
@@ -159,10 +188,29 @@ def api_options(command: F) -> F:
     @click.option("--json", "as_json", is_flag=True, help="print the answer as JSON")
     @click.option("--timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
                   help="seconds to wait for each answer")
+    @click.option("--cacert", envvar="QUEEN_CACERT", type=_PEM_FILE,
+                  help="PEM CA certificate(s) an https broker's certificate must chain to "
+                       "(env QUEEN_CACERT; default: the usual public CAs)")
+    @click.option("--cert", envvar="QUEEN_CLIENT_CERT", type=_PEM_FILE,
+                  help="PEM client certificate for a broker that asks for one (mutual TLS; "
+                       "env QUEEN_CLIENT_CERT)")
+    @click.option("--key", envvar="QUEEN_CLIENT_KEY", type=_PEM_FILE,
+                  help="PEM private key of --cert, when not in the same file "
+                       "(env QUEEN_CLIENT_KEY)")
+    @click.option("--tenant", envvar="QUEEN_TENANT", default=None,
+                  help="act for this tenant: sent as the tenant header, which an admin token "
+                       "without a tenant claim may use (env QUEEN_TENANT)")
+    @click.option("--tenant-header", envvar="QUEEN_TENANT_HEADER", default="x-queen-tenant",
+                  show_default=True, help="the broker's QUEEN_TENANT_HEADER")
     @functools.wraps(command)
     def wrapper(*args: Any, url: str, token: str | None, as_json: bool, timeout: float,
-                **kwargs: Any) -> Any:
-        api = Api(url=url, token=token or None, timeout=timeout, as_json=as_json)
+                cacert: Path | None, cert: Path | None, key: Path | None,
+                tenant: str | None, tenant_header: str, **kwargs: Any) -> Any:
+        if key is not None and cert is None:
+            raise click.UsageError("--key needs --cert")
+        api = Api(url=url, token=token or None, timeout=timeout, as_json=as_json,
+                  cacert=cacert, cert=cert, key=key, tenant=tenant or None,
+                  tenant_header=tenant_header)
         try:
             return command(*args, api=api, **kwargs)
         finally:

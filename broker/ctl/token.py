@@ -12,6 +12,14 @@ from broker.auth.minting import ROLES, CannotMint, mint, ttl_seconds
 from broker.ctl.api import USAGE, CtlError
 from core.auth_settings import auth_settings_from_env
 from core.env import SettingsError
+from core.tenancy.names import label, tenant_from_path
+
+
+def _tenant(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    try:
+        return None if value is None else tenant_from_path(value)
+    except ValueError as exc:
+        raise click.BadParameter(f"{value!r} {exc}", ctx=ctx, param=param) from None
 
 
 def _ttl(ctx: click.Context, param: click.Parameter, value: str) -> int:
@@ -27,9 +35,12 @@ def _ttl(ctx: click.Context, param: click.Parameter, value: str) -> int:
 @click.option("--sub", required=True, help="who it is for (pushes record it as producerSub)")
 @click.option("--ttl", "ttl_s", default="1h", show_default=True, callback=_ttl,
               metavar="DURATION", help="how long it is valid: 90s, 15m, 1h, 7d (at most 366d)")
+@click.option("--tenant", callback=_tenant, default=None,
+              help="bind the token to this tenant (its JWT_TENANT_CLAIM claim); `_default` "
+                   "binds it to the default tenant")
 @click.option("--json", "as_json", is_flag=True,
               help="print the token with its claims and algorithm as JSON")
-def token(role: str, sub: str, ttl_s: int, as_json: bool) -> None:
+def token(role: str, sub: str, ttl_s: int, tenant: str | None, as_json: bool) -> None:
     """Mint a token for a broker that verifies HS256/384/512 tokens with JWT_SECRET.
 
     Reads the broker's auth settings from the environment (JWT_SECRET, JWT_ALGORITHM,
@@ -39,7 +50,7 @@ def token(role: str, sub: str, ttl_s: int, as_json: bool) -> None:
     from the identity provider that issues them."""
     try:
         auth = auth_settings_from_env(os.environ)
-        minted = mint(auth, role=role, sub=sub, ttl_s=ttl_s)
+        minted = mint(auth, role=role, sub=sub, ttl_s=ttl_s, tenant=tenant)
     except (SettingsError, CannotMint) as exc:
         raise CtlError(f"cannot mint a token: {exc}", USAGE) from None
     expires = datetime.fromtimestamp(minted.claims["exp"], UTC)
@@ -49,7 +60,9 @@ def token(role: str, sub: str, ttl_s: int, as_json: bool) -> None:
                                "expiresAt": expires_at, "claims": minted.claims}, indent=2))
     else:
         click.echo(minted.token)
-    click.echo(f"{role} token for {sub!r}, {minted.algorithm}, expires {expires_at}", err=True)
+    bound = "" if tenant is None else f" of tenant {label(tenant)!r}"
+    click.echo(f"{role} token for {sub!r}{bound}, {minted.algorithm}, expires {expires_at}",
+               err=True)
     if not auth.enabled:
         click.echo("note: JWT_ENABLED is not 'true' here: a broker started with this "
                    "environment accepts every request without a token", err=True)

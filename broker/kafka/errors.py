@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from core.errors import CapacityExceeded, ClientError, Overloaded, QueenError
+from core.errors import (
+    CapacityExceeded,
+    ClientError,
+    Overloaded,
+    QueenError,
+    QuotaExceeded,
+    QuotaTooLarge,
+)
 
 NONE = 0
 OFFSET_OUT_OF_RANGE = 1
@@ -53,8 +60,10 @@ def code_of(error: QueenError) -> int:
     """A push's failure as a Produce error code: a full queue is a policy refusal; anything
     the client sent wrong is an invalid record; everything else (the database down, the write
     backlog full) a storage error, which clients retry."""
-    if isinstance(error, CapacityExceeded):
+    if isinstance(error, CapacityExceeded | QuotaExceeded):  # a tenant's quota too
         return POLICY_VIOLATION
+    if isinstance(error, QuotaTooLarge):
+        return MESSAGE_TOO_LARGE
     if isinstance(error, ClientError):
         return INVALID_RECORD
     if isinstance(error, Overloaded):

@@ -19,8 +19,8 @@ from broker.kafka.protocol import Request, field_of
 from broker.kafka.records import OutRecord, encode_batch
 from broker.kafka.session import Session
 from broker.kafka.topics import known_topics
-from core.engine import record_meta
 from core.kafka import reads
+from core.kafka.messages import kafka_value
 
 _CODES = {reads.UNKNOWN_TOPIC_OR_PARTITION: errors.UNKNOWN_TOPIC_OR_PARTITION,
           reads.OFFSET_OUT_OF_RANGE: errors.OFFSET_OUT_OF_RANGE}
@@ -52,7 +52,7 @@ async def fetch(session: Session, request: Request) -> dict[str, Any]:
                 continue
             slots.append((t.topic, p.partition, len(entries)))
             entries.append(reads.FetchEntry(t.topic, str(p.partition), p.fetch_offset,
-                                           max(0, p.partition_max_bytes)))
+                                           max(0, p.partition_max_bytes), session.tenant))
     results = await session.broker.kafka.read(
         entries, max_bytes=max(0, body.max_bytes if body.max_bytes > 0 else 2**31 - 1),
         min_bytes=max(0, body.min_bytes),
@@ -83,7 +83,7 @@ def _batch(stored: list[reads.Record]) -> bytes:
 
 
 def _record(r: reads.Record) -> OutRecord:
-    value = record_meta.kafka_value(r.payload, r.meta)
+    value = kafka_value(r)
     if r.meta is None:
         return OutRecord(r.offset, _millis(r.created_at), None, value)
     return OutRecord(r.offset, r.meta.timestamp_ms, r.meta.key, value, r.meta.headers)
@@ -113,14 +113,14 @@ async def list_offsets(session: Session, request: Request) -> dict[str, Any]:
                 answer["error_code"] = errors.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             name = str(p.partition_index)
-            bounds = await kafka.bounds(t.name, name)
+            bounds = await kafka.bounds(t.name, name, tenant=session.tenant)
             if p.timestamp == LATEST:
                 answer["offset"] = bounds.high_watermark
             elif p.timestamp == EARLIEST:
                 answer["offset"] = bounds.log_start
             elif 0 <= p.timestamp <= _LAST_DATETIME_MS:
                 at = datetime.fromtimestamp(p.timestamp / 1000, UTC)
-                found = await kafka.offset_for_time(t.name, name, at)
+                found = await kafka.offset_for_time(t.name, name, at, tenant=session.tenant)
                 if found is not None:  # the offset, and when it was appended
                     answer.update(offset=found[0], timestamp=_millis(found[1]))
             elif p.timestamp > _LAST_DATETIME_MS:

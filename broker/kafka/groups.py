@@ -21,6 +21,7 @@ from broker.kafka.topics import known_topics, legal_topic
 from core.errors import QueenError
 from core.kafka.service import partition_index
 from core.names import check_name
+from core.tenancy.scoped import belongs, unscoped
 
 COORDINATOR = Coordinator()  # the process's groups (the event loop is its only user)
 _GROUP_KEY = 0
@@ -80,7 +81,7 @@ async def join_group(session: Session, request: Request) -> dict[str, Any]:
         return {"throttle_time": 0, "error_code": errors.INVALID_SESSION_TIMEOUT,
                 "generation_id": -1, "member_id": body.member_id, "leader": "", "members": []}
     result = await COORDINATOR.join(
-        body.group_id, member_id=body.member_id, client_id=request.client_id or "",
+        session.group_key(body.group_id), member_id=body.member_id, client_id=request.client_id or "",
         client_host=session.peer, session_timeout=session_timeout,
         rebalance_timeout=rebalance, protocol_type=body.protocol_type,
         protocols=[(p.name, bytes(p.metadata)) for p in body.protocols],
@@ -99,7 +100,7 @@ async def sync_group(session: Session, request: Request) -> dict[str, Any]:
     if not CLUSTER.coordinates():
         return {"throttle_time": 0, "error_code": errors.NOT_COORDINATOR, "assignment": b""}
     code, assignment = await COORDINATOR.sync(
-        body.group_id, member_id=body.member_id, generation=body.generation_id,
+        session.group_key(body.group_id), member_id=body.member_id, generation=body.generation_id,
         assignments={a.member_id: bytes(a.assignment) for a in body.assignments})
     return {"throttle_time": 0, "error_code": code, "assignment": assignment,
             "protocol_type": field_of(body, "protocol_type"),
@@ -108,7 +109,7 @@ async def sync_group(session: Session, request: Request) -> dict[str, Any]:
 
 async def heartbeat(session: Session, request: Request) -> dict[str, Any]:
     body = request.body
-    code = (COORDINATOR.heartbeat(body.group_id, member_id=body.member_id,
+    code = (COORDINATOR.heartbeat(session.group_key(body.group_id), member_id=body.member_id,
                                   generation=body.generation_id)
             if CLUSTER.coordinates() else errors.NOT_COORDINATOR)
     return {"throttle_time": 0, "error_code": code}
@@ -120,9 +121,11 @@ async def leave_group(session: Session, request: Request) -> dict[str, Any]:
         return {"throttle_time": 0, "error_code": errors.NOT_COORDINATOR, "members": []}
     single = field_of(body, "member_id")
     if single is not None:
-        return {"throttle_time": 0, "error_code": COORDINATOR.leave(body.group_id, single)}
+        return {"throttle_time": 0,
+                "error_code": COORDINATOR.leave(session.group_key(body.group_id), single)}
     members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
-                "error_code": COORDINATOR.leave(body.group_id, m.member_id)}
+                "error_code": COORDINATOR.leave(session.group_key(body.group_id),
+                                                m.member_id)}
                for m in body.members]
     return {"throttle_time": 0, "error_code": errors.NONE, "members": members}
 
@@ -131,7 +134,8 @@ async def offset_commit(session: Session, request: Request) -> dict[str, Any]:
     body = request.body
     generation = field_of(body, "generation_id_or_member_epoch",
                           field_of(body, "generation_id", -1))
-    code = (COORDINATOR.validate_commit(body.group_id, body.member_id, generation)
+    code = (COORDINATOR.validate_commit(session.group_key(body.group_id), body.member_id,
+                                        generation)
             if legal_group(body.group_id) else errors.INVALID_GROUP_ID)
     if code == errors.NONE and not CLUSTER.coordinates():
         code = errors.NOT_COORDINATOR
@@ -156,7 +160,8 @@ async def offset_commit(session: Session, request: Request) -> dict[str, Any]:
                 offsets[str(p.partition_index)] = p.committed_offset
         if offsets:
             try:
-                done = await session.broker.kafka.commit(body.group_id, t.name, offsets)
+                done = await session.broker.kafka.commit(body.group_id, t.name, offsets,
+                                                         tenant=session.tenant)
             except QueenError:
                 done = set()
             for name in offsets:
@@ -177,7 +182,8 @@ async def offset_fetch(session: Session, request: Request) -> dict[str, Any]:
         return {"throttle_time": 0, "topics": [], "error_code": errors.INVALID_GROUP_ID}
     answers = []
     if body.topics is None:  # every topic the group has positions in
-        for queue, positions in sorted((await kafka.all_positions(body.group_id)).items()):
+        for queue, positions in sorted((await kafka.all_positions(
+                body.group_id, tenant=session.tenant)).items()):
             parts = [(index, offset) for name, offset in positions.items()
                      if (index := partition_index(name)) is not None]
             if parts:
@@ -190,7 +196,7 @@ async def offset_fetch(session: Session, request: Request) -> dict[str, Any]:
                     {**_fetched(i, -1), "error_code": errors.UNKNOWN_TOPIC_OR_PARTITION}
                     for i in t.partition_indexes]})
                 continue
-            positions = await kafka.positions(body.group_id, t.name)
+            positions = await kafka.positions(body.group_id, t.name, tenant=session.tenant)
             answers.append({"name": t.name, "partitions": [
                 _fetched(i, positions.get(str(i), -1)) for i in t.partition_indexes]})
     return {"throttle_time": 0, "topics": answers, "error_code": errors.NONE}
@@ -202,7 +208,7 @@ def _fetched(index: int, offset: int) -> dict[str, Any]:
 
 
 async def describe_groups(session: Session, request: Request) -> dict[str, Any]:
-    known = set(await session.broker.kafka.group_names())
+    known = set(await session.broker.kafka.group_names(tenant=session.tenant))
     described = []
     for name in request.body.groups:
         if not CLUSTER.coordinates():
@@ -215,7 +221,7 @@ async def describe_groups(session: Session, request: Request) -> dict[str, Any]:
                               "group_state": DEAD, "protocol_type": "", "protocol_data": "",
                               "members": []})
             continue
-        group = COORDINATOR.groups.get(name)
+        group = COORDINATOR.groups.get(session.group_key(name))
         if group is None or not group.members:
             described.append({"error_code": errors.NONE, "group_id": name,
                               "group_state": EMPTY if name in known else DEAD,
@@ -237,11 +243,12 @@ async def describe_groups(session: Session, request: Request) -> dict[str, Any]:
 
 async def list_groups(session: Session, request: Request) -> dict[str, Any]:
     wanted = {s.lower() for s in field_of(request.body, "states_filter", ()) or ()}
-    names = set(await session.broker.kafka.group_names()) | {
-        n for n, g in COORDINATOR.groups.items() if g.members}
+    names = set(await session.broker.kafka.group_names(tenant=session.tenant)) | {
+        unscoped(key)[1] for key, g in COORDINATOR.groups.items()
+        if g.members and belongs(key, session.tenant)}
     listed = []
     for name in sorted(names):
-        group = COORDINATOR.groups.get(name)
+        group = COORDINATOR.groups.get(session.group_key(name))
         state = group.state if group is not None and group.members else EMPTY
         if wanted and state.lower() not in wanted:
             continue
@@ -260,13 +267,14 @@ async def delete_groups(session: Session, request: Request) -> dict[str, Any]:
             code = errors.INVALID_GROUP_ID
         elif not CLUSTER.coordinates():
             code = errors.NOT_COORDINATOR
-        elif COORDINATOR.has_members(name):
+        elif COORDINATOR.has_members(session.group_key(name)):
             code = errors.NON_EMPTY_GROUP
         else:
             deleted, _ = await session.broker.groups.delete(name, queue=None,
-                                                            delete_metadata=True)
-            known = name in COORDINATOR.groups
-            COORDINATOR.forget(name)
+                                                            delete_metadata=True,
+                                                            tenant=session.tenant)
+            known = session.group_key(name) in COORDINATOR.groups
+            COORDINATOR.forget(session.group_key(name))
             code = errors.NONE if deleted or known else errors.GROUP_ID_NOT_FOUND
         results.append({"group_id": name, "error_code": code})
     return {"throttle_time": 0, "results": results}

@@ -1,6 +1,10 @@
 """The Kafka listener process: `python -m broker.kafka`, started by `queen-broker serve`
 when QUEEN_KAFKA_PORT (or --kafka-port) is set, or by its own Procfile line.
 
+With TLS_CERT_FILE set, the socket speaks TLS with the HTTP listener's certificate (Kafka's
+SSL, or SASL_SSL with auth on), reloaded on SIGHUP or when the files change
+(broker/tls/rotation.py).
+
 One asyncio process (uvloop) with its own `Broker` on the database: the HTTP workers never
 share anything with it but PostgreSQL, so its crash (or a restart by the supervisor) never
 touches them. SIGTERM/SIGINT stop it: no new connections, idle connections close, requests
@@ -24,6 +28,8 @@ from broker.auth.gate import Gate
 from broker.kafka.cluster import CLUSTER
 from broker.kafka.groups import COORDINATOR
 from broker.kafka.server import Listener
+from broker.tls.rotation import CertificateRotation
+from core.env import SettingsError
 from core.kafka.election import Node
 from core.logs import configure_logging
 from core.service import Broker
@@ -55,13 +61,24 @@ def bind(settings: Settings, port: int) -> socket.socket:
     return sock
 
 
+def security_protocol(settings: Settings) -> str:
+    """The `security.protocol` a Kafka client sets for this listener: TLS on the socket
+    (TLS_CERT_FILE) and SASL (auth on) are each on or off."""
+    return {(False, False): "PLAINTEXT", (False, True): "SASL_PLAINTEXT",
+            (True, False): "SSL", (True, True): "SASL_SSL"}[
+        (settings.tls.enabled, settings.auth.enabled)]
+
+
 async def run(settings: Settings, port: int, stop: asyncio.Event) -> None:
     sock = bind(settings, port)
+    rotation = CertificateRotation(settings.tls) if settings.tls.enabled else None
+    if rotation is not None:
+        rotation.reload_on_hangup()  # from now: start-up may wait a while for the database
     stop_waiting = asyncio.Event()
     gate = await Gate.start(settings.auth) if settings.auth.enabled else None
     # Like a web worker: wait for the database (a Procfile starts every line at once) and
     # apply any migration not yet applied (under the migrations' lock: harmless twice).
-    async with Broker.open(settings, stop_waiting=stop_waiting) as broker:
+    async with Broker.open(settings, stop_waiting=stop_waiting, role="kafka") as broker:
         advertised = advertised_address(settings)
         listener = Listener(broker, advertised=advertised, node_id=settings.kafka_node_id,
                             max_request_bytes=settings.max_body_bytes, gate=gate)
@@ -75,13 +92,18 @@ async def run(settings: Settings, port: int, stop: asyncio.Event) -> None:
         elect = asyncio.create_task(election.run_forever(), name="coordinator-election")
         with contextlib.suppress(TimeoutError):  # serve groups from the first request on
             await within(5.0, election.changed.wait())
-        server = await asyncio.start_server(listener.serve, sock=sock)
-        log.info("Kafka listener on %s:%d (node %d of cluster %r)", host, bound_port,
-                 settings.kafka_node_id, settings.kafka_cluster)
+        server = await asyncio.start_server(
+            listener.serve, sock=sock, ssl=rotation.context if rotation is not None else None)
+        log.info("Kafka listener on %s:%d, %s (node %d of cluster %r)", host, bound_port,
+                 security_protocol(settings), settings.kafka_node_id, settings.kafka_cluster)
         expiry = asyncio.create_task(COORDINATOR.expire_forever(), name="group-sessions")
+        watching = (asyncio.create_task(rotation.watch(stop), name="tls-watch")
+                    if rotation is not None else None)
         try:
             await stop.wait()
         finally:
+            if watching is not None:
+                watching.cancel()
             expiry.cancel()
             election.close()
             elect.cancel()
@@ -115,4 +137,8 @@ def main(argv: list[str] | None = None) -> None:
             loop.add_signal_handler(sig, stop.set)
         await run(settings, port, stop)
 
-    uvloop.run(main_task())
+    try:
+        uvloop.run(main_task())
+    except SettingsError as exc:  # the TLS files changed for the worse since the check
+        print(f"queen-kafka: {exc}", file=sys.stderr)
+        sys.exit(2)

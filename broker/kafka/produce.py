@@ -3,7 +3,7 @@ appended through the core's write path and answered after their commit (acks=1 a
 acks=all alike; acks=0 is not answered at all, as Kafka does).
 
 A record's value becomes the message's JSON payload and its key, headers and timestamp
-are kept beside it (core/engine/record_meta.py). Each record's transactionId (our dedup
+are kept beside it (core/kafka/messages.py). Each record's transactionId (our dedup
 key) is the message id's text, or, for an idempotent producer, "kafka:<producer id>:
 <epoch>:<sequence>": a resend of a batch is then a duplicate of what is stored, answered
 with the offsets it got the first time and written nothing, after a restart too, for as
@@ -23,11 +23,9 @@ from broker.kafka.protocol import Request
 from broker.kafka.records import BadBatch, Batch, decode_batches
 from broker.kafka.session import Session
 from broker.kafka.topics import known_topics
-from core.engine import record_meta
-from core.engine.push import PushItem
-from core.engine.writes import NewMessage
 from core.errors import QueenError
-from core.ids import uuid7
+from core.kafka.messages import produced
+from core.types import PushItem
 
 log = logging.getLogger("queen.kafka")
 
@@ -82,7 +80,7 @@ async def produce(session: Session, request: Request) -> dict[str, Any] | None:
                 continue
             part.sequenced = _sequenced(batches)
             part.items = _items(topic_data.name, str(data.index), batches,
-                                session.principal)
+                                session.producer, session.tenant)
             budget[0] -= sum(len(i.message.payload) for i in part.items)
             budget[1] -= len(part.items)
     await _append(session, [p for p in parts if p.items])
@@ -117,19 +115,17 @@ def _sequenced(batches: list[Batch]) -> tuple[int, int, int] | None:
 
 
 def _items(topic: str, partition: str, batches: list[Batch],
-           producer_sub: str | None) -> list[PushItem]:
+           producer_sub: str | None, tenant: str) -> list[PushItem]:
     items = []
     for batch in batches:
         idempotent = batch.producer_id >= 0 and batch.base_sequence >= 0
         for record in batch.records:
-            payload, form = record_meta.stored_payload(record.value)
-            message_id = uuid7()
             txid = (f"kafka:{batch.producer_id}:{batch.producer_epoch}:"
-                    f"{batch.base_sequence + record.offset_delta}" if idempotent
-                    else str(message_id))
-            meta = record_meta.RecordMeta(form, record.timestamp, record.key, record.headers)
-            items.append(PushItem(topic, partition, NewMessage(
-                message_id, txid, payload, producer_sub=producer_sub, kafka=meta)))
+                    f"{batch.base_sequence + record.offset_delta}" if idempotent else None)
+            items.append(produced(topic, partition, value=record.value,
+                                  timestamp_ms=record.timestamp, key=record.key,
+                                  headers=record.headers, transaction_id=txid,
+                                  producer_sub=producer_sub, tenant=tenant))
     return items
 
 

@@ -49,7 +49,7 @@ class BadBatch(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class Record:
+class InRecord:
     offset_delta: int
     timestamp: int  # ms
     key: bytes | None
@@ -65,7 +65,7 @@ class Batch:
     producer_id: int
     producer_epoch: int
     base_sequence: int
-    records: list[Record]
+    records: list[InRecord]
 
     @property
     def transactional(self) -> bool:
@@ -113,8 +113,8 @@ def decode_batches(data: bytes, *, max_bytes: int, max_records: int) -> list[Bat
     return batches
 
 
-def _records(body: bytes, count: int, base_ts: int) -> list[Record]:
-    out: list[Record] = []
+def _records(body: bytes, count: int, base_ts: int) -> list[InRecord]:
+    out: list[InRecord] = []
     view = memoryview(body)
     pos = 0
     try:
@@ -145,7 +145,7 @@ def _records(body: bytes, count: int, base_ts: int) -> list[Record]:
             timestamp = base_ts + ts_delta
             if not _I64_MIN <= timestamp <= _I64_MAX:
                 raise BadBatch("a record's timestamp is outside 64 bits")
-            out.append(Record(offset_delta, timestamp, key, value, tuple(headers)))
+            out.append(InRecord(offset_delta, timestamp, key, value, tuple(headers)))
     except IndexError:
         raise BadBatch("a record is truncated") from None
     if pos != len(view):

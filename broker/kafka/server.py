@@ -4,7 +4,8 @@ Each connection is served serially, as Kafka does: a request is read, answered, 
 next is read (clients that pipeline just wait in the socket). A frame longer than the
 limit, a request that does not decode, an unknown API key or version: the connection is
 closed with nothing more sent, and the reason logged; the process serves on. A handler's
-unexpected error closes only its connection too.
+unexpected error closes only its connection too. After a SaslHandshake v0 the next frame is
+not a request but the bare PLAIN message (sasl.py).
 """
 
 from __future__ import annotations
@@ -16,9 +17,20 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from broker.auth.gate import Gate
-from broker.kafka import errors, fetch, groups, produce, producers, protocol, sasl, topics
+from broker.kafka import (
+    consumer_protocol,
+    errors,
+    fetch,
+    groups,
+    produce,
+    producers,
+    protocol,
+    sasl,
+    topics,
+)
 from broker.kafka.protocol import Request, Unreadable
 from broker.kafka.session import Session
+from broker.tls.peer import client_identity
 from core.errors import QueenError
 from core.service import Broker
 
@@ -59,6 +71,7 @@ HANDLERS: dict[int, Handler] = {
     protocol.LIST_GROUPS: groups.list_groups,
     protocol.DELETE_GROUPS: groups.delete_groups,
     protocol.SASL_HANDSHAKE: sasl.handshake,
+    protocol.CONSUMER_GROUP_HEARTBEAT: consumer_protocol.heartbeat,
 }
 # What a connection may ask before it authenticated (auth on).
 BEFORE_AUTH = {protocol.API_VERSIONS, protocol.SASL_HANDSHAKE, protocol.SASL_AUTHENTICATE}
@@ -74,7 +87,9 @@ class Listener:
         self.advertised = advertised
         self.max_request_bytes = max_request_bytes
         self.gate = gate  # auth on: SASL/PLAIN with our tokens
-        self.handlers = {**HANDLERS, protocol.SASL_AUTHENTICATE: sasl.make_authenticate(gate)}
+        self.authenticator = sasl.Authenticator(gate)
+        self.handlers = {**HANDLERS,
+                         protocol.SASL_AUTHENTICATE: self.authenticator.authenticate}
         self.connections: set[asyncio.Task[None]] = set()
         # Connections between two requests (waiting for the next frame's length), and
         # whether the process stops: then those close at once and the others after the
@@ -98,7 +113,8 @@ class Listener:
             host, port = self.advertised or writer.get_extra_info("sockname")[:2]
             session = Session(self.broker, host, port, self.max_request_bytes, self.node_id,
                               peer=str(peer[0]) if peer else "",
-                              auth_required=self.gate is not None)
+                              auth_required=self.gate is not None,
+                              certificate=client_identity(writer.get_extra_info("ssl_object")))
             await self._requests(session, reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
             pass
@@ -128,6 +144,9 @@ class Listener:
                 raise Unreadable(f"a frame of {size} bytes (limit {self.max_request_bytes})")
             async with asyncio.timeout(FRAME_SECONDS):
                 data = await reader.readexactly(size)
+            if session.bare_sasl_next:
+                await self._bare_sasl(session, data, writer)
+                continue
             request = protocol.read_request(data)
             if not session.authenticated and request.api_key not in BEFORE_AUTH:
                 raise Unreadable(f"API key {request.api_key} before authentication")
@@ -143,8 +162,23 @@ class Listener:
                 writer.write(answer)
                 await writer.drain()
 
+    async def _bare_sasl(self, session: Session, message: bytes,
+                         writer: asyncio.StreamWriter) -> None:
+        """The PLAIN message after a SaslHandshake v0: an empty frame answers success; a
+        refusal has no answer in this exchange, so the connection closes (as Kafka does)."""
+        try:
+            await self.authenticator.bare(session, message)
+        except sasl.SaslFailed as failed:
+            raise Unreadable(str(failed)) from None
+        writer.write(protocol.frame(b""))
+        await writer.drain()
+
     async def answer(self, session: Session, request: Request) -> bytes | None:
         handler = self.handlers[request.api_key]
+        if request.api_key not in BEFORE_AUTH:
+            # The tenant's request rate (docs/security/tenants.md): a Kafka client is
+            # slowed down to it, as Kafka quotas do, instead of being refused.
+            await self.broker.throttle_request(session.tenant)
         try:
             values = await handler(session, request)
         except QueenError as exc:

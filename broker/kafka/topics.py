@@ -16,6 +16,7 @@ from broker.kafka import errors
 from broker.kafka.cluster import CLUSTER
 from broker.kafka.protocol import Request, field_of
 from broker.kafka.session import CLUSTER_ID, NO_OPERATIONS, Session
+from core.errors import QuotaExceeded
 from core.kafka.service import MAX_PARTITIONS, Topic
 
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]{1,249}")
@@ -30,7 +31,7 @@ async def known_topics(session: Session, names: Sequence[str]) -> dict[str, Topi
     legal = sorted({n for n in names if n is not None and legal_topic(n)})
     if not legal:
         return {}
-    found = await session.broker.kafka.topics(legal)
+    found = await session.broker.kafka.topics(legal, tenant=session.tenant)
     return {t.name: t for t in found}
 
 
@@ -43,18 +44,24 @@ async def metadata(session: Session, request: Request) -> dict[str, Any]:
     create = request.api_version < 4 or bool(field_of(body, "allow_auto_topic_creation", True))
     kafka = session.broker.kafka
     if wanted is None:
-        topics = [t for t in await kafka.topics() if legal_topic(t.name)]
+        topics = [t for t in await kafka.topics(tenant=session.tenant) if legal_topic(t.name)]
         answers = [_topic(t, session.node_id) for t in topics]
     else:
         found = await known_topics(session, wanted)
         answers = []
         for name in dict.fromkeys(wanted):
             topic = found.get(name)
+            refused = False
             if topic is None and legal_topic(name) and create and session.may(Access.READ_WRITE):
-                await kafka.create_topic(name, kafka.default_partitions)
+                try:
+                    await kafka.create_topic(name, kafka.default_partitions,
+                                             tenant=session.tenant)
+                except QuotaExceeded:  # the tenant's queue cap: not created
+                    refused = True
                 topic = (await known_topics(session, [name])).get(name)
             if topic is None:
-                code = (errors.UNKNOWN_TOPIC_OR_PARTITION if legal_topic(name)
+                code = (errors.TOPIC_AUTHORIZATION_FAILED if refused
+                        else errors.UNKNOWN_TOPIC_OR_PARTITION if legal_topic(name)
                         else errors.INVALID_TOPIC_EXCEPTION)
                 answers.append({"error_code": code, "name": name, "partitions": []})
             else:
@@ -97,9 +104,13 @@ async def create_topics(session: Session, request: Request) -> dict[str, Any]:
                              "one copy, kept by PostgreSQL: replication factor is 1")
         elif code == errors.NONE:
             exists = bool(await known_topics(session, [name]))
-            if exists or not validate_only and not await session.broker.kafka.create_topic(name,
-                                                                                   count):
-                code, message = errors.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists"
+            try:
+                if exists or not validate_only and not await session.broker.kafka.create_topic(
+                        name, count, tenant=session.tenant):
+                    code, message = (errors.TOPIC_ALREADY_EXISTS,
+                                     f"topic {name!r} already exists")
+            except QuotaExceeded as refused:  # the tenant's queue cap
+                code, message = errors.POLICY_VIOLATION, refused.message
         results.append({"name": name, "error_code": code, "error_message": message,
                         "num_partitions": count if code == errors.NONE else -1,
                         "replication_factor": 1 if code == errors.NONE else -1})
@@ -116,7 +127,7 @@ async def delete_topics(session: Session, request: Request) -> dict[str, Any]:
             responses.append({"name": name, "error_code": errors.TOPIC_AUTHORIZATION_FAILED})
             continue
         deleted = name is not None and legal_topic(name) and \
-            await session.broker.delete_queue(name)
+            await session.broker.delete_queue(name, tenant=session.tenant)
         responses.append({"name": name, "error_code": errors.NONE if deleted
                           else errors.UNKNOWN_TOPIC_OR_PARTITION})
     return {"throttle_time": 0, "responses": responses}

@@ -31,10 +31,10 @@ def _entry_json(result: ChangedResult) -> ChangedEntryOut:
     return out
 
 
-async def changed(request: Request, body: ChangedBody) -> Response:
+async def changed(request: Request, body: ChangedBody, tenant: str) -> Response:
     if len(body.entries) > MAX_ENTRIES:
         raise BadRequest(f"{len(body.entries)} entries is over the limit of {MAX_ENTRIES}")
     entries = [ChangedEntry(e.queue, e.limit, e.since.instant if e.since else None,
                             int(e.after) if e.after else None) for e in body.entries]
-    safe, results = await broker_of(request).partitions_changed(entries)
+    safe, results = await broker_of(request).partitions_changed(entries, tenant=tenant)
     return json_response(ChangedAnswer(iso(safe), [_entry_json(r) for r in results]))

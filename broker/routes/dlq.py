@@ -26,7 +26,7 @@ from core.admin import dlq
 from core.timefmt import iso
 
 
-def retry_answer(done: dlq.Replayed) -> RetryAnswer:
+def retry_answer(done: dlq.ReplayedLetter) -> RetryAnswer:
     """The §5.2 answer of a replay (by address or by row id)."""
     return RetryAnswer(
         success=True, result="moved" if done.status == "queued" else "duplicate",
@@ -49,32 +49,34 @@ def row_json(row: dlq.DlqRow) -> DlqMessage:
         offset=row.offset, isEncrypted=True if row.encrypted else msgspec.UNSET)
 
 
-async def list_dlq(request: Request, query: DlqQuery) -> Response:
+async def list_dlq(request: Request, query: DlqQuery, tenant: str) -> Response:
     where = dlq.DlqFilter(
         queue=given(query.queue), consumer_group=given(query.consumerGroup),
         partition=given(query.partition),
         failed_from=query.from_.instant if query.from_ else None,
         failed_to=query.to.instant if query.to else None)
     rows, total = await broker_of(request).dlq.list_rows(where, limit=query.limit,
-                                                         offset=query.offset)
+                                                         offset=query.offset, tenant=tenant)
     return json_response(DlqPage([row_json(r) for r in rows],
                                  Pagination(query.limit, query.offset), total))
 
 
-async def replay(request: Request, path: DlqIdPath, body: DlqReplayBody) -> Response:
+async def replay(request: Request, path: DlqIdPath, body: DlqReplayBody,
+                 tenant: str) -> Response:
     """`POST /api/v1/dlq/{id}/replay` (§11): replay one dead letter by its row id, to its
     own queue and partition or to the ones the body names; answered as §5.2 (503 while
     pushes are in maintenance, like §5.2's route)."""
     broker_of(request).require_direct_writes()
     done = await broker_of(request).dlq.replay_id(
-        int(path.id), queue=given(body.queue), partition=given(body.partition))
+        int(path.id), queue=given(body.queue), partition=given(body.partition),
+        tenant=tenant)
     if done is None:
         return json_response(DlqMissing(False, path.id, "Message not found"), 404)
     return json_response(retry_answer(done))
 
 
-async def purge(request: Request, query: DlqPurgeQuery) -> Response:
+async def purge(request: Request, query: DlqPurgeQuery, tenant: str) -> Response:
     """`DELETE /api/v1/dlq?queue=&consumerGroup=` (§11): delete a queue's dead letters."""
     group = given(query.consumerGroup)
-    deleted = await broker_of(request).dlq.purge(query.queue, group)
+    deleted = await broker_of(request).dlq.purge(query.queue, group, tenant=tenant)
     return json_response(DlqPurged(True, deleted, query.queue, group))

@@ -23,7 +23,7 @@ from broker.wire import ephemeral as wire
 from broker.wire.common import given
 from broker.wire.http import json_response
 from core.ephemeral import EphemeralError, model
-from core.errors import ClientError, QueenError, ServiceError
+from core.errors import ClientError, Limited, QueenError, ServiceError
 from core.timefmt import iso
 
 P = ParamSpec("P")
@@ -37,6 +37,8 @@ def _answering(handler: Callable[P, Awaitable[Response]]) -> Callable[P, Awaitab
         try:
             return await handler(*args, **kwargs)
         except QueenError as exc:
+            if isinstance(exc, Limited):
+                raise  # a tenant's quota: one shape on every route (broker/errors.py)
             if isinstance(exc, EphemeralError):
                 code = exc.code
             elif isinstance(exc, ServiceError):
@@ -53,15 +55,16 @@ def _answering(handler: Callable[P, Awaitable[Response]]) -> Callable[P, Awaitab
 
 
 @_answering
-async def eph_push(request: Request, body: wire.EphPushBody) -> Response:
+async def eph_push(request: Request, body: wire.EphPushBody, tenant: str) -> Response:
     partition = given(body.partition) or model.DEFAULT_PARTITION
     payloads = [bytes(m.payload).decode("utf-8") for m in body.messages]
-    pushed = await broker_of(request).ephemeral.push(body.queue, partition, payloads)
+    pushed = await broker_of(request).ephemeral.push(body.queue, partition, payloads,
+                                                     tenant=tenant)
     return json_response(wire.EphPushAnswer(pushed), 201)
 
 
 @_answering
-async def eph_pop(request: Request, query: wire.EphPopQuery) -> Response:
+async def eph_pop(request: Request, query: wire.EphPopQuery, tenant: str) -> Response:
     timeout = given(query.timeout)
     if timeout is None:
         timeout = state_of(request).settings.default_timeout_ms
@@ -73,7 +76,8 @@ async def eph_pop(request: Request, query: wire.EphPopQuery) -> Response:
         popped = await broker_of(request).ephemeral.pop(
             queue=query.queue, partition=given(query.partition),
             group=given(query.group) or model.QUEUE_MODE, batch=batch,
-            auto_ack=query.autoAck, wait=query.wait, timeout_ms=timeout, gone=gone)
+            auto_ack=query.autoAck, wait=query.wait, timeout_ms=timeout, gone=gone,
+            tenant=tenant)
     finally:
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -84,30 +88,33 @@ async def eph_pop(request: Request, query: wire.EphPopQuery) -> Response:
 
 
 @_answering
-async def eph_ack(request: Request, body: wire.EphAckBody) -> Response:
+async def eph_ack(request: Request, body: wire.EphAckBody, tenant: str) -> Response:
     entries = [(a.id, a.status) for a in body.acks]
     outcomes = await broker_of(request).ephemeral.ack(
-        queue=body.queue, group=given(body.group) or model.QUEUE_MODE, acks=entries)
+        queue=body.queue, group=given(body.group) or model.QUEUE_MODE, acks=entries,
+        tenant=tenant)
     return json_response(wire.EphAckAnswer([wire.EphAckResult(i, o)
                                          for (i, _), o in zip(entries, outcomes)]))
 
 
 @_answering
-async def eph_configure(request: Request, body: wire.EphConfigureBody) -> Response:
-    done = await broker_of(request).ephemeral.configure(body.queue, body.options)
+async def eph_configure(request: Request, body: wire.EphConfigureBody,
+                        tenant: str) -> Response:
+    done = await broker_of(request).ephemeral.configure(body.queue, body.options,
+                                                        tenant=tenant)
     return json_response(wire.EphConfigureAnswer(done.queue, done.sent, iso(done.updated_at)),
                          201)
 
 
 @_answering
-async def eph_reset(request: Request, body: wire.EphQueueBody) -> Response:
-    dropped = await broker_of(request).ephemeral.reset(body.queue)
+async def eph_reset(request: Request, body: wire.EphQueueBody, tenant: str) -> Response:
+    dropped = await broker_of(request).ephemeral.reset(body.queue, tenant=tenant)
     return json_response(wire.EphResetAnswer(body.queue, dropped))
 
 
 @_answering
-async def eph_delete(request: Request, path: wire.EphQueuePath) -> Response:
-    row = await broker_of(request).ephemeral.delete(path.queue)
+async def eph_delete(request: Request, path: wire.EphQueuePath, tenant: str) -> Response:
+    row = await broker_of(request).ephemeral.delete(path.queue, tenant=tenant)
     return json_response(wire.EphDeleteAnswer(path.queue, row.deleted, row.declared))
 
 
@@ -118,8 +125,8 @@ def _options(o: model.Options) -> wire.EphOptionsOut:
 
 
 @_answering
-async def eph_queues(request: Request) -> Response:
-    listed, cell_bytes = await broker_of(request).ephemeral.queues()
+async def eph_queues(request: Request, tenant: str) -> Response:
+    listed, cell_bytes = await broker_of(request).ephemeral.queues(tenant=tenant)
     return json_response(wire.EphQueuesAnswer([
         wire.EphListedQueue(q.queue, q.tier, q.depth, q.bytes, q.partitions, q.groups,
                          wire.EphDrops(**q.drops), _options(q.options)) for q in listed],
@@ -127,8 +134,9 @@ async def eph_queues(request: Request) -> Response:
 
 
 @_answering
-async def eph_depth(request: Request, path: wire.EphQueuePath, query: wire.EphDepthQuery) -> Response:
-    d = await broker_of(request).ephemeral.depth(path.queue, given(query.group))
+async def eph_depth(request: Request, path: wire.EphQueuePath, query: wire.EphDepthQuery,
+                    tenant: str) -> Response:
+    d = await broker_of(request).ephemeral.depth(path.queue, given(query.group), tenant=tenant)
     return json_response(wire.EphDepthAnswer(
         d.queue, d.group, d.tier, d.pending, d.partitions_pending, d.bytes,
         [wire.EphPartitionDepthOut(p.partition, p.pending, p.bytes) for p in d.partitions],

@@ -15,10 +15,9 @@ from broker.wire.fetch import (
     FetchRecord,
 )
 from broker.wire.http import json_response
-from core.engine.fetch import FetchEntry, FetchResult
-from core.engine.writes import DEFAULT_PARTITION
 from core.errors import BadRequest
 from core.timefmt import iso
+from core.types import DEFAULT_PARTITION, FetchEntry, FetchResult
 
 
 def _entry_json(result: FetchResult) -> FetchEntryOut:
@@ -32,11 +31,11 @@ def _entry_json(result: FetchResult) -> FetchEntryOut:
     return out
 
 
-async def fetch(request: Request, body: FetchBody) -> Response:
+async def fetch(request: Request, body: FetchBody, tenant: str) -> Response:
     if len(body.entries) > MAX_ENTRIES:
         raise BadRequest(f"{len(body.entries)} entries is over the limit of {MAX_ENTRIES}")
-    entries = [FetchEntry(e.queue, e.partition or DEFAULT_PARTITION, e.offset, e.maxBytes)
-               for e in body.entries]
+    entries = [FetchEntry(e.queue, e.partition or DEFAULT_PARTITION, e.offset, e.maxBytes,
+                          tenant) for e in body.entries]
     results = await broker_of(request).fetch(entries, max_bytes=body.maxBytes,
                                              max_wait_ms=body.maxWaitMs)
     return json_response(FetchAnswer([_entry_json(r) for r in results]))

@@ -31,7 +31,7 @@ from core.errors import BadRequest
 from core.timefmt import iso, iso_or_none
 
 
-async def list_groups(request: Request) -> Response:
+async def list_groups(request: Request, tenant: str) -> Response:
     now = datetime.now(UTC)
     return json_response([GroupSummaryOut(
         name=s.name, topics=[s.queue], queueName=s.queue, members=len(s.members),
@@ -42,12 +42,13 @@ async def list_groups(request: Request) -> Response:
         subscriptionTimestamp=iso_or_none(s.subscription_timestamp),
         subscriptionCreatedAt=iso_or_none(s.subscription_created_at),
         conflation=s.conflation)
-        for s in await broker_of(request).groups.summaries()])
+        for s in await broker_of(request).groups.summaries(tenant=tenant)])
 
 
-async def lagging(request: Request, query: LaggingQuery) -> Response:
+async def lagging(request: Request, query: LaggingQuery, tenant: str) -> Response:
     out = []
-    for c in await broker_of(request).groups.cursors(lagging_over=query.minLagSeconds):
+    for c in await broker_of(request).groups.cursors(lagging_over=query.minLagSeconds,
+                                                     tenant=tenant):
         out.append(LaggingOut(
             consumer_group=c.consumer_group, queue_name=c.queue, partition_name=c.partition,
             partition_id=str(c.partition_id),
@@ -60,9 +61,9 @@ async def lagging(request: Request, query: LaggingQuery) -> Response:
     return json_response(out)
 
 
-async def group_detail(request: Request, path: GroupPath) -> Response:
+async def group_detail(request: Request, path: GroupPath, tenant: str) -> Response:
     by_queue: dict[str, GroupQueueOut] = {}
-    for c in await broker_of(request).groups.cursors(group=path.group):
+    for c in await broker_of(request).groups.cursors(group=path.group, tenant=tenant):
         by_queue.setdefault(c.queue, GroupQueueOut([])).partitions.append(GroupPartitionOut(
             partition=c.partition, partitionId=str(c.partition_id),
             workerId=c.worker_id if c.lease_active else None,
@@ -73,16 +74,17 @@ async def group_detail(request: Request, path: GroupPath) -> Response:
     return json_response(by_queue)
 
 
-async def delete_group(request: Request, path: GroupPath, query: DeleteGroupQuery) -> Response:
+async def delete_group(request: Request, path: GroupPath, query: DeleteGroupQuery,
+                       tenant: str) -> Response:
     cursors, subs = await broker_of(request).groups.delete(
-        path.group, queue=None, delete_metadata=query.deleteMetadata)
+        path.group, queue=None, delete_metadata=query.deleteMetadata, tenant=tenant)
     return json_response(GroupDeleted(True, path.group, cursors, query.deleteMetadata, subs))
 
 
 async def delete_group_for_queue(request: Request, path: GroupQueuePath,
-                                 query: DeleteGroupQuery) -> Response:
+                                 query: DeleteGroupQuery, tenant: str) -> Response:
     cursors, subs = await broker_of(request).groups.delete(
-        path.group, queue=path.queue, delete_metadata=query.deleteMetadata)
+        path.group, queue=path.queue, delete_metadata=query.deleteMetadata, tenant=tenant)
     return json_response(GroupQueueDeleted(True, path.group, path.queue, cursors,
                                            query.deleteMetadata, subs))
 
@@ -98,26 +100,30 @@ def _seek_target(body: SeekBody, *, empty_means_end: bool) -> datetime | None:
     return body.timestamp.instant
 
 
-async def seek_queue(request: Request, path: GroupQueuePath, body: SeekBody) -> Response:
+async def seek_queue(request: Request, path: GroupQueuePath, body: SeekBody,
+                     tenant: str) -> Response:
     target = _seek_target(body, empty_means_end=False)
     result = await broker_of(request).groups.seek(path.group, path.queue, partition=None,
-                                                  timestamp=target)
+                                                  timestamp=target, tenant=tenant)
     return json_response(QueueSeekAnswer(True, path.group, path.queue, target is None,
                                          iso_or_none(target), len(result.cursors)))
 
 
-async def seek_partition(request: Request, path: GroupPartitionPath,
-                         body: SeekBody) -> Response:
+async def seek_partition(request: Request, path: GroupPartitionPath, body: SeekBody,
+                         tenant: str) -> Response:
     target = _seek_target(body, empty_means_end=True)
     result = await broker_of(request).groups.seek(path.group, path.queue,
-                                                  partition=path.partition, timestamp=target)
+                                                  partition=path.partition, timestamp=target,
+                                                  tenant=tenant)
     return json_response(PartitionSeekAnswer(
         True, path.group, path.queue, path.partition, len(result.cursors) > 0,
         result.cursors[0][1] if result.cursors else None, target is None,
         iso_or_none(target)))
 
 
-async def subscription(request: Request, path: GroupPath, body: SubscriptionBody) -> Response:
+async def subscription(request: Request, path: GroupPath, body: SubscriptionBody,
+                       tenant: str) -> Response:
     ts = body.subscriptionTimestamp.instant
-    updated = await broker_of(request).groups.set_subscription_timestamp(path.group, ts)
+    updated = await broker_of(request).groups.set_subscription_timestamp(path.group, ts,
+                                                                         tenant=tenant)
     return json_response(SubscriptionAnswer(True, path.group, iso(ts), updated))

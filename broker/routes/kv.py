@@ -23,8 +23,8 @@ def _answer(answer: KvAnswer) -> Response:
     return json_response({"results": answer.results})
 
 
-async def kv_batch(request: Request, body: Any) -> Response:
-    return _answer(await broker_of(request).kv.call(body))
+async def kv_batch(request: Request, body: Any, tenant: str) -> Response:
+    return _answer(await broker_of(request).kv.call(body, tenant=tenant))
 
 
 def _no_query(request: Request) -> None:
@@ -33,8 +33,8 @@ def _no_query(request: Request) -> None:
                       "the KV path routes take no query parameters")
 
 
-async def _single(request: Request, op: dict[str, Any]) -> Response:
-    answer = await broker_of(request).kv.call([op])
+async def _single(request: Request, op: dict[str, Any], tenant: str) -> Response:
+    answer = await broker_of(request).kv.call([op], tenant=tenant)
     if answer.failure is not None:
         return json_response(answer.failure)
     [element] = answer.results
@@ -52,32 +52,35 @@ def _fields(body: Any, allowed: tuple[str, ...]) -> dict[str, Any]:
     return {k: v for k, v in body.items() if k in allowed}
 
 
-async def kv_get(request: Request, path: KvPath) -> Response:
+async def kv_get(request: Request, path: KvPath, tenant: str) -> Response:
     _no_query(request)
-    return await _single(request, {"op": "get", "ns": path.ns, "key": path.key})
+    return await _single(request, {"op": "get", "ns": path.ns, "key": path.key}, tenant)
 
 
-async def kv_put(request: Request, path: KvPath, body: Any) -> Response:
+async def kv_put(request: Request, path: KvPath, body: Any, tenant: str) -> Response:
     _no_query(request)
     fields = _fields(body, ("value", "ttlSeconds", "forever", "expect", "required"))
-    return await _single(request, {**fields, "op": "put", "ns": path.ns, "key": path.key})
+    return await _single(request, {**fields, "op": "put", "ns": path.ns, "key": path.key},
+                         tenant)
 
 
-async def kv_delete(request: Request, path: KvPath, body: Any) -> Response:
+async def kv_delete(request: Request, path: KvPath, body: Any, tenant: str) -> Response:
     _no_query(request)
     fields = {} if body is None else _fields(body, ("expect", "required"))
-    return await _single(request, {**fields, "op": "delete", "ns": path.ns, "key": path.key})
+    return await _single(request, {**fields, "op": "delete", "ns": path.ns, "key": path.key},
+                         tenant)
 
 
-async def kv_namespaces(request: Request, query: NamespaceQuery) -> Response:
+async def kv_namespaces(request: Request, query: NamespaceQuery, tenant: str) -> Response:
     if "\x00" in query.after:
         raise Refused("kv_bad_request", "kv_bad_request", "after must not contain NUL")
     page = await broker_of(request).kv.namespaces(after=query.after,
-                                                  limit=min(max(query.limit, 1), 1000))
+                                                  limit=min(max(query.limit, 1), 1000),
+                                                  tenant=tenant)
     return json_response(NamespacePage(
         [NamespaceOut(r.ns, r.keys, r.bytes, r.expiring) for r in page.rows], page.truncated,
         page.next_after))
 
 
-async def locks(request: Request, body: Any) -> Response:
-    return json_response({"results": await broker_of(request).kv.locks(body)})
+async def locks(request: Request, body: Any, tenant: str) -> Response:
+    return json_response({"results": await broker_of(request).kv.locks(body, tenant=tenant)})

@@ -11,8 +11,9 @@ from broker.wire.http import json_response
 from core.timefmt import iso
 
 
-async def extend(request: Request, path: LeasePath, body: ExtendBody) -> Response:
-    expiries = await broker_of(request).extend_lease(path.leaseId, max(1, int(body.seconds)))
+async def extend(request: Request, path: LeasePath, body: ExtendBody, tenant: str) -> Response:
+    expiries = await broker_of(request).extend_lease(path.leaseId, max(1, int(body.seconds)),
+                                                     tenant=tenant)
     expires = iso(max(expiries)) if expiries else None
     answer = ExtendAnswer(path.leaseId, bool(expiries), len(expiries), expires, expires,
                           expires)

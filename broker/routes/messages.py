@@ -44,17 +44,17 @@ def _not_found(path: MessagePath) -> Response:
                          404)
 
 
-async def retry(request: Request, path: MessagePath) -> Response:
+async def retry(request: Request, path: MessagePath, tenant: str) -> Response:
     broker_of(request).require_direct_writes()  # 503 while pushes are in maintenance (§11)
     pid = _partition(path)
-    done = None if pid is None else await broker_of(request).dlq.replay(pid,
-                                                                         path.transactionId)
+    done = None if pid is None else await broker_of(request).dlq.replay(
+        pid, path.transactionId, tenant=tenant)
     if done is None:
         return _not_found(path)
     return json_response(retry_answer(done))
 
 
-def _mode(groups: list[messages.GroupState]) -> Mode:
+def _mode(groups: list[messages.GroupView]) -> Mode:
     queue_mode = any(g.name == messages.QUEUE_MODE for g in groups)
     bus = sum(1 for g in groups if g.name != messages.QUEUE_MODE)
     kind = "hybrid" if queue_mode and bus else "bus" if bus else "queue"
@@ -62,10 +62,10 @@ def _mode(groups: list[messages.GroupState]) -> Mode:
 
 
 
-async def get_message(request: Request, path: MessagePath) -> Response:
+async def get_message(request: Request, path: MessagePath, tenant: str) -> Response:
     pid = _partition(path)
-    view = None if pid is None else await broker_of(request).messages.get(pid,
-                                                                          path.transactionId)
+    view = None if pid is None else await broker_of(request).messages.get(
+        pid, path.transactionId, tenant=tenant)
     if view is None:
         return json_response(ErrorBody("Message not found"), 404)
     data = msgspec.Raw(view.payload)
@@ -83,10 +83,10 @@ async def get_message(request: Request, path: MessagePath) -> Response:
                         for g in view.groups]))
 
 
-async def delete_message(request: Request, path: MessagePath) -> Response:
+async def delete_message(request: Request, path: MessagePath, tenant: str) -> Response:
     pid = _partition(path)
     deleted = 0 if pid is None else await broker_of(request).dlq.delete_address(
-        pid, path.transactionId)
+        pid, path.transactionId, tenant=tenant)
     if not deleted:
         return json_response(MessageMissing(False, path.partitionId, path.transactionId,
                                             "Message not found"), 404)
@@ -95,7 +95,7 @@ async def delete_message(request: Request, path: MessagePath) -> Response:
                                         "stored log messages are immutable"))
 
 
-async def list_messages(request: Request, query: MessagesQuery) -> Response:
+async def list_messages(request: Request, query: MessagesQuery, tenant: str) -> Response:
     where = messages.ListFilter(
         queue=given(query.queue), partition=given(query.partition),
         namespace=given(query.ns) or given(query.namespace), task=given(query.task),
@@ -103,7 +103,7 @@ async def list_messages(request: Request, query: MessagesQuery) -> Response:
         created_from=query.from_.instant if query.from_ else None,
         created_to=query.to.instant if query.to else None)
     found, total = await broker_of(request).messages.list(where, limit=query.limit,
-                                                          offset=query.offset)
+                                                          offset=query.offset, tenant=tenant)
     out = []
     for m in found:
         v = m.view

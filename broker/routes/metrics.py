@@ -7,6 +7,11 @@ one flush interval behind. Why not prometheus-client's multiprocess mode: its fi
 only the workers of one host, vanish with the data directory, and would be a second
 aggregation beside the one the analytics need anyway; the table sums every worker of every
 broker on the database and survives restarts (docs/operating/metrics.md).
+
+Both are the deployment's figures for an operator's request that names no tenant (an
+anonymous scrape of a skipped path is one); a request of a tenant (its token's claim, a
+trusted proxy's header, an operator naming it) gets that tenant's queue figures only
+(docs/security/tenants.md).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from starlette.responses import Response
 
 from broker import prometheus
 from broker.state import broker_of
+from broker.tenancy import Tenancy
 from broker.wire.http import json_response
 from core.ephemeral import Totals as EphemeralTotals
 from core.errors import ServiceError
@@ -32,32 +38,57 @@ _STARTED = time.monotonic()  # per worker process; module import happens at app 
 def _local(broker: Broker) -> ProcessFigures:
     pool = broker.pool_stats()
     assert broker.flusher is not None
+    uptime = time.monotonic() - _STARTED
     return ProcessFigures(
-        process=broker.flusher.process, uptime_seconds=time.monotonic() - _STARTED,
-        pool_size=pool.size, pool_idle=pool.idle, pool_max=pool.max_size,
+        process=broker.flusher.process, uptime_seconds=uptime, role=broker.flusher.role,
+        started_at=time.time() - uptime, pool_size=pool.size, pool_idle=pool.idle, pool_max=pool.max_size,
         rss_bytes=resident_memory_bytes())
 
 
-async def _figures(broker: Broker) -> ClusterFigures | None:
+async def _figures(broker: Broker, tenant: str | None) -> ClusterFigures | None:
     """The cluster's figures, or None when the database cannot be read: the metrics routes
     answer what this process knows rather than an error."""
     try:
-        return await broker.cluster_figures()
+        return await broker.cluster_figures(tenant=tenant)
     except ServiceError:
         return None
 
 
-async def _ephemeral(broker: Broker) -> EphemeralTotals | None:
+async def _ephemeral(broker: Broker, tenant: str | None) -> EphemeralTotals | None:
     try:
-        return await broker.ephemeral.totals()
+        return await broker.ephemeral.totals(tenant=tenant)
     except ServiceError:
         return None
 
 
-async def metrics(request: Request) -> Response:
+async def _tenant_metrics(broker: Broker, tenant: str) -> Response:
+    """One tenant's figures: its queues, leases, dead letters, timers and ephemeral queues
+    (nothing of the processes or of other tenants)."""
+    cluster = await _figures(broker, tenant)
+    eph = await _ephemeral(broker, tenant)
+    row = cluster.overview if cluster is not None else None
+    return json_response({
+        "tenant": tenant,
+        "messages": {"total": row.appended if row else None,
+                     "retained": row.retained if row else None},
+        "queues": row.queues if row else None, "partitions": row.partitions if row else None,
+        "activeLeases": row.live_leases if row else None,
+        "deadLetters": row.dead_letters if row else None,
+        "timers": {"pending": cluster.timers_pending if cluster else None},
+        "ephemeral": None if eph is None else {
+            "queues": eph.queues, "messages": eph.depth, "bytes": eph.bytes,
+            "drops": {"bounds": eph.drops_bounds, "ttl": eph.drops_ttl,
+                      "retry": eph.drops_retry}},
+        "database": {"healthy": cluster is not None}})
+
+
+async def metrics(request: Request, tenancy: Tenancy) -> Response:
     broker = broker_of(request)
-    cluster = await _figures(broker)
-    eph = await _ephemeral(broker)
+    tenant = tenancy.scope
+    if tenant is not None:
+        return await _tenant_metrics(broker, tenant)
+    cluster = await _figures(broker, None)
+    eph = await _ephemeral(broker, None)
     row = cluster.overview if cluster is not None else None
     local = _local(broker)
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -107,8 +138,10 @@ async def metrics(request: Request) -> Response:
     return json_response(answer)
 
 
-async def prometheus_text(request: Request) -> Response:
+async def prometheus_text(request: Request, tenancy: Tenancy) -> Response:
     broker = broker_of(request)
-    scrape = prometheus.Scrape(await _figures(broker), _local(broker), broker.figures_provider(),
-                               await _ephemeral(broker))
+    tenant = tenancy.scope
+    scrape = prometheus.Scrape(await _figures(broker, tenant), _local(broker),
+                               broker.figures_provider(), await _ephemeral(broker, tenant),
+                               tenant)
     return Response(prometheus.exposition(scrape), media_type=prometheus.MEDIA_TYPE)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -14,26 +13,26 @@ from broker.wire import framed_pop
 from broker.wire.binary import FRAMED_POP_MEDIA_TYPE
 from broker.wire.common import QueuePath, given
 from broker.wire.http import json_response, no_content
-from broker.wire.pop import (
-    Autopilot,
-    PopAnswer,
-    PoppedMessage,
-    PopQuery,
-    QueuePartitionPath,
-)
-from core.engine import conflation
-from core.engine.autopilot import Pilot
-from core.engine.pop import QUEUE_MODE, PopRequest, PopResult
+from broker.wire.pop import Autopilot, PopAnswer, PopQuery, QueuePartitionPath
+from broker.wire.pop_json import SplicedPopAnswer, messages_array, spliced
+from core import tracing
 from core.errors import BadRequest
-from core.timefmt import iso
+from core.types import (
+    QUEUE_MODE,
+    Pilot,
+    PopRequest,
+    PopResult,
+    check_conflation,
+    conflation_width,
+)
 
 
-def _pop_request(request: Request, query: PopQuery, *, queue: str | None,
+def _pop_request(request: Request, query: PopQuery, *, tenant: str, queue: str | None,
                  partition: str | None, namespace: str | None = None,
                  task: str | None = None) -> tuple[PopRequest, Pilot | None]:
     settings = state_of(request).settings
     group = query.consumerGroup or QUEUE_MODE
-    conflation.check_request(declared=query.conflation, group=group, auto_ack=query.autoAck)
+    check_conflation(declared=query.conflation, group=group, auto_ack=query.autoAck)
     partitions = given(query.partitions)
     batch = query.batch or settings.default_batch_size
     # Autopilot (extensions §20.5): the broker replaces what the request omitted.
@@ -45,7 +44,7 @@ def _pop_request(request: Request, query: PopQuery, *, queue: str | None,
         lease_seconds=query.leaseSeconds,
         subscription_mode=query.subscriptionMode or settings.default_subscription_mode,
         subscription_from=query.subscriptionFrom or "", conflation=query.conflation,
-        conflation_width=conflation.width(partitions, batch)), pilot
+        conflation_width=conflation_width(partitions, batch), tenant=tenant), pilot
 
 
 async def _serve_pop(request: Request, query: PopQuery,
@@ -55,9 +54,18 @@ async def _serve_pop(request: Request, query: PopQuery,
     broker = broker_of(request)
     gone = asyncio.Event()
     watcher = asyncio.create_task(_watch_disconnect(request, gone), name="pop-disconnect")
+    asked_for, tracer = asked[0], broker.tracing
     try:
-        served = await broker.serve_pop(*asked, wait=query.wait, timeout_ms=timeout_ms,
-                                        gone=gone)
+        # Without a tracer nothing is read for tracing at all (the pop's cost stays nil).
+        with (tracer.receive(asked_for.queue, asked_for.group,
+                             tracing.from_header(request.headers.get("traceparent")))
+              if tracer.enabled else contextlib.nullcontext()) as span:
+            served = await broker.serve_pop(*asked, wait=query.wait, timeout_ms=timeout_ms,
+                                            gone=gone)
+            if span is not None:
+                tracer.delivered(span, [
+                    tracing.of_message(m.frame.trace_id, m.frame.message_id)
+                    for m in served.result.messages() if m.frame.trace_id is not None])
     finally:
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -80,39 +88,24 @@ async def _serve_pop(request: Request, query: PopQuery,
     return json_response(answer)
 
 
-def _answer(pop_request: PopRequest, result: PopResult, echo: Autopilot | None) -> PopAnswer:
+def _answer(pop_request: PopRequest, result: PopResult,
+            echo: Autopilot | None) -> SplicedPopAnswer:
     lease = result.lease_id or ""
     group = pop_request.group
-    messages = []
-    # Messages of a segment share one createdAt, those of a claim one partitionId: format
-    # each once, not once per message.
-    stamp: object = None
-    partition: object = None
-    created_at = partition_id = ""
-    for m in result.messages():
-        if m.created_at is not stamp:
-            stamp, created_at = m.created_at, iso(m.created_at)
-        if m.partition_id != partition:
-            partition, partition_id = m.partition_id, str(m.partition_id)
-        frame = m.frame
-        messages.append(PoppedMessage(
-            str(frame.message_id), frame.transaction_id,
-            str(frame.trace_id) if frame.trace_id else None, msgspec.Raw(frame.payload),
-            frame.producer_sub, created_at, partition_id, m.partition, lease, group))
     if result.claims:
         first = result.claims[0]
         answer = PopAnswer(
             success=True, queue=first.queue if pop_request.queue is not None else "",
             partition=first.partition, partitionId=str(first.partition_id), leaseId=lease,
-            consumerGroup=group, messages=messages,
-            partitionsClaimed=result.partitions_claimed)
+            consumerGroup=group, messages=[], partitionsClaimed=result.partitions_claimed)
     else:  # nothing delivered, answered 200 all the same (a conflating pop, §20.4)
         answer = PopAnswer(success=True, queue=pop_request.queue or "", partition="",
                            partitionId="", leaseId="", consumerGroup=group, messages=[],
                            partitionsClaimed=0)
     if echo is not None:
         answer.autopilot = echo
-    return answer
+    # The messages' JSON is spliced from their stored frames (broker/wire/pop_json.py).
+    return spliced(answer, messages_array(result, lease_id=lease, group=group))
 
 
 def _framed_answer(pop_request: PopRequest, result: PopResult,
@@ -135,20 +128,22 @@ async def _watch_disconnect(request: Request, gone: asyncio.Event) -> None:
             return
 
 
-async def pop_queue(request: Request, path: QueuePath, query: PopQuery) -> Response:
-    return await _serve_pop(request, query, _pop_request(request, query, queue=path.queue,
-                                                         partition=None))
-
-
-async def pop_partition(request: Request, path: QueuePartitionPath,
-                        query: PopQuery) -> Response:
+async def pop_queue(request: Request, path: QueuePath, query: PopQuery,
+                    tenant: str) -> Response:
     return await _serve_pop(request, query, _pop_request(
-        request, query, queue=path.queue, partition=path.partition))
+        request, query, tenant=tenant, queue=path.queue, partition=None))
 
 
-async def pop_discovery(request: Request, query: PopQuery) -> Response:
+async def pop_partition(request: Request, path: QueuePartitionPath, query: PopQuery,
+                        tenant: str) -> Response:
+    return await _serve_pop(request, query, _pop_request(
+        request, query, tenant=tenant, queue=path.queue, partition=path.partition))
+
+
+async def pop_discovery(request: Request, query: PopQuery, tenant: str) -> Response:
     namespace, task = given(query.namespace), given(query.task)
     if namespace is None and task is None:
         raise BadRequest("namespace or task is required")
     return await _serve_pop(request, query, _pop_request(
-        request, query, queue=None, partition=None, namespace=namespace, task=task))
+        request, query, tenant=tenant, queue=None, partition=None, namespace=namespace,
+        task=task))

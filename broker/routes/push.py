@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Sequence
+
 from msgspec import UNSET
 from starlette.requests import Request
 from starlette.responses import Response
@@ -10,46 +13,89 @@ from broker.auth.gate import Identity
 from broker.state import broker_of, state_of
 from broker.wire.binary_push import BinaryPush, decode_push, stamp_producer
 from broker.wire.http import json_response
-from broker.wire.push import PushBody, PushCounts, PushItemIn, PushResult
-from core.engine.push import PushItem, PushOutcome
-from core.engine.writes import DEFAULT_PARTITION, NewMessage
+from broker.wire.push import (
+    PlainPushItem,
+    PushCounts,
+    PushItemIn,
+    PushResult,
+    decode_json_push,
+)
+from core import tracing
 from core.errors import PayloadTooLarge, ServiceError
-from core.ids import NIL_UUID, uuid7
+from core.ids import NIL_UUID, uuid7, uuid7s
 from core.settings import Settings
+from core.types import DEFAULT_PARTITION, NewMessage, PushItem, PushOutcome
+
+_NIL = uuid.UUID(NIL_UUID)
 
 
-def to_push_item(item: PushItemIn, producer_sub: str | None) -> PushItem:
-    """A decoded wire item as the core's push item, with its message id minted and the
-    caller's identity as its producer (a `producerSub` in the body is never read, §9)."""
-    message_id = uuid7()
-    trace = item.traceId.value if item.traceId else None
+def to_push_item(item: PushItemIn | PlainPushItem, producer_sub: str | None,
+                 message_id: uuid.UUID | None = None, tenant: str = "") -> PushItem:
+    """A decoded wire item as the core's push item of the caller's tenant, with its message
+    id (minted unless given) and the caller's identity as its producer (a `producerSub` in
+    the body is never read, §9)."""
+    if message_id is None:
+        message_id = uuid7()
     given = item.payload if item.payload is not UNSET else item.data
     payload = b"null" if given is UNSET else bytes(given)
+    trace = item.traceId
     return PushItem(item.queue, item.partition or DEFAULT_PARTITION,
                     NewMessage(message_id, item.transactionId or str(message_id), payload,
-                               trace, producer_sub))
+                               uuid.UUID(trace) if trace else None, producer_sub), tenant)
 
 
-def outcome_json(index: int, outcome: PushOutcome) -> PushResult:
-    item = outcome.item
-    txid = item.message.transaction_id
-    if outcome.buffered:  # in the spool; the id it will be stored under (§11)
-        message_id = str(item.message.message_id)
-        return PushResult(index, txid, txid, item.queue, message_id, message_id, "buffered")
-    if outcome.verdict is None:
-        assert outcome.error is not None
-        # message_id is always a string on the wire (§4.1); no message exists, so all zeros.
-        return PushResult(index, txid, txid, item.queue, NIL_UUID, NIL_UUID, "failed",
-                          error=outcome.error.message)
-    verdict = outcome.verdict
-    message_id = str(verdict.message_id)
-    if verdict.status != "queued":
-        return PushResult(index, txid, txid, item.queue, message_id, message_id,
-                          verdict.status)
-    trace = item.message.trace_id
-    return PushResult(index, txid, txid, item.queue, message_id, message_id, "queued",
-                      partition_id=str(outcome.partition_id),
-                      trace_id=str(trace) if trace else None)
+def to_push_items(items: Sequence[PushItemIn | PlainPushItem],
+                  producer_sub: str | None, tenant: str = "") -> list[PushItem]:
+    """`to_push_item` of every item (of the caller's tenant), their ids minted together."""
+    return [to_push_item(item, producer_sub, message_id, tenant)
+            for item, message_id in zip(items, uuid7s(len(items)))]
+
+
+def answer(outcomes: Sequence[PushOutcome]) -> list[PushResult]:
+    """One result per item, in order (§4.1); ids are encoded as text by the encoder."""
+    out: list[PushResult] = []
+    partition_text: dict[int, str] = {}  # a push's items share a few partitions
+    for index, outcome in enumerate(outcomes):
+        item = outcome.item
+        txid = item.message.transaction_id
+        verdict = outcome.verdict
+        if outcome.buffered:  # in the spool; the id it will be stored under (§11)
+            message_id = item.message.message_id
+            out.append(PushResult(index, txid, txid, item.queue, message_id, message_id,
+                                  "buffered"))
+        elif verdict is None:
+            assert outcome.error is not None
+            # message_id is always a string on the wire (§4.1); no message exists: all zeros.
+            out.append(PushResult(index, txid, txid, item.queue, _NIL, _NIL, "failed",
+                                  error=outcome.error.message))
+        elif verdict.status != "queued":
+            out.append(PushResult(index, txid, txid, item.queue, verdict.message_id,
+                                  verdict.message_id, verdict.status))
+        else:
+            pid = verdict.partition_id
+            text = partition_text.get(pid)
+            if text is None:
+                text = partition_text[pid] = str(pid)
+            trace = item.message.trace_id
+            out.append(PushResult(index, txid, txid, item.queue, verdict.message_id,
+                                  verdict.message_id, "queued", partition_id=text,
+                                  trace_id=str(trace) if trace else None))
+    return out
+
+
+def json_body(raw: bytes, settings: Settings) -> Sequence[PushItemIn | PlainPushItem]:
+    """The JSON push body's items (broker/wire/push.py decodes it)."""
+    return decode_json_push(raw)
+
+
+def _stamp_traces(items: list[PushItem], trace_ids: list[uuid.UUID | None]) -> None:
+    """Store each message under its trace. A framed message that gets one is no longer
+    what its client-built frame says: it is framed again (as for a producerSub)."""
+    for item, trace_id in zip(items, trace_ids):
+        message = item.message
+        if trace_id != message.trace_id:
+            message.trace_id = trace_id
+            message.packed = None
 
 
 def binary_body(raw: bytes, settings: Settings) -> BinaryPush:
@@ -60,17 +106,39 @@ def binary_body(raw: bytes, settings: Settings) -> BinaryPush:
                        max_items=settings.max_push_items)
 
 
-async def push(request: Request, body: PushBody | BinaryPush, identity: Identity) -> Response:
+def _status(outcome: PushOutcome) -> str:
+    if outcome.buffered:
+        return "buffered"
+    return "failed" if outcome.verdict is None else outcome.verdict.status
+
+
+async def push(request: Request, body: Sequence[PushItemIn | PlainPushItem] | BinaryPush,
+               identity: Identity, tenant: str) -> Response:
     if isinstance(body, BinaryPush):
         items = body.items  # decoded within the limits already
         stamp_producer(items, identity.sub)
+        for item in items:
+            item.tenant = tenant
+        own: list[tracing.TraceParent | None] = [None] * len(items)
     else:
         limit = state_of(request).settings.max_push_items
-        if len(body.items) > limit:
-            raise PayloadTooLarge(
-                f"{len(body.items)} items is over the limit of {limit} per push")
-        items = [to_push_item(item, identity.sub) for item in body.items]
-    outcomes = await broker_of(request).push(items)
+        if len(body) > limit:
+            raise PayloadTooLarge(f"{len(body)} items is over the limit of {limit} per push")
+        items = to_push_items(body, identity.sub, tenant)
+        own = [tracing.parse(i.traceparent) if i.traceparent else None for i in body]
+    broker = broker_of(request)
+    header = tracing.from_header(request.headers.get("traceparent"))
+    traced = None
+    if broker.tracing.enabled or header is not None or any(own):
+        traced = broker.tracing.push(header, [
+            (i.message.message_id, i.queue, i.message.trace_id, o) for i, o in zip(items, own)])
+        _stamp_traces(items, traced.trace_ids)
+    outcomes: list[PushOutcome] = []
+    try:
+        outcomes = await broker.push(items)
+    finally:
+        if traced is not None:  # an exception (503, 429) leaves every item failed
+            traced.end([_status(o) for o in outcomes] or ["failed"] * len(items))
     errors = [o.error for o in outcomes if o.error is not None]
     # When nothing was written because the broker could not (database down, backlog full),
     # answer with that status so clients back off and retry the whole push; with partial
@@ -84,4 +152,4 @@ async def push(request: Request, body: PushBody | BinaryPush, identity: Identity
         if buffered := sum(o.buffered for o in outcomes):
             counts.buffered = buffered
         return json_response(counts, 201)
-    return json_response([outcome_json(i, o) for i, o in enumerate(outcomes)], 201)
+    return json_response(answer(outcomes), 201)

@@ -43,18 +43,18 @@ def stats_json(t: Totals | PartitionStats) -> Stats:
     return Stats(t.total, t.pending, t.processing, t.completed, t.failed, t.dead_letter)
 
 
-async def list_queues(request: Request, query: QueueListQuery) -> Response:
+async def list_queues(request: Request, query: QueueListQuery, tenant: str) -> Response:
     page, total = await broker_of(request).resources.queue_page(
         search=given(query.search), limit=query.limit, offset=query.offset,
-        where=queue_filter(query, created=True))
+        where=queue_filter(query, created=True), tenant=tenant)
     return json_response(QueueList(
         [QueueSummary(str(q.id), q.name, q.namespace, q.task, iso(q.created_at), t.partitions,
                       MessageCounts(t.total, t.pending, t.processing)) for q, t in page],
         total, Pagination(query.limit, query.offset)))
 
 
-async def queue_detail(request: Request, path: QueuePath) -> Response:
-    queue, parts = await broker_of(request).resources.queue_detail(path.queue)
+async def queue_detail(request: Request, path: QueuePath, tenant: str) -> Response:
+    queue, parts = await broker_of(request).resources.queue_detail(path.queue, tenant=tenant)
     totals = Totals()
     for p in parts:
         totals.add(p)
@@ -68,9 +68,10 @@ async def queue_detail(request: Request, path: QueuePath) -> Response:
         SegmentCounts(sum(p.segments for p in parts), totals.total), queue.options))
 
 
-async def queue_depth(request: Request, path: QueuePath, query: DepthQuery) -> Response:
+async def queue_depth(request: Request, path: QueuePath, query: DepthQuery,
+                      tenant: str) -> Response:
     group = given(query.group)
-    depth = await broker_of(request).resources.queue_depth(path.queue, group)
+    depth = await broker_of(request).resources.queue_depth(path.queue, group, tenant=tenant)
     pending_parts = sum(1 for _, n in depth.partitions if n > 0)
     # A conflating group's work left is one delivery per pending partition (§21.2).
     conflation = depth.conflation
@@ -80,9 +81,10 @@ async def queue_depth(request: Request, path: QueuePath, query: DepthQuery) -> R
         [PartitionDepth(p, n) for p, n in depth.partitions]))
 
 
-async def list_partitions(request: Request, query: PartitionListQuery) -> Response:
+async def list_partitions(request: Request, query: PartitionListQuery,
+                          tenant: str) -> Response:
     rows = await broker_of(request).resources.partitions(
-        queue=given(query.queue), limit=query.limit, offset=query.offset)
+        queue=given(query.queue), limit=query.limit, offset=query.offset, tenant=tenant)
     return json_response(PartitionList([PartitionRow(
         str(r.id), r.name, r.queue, r.last_offset, r.log_start,
         max(r.last_offset - r.log_start + 1, 0), iso(r.created_at),
@@ -93,23 +95,23 @@ def _counts(t: Totals) -> tuple[int, int, PendingCounts]:
     return len(t.queues), t.partitions, PendingCounts(t.total, t.pending + t.processing)
 
 
-async def namespaces(request: Request) -> Response:
-    stats = await broker_of(request).resources.partition_stats()
+async def namespaces(request: Request, tenant: str) -> Response:
+    stats = await broker_of(request).resources.partition_stats(tenant=tenant)
     by = totals_by(stats, "namespace")
     return json_response(NamespaceList([NamespaceRow(k, *_counts(t))
                                         for k, t in sorted(by.items())]))
 
 
-async def tasks(request: Request) -> Response:
-    stats = await broker_of(request).resources.partition_stats()
+async def tasks(request: Request, tenant: str) -> Response:
+    stats = await broker_of(request).resources.partition_stats(tenant=tenant)
     by = totals_by(stats, "task")
     return json_response(TaskList([TaskRow(k, *_counts(t)) for k, t in sorted(by.items())]))
 
 
-async def overview(request: Request) -> Response:
+async def overview(request: Request, tenant: str) -> Response:
     figures = broker_of(request).resources
-    row = await figures.overview()
-    stats = await figures.partition_stats()
+    row = await figures.overview(tenant=tenant)
+    stats = await figures.partition_stats(tenant=tenant)
     totals = Totals()
     for p in stats:
         totals.add(p)

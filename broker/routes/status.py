@@ -60,17 +60,17 @@ def _totals_json(t: Totals) -> dict[str, int]:
             "completed": t.completed, "failed": t.failed, "deadLetter": t.dead_letter}
 
 
-async def status(request: Request, query: StatusQuery) -> Response:
+async def status(request: Request, query: StatusQuery, tenant: str) -> Response:
     broker = broker_of(request)
     where = queue_filter(query, created=False)
     start, end = window(query, _STATUS_SPAN)
-    parts = await broker.resources.matching_stats(where)
+    parts = await broker.resources.matching_stats(where, tenant=tenant)
     totals = Totals()
     for p in parts:
         totals.add(p)
     buckets = await broker.analytics(stats.SeriesFilter(
-        "hour", start, end, where.queue, where.namespace, where.task))
-    row = await broker.resources.overview()
+        "hour", start, end, where.queue, where.namespace, where.task, tenant))
+    row = await broker.resources.overview(tenant=tenant)
     return json_response({
         "queues": len(totals.queues), "partitions": totals.partitions,
         "namespaces": len({p.namespace for p in parts}),
@@ -83,16 +83,16 @@ async def status(request: Request, query: StatusQuery) -> Response:
             "failed": sum(b.failed for b in buckets),
             "deadLettered": sum(b.dead_lettered for b in buckets)},
         "filters": {"queue": where.queue, "namespace": where.namespace, "task": where.task},
-        # system-wide, whatever the filters
+        # the tenant's, whatever the filters (system-wide with a single tenant)
         "consumerGroups": row.groups, "activeLeases": row.live_leases,
         "deadLetters": row.dead_letters, "timestamp": iso(row.db_now),
     })
 
 
-async def status_queues(request: Request, query: StatusQueuesQuery) -> Response:
+async def status_queues(request: Request, query: StatusQueuesQuery, tenant: str) -> Response:
     page, total = await broker_of(request).resources.queue_page(
         search=None, limit=query.limit, offset=query.offset,
-        where=queue_filter(query, created=True))
+        where=queue_filter(query, created=True), tenant=tenant)
     return json_response({
         "queues": [{"name": q.name, "namespace": q.namespace, "task": q.task,
                     "createdAt": iso(q.created_at), "partitions": t.partitions,
@@ -102,8 +102,8 @@ async def status_queues(request: Request, query: StatusQueuesQuery) -> Response:
     })
 
 
-async def status_queue(request: Request, path: QueuePath) -> Response:
-    queue, parts = await broker_of(request).resources.queue_detail(path.queue)
+async def status_queue(request: Request, path: QueuePath, tenant: str) -> Response:
+    queue, parts = await broker_of(request).resources.queue_detail(path.queue, tenant=tenant)
     totals = Totals()
     for p in parts:
         totals.add(p)
@@ -116,9 +116,10 @@ async def status_queue(request: Request, path: QueuePath) -> Response:
 
 
 async def status_queue_messages(request: Request, path: QueuePath,
-                                query: StatusMessagesQuery) -> Response:
+                                query: StatusMessagesQuery, tenant: str) -> Response:
     found, total = await broker_of(request).messages.list(
-        messages.ListFilter(queue=path.queue), limit=query.limit, offset=query.offset)
+        messages.ListFilter(queue=path.queue), limit=query.limit, offset=query.offset,
+        tenant=tenant)
     return json_response({
         "queue": path.queue, "total": total,
         "pagination": {"limit": query.limit, "offset": query.offset},
@@ -129,12 +130,12 @@ async def status_queue_messages(request: Request, path: QueuePath,
     })
 
 
-async def analytics(request: Request, query: AnalyticsQuery) -> Response:
+async def analytics(request: Request, query: AnalyticsQuery, tenant: str) -> Response:
     broker = broker_of(request)
     where = queue_filter(query, created=False)
     start, end = window(query, _DEFAULT_SPAN[query.interval])
     rows = await broker.analytics(stats.SeriesFilter(
-        query.interval, start, end, where.queue, where.namespace, where.task))
+        query.interval, start, end, where.queue, where.namespace, where.task, tenant))
     return json_response(Analytics(
         query.interval, iso(start), iso(end), where.queue, where.namespace, where.task,
         broker.settings.stats_sample_interval_ms,

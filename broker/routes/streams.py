@@ -29,9 +29,6 @@ from broker.wire.streams import (
     StateGetBody,
     StateRowOut,
 )
-from core.engine.ack import parse_status
-from core.engine.pop import QUEUE_MODE
-from core.engine.writes import DEFAULT_PARTITION
 from core.errors import BadRequest, PayloadTooLarge
 from core.streams.cycle import (
     MAX_KEY_BYTES,
@@ -43,6 +40,7 @@ from core.streams.cycle import (
     StateOp,
 )
 from core.timefmt import iso
+from core.types import DEFAULT_PARTITION, QUEUE_MODE, parse_status
 
 MAX_QUERY_NAME_BYTES = 255
 _EMPTY_OBJECT = b"{}"
@@ -64,7 +62,7 @@ def conflict_text(name: str) -> str:
             f"reset:true to wipe existing state, or use a new queryId.")
 
 
-async def register(request: Request, body: RegisterBody) -> Response:
+async def register(request: Request, body: RegisterBody, tenant: str) -> Response:
     name, source, config_hash = _required(name=body.name, source_queue=body.source_queue,
                                           config_hash=body.config_hash)
     if len(name.encode()) > MAX_QUERY_NAME_BYTES:
@@ -73,7 +71,7 @@ async def register(request: Request, body: RegisterBody) -> Response:
         raise BadRequest(f"config_hash is longer than {MAX_QUERY_NAME_BYTES} bytes")
     reg = await broker_of(request).streams.register(
         name=name, source_queue=source, sink_queue=body.sink_queue or None,
-        config_hash=config_hash, reset=body.reset)
+        config_hash=config_hash, reset=body.reset, tenant=tenant)
     if reg.outcome == "conflict":
         return json_response(RegisterConflict(False, str(reg.query_id), name,
                                               conflict_text(name)), 409)
@@ -86,7 +84,7 @@ def state_failure(error: str) -> StateAnswer:
     return StateAnswer(False, [], error=error)
 
 
-async def state_get(request: Request, body: StateGetBody) -> Response:
+async def state_get(request: Request, body: StateGetBody, tenant: str) -> Response:
     if not body.query_id or not body.partition_id:
         raise BadRequest("query_id and partition_id are required")
     ripe = body.ripe_at_or_before
@@ -95,7 +93,7 @@ async def state_get(request: Request, body: StateGetBody) -> Response:
     rows = await broker_of(request).streams.state_get(
         query_id=body.query_id, partition_id=body.partition_id, keys=body.keys or [],
         key_prefix=body.key_prefix or "", ripe_at_or_before=None if ripe is None
-        else int(ripe // 1))
+        else int(ripe // 1), tenant=tenant)
     return json_response(StateAnswer(True, [
         StateRowOut(r.key, msgspec.Raw(r.value.encode()), iso(r.updated_at)) for r in rows]))
 
@@ -168,7 +166,8 @@ def _ack(body: CycleBody) -> CycleAck | None:
                     ack.transactionId or None)
 
 
-async def cycle(request: Request, body: CycleBody, identity: Identity) -> Response:
+async def cycle(request: Request, body: CycleBody, identity: Identity,
+                tenant: str) -> Response:
     query_id, partition_id = _required(query_id=body.query_id,
                                        partition_id=body.partition_id)
     broker = broker_of(request)
@@ -176,7 +175,7 @@ async def cycle(request: Request, body: CycleBody, identity: Identity) -> Respon
                           body.consumer_group or QUEUE_MODE, _state_ops(body),
                           _pushes(body, broker.settings.max_push_items), _ack(body),
                           identity.sub)
-    result = await broker.streams.cycle(request_cycle)
+    result = await broker.streams.cycle(request_cycle, tenant=tenant)
     answer = CycleAnswer(result.success, query_id, partition_id, result.source_queue)
     if not result.success:
         answer.error = result.error or "cycle failed"
@@ -190,8 +189,8 @@ async def cycle(request: Request, body: CycleBody, identity: Identity) -> Respon
     return json_response(answer)
 
 
-async def list_queries(request: Request) -> Response:
-    rows = await broker_of(request).streams.list_queries()
+async def list_queries(request: Request, tenant: str) -> Response:
+    rows = await broker_of(request).streams.list_queries(tenant=tenant)
     by_id: dict[str, QueryOut] = {}
     for r in rows:
         q = by_id.get(str(r.query_id))
@@ -207,6 +206,6 @@ async def list_queries(request: Request) -> Response:
     return json_response(QueryList(list(by_id.values())))
 
 
-async def delete_query(request: Request, path: QueryNamePath) -> Response:
-    deleted = await broker_of(request).streams.delete_query(path.name)
+async def delete_query(request: Request, path: QueryNamePath, tenant: str) -> Response:
+    deleted = await broker_of(request).streams.delete_query(path.name, tenant=tenant)
     return json_response(QueryDeleted(deleted, path.name))

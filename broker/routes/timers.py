@@ -59,15 +59,18 @@ def address(request: Request) -> tuple[str, str | None]:
     return queue, key
 
 
-async def timers_call(request: Request, body: object, identity: Identity) -> Response:
-    results = await broker_of(request).timers.call(body, identity.sub)
+async def timers_call(request: Request, body: object, identity: Identity,
+                      tenant: str) -> Response:
+    results = await broker_of(request).timers.call(body, identity.sub, tenant=tenant)
     return json_response({"results": results})
 
 
-async def cancel(request: Request, path: TimerPath, query: CancelQuery) -> Response:
+async def cancel(request: Request, path: TimerPath, query: CancelQuery,
+                 tenant: str) -> Response:
     queue, key = address(request)
     txn = None if query.txn is UNSET else query.txn
-    return json_response(await broker_of(request).timers.cancel(queue, key or "", txn))
+    return json_response(await broker_of(request).timers.cancel(queue, key or "", txn,
+                                                                tenant=tenant))
 
 
 def row_out(row: TimerRow) -> TimerRowOut:
@@ -80,19 +83,20 @@ def row_out(row: TimerRow) -> TimerRowOut:
         createdAt=iso(row.created_at), updatedAt=iso(row.updated_at))
 
 
-async def peek(request: Request, path: TimerPath) -> Response:
+async def peek(request: Request, path: TimerPath, tenant: str) -> Response:
     queue, key = address(request)
     if key is None:  # `/timers/a%2Fb` decodes to two segments and lands here: a list
-        return await _list_or_count(request, queue, _list_query(request))
-    row = await broker_of(request).timers.peek(queue, key)
+        return await _list_or_count(request, queue, _list_query(request), tenant)
+    row = await broker_of(request).timers.peek(queue, key, tenant=tenant)
     if row is None:
         return json_response(TimerRowOut(found=False, queue=queue, timerKey=key))
     return json_response(row_out(row))
 
 
-async def list_timers(request: Request, path: TimerQueuePath, query: TimerListQuery) -> Response:
+async def list_timers(request: Request, path: TimerQueuePath, query: TimerListQuery,
+                      tenant: str) -> Response:
     queue, _ = address(request)
-    return await _list_or_count(request, queue, query)
+    return await _list_or_count(request, queue, query, tenant)
 
 
 def _list_query(request: Request) -> TimerListQuery:
@@ -101,7 +105,8 @@ def _list_query(request: Request) -> TimerListQuery:
                              if name in params})
 
 
-async def _list_or_count(request: Request, queue: str, query: TimerListQuery) -> Response:
+async def _list_or_count(request: Request, queue: str, query: TimerListQuery,
+                         tenant: str) -> Response:
     timers = broker_of(request).timers
     mode = "list" if query.mode is UNSET else query.mode
     if mode == "count":
@@ -109,13 +114,14 @@ async def _list_or_count(request: Request, queue: str, query: TimerListQuery) ->
             raise Refused(BAD, "timers_bad_count", "mode=count takes only prefix")
         if query.prefix is UNSET:
             raise Refused(BAD, "timers_bad_prefix", "mode=count needs a prefix")
-        return json_response(TimerCount(await timers.count(queue, query.prefix)))
+        return json_response(TimerCount(await timers.count(queue, query.prefix,
+                                                           tenant=tenant)))
     if mode != "list":
         raise Refused(BAD, "timers_bad_mode", f"mode must be list or count, not {mode[:32]!r}")
     after = "" if query.after is UNSET else query.after
     if "\x00" in after:
         raise Refused(BAD, "timers_bad_after", "after must not contain NUL")
-    page = await timers.page(queue, after=after, limit=_limit(query.limit))
+    page = await timers.page(queue, after=after, limit=_limit(query.limit), tenant=tenant)
     return json_response(TimerList([row_out(r) for r in page.rows], page.truncated,
                                    page.next_after))
 
@@ -130,11 +136,11 @@ def _limit(given: str | object) -> int:
     return min(max(value, 1), MAX_LIMIT)  # clamped, never refused (§16.3)
 
 
-async def timer_queues(request: Request, query: TimerQueuesQuery) -> Response:
+async def timer_queues(request: Request, query: TimerQueuesQuery, tenant: str) -> Response:
     if "\x00" in query.after:
         raise Refused(BAD, "timers_bad_after", "after must not contain NUL")
     page = await broker_of(request).timers.queues(
-        after=query.after, limit=min(max(query.limit, 1), MAX_LIMIT))
+        after=query.after, limit=min(max(query.limit, 1), MAX_LIMIT), tenant=tenant)
     return json_response(TimerQueues(
         [TimerQueueOut(r.queue, r.pending, iso(r.next_due), r.failing) for r in page.rows],
         page.truncated, page.next_after))

@@ -25,15 +25,15 @@ from broker.wire.traces import (
 )
 from broker.wire.types import PARTITION_KEY_DIGITS
 from core.admin.traces import NewTrace, Trace
-from core.engine.pop import QUEUE_MODE
 from core.errors import BadRequest
 from core.ids import PartitionId
 from core.timefmt import iso
+from core.types import QUEUE_MODE
 
 DEFAULT_EVENT_TYPE = "info"
 
 
-async def record(request: Request, body: TraceBody) -> Response:
+async def record(request: Request, body: TraceBody, tenant: str) -> Response:
     if body.transactionId == "":
         raise BadRequest("transactionId is required")
     names = body.traceNames or []
@@ -43,7 +43,7 @@ async def record(request: Request, body: TraceBody) -> Response:
         partition_id=PartitionId(body.partitionId.id), transaction_id=body.transactionId,
         group=body.consumerGroup or QUEUE_MODE,
         event_type=body.eventType or DEFAULT_EVENT_TYPE, data=bytes(body.data),
-        names=names))
+        names=names), tenant=tenant)
     return json_response(TraceRecorded(True, str(recorded.trace_id)), 201)
 
 
@@ -52,19 +52,20 @@ def _out(row: Trace) -> TraceOut:
                     row.worker_id, iso(row.created_at), row.trace_names)
 
 
-async def of_message(request: Request, path: TracePath) -> Response:
+async def of_message(request: Request, path: TracePath, tenant: str) -> Response:
     raw = path.partitionId
     # Not one of our partition ids: a message nobody traced (a path, not a body field).
     if not (raw.isascii() and raw.isdigit()) or len(raw) > PARTITION_KEY_DIGITS:
         return json_response(MessageTraces([]))
     rows = await broker_of(request).traces.of_message(PartitionId(int(raw)),
-                                                      path.transactionId)
+                                                      path.transactionId, tenant=tenant)
     return json_response(MessageTraces([_out(r) for r in rows]))
 
 
-async def by_name(request: Request, path: TraceNamePath, query: TracePageQuery) -> Response:
+async def by_name(request: Request, path: TraceNamePath, query: TracePageQuery,
+                  tenant: str) -> Response:
     found, total = await broker_of(request).traces.by_name(path.name, limit=query.limit,
-                                                            offset=query.offset)
+                                                            offset=query.offset, tenant=tenant)
     out = [NamedTraceOut(
         str(t.row.id), t.row.event_type, msgspec.Raw(t.row.data), t.row.consumer_group,
         t.row.worker_id, iso(t.row.created_at), t.row.trace_names,
@@ -75,9 +76,9 @@ async def by_name(request: Request, path: TraceNamePath, query: TracePageQuery) 
     return json_response(NamedTraces(out, total, Pagination(query.limit, query.offset)))
 
 
-async def names(request: Request, query: TraceNamesQuery) -> Response:
+async def names(request: Request, query: TraceNamesQuery, tenant: str) -> Response:
     page = await broker_of(request).traces.names(limit=query.limit, offset=query.offset,
-                                                 search=query.search or None)
+                                                 search=query.search or None, tenant=tenant)
     return json_response(TraceNames(
         [TraceNameOut(n.name, n.trace_count, n.message_count, iso(n.last_seen))
          for n in page.names], page.total, Pagination(query.limit, query.offset)))

@@ -24,11 +24,10 @@ from broker.wire.transaction import (
     TransactionAnswer,
     TransactionBody,
 )
-from core.engine.pop import QUEUE_MODE
-from core.engine.transactions import Rider, RiderOutcome, TxAck, TxPush
 from core.errors import BadRequest, PayloadTooLarge
 from core.ids import uuid7
 from core.settings import Settings
+from core.types import QUEUE_MODE, Rider, RiderOutcome, TxAck, TxPush
 
 
 def failure(error: str, reason: str | None = None) -> TransactionAnswer:
@@ -75,16 +74,17 @@ def binary_body(raw: bytes, settings: Settings) -> BinaryTransaction:
 
 
 async def transaction(request: Request, body: TransactionBody | BinaryTransaction,
-                      identity: Identity) -> Response:
+                      identity: Identity, tenant: str) -> Response:
     limit = state_of(request).settings.max_push_items
     head = body.head if isinstance(body, BinaryTransaction) else body
     ops = parse_operations(head, limit, identity.sub)
     service = broker_of(request)
     # In the order of their entries and of their locks (§17): KV rows, then timer rows.
-    riders: list[Rider] = [] if isinstance(head.kv, UnsetType) else [service.kv.rider(head.kv)]
+    riders: list[Rider] = ([] if isinstance(head.kv, UnsetType)
+                           else [service.kv.rider(head.kv, tenant=tenant)])
     timers = None
     if not isinstance(head.timers, UnsetType):
-        timers = service.timers.rider(head.timers, identity.sub)
+        timers = service.timers.rider(head.timers, identity.sub, tenant=tenant)
         riders.append(timers)
     if isinstance(body, BinaryTransaction):
         # The head's operations come first in the answer, then the pushes in wire order.
@@ -93,7 +93,7 @@ async def transaction(request: Request, body: TransactionBody | BinaryTransactio
         if len(ops) > limit:
             raise PayloadTooLarge(f"more than {limit} operations in one transaction")
     result = await service.transaction(
-        ops, [lease for lease in head.requiredLeases if lease], riders)
+        ops, [lease for lease in head.requiredLeases if lease], riders, tenant=tenant)
     if result.committed and timers is not None:
         await service.timers.committed(timers)
     if result.refusal is not None:  # a rider's veto: 200 with its fields (§17)

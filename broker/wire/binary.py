@@ -1,8 +1,8 @@
 """Reading and writing the little-endian fields of the binary formats (wire-protocol §7).
 
-`Reader` takes fields off a body and names what it was reading when the body runs out, so
+`BinaryReader` takes fields off a body and names what it was reading when the body runs out, so
 a malformed body is a 400 that says where (`binary push: groups[1].items[0].payload needs
-5000 bytes at byte 61, only 12 are left`). `Writer` builds an answer.
+5000 bytes at byte 61, only 12 are left`). `BinaryWriter` builds an answer.
 
 Field names are composed only when something fails: a loop sets `where` (a format string
 and its arguments, e.g. `("groups[{}].items[{}].", g, i)`) and reads fields by their short
@@ -29,7 +29,7 @@ def media_type(content_type: str) -> str:
     return content_type.split(";", 1)[0].strip().lower()
 
 
-class Reader:
+class BinaryReader:
     """Fields off `data`, front to back."""
 
     __slots__ = ("data", "pos", "subject", "where")
@@ -97,7 +97,7 @@ class Reader:
                              f"at byte {self.pos}")
 
 
-class Writer:
+class BinaryWriter:
     """An answer built front to back."""
 
     __slots__ = ("parts",)

@@ -26,16 +26,15 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from broker.wire.binary import Reader
+from broker.wire.binary import BinaryReader
 from broker.wire.decoding import check_document, decode_body
 from broker.wire.transaction import TransactionHead
 from broker.wire.types import check_name_or_empty, check_transaction_id
-from core.engine import segments
-from core.engine.push import PushItem
-from core.engine.writes import DEFAULT_PARTITION, NewMessage, PackedFrames
+from core import segments
 from core.errors import BadRequest, PayloadTooLarge
 from core.ids import uuid7, uuid_of_int
 from core.names import check_name
+from core.types import DEFAULT_PARTITION, NewMessage, PackedFrames, PushItem
 
 PUSH_MAGIC = b"QPB1"
 TRANSACTION_MAGIC = b"QTB1"
@@ -90,7 +89,7 @@ class _Limits:
 
 def decode_push(body: bytes, *, max_bytes: int, max_items: int) -> BinaryPush:
     """A `QPB1` body (`Content-Type: application/x-queen-push`, §7.2) as push items."""
-    r = Reader(body, "binary push")
+    r = BinaryReader(body, "binary push")
     _magic(r, PUSH_MAGIC)
     flags = r.u8("flags")
     if flags & ~(FLAG_ZSTD | FLAG_COUNTS | FLAG_TRANSACTION_IDS | FLAG_FRAMED):
@@ -109,7 +108,7 @@ def decode_push(body: bytes, *, max_bytes: int, max_items: int) -> BinaryPush:
                 raise PayloadTooLarge(f"binary push: raw_len {raw_len} is over the limit of "
                                       f"{max_bytes} bytes")
             section = _unzstd(r, r.take(r.left, "groups"), "groups", raw_len, raw_len)
-            groups = Reader(section, "binary push (decompressed groups)")
+            groups = BinaryReader(section, "binary push (decompressed groups)")
         items = _plain_groups(groups, limits, bool(flags & FLAG_TRANSACTION_IDS))
         groups.end()
     r.end()
@@ -119,7 +118,7 @@ def decode_push(body: bytes, *, max_bytes: int, max_items: int) -> BinaryPush:
 def decode_transaction(body: bytes, *, max_bytes: int, max_items: int) -> BinaryTransaction:
     """A `QTB1` body (`Content-Type: application/x-queen-push`, §7.3): the JSON head and the
     pushed items."""
-    r = Reader(body, "binary transaction")
+    r = BinaryReader(body, "binary transaction")
     _magic(r, TRANSACTION_MAGIC)
     flags = r.u8("flags")
     if flags & ~FLAG_COUNTS:
@@ -134,27 +133,27 @@ def decode_transaction(body: bytes, *, max_bytes: int, max_items: int) -> Binary
     return BinaryTransaction(head, pushes, bool(flags & FLAG_COUNTS))
 
 
-def _magic(r: Reader, magic: bytes) -> None:
+def _magic(r: BinaryReader, magic: bytes) -> None:
     given = r.take(len(magic), "magic")
     if given != magic:
         raise r.fail(f"starts with {given!r}, not {magic.decode()}")
 
 
-def _checked(r: Reader, check: Callable[[object], str], value: str, field: str) -> str:
+def _checked(r: BinaryReader, check: Callable[[object], str], value: str, field: str) -> str:
     try:
         return check(value)
     except (ValueError, TypeError) as exc:
         raise r.fail(f"{field} {exc}") from None
 
 
-def _group_head(r: Reader, g: int) -> tuple[str, str]:
+def _group_head(r: BinaryReader, g: int) -> tuple[str, str]:
     r.where = ("groups[{}].", g)
     queue = _checked(r, check_name, r.text16("queue"), "queue")
     partition = _checked(r, check_name_or_empty, r.text16("partition"), "partition")
     return queue, partition or DEFAULT_PARTITION
 
 
-def _payload(r: Reader, data: bytes) -> bytes:
+def _payload(r: BinaryReader, data: bytes) -> bytes:
     try:
         check_document(data)
     except ValueError as exc:
@@ -162,7 +161,7 @@ def _payload(r: Reader, data: bytes) -> bytes:
     return data
 
 
-def _unzstd(r: Reader, blob: bytes, field: str, max_size: int,
+def _unzstd(r: BinaryReader, blob: bytes, field: str, max_size: int,
             exact_size: int | None = None) -> bytes:
     try:
         return segments.unpack_client_frame(blob, max_size=max_size, exact_size=exact_size)
@@ -172,7 +171,7 @@ def _unzstd(r: Reader, blob: bytes, field: str, max_size: int,
         raise r.fail(f"{field} {exc.message}") from None
 
 
-def _plain_groups(r: Reader, limits: _Limits, with_ids: bool) -> list[PushItem]:
+def _plain_groups(r: BinaryReader, limits: _Limits, with_ids: bool) -> list[PushItem]:
     items: list[PushItem] = []
     # Each group takes at least 8 bytes, each item at least 4 (6 with its transactionId).
     for g in range(r.count("group_count", 8)):
@@ -187,7 +186,7 @@ def _plain_groups(r: Reader, limits: _Limits, with_ids: bool) -> list[PushItem]:
     return items
 
 
-def _plain_items(r: Reader, g: int, n: int, with_ids: bool) -> list[tuple[str, bytes]]:
+def _plain_items(r: BinaryReader, g: int, n: int, with_ids: bool) -> list[tuple[str, bytes]]:
     """n plain items, read field by field: every problem is named precisely."""
     out = []
     for i in range(n):
@@ -198,7 +197,7 @@ def _plain_items(r: Reader, g: int, n: int, with_ids: bool) -> list[tuple[str, b
     return out
 
 
-def _plain_items_fast(r: Reader, n: int, with_ids: bool) -> list[tuple[str, bytes]] | None:
+def _plain_items_fast(r: BinaryReader, n: int, with_ids: bool) -> list[tuple[str, bytes]] | None:
     """The same items on a lean path that only accepts what `_plain_items` accepts; None
     (and `r` untouched) at the first doubt, so that path names the problem."""
     data, pos, end = r.data, r.pos, len(r.data)
@@ -225,7 +224,7 @@ def _plain_items_fast(r: Reader, n: int, with_ids: bool) -> list[tuple[str, byte
     return out
 
 
-def _framed_groups(r: Reader, limits: _Limits) -> list[PushItem]:
+def _framed_groups(r: BinaryReader, limits: _Limits) -> list[PushItem]:
     items: list[PushItem] = []
     seen: set[bytes] = set()
     budget = limits.max_bytes
@@ -238,7 +237,7 @@ def _framed_groups(r: Reader, limits: _Limits) -> list[PushItem]:
         raw = _unzstd(r, blob, "frames", budget)
         budget -= len(raw)
         messages, as_sent = _frames_fast(raw, n, seen) or _frames(
-            Reader(raw, r.subject), g, n, seen)
+            BinaryReader(raw, r.subject), g, n, seen)
         if as_sent:
             packed = PackedFrames(blob, n)
             for message in messages:
@@ -278,14 +277,14 @@ def _frames_fast(raw: bytes, n: int, seen: set[bytes]) -> tuple[list[NewMessage]
     return messages, True
 
 
-def _frames(r: Reader, g: int, n: int, seen: set[bytes]) -> tuple[list[NewMessage], bool]:
+def _frames(r: BinaryReader, g: int, n: int, seen: set[bytes]) -> tuple[list[NewMessage], bool]:
     """The n storage frames (§7.1) of group g, exactly, field by field; answers the messages
     and whether the frames can be stored as they are."""
     messages: list[NewMessage] = []
     as_sent = True
     for i in range(n):
         r.where = ("groups[{}].frames[{}].", g, i)
-        frame = Reader(r.blob32("body"), r.subject)
+        frame = BinaryReader(r.blob32("body"), r.subject)
         frame.where = r.where
         flags = frame.u8("flags")
         if flags & ~_FRAME_KNOWN_FLAGS:

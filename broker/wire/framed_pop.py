@@ -22,9 +22,9 @@ from typing import Any
 
 import msgspec
 
-from broker.wire.binary import Writer
-from core.engine import segments
-from core.engine.pop import Claim as PoppedClaim
+from broker.wire.binary import BinaryWriter
+from core import segments
+from core.types import Claim
 
 MAGIC = b"QPF1"
 CODEC_RAW = 0
@@ -34,7 +34,7 @@ _MICROSECOND = timedelta(microseconds=1)
 
 
 @dataclass(slots=True)
-class Record:
+class FramedRecord:
     base_offset: int
     created_at: datetime
     frame_count: int
@@ -43,19 +43,19 @@ class Record:
 
 
 @dataclass(slots=True)
-class Claim:
+class FramedClaim:
     partition_id: int
     partition: str
     start: int
     end: int
     delivery_attempt: int = 1
-    records: list[Record] = field(default_factory=list)
+    records: list[FramedRecord] = field(default_factory=list)
 
 
-def encode(*, queue: str, lease_id: str, group: str, claims: Sequence[Claim],
+def encode(*, queue: str, lease_id: str, group: str, claims: Sequence[FramedClaim],
            extras: dict[str, Any] | None = None) -> bytes:
     """The answer's bytes; `extras` (e.g. the autopilot echo) make it version 1."""
-    out = Writer(MAGIC)
+    out = BinaryWriter(MAGIC)
     if extras:
         out.u8(1)
         out.blob32(msgspec.json.encode(extras))
@@ -81,7 +81,7 @@ def encode(*, queue: str, lease_id: str, group: str, claims: Sequence[Claim],
     return out.bytes()
 
 
-def stored_claims(claims: Sequence[PoppedClaim]) -> list[Claim]:
+def stored_claims(claims: Sequence[Claim]) -> list[FramedClaim]:
     """A pop's claims with their stored segments, sent as stored where that serves.
 
     A segment goes out as it is stored (codec 1) when it is one whole zstd frame and at
@@ -89,11 +89,11 @@ def stored_claims(claims: Sequence[PoppedClaim]) -> list[Claim]:
     client skips the frames outside the span. Otherwise only the delivered frames go out,
     decompressed but not decoded (codec 0), so a pop of 1 message from a 5000-message
     segment does not ship the whole segment."""
-    return [Claim(c.partition_id, c.partition, c.start, c.end, c.retry_count + 1,
-                  _records(c)) for c in claims]
+    return [FramedClaim(c.partition_id, c.partition, c.start, c.end, c.retry_count + 1,
+                        _records(c)) for c in claims]
 
 
-def _records(claim: PoppedClaim) -> list[Record]:
+def _records(claim: Claim) -> list[FramedRecord]:
     records = []
     for seg in claim.segments:
         count = seg.last_offset - seg.base_offset + 1
@@ -102,9 +102,10 @@ def _records(claim: PoppedClaim) -> list[Record]:
         if delivered <= 0:
             continue
         if 2 * delivered >= count and segments.is_one_zstd_frame(seg.blob):
-            records.append(Record(seg.base_offset, seg.created_at, count, CODEC_ZSTD, seg.blob))
+            records.append(FramedRecord(seg.base_offset, seg.created_at, count, CODEC_ZSTD,
+                                        seg.blob))
         else:
-            records.append(Record(first, seg.created_at, delivered, CODEC_RAW,
-                                  segments.frame_range(segments.decompress(seg.blob),
-                                                       first - seg.base_offset, delivered)))
+            records.append(FramedRecord(first, seg.created_at, delivered, CODEC_RAW,
+                                        segments.frame_range(segments.decompress(seg.blob),
+                                                             first - seg.base_offset, delivered)))
     return records

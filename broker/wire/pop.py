@@ -88,6 +88,9 @@ class PoppedMessage(msgspec.Struct):
     partition: str
     leaseId: str
     consumerGroup: str
+    # W3C trace context to continue the message's trace with (core/tracing.py); only for a
+    # message that has a trace
+    traceparent: str | UnsetType = UNSET
 
 
 class Autopilot(msgspec.Struct):

@@ -9,7 +9,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from broker.wire.types import Name, NameOrEmpty
-from core.engine import options
+from core import options
 
 Number = int | float | None | UnsetType
 Flag = bool | None | UnsetType
@@ -17,7 +17,7 @@ Flag = bool | None | UnsetType
 
 class QueueOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Every option of §4.9; `null` resets one to its default. Ranges are checked by
-    `core.engine.options` (its texts name the option). An unknown key is refused with 400."""
+    `core.options` (its texts name the option). An unknown key is refused with 400."""
 
     leaseTime: Number = UNSET
     retryLimit: Number = UNSET

@@ -65,7 +65,7 @@ class StateOpIn(msgspec.Struct):
     value: msgspec.Raw | UnsetType = UNSET  # upsert: missing = {}
 
 
-class PushItemIn(msgspec.Struct):
+class StreamPushItemIn(msgspec.Struct):
     queue: NameOrEmpty | None = None  # empty: the item is skipped
     partition: NameOrEmpty | None = None  # absent or empty: `Default`
     payload: msgspec.Raw | UnsetType = UNSET
@@ -86,7 +86,7 @@ class CycleBody(msgspec.Struct):
     partition_id: Text | None = None
     consumer_group: NameOrEmpty | None = None  # absent: __QUEUE_MODE__
     state_ops: list[StateOpIn] = []
-    push_items: list[PushItemIn] = []
+    push_items: list[StreamPushItemIn] = []
     ack: AckIn | None = None
     release_lease: bool = True
 

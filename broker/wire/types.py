@@ -21,12 +21,13 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from core.engine.pop import requested_seed
 from core.errors import BadRequest
 from core.names import MAX_NAME_BYTES, check_name, check_text
 from core.names import text_of as _text
 from core.names import utf8_bytes as _utf8_bytes
 from core.timefmt import parse_iso
+from core.tracing import parse as parse_traceparent
+from core.types import requested_seed
 
 MAX_TRANSACTION_ID_BYTES = 65535
 MAX_EPHEMERAL_NAME_BYTES = 512
@@ -105,6 +106,16 @@ class SubscriptionFrom(str):
     """`subscriptionFrom`: `now`, an ISO-8601 timestamp, or empty."""
 
 
+class TraceParentText(str):
+    """A W3C `traceparent` (core/tracing.py): 00-<32 hex>-<16 hex>-<2 hex>."""
+
+
+def _traceparent(value: object) -> str:
+    text = _text(value)
+    parse_traceparent(text)  # raises ValueError with the reason
+    return text.strip()
+
+
 def _id_text(value: object, max_bytes: int) -> str:
     """An id the client chose or echoes: bounded, no control characters, may be empty."""
     return check_text(value, max_bytes, empty=True)
@@ -128,7 +139,8 @@ def _plain_text(value: object) -> str:
     return text
 
 
-def _uuid(value: object) -> str:
+def check_uuid(value: object) -> str:
+    """A UUID in canonical lower-case form, or `""`; raises ValueError otherwise."""
     text = _text(value)
     if text == "":
         return text
@@ -172,11 +184,18 @@ _CHECKS: dict[type, Any] = {
     TransactionId: check_transaction_id,
     Text: _plain_text,
     Token: lambda v: _id_text(v, MAX_NAME_BYTES),
-    Uuid: _uuid,
+    Uuid: check_uuid,
     PartitionKey: _partition_key,
     SubscriptionFrom: _subscription_from,
     EphemeralName: _ephemeral_name,
+    TraceParentText: _traceparent,
 }
+
+
+def check_of(kind: type) -> Any:
+    """The check `dec_hook` applies to values of `kind` (one of the types above but
+    Timestamp): it answers the value as the type keeps it, or raises ValueError/TypeError."""
+    return _CHECKS[kind]
 
 
 def dec_hook(kind: type, value: Any) -> Any:
@@ -212,6 +231,9 @@ _SCHEMAS: dict[type, dict[str, Any]] = {
                     "description": "1-512 bytes of UTF-8, no character below U+0020"},
     SubscriptionFrom: {"anyOf": [{"type": "string", "enum": ["now", ""]},
                                  {"type": "string", "format": "date-time"}]},
+    TraceParentText: {"type": "string",
+                      "pattern": "^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}(-.*)?$",
+                      "description": "a W3C traceparent (not all-zero ids, not version ff)"},
 }
 
 

@@ -46,14 +46,15 @@ class ChangedResult:
     error: str | None = None
 
 
-async def partitions_changed(db: Database, entries: Sequence[ChangedEntry]
-                             ) -> tuple[datetime, list[ChangedResult]]:
+async def partitions_changed(db: Database, entries: Sequence[ChangedEntry], *,
+                             tenant: str = "") -> tuple[datetime, list[ChangedResult]]:
     results: list[ChangedResult] = []
     async with db.session() as conn:
         safe = await sql.safe_time(conn)  # first: see the module docstring
         for entry in entries:
             limit = max(1, min(entry.limit, MAX_PAGE))
-            rows = await sql.changed_partitions(conn, queue=entry.queue, since=entry.since,
+            rows = await sql.changed_partitions(conn, tenant=tenant, queue=entry.queue,
+                                                since=entry.since,
                                                 after=entry.after, limit=limit)
             if not rows:
                 results.append(ChangedResult(error=UNKNOWN_TOPIC_OR_PARTITION))

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from core.engine import encryption, segments
+from core import segments
+from core.engine import encryption
 from core.engine.directory import PartitionName
 from core.engine.wakeup import Publish, Wake
 from core.engine.writes import NewMessage, append
@@ -22,6 +23,7 @@ from core.ids import NIL_UUID, PartitionId, uuid7
 from core.storage import dead_letters as sql
 from core.storage.database import Database
 from core.storage.statements import Conn
+from core.tenancy.service import Tenants
 
 _UNKNOWN_ID = uuid.UUID(NIL_UUID)
 PURGE_BATCH = 5000  # dead letters deleted per transaction by a bulk purge
@@ -57,7 +59,7 @@ class DlqRow:
 
 
 @dataclass(frozen=True, slots=True)
-class Replayed:
+class ReplayedLetter:
     """A DLQ row replayed as a new message."""
 
     dlq_id: int
@@ -104,62 +106,70 @@ def _frame(row: sql.DeadLetterRow) -> segments.Frame | None:
 
 
 class DeadLetters:
-    """Listing, replay and deletion of dead letters; a replay wakes the partition's pops."""
+    """Listing, replay and deletion of dead letters; a replay wakes the partition's pops.
+    Every call is of one tenant's queues: another tenant's dead letters, partitions and
+    row ids are not found."""
 
-    def __init__(self, db: Database, publish: Publish) -> None:
+    def __init__(self, db: Database, publish: Publish, tenants: Tenants) -> None:
         self._db = db
         self._publish = publish
+        self._tenants = tenants  # quotas: a replay elsewhere may create a queue
 
-    async def list_rows(self, where: DlqFilter, *, limit: int,
-                        offset: int) -> tuple[list[DlqRow], int]:
+    async def list_rows(self, where: DlqFilter, *, limit: int, offset: int,
+                        tenant: str = "") -> tuple[list[DlqRow], int]:
         """One page of matching rows, newest first, and the number of all matching rows."""
         async with self._db.session() as conn:
             rows, total = await sql.dlq_page(
-                conn, queue=where.queue, group=where.consumer_group,
+                conn, tenant=tenant, queue=where.queue, group=where.consumer_group,
                 partition=where.partition, failed_from=where.failed_from,
                 failed_to=where.failed_to, limit=limit, offset=offset)
         return [dead_letter(r) for r in rows], total
 
-    async def rows_for_address(self, partition_id: PartitionId,
-                               transaction_id: str) -> list[DlqRow]:
+    async def rows_for_address(self, partition_id: PartitionId, transaction_id: str, *,
+                               tenant: str = "") -> list[DlqRow]:
         """The dead letters of a message address, newest first."""
         async with self._db.session() as conn:
-            rows = await sql.dlq_rows_for_address(conn, partition_id=partition_id,
+            rows = await sql.dlq_rows_for_address(conn, tenant=tenant,
+                                                  partition_id=partition_id,
                                                   transaction_id=transaction_id)
         return [dead_letter(r) for r in rows]
 
-    async def replay(self, partition_id: PartitionId, transaction_id: str) -> Replayed | None:
+    async def replay(self, partition_id: PartitionId, transaction_id: str, *,
+                     tenant: str = "") -> ReplayedLetter | None:
         """Re-push the newest dead letter of an address under a fresh transactionId and
         delete that row, atomically; None when the address has no dead letter."""
         async with self._db.transaction() as conn:
-            row = await sql.dlq_lock_newest(conn, partition_id=partition_id,
+            row = await sql.dlq_lock_newest(conn, tenant=tenant, partition_id=partition_id,
                                             transaction_id=transaction_id)
             if row is None:
                 return None
-            replayed, wake = await _replay(conn, dead_letter(row), None, None)
+            replayed, wake = await _replay(conn, dead_letter(row), None, None, tenant)
         await self._publish(wake)
         return replayed
 
     async def replay_id(self, dlq_id: int, *, queue: str | None = None,
-                        partition: str | None = None) -> Replayed | None:
+                        partition: str | None = None, tenant: str = "") -> ReplayedLetter | None:
         """Replay one dead letter by its row id (§11), to its own queue and partition or to
-        the `queue` / `partition` given instead (created like a push creates them); None
-        when no such row exists."""
+        the `queue` / `partition` given instead (a queue of the same tenant, created like a
+        push creates it); None when no such row exists."""
+        if queue is not None:
+            await self._tenants.admit_names(tenant, [(queue, partition)])
         async with self._db.transaction() as conn:
-            row = await sql.dlq_lock_by_id(conn, dlq_id=dlq_id)
+            row = await sql.dlq_lock_by_id(conn, tenant=tenant, dlq_id=dlq_id)
             if row is None:
                 return None
-            replayed, wake = await _replay(conn, dead_letter(row), queue, partition)
+            replayed, wake = await _replay(conn, dead_letter(row), queue, partition, tenant)
         await self._publish(wake)
         return replayed
 
-    async def purge(self, queue: str, group: str | None) -> int:
+    async def purge(self, queue: str, group: str | None, *, tenant: str = "") -> int:
         """Delete every dead letter of a queue (or of one group on it), in transactions of
         PURGE_BATCH rows so a large purge holds no long locks; answers rows deleted."""
         deleted = 0
         while True:
             async with self._db.transaction() as conn:
-                gone = await sql.dlq_purge(conn, queue=queue, group=group, batch=PURGE_BATCH)
+                gone = await sql.dlq_purge(conn, tenant=tenant, queue=queue, group=group,
+                                           batch=PURGE_BATCH)
                 by_partition: dict[int, set[int]] = {}
                 for g in gone:
                     if g.segment_base is not None:
@@ -170,20 +180,25 @@ class DeadLetters:
             if len(gone) < PURGE_BATCH:
                 return deleted
 
-    async def delete_address(self, partition_id: PartitionId, transaction_id: str) -> int:
+    async def delete_address(self, partition_id: PartitionId, transaction_id: str, *,
+                             tenant: str = "") -> int:
         """Delete every dead letter of an address (stored log messages are immutable);
-        answers how many rows went."""
+        answers how many rows went (0 for a partition of another tenant's queue)."""
         async with self._db.transaction() as conn:
+            if await sql.message_partition(conn, tenant=tenant,
+                                           partition_id=partition_id) is None:
+                return 0
             return await _delete(conn, partition_id, row_id=None,
                                  transaction_id=transaction_id)
 
 
-async def _replay(conn: Conn, letter: DlqRow, queue: str | None,
-                  partition: str | None) -> tuple[Replayed, list[Wake]]:
+async def _replay(conn: Conn, letter: DlqRow, queue: str | None, partition: str | None,
+                  tenant: str) -> tuple[ReplayedLetter, list[Wake]]:
     """Append a locked dead letter as a new message under a fresh transactionId (to its own
-    partition unless another is named) and delete its row, in the caller's transaction."""
+    partition unless another is named, of the tenant's queues) and delete its row, in the
+    caller's transaction."""
     target = PartitionName(letter.queue if queue is None else queue,
-                           letter.partition if partition is None else partition)
+                           letter.partition if partition is None else partition, tenant)
     fresh_txid = str(uuid7())
     [appended] = await append(conn, [(target, [
         NewMessage(uuid7(), fresh_txid, letter.payload, letter.trace_id,
@@ -192,7 +207,7 @@ async def _replay(conn: Conn, letter: DlqRow, queue: str | None,
     [verdict] = appended.verdicts
     wake: list[Wake] = ([(appended.queue_id, appended.partition_id)]
                         if verdict.status == "queued" else [])
-    return Replayed(
+    return ReplayedLetter(
         dlq_id=letter.id, queue=target.queue, partition=target.partition,
         consumer_group=letter.consumer_group,
         original_transaction_id=letter.transaction_id, transaction_id=fresh_txid,

@@ -63,20 +63,22 @@ class ConsumerGroups:
         self._publish = publish
 
     async def cursors(self, *, group: str | None = None, queue: str | None = None,
-                      lagging_over: float | None = None) -> list[GroupCursor]:
-        """Where each matching group stands on every partition it reads, with lag and lease
-        figures (see admin_group_cursors); with `lagging_over`, only positions with
-        messages behind whose oldest has waited longer than that many seconds."""
+                      lagging_over: float | None = None, tenant: str = "") -> list[GroupCursor]:
+        """Where each matching group stands on every partition of the tenant's queues it
+        reads, with lag and lease figures (see admin_group_cursors); with `lagging_over`,
+        only positions with messages behind whose oldest has waited longer than that many
+        seconds."""
         async with self._db.session() as conn:
-            return await sql.group_cursors(conn, group=group, queue=queue,
+            return await sql.group_cursors(conn, tenant=tenant, group=group, queue=queue,
                                            lagging_over=lagging_over)
 
-    async def summaries(self) -> list[GroupSummary]:
-        """One entry per (group, queue), from cursors and stored subscriptions."""
+    async def summaries(self, *, tenant: str = "") -> list[GroupSummary]:
+        """One entry per (group, queue of the tenant), from cursors and stored
+        subscriptions."""
         found: dict[tuple[str, str], GroupSummary] = {}
         async with self._db.session() as conn:
-            cursors = await sql.group_cursors(conn, group=None, queue=None)
-            subscriptions = await sql.subscriptions(conn, group=None)
+            cursors = await sql.group_cursors(conn, tenant=tenant, group=None, queue=None)
+            subscriptions = await sql.subscriptions(conn, tenant=tenant, group=None)
         for c in cursors:
             s = found.setdefault((c.consumer_group, c.queue),
                                  GroupSummary(c.consumer_group, c.queue))
@@ -100,28 +102,31 @@ class ConsumerGroups:
             s.conflation = sub.conflation
         return sorted(found.values(), key=lambda s: (s.name, s.queue))
 
-    async def delete(self, group: str, *, queue: str | None,
-                     delete_metadata: bool) -> tuple[int, int]:
-        """Delete a group's cursors (of one queue, or all) and optionally its subscriptions.
+    async def delete(self, group: str, *, queue: str | None, delete_metadata: bool,
+                     tenant: str = "") -> tuple[int, int]:
+        """Delete a group's cursors (of one queue, or all of the tenant's) and optionally
+        its subscriptions.
 
         Answers (cursors deleted, subscriptions deleted)."""
         async with self._db.transaction() as conn:
-            queues = await sql.delete_group_cursors(conn, group=group, queue=queue)
+            queues = await sql.delete_group_cursors(conn, tenant=tenant, group=group,
+                                                    queue=queue)
             subs = 0
             if delete_metadata:
-                subs = await sql.delete_group_subscriptions(conn, group=group, queue=queue)
+                subs = await sql.delete_group_subscriptions(conn, tenant=tenant, group=group,
+                                                            queue=queue)
         # The group starts over from its subscription rule: its pops may now find work.
         await self._publish((q, None) for q in queues)
         return len(queues), subs
 
     async def seek(self, group: str, queue: str, *, partition: str | None,
-                   timestamp: datetime | None) -> SeekResult:
+                   timestamp: datetime | None, tenant: str = "") -> SeekResult:
         """Move the group's cursors on a queue (or one partition) to the end (timestamp None)
         or to just before the first message created at/after `timestamp`.
 
         Raises NotFound for an unknown queue, or an unknown partition when one is named."""
         async with self._db.session() as conn:
-            queue_id = await sql.queue_id(conn, name=queue)
+            queue_id = await sql.queue_id(conn, tenant=tenant, name=queue)
             if queue_id is None:
                 raise NotFound(f"queue {queue!r} not found")
             rows = await sql.seek(conn, queue_id=queue_id, group=group, partition=partition,
@@ -132,8 +137,11 @@ class ConsumerGroups:
         await self._publish([(queue_id, None)])
         return SeekResult(queue_id, [(r.partition, r.committed) for r in rows])
 
-    async def set_subscription_timestamp(self, group: str, timestamp: datetime) -> int:
-        """Change the stored first-contact instant of every subscription of the group;
-        cursors that exist already do not move. Answers the subscriptions updated."""
+    async def set_subscription_timestamp(self, group: str, timestamp: datetime, *,
+                                         tenant: str = "") -> int:
+        """Change the stored first-contact instant of every subscription of the group on
+        the tenant's queues; cursors that exist already do not move. Answers the
+        subscriptions updated."""
         async with self._db.session() as conn:
-            return await sql.set_subscription_timestamp(conn, group=group, timestamp=timestamp)
+            return await sql.set_subscription_timestamp(conn, tenant=tenant, group=group,
+                                                        timestamp=timestamp)

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from core import options, segments
 from core.admin.dlq import DlqRow, dead_letter
-from core.engine import encryption, options, segments
+from core.engine import encryption
 from core.ids import PartitionId
 from core.storage import dead_letters as sql
 from core.storage.database import Database
@@ -29,7 +30,7 @@ _SEGMENT_PAGE = 32
 
 
 @dataclass(frozen=True, slots=True)
-class GroupState:
+class GroupView:
     name: str
     status: Status
     committed: int
@@ -58,7 +59,7 @@ class MessageView:
     error_message: str | None = None
     retry_count: int = 0
     lease_expires_at: datetime | None = None
-    groups: list[GroupState] = field(default_factory=list)
+    groups: list[GroupView] = field(default_factory=list)
     encrypted: bool = False  # the payload was stored encrypted (and decrypted for this)
 
 
@@ -74,7 +75,7 @@ def group_status(offset: int | None, cursor: sql.CursorState, dead_groups: set[s
     return "pending"
 
 
-def overall_status(states: list[GroupState]) -> Status:
+def overall_status(states: list[GroupView]) -> Status:
     """dead_letter beats processing beats pending; completed only when every group is done."""
     found = {s.status for s in states}
     order: tuple[Status, ...] = ("dead_letter", "processing", "pending")
@@ -125,16 +126,16 @@ async def _find_frame(conn: Conn, part: sql.MessagePartition,
     return None
 
 
-async def get_message(db: Database, partition_id: PartitionId,
-                      transaction_id: str) -> MessageView | None:
+async def get_message(db: Database, partition_id: PartitionId, transaction_id: str, *,
+                      tenant: str = "") -> MessageView | None:
     """A message by address with its derived status; None when neither the log nor the DLQ
-    has it."""
+    has it (or the partition is of another tenant's queue)."""
     async with db.session() as conn:
-        part = await sql.message_partition(conn, partition_id=partition_id)
+        part = await sql.message_partition(conn, tenant=tenant, partition_id=partition_id)
         if part is None:
             return None
         dead = [dead_letter(r) for r in await sql.dlq_rows_for_address(
-            conn, partition_id=partition_id, transaction_id=transaction_id)]
+            conn, tenant=tenant, partition_id=partition_id, transaction_id=transaction_id)]
         found = await _find_frame(conn, part, transaction_id)
         cursors = await sql.message_cursors(conn, partition_id=partition_id)
     common: dict[str, Any] = {
@@ -158,7 +159,7 @@ async def get_message(db: Database, partition_id: PartitionId,
     dead_groups = {d.consumer_group for d in dead}
     for c in cursors:
         status = group_status(view.offset, c, dead_groups)
-        view.groups.append(GroupState(
+        view.groups.append(GroupView(
             c.consumer_group, status, c.committed, c.lease_live,
             c.lease_expires_at if c.lease_live else None,
             c.worker_id if c.lease_live else None, c.retry_count))
@@ -186,7 +187,7 @@ class ListFilter:
 
 
 @dataclass(frozen=True, slots=True)
-class ListedMessage:
+class MessageListing:
     view: MessageView
     priority: int
     consumed_by: int
@@ -197,18 +198,18 @@ LIST_MAX_PARTITIONS = 100
 LIST_MAX_PER_PARTITION = 1000
 
 
-async def list_messages(db: Database, where: ListFilter, *, limit: int,
-                        offset: int) -> tuple[list[ListedMessage], int]:
+async def list_messages(db: Database, where: ListFilter, *, limit: int, offset: int,
+                        tenant: str = "") -> tuple[list[MessageListing], int]:
     """Recent messages (newest first) of the matching partitions, with derived status.
 
     Answers (page, total). Without a status filter `total` counts every retained message of
     the matching partitions; with one it counts the matches among the messages examined."""
     want = min(limit + offset, LIST_MAX_PER_PARTITION)
-    found: list[ListedMessage] = []
+    found: list[MessageListing] = []
     retained = 0
     async with db.session() as conn:
         parts = await sql.message_list_partitions(
-            conn, queue=where.queue, partition=where.partition, namespace=where.namespace,
+            conn, tenant=tenant, queue=where.queue, partition=where.partition, namespace=where.namespace,
             task=where.task, limit=LIST_MAX_PARTITIONS)
         for part in parts:
             retained += part.last_offset - part.log_start + 1
@@ -244,14 +245,14 @@ async def list_messages(db: Database, where: ListFilter, *, limit: int,
 
 
 def _listed(part: sql.ListedPartition, cursors: list[sql.CursorState], at: int,
-            f: segments.Frame, created_at: datetime) -> ListedMessage:
+            f: segments.Frame, created_at: datetime) -> MessageListing:
     view = MessageView(
         partition_id=part.id, partition=part.name, queue=part.queue, namespace=part.namespace,
         task=part.task, options={}, transaction_id=f.transaction_id, offset=at,
         message_id=f.message_id, trace_id=f.trace_id, producer_sub=f.producer_sub,
         payload=f.payload, created_at=created_at)
     for c in cursors:
-        view.groups.append(GroupState(
+        view.groups.append(GroupView(
             c.consumer_group, group_status(at, c, set()), c.committed, c.lease_live,
             c.lease_expires_at, c.worker_id, c.retry_count))
     view.status = overall_status(view.groups)
@@ -259,7 +260,7 @@ def _listed(part: sql.ListedPartition, cursors: list[sql.CursorState], at: int,
         view.lease_expires_at = next(
             g.lease_expires_at for g in view.groups if g.status == "processing")
     done = sum(1 for g in view.groups if g.status == "completed")
-    return ListedMessage(view, part.priority, done)
+    return MessageListing(view, part.priority, done)
 
 
 class Messages:
@@ -268,9 +269,11 @@ class Messages:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def get(self, partition_id: PartitionId, transaction_id: str) -> MessageView | None:
-        return await get_message(self._db, partition_id, transaction_id)
+    async def get(self, partition_id: PartitionId, transaction_id: str, *,
+                  tenant: str = "") -> MessageView | None:
+        return await get_message(self._db, partition_id, transaction_id, tenant=tenant)
 
-    async def list(self, where: ListFilter, *, limit: int,
-                   offset: int) -> tuple[list[ListedMessage], int]:
-        return await list_messages(self._db, where, limit=limit, offset=offset)
+    async def list(self, where: ListFilter, *, limit: int, offset: int,
+                   tenant: str = "") -> tuple[list[MessageListing], int]:
+        return await list_messages(self._db, where, limit=limit, offset=offset,
+                                   tenant=tenant)

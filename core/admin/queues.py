@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from core.engine import encryption, options
+from core import options
+from core.engine import encryption
 from core.errors import BadRequest
 from core.ids import QueueId
 from core.storage import traces
@@ -22,20 +23,20 @@ class QueueConfig:
     options: dict[str, Any]  # every option, wire names, in echo order
 
 
-async def configure(db: Database, *, queue: str, namespace: str | None, task: str | None,
-                    given: dict[str, Any], replace: bool) -> QueueConfig:
-    """Create the queue if missing and apply `given` options (merge, or replace)."""
+async def configure(db: Database, *, tenant: str, queue: str, namespace: str | None,
+                    task: str | None, given: dict[str, Any], replace: bool) -> QueueConfig:
+    """Create the tenant's queue if missing and apply `given` options (merge, or replace)."""
     if options.validate(given).get("encryptionEnabled") and encryption.cipher() is None:
         # Nothing stored: a setting that claims to protect data and cannot is refused.
         raise BadRequest(f"encryptionEnabled needs {encryption.ENV_NAME} (64 hex characters) "
                          f"set on the broker; it is not set, so nothing was configured")
     derived_ns, derived_task = options.derive_namespace_task(queue)
     async with db.transaction() as conn:
-        row = await sql.lock_queue(conn, name=queue)
+        row = await sql.lock_queue(conn, tenant=tenant, name=queue)
         if row is None:
-            await sql.insert_queue(conn, name=queue, namespace=derived_ns, task=derived_task,
-                                   options=options.DEFAULTS_JSON)
-            row = await sql.lock_queue(conn, name=queue)
+            await sql.insert_queue(conn, tenant=tenant, name=queue, namespace=derived_ns,
+                                   task=derived_task, options=options.DEFAULTS_JSON)
+            row = await sql.lock_queue(conn, tenant=tenant, name=queue)
         assert row is not None
         effective = options.apply(options.decode(row.options).as_dict(), given,
                                   replace=replace)
@@ -46,10 +47,11 @@ async def configure(db: Database, *, queue: str, namespace: str | None, task: st
     return QueueConfig(QueueId(row.id), queue, ns, tk, effective)
 
 
-async def delete_queue(db: Database, queue: str) -> bool:
-    """Delete the queue and all it owns in one transaction; answer whether it existed."""
+async def delete_queue(db: Database, queue: str, *, tenant: str) -> bool:
+    """Delete the tenant's queue and all it owns in one transaction; answer whether it
+    existed."""
     async with db.transaction() as conn:
-        queue_id = await sql.delete_queue_row(conn, name=queue)
+        queue_id = await sql.delete_queue_row(conn, tenant=tenant, name=queue)
         if queue_id is None:
             return False
         await sql.delete_queue_directory(conn, queue_id=queue_id)

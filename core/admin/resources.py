@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from core.engine import options as queue_options
+from core import options as queue_options
 from core.errors import NotFound
 from core.storage import admin as sql
 from core.storage import conflation as conflation_sql
@@ -94,7 +94,7 @@ def totals_by(stats: Iterable[PartitionStats], key: str) -> dict[Any, Totals]:
 
 
 @dataclass(frozen=True, slots=True)
-class QueueRow:
+class ListedQueue:
     id: int
     name: str
     namespace: str
@@ -103,8 +103,8 @@ class QueueRow:
     options: dict[str, Any]  # every option, wire names
 
 
-def _queue_row(r: sql.QueueInfo) -> QueueRow:
-    return QueueRow(r.id, r.name, r.namespace, r.task, r.created_at,
+def _queue_row(r: sql.QueueInfo) -> ListedQueue:
+    return ListedQueue(r.id, r.name, r.namespace, r.task, r.created_at,
                     queue_options.decode(r.options).as_dict())
 
 
@@ -135,51 +135,58 @@ class Resources:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def partition_stats(self, queue_ids: list[int] | None = None
+    async def partition_stats(self, queue_ids: list[int] | None = None, *, tenant: str = ""
                               ) -> list[PartitionStats]:
+        """Figures of the tenant's partitions (of the queues named by id, or of all)."""
         async with self._db.session() as conn:
-            return [_stats(r) for r in await sql.partition_stats(conn, queue_ids=queue_ids)]
+            return [_stats(r) for r in await sql.partition_stats(conn, tenant=tenant,
+                                                                 queue_ids=queue_ids)]
 
     async def queue_page(self, *, search: str | None, limit: int, offset: int,
-                         where: QueueFilter | None = None
-                         ) -> tuple[list[tuple[QueueRow, Totals]], int]:
-        """A page of queues with their totals, and the number of all matching queues."""
+                         where: QueueFilter | None = None, tenant: str = ""
+                         ) -> tuple[list[tuple[ListedQueue, Totals]], int]:
+        """A page of the tenant's queues with their totals, and the number of all matching
+        queues."""
         f = where or QueueFilter()
         async with self._db.session() as conn:
-            rows = await sql.queue_page(conn, search=search, limit=limit, offset=offset,
-                                        name=f.queue, namespace=f.namespace, task=f.task,
-                                        created_from=f.created_from,
+            rows = await sql.queue_page(conn, tenant=tenant, search=search, limit=limit,
+                                        offset=offset, name=f.queue, namespace=f.namespace,
+                                        task=f.task, created_from=f.created_from,
                                         created_to=f.created_to)
         queues = [_queue_row(r) for r in rows]
-        by_queue = totals_by(await self.partition_stats([q.id for q in queues]), "queue_id")
+        by_queue = totals_by(await self.partition_stats([q.id for q in queues],
+                                                        tenant=tenant), "queue_id")
         total = int(rows[0].total) if rows else 0
         return [(q, by_queue.get(q.id, Totals())) for q in queues], total
 
-    async def matching_stats(self, where: QueueFilter) -> list[PartitionStats]:
-        """Partition figures of every queue the filter covers."""
+    async def matching_stats(self, where: QueueFilter, *, tenant: str = ""
+                             ) -> list[PartitionStats]:
+        """Partition figures of every queue of the tenant the filter covers."""
         if where == QueueFilter():
-            return await self.partition_stats()
+            return await self.partition_stats(tenant=tenant)
         async with self._db.session() as conn:
-            rows = await sql.queue_page(conn, search=None, limit=_EVERY_QUEUE, offset=0,
-                                        name=where.queue, namespace=where.namespace,
+            rows = await sql.queue_page(conn, tenant=tenant, search=None, limit=_EVERY_QUEUE,
+                                        offset=0, name=where.queue, namespace=where.namespace,
                                         task=where.task, created_from=where.created_from,
                                         created_to=where.created_to)
-        return await self.partition_stats([r.id for r in rows]) if rows else []
+        return (await self.partition_stats([r.id for r in rows], tenant=tenant)
+                if rows else [])
 
-    async def queue_detail(self, name: str) -> tuple[QueueRow, list[PartitionStats]]:
+    async def queue_detail(self, name: str, *, tenant: str = ""
+                           ) -> tuple[ListedQueue, list[PartitionStats]]:
         async with self._db.session() as conn:
-            row = await sql.queue_row(conn, name=name)
+            row = await sql.queue_row(conn, tenant=tenant, name=name)
         if row is None:
             raise NotFound("Queue not found")
         queue = _queue_row(row)
-        return queue, await self.partition_stats([queue.id])
+        return queue, await self.partition_stats([queue.id], tenant=tenant)
 
-    async def queue_depth(self, name: str, group: str | None) -> Depth:
+    async def queue_depth(self, name: str, group: str | None, *, tenant: str = "") -> Depth:
         """Pending per partition (§21.2): past the named group's cursor, or, without a
         group, past the lowest named group's cursor (the queue-mode cursor when no named
         group has one); a partition nobody reads counts every retained message."""
         async with self._db.session() as conn:
-            queue_id = await sql.queue_id(conn, name=name)
+            queue_id = await sql.queue_id(conn, tenant=tenant, name=name)
             if queue_id is None:
                 raise NotFound("Queue not found")
             rows = await depth_sql.depth_cursors(conn, queue_id=queue_id, group=group)
@@ -188,11 +195,13 @@ class Resources:
         return Depth([(r.partition, pending_after(r.last_offset, r.log_start, r.committed))
                       for r in rows], conflating)
 
-    async def partitions(self, *, queue: str | None, limit: int,
-                         offset: int) -> list[PartitionListRow]:
+    async def partitions(self, *, queue: str | None, limit: int, offset: int,
+                         tenant: str = "") -> list[PartitionListRow]:
         async with self._db.session() as conn:
-            return await sql.partitions_list(conn, queue=queue, limit=limit, offset=offset)
+            return await sql.partitions_list(conn, tenant=tenant, queue=queue, limit=limit,
+                                             offset=offset)
 
-    async def overview(self) -> Overview:
+    async def overview(self, *, tenant: str = "") -> Overview:
+        """The counts of the tenant's queues."""
         async with self._db.session() as conn:
-            return await sql.overview(conn)
+            return await sql.overview(conn, tenant=tenant)

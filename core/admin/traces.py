@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from core.engine import encryption, segments
+from core import segments
+from core.engine import encryption
 from core.errors import NotFound
 from core.ids import PartitionId, uuid7
 from core.storage import traces as sql
@@ -66,39 +67,43 @@ class Traces:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def record(self, trace: NewTrace) -> Recorded:
-        """Store a trace; NotFound when its partition does not exist."""
+    async def record(self, trace: NewTrace, *, tenant: str = "") -> Recorded:
+        """Store a trace; NotFound when its partition does not exist (among the tenant's)."""
         trace_id = uuid7()
         names = list(dict.fromkeys(trace.names))  # each name once, in the order given
         async with self._db.session() as conn:
             created = await sql.insert(
-                conn, trace_id=trace_id, partition_id=trace.partition_id,
+                conn, tenant=tenant, trace_id=trace_id, partition_id=trace.partition_id,
                 transaction_id=trace.transaction_id, group=trace.group,
                 event_type=trace.event_type, data=trace.data, names=names)
         if created is None:
             raise NotFound("partition not found")
         return Recorded(trace_id, created)
 
-    async def of_message(self, partition_id: PartitionId,
-                         transaction_id: str) -> list[sql.TraceRow]:
+    async def of_message(self, partition_id: PartitionId, transaction_id: str, *,
+                         tenant: str = "") -> list[sql.TraceRow]:
         """A message's traces, oldest first (an unknown message has none)."""
         async with self._db.session() as conn:
-            return await sql.of_message(conn, partition_id=partition_id,
+            return await sql.of_message(conn, tenant=tenant, partition_id=partition_id,
                                         transaction_id=transaction_id,
                                         limit=MESSAGE_TRACES_LIMIT)
 
-    async def by_name(self, name: str, *, limit: int,
-                      offset: int) -> tuple[list[NamedTrace], int]:
-        """One page of the traces carrying `name`, newest first, and their total number."""
+    async def by_name(self, name: str, *, limit: int, offset: int,
+                      tenant: str = "") -> tuple[list[NamedTrace], int]:
+        """One page of the tenant's traces carrying `name`, newest first, and their total
+        number."""
         async with self._db.session() as conn:
-            rows = await sql.by_name(conn, name=name, limit=limit, offset=offset)
-            total = await sql.count_by_name(conn, name=name)
+            rows = await sql.by_name(conn, tenant=tenant, name=name, limit=limit,
+                                     offset=offset)
+            total = await sql.count_by_name(conn, tenant=tenant, name=name)
             payloads = await _payloads(conn, rows)
         return [NamedTrace(r, payloads.get((r.partition_id, r.msg_offset))) for r in rows], total
 
-    async def names(self, *, limit: int, offset: int, search: str | None) -> NamePage:
+    async def names(self, *, limit: int, offset: int, search: str | None,
+                    tenant: str = "") -> NamePage:
         async with self._db.session() as conn:
-            rows = await sql.names_page(conn, limit=limit, offset=offset, search=search)
+            rows = await sql.names_page(conn, tenant=tenant, limit=limit, offset=offset,
+                                        search=search)
         return NamePage(rows, rows[0].total if rows else 0)
 
 

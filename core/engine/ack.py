@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from core.engine import encryption, segments
+from core import segments
+from core.engine import encryption
 from core.ids import PartitionId, QueueId
 from core.storage import reads as sql
 from core.storage.statements import Conn
@@ -41,7 +42,7 @@ def parse_status(value: object) -> Status:
     return "failed"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per item, and frozen __init__ is slow
 class AckItem:
     transaction_id: str
     partition_id: str  # as sent by the client; ours are decimal ids
@@ -60,16 +61,18 @@ class AckOutcome:
     conflated: int = 0  # superseded messages a conflated lease's commit retired (§20.3)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per item
 class GroupAck:
-    """An ack item with the consumer group it commits for."""
+    """An ack item with the consumer group it commits for, and the caller's tenant (a
+    partition of another tenant's queue is answered as one that does not exist)."""
 
     group: str
     item: AckItem
+    tenant: str = ""
 
 
 @dataclass(slots=True)
-class AckResult:
+class AppliedAcks:
     outcomes: list[AckOutcome]  # one per item, in order
     # (queue, partition) where a span became claimable again: parked pops to wake
     wakes: list[tuple[QueueId, PartitionId]] = field(default_factory=list)
@@ -86,30 +89,36 @@ def partition_id_of(text: str) -> int | None:
 
 
 async def apply_acks(conn: Conn, acks: Sequence[GroupAck], *,
-                     route: int | None = None) -> AckResult:
+                     route: int | None = None) -> AppliedAcks:
     """Apply acks of any groups on `conn` (atomically: one statement, or, when an address
     must be searched first, a statement that changes nothing and then the one that does).
     An item is checked against the lease it names, and against none when it names none.
     `route`: the shard all the items' partitions are on, when the caller grouped them so
     (core/storage/shards.py)."""
     outcomes: list[AckOutcome | None] = [None] * len(acks)
-    inputs: list[sql.AckInput] = []
-    positions: list[int] = []  # index in `acks` of each input
+    positions: list[int] = []  # index in `acks` of each item the statement takes
+    partition_ids: list[int] = []
     for index, ack in enumerate(acks):
         pid = partition_id_of(ack.item.partition_id)
         if pid is None:
             outcomes[index] = _UNKNOWN_PARTITION
             continue
-        item = ack.item
-        inputs.append(sql.AckInput(ack.group, pid, item.transaction_id, item.status,
-                                   item.lease_id, item.error))
         positions.append(index)
-    result = AckResult([])
-    if inputs:
+        partition_ids.append(pid)
+    result = AppliedAcks([])
+    if positions:
+        taken = [acks[i] for i in positions] if len(positions) < len(acks) else acks
+        lease_ids = [a.item.lease_id for a in taken]
+        errors = [a.item.error for a in taken]
+        inputs = sql.AckInputs(
+            [a.group for a in taken], partition_ids, [a.item.transaction_id for a in taken],
+            [a.item.status for a in taken],
+            # All-null columns go as one null: the driver encodes arrays element by element.
+            _or_null(lease_ids), _or_null(errors), [a.tenant for a in taken])
         rows = await sql.ack(conn, route=route, items=inputs, scan_missing=True)
         missing = [r for r in rows if r.outcome == "missing"]
         if missing:
-            inputs = await _search(conn, inputs, missing)
+            inputs.offsets = await _search(conn, inputs, missing)
             rows = await sql.ack(conn, route=route, items=inputs, scan_missing=False)
         for row in rows:
             if row.outcome == "wake":
@@ -125,11 +134,12 @@ async def apply_acks(conn: Conn, acks: Sequence[GroupAck], *,
     return result
 
 
-async def _search(conn: Conn, inputs: list[sql.AckInput],
-                  missing: list[sql.AckRow]) -> list[sql.AckInput]:
+async def _search(conn: Conn, inputs: sql.AckInputs,
+                  missing: list[sql.AckRow]) -> list[int | None]:
     """Look for the earliest occurrence of each missing item's transactionId in the span
-    queen.ack named (at most SCAN_LIMIT offsets from its start); answer the inputs with
-    the offsets found. Nothing found: the statement settles with the index's answer.
+    queen.ack named (at most SCAN_LIMIT offsets from its start); answer the offsets found,
+    one per item (None: not searched, or nothing found: the statement settles with the
+    index's answer).
 
     The spans of one (partition, cursor) start at the same offset (the cursor's next) and
     differ in their ends, so each such start is read once, up to the farthest end."""
@@ -138,10 +148,10 @@ async def _search(conn: Conn, inputs: list[sql.AckInput],
     spans: dict[tuple[int, int], dict[str, list[tuple[int, int]]]] = {}
     for row in missing:
         assert row.idx is not None and row.scan_from is not None and row.scan_to is not None
-        item = inputs[row.idx - 1]
+        at = row.idx - 1
         end = min(row.scan_to, row.scan_from + SCAN_LIMIT - 1)
-        spans.setdefault((item.partition_id, row.scan_from), {}).setdefault(
-            item.transaction_id, []).append((row.idx - 1, end))
+        spans.setdefault((inputs.partition_ids[at], row.scan_from), {}).setdefault(
+            inputs.transaction_ids[at], []).append((at, end))
     for (pid, lo), wanted in spans.items():
         hi = max(end for items in wanted.values() for _, end in items)
         for seg in await sql.span_segments(conn, partition_id=pid, lo=lo, hi=hi):
@@ -157,11 +167,9 @@ async def _search(conn: Conn, inputs: list[sql.AckInput],
                         found[i] = offset
             if not wanted:
                 break
-    return [_with_offset(item, found.get(i)) for i, item in enumerate(inputs)]
+    return [found.get(i) for i in range(len(inputs.transaction_ids))]
 
 
-def _with_offset(item: sql.AckInput, offset: int | None) -> sql.AckInput:
-    if offset is None:
-        return item
-    return sql.AckInput(item.group, item.partition_id, item.transaction_id, item.status,
-                        item.lease_id, item.error, offset)
+def _or_null(column: list[str | None]) -> list[str | None] | None:
+    """None for a column of nulls only."""
+    return None if all(v is None for v in column) else column

@@ -53,16 +53,17 @@ _MIN_INTERVAL_S = 0.001
 
 
 @dataclass(frozen=True, slots=True)
-class Lane:
+class PilotLane:
     queue: str | None
     namespace: str | None
     task: str | None
     group: str
+    tenant: str = ""  # whose queues (core/tenancy)
 
 
 @dataclass(slots=True)
 class _Delivery:
-    lane: Lane
+    lane: PilotLane
     at: float  # clock time of the delivery
 
 
@@ -146,7 +147,8 @@ class _Width:
 
 class Widths:
     """The width of each queue lane's pops on this process (§20.5); see the module
-    docstring. `choose` before a pop, `popped` after it."""
+    docstring. `choose` before a pop, `popped` after it. A lane's `queue` is the queue's name
+    scoped by its tenant (core/tenancy/scoped.py)."""
 
     def __init__(self, view: ReadyView, clock: Callable[[], float] = time.monotonic) -> None:
         self._view = view
@@ -218,7 +220,7 @@ def _target(width: int, ready: int, age: float | None, fill: float | None) -> fl
     return target
 
 
-class Autopilot:
+class AutopilotState:
     """Pops in flight, drain rates and widths per lane; leases delivered by autopilot
     pops."""
 
@@ -226,12 +228,12 @@ class Autopilot:
                  view: ReadyView | None = None) -> None:
         self._clock = clock
         self.widths = Widths(NothingReady() if view is None else view, clock)
-        self._in_flight: dict[Lane, int] = {}
-        self._rate: dict[Lane, float] = {}
+        self._in_flight: dict[PilotLane, int] = {}
+        self._rate: dict[PilotLane, float] = {}
         self._leases: OrderedDict[str, _Delivery] = OrderedDict()
 
     @contextmanager
-    def flight(self, lane: Lane) -> Iterator[int]:
+    def flight(self, lane: PilotLane) -> Iterator[int]:
         """Count a pop in flight on `lane` while the block runs; yields the count with it."""
         n = self._in_flight.get(lane, 0) + 1
         self._in_flight[lane] = n
@@ -244,13 +246,13 @@ class Autopilot:
             else:
                 del self._in_flight[lane]
 
-    def batch(self, lane: Lane) -> int:
+    def batch(self, lane: PilotLane) -> int:
         return batch_for(self._rate.get(lane))
 
-    def rate(self, lane: Lane) -> float | None:
+    def rate(self, lane: PilotLane) -> float | None:
         return self._rate.get(lane)
 
-    def delivered(self, lane: Lane, lease_id: str) -> None:
+    def delivered(self, lane: PilotLane, lease_id: str) -> None:
         """A pop of `lane` delivered under `lease_id` now."""
         self._leases[lease_id] = _Delivery(lane, self._clock())
         if len(self._leases) > _LEASES_KEPT:

@@ -18,7 +18,7 @@ from core.storage.database import Database
 WIDTH_MAX = 64
 
 
-def check_request(*, declared: bool, group: str, auto_ack: bool) -> None:
+def check_conflation(*, declared: bool, group: str, auto_ack: bool) -> None:
     """The 400s of §20.1: conflation needs a named group and a lease (no autoAck)."""
     if not declared:
         return
@@ -28,7 +28,7 @@ def check_request(*, declared: bool, group: str, auto_ack: bool) -> None:
         raise BadRequest("conflation cannot be combined with autoAck")
 
 
-def width(partitions: int | None, batch: int) -> int:
+def conflation_width(partitions: int | None, batch: int) -> int:
     """Partitions a conflating pop claims without the autopilot: `partitions` if sent, else
     its batch, 1..64 (extensions decision 13)."""
     return min(max(batch if partitions is None else partitions, 1), WIDTH_MAX)
@@ -47,6 +47,6 @@ async def effective(db: Database, request: PopRequest, result: PopResult) -> boo
     if result.unreachable:
         return request.conflation
     async with db.session() as conn:
-        stored = await sql.policy(conn, queue=request.queue, namespace=request.namespace,
+        stored = await sql.policy(conn, tenant=request.tenant, queue=request.queue, namespace=request.namespace,
                                   task=request.task, group=request.group)
     return request.conflation if stored is None else stored

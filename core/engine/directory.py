@@ -1,4 +1,4 @@
-"""Partition ids by (queue, name), as this process learned them.
+"""Partition ids by (tenant, queue, name), as this process learned them.
 
 The log's statements address partitions by id: on Citus a statement goes to the shard its
 ids hash to (core/storage/shards.py), so the broker must know the ids before it sends one. A
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from core.engine import options
+from core import options
 from core.storage import writes as sql
 from core.storage.statements import Conn
 
@@ -28,6 +28,7 @@ _MAX_REMEMBERED = 200_000
 class PartitionName:
     queue: str
     partition: str
+    tenant: str = ""  # the queue's tenant (core/tenancy); '' is the default tenant
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +62,8 @@ class Directory:
             return
         derived = [options.derive_namespace_task(n.queue) for n in wanted]
         rows = await sql.partition_ids(
-            conn, queues=[n.queue for n in wanted], partitions=[n.partition for n in wanted],
+            conn, tenants=[n.tenant for n in wanted], queues=[n.queue for n in wanted],
+            partitions=[n.partition for n in wanted],
             namespaces=[d[0] for d in derived], tasks=[d[1] for d in derived],
             default_options=options.DEFAULTS_JSON)
         for name, row in zip(wanted, rows):
@@ -73,7 +75,8 @@ class Directory:
         ids = self._ids.get(name)
         if ids is not None:
             return ids.queue_id, ids.partition_id
-        row = await sql.partition_lookup(conn, queue=name.queue, partition=name.partition)
+        row = await sql.partition_lookup(conn, tenant=name.tenant, queue=name.queue,
+                                         partition=name.partition)
         if row is None:
             return None
         if row.partition_id is not None:

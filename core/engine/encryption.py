@@ -1,7 +1,7 @@
 """Encryption at rest: a stored segment of an `encryptionEnabled` queue is sealed with
 AES-256-GCM under QUEEN_ENCRYPTION_KEY.
 
-A sealed segment is the zstd blob of its frames (core/engine/segments.py), encrypted once, whole:
+A sealed segment is the zstd blob of its frames (core/segments.py), encrypted once, whole:
 
     "QSE" 0x01 | 8-byte key id | 12-byte random nonce | AES-256-GCM(zstd blob) | 16-byte tag
 
@@ -143,7 +143,7 @@ def seal(blob: bytes, queue: str, partition: str) -> bytes:
 
 
 def opened(blob: bytes, queue: str, partition: str) -> bytes:
-    """A stored segment blob ready for core.engine.segments: plain blobs as they are, sealed ones
+    """A stored segment blob ready for core.segments: plain blobs as they are, sealed ones
     decrypted (or an EncryptionError, never garbage)."""
     if not is_sealed(blob):
         return blob

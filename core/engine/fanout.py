@@ -15,7 +15,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-from core.engine import segments
+from core import segments
 
 Key = tuple[int, int, int, int]  # partition id, base offset, last offset, stored size
 

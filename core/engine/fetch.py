@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from core.engine import encryption, record_meta, segments
+from core import segments
+from core.engine import encryption, record_meta
 from core.engine.directory import DIRECTORY, PartitionName
 from core.storage import reads as sql
 from core.storage.database import Database
@@ -43,6 +44,7 @@ class FetchEntry:
     partition: str
     offset: int
     max_bytes: int
+    tenant: str = ""  # the queue's tenant (core/tenancy)
 
 
 @dataclass(slots=True)
@@ -67,8 +69,8 @@ async def fetch(db: Database, entries: Sequence[FetchEntry], *, max_bytes: int,
         results = []
         remaining = max_bytes
         for entry in entries:
-            result = await fetch_entry(db, queue=entry.queue, partition=entry.partition,
-                                       offset=entry.offset,
+            result = await fetch_entry(db, tenant=entry.tenant, queue=entry.queue,
+                                       partition=entry.partition, offset=entry.offset,
                                        max_bytes=min(entry.max_bytes, remaining))
             remaining -= sum(len(r.payload) for r in result.records)
             results.append(result)
@@ -79,10 +81,11 @@ async def fetch(db: Database, entries: Sequence[FetchEntry], *, max_bytes: int,
 
 
 async def fetch_entry(db: Database, *, queue: str, partition: str, offset: int,
-                      max_bytes: int) -> FetchResult:
-    """Records of one partition from `offset`, up to `max_bytes` of payload (at least one)."""
+                      max_bytes: int, tenant: str = "") -> FetchResult:
+    """Records of one partition of a queue of `tenant` from `offset`, up to `max_bytes` of
+    payload (at least one)."""
     result = FetchResult(queue, partition)
-    name = PartitionName(queue, partition)
+    name = PartitionName(queue, partition, tenant)
     async with db.session() as conn:
         for _ in range(2):  # a remembered id may be stale: then once more, looked up
             found = await DIRECTORY.look_up(conn, name)
@@ -93,7 +96,8 @@ async def fetch_entry(db: Database, *, queue: str, partition: str, offset: int,
             if partition_id is None:  # queue exists, partition never written: empty log
                 return result
             head = await sql.fetch_head(conn, partition_id=partition_id)
-            if head is not None and head.queue == queue and head.partition == partition:
+            if head is not None and (head.tenant, head.queue, head.partition) == (
+                    tenant, queue, partition):
                 break
             DIRECTORY.forget(name)
         else:

@@ -28,8 +28,7 @@ Two promises make a 204 mean "nothing deliverable when the pop arrived" across p
 (core/engine/ready/reader.py): a state change is answered only once its announcement is
 committed (`published`: the caller awaits it), and before a pop answers nothing, this
 process has heard every notification committed before the pop arrived (`heard_through`: a
-NOTIFY to itself on the LISTEN connection, which PostgreSQL delivers after every
-notification committed earlier).
+round trip on the LISTEN connection, see `_barrier`).
 """
 
 from __future__ import annotations
@@ -39,7 +38,6 @@ import contextlib
 import functools
 import logging
 import time
-import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -62,19 +60,17 @@ from core.parked import leave
 from core.storage import notify
 from core.storage.errors import DRIVER_ERRORS
 from core.storage.hosts import connector_for
-from core.storage.statements import Statement
 from core.waiting import first_of, wait_event, within
 
 log = logging.getLogger(__name__)
 _RECONNECT_DELAY = 1.0
 _PROBE_SECONDS = 3.0
-_PROBE = Statement[None]("listener_probe")
 _ANNOUNCE_GATHER_SECONDS = 0.005
 # A state change waits this long at most for its announcement (the notifier retries on a new
 # connection meanwhile); past it, it is answered anyway: its commit stands.
 _PUBLISH_WAIT_SECONDS = 2.0
 _NOTIFY_RETRY_SECONDS = 0.1
-# A barrier's NOTIFY comes back within this, or the barrier has failed (the pop reseeds).
+# A barrier's round trip answers within this, or the barrier has failed (the pop reseeds).
 _BARRIER_SECONDS = 2.0
 ANY_QUEUE = -1  # the waiting line of discovery pops, which any queue's commit may serve
 
@@ -136,14 +132,11 @@ class WakeupHub:
         self._publish_waiting = 0
         self._publish_wanted = asyncio.Event()  # cuts the notifier's gather short
         self._notifier_done = False  # announce_forever has returned: nothing more is sent
-        # Barriers (`heard_through`): a channel of this process's own, the LISTEN connection
-        # while it is up (one statement at a time on it), the round in flight.
-        self._barrier_channel = f"queen_barrier_{uuid.uuid4().hex[:16]}"
+        # Barriers (`heard_through`): the LISTEN connection while it is up (one statement at
+        # a time on it), the round in flight.
         self._listen_conn: asyncpg.Connection | None = None
         self._listen_lock = asyncio.Lock()
-        self._barrier_seq = 0
-        self._barrier_calls: dict[str, asyncio.Future[None]] = {}
-        self._heard_at = float("-inf")  # when the last barrier that came back was sent
+        self._heard_at = float("-inf")  # when the last barrier that answered was sent
         self._barrier_round: asyncio.Future[bool] | None = None
         self._barrier_round_started = 0.0
 
@@ -317,35 +310,28 @@ class WakeupHub:
         return True
 
     async def _barrier(self, started: float) -> bool:
-        """NOTIFY this process's own channel on the LISTEN connection and wait for it to come
-        back: PostgreSQL delivers notifications in commit order, so every one committed
-        before this one has reached the callbacks by then (asyncpg calls them in order)."""
+        """One round trip on the LISTEN connection. A committing session signals every
+        listening session before its own client sees the commit, and an idle session that
+        was signalled sends the notifications it has not sent yet before it answers its
+        next statement (PostgreSQL's postgres.c: ProcessNotifyInterrupt before
+        ReadyForQuery); asyncpg hands them to the callbacks in the order received, before
+        the answer resumes us. So when the answer is here, every notification committed
+        before `started` has reached the callbacks. (A NOTIFY to itself would rely on
+        commit order alone, but would cost an xid and a commit and signal every listening
+        session of the database, per barrier.)"""
         conn = self._listen_conn
         if conn is None or not self.listening:
             return False
-        self._barrier_seq += 1
-        token = str(self._barrier_seq)
-        heard: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._barrier_calls[token] = heard
         try:
             async with self._listen_lock:
-                await within(_BARRIER_SECONDS, notify.notify_wakeups(
-                    conn, channel=self._barrier_channel, payloads=[token]))
-            await within(_BARRIER_SECONDS, asyncio.shield(heard))
+                await within(_BARRIER_SECONDS, notify.probe(conn))
         except (TimeoutError, *DRIVER_ERRORS, ServiceError) as exc:
             log.info("wake-up barrier failed (%s)", type(exc).__name__)
             if isinstance(exc, TimeoutError):
                 conn.terminate()  # silent: the listener reconnects
             return False
-        finally:
-            self._barrier_calls.pop(token, None)
         self._heard_at = max(self._heard_at, started)
         return True
-
-    def _on_barrier(self, conn: Any, pid: int, channel: str, payload: object) -> None:
-        heard = self._barrier_calls.get(str(payload))
-        if heard is not None and not heard.done():
-            heard.set_result(None)
 
     def _on_claimed(self, conn: Any, pid: int, channel: str, payload: object) -> None:
         if pid == self._notifier_pid:
@@ -379,14 +365,13 @@ class WakeupHub:
         while not self._stopping.is_set():
             conn: asyncpg.Connection | None = None
             try:
-                conn = await connector_for(self._dsn).connect(**self._quick_commit_options())
+                conn = await connector_for(self._dsn).connect(**self._connect_options)
                 # Told at once when the server goes away (crash, restart), so the reconnect
                 # starts then and not at the next periodic look.
                 lost = asyncio.Event()
                 conn.add_termination_listener(lambda _conn, event=lost: event.set())
                 await conn.add_listener(CHANNEL, self._on_notification)
                 await conn.add_listener(CLAIMED_CHANNEL, self._on_claimed)
-                await conn.add_listener(self._barrier_channel, self._on_barrier)
                 for channel, callback in self._channels.items():
                     await conn.add_listener(channel, _relay(callback))
                     callback(None)
@@ -401,7 +386,7 @@ class WakeupHub:
                         # A server that stopped answering (frozen, partitioned, a failover
                         # in progress) closes nothing: ask, and reconnect if it is silent.
                         async with self._listen_lock:
-                            await within(_PROBE_SECONDS, _PROBE.value(conn))
+                            await within(_PROBE_SECONDS, notify.probe(conn))
             except asyncio.CancelledError:
                 raise
             except (*DRIVER_ERRORS, ServiceError) as exc:

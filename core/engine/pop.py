@@ -5,24 +5,26 @@ candidate partitions a process's ready set hands it (core/engine/ready): it lock
 cursors with SKIP LOCKED or creates them on first contact (seeded by the subscription rule),
 spends a budget of `batch` messages across up to `max_partitions` of them, leases the
 delivered spans (or commits them, with autoAck), answers the segments overlapping each span,
-and says of every other candidate what it found (`Verdict`). The result
+and says of every other candidate what it found (`CandidateVerdict`). The result
 carries those stored segments (`Claim.segments`, decrypted when sealed: no reader ever
-sees ciphertext), for an answer that sends stored frames unchanged; `PopResult.messages()`
-decompresses and slices them for a JSON answer.
+sees ciphertext), for an answer that sends stored frames unchanged; `PopResult.spans()`
+decompresses them and says which frames each span delivers (the JSON answer splices those
+frames' bytes), and `PopResult.messages()` decodes them.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from core.engine import encryption, fanout, segments
+from core import segments
+from core.engine import encryption, fanout
 from core.engine.directory import DIRECTORY, PartitionName
-from core.engine.options import POP_LEASE_FALLBACK_SECONDS
 from core.errors import StorageDeadlock
 from core.ids import LeaseId, PartitionId, QueueId, uuid7
+from core.options import POP_LEASE_FALLBACK_SECONDS
 from core.storage import reads as sql
 from core.storage.database import Database
 from core.timefmt import parse_iso
@@ -53,6 +55,7 @@ class PopRequest:
     # conflating pop. (The autopilot's width arrives as max_partitions: core/service.py.)
     conflation: bool = False
     conflation_width: int = 1
+    tenant: str = ""  # whose queues it addresses (core/tenancy); '' is the default tenant
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,19 +115,26 @@ class PopResult:
     def count(self) -> int:
         return sum(c.count for c in self.claims)
 
+    def spans(self) -> Iterator[tuple[Claim, StoredSegment, bytes, int, int]]:
+        """Per stored segment of each claim, in delivery order: the claim, the segment, its
+        frames decompressed, and the indexes of the first and last delivered frame in them
+        (the segment may hold frames outside the claim's span)."""
+        for claim in self.claims:
+            for seg in claim.segments:
+                raw = fanout.SEGMENTS.raw(claim.partition_id, seg.base_offset,
+                                          seg.last_offset, seg.blob)
+                yield (claim, seg, raw, max(claim.start - seg.base_offset, 0),
+                       claim.end - seg.base_offset)
+
     def messages(self) -> list[Delivered]:
         """The delivered messages, decompressed and sliced to each span, in claim order."""
         out: list[Delivered] = []
-        for claim in self.claims:
-            for seg in claim.segments:
-                first = max(claim.start - seg.base_offset, 0)
-                offset = seg.base_offset + first
-                raw = fanout.SEGMENTS.raw(claim.partition_id, seg.base_offset,
-                                          seg.last_offset, seg.blob)
-                for frame in segments.iter_frames(raw, first, claim.end - seg.base_offset):
-                    out.append(Delivered(claim.queue, claim.partition, claim.partition_id,
-                                         offset, seg.created_at, frame))
-                    offset += 1
+        for claim, seg, raw, first, last in self.spans():
+            offset = seg.base_offset + first
+            for frame in segments.iter_frames(raw, first, last):
+                out.append(Delivered(claim.queue, claim.partition, claim.partition_id,
+                                     offset, seg.created_at, frame))
+                offset += 1
         return out
 
 
@@ -139,7 +149,7 @@ def requested_seed(mode: str, since: str) -> tuple[str, datetime | None]:
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class CandidateVerdict:
     """What a claim found at a candidate (migration 093): `took` (its lease ends in `due_in`
     seconds; None with autoAck), `empty`, `leased` or `later` (until `due_in` seconds from
     the statement), or `busy`."""
@@ -156,7 +166,7 @@ class Claimed:
     """A claim statement's answer: the pop's result and a verdict on every other candidate."""
 
     result: PopResult
-    verdicts: list[Verdict] = field(default_factory=list)
+    verdicts: list[CandidateVerdict] = field(default_factory=list)
 
 
 async def claim(db: Database, request: PopRequest, candidates: Sequence[int],
@@ -176,8 +186,8 @@ async def claim(db: Database, request: PopRequest, candidates: Sequence[int],
         # A named partition the ready set does not know yet: its shard from the directory,
         # so the claim and its lease are on that shard too.
         async with db.session() as conn:
-            found = await DIRECTORY.look_up(conn, PartitionName(request.queue,
-                                                                request.partition))
+            found = await DIRECTORY.look_up(conn, PartitionName(
+                request.queue, request.partition, request.tenant))
         if found is not None and found[1] is not None:
             shard = shards.shard_of(found[1])
             route = shards.route(shard)
@@ -192,7 +202,8 @@ async def claim(db: Database, request: PopRequest, candidates: Sequence[int],
     async def statement() -> list[sql.ReadyRow]:
         async with db.session() as conn:
             return await sql.pop_ready(
-                conn, route=route, queue=request.queue, namespace=request.namespace, task=request.task,
+                conn, route=route, tenant=request.tenant, queue=request.queue,
+                namespace=request.namespace, task=request.task,
                 partition=request.partition, group=request.group, named=named,
                 seed_mode=seed_mode, seed_instant=seed_instant,
                 store_seed=named and request.partition is None, batch=request.batch,
@@ -222,8 +233,9 @@ def _claimed(lease_id: LeaseId | None, rows: Sequence[sql.ReadyRow]) -> Claimed:
             continue
         assert row.partition_id is not None
         if row.verdict != "took" or row.partition_id not in claims:
-            answer.verdicts.append(Verdict(QueueId(row.queue_id), PartitionId(row.partition_id),
-                                           row.partition, row.verdict, row.due_in))
+            answer.verdicts.append(CandidateVerdict(
+                QueueId(row.queue_id), PartitionId(row.partition_id), row.partition,
+                row.verdict, row.due_in))
         if row.verdict != "took":
             continue
         claim = claims.get(row.partition_id)

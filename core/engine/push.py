@@ -23,6 +23,7 @@ class PushItem:
     queue: str
     partition: str
     message: NewMessage
+    tenant: str = ""  # the queue's tenant (core/tenancy); '' is the default tenant
 
 
 @dataclass(slots=True)  # not frozen: one per message, and frozen __init__ is slow
@@ -81,9 +82,10 @@ class Pusher:
 
     async def push(self, items: Sequence[PushItem]) -> list[PushOutcome]:
         """Append items; answer one outcome per item, in request order."""
-        groups: dict[PartitionName, list[int]] = {}
-        for index, item in enumerate(items):
-            groups.setdefault(PartitionName(item.queue, item.partition), []).append(index)
+        by_name: dict[tuple[str, str, str], list[int]] = {}
+        for index, item in enumerate(items):  # a plain tuple per item, a name per group
+            by_name.setdefault((item.queue, item.partition, item.tenant), []).append(index)
+        groups = {PartitionName(*name): indexes for name, indexes in by_name.items()}
         outcomes: list[PushOutcome | None] = [None] * len(items)
         if self._shards.distributed and any(DIRECTORY.known(n) is None for n in groups):
             try:

@@ -2,7 +2,7 @@
 Queen message has not (its key, headers, producer timestamp, and how its value bytes map to
 the stored JSON payload).
 
-Storage frames (core/engine/segments.py) are unchanged. A segment holding at least one
+Storage frames (core/segments.py) are unchanged. A segment holding at least one
 record produced through the Kafka edge is followed, after its zstd frame, by one zstd
 *skippable* frame (magic 0x184D2A5B, u32 length; every zstd decoder steps over it):
 
@@ -133,7 +133,7 @@ def split(blob: bytes) -> tuple[bytes, list[RecordMeta | None] | None]:
 
 
 def _decompressor() -> zstandard.ZstdDecompressor:
-    # One per thread, as core/engine/segments.py keeps its own (contexts are not
+    # One per thread, as core/segments.py keeps its own (contexts are not
     # thread-safe, and making one per segment read costs more than the read).
     d = getattr(_local, "d", None)
     if d is None:

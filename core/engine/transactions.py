@@ -62,6 +62,17 @@ class Rider(Protocol):
 
     def __len__(self) -> int: ...
 
+    @property
+    def grows(self) -> bool:
+        """Whether its ops may add stored bytes (refused while the tenant is at its storage
+        quota, core/tenancy)."""
+        ...
+
+    @property
+    def creates(self) -> set[tuple[str, str]]:
+        """The (queue, partition) pairs its ops may create (held to the tenant's caps)."""
+        ...
+
     async def apply(self, conn: Conn) -> RiderOutcome:
         """Apply the ops inside the transaction (on `conn`)."""
         ...
@@ -100,9 +111,11 @@ class _Vetoed(Exception):
 
 async def run_transaction(db: Database, ops: list[TxPush | TxAck],
                           required_leases: list[str],
-                          riders: Sequence[Rider] = ()) -> TxResult:
+                          riders: Sequence[Rider] = (), *, tenant: str = "") -> TxResult:
     """Apply the riders, then every op, in one database transaction; a rejected ack or a
-    rider's refusal rolls everything back (the ack's failure is the one answered).
+    rider's refusal rolls everything back (the ack's failure is the one answered). Every
+    op is `tenant`'s: its pushes go to that tenant's queues, and an ack of another tenant's
+    partition is refused as one of a partition that does not exist.
 
     Queues and partitions a push needs are created inside that transaction too, so a
     refused bundle creates nothing."""
@@ -113,7 +126,7 @@ async def run_transaction(db: Database, ops: list[TxPush | TxAck],
     acks: list[int] = []
     for i, op in enumerate(ops):
         if isinstance(op, TxPush):
-            pushes.setdefault(PartitionName(op.queue, op.partition), []).append(i)
+            pushes.setdefault(PartitionName(op.queue, op.partition, tenant), []).append(i)
         else:
             acks.append(i)
     try:
@@ -128,7 +141,8 @@ async def run_transaction(db: Database, ops: list[TxPush | TxAck],
                     if appended.queued:
                         result.wakes.append((appended.queue_id, appended.partition_id))
             if acks:
-                applied = await apply_acks(conn, [_fenced(_ack(ops[i]), lent) for i in acks])
+                applied = await apply_acks(conn, [_fenced(_ack(ops[i]), lent, tenant)
+                                                  for i in acks])
                 for i, outcome in zip(acks, applied.outcomes):
                     if not outcome.success:
                         raise _Rejected(_rejection(_ack(ops[i]), outcome.error))
@@ -146,10 +160,10 @@ async def run_transaction(db: Database, ops: list[TxPush | TxAck],
     return result
 
 
-def _fenced(op: TxAck, lent: str | None) -> GroupAck:
+def _fenced(op: TxAck, lent: str | None, tenant: str) -> GroupAck:
     """The op with the lease it is checked against: its own, else the one lent."""
     item = op.item if op.item.lease_id else replace(op.item, lease_id=lent)
-    return GroupAck(op.group, item)
+    return GroupAck(op.group, item, tenant)
 
 
 def _rejection(op: TxAck, error: str | None) -> str:

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from core.engine import encryption, options, record_meta, segments
+from core import options, segments
+from core.engine import encryption, record_meta
 from core.engine.directory import DIRECTORY, Ids, PartitionName
 from core.errors import QueenError, StorageError, StorageUnavailable
 from core.ids import NIL_UUID
@@ -34,8 +35,9 @@ from core.storage.statements import Conn
 
 _UNKNOWN_ID = uuid.UUID(NIL_UUID)
 DEFAULT_PARTITION = "Default"  # the partition of an item that names none (§2)
-# Queue name -> encryptionEnabled, as the last append to it answered (absent: plain).
-_encrypted_queues: dict[str, bool] = {}
+# (Tenant, queue name) -> encryptionEnabled, as the last append to it answered (absent:
+# plain).
+_encrypted_queues: dict[tuple[str, str], bool] = {}
 _MAX_REMEMBERED_QUEUES = 100_000
 # Rounds a flush may be refused for a wrong encryption guess (a configure racing it).
 _MAX_ENCRYPTION_ROUNDS = 5
@@ -149,14 +151,15 @@ class _Flush:
         batch = [self.messages[i] for i in self.pending]
         repeats = any(self.first[i] != i for i in self.pending)
         built = segments_of(batch)
-        self.encrypted = _encrypted_queues.get(queue, False)
+        self.encrypted = _encrypted_queues.get((self.name.tenant, queue), False)
         if self.encrypted:
             # A client-built blob is sealed as it came: encrypted, still stored unchanged.
             built = [sql.AppendSegment(encryption.seal(s.blob, queue, partition),
                                        s.transaction_ids) for s in built]
         known = DIRECTORY.known(self.name)
         return sql.AppendTarget(queue, partition, namespace, task, built, repeats,
-                                self.encrypted, known.partition_id if known else 0)
+                                self.encrypted, known.partition_id if known else 0,
+                                self.name.tenant)
 
     def settle(self, row: sql.AppendRow) -> dict[int, int]:
         """Take in the statement's answer; answer {message index: stored offset} of the
@@ -166,7 +169,7 @@ class _Flush:
         if row.encrypted != self.encrypted:  # built the wrong way: nothing was written
             if len(_encrypted_queues) >= _MAX_REMEMBERED_QUEUES:
                 _encrypted_queues.clear()
-            _encrypted_queues[self.name.queue] = row.encrypted
+            _encrypted_queues[self.name.tenant, self.name.queue] = row.encrypted
             self.encryption_rounds += 1
             if self.encryption_rounds > _MAX_ENCRYPTION_ROUNDS:
                 raise StorageError(f"encryptionEnabled of queue {self.name.queue!r} keeps "

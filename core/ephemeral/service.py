@@ -4,6 +4,11 @@ Every verb is one database call on a function of schema/functions/80_ephemeral.s
 UNLOGGED tables shared by every worker and broker over the database; this process keeps only
 its parked pops (`Waiters`). Lease expiry, ttl and idle reclaim are the sweep's
 (core/ephemeral/sweeper.py), on a connection of its own.
+
+A queue is its tenant's: the tables and the wake-ups know it by its name scoped by the tenant
+(core/tenancy/scoped.py: the default tenant's names are themselves), so the functions of
+80_ephemeral.sql and the sweep are the same for every tenant; what goes out (names in a
+listing or a depth) is the name as the tenant knows it.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from core.errors import QueenError
 from core.storage import ephemeral as store
 from core.storage.database import Database
 from core.storage.ephemeral import TotalsRow as Totals  # what /metrics shows
+from core.tenancy.scoped import belongs, scoped, unscoped
+from core.tenancy.service import Tenants
 
 __all__ = ["Ephemeral", "Popped", "Totals"]
 
@@ -39,29 +46,29 @@ class Popped:
 
 
 @dataclass(frozen=True, slots=True)
-class PartitionDepth:
+class EphemeralPartitionDepth:
     partition: str
     pending: int
     bytes: int
 
 
 @dataclass(frozen=True, slots=True)
-class GroupDepth:
+class EphemeralGroupDepth:
     group: str
     pending: int
     skipped: int
 
 
 @dataclass(frozen=True, slots=True)
-class Depth:
+class EphemeralDepth:
     queue: str
     group: str | None
     tier: str
     pending: int
     partitions_pending: int
     bytes: int
-    partitions: list[PartitionDepth]
-    groups: list[GroupDepth]
+    partitions: list[EphemeralPartitionDepth]
+    groups: list[EphemeralGroupDepth]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,19 +107,26 @@ class _PushLine:
 
 
 class Ephemeral:
-    def __init__(self, db: Database, *, cap_bytes: int, stop_waiting: asyncio.Event) -> None:
+    def __init__(self, db: Database, *, cap_bytes: int, stop_waiting: asyncio.Event,
+                 tenants: Tenants) -> None:
         self._db = db
+        self._tenants = tenants  # quotas: the message rate of pushes, parked pops
         self._cap_bytes = cap_bytes
         self._stop_waiting = stop_waiting
         self.waiters = Waiters()
         self._push_lines: dict[str, _PushLine] = {}
 
-    async def push(self, queue: str, partition: str, payloads: Sequence[str]) -> int:
+    async def push(self, queue: str, partition: str, payloads: Sequence[str], *,
+                   tenant: str = "") -> int:
         """All or nothing; answered after its commit. Pushes to one queue that arrive while
         this worker's previous call for it runs go together in the next one (one lock, one
         commit; each still all or nothing, in arrival order): `_PushLine`."""
         if not payloads:
             return 0
+        # Queen's proxy holds ephemeral pushes to the message rate alone: they create no
+        # queue row and are bounded by EPHEMERAL_MAX_BYTES, not by a storage quota.
+        self._tenants.limiter.admit_messages(tenant, len(payloads))
+        queue = scoped(tenant, queue)
         line = self._push_lines.get(queue)
         if line is None:
             line = self._push_lines[queue] = _PushLine()
@@ -174,11 +188,19 @@ class Ephemeral:
 
     async def pop(self, *, queue: str, partition: str | None, group: str, batch: int,
                   auto_ack: bool, wait: bool, timeout_ms: int,
-                  gone: asyncio.Event | None = None) -> list[Popped]:
+                  gone: asyncio.Event | None = None, tenant: str = "") -> list[Popped]:
         """Pop now; with `wait`, park until a message comes, `timeout_ms` passes, the client
         is `gone` or the process stops waiting; with a windowBuffer, keep collecting (§19.4)."""
+        queue = scoped(tenant, queue)
         if not wait:
             return await self._pop_once(queue, partition, group, batch, auto_ack)
+        with self._tenants.limiter.parked(tenant):
+            return await self._wait_pop(queue, partition, group, batch, auto_ack,
+                                        timeout_ms, gone)
+
+    async def _wait_pop(self, queue: str, partition: str | None, group: str, batch: int,
+                        auto_ack: bool, timeout_ms: int,
+                        gone: asyncio.Event | None) -> list[Popped]:
         deadline = time.monotonic() + timeout_ms / 1000
         gone = gone or asyncio.Event()
         # Parked before the first look: a commit between that look and the wait must wake it.
@@ -220,11 +242,12 @@ class Ephemeral:
                     first_at = time.monotonic()
                 got += more
 
-    async def ack(self, *, queue: str, group: str,
-                  acks: Sequence[tuple[str, str | None]]) -> list[str]:
+    async def ack(self, *, queue: str, group: str, acks: Sequence[tuple[str, str | None]],
+                  tenant: str = "") -> list[str]:
         """Acks `(id, status)` in order; one outcome each (§19.5)."""
         if not acks:
             return []
+        queue = scoped(tenant, queue)
         ids = [model.parse_id(i) for i, _ in acks]
         statuses = [model.ack_status(s) for _, s in acks]
         async with self._db.session() as conn:
@@ -236,55 +259,65 @@ class Ephemeral:
             self.waiters.wake(queue)
         return outcomes
 
-    async def configure(self, queue: str, sent: Any) -> Configured:
+    async def configure(self, queue: str, sent: Any, *, tenant: str = "") -> Configured:
         options = model.options_in_force(sent)
         async with self._db.session() as conn:
             o = options
             stamp = await store.configure(
-                conn, queue=queue, sent=sent or {}, max_bytes=o.max_bytes,
+                conn, queue=scoped(tenant, queue), sent=sent or {}, max_bytes=o.max_bytes,
                 max_length=o.max_length, policy=o.policy, ttl_seconds=o.ttl_seconds,
                 lease_seconds=o.lease_seconds, retry_limit=o.retry_limit,
                 window_ms=o.window_ms, window_count=o.window_count)
         return Configured(queue, sent if sent is not None else {}, stamp)
 
-    async def reset(self, queue: str) -> int:
+    async def reset(self, queue: str, *, tenant: str = "") -> int:
         async with self._db.session() as conn:
-            return await store.reset(conn, queue=queue)
+            return await store.reset(conn, queue=scoped(tenant, queue))
 
-    async def delete(self, queue: str) -> store.DeleteRow:
+    async def delete(self, queue: str, *, tenant: str = "") -> store.DeleteRow:
         async with self._db.session() as conn:
-            return await store.delete(conn, queue=queue)
+            return await store.delete(conn, queue=scoped(tenant, queue))
 
-    async def queues(self) -> tuple[list[Listed], int]:
-        """Every queue by name, and the bytes held deployment-wide (`cellBytes`)."""
+    async def queues(self, *, tenant: str = "") -> tuple[list[Listed], int]:
+        """The tenant's queues by name, and the bytes they hold (`cellBytes`: with a single
+        tenant, what the deployment holds)."""
         async with self._db.session() as conn:
             rows = await store.queues(conn, queue=None)
-        listed = [_listed(r) for r in rows]
+        listed = [_listed(r) for r in rows if belongs(r.queue, tenant)]
         return listed, sum(q.bytes for q in listed)
 
-    async def depth(self, queue: str, group: str | None) -> Depth:
+    async def depth(self, queue: str, group: str | None, *, tenant: str = "") -> EphemeralDepth:
         """§19.7; raises EphemeralQueueNotFound for a queue that does not exist."""
+        key = scoped(tenant, queue)
         async with self._db.session() as conn:
-            found = await store.queues(conn, queue=queue)
+            found = await store.queues(conn, queue=key)
             if not found:
                 raise EphemeralQueueNotFound(f"ephemeral queue {queue!r} does not exist")
-            rings = await store.rings(conn, queue=queue)
-            backlogs = await store.backlogs(conn, queue=queue)
+            rings = await store.rings(conn, queue=key)
+            backlogs = await store.backlogs(conn, queue=key)
         return _depth(found[0], group, rings, backlogs)
 
-    async def totals(self) -> Totals:
-        async with self._db.session() as conn:
-            return await store.totals(conn)
+    async def totals(self, *, tenant: str | None = None) -> Totals:
+        """Deployment-wide gauges (None), or those of one tenant's queues."""
+        if tenant is None:
+            async with self._db.session() as conn:
+                return await store.totals(conn)
+        listed, held = await self.queues(tenant=tenant)
+        return Totals(len(listed), sum(q.depth for q in listed), held,
+                      sum(q.drops["bounds"] for q in listed),
+                      sum(q.drops["ttl"] for q in listed),
+                      sum(q.drops["retry"] for q in listed))
 
 
-def _listed(r: store.QueueRow) -> Listed:
-    return Listed(r.queue, "declared" if r.declared else "implicit", r.depth, r.bytes,
+def _listed(r: store.EphemeralQueueRow) -> Listed:
+    return Listed(unscoped(r.queue)[1], "declared" if r.declared else "implicit", r.depth,
+                  r.bytes,
                   r.partitions, r.groups,
                   {"bounds": r.drops_bounds, "ttl": r.drops_ttl, "retry": r.drops_retry},
                   _options(r))
 
 
-def _options(r: store.QueueRow) -> model.Options:
+def _options(r: store.EphemeralQueueRow) -> model.Options:
     """The options in force: the declaration's, else the defaults (an implicit queue)."""
     if r.max_bytes is None:
         return model.DEFAULTS
@@ -293,8 +326,8 @@ def _options(r: store.QueueRow) -> model.Options:
                          r.window_ms or 0, r.window_count or 0)
 
 
-def _depth(q: store.QueueRow, group: str | None, rings: list[store.RingRow],
-           backlogs: list[store.BacklogRow]) -> Depth:
+def _depth(q: store.EphemeralQueueRow, group: str | None, rings: list[store.RingRow],
+           backlogs: list[store.BacklogRow]) -> EphemeralDepth:
     by_part: dict[str, dict[str, int]] = {}
     groups: dict[str, list[int]] = {}
     for b in backlogs:
@@ -310,7 +343,7 @@ def _depth(q: store.QueueRow, group: str | None, rings: list[store.RingRow],
         else:
             named = [n for g, n in owed.items() if g != model.QUEUE_MODE]
             pending = (max(named) if named else owed.get(model.QUEUE_MODE, ring.length))
-        parts.append(PartitionDepth(ring.partition, pending, ring.bytes))
-    return Depth(q.queue, group, "declared" if q.declared else "implicit",
+        parts.append(EphemeralPartitionDepth(ring.partition, pending, ring.bytes))
+    return EphemeralDepth(unscoped(q.queue)[1], group, "declared" if q.declared else "implicit",
                  sum(p.pending for p in parts), sum(1 for p in parts if p.pending > 0),
-                 q.bytes, parts, [GroupDepth(g, n, s) for g, (n, s) in groups.items()])
+                 q.bytes, parts, [EphemeralGroupDepth(g, n, s) for g, (n, s) in groups.items()])

@@ -40,7 +40,8 @@ async def read_partition(db: Database, entry: FetchEntry) -> FetchResult:
     record when any is there and the budget is above 0); an offset below the log start or
     past the high watermark is OFFSET_OUT_OF_RANGE."""
     result = await fetch_entry(db, queue=entry.queue, partition=entry.partition,
-                               offset=entry.offset, max_bytes=entry.max_bytes)
+                               offset=entry.offset, max_bytes=entry.max_bytes,
+                               tenant=entry.tenant)
     if result.error is None and entry.offset > result.high_watermark:
         result.error = OFFSET_OUT_OF_RANGE
     return result
@@ -77,7 +78,8 @@ async def _read_all(db: Database, entries: Sequence[FetchEntry],
     left = max_bytes
     for entry in entries:
         result = await read_partition(db, FetchEntry(entry.queue, entry.partition,
-                                                     entry.offset, min(entry.max_bytes, left)))
+                                                     entry.offset, min(entry.max_bytes, left),
+                                                     entry.tenant))
         left -= size(result)
         out.append(result)
     return out

@@ -96,8 +96,8 @@ class _Budget:
 
 
 async def apply_ops(conn: Conn, ops: list[KvOp], *, lock: bool = True,
-                    read_budget: int = READ_BUDGET_BYTES) -> Applied | None:
-    """Apply `ops` on `conn`, inside the caller's transaction.
+                    read_budget: int = READ_BUDGET_BYTES, tenant: str = "") -> Applied | None:
+    """Apply `ops` on `conn` to the tenant's key space, inside the caller's transaction.
 
     With `lock=False` nothing is locked and nothing is written: the ops are decided on the
     rows as one unlocked read sees them, and the answer is None as soon as one write would
@@ -111,14 +111,15 @@ async def apply_ops(conn: Conn, ops: list[KvOp], *, lock: bool = True,
     now: datetime | None = None
     guarded = sorted({(op.ns, op.key) for op in ops if op.single_key and op.op != "get"})
     if guarded and lock:
-        for row in await store.lock_rows(conn, keys=guarded):
+        for row in await store.lock_rows(conn, tenant=tenant, keys=guarded):
             locked[(row.ns, row.key)] = row
             now = row.instant
             state[(row.ns, row.key)] = Row(row.value, row.version, row.expires_at,
                                            row.updated_at) if row.live else None
     looked = sorted({(op.ns, op.key) for op in ops if op.single_key} - set(locked))
     if looked:
-        found = {(r.ns, r.key): r for r in await store.live_rows(conn, keys=looked)}
+        found = {(r.ns, r.key): r for r in await store.live_rows(conn, tenant=tenant,
+                                                                 keys=looked)}
         for k in looked:
             r = found.get(k)
             state[k] = None if r is None else Row(r.value, r.version, r.expires_at, r.updated_at)
@@ -145,13 +146,13 @@ async def apply_ops(conn: Conn, ops: list[KvOp], *, lock: bool = True,
                 return None
             state[k] = written[k] = after
             result.writes += 1
-    await _write(conn, ops, written, locked)
+    await _write(conn, tenant, written, locked)
     for op in ops:
         if op.op == "getMany":
-            elements[op.index] = await _get_many(conn, op, budget)
+            elements[op.index] = await _get_many(conn, tenant, op, budget)
             result.reads += 1
         elif op.op == "getPrefix":
-            elements[op.index] = await _get_prefix(conn, op, budget)
+            elements[op.index] = await _get_prefix(conn, tenant, op, budget)
             result.reads += 1
     result.elements = [{"index": op.index, "op": op.op, **elements[op.index]} for op in ops]
     return result
@@ -221,7 +222,7 @@ def _incr(op: KvOp, current: Row | None, now: datetime,
     return {"applied": True, "key": op.key, "value": _raw(text), "version": version}, row
 
 
-async def _write(conn: Conn, ops: list[KvOp], written: dict[tuple[str, str], Row | None],
+async def _write(conn: Conn, tenant: str, written: dict[tuple[str, str], Row | None],
                  locked: dict[tuple[str, str], store.LockedRow]) -> None:
     writes = [store.RowWrite(ns, key, row.value, row.version, row.expires, row.keep)
               for (ns, key), row in written.items() if row is not None]
@@ -229,12 +230,13 @@ async def _write(conn: Conn, ops: list[KvOp], written: dict[tuple[str, str], Row
     # Placeholders this call inserted and did not write: gone again at commit.
     deletes += [k for k, row in locked.items() if row.created and k not in written]
     if writes or deletes:
-        await store.write_rows(conn, writes=writes, deletes=deletes)
+        await store.write_rows(conn, tenant=tenant, writes=writes, deletes=deletes)
 
 
-async def _get_many(conn: Conn, op: KvOp, budget: _Budget) -> Element:
+async def _get_many(conn: Conn, tenant: str, op: KvOp, budget: _Budget) -> Element:
     wanted = sorted(set(op.keys))
-    found = {r.key: r for r in await store.live_rows(conn, keys=[(op.ns, k) for k in wanted])}
+    found = {r.key: r for r in await store.live_rows(conn, tenant=tenant,
+                                                     keys=[(op.ns, k) for k in wanted])}
     rows: list[Element] = []
     cut: set[str] = set()
     for key in wanted:
@@ -265,9 +267,10 @@ def prefix_end(prefix: str) -> str | None:
     return None
 
 
-async def _get_prefix(conn: Conn, op: KvOp, budget: _Budget) -> Element:
-    found = await store.prefix_rows(conn, ns=op.ns, prefix=op.prefix, upper=prefix_end(op.prefix),
-                                    after=op.after, limit=op.limit + 1, keys_only=op.keys_only)
+async def _get_prefix(conn: Conn, tenant: str, op: KvOp, budget: _Budget) -> Element:
+    found = await store.prefix_rows(conn, tenant=tenant, ns=op.ns, prefix=op.prefix,
+                                    upper=prefix_end(op.prefix), after=op.after,
+                                    limit=op.limit + 1, keys_only=op.keys_only)
     rows: list[Element] = []
     truncated = len(found) > op.limit
     for r in found[:op.limit]:

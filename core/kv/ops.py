@@ -72,13 +72,13 @@ class KvOp:
 
 
 @dataclass(frozen=True, slots=True)
-class Limits:
+class KvLimits:
     max_ops: int = MAX_OPS
     max_keys: int = 1024
     in_transaction: bool = False
 
     @classmethod
-    def rider(cls) -> Limits:
+    def rider(cls) -> KvLimits:
         return cls(MAX_OPS_IN_TRANSACTION, MAX_KEYS_IN_TRANSACTION, in_transaction=True)
 
 
@@ -97,7 +97,7 @@ def operations_of(body: Any, code: str = "kv_bad_request",
                                 '{"operations": [...]}')
 
 
-def parse_ops(raw_ops: Sequence[Any], limits: Limits) -> list[KvOp]:
+def parse_ops(raw_ops: Sequence[Any], limits: KvLimits) -> list[KvOp]:
     """Check every op of a call; raise the first refusal (§14.4)."""
     if len(raw_ops) > limits.max_ops:
         raise bad("kv_too_many_ops", f"{len(raw_ops)} operations in one call; at most "
@@ -117,7 +117,7 @@ def parse_ops(raw_ops: Sequence[Any], limits: Limits) -> list[KvOp]:
     return ops
 
 
-def _parse(index: int, raw: Any, limits: Limits) -> KvOp:
+def _parse(index: int, raw: Any, limits: KvLimits) -> KvOp:
     where = f"operations[{index}]"
     if not isinstance(raw, dict):
         raise bad("kv_bad_request", f"{where} must be an object")

@@ -14,15 +14,24 @@ from core.storage.statements import Conn
 class KvRider:
     kind = "kv"
 
-    def __init__(self, ops: list[KvOp]) -> None:
+    def __init__(self, ops: list[KvOp], tenant: str = "") -> None:
         self.ops = ops
+        self.tenant = tenant  # the transaction's: its key space
         self._applied = Applied()
 
     def __len__(self) -> int:
         return len(self.ops)
 
+    @property
+    def grows(self) -> bool:
+        return any(op.writes and op.op != "delete" for op in self.ops)
+
+    @property
+    def creates(self) -> set[tuple[str, str]]:
+        return set()
+
     async def apply(self, conn: Conn) -> RiderOutcome:
-        applied = await apply_ops(conn, self.ops)
+        applied = await apply_ops(conn, self.ops, tenant=self.tenant)
         assert applied is not None  # a locked apply always answers
         self._applied = applied
         lost = applied.lost

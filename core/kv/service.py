@@ -17,10 +17,11 @@ from core.errors import CodedUnavailable, Refused, ServiceError
 from core.kv import lock_ops
 from core.kv.engine import Applied, Element, apply_ops
 from core.kv.locks import LockService
-from core.kv.ops import KvOp, Limits, operations_of, parse_ops
+from core.kv.ops import KvLimits, KvOp, operations_of, parse_ops
 from core.kv.rider import KvRider
 from core.storage import kv as store
 from core.storage.database import Database
+from core.tenancy.service import Tenants
 
 # The dashboard's "expiring soon": live keys whose expiry is within this many seconds.
 EXPIRING_SOON_SECONDS = 300.0
@@ -39,8 +40,8 @@ class KvAnswer:
 
 
 @dataclass(frozen=True, slots=True)
-class NamespacePage:
-    rows: list[store.NamespaceRow]
+class KvNamespacePage:
+    rows: list[store.KvNamespaceRow]
     truncated: bool
     next_after: str | None
 
@@ -62,30 +63,33 @@ def failure_fields(applied: Applied) -> Element:
 
 
 class KvService:
-    def __init__(self, db: Database, *, max_keys: int) -> None:
+    def __init__(self, db: Database, *, max_keys: int, tenants: Tenants) -> None:
         self._db = db
-        self._limits = Limits(max_keys=max_keys)
-        self._locks = LockService(self._apply_internal)
+        self._limits = KvLimits(max_keys=max_keys)
+        self._tenants = tenants  # quotas: writes wait while a tenant's storage is full
 
-    async def call(self, body: Any) -> KvAnswer:
-        """One `POST /api/v1/kv` call (or a path route's single op), body as decoded JSON."""
+    async def call(self, body: Any, *, tenant: str = "") -> KvAnswer:
+        """One `POST /api/v1/kv` call (or a path route's single op), body as decoded JSON, on
+        the tenant's key space."""
         ops = parse_ops(operations_of(body), self._limits)
         if not ops:
             return KvAnswer([])
+        if any(op.writes and op.op != "delete" for op in ops):
+            self._tenants.limiter.check_storage(tenant)
         with _unavailable_as_kv():
-            applied = await self._apply(ops)
+            applied = await self._apply(ops, tenant)
         _count(ops, applied)
         if applied.lost is not None:
             return KvAnswer([], {"ok": False, "reason": "kv_precondition",
                                  **failure_fields(applied)})
         return KvAnswer(applied.elements)
 
-    async def _apply(self, ops: list[KvOp]) -> Applied:
+    async def _apply(self, ops: list[KvOp], tenant: str) -> Applied:
         if all(op.op == "get" for op in ops) or (len(ops) == 1 and ops[0].op != "check"
                                                  and not ops[0].writes):
             # One read statement: its own snapshot and instant, no transaction to open.
             async with self._db.session() as conn:
-                read = await apply_ops(conn, ops, lock=False)
+                read = await apply_ops(conn, ops, lock=False, tenant=tenant)
             assert read is not None  # nothing to write
             return read
         if all(_may_lose(op) for op in ops if op.writes):
@@ -93,50 +97,54 @@ class KvService:
             # a held lock, a counter at its bound): decide it on an unlocked read first,
             # and take locks only when something applies.
             async with self._db.session() as conn:
-                preview = await apply_ops(conn, ops, lock=False)
+                preview = await apply_ops(conn, ops, lock=False, tenant=tenant)
             if preview is not None:
                 return preview
         applied = Applied()
         with contextlib.suppress(_RolledBack):
             async with self._db.transaction() as conn:
-                locked = await apply_ops(conn, ops)
+                locked = await apply_ops(conn, ops, tenant=tenant)
                 assert locked is not None
                 applied = locked
                 if applied.lost is not None:
                     raise _RolledBack
         return applied
 
-    async def _apply_internal(self, ops: list[KvOp]) -> Applied:
-        applied = await self._apply(ops)
+    async def _apply_counted(self, ops: list[KvOp], tenant: str) -> Applied:
+        applied = await self._apply(ops, tenant)
         _count(ops, applied)
         return applied
 
-    async def locks(self, body: Any) -> list[Element]:
-        """One `POST /api/v1/locks` call: independent ops, one answer each (§15)."""
+    async def locks(self, body: Any, *, tenant: str = "") -> list[Element]:
+        """One `POST /api/v1/locks` call: independent ops, one answer each (§15), on the
+        tenant's locks (KV rows of its key space)."""
         ops = lock_ops.parse_lock_ops(lock_ops.operations_of(body))
         answers: list[Element] = []
+        service = LockService(lambda kv_ops: self._apply_counted(kv_ops, tenant))
         with _unavailable_as_kv():
             for op in ops:
-                answer, granted = await self._locks.run(op)
+                answer, granted = await service.run(op)
                 if granted is not None:
                     COUNTERS.add("lock_grants" if granted else "lock_refusals")
                 answers.append(answer)
         return answers
 
-    def rider(self, raw: Any) -> KvRider:
-        """The `kv` rider of a transaction, checked now (§17: as §14.4, with its caps)."""
+    def rider(self, raw: Any, *, tenant: str = "") -> KvRider:
+        """The `kv` rider of a transaction of the tenant, checked now (§17: as §14.4, with
+        its caps)."""
         if not isinstance(raw, list):
             raise Refused("kv_bad_request", "kv_bad_body", "kv must be an array")
-        return KvRider(parse_ops(raw, Limits.rider()))
+        return KvRider(parse_ops(raw, KvLimits.rider()), tenant)
 
-    async def namespaces(self, *, after: str, limit: int) -> NamespacePage:
+    async def namespaces(self, *, after: str, limit: int, tenant: str = "") -> KvNamespacePage:
         with _unavailable_as_kv():
             async with self._db.session() as conn:
-                rows = await store.namespaces(conn, after=after, limit=limit + 1,
+                rows = await store.namespaces(conn, tenant=tenant, after=after,
+                                              limit=limit + 1,
                                               horizon_seconds=EXPIRING_SOON_SECONDS)
         truncated = len(rows) > limit
         rows = rows[:limit]
-        return NamespacePage(rows, truncated, rows[-1].ns if truncated and rows else None)
+        return KvNamespacePage(rows, truncated, rows[-1].ns if truncated and rows else None)
 
 
 def _may_lose(op: KvOp) -> bool:

@@ -129,28 +129,30 @@ _PARTITIONS_LIST = Statement("admin_partitions_list", PartitionListRow)
 _OVERVIEW = Statement("admin_overview", Overview)
 
 
-async def queue_id(conn: Conn, *, name: str) -> int | None:
-    value = await _QUEUE_BY_NAME.value(conn, name)
+async def queue_id(conn: Conn, *, tenant: str, name: str) -> int | None:
+    value = await _QUEUE_BY_NAME.value(conn, name, tenant)
     return None if value is None else int(value)
 
 
-async def group_cursors(conn: Conn, *, group: str | None, queue: str | None,
+async def group_cursors(conn: Conn, *, tenant: str, group: str | None, queue: str | None,
                         lagging_over: float | None = None) -> list[GroupCursor]:
-    return await _GROUP_CURSORS.rows(conn, group, queue, lagging_over)
+    return await _GROUP_CURSORS.rows(conn, group, queue, lagging_over, tenant)
 
 
-async def subscriptions(conn: Conn, *, group: str | None) -> list[Subscription]:
-    return await _SUBSCRIPTIONS.rows(conn, group)
+async def subscriptions(conn: Conn, *, tenant: str, group: str | None) -> list[Subscription]:
+    return await _SUBSCRIPTIONS.rows(conn, group, tenant)
 
 
-async def delete_group_cursors(conn: Conn, *, group: str, queue: str | None) -> list[int]:
+async def delete_group_cursors(conn: Conn, *, tenant: str, group: str,
+                               queue: str | None) -> list[int]:
     """Delete a group's cursors; answers the queue id of each deleted cursor."""
-    return [int(v) for v in await _DELETE_GROUP_CURSORS.values(conn, group, queue)]
+    return [int(v) for v in await _DELETE_GROUP_CURSORS.values(conn, group, queue, tenant)]
 
 
-async def delete_group_subscriptions(conn: Conn, *, group: str, queue: str | None) -> int:
+async def delete_group_subscriptions(conn: Conn, *, tenant: str, group: str,
+                                     queue: str | None) -> int:
     """Delete a group's stored subscriptions; answers how many."""
-    return len(await _DELETE_GROUP_SUBSCRIPTIONS.values(conn, group, queue))
+    return len(await _DELETE_GROUP_SUBSCRIPTIONS.values(conn, group, queue, tenant))
 
 
 async def seek(conn: Conn, *, queue_id: int, group: str, partition: str | None,
@@ -158,33 +160,37 @@ async def seek(conn: Conn, *, queue_id: int, group: str, partition: str | None,
     return await _SEEK.rows(conn, queue_id, group, partition, timestamp)
 
 
-async def set_subscription_timestamp(conn: Conn, *, group: str, timestamp: datetime) -> int:
-    return await _SET_SUBSCRIPTION.run(conn, group, timestamp)
+async def set_subscription_timestamp(conn: Conn, *, tenant: str, group: str,
+                                     timestamp: datetime) -> int:
+    return await _SET_SUBSCRIPTION.run(conn, group, timestamp, tenant)
 
 
-async def queue_page(conn: Conn, *, search: str | None, limit: int, offset: int,
+async def queue_page(conn: Conn, *, tenant: str, search: str | None, limit: int, offset: int,
                      name: str | None = None, namespace: str | None = None,
                      task: str | None = None, created_from: datetime | None = None,
                      created_to: datetime | None = None) -> list[QueuePageRow]:
-    return await _QUEUE_PAGE.rows(conn, search, limit, offset, name, namespace, task,
-                                  created_from, created_to)
+    return await _QUEUE_PAGE.rows(conn, search=search, limit=limit, offset=offset, name=name,
+                                  namespace=namespace, task=task, created_from=created_from,
+                                  created_to=created_to, tenant=tenant)
 
 
-async def partition_stats(conn: Conn, *,
+async def partition_stats(conn: Conn, *, tenant: str,
                           queue_ids: Sequence[int] | None) -> list[PartitionStatsRow]:
-    return await _PARTITION_STATS.rows(conn, None if queue_ids is None else list(queue_ids))
+    return await _PARTITION_STATS.rows(conn, None if queue_ids is None else list(queue_ids),
+                                       tenant)
 
 
-async def queue_row(conn: Conn, *, name: str) -> QueueInfo | None:
-    return await _QUEUE_ROW.one(conn, name)
+async def queue_row(conn: Conn, *, tenant: str, name: str) -> QueueInfo | None:
+    return await _QUEUE_ROW.one(conn, name, tenant)
 
 
-async def partitions_list(conn: Conn, *, queue: str | None, limit: int,
+async def partitions_list(conn: Conn, *, tenant: str, queue: str | None, limit: int,
                           offset: int) -> list[PartitionListRow]:
-    return await _PARTITIONS_LIST.rows(conn, queue, limit, offset)
+    return await _PARTITIONS_LIST.rows(conn, queue, limit, offset, tenant)
 
 
-async def overview(conn: Conn) -> Overview:
-    row = await _OVERVIEW.one(conn)
+async def overview(conn: Conn, *, tenant: str | None) -> Overview:
+    """The counts of one tenant's queues (None: of every queue)."""
+    row = await _OVERVIEW.one(conn, tenant)
     assert row is not None
     return row

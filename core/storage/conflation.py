@@ -8,9 +8,9 @@ _POLICY = Statement[None]("conflation_policy")
 _OF_QUEUE = Statement[None]("conflation_of_queue")
 
 
-async def policy(conn: Conn, *, queue: str | None, namespace: str | None, task: str | None,
-                 group: str) -> bool | None:
-    found = await _POLICY.value(conn, queue, namespace, task, group)
+async def policy(conn: Conn, *, tenant: str, queue: str | None, namespace: str | None,
+                 task: str | None, group: str) -> bool | None:
+    found = await _POLICY.value(conn, queue, namespace, task, group, tenant)
     return None if found is None else bool(found)
 
 

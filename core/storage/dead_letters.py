@@ -98,25 +98,25 @@ _CURSORS = Statement("message_cursors", CursorState)
 _LIST_PARTITIONS = Statement("message_list_partitions", ListedPartition)
 
 
-async def dlq_page(conn: Conn, *, queue: str | None, group: str | None,
+async def dlq_page(conn: Conn, *, tenant: str, queue: str | None, group: str | None,
                    partition: str | None, failed_from: datetime | None,
                    failed_to: datetime | None, limit: int,
                    offset: int) -> tuple[list[DeadLetterRow], int]:
     """One page of matching rows, newest first, and the number of all matching rows."""
     rows = await _PAGE.rows(conn, queue, group, partition, failed_from, failed_to, limit,
-                            offset)
+                            offset, tenant)
     total = rows[0].total if rows else 0
     return [r for r in rows if r.id is not None], total
 
 
-async def dlq_lock_newest(conn: Conn, *, partition_id: int,
+async def dlq_lock_newest(conn: Conn, *, tenant: str, partition_id: int,
                           transaction_id: str) -> DeadLetterRow | None:
-    return await _LOCK_NEWEST.one(conn, partition_id, transaction_id)
+    return await _LOCK_NEWEST.one(conn, partition_id, transaction_id, tenant)
 
 
-async def dlq_rows_for_address(conn: Conn, *, partition_id: int,
+async def dlq_rows_for_address(conn: Conn, *, tenant: str, partition_id: int,
                                transaction_id: str) -> list[DeadLetterRow]:
-    return await _ROWS_FOR_ADDRESS.rows(conn, partition_id, transaction_id)
+    return await _ROWS_FOR_ADDRESS.rows(conn, partition_id, transaction_id, tenant)
 
 
 async def dlq_delete(conn: Conn, *, partition_id: int, row_id: int | None,
@@ -132,8 +132,10 @@ async def dlq_drop_copies(conn: Conn, *, partition_id: int, bases: Sequence[int]
     await _DROP_COPIES.run(conn, partition_id, list(bases))
 
 
-async def message_partition(conn: Conn, *, partition_id: int) -> MessagePartition | None:
-    return await _MESSAGE_PARTITION.one(conn, partition_id)
+async def message_partition(conn: Conn, *, tenant: str,
+                            partition_id: int) -> MessagePartition | None:
+    """A partition of the tenant's queues (None: there is none of that id)."""
+    return await _MESSAGE_PARTITION.one(conn, partition_id, tenant)
 
 
 async def message_offsets(conn: Conn, *, partition_id: int, transaction_id: str,
@@ -151,10 +153,10 @@ async def message_cursors(conn: Conn, *, partition_id: int) -> list[CursorState]
     return await _CURSORS.rows(conn, partition_id)
 
 
-async def message_list_partitions(conn: Conn, *, queue: str | None, partition: str | None,
-                                  namespace: str | None, task: str | None,
-                                  limit: int) -> list[ListedPartition]:
-    return await _LIST_PARTITIONS.rows(conn, queue, partition, namespace, task, limit)
+async def message_list_partitions(conn: Conn, *, tenant: str, queue: str | None,
+                                  partition: str | None, namespace: str | None,
+                                  task: str | None, limit: int) -> list[ListedPartition]:
+    return await _LIST_PARTITIONS.rows(conn, queue, partition, namespace, task, limit, tenant)
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,10 +169,10 @@ _LOCK_BY_ID = Statement("dlq_lock_by_id", DeadLetterRow)
 _PURGE = Statement("dlq_purge", PurgedDeadLetter)
 
 
-async def dlq_lock_by_id(conn: Conn, *, dlq_id: int) -> DeadLetterRow | None:
-    return await _LOCK_BY_ID.one(conn, dlq_id)
+async def dlq_lock_by_id(conn: Conn, *, tenant: str, dlq_id: int) -> DeadLetterRow | None:
+    return await _LOCK_BY_ID.one(conn, dlq_id, tenant)
 
 
-async def dlq_purge(conn: Conn, *, queue: str, group: str | None,
+async def dlq_purge(conn: Conn, *, tenant: str, queue: str, group: str | None,
                     batch: int) -> list[PurgedDeadLetter]:
-    return await _PURGE.rows(conn, queue, group, batch)
+    return await _PURGE.rows(conn, queue, group, batch, tenant)

@@ -40,7 +40,7 @@ class WindowRow:
 
 
 @dataclass(frozen=True, slots=True)
-class QueueRow:
+class EphemeralQueueRow:
     queue: str
     declared: bool
     depth: int
@@ -100,7 +100,7 @@ _DELETE = Statement("eph_delete", DeleteRow)
 _SWEEP = Statement("eph_sweep", SweepRow)
 _CLAIM = Statement[None]("eph_sweeper_claim")
 _WINDOW = Statement("eph_window", WindowRow)
-_QUEUES = Statement("eph_queues", QueueRow)
+_QUEUES = Statement("eph_queues", EphemeralQueueRow)
 _RINGS = Statement("eph_depth_partitions", RingRow)
 _BACKLOGS = Statement("eph_depth_groups", BacklogRow)
 _TOTALS = Statement("eph_totals", TotalsRow)
@@ -131,8 +131,9 @@ async def configure(conn: Conn, *, queue: str, sent: Any, max_bytes: int, max_le
                     window_ms: int, window_count: int) -> datetime:
     """Store a declaration: the options as sent, and the values in force."""
     stamp: datetime = await _CONFIGURE.value(
-        conn, queue, json.dumps(sent), max_bytes, max_length, policy, ttl_seconds,
-        lease_seconds, retry_limit, window_ms, window_count)
+        conn, queue=queue, sent=json.dumps(sent), max_bytes=max_bytes, max_length=max_length,
+        policy=policy, ttl_seconds=ttl_seconds, lease_seconds=lease_seconds,
+        retry_limit=retry_limit, window_ms=window_ms, window_count=window_count)
     return stamp
 
 
@@ -166,7 +167,7 @@ async def window(conn: Conn, *, queue: str) -> WindowRow:
     return row
 
 
-async def queues(conn: Conn, *, queue: str | None) -> list[QueueRow]:
+async def queues(conn: Conn, *, queue: str | None) -> list[EphemeralQueueRow]:
     return await _QUEUES.rows(conn, queue)
 
 

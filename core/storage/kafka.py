@@ -36,32 +36,32 @@ _COMMITTED = Statement("kafka_committed", CommittedRow)
 _GROUP_NAMES = Statement[None]("kafka_group_names")
 
 
-async def topics(conn: Conn, *, names: Sequence[str] | None) -> list[TopicRow]:
-    return await _TOPICS.rows(conn, None if names is None else list(names))
+async def topics(conn: Conn, *, tenant: str, names: Sequence[str] | None) -> list[TopicRow]:
+    return await _TOPICS.rows(conn, None if names is None else list(names), tenant)
 
 
-async def declare(conn: Conn, *, queue: str, partitions: int) -> bool:
+async def declare(conn: Conn, *, tenant: str, queue: str, partitions: int) -> bool:
     """Record the count unless one is recorded; answers whether this call did."""
-    return await _DECLARE.value(conn, queue, partitions) is not None
+    return await _DECLARE.value(conn, queue, partitions, tenant) is not None
 
 
-async def offset_for_time(conn: Conn, *, queue: str, partition: str,
+async def offset_for_time(conn: Conn, *, tenant: str, queue: str, partition: str,
                           at: datetime) -> OffsetAtRow | None:
-    return await _OFFSET_FOR_TIME.one(conn, queue, partition, at)
+    return await _OFFSET_FOR_TIME.one(conn, queue, partition, at, tenant)
 
 
-async def commit(conn: Conn, *, group: str, queue: str, partitions: Sequence[str],
-                 committed: Sequence[int]) -> set[str]:
+async def commit(conn: Conn, *, tenant: str, group: str, queue: str,
+                 partitions: Sequence[str], committed: Sequence[int]) -> set[str]:
     return {str(v) for v in await _COMMIT.values(conn, group, queue, list(partitions),
-                                                  list(committed))}
+                                                  list(committed), tenant)}
 
 
-async def committed(conn: Conn, *, group: str, queue: str) -> list[CommittedRow]:
-    return await _COMMITTED.rows(conn, group, queue)
+async def committed(conn: Conn, *, tenant: str, group: str, queue: str) -> list[CommittedRow]:
+    return await _COMMITTED.rows(conn, group, queue, tenant)
 
 
-async def group_names(conn: Conn) -> list[str]:
-    return [str(v) for v in await _GROUP_NAMES.values(conn)]
+async def group_names(conn: Conn, *, tenant: str) -> list[str]:
+    return [str(v) for v in await _GROUP_NAMES.values(conn, tenant)]
 
 
 _NEW_PRODUCER_ID = Statement[None]("kafka_new_producer_id")
@@ -81,8 +81,8 @@ class PositionRow:
 _GROUP_POSITIONS = Statement("kafka_group_positions", PositionRow)
 
 
-async def group_positions(conn: Conn, *, group: str) -> list[PositionRow]:
-    return await _GROUP_POSITIONS.rows(conn, group)
+async def group_positions(conn: Conn, *, tenant: str, group: str) -> list[PositionRow]:
+    return await _GROUP_POSITIONS.rows(conn, group, tenant)
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,7 +49,7 @@ class WriteCounts:
 
 
 @dataclass(frozen=True, slots=True)
-class NamespaceRow:
+class KvNamespaceRow:
     ns: str
     keys: int
     bytes: int
@@ -71,29 +71,33 @@ _GET = Statement("kv_get", KvRow)
 _WRITE = Statement("kv_write", WriteCounts)
 _PREFIX = Statement("kv_get_prefix", PrefixRow)
 _SWEEP = Statement[None]("kv_sweep")
-_NAMESPACES = Statement("kv_namespaces", NamespaceRow)
+_NAMESPACES = Statement("kv_namespaces", KvNamespaceRow)
 
 
-async def lock_rows(conn: Conn, *, keys: Sequence[tuple[str, str]]) -> list[LockedRow]:
-    """Lock (creating placeholders for) distinct (ns, key) pairs, in byte order."""
-    return await _LOCK.rows(conn, [k[0] for k in keys], [k[1] for k in keys])
+async def lock_rows(conn: Conn, *, tenant: str,
+                    keys: Sequence[tuple[str, str]]) -> list[LockedRow]:
+    """Lock (creating placeholders for) distinct (ns, key) pairs of the tenant's key space,
+    in byte order."""
+    return await _LOCK.rows(conn, [k[0] for k in keys], [k[1] for k in keys], tenant)
 
 
-async def live_rows(conn: Conn, *, keys: Sequence[tuple[str, str]]) -> list[KvRow]:
-    return await _GET.rows(conn, [k[0] for k in keys], [k[1] for k in keys])
+async def live_rows(conn: Conn, *, tenant: str, keys: Sequence[tuple[str, str]]) -> list[KvRow]:
+    return await _GET.rows(conn, [k[0] for k in keys], [k[1] for k in keys], tenant)
 
 
-async def write_rows(conn: Conn, *, writes: Sequence[RowWrite],
+async def write_rows(conn: Conn, *, tenant: str, writes: Sequence[RowWrite],
                      deletes: Sequence[tuple[str, str]]) -> WriteCounts | None:
     return await _WRITE.one(
-        conn, [w.ns for w in writes], [w.key for w in writes], [w.value for w in writes],
-        [w.version for w in writes], [w.expires_at for w in writes],
-        [w.keep_expiry for w in writes], [d[0] for d in deletes], [d[1] for d in deletes])
+        conn, namespaces=[w.ns for w in writes], keys=[w.key for w in writes],
+        values=[w.value for w in writes], versions=[w.version for w in writes],
+        expiries=[w.expires_at for w in writes], keep=[w.keep_expiry for w in writes],
+        deleted_namespaces=[d[0] for d in deletes], deleted_keys=[d[1] for d in deletes],
+        tenant=tenant)
 
 
-async def prefix_rows(conn: Conn, *, ns: str, prefix: str, upper: str | None, after: str,
-                      limit: int, keys_only: bool) -> list[PrefixRow]:
-    return await _PREFIX.rows(conn, ns, prefix, upper, after, limit, keys_only)
+async def prefix_rows(conn: Conn, *, tenant: str, ns: str, prefix: str, upper: str | None,
+                      after: str, limit: int, keys_only: bool) -> list[PrefixRow]:
+    return await _PREFIX.rows(conn, ns, prefix, upper, after, limit, keys_only, tenant)
 
 
 async def sweep(conn: Conn, *, batch: int) -> int:
@@ -101,6 +105,6 @@ async def sweep(conn: Conn, *, batch: int) -> int:
     return await _SWEEP.run(conn, batch)
 
 
-async def namespaces(conn: Conn, *, after: str, limit: int,
-                     horizon_seconds: float) -> list[NamespaceRow]:
-    return await _NAMESPACES.rows(conn, after, limit, horizon_seconds)
+async def namespaces(conn: Conn, *, tenant: str, after: str, limit: int,
+                     horizon_seconds: float) -> list[KvNamespaceRow]:
+    return await _NAMESPACES.rows(conn, after, limit, horizon_seconds, tenant)

@@ -40,6 +40,8 @@ class RetentionTarget:
 class RetentionResult:
     segments: int
     log_start: int | None
+    by_age: int  # messages released by the retention cut-off
+    by_completion: int  # messages released by the completed cut-off
 
 
 _EXPIRE_LEASES = Statement("reaper_expire_leases", ExpiredLease)

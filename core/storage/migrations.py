@@ -23,7 +23,7 @@ import hashlib
 import logging
 import re
 from dataclasses import dataclass
-from pathlib import Path
+from importlib.resources.abc import Traversable
 
 from core.storage import citus
 from core.storage.statements import SCHEMA_DIR, Conn, Statement
@@ -62,26 +62,27 @@ _FUNCTIONS_RECORD = Statement[None]("functions_record")
 _FUNCTIONS_FORGET = Statement[None]("functions_forget")
 
 
-def migration_files(schema: Path = SCHEMA_DIR) -> list[tuple[int, Path]]:
+def migration_files(schema: Traversable = SCHEMA_DIR) -> list[tuple[int, Traversable]]:
     """The migrations of a schema directory, by version."""
     found = []
     for path in (schema / "migrations").iterdir():
         match = _MIGRATION_FILE.match(path.name)
         if match:
             found.append((int(match.group(1)), path))
-    found.sort()
+    found.sort(key=lambda entry: (entry[0], entry[1].name))
     versions = [v for v, _ in found]
     if len(set(versions)) != len(versions):
         raise RuntimeError(f"two migrations share a version number in {schema}")
     return found
 
 
-def function_files(schema: Path = SCHEMA_DIR) -> list[Path]:
+def function_files(schema: Traversable = SCHEMA_DIR) -> list[Traversable]:
     """The function files of a schema directory, in the order they are applied."""
     directory = schema / "functions"
     if not directory.is_dir():
         return []
-    return sorted(p for p in directory.iterdir() if _FUNCTIONS_FILE.match(p.name))
+    return sorted((p for p in directory.iterdir() if _FUNCTIONS_FILE.match(p.name)),
+                  key=lambda p: p.name)
 
 
 def _has_statements(text: str) -> bool:
@@ -93,7 +94,7 @@ def checksum(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-async def apply_schema(conn: Conn, schema: Path = SCHEMA_DIR) -> SchemaChanges:
+async def apply_schema(conn: Conn, schema: Traversable = SCHEMA_DIR) -> SchemaChanges:
     """Apply every migration not yet recorded, then every function file whose text changed."""
     await _LOCK.run(conn, _ADVISORY_LOCK_KEY)
     try:
@@ -113,7 +114,7 @@ async def apply_schema(conn: Conn, schema: Path = SCHEMA_DIR) -> SchemaChanges:
     return SchemaChanges(migrations, functions, [], placed)
 
 
-async def _apply_migrations(conn: Conn, schema: Path) -> list[int]:
+async def _apply_migrations(conn: Conn, schema: Traversable) -> list[int]:
     done = set(await _APPLIED.values(conn))
     applied: list[int] = []
     for version, path in migration_files(schema):
@@ -130,7 +131,7 @@ async def _apply_migrations(conn: Conn, schema: Path) -> list[int]:
     return applied
 
 
-async def _apply_functions(conn: Conn, schema: Path) -> list[str]:
+async def _apply_functions(conn: Conn, schema: Traversable) -> list[str]:
     recorded = {r.file: r.checksum for r in await _FUNCTIONS_APPLIED.rows(conn)}
     applied: list[str] = []
     for path in function_files(schema):

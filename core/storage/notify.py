@@ -1,4 +1,5 @@
-"""Typed call of the wake-up notification (schema/queries/storage.sql)."""
+"""Typed calls of the wake-up notifications and of the LISTEN connection's round trip
+(schema/queries/storage.sql)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from core.storage.statements import Conn, Statement
 
 _NOTIFY = Statement[None]("notify_wakeups")
 _NOTIFY_EACH = Statement[None]("notify_each")
+_LISTENER_PROBE = Statement[None]("listener_probe")
 
 
 async def notify_wakeups(conn: Conn, *, channel: str, payloads: Sequence[str]) -> None:
@@ -17,3 +19,9 @@ async def notify_wakeups(conn: Conn, *, channel: str, payloads: Sequence[str]) -
 async def notify_each(conn: Conn, *, channels: Sequence[str], payloads: Sequence[str]) -> None:
     """One notification per (channel, payload), in this order, in one transaction."""
     await _NOTIFY_EACH.run(conn, list(channels), list(payloads))
+
+
+async def probe(conn: Conn) -> None:
+    """One round trip on the LISTEN connection (core/engine/listener.py: its liveness look,
+    and the barrier that brings pending notifications)."""
+    await _LISTENER_PROBE.value(conn)

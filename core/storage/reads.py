@@ -59,17 +59,20 @@ class AckRow:
     conflated: int | None  # superseded messages a conflated lease's commit retired
 
 
-@dataclass(frozen=True, slots=True)
-class AckInput:
-    """One ack as the statement takes it."""
+@dataclass(slots=True)
+class AckInputs:
+    """Acks as the statement takes them: one entry per item in each list. A list that
+    would hold only None may be None (the statement reads it as all null)."""
 
-    group: str
-    partition_id: int
-    transaction_id: str
-    status: str  # completed | failed | retry | dlq
-    lease_id: str | None  # the lease checked; None: no check
-    error: str | None
-    offset: int | None = None  # found by a segment search; None: use the index
+    groups: list[str]
+    partition_ids: list[int]
+    transaction_ids: list[str]
+    statuses: list[str]  # completed | failed | retry | dlq
+    lease_ids: list[str | None] | None  # the lease checked; None: no check
+    errors: list[str | None] | None
+    # Each item's caller's tenant: a partition of another tenant's is taken for none at all.
+    tenants: list[str]
+    offsets: list[int | None] | None = None  # found by a segment search; None: use the index
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +90,7 @@ class PartitionHead:
     partition: str
     last_offset: int
     log_start: int
+    tenant: str  # the queue's (core/tenancy)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +126,8 @@ _READY_CHECK = Statement("ready_check", ScannedPartition)
 _QUEUE_PARTITION_IDS = Statement[None]("queue_partition_ids")
 _ACK = Statement("ack", AckRow)
 _ACK_HERE = Statement("ack_here", AckRow)
+_ACK_JOINED = Statement("ack_joined", AckRow)
+_ACK_JOINED_HERE = Statement("ack_joined_here", AckRow)
 _SPAN_SEGMENTS = Statement("span_segments", PlacedSegmentRow)
 _EXTEND_LEASES = Statement("extend_leases", LeaseExpiry)
 _EXTEND_LEASES_HERE = Statement("extend_leases_here", LeaseExpiry)
@@ -130,7 +136,8 @@ _FETCH_HEAD = Statement("fetch_head", PartitionHead)
 _FETCH_SEGMENTS = Statement("fetch_segments", RangeRow)
 
 
-async def pop_ready(conn: Conn, *, route: int | None, queue: str | None, namespace: str | None,
+async def pop_ready(conn: Conn, *, route: int | None, tenant: str, queue: str | None,
+                    namespace: str | None,
                     task: str | None, partition: str | None, group: str, named: bool,
                     seed_mode: str, seed_instant: datetime | None, store_seed: bool,
                     batch: int, partitions: int, auto_ack: bool, lease_seconds: int,
@@ -139,10 +146,13 @@ async def pop_ready(conn: Conn, *, route: int | None, queue: str | None, namespa
     """Claim among candidates and read, in one statement (schema/functions/30_pop.sql);
     `route`: the shard of every candidate (core/storage/shards.py), None on one PostgreSQL."""
     statement = _POP_READY if route is not None else _POP_READY_HERE
-    return await statement.rows(conn, route, queue, namespace, task, partition, group, named,
-                                 seed_mode, seed_instant, store_seed, batch, partitions,
-                                 auto_ack, lease_seconds, lease_fallback, lease_id,
-                                 list(candidates), conflation, conflation_width)
+    return await statement.rows(
+        conn, route=route, tenant=tenant, queue=queue, namespace=namespace, task=task,
+        partition=partition, group=group, named=named, seed_mode=seed_mode,
+        seed_instant=seed_instant, store_seed=store_seed, batch=batch, partitions=partitions,
+        auto_ack=auto_ack, lease_seconds=lease_seconds, lease_fallback=lease_fallback,
+        lease_id=lease_id, candidates=list(candidates), conflation=conflation,
+        conflation_width=conflation_width)
 
 
 async def ready_scan(conn: Conn, *, queue_id: int, group: str, after: int,
@@ -163,34 +173,60 @@ async def ready_check(conn: Conn, *, partition_ids: Sequence[int],
     return await _READY_CHECK.rows(conn, list(partition_ids), group)
 
 
-async def queue_partition_ids(conn: Conn, *, queue: str) -> list[int]:
+async def queue_partition_ids(conn: Conn, *, queue: str, tenant: str) -> list[int]:
     """The ids of a queue's partitions (schema/queries/ready.sql)."""
-    return [int(v) for v in await _QUEUE_PARTITION_IDS.values(conn, queue)]
+    return [int(v) for v in await _QUEUE_PARTITION_IDS.values(conn, queue, tenant)]
 
 
-async def ack(conn: Conn, *, route: int | None, items: Sequence[AckInput],
+async def ack(conn: Conn, *, route: int | None, items: AckInputs,
               scan_missing: bool) -> list[AckRow]:
-    """Apply acks in one statement (schema/functions/40_ack.sql); `route`: the shard of
-    every item's partition, None on one PostgreSQL."""
-    statement = _ACK if route is not None else _ACK_HERE
+    """Apply acks in one statement (schema/functions/40_ack.sql); the text columns go as
+    one text each (`ack_joined`) unless a value holds a separator. `route`: the shard of
+    every item's partition (core/storage/shards.py), None on one PostgreSQL."""
+    tenants = items.tenants
+    joined = [_joined(items.groups), _joined(items.transaction_ids), _joined(items.statuses),
+              _joined(tenants), None if items.lease_ids is None else _joined(items.lease_ids)]
+    if None in joined[:4] or (items.lease_ids is not None and joined[4] is None):
+        statement = _ACK if route is not None else _ACK_HERE
+        return await statement.rows(
+            conn, route=route, groups=items.groups, partition_ids=items.partition_ids,
+            transaction_ids=items.transaction_ids, statuses=items.statuses,
+            lease_ids=items.lease_ids, errors=items.errors, offsets=items.offsets,
+            scan_missing=scan_missing, tenants=tenants)
+    statement = _ACK_JOINED if route is not None else _ACK_JOINED_HERE
     return await statement.rows(
-        conn, route, [i.group for i in items], [i.partition_id for i in items],
-        [i.transaction_id for i in items], [i.status for i in items],
-        [i.lease_id for i in items], [i.error for i in items], [i.offset for i in items],
-        scan_missing)
+        conn, route=route, groups=joined[0],
+        partition_ids=",".join(map(str, items.partition_ids)), transaction_ids=joined[1],
+        statuses=joined[2], lease_ids=joined[4], errors=items.errors, offsets=items.offsets,
+        scan_missing=scan_missing, tenants=joined[3])
+
+
+_SEPARATOR, _NULL = "\x1f", "\x1e"
+
+
+def _joined(column: Sequence[str | None]) -> str | None:
+    """The column as `ack_joined` takes it, or None when a value would not survive it."""
+    nulls = column.count(None) if None in column else 0
+    values = [_NULL if v is None else v for v in column] if nulls else column
+    text = _SEPARATOR + _SEPARATOR.join(values)  # type: ignore[arg-type]
+    if text.count(_SEPARATOR) != len(column) or text.count(_NULL) != nulls:
+        return None
+    return text
 
 
 async def span_segments(conn: Conn, *, partition_id: int, lo: int,
                         hi: int) -> list[PlacedSegmentRow]:
-    return await _SPAN_SEGMENTS.rows(conn, partition_id, lo, hi)
+    return await _SPAN_SEGMENTS.rows(conn, partition_id=partition_id, lo=lo, hi=hi)
 
 
 async def extend_leases(conn: Conn, *, route: int | None, lease_ids: Sequence[str],
-                        seconds: Sequence[float]) -> list[LeaseExpiry]:
-    """The new expiry of every live lease of the (distinct) lease ids; none for expired
-    ones. `route`: the shard the leases were claimed on; None: search every cursor."""
+                        seconds: Sequence[float], tenants: Sequence[str]) -> list[LeaseExpiry]:
+    """The new expiry of every live lease of the (distinct) lease ids on their tenants'
+    queues; none for expired ones. `route`: the shard the leases were claimed on; None:
+    search every cursor."""
     statement = _EXTEND_LEASES if route is not None else _EXTEND_LEASES_HERE
-    return await statement.rows(conn, route, list(lease_ids), list(seconds))
+    return await statement.rows(conn, route=route, lease_ids=list(lease_ids),
+                                seconds=list(seconds), tenants=list(tenants))
 
 
 async def link_lease(conn: Conn, *, route: int, lease_id: str, routes: Sequence[int]) -> None:

@@ -1,26 +1,47 @@
 """Named SQL statements from `schema/queries/*.sql`, each with the row type it answers.
 
 Each statement sits under a `-- name: <name>` header line, followed by comment lines that
-describe it and its `$n` parameters, then the SQL up to the next header. A `Statement` binds
-one of them to the dataclass its rows are read into: columns map to fields by position, in
-the order the dataclass declares them (tests/integration/test_storage_types.py prepares
-every statement and checks the names), so no `asyncpg.Record` leaves the storage package;
-driver errors become core errors here (`core/storage/errors.py`).
+describe it, then the SQL up to the next header. Its parameters are named in the SQL
+(`:queue`, `:lease_id::text`), and its Python call passes them by keyword: the loader turns
+the names into asyncpg's `$1..$n` once, at load, in the order they first appear
+(`positional`). A statement still written with `$n` parameters is called with positional
+arguments; one statement never mixes both.
+
+A `Statement` binds a statement to the dataclass its rows are read into: columns map to
+fields by position, in the order the dataclass declares them
+(tests/integration/test_storage_types.py prepares every statement and checks the names), so
+no `asyncpg.Record` leaves the storage package; driver errors become core errors here
+(`core/storage/errors.py`).
 """
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
+from importlib.resources import files
+from importlib.resources.abc import Traversable
 from typing import Any, ClassVar, Generic, TypeVar
 
 import asyncpg
 
 from core.storage.errors import storage_errors
 
-SCHEMA_DIR = Path(__file__).resolve().parent.parent.parent / "schema"
+# The SQL is package data of `core`, read through importlib.resources so that an installed
+# wheel reads its own copy. In the repository, core/schema is a symbolic link to the top-level
+# schema/ folder: an editable install and `python -m` from the checkout read the same files.
+SCHEMA_DIR: Traversable = files("core") / "schema"
 QUERIES_DIR = SCHEMA_DIR / "queries"
 _HEADER = re.compile(r"^-- name: *([a-z_][a-z0-9_]*) *$", re.MULTILINE)
+# What the parameter scan steps over whole: quoted text and identifiers, dollar-quoted
+# bodies and comments (a colon in them names nothing), and `::` casts; then `:name`, and `$n`.
+_SQL_TOKEN = re.compile(r"""
+      '(?:[^']|'')*'                 # a string
+    | "(?:[^"]|"")*"                 # a quoted identifier
+    | (\$[A-Za-z_]*\$)[\s\S]*?\1     # a dollar-quoted body
+    | --[^\n]*                       # a comment to the end of its line
+    | ::                             # a cast
+    | :(?P<name>[a-z_][a-z0-9_]*)    # a named parameter
+    | (?P<number>\$[0-9]+)           # a positional one
+""", re.VERBOSE)
 
 Conn = asyncpg.Connection  # what storage functions run on; from Database.session()
 R = TypeVar("R")
@@ -41,10 +62,35 @@ def parse(text: str) -> dict[str, str]:
     return queries
 
 
-def load(directory: Path = QUERIES_DIR) -> dict[str, str]:
+def positional(sql: str) -> tuple[str, tuple[str, ...]]:
+    """The statement as asyncpg takes it, and its parameter names in `$n` order: each `:name`
+    becomes `$n`, n counting distinct names as they first appear (a name used twice is one
+    parameter). A statement written with `$n` is answered as it is, with no names."""
+    names: dict[str, int] = {}
+    numbered = False
+
+    def replace(match: re.Match[str]) -> str:
+        nonlocal numbered
+        name = match.group("name")
+        if name is None:
+            numbered = numbered or match.group("number") is not None
+            return match.group(0)
+        return f"${names.setdefault(name, len(names) + 1)}"
+
+    converted = _SQL_TOKEN.sub(replace, sql)
+    if names and numbered:
+        raise ValueError("a statement names its parameters or numbers them, not both")
+    return converted, tuple(names)
+
+
+def load(directory: Traversable = QUERIES_DIR) -> dict[str, str]:
     """Every statement of the directory's .sql files; a name may appear only once."""
+    if not directory.is_dir():
+        raise RuntimeError(f"the SQL statements are missing: no directory {directory} "
+                           "(a checkout needs the core/schema link, a wheel its package data)")
     queries: dict[str, str] = {}
-    for path in sorted(directory.glob("*.sql")):
+    for path in sorted((p for p in directory.iterdir() if p.name.endswith(".sql")),
+                       key=lambda p: p.name):
         for name, sql in parse(path.read_text()).items():
             if name in queries:
                 raise ValueError(f"query {name!r} is defined twice ({path.name})")
@@ -57,7 +103,8 @@ QUERIES = load()
 
 class Statement(Generic[R]):
     """One named statement; `row` is the dataclass a row of its answer becomes (None for a
-    statement read as a single value or a status)."""
+    statement read as a single value or a status). Its calls take the parameters by name
+    (`rows(conn, queue=..., group=...)`), or by position for a statement that numbers them."""
 
     registry: ClassVar[dict[str, Statement[Any]]] = {}
 
@@ -65,38 +112,47 @@ class Statement(Generic[R]):
         if name in Statement.registry:
             raise ValueError(f"statement {name!r} is bound twice")
         self.name = name
-        self.sql = QUERIES[name]
+        self.sql, self.params = positional(QUERIES[name])
         self.row = row
         Statement.registry[name] = self
 
-    async def rows(self, conn: Conn, *args: Any) -> list[R]:
+    def _args(self, args: tuple[Any, ...], named: dict[str, Any]) -> tuple[Any, ...]:
+        if not named and not self.params:
+            return args
+        if args or not self.params or named.keys() != set(self.params):
+            raise TypeError(f"{self.name} takes {', '.join(self.params) or 'positional'} "
+                            f"parameters; given {len(args)} positional and "
+                            f"{', '.join(named) or 'no named ones'}")
+        return tuple(named[param] for param in self.params)
+
+    async def rows(self, conn: Conn, *args: Any, **named: Any) -> list[R]:
         make = self.row
         assert make is not None, f"{self.name} has no row type"
         with storage_errors():
-            records = await conn.fetch(self.sql, *args)
+            records = await conn.fetch(self.sql, *self._args(args, named))
         return [make(*record) for record in records]
 
-    async def one(self, conn: Conn, *args: Any) -> R | None:
+    async def one(self, conn: Conn, *args: Any, **named: Any) -> R | None:
         make = self.row
         assert make is not None, f"{self.name} has no row type"
         with storage_errors():
-            record = await conn.fetchrow(self.sql, *args)
+            record = await conn.fetchrow(self.sql, *self._args(args, named))
         return None if record is None else make(*record)
 
-    async def value(self, conn: Conn, *args: Any) -> Any:
+    async def value(self, conn: Conn, *args: Any, **named: Any) -> Any:
         """The first column of the first row (None when there is no row)."""
         with storage_errors():
-            return await conn.fetchval(self.sql, *args)
+            return await conn.fetchval(self.sql, *self._args(args, named))
 
-    async def values(self, conn: Conn, *args: Any) -> list[Any]:
+    async def values(self, conn: Conn, *args: Any, **named: Any) -> list[Any]:
         """The first column of every row."""
         with storage_errors():
-            records = await conn.fetch(self.sql, *args)
+            records = await conn.fetch(self.sql, *self._args(args, named))
         return [record[0] for record in records]
 
-    async def run(self, conn: Conn, *args: Any) -> int:
+    async def run(self, conn: Conn, *args: Any, **named: Any) -> int:
         """Execute; answer the number of rows the command affected (0 when it says none)."""
         with storage_errors():
-            status = await conn.execute(self.sql, *args)
+            status = await conn.execute(self.sql, *self._args(args, named))
         last = status.rsplit(" ", 1)[-1]
         return int(last) if last.isdigit() else 0

@@ -37,6 +37,18 @@ class QueueGauges:
     name: str
     dead_letters: int
     lag_ms: float
+    tenant: str = ""  # the queue's tenant (core/tenancy)
+
+
+@dataclass(frozen=True, slots=True)
+class Standby:
+    """A standby streaming from the database server, and how far behind it replays."""
+
+    standby: str  # its application_name (Patroni: the node's name)
+    state: str
+    sync_state: str
+    lag_bytes: float | None  # None: the user may not read WAL positions
+    lag_seconds: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,19 +78,21 @@ _CLUSTER_COUNTERS = Statement("stats_cluster_counters", CounterValue)
 _LIVE_PROCESSES = Statement("stats_live_processes", ProcessRow)
 _FORGET_PROCESSES = Statement[None]("stats_forget_processes")
 _QUEUE_GAUGES = Statement("stats_queue_gauges", QueueGauges)
+_REPLICATION = Statement("stats_replication", Standby)
 _LOCK = Statement[None]("stats_lock")
 _SAMPLE = Statement[None]("stats_sample")
 _TRIM = Statement[None]("stats_trim_samples")
+_TRIM_MINUTES = Statement[None]("stats_trim_minutes")
 _SERIES = Statement("stats_series", SeriesRow)
 _SAFE_TIME = Statement[None]("stats_safe_time")
 _CHANGED = Statement("stats_changed_partitions", ChangedRow)
 
 
 async def flush(conn: Conn, *, partition_ids: Sequence[int], names: Sequence[str],
-                deltas: Sequence[int], process: str, figures: str) -> Flushed:
-    """Add counter deltas and refresh the process's heartbeat."""
+                deltas: Sequence[int], process: str, figures: str, role: str) -> Flushed:
+    """Add counter deltas, refresh the process's heartbeat and its row of the minute."""
     row = await _FLUSH.one(conn, list(partition_ids), list(names), list(deltas), process,
-                           figures)
+                           figures, role)
     assert row is not None
     return row
 
@@ -99,22 +113,32 @@ async def queue_gauges(conn: Conn) -> list[QueueGauges]:
     return await _QUEUE_GAUGES.rows(conn)
 
 
+async def standbys(conn: Conn) -> list[Standby]:
+    return await _REPLICATION.rows(conn)
+
+
 async def lock(conn: Conn, *, key: int) -> None:
     await _LOCK.value(conn, key)
 
 
-async def sample(conn: Conn) -> int:
-    """One sampling pass; answers the queue rows stored."""
-    return int(await _SAMPLE.value(conn))
+async def sample(conn: Conn, *, live_seconds: float) -> int:
+    """One sampling pass; answers the queue rows stored. Heartbeats younger than
+    `live_seconds` count for the parked pops."""
+    return int(await _SAMPLE.value(conn, live_seconds))
 
 
 async def trim_samples(conn: Conn, *, days: int, batch: int) -> int:
     return await _TRIM.run(conn, days, batch)
 
 
-async def series(conn: Conn, *, unit: str, start: datetime, end: datetime, queue: str | None,
-                 namespace: str | None, task: str | None) -> list[SeriesRow]:
-    return await _SERIES.rows(conn, unit, start, end, queue, namespace, task)
+async def trim_minutes(conn: Conn, *, days: int, batch: int) -> int:
+    """Delete per-process minute rows older than `days`, at most `batch` of them."""
+    return await _TRIM_MINUTES.run(conn, days, batch)
+
+
+async def series(conn: Conn, *, tenant: str, unit: str, start: datetime, end: datetime,
+                 queue: str | None, namespace: str | None, task: str | None) -> list[SeriesRow]:
+    return await _SERIES.rows(conn, unit, start, end, queue, namespace, task, tenant)
 
 
 async def safe_time(conn: Conn) -> datetime:
@@ -122,6 +146,6 @@ async def safe_time(conn: Conn) -> datetime:
     return value
 
 
-async def changed_partitions(conn: Conn, *, queue: str, since: datetime | None,
+async def changed_partitions(conn: Conn, *, tenant: str, queue: str, since: datetime | None,
                              after: int | None, limit: int) -> list[ChangedRow]:
-    return await _CHANGED.rows(conn, queue, since, after, limit)
+    return await _CHANGED.rows(conn, queue, since, after, limit, tenant)

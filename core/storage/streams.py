@@ -72,21 +72,21 @@ _DELETE = Statement[None]("stream_delete_query")
 _LIST = Statement("stream_list", QueryPartitionRow)
 
 
-async def register(conn: Conn, *, name: str, source_queue: str, sink_queue: str | None,
-                   config_hash: str, reset: bool) -> RegisterRow:
-    row = await _REGISTER.one(conn, name, source_queue, sink_queue, config_hash, reset)
+async def register(conn: Conn, *, tenant: str, name: str, source_queue: str,
+                   sink_queue: str | None, config_hash: str, reset: bool) -> RegisterRow:
+    row = await _REGISTER.one(conn, name, source_queue, sink_queue, config_hash, reset, tenant)
     assert row is not None
     return row
 
 
-async def state_get(conn: Conn, *, query_id: uuid.UUID, partition_id: int,
+async def state_get(conn: Conn, *, tenant: str, query_id: uuid.UUID, partition_id: int,
                     keys: Sequence[str], key_prefix: str,
                     ripe_at_or_before: int | None) -> list[StateRow]:
     return await _STATE_GET.rows(conn, query_id, partition_id, list(keys), key_prefix,
-                                 ripe_at_or_before)
+                                 ripe_at_or_before, tenant)
 
 
-async def cycle(conn: Conn, *, query_id: uuid.UUID, partition_id: int, group: str,
+async def cycle(conn: Conn, *, tenant: str, query_id: uuid.UUID, partition_id: int, group: str,
                 ops: Sequence[StateOp], targets: Sequence[AppendTarget], default_options: str,
                 ack: CycleAck | None) -> CycleRow:
     """One cycle in one statement; raises CycleNeedsWritePath when its pushes need the
@@ -97,7 +97,7 @@ async def cycle(conn: Conn, *, query_id: uuid.UUID, partition_id: int, group: st
             [o.value for o in ops], *append_arguments(targets, default_options),
             ack is not None, ack.lease_id if ack else None, ack.ok if ack else None,
             ack.release if ack else None, ack.count if ack else None,
-            ack.transaction_id if ack else None)
+            ack.transaction_id if ack else None, tenant)
     except StorageError as exc:
         if getattr(exc.__cause__, "sqlstate", None) == _NEEDS_WRITE_PATH:
             raise CycleNeedsWritePath() from None
@@ -106,9 +106,9 @@ async def cycle(conn: Conn, *, query_id: uuid.UUID, partition_id: int, group: st
     return row
 
 
-async def delete_query(conn: Conn, *, name: str) -> bool:
-    return await _DELETE.value(conn, name) is not None
+async def delete_query(conn: Conn, *, tenant: str, name: str) -> bool:
+    return await _DELETE.value(conn, name, tenant) is not None
 
 
-async def list_queries(conn: Conn) -> list[QueryPartitionRow]:
-    return await _LIST.rows(conn)
+async def list_queries(conn: Conn, *, tenant: str) -> list[QueryPartitionRow]:
+    return await _LIST.rows(conn, tenant)

@@ -62,6 +62,7 @@ class ClaimedRow:
     attempts: int
     created_at: datetime
     lag_seconds: float  # how late it is (the database's clock)
+    tenant: str = ""  # the timer's (its destination queue's) tenant
 
 
 @dataclass(slots=True)
@@ -95,33 +96,37 @@ _NEXT_DUE = Statement[None]("timers_next_due")
 _PENDING = Statement[None]("timers_pending")
 
 
-async def apply(conn: Conn, *, now: datetime | None, ops: Sequence[TimerWrite],
+async def apply(conn: Conn, *, tenant: str, now: datetime | None, ops: Sequence[TimerWrite],
                 producer_sub: str | None) -> list[AppliedRow]:
     return await _APPLY.rows(
-        conn, now, [o.cancel for o in ops], [o.queue for o in ops], [o.key for o in ops],
-        [o.partition for o in ops], [o.delay_ms for o in ops], [o.txn for o in ops],
-        [o.message_id for o in ops], [o.payload for o in ops], [o.zstd for o in ops],
-        [o.encrypted for o in ops], [o.sealed for o in ops], producer_sub)
+        conn, tenant=tenant, now=now, cancels=[o.cancel for o in ops],
+        queues=[o.queue for o in ops], keys=[o.key for o in ops],
+        partitions=[o.partition for o in ops], delays_ms=[o.delay_ms for o in ops],
+        txns=[o.txn for o in ops], message_ids=[o.message_id for o in ops],
+        payloads=[o.payload for o in ops], zstd=[o.zstd for o in ops],
+        encrypted=[o.encrypted for o in ops], sealed=[o.sealed for o in ops],
+        producer_sub=producer_sub)
 
 
-async def encrypted_queues(conn: Conn, *, queues: Sequence[str]) -> set[str]:
-    return set(await _ENCRYPTED.values(conn, list(queues)))
+async def encrypted_queues(conn: Conn, *, tenant: str, queues: Sequence[str]) -> set[str]:
+    return set(await _ENCRYPTED.values(conn, list(queues), tenant))
 
 
-async def peek(conn: Conn, *, queue: str, key: str) -> TimerRow | None:
-    return await _PEEK.one(conn, queue, key)
+async def peek(conn: Conn, *, tenant: str, queue: str, key: str) -> TimerRow | None:
+    return await _PEEK.one(conn, queue, key, tenant)
 
 
-async def page(conn: Conn, *, queue: str, after: str, rows: int) -> list[TimerRow]:
-    return await _PAGE.rows(conn, queue, after, rows)
+async def page(conn: Conn, *, tenant: str, queue: str, after: str,
+               rows: int) -> list[TimerRow]:
+    return await _PAGE.rows(conn, queue, after, rows, tenant)
 
 
-async def count(conn: Conn, *, queue: str, prefix: str) -> int:
-    return int(await _COUNT.value(conn, queue, prefix))
+async def count(conn: Conn, *, tenant: str, queue: str, prefix: str) -> int:
+    return int(await _COUNT.value(conn, queue, prefix, tenant))
 
 
-async def queues(conn: Conn, *, after: str, rows: int) -> list[QueueTimers]:
-    return await _QUEUES.rows(conn, after, rows)
+async def queues(conn: Conn, *, tenant: str, after: str, rows: int) -> list[QueueTimers]:
+    return await _QUEUES.rows(conn, after, rows, tenant)
 
 
 async def claim(conn: Conn, *, limit: int, shards: int = 1, shard: int = 0
@@ -130,23 +135,27 @@ async def claim(conn: Conn, *, limit: int, shards: int = 1, shard: int = 0
     return await _CLAIM.rows(conn, limit, shards, shard)
 
 
-async def delete(conn: Conn, *, queues: Sequence[str], keys: Sequence[str]) -> int:
-    return await _DELETE.run(conn, list(queues), list(keys))
+async def delete(conn: Conn, *, tenants: Sequence[str], queues: Sequence[str],
+                 keys: Sequence[str]) -> int:
+    return await _DELETE.run(conn, list(queues), list(keys), list(tenants))
 
 
-async def failed(conn: Conn, *, queues: Sequence[str], keys: Sequence[str],
-                 errors: Sequence[str], backoff_seconds: Sequence[float]) -> int:
+async def failed(conn: Conn, *, tenants: Sequence[str], queues: Sequence[str],
+                 keys: Sequence[str], errors: Sequence[str],
+                 backoff_seconds: Sequence[float]) -> int:
     return await _FAILED.run(conn, list(queues), list(keys), list(errors),
-                             list(backoff_seconds))
+                             list(backoff_seconds), list(tenants))
 
 
-async def dead_letter(conn: Conn, *, queue: str, partition: str, namespace: str, task: str,
-                      default_options: str, txn: str, message_id: uuid.UUID,
+async def dead_letter(conn: Conn, *, tenant: str, queue: str, partition: str, namespace: str,
+                      task: str, default_options: str, txn: str, message_id: uuid.UUID,
                       producer_sub: str | None, payload: bytes, error: str, attempts: int,
                       created_at: datetime) -> int:
-    return int(await _DEAD.value(conn, queue, partition, namespace, task, default_options,
-                                 txn, message_id, producer_sub, payload, error, attempts,
-                                 created_at))
+    return int(await _DEAD.value(
+        conn, tenant=tenant, queue=queue, partition=partition, namespace=namespace, task=task,
+        default_options=default_options, txn=txn, message_id=message_id,
+        producer_sub=producer_sub, payload=payload, error=error, attempts=attempts,
+        created_at=created_at))
 
 
 async def next_due(conn: Conn) -> float | None:
@@ -155,5 +164,6 @@ async def next_due(conn: Conn) -> float | None:
     return None if value is None else float(value)
 
 
-async def pending(conn: Conn) -> int:
-    return int(await _PENDING.value(conn))
+async def pending(conn: Conn, *, tenant: str | None) -> int:
+    """Pending timers of every tenant (None), or of one."""
+    return int(await _PENDING.value(conn, tenant))

@@ -57,32 +57,34 @@ _DELETE_PARTITIONS = Statement[None]("traces_delete_partitions")
 _EXPIRE = Statement[None]("reaper_expire_traces")
 
 
-async def insert(conn: Conn, *, trace_id: uuid.UUID, partition_id: int, transaction_id: str,
-                 group: str, event_type: str, data: bytes,
+async def insert(conn: Conn, *, tenant: str, trace_id: uuid.UUID, partition_id: int,
+                 transaction_id: str, group: str, event_type: str, data: bytes,
                  names: Sequence[str]) -> datetime | None:
-    """The trace's created_at; None when the partition does not exist (nothing written)."""
+    """The trace's created_at; None when the tenant has no partition of that id (nothing
+    written)."""
     created: datetime | None = await _INSERT.value(conn, trace_id, partition_id,
                                                    transaction_id, group, event_type, data,
-                                                   list(names))
+                                                   list(names), tenant)
     return created
 
 
-async def of_message(conn: Conn, *, partition_id: int, transaction_id: str,
+async def of_message(conn: Conn, *, tenant: str, partition_id: int, transaction_id: str,
                      limit: int) -> list[TraceRow]:
-    return await _OF_MESSAGE.rows(conn, partition_id, transaction_id, limit)
+    return await _OF_MESSAGE.rows(conn, partition_id, transaction_id, limit, tenant)
 
 
-async def by_name(conn: Conn, *, name: str, limit: int, offset: int) -> list[NamedTraceRow]:
-    return await _BY_NAME.rows(conn, name, limit, offset)
+async def by_name(conn: Conn, *, tenant: str, name: str, limit: int,
+                  offset: int) -> list[NamedTraceRow]:
+    return await _BY_NAME.rows(conn, name, limit, offset, tenant)
 
 
-async def count_by_name(conn: Conn, *, name: str) -> int:
-    return int(await _COUNT_BY_NAME.value(conn, name))
+async def count_by_name(conn: Conn, *, tenant: str, name: str) -> int:
+    return int(await _COUNT_BY_NAME.value(conn, name, tenant))
 
 
-async def names_page(conn: Conn, *, limit: int, offset: int,
+async def names_page(conn: Conn, *, tenant: str, limit: int, offset: int,
                      search: str | None) -> list[TraceNameRow]:
-    return await _NAMES_PAGE.rows(conn, limit, offset, search)
+    return await _NAMES_PAGE.rows(conn, limit, offset, search, tenant)
 
 
 async def delete_partitions(conn: Conn, *, partition_ids: Sequence[int]) -> int:

@@ -60,6 +60,7 @@ class AppendTarget:
     repeats: bool  # whether a transactionId occurs twice among its frames
     encrypted: bool = False  # whether its segments are sealed (core/engine/encryption.py)
     partition_id: int = 0  # the id remembered for it; 0: none (looked up by name)
+    tenant: str = ""  # the queue's tenant (core/tenancy)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,18 +90,21 @@ _DELETE_PARTITION_DATA = Statement[None]("delete_partition_data")
 _DELETE_QUEUE_SUBSCRIPTIONS = Statement[None]("delete_queue_subscriptions")
 
 
-async def partition_ids(conn: Conn, *, queues: Sequence[str], partitions: Sequence[str],
-                        namespaces: Sequence[str], tasks: Sequence[str],
-                        default_options: str) -> list[PartitionIds]:
-    """The ids of partitions by name, created with their queue when missing; one row per
-    name, in order (callers give names in (queue, partition) order)."""
-    return await _PARTITION_IDS.rows(conn, list(queues), list(partitions), list(namespaces),
-                                     list(tasks), default_options)
+async def partition_ids(conn: Conn, *, tenants: Sequence[str], queues: Sequence[str],
+                        partitions: Sequence[str], namespaces: Sequence[str],
+                        tasks: Sequence[str], default_options: str) -> list[PartitionIds]:
+    """The ids of partitions by name (each of a queue of its tenant), created with their
+    queue when missing; one row per name, in order (callers give names in (queue,
+    partition) order)."""
+    return await _PARTITION_IDS.rows(conn, list(tenants), list(queues), list(partitions),
+                                     list(namespaces), list(tasks), default_options)
 
 
-async def partition_lookup(conn: Conn, *, queue: str, partition: str) -> PartitionLookup | None:
-    """A partition's id by name, creating nothing; None when the queue is unknown."""
-    return await _PARTITION_LOOKUP.one(conn, queue, partition)
+async def partition_lookup(conn: Conn, *, tenant: str, queue: str,
+                           partition: str) -> PartitionLookup | None:
+    """A partition's id by name, creating nothing; None when the tenant has no such
+    queue."""
+    return await _PARTITION_LOOKUP.one(conn, tenant, queue, partition)
 
 
 async def append(conn: Conn, *, route: int | None, targets: Sequence[AppendTarget],
@@ -119,14 +123,16 @@ async def append(conn: Conn, *, route: int | None, targets: Sequence[AppendTarge
             txids.extend(segment.transaction_ids)
     statement = _APPEND if route is not None else _APPEND_HERE
     return await statement.rows(
-        conn, route, [t.partition_id for t in targets], [t.queue for t in targets],
-        [t.partition for t in targets], [t.namespace for t in targets],
-        [t.task for t in targets], default_options, [len(t.segments) for t in targets],
-        frames, blobs, txids, [t.repeats for t in targets], [t.encrypted for t in targets])
+        conn, route, [t.tenant for t in targets], [t.partition_id for t in targets],
+        [t.queue for t in targets], [t.partition for t in targets],
+        [t.namespace for t in targets], [t.task for t in targets], default_options,
+        [len(t.segments) for t in targets], frames, blobs, txids,
+        [t.repeats for t in targets], [t.encrypted for t in targets])
 
 
 def append_arguments(targets: Sequence[AppendTarget], default_options: str) -> list[Any]:
-    """`queen.append`'s eleven arguments for these targets (a stream cycle passes them on)."""
+    """`queen.append`'s arguments but the tenants (its first) for these targets: a stream
+    cycle passes them on, with the tenant of its query."""
     blobs: list[bytes] = []
     frames: list[int] = []
     txids: list[str] = []
@@ -147,13 +153,13 @@ async def segments_at(conn: Conn, *, partition_id: int,
     return await _SEGMENTS_AT.rows(conn, partition_id, list(offsets))
 
 
-async def lock_queue(conn: Conn, *, name: str) -> QueueRow | None:
-    return await _LOCK_QUEUE.one(conn, name)
+async def lock_queue(conn: Conn, *, tenant: str, name: str) -> QueueRow | None:
+    return await _LOCK_QUEUE.one(conn, name, tenant)
 
 
-async def insert_queue(conn: Conn, *, name: str, namespace: str, task: str,
+async def insert_queue(conn: Conn, *, tenant: str, name: str, namespace: str, task: str,
                        options: str) -> None:
-    await _INSERT_QUEUE.run(conn, name, namespace, task, options)
+    await _INSERT_QUEUE.run(conn, name, namespace, task, options, tenant)
 
 
 async def update_queue(conn: Conn, *, queue_id: int, namespace: str, task: str,
@@ -161,9 +167,9 @@ async def update_queue(conn: Conn, *, queue_id: int, namespace: str, task: str,
     await _UPDATE_QUEUE.run(conn, queue_id, namespace, task, options)
 
 
-async def delete_queue_row(conn: Conn, *, name: str) -> int | None:
+async def delete_queue_row(conn: Conn, *, tenant: str, name: str) -> int | None:
     """The deleted queue's id; None when there was none."""
-    value = await _DELETE_QUEUE_ROW.value(conn, name)
+    value = await _DELETE_QUEUE_ROW.value(conn, name, tenant)
     return None if value is None else int(value)
 
 

@@ -19,8 +19,9 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from core import options
 from core.counters import COUNTERS
-from core.engine import options, writes
+from core.engine import writes
 from core.engine.ack import partition_id_of
 from core.engine.directory import PartitionName
 from core.engine.wakeup import Publish, Wake
@@ -29,6 +30,7 @@ from core.ids import uuid7
 from core.storage import streams as sql
 from core.storage.database import Database
 from core.streams.cycle import Cycle, CycleResult, SinkResult, derived_transaction_ids
+from core.tenancy.service import Tenants
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,40 +54,44 @@ def query_uuid(text: str) -> uuid.UUID | None:
 
 class Streams:
     def __init__(self, db: Database, publish: Publish,
-                 require_direct_writes: Callable[[], None]) -> None:
+                 require_direct_writes: Callable[[], None], tenants: Tenants) -> None:
         self._db = db
         self._publish = publish
         self._require_direct_writes = require_direct_writes
+        self._tenants = tenants  # quotas: a cycle's sink pushes are the tenant's writes
 
     async def register(self, *, name: str, source_queue: str, sink_queue: str | None,
-                       config_hash: str, reset: bool) -> Registration:
+                       config_hash: str, reset: bool, tenant: str = "") -> Registration:
         async with self._db.session() as conn:
-            row = await sql.register(conn, name=name, source_queue=source_queue,
+            row = await sql.register(conn, tenant=tenant, name=name, source_queue=source_queue,
                                      sink_queue=sink_queue, config_hash=config_hash,
                                      reset=reset)
         return Registration(row.query_id, row.outcome)
 
     async def state_get(self, *, query_id: str, partition_id: str, keys: Sequence[str],
-                        key_prefix: str, ripe_at_or_before: int | None) -> list[sql.StateRow]:
-        """The rows of (query, partition) in key byte order; unknown ids have none."""
+                        key_prefix: str, ripe_at_or_before: int | None,
+                        tenant: str = "") -> list[sql.StateRow]:
+        """The rows of (query, partition) in key byte order; unknown ids (and another
+        tenant's query) have none."""
         qid, pid = query_uuid(query_id), partition_id_of(partition_id)
         if qid is None or pid is None:
             return []
         async with self._db.session() as conn:
-            return await sql.state_get(conn, query_id=qid, partition_id=pid, keys=keys,
-                                       key_prefix=key_prefix,
+            return await sql.state_get(conn, tenant=tenant, query_id=qid, partition_id=pid,
+                                       keys=keys, key_prefix=key_prefix,
                                        ripe_at_or_before=ripe_at_or_before)
 
-    async def delete_query(self, name: str) -> bool:
+    async def delete_query(self, name: str, *, tenant: str = "") -> bool:
         async with self._db.session() as conn:
-            return await sql.delete_query(conn, name=name)
+            return await sql.delete_query(conn, tenant=tenant, name=name)
 
-    async def list_queries(self) -> list[sql.QueryPartitionRow]:
+    async def list_queries(self, *, tenant: str = "") -> list[sql.QueryPartitionRow]:
         async with self._db.session() as conn:
-            return await sql.list_queries(conn)
+            return await sql.list_queries(conn, tenant=tenant)
 
-    async def cycle(self, cycle: Cycle) -> CycleResult:
-        """Commit one cycle, or nothing (`success: false` with the reason)."""
+    async def cycle(self, cycle: Cycle, *, tenant: str = "") -> CycleResult:
+        """Commit one cycle of a query of the tenant, or nothing (`success: false` with the
+        reason); another tenant's query or partition is one that does not exist."""
         qid, pid = query_uuid(cycle.query_id), partition_id_of(cycle.partition_id)
         if qid is None:
             return CycleResult(False, "query not found")
@@ -93,17 +99,22 @@ class Streams:
             return CycleResult(False, "partition not found")
         if cycle.pushes:
             self._require_direct_writes()
+            await self._tenants.admit_write(
+                tenant, {(p.queue, p.partition) for p in cycle.pushes},
+                [len(p.payload) for p in cycle.pushes])
         try:
-            return await self._commit(cycle, qid, pid)
+            return await self._commit(cycle, qid, pid, tenant)
         except CapacityExceeded as full:  # a sink queue's maxSize: nothing was written
             return CycleResult(False, full.message)
 
-    async def _commit(self, cycle: Cycle, qid: uuid.UUID, pid: int) -> CycleResult:
-        flushes = _flushes(cycle)
+    async def _commit(self, cycle: Cycle, qid: uuid.UUID, pid: int,
+                      tenant: str) -> CycleResult:
+        flushes = _flushes(cycle, tenant)
         work, targets = writes.prepare(flushes)
         try:
             async with self._db.session() as conn:
-                row = await sql.cycle(conn, query_id=qid, partition_id=pid, group=cycle.group,
+                row = await sql.cycle(conn, tenant=tenant, query_id=qid, partition_id=pid,
+                                      group=cycle.group,
                                       ops=cycle.ops, targets=targets,
                                       default_options=options.DEFAULTS_JSON, ack=cycle.ack)
             if row.error is not None:
@@ -114,7 +125,7 @@ class Streams:
         except sql.CycleNeedsWritePath:
             try:
                 async with self._db.transaction() as conn:
-                    row = await sql.cycle(conn, query_id=qid, partition_id=pid,
+                    row = await sql.cycle(conn, tenant=tenant, query_id=qid, partition_id=pid,
                                           group=cycle.group, ops=cycle.ops, targets=[],
                                           default_options=options.DEFAULTS_JSON,
                                           ack=cycle.ack)
@@ -144,12 +155,13 @@ class Streams:
                            row.ack_count, row.lease_released)
 
 
-def _flushes(cycle: Cycle) -> list[tuple[PartitionName, list[writes.NewMessage]]]:
-    """The cycle's pushes as one flush per sink (queue, partition), in lock order;
-    messages without an id get UUIDv7s minted in order (monotone within the cycle)."""
+def _flushes(cycle: Cycle, tenant: str) -> list[tuple[PartitionName, list[writes.NewMessage]]]:
+    """The cycle's pushes as one flush per sink (queue, partition of the tenant's), in
+    lock order; messages without an id get UUIDv7s minted in order (monotone within the
+    cycle)."""
     by_name: dict[PartitionName, list[writes.NewMessage]] = {}
     for push, txid in zip(cycle.pushes, derived_transaction_ids(cycle)):
-        by_name.setdefault(PartitionName(push.queue, push.partition), []).append(
+        by_name.setdefault(PartitionName(push.queue, push.partition, tenant), []).append(
             writes.NewMessage(push.message_id or uuid7(), txid, push.payload,
                               producer_sub=cycle.producer_sub))
     return sorted(by_name.items(), key=lambda f: f[0])  # lock order: see writes.append

@@ -25,7 +25,7 @@ Element = dict[str, Any]  # one result element, as the wire shows it
 
 
 @dataclass(slots=True)
-class Applied:
+class AppliedTimers:
     results: list[Element]  # one per op, in input order
     scheduled: int
     cancelled: int
@@ -33,15 +33,16 @@ class Applied:
 
 
 async def apply_timer_ops(conn: Conn, ops: Sequence[TimerOp], *, now: datetime | None,
-                          producer_sub: str | None) -> Applied:
-    """Apply `ops` (validated: core/timers/ops.py) at `now` (None: the transaction's
-    `now()`), as `producer_sub`. A schedule for an encryptionEnabled queue is sealed here
+                          producer_sub: str | None, tenant: str = "") -> AppliedTimers:
+    """Apply `ops` (validated: core/timers/ops.py) to the tenant's timers at `now` (None:
+    the transaction's `now()`), as `producer_sub`. A schedule for an encryptionEnabled queue is sealed here
     (when this process has the key); `encrypted: true` for such a queue is refused
     (`timers_encrypted_conflict`) before anything is applied."""
     if not ops:
-        return Applied([], 0, 0, None)
+        return AppliedTimers([], 0, 0, None)
     schedules = [op for op in ops if op.kind == "schedule"]
-    sealed_queues = (await sql.encrypted_queues(conn, queues=sorted({o.queue for o in schedules}))
+    sealed_queues = (await sql.encrypted_queues(conn, tenant=tenant,
+                                                queues=sorted({o.queue for o in schedules}))
                      if schedules else set())
     for i, op in enumerate(ops):
         if op.kind == "schedule" and op.encrypted and op.queue in sealed_queues:
@@ -65,7 +66,7 @@ async def apply_timer_ops(conn: Conn, ops: Sequence[TimerOp], *, now: datetime |
         writes.append(sql.TimerWrite(False, op.queue, op.key, op.partition, op.delay_ms,
                                      op.txn, message_id, payload, op.zstd,
                                      op.encrypted or sealed, sealed))
-    rows = await sql.apply(conn, now=now, ops=writes, producer_sub=producer_sub)
+    rows = await sql.apply(conn, tenant=tenant, now=now, ops=writes, producer_sub=producer_sub)
     results: list[Element | None] = [None] * len(ops)
     for i, row in zip(order, rows):
         op = ops[i]
@@ -76,6 +77,6 @@ async def apply_timer_ops(conn: Conn, ops: Sequence[TimerOp], *, now: datetime |
             element["messageId"] = ids[i]
             element["deliverAt"] = iso(row.deliver_at)
         results[i] = element
-    return Applied([r for r in results if r is not None], len(schedules),
+    return AppliedTimers([r for r in results if r is not None], len(schedules),
                    sum(1 for r in rows if r.status == "cancelled"),
                    min((o.delay_ms for o in schedules), default=None))

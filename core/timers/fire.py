@@ -24,12 +24,13 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from core.engine import encryption, options
+from core import options
+from core.engine import encryption
 from core.engine.directory import PartitionName
-from core.engine.segments import unpack_client_frame
 from core.engine.wakeup import Wake
 from core.engine.writes import Appended, NewMessage, append
 from core.errors import QueenError, ServiceError
+from core.segments import unpack_client_frame
 from core.storage import timers as sql
 from core.storage.statements import Conn
 
@@ -95,7 +96,7 @@ async def fire_due(conn: Conn, *, limit: int, max_payload_bytes: int, shards: in
         except _Permanent as exc:
             broken.append((row, str(exc)))
             continue
-        groups.setdefault(PartitionName(row.queue, row.partition), []).append(
+        groups.setdefault(PartitionName(row.queue, row.partition, row.tenant), []).append(
             (row, NewMessage(row.message_id, row.txn, payload, None, row.producer_sub)))
     done: list[sql.ClaimedRow] = []
     for name_group, appended in await _append_groups(conn, list(groups.items()), broken):
@@ -106,7 +107,8 @@ async def fire_due(conn: Conn, *, limit: int, max_payload_bytes: int, shards: in
         if appended.queued:
             report.wakes.append((appended.queue_id, appended.partition_id))
     if done:
-        await sql.delete(conn, queues=[r.queue for r in done], keys=[r.timer_key for r in done])
+        await sql.delete(conn, tenants=[r.tenant for r in done], queues=[r.queue for r in done],
+                         keys=[r.timer_key for r in done])
     report.fired = len(done)
     await _record_failures(conn, broken, report, max_payload_bytes)
     return report
@@ -143,20 +145,21 @@ async def _record_failures(conn: Conn, broken: list[tuple[sql.ClaimedRow, str]],
     retry = [(row, error) for row, error in broken if row.attempts + 1 < MAX_ATTEMPTS]
     dead = [(row, error) for row, error in broken if row.attempts + 1 >= MAX_ATTEMPTS]
     if retry:
-        await sql.failed(conn, queues=[r.queue for r, _ in retry],
+        await sql.failed(conn, tenants=[r.tenant for r, _ in retry],
+                         queues=[r.queue for r, _ in retry],
                          keys=[r.timer_key for r, _ in retry], errors=[e for _, e in retry],
                          backoff_seconds=[backoff_seconds(r.attempts + 1) for r, _ in retry])
     for row, error in dead:
         namespace, task = options.derive_namespace_task(row.queue)
         await sql.dead_letter(
-            conn, queue=row.queue, partition=row.partition, namespace=namespace, task=task,
+            conn, tenant=row.tenant, queue=row.queue, partition=row.partition, namespace=namespace, task=task,
             default_options=options.DEFAULTS_JSON, txn=row.txn, message_id=row.message_id,
             producer_sub=row.producer_sub, payload=_dead_payload(row, max_payload_bytes),
             error=error,
             attempts=row.attempts + 1, created_at=row.created_at)
     if dead:
-        await sql.delete(conn, queues=[r.queue for r, _ in dead],
-                         keys=[r.timer_key for r, _ in dead])
+        await sql.delete(conn, tenants=[r.tenant for r, _ in dead],
+                         queues=[r.queue for r, _ in dead], keys=[r.timer_key for r, _ in dead])
     report.failed, report.dead = len(retry), len(dead)
 
 

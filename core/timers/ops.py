@@ -1,7 +1,7 @@
 """A timer call's ops, validated (§16.2): every refusal has its code and reason, and a call
 with one refused op applies nothing.
 
-`parse_ops` takes the decoded JSON ops; `Limits` carries what the route enforces and the
+`parse_ops` takes the decoded JSON ops; `TimerLimits` carries what the route enforces and the
 transaction rider (§17) does not: the op cap, the payload ceiling and the horizon."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class HorizonExceeded(Coded, ClientError):
 
 
 @dataclass(frozen=True, slots=True)
-class Limits:
+class TimerLimits:
     """What a call may carry; None = no limit (the rider's, §17: only the body limit)."""
 
     max_ops: int | None = 256
@@ -39,8 +39,8 @@ class Limits:
     horizon_ms: int | None = 90 * 86400 * 1000
 
 
-ROUTE_LIMITS = Limits()
-RIDER_LIMITS = Limits(None, None, None)
+ROUTE_LIMITS = TimerLimits()
+RIDER_LIMITS = TimerLimits(None, None, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +70,7 @@ def operations_of(body: Any) -> list[Any]:
                   'the body must be {"operations": [...]} or an array of timer ops')
 
 
-def parse_ops(raw: list[Any], limits: Limits = ROUTE_LIMITS,
+def parse_ops(raw: list[Any], limits: TimerLimits = ROUTE_LIMITS,
               field: str = "operations") -> list[TimerOp]:
     """The ops, validated in input order; raises the first refusal (naming `field`, the
     body's array they came from: "timers" for the transaction rider)."""
@@ -89,7 +89,7 @@ def parse_ops(raw: list[Any], limits: Limits = ROUTE_LIMITS,
     return ops
 
 
-def _op(at: str, item: Any, limits: Limits) -> TimerOp:
+def _op(at: str, item: Any, limits: TimerLimits) -> TimerOp:
     if not isinstance(item, dict):
         raise _refuse("timers_bad_op", f"{at} must be an object")
     for field in item:

@@ -11,24 +11,36 @@ from __future__ import annotations
 from core.counters import COUNTERS
 from core.engine.transactions import RiderOutcome
 from core.storage.statements import Conn
-from core.timers.apply import Applied, apply_timer_ops
+from core.timers.apply import AppliedTimers, apply_timer_ops
 from core.timers.ops import TimerOp
 
 
 class TimerRider:
     kind = "timers"
 
-    def __init__(self, ops: list[TimerOp], producer_sub: str | None) -> None:
+    def __init__(self, ops: list[TimerOp], producer_sub: str | None,
+                 tenant: str = "") -> None:
         self.ops = ops
         self._producer_sub = producer_sub
-        self.applied = Applied([], 0, 0, None)
+        self.tenant = tenant  # the transaction's: whose timers
+        self.applied = AppliedTimers([], 0, 0, None)
 
     def __len__(self) -> int:
         return len(self.ops)
 
+    @property
+    def grows(self) -> bool:
+        return any(op.kind == "schedule" for op in self.ops)
+
+    @property
+    def creates(self) -> set[tuple[str, str]]:
+        """A schedule's destination, which its fire creates when missing."""
+        return {(op.queue, op.partition) for op in self.ops if op.kind == "schedule"}
+
     async def apply(self, conn: Conn) -> RiderOutcome:
         self.applied = await apply_timer_ops(conn, self.ops, now=None,
-                                             producer_sub=self._producer_sub)
+                                             producer_sub=self._producer_sub,
+                                             tenant=self.tenant)
         return RiderOutcome([{**e, "type": "timer"} for e in self.applied.results])
 
     def committed(self) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from core.counters import COUNTERS
 from core.engine.wakeup import Wake
 from core.storage import maintenance as sql
 from core.storage import traces
@@ -89,6 +90,7 @@ async def expire_leases(db: Database, *, batch: int = LEASE_BATCH,
         released += len(rows)
         if found < batch:
             break
+    COUNTERS.add("leases_expired", released)  # queen_leases_expired_total
     # Spans released with a retryDelay are claimable from their not-before time on, which
     # nothing else announces (parked pops skip re-checks while nothing is announced).
     for _ in range(MAX_BATCHES_PER_PASS):
@@ -194,6 +196,10 @@ async def apply_retention(db: Database, *, segment_batch: int) -> tuple[int, int
                     completed_retention=part.completed_retention, segment_limit=segment_batch)
             count = int(row.segments)
             deleted += count
+            # Per partition, for the analytics' retention series (core/upkeep/stats.py)
+            COUNTERS.add("retention_segments", count, pid)
+            COUNTERS.add("retention_released", row.by_age, pid)
+            COUNTERS.add("completed_released", row.by_completion, pid)
             if count < segment_batch:
                 break
         trimmed += deleted > before

@@ -38,7 +38,7 @@ from core.storage import timers as timers_sql
 from core.storage.admin import Overview
 from core.storage.database import Database, PoolStats, connect_with_retry
 from core.storage.statements import Conn
-from core.storage.stats import QueueGauges, SeriesRow
+from core.storage.stats import QueueGauges, SeriesRow, Standby
 from core.waiting import wait_event
 
 log = logging.getLogger(__name__)
@@ -84,12 +84,20 @@ def resident_memory_bytes() -> int:
         return 0
 
 
+def _cpu_us() -> tuple[int, int]:
+    """CPU time this process has used so far, user and system, in microseconds."""
+    times = os.times()
+    return int(times.user * 1_000_000), int(times.system * 1_000_000)
+
+
 @dataclass(slots=True)
 class ProcessFigures:
     """One live web worker, as its last heartbeat described it."""
 
     process: str
     uptime_seconds: float
+    role: str = "web"
+    started_at: float = 0.0  # Unix time
     pool_size: int = 0
     pool_idle: int = 0
     pool_max: int = 0
@@ -105,6 +113,7 @@ def _process_figures(row: sql.ProcessRow) -> ProcessFigures:
     return ProcessFigures(
         process=row.process,
         uptime_seconds=max((row.db_now - row.started_at).total_seconds(), 0.0),
+        role=str(raw.get("role", "web")), started_at=row.started_at.timestamp(),
         pool_size=int(raw.get("poolSize", 0)), pool_idle=int(raw.get("poolIdle", 0)),
         pool_max=int(raw.get("poolMax", 0)), rss_bytes=int(raw.get("rssBytes", 0)),
         parked={int(k): int(v) for k, v in raw.get("parked", {}).items()},
@@ -120,8 +129,11 @@ class CounterFlusher:
     def __init__(self, dsn: str, settings: Settings, *, pool_stats: Callable[[], PoolStats],
                  parked: Callable[[], Mapping[int, int]],
                  figures: Callable[[], OperatingFigures],
-                 counters: Counters = COUNTERS) -> None:
+                 counters: Counters = COUNTERS, role: str = "web") -> None:
         self._dsn = dsn
+        # web, kafka (processes that serve requests, and so take a share of each tenant's
+        # rates: core/tenancy/limiter.py), reaper, timer firer
+        self.role = role
         self._settings = settings
         self.interval = settings.metrics_flush_ms / 1000
         self._pool_stats = pool_stats
@@ -129,6 +141,10 @@ class CounterFlusher:
         self._figures = figures
         self._counters = counters
         self.process = f"{socket.gethostname()}:{os.getpid()}"
+        # Goes out with the first flush: `queen_process_starts_total` counts processes that
+        # started, so a restart shows as an increase (docs/operating/alerts.md).
+        counters.add("process_starts")
+        self._cpu = _cpu_us()  # at the last successful flush
         self._conn: Conn | None = None
         self._lock = asyncio.Lock()
         self._stopping = asyncio.Event()
@@ -156,13 +172,16 @@ class CounterFlusher:
             keys = sorted(deltas)
             figures = self._figures()
             pool = self._pool_stats()
+            cpu = _cpu_us()
             heartbeat = json.dumps({
                 "poolSize": pool.size, "poolIdle": pool.idle, "poolMax": pool.max_size,
                 "rssBytes": resident_memory_bytes(),
                 "parked": {str(k): v for k, v in self._parked().items()},
                 "maintenance": figures.maintenance,
                 "fileBufferPending": figures.file_buffer_pending,
-                "fileBufferFailed": figures.file_buffer_failed})
+                "fileBufferFailed": figures.file_buffer_failed,
+                "role": self.role,
+                "cpuUserUs": cpu[0] - self._cpu[0], "cpuSystemUs": cpu[1] - self._cpu[1]})
             try:
                 async with asyncio.timeout(limit):
                     if self._conn is None or self._conn.is_closed():
@@ -171,7 +190,7 @@ class CounterFlusher:
                     done = await sql.flush(
                         self._conn, partition_ids=[k[0] for k in keys],
                         names=[k[1] for k in keys], deltas=[deltas[k] for k in keys],
-                        process=self.process, figures=heartbeat)
+                        process=self.process, figures=heartbeat, role=self.role)
             except (ServiceError, TimeoutError) as exc:
                 self._counters.give_back(deltas)
                 log.debug("counter flush failed, kept for the next one: %r", exc)
@@ -181,6 +200,7 @@ class CounterFlusher:
                 self._counters.give_back(deltas)
                 await self._disconnect()
                 raise
+            self._cpu = cpu
             self.history.append((time.monotonic(), done.requests, done.messages))
             return True
 
@@ -206,52 +226,72 @@ ANY_QUEUE_LABEL = "*"  # parked pops not (yet) tied to one queue
 @dataclass(slots=True)
 class ClusterFigures:
     """What `/metrics` and `/metrics/prometheus` show: cluster counters (flushed by every
-    process), live processes, per-queue gauges, parked pops per queue name, and the
-    overview counts."""
+    process), live processes, per-queue gauges, parked pops per queue, and the overview
+    counts; of every tenant (`tenant` None), or of one tenant's queues only."""
 
     counters: dict[str, int]
     processes: list[ProcessFigures]
     queues: list[QueueGauges]
-    parked: dict[str, int]  # queue name (or ANY_QUEUE_LABEL) -> parked pops, every queue
+    # (tenant, queue name) -> parked pops; ("", ANY_QUEUE_LABEL) in the view of every tenant
+    parked: dict[tuple[str, str], int]
     overview: Overview
     timers_pending: int = 0  # timers scheduled and not yet fired (core/timers)
+    standbys: list[Standby] = field(default_factory=list)  # streaming from the database
+    tenant: str | None = None  # whose figures these are (None: the deployment's)
 
 
-async def cluster_figures(db: Database, *, live_seconds: float) -> ClusterFigures:
+async def cluster_figures(db: Database, *, live_seconds: float,
+                          tenant: str | None = None) -> ClusterFigures:
+    """The figures of every tenant (None), or of one tenant's queues."""
     async with db.session() as conn:
         counters = {c.name: c.value for c in await sql.cluster_counters(conn)}
         processes = [_process_figures(r)
                      for r in await sql.live_processes(conn, seconds=live_seconds)]
-        queues = await sql.queue_gauges(conn)
-        overview = await admin_sql.overview(conn)
-        timers_pending = await timers_sql.pending(conn)
-    names = {q.id: q.name for q in queues}
-    parked = dict.fromkeys([*names.values(), ANY_QUEUE_LABEL], 0)
+        queues = [q for q in await sql.queue_gauges(conn)
+                  if tenant is None or q.tenant == tenant]
+        overview = await admin_sql.overview(conn, tenant=tenant)
+        timers_pending = await timers_sql.pending(conn, tenant=tenant)
+        # the database server's standbys are the deployment's, not a tenant's
+        standbys = await sql.standbys(conn) if tenant is None else []
+    names = {q.id: (q.tenant, q.name) for q in queues}
+    parked = dict.fromkeys(names.values(), 0)
+    if tenant is None:
+        parked[("", ANY_QUEUE_LABEL)] = 0
     for p in processes:
         for queue_id, count in p.parked.items():
-            label = ANY_QUEUE_LABEL if queue_id == ANY_QUEUE else names.get(queue_id)
-            if label is not None:
-                parked[label] += count
-    return ClusterFigures(counters, processes, queues, parked, overview, timers_pending)
+            key = (("", ANY_QUEUE_LABEL) if queue_id == ANY_QUEUE and tenant is None
+                   else names.get(queue_id))
+            if key is not None:
+                parked[key] += count
+    return ClusterFigures(counters, processes, queues, parked, overview, timers_pending,
+                          standbys, tenant)
 
 
-async def sample(db: Database) -> int:
+def live_seconds(settings: Settings) -> float:
+    """How recent a heartbeat must be for its process to count as live."""
+    return LIVE_INTERVALS * settings.metrics_flush_ms / 1000 + 2
+
+
+async def sample(db: Database, settings: Settings) -> int:
     """One analytics sampling pass (serialised with any other); answers queue rows stored."""
     async with db.transaction() as conn:
         await sql.lock(conn, key=SAMPLE_LOCK_KEY)
-        return await sql.sample(conn)
+        return await sql.sample(conn, live_seconds=live_seconds(settings))
 
 
-async def housekeeping(db: Database, *, retention_days: int) -> int:
-    """Trim samples past their retention (bounded batches) and forget dead processes'
-    heartbeats; answers samples deleted."""
+async def housekeeping(db: Database, *, retention_days: int,
+                       minutes_retention_days: int) -> int:
+    """Trim queue samples and per-process minute rows past their retention (bounded
+    batches each) and forget dead processes' heartbeats; answers rows deleted."""
     deleted = 0
-    for _ in range(20):
-        async with db.session() as conn:
-            count = await sql.trim_samples(conn, days=retention_days, batch=SAMPLE_TRIM_BATCH)
-        deleted += count
-        if count < SAMPLE_TRIM_BATCH:
-            break
+    for trim, days in ((sql.trim_samples, retention_days),
+                       (sql.trim_minutes, minutes_retention_days)):
+        for _ in range(20):
+            async with db.session() as conn:
+                count = await trim(conn, days=days, batch=SAMPLE_TRIM_BATCH)
+            deleted += count
+            if count < SAMPLE_TRIM_BATCH:
+                break
     async with db.session() as conn:
         await sql.forget_processes(conn, seconds=FORGET_PROCESS_SECONDS)
     return deleted
@@ -265,9 +305,11 @@ class SeriesFilter:
     queue: str | None = None
     namespace: str | None = None
     task: str | None = None
+    tenant: str = ""  # whose queues' samples (core/tenancy)
 
 
 async def series(db: Database, where: SeriesFilter) -> list[SeriesRow]:
     async with db.session() as conn:
-        return await sql.series(conn, unit=where.unit, start=where.start, end=where.end,
-                                queue=where.queue, namespace=where.namespace, task=where.task)
+        return await sql.series(conn, tenant=where.tenant, unit=where.unit, start=where.start,
+                                end=where.end, queue=where.queue, namespace=where.namespace,
+                                task=where.task)

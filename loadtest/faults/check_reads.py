@@ -18,7 +18,7 @@ _SIGNALS = ("failed", "retry", "dlq")
 
 
 @dataclass(slots=True)
-class _Delivery:
+class _Delivered:
     group: str
     consumer: str
     lease: str
@@ -40,8 +40,8 @@ def _running_max(events: list[tuple[float, int]]) -> tuple[list[float], list[int
 
 
 class ReadChecks(Tally):
-    def _deliveries(self) -> list[_Delivery]:
-        out: list[_Delivery] = []
+    def _deliveries(self) -> list[_Delivered]:
+        out: list[_Delivered] = []
         for r in self.records:
             if r["k"] != "pop" or not r.get("msgs"):
                 continue
@@ -54,7 +54,7 @@ class ReadChecks(Tally):
                     self._count("delivered_unknown_message", [pid, mid])
                     continue
                 per_partition[pid].append(stored.offset)
-                out.append(_Delivery(r["g"], r["c"], r["lease"], r["t0"], r["t1"], pid,
+                out.append(_Delivered(r["g"], r["c"], r["lease"], r["t0"], r["t1"], pid,
                                      stored.offset))
             for pid, offsets in per_partition.items():
                 if offsets != list(range(offsets[0], offsets[0] + len(offsets))):
@@ -121,7 +121,7 @@ class ReadChecks(Tally):
         self._check_stale_acks()
         self._check_cursors(moved)
 
-    def _check_delivered_everything(self, deliveries: list[_Delivery]) -> None:
+    def _check_delivered_everything(self, deliveries: list[_Delivered]) -> None:
         seen = {(d.group, d.pid, d.offset) for d in deliveries}
         for queue in self.queues:
             for s in self.x.snapshot.stored.get(queue, []):
@@ -129,7 +129,7 @@ class ReadChecks(Tally):
                     if (group, s.partition_id, s.offset) not in seen:
                         self._count("undelivered", [queue, group, s.partition, s.offset])
 
-    def _check_after_ack(self, deliveries: list[_Delivery],
+    def _check_after_ack(self, deliveries: list[_Delivered],
                          moved: dict[tuple[str, str], list[tuple[float, int]]]) -> None:
         prefix = {key: _running_max(events) for key, events in moved.items()}
         for d in deliveries:
@@ -158,7 +158,7 @@ class ReadChecks(Tally):
                 if first > max(bound, self.log_start.get(pid, 0) - 1) + 1:
                     self._count("pops_past_cursor", [r["g"], pid, first, bound])
 
-    def _check_overlaps(self, deliveries: list[_Delivery]) -> None:
+    def _check_overlaps(self, deliveries: list[_Delivered]) -> None:
         first_ack: dict[tuple[str, str], float] = {}
         for r in self.records:
             if r["k"] == "ack_send" and r.get("lease"):

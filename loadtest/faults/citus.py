@@ -27,7 +27,7 @@ from typing import Any
 
 import asyncpg
 
-from broker.citus import DATABASE, Cluster, Node
+from broker.citus import DATABASE, CitusCluster, CitusNode
 from core.waiting import within
 from loadtest.faults.base import Healer
 from loadtest.faults.servers import ServeInstance
@@ -41,7 +41,7 @@ class CitusNodes:
     """A coordinator and two workers, as pg_ctl-run servers of the harness."""
 
     def __init__(self, root: Path, settings: dict[str, str]) -> None:
-        self.cluster = Cluster.load_or_new(root, workers=2, shards=SHARDS, settings=settings)
+        self.cluster = CitusCluster.load_or_new(root, workers=2, shards=SHARDS, settings=settings)
         self.added = 0  # workers added by citus_add_worker so far
 
     @property
@@ -70,7 +70,7 @@ class CitusNodes:
 
 async def citus_worker_kill(injector: Healer, inst: ServeInstance, nodes: CitusNodes
                             ) -> dict[str, Any]:
-    worker: Node = injector.rng.choice(nodes.cluster.workers)
+    worker: CitusNode = injector.rng.choice(nodes.cluster.workers)
     pid = nodes.cluster.postmaster_pid(worker)
     rec: dict[str, Any] = {"target": f"{worker.name} postmaster", "pid": pid,
                            "injected_at": time.time()}

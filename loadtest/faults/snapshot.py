@@ -13,7 +13,7 @@ from typing import Any
 
 import asyncpg
 
-from core.engine import segments
+from core import segments
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import psutil  # type: ignore[import-untyped]
 
-from core.upkeep.spool import DRAIN_LOCK
+from core.engine.spool import DRAIN_LOCK
 from loadtest.faults.base import Healer
 from loadtest.faults.servers import ServeInstance
 

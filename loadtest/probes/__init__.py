@@ -21,11 +21,13 @@ PROBES = {
     "timers_bench": "timer schedules against bare asyncpg; fire lag",
     "wire_compare": "JSON against the binary formats, push and pop",
     "walprobe": "WAL and table bytes per pushed message",
+    "path_cost": "broker CPU per message of push, pop and ack without HTTP (against --root)",
     "sync_cost": "a synchronous standby against the primary alone (Patroni pair, ha extra)",
     "supervision": "the serve/web supervisor against hypercorn's runner; a killed worker",
     "ephemeral": "ephemeral queues against durable ones: throughput, round trip, bounds",
     "wakeup": "long-poll wake-up latency across worker processes (a running broker)",
     "lag_cost": "the lag statements on a wide queue (optionally against another revision's)",
+    "tenant_fairness": "a quiet tenant's latency beside a tenant pushing over its rate limit",
 }
 
 

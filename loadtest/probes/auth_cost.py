@@ -31,7 +31,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from loadtest import launch
 from loadtest.probes.rounds import FAST_DATABASE, Rounds, arguments, cpu_seconds, in_turn
-from loadtest.probes.supervision import Tally, _load
+from loadtest.probes.supervision import RequestTally, _load
 
 SECRET = "loadtest-secret-" + "x" * 32
 FRESH_TOKENS = 40_000  # ten times the broker's verified-token cache per worker
@@ -68,7 +68,7 @@ def throughput(dsn: str, env: dict[str, str], tokens: list[str] | None, workers:
         cpu = cpu_seconds(server.proc.pid)
         tally = launch.run_sync(_load(server.port, connections, seconds, tokens))
         cpu = cpu_seconds(server.proc.pid) - cpu
-        assert isinstance(tally, Tally)
+        assert isinstance(tally, RequestTally)
         if tally.failed:
             raise RuntimeError(f"{tally.failed} pushes failed (auth misconfigured?)")
     return tally.ok / seconds, cpu / max(tally.ok, 1) * 1e6

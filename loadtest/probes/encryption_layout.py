@@ -23,7 +23,8 @@ from collections.abc import Callable
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from core.engine import encryption, segments
+from core import segments
+from core.engine import encryption
 from loadtest.corpus import build_corpus
 from loadtest.probes.rounds import Rounds, arguments, in_turn
 

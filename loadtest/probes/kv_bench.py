@@ -106,11 +106,11 @@ async def bare_rate(dsn: str, op: str, size: int, connections: int, seconds: flo
         async with pool.acquire() as proxy:
             conn: asyncpg.Connection = proxy  # type: ignore[assignment]
             if op == "get":
-                await store.live_rows(conn, keys=keys)
+                await store.live_rows(conn, tenant="", keys=keys)
                 return size
             async with conn.transaction():
-                locked = await store.lock_rows(conn, keys=sorted(keys))
-                await store.write_rows(conn, writes=[
+                locked = await store.lock_rows(conn, tenant="", keys=sorted(keys))
+                await store.write_rows(conn, tenant="", writes=[
                     store.RowWrite(r.ns, r.key, str(call) if op == "incr" else '{"n":1}',
                                    r.next_version, None if op == "incr" else until, False)
                     for r in locked], deletes=[])

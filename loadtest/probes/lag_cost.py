@@ -93,11 +93,12 @@ async def _once_ms(conn: asyncpg.Connection, sql: str, args: tuple[Any, ...]
 
 
 async def _sample_ms(conn: asyncpg.Connection, sql: str) -> float:
-    """One analytics sampling pass, rolled back."""
+    """One analytics sampling pass, rolled back (a revision's statement that takes a
+    heartbeat horizon gets null: no parked pops, as in this probe's database)."""
     tx = conn.transaction()
     await tx.start()
     start = time.perf_counter()
-    await conn.execute(sql)
+    await conn.execute(sql, *_padded(sql, ()))
     elapsed = (time.perf_counter() - start) * 1000
     await tx.rollback()
     return elapsed

@@ -35,7 +35,7 @@ RUNNERS = ("hypercorn", "supervisor")
 
 
 @dataclass
-class Tally:
+class RequestTally:
     ok: int = 0
     failed: int = 0
     ok_times: list[float] = field(default_factory=list)
@@ -55,7 +55,7 @@ async def _send(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
     return status
 
 
-async def _connection(port: int, queue: str, k: int, until: float, tally: Tally,
+async def _connection(port: int, queue: str, k: int, until: float, tally: RequestTally,
                       tokens: list[str] | None = None) -> None:
     """One keep-alive connection pushing until `until`; reconnects after a failure. With
     `tokens`, each request carries the next one as a bearer token."""
@@ -94,9 +94,9 @@ async def _connection(port: int, queue: str, k: int, until: float, tally: Tally,
 
 
 async def _load(port: int, connections: int, seconds: float,
-                tokens: list[str] | None = None) -> Tally:
+                tokens: list[str] | None = None) -> RequestTally:
     queue = "sup-" + uuid.uuid4().hex[:8]
-    tally = Tally()
+    tally = RequestTally()
     until = time.monotonic() + seconds
     # Each connection cycles through its own share of the tokens (all of them if few).
     shares = [tokens[k::connections] if tokens and len(tokens) >= connections else tokens
@@ -137,9 +137,9 @@ def throughput(dsn: str, runner: str, workers: int, connections: int, seconds: f
     url = str(launch.run_sync(launch.fresh_database(dsn)))
     with launch.broker(url, workers, supervised=runner == "supervisor") as server:
         warm = launch.run_sync(_load(server.port, connections, 1.0))
-        assert isinstance(warm, Tally)
+        assert isinstance(warm, RequestTally)
         tally = launch.run_sync(_load(server.port, connections, seconds))
-        assert isinstance(tally, Tally)
+        assert isinstance(tally, RequestTally)
     return tally.ok / seconds
 
 
@@ -148,7 +148,7 @@ def kill_one(dsn: str, runner: str, workers: int, connections: int) -> dict[str,
     with launch.broker(url, workers, supervised=runner == "supervisor") as server:
         before = _workers(server)
 
-        async def scenario() -> tuple[Tally, float, float]:
+        async def scenario() -> tuple[RequestTally, float, float]:
             loop = asyncio.get_running_loop()
             load = asyncio.ensure_future(_load(server.port, connections, 8.0))
             await asyncio.sleep(2.0)

@@ -31,17 +31,18 @@
 -- arguments must never turn into a scan of a table that is small in live rows but large in
 -- dead versions (partitions are updated all the time).
 
--- The ids of partitions named by (queue, name), created with their queue when missing.
---   p_queues, p_partitions, p_namespaces, p_tasks   one entry per partition, in the order to
---       create them (callers sort by name, so concurrent creations cannot deadlock)
+-- The ids of partitions named by (tenant, queue, name), created with their queue when missing.
+--   p_tenants, p_queues, p_partitions, p_namespaces, p_tasks   one entry per partition, in
+--       the order to create them (callers sort by name, so concurrent creations cannot
+--       deadlock); a queue is its tenant's (migration 140)
 --   p_options     the complete default options of a queue this creates
 -- One row per partition, in the given order. A partition lives in two rows: its directory
 -- entry (queen.partition_directory: looked up by name) and its head (queen.log_partitions:
 -- locked and moved by every append); both are written here, and only here.
 -- Raises QN002 (a queue that keeps disappearing while its partition is created).
 CREATE OR REPLACE FUNCTION queen.partition_ids(
-    p_queues text[], p_partitions text[], p_namespaces text[], p_tasks text[],
-    p_options jsonb)
+    p_tenants text[], p_queues text[], p_partitions text[], p_namespaces text[],
+    p_tasks text[], p_options jsonb)
 RETURNS TABLE (queue_id bigint, partition_id bigint)
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
@@ -49,6 +50,7 @@ AS $$
 DECLARE
     v_qid       bigint;
     v_pid       bigint;
+    v_tenant    text;
     v_queue     text;
     v_name      text;
     v_namespace text;
@@ -56,19 +58,21 @@ DECLARE
 BEGIN
     FOR i IN 1 .. cardinality(p_queues) LOOP
         v_pid := NULL;
-        v_queue := p_queues[i];  -- plain variables (see queen.append_partitions)
+        v_tenant := p_tenants[i];  -- plain variables (see queen.append_partitions)
+        v_queue := p_queues[i];
         v_name := p_partitions[i];
         FOR attempt IN 1 .. 10 LOOP
             SELECT d.queue_id, d.partition_id INTO v_qid, v_pid
               FROM queen.queues q JOIN queen.partition_directory d ON d.queue_id = q.id
-             WHERE q.name = v_queue AND d.name = v_name;
+             WHERE q.tenant = v_tenant AND q.name = v_queue AND d.name = v_name;
             EXIT WHEN v_pid IS NOT NULL;
             v_namespace := p_namespaces[i];
             v_task := p_tasks[i];
-            INSERT INTO queen.queues (name, namespace, task, options)
-            VALUES (v_queue, v_namespace, v_task, p_options)
-            ON CONFLICT ON CONSTRAINT queues_name_key DO NOTHING;
-            SELECT q.id INTO v_qid FROM queen.queues q WHERE q.name = v_queue;
+            INSERT INTO queen.queues (tenant, name, namespace, task, options)
+            VALUES (v_tenant, v_queue, v_namespace, v_task, p_options)
+            ON CONFLICT ON CONSTRAINT queues_tenant_name_key DO NOTHING;
+            SELECT q.id INTO v_qid FROM queen.queues q
+             WHERE q.tenant = v_tenant AND q.name = v_queue;
             CONTINUE WHEN v_qid IS NULL;  -- deleted since: create it again
             v_pid := nextval('queen.log_partitions_id_seq');
             -- DO NOTHING waits for a concurrent creation of the same name, then leaves it
@@ -96,9 +100,10 @@ END $$;
 -- Append segments to partitions, or report duplicates and write nothing for that partition.
 --   p_route       on Citus, a number of the shard every partition here lives on: Citus runs
 --                 the call on that shard's node (core/storage/shards.py); ignored otherwise
+--   p_tenants, p_queues, p_partitions, p_namespaces, p_tasks   one entry per partition, in
+--       the order to lock them (callers sort by name, so concurrent flushes cannot
+--       deadlock); a queue is its tenant's (migration 140)
 --   p_partition_ids   the id the caller remembers for each partition, 0 when none
---   p_queues, p_partitions, p_namespaces, p_tasks   one entry per partition, in the order
---       to lock them (callers sort by name, so concurrent flushes cannot deadlock)
 --   p_options     the complete default options of a queue this creates
 --   p_segments    how many segments each partition gets (consecutive in p_blobs)
 --   p_frames      frames of each segment
@@ -115,9 +120,9 @@ END $$;
 -- refused: nothing written for that partition, `encrypted` says what the queue wants.
 -- Raises QN011 (maxSize, above) and QN002 (a partition that keeps disappearing).
 CREATE OR REPLACE FUNCTION queen.append_partitions(
-    p_route bigint, p_partition_ids bigint[], p_queues text[], p_partitions text[],
-    p_namespaces text[], p_tasks text[], p_options jsonb, p_segments integer[],
-    p_frames integer[], p_blobs bytea[], p_txids text[], p_repeats boolean[],
+    p_route bigint, p_tenants text[], p_partition_ids bigint[], p_queues text[],
+    p_partitions text[], p_namespaces text[], p_tasks text[], p_options jsonb,
+    p_segments integer[], p_frames integer[], p_blobs bytea[], p_txids text[], p_repeats boolean[],
     p_encrypted boolean[])
 RETURNS TABLE (queue_id bigint, partition_id bigint, base_offset bigint,
                created_at timestamptz, dup_positions integer[], dup_offsets bigint[],
@@ -130,6 +135,7 @@ DECLARE
     v_frame   integer := 1;   -- its first frame in p_txids
     v_frames  integer;
     v_pid     bigint;
+    v_tenant  text;
     v_queue   text;
     v_name    text;
     v_keys    uuid[];
@@ -151,6 +157,7 @@ BEGIN
         -- Plain variables, no array elements, in statements on distributed tables: Citus
         -- 13.2 crashes on an element of an array argument there (local execution).
         v_pid := coalesce(p_partition_ids[i], 0);
+        v_tenant := p_tenants[i];
         v_queue := p_queues[i];
         v_name := p_partitions[i];
         v_repeats := p_repeats[i];
@@ -161,7 +168,7 @@ BEGIN
         FOR attempt IN 1 .. 10 LOOP
             IF v_pid = 0 THEN
                 SELECT x.partition_id INTO v_pid
-                  FROM queen.partition_ids(ARRAY[v_queue], ARRAY[v_name],
+                  FROM queen.partition_ids(ARRAY[v_tenant], ARRAY[v_queue], ARRAY[v_name],
                                            ARRAY[p_namespaces[i]], ARRAY[p_tasks[i]],
                                            p_options) x;
             END IF;
@@ -173,7 +180,8 @@ BEGIN
                            AS encryption_enabled,
                        coalesce((q.options ->> 'maxSize')::bigint, 0) AS max_size
                   INTO o
-                  FROM queen.queues q WHERE q.id = l.queue_id AND q.name = v_queue;
+                  FROM queen.queues q
+                 WHERE q.id = l.queue_id AND q.tenant = v_tenant AND q.name = v_queue;
                 v_known := FOUND;
             END IF;
             EXIT WHEN v_known;
@@ -261,7 +269,7 @@ END $$;
 -- queen.append_partitions by names alone (the arguments of the write path before ids):
 -- every partition is looked up (created) by name inside. Same answer.
 CREATE OR REPLACE FUNCTION queen.append(
-    p_queues text[], p_partitions text[], p_namespaces text[], p_tasks text[],
+    p_tenants text[], p_queues text[], p_partitions text[], p_namespaces text[], p_tasks text[],
     p_options jsonb, p_segments integer[], p_frames integer[], p_blobs bytea[],
     p_txids text[], p_repeats boolean[], p_encrypted boolean[])
 RETURNS TABLE (queue_id bigint, partition_id bigint, base_offset bigint,
@@ -270,7 +278,7 @@ RETURNS TABLE (queue_id bigint, partition_id bigint, base_offset bigint,
 LANGUAGE sql
 AS $$
     SELECT * FROM queen.append_partitions(
-        NULL, array_fill(0::bigint, ARRAY[cardinality(p_queues)]), p_queues, p_partitions,
-        p_namespaces, p_tasks, p_options, p_segments, p_frames, p_blobs, p_txids, p_repeats,
-        p_encrypted)
+        NULL, p_tenants, array_fill(0::bigint, ARRAY[cardinality(p_queues)]), p_queues,
+        p_partitions, p_namespaces, p_tasks, p_options, p_segments, p_frames, p_blobs, p_txids,
+        p_repeats, p_encrypted)
 $$;

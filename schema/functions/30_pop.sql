@@ -288,6 +288,7 @@ END $$;
 --   p_route               on Citus, a number of the shard every candidate lives on: Citus
 --                         runs the call on that shard's node (core/storage/shards.py); null:
 --                         no shard in particular (no candidates, or one PostgreSQL)
+--   p_tenant              the tenant whose queues the pop addresses (migration 140)
 --   p_queue               queue name, or null for a discovery pop by p_namespace / p_task
 --   p_partition           partition name, or null (any): named, it is the only candidate
 --   p_group, p_named      consumer group; named = not the implicit __QUEUE_MODE__ group
@@ -307,7 +308,8 @@ END $$;
 -- order); `empty` / `leased` / `later` / `busy` per other candidate (see migration 093);
 -- `queue` per addressed queue. Nothing at all for an unknown queue.
 CREATE OR REPLACE FUNCTION queen.pop_ready(
-    p_route bigint, p_queue text, p_namespace text, p_task text, p_partition text, p_group text,
+    p_route bigint, p_tenant text, p_queue text, p_namespace text, p_task text,
+    p_partition text, p_group text,
     p_named boolean, p_seed_mode text, p_seed_instant timestamptz, p_store_seed boolean,
     p_batch integer, p_partitions integer, p_auto_ack boolean, p_lease_seconds integer,
     p_lease_fallback integer, p_lease_id text, p_candidates bigint[], p_conflation boolean,
@@ -346,9 +348,10 @@ BEGIN
           FROM queen.queues q
           LEFT JOIN queen.consumer_subscriptions s
             ON s.queue_id = q.id AND s.consumer_group = p_group
-         WHERE CASE WHEN p_queue IS NOT NULL THEN q.name = p_queue
-                    ELSE (p_namespace IS NULL OR q.namespace = p_namespace)
-                         AND (p_task IS NULL OR q.task = p_task) END
+         WHERE q.tenant = p_tenant
+           AND CASE WHEN p_queue IS NOT NULL THEN q.name = p_queue
+                       ELSE (p_namespace IS NULL OR q.namespace = p_namespace)
+                            AND (p_task IS NULL OR q.task = p_task) END
          ORDER BY q.id
     LOOP
         v_mode := p_seed_mode;
@@ -521,7 +524,7 @@ BEGIN
     END LOOP;
 
     IF p_route IS NOT NULL AND NOT p_auto_ack AND cardinality(v_got_ids) > 0 THEN
-        -- Where this lease's partitions are (migration 100): one row on this shard, which a
+        -- Where this lease's partitions are (migration 150): one row on this shard, which a
         -- pop's second statement (same lease, same shard) adds to.
         SELECT max(now() + make_interval(secs => q.lease_seconds)) INTO v_expiry
           FROM unnest(v_queues) q;

@@ -5,11 +5,11 @@
 -- An extension names only the leaseId. On one PostgreSQL the cursors are found by it (their
 -- worker_id index). On Citus that search would read every shard, so there each statement
 -- of a pop records the partitions it leased on its shard, under that shard's route
--- (queen.log_leases, migration 100), and the leaseId names the first shard
+-- (queen.log_leases, migration 150), and the leaseId names the first shard
 -- (core/storage/shards.py): the broker passes its route, Citus runs the call on that shard's
 -- node, and the call reads the lease's row and then each cursor by key, on that node only;
 -- the row names the routes of the other shards the lease spans, where the broker sends the
--- same call next (core/engine/reads/acks.py).
+-- same call next (core/engine/batching/acks.py).
 
 -- Extend leases; one row per cursor extended: its lease id and new expiry; and, with a
 -- route, one row per lease that has parts on other shards: its lease id and their routes.
@@ -17,8 +17,10 @@
 --              by lease id (one PostgreSQL; on Citus, a lease the broker cannot place)
 --   p_leases   lease ids (distinct)
 --   p_secs     seconds to extend each by
+--   p_tenants  the tenant of the caller of each (migration 140): only leases on that
+--              tenant's queues are extended
 CREATE OR REPLACE FUNCTION queen.extend_leases(p_route bigint, p_leases text[],
-                                               p_secs float8[])
+                                               p_secs float8[], p_tenants text[])
 RETURNS TABLE (lease_id text, lease_expires_at timestamptz, routes bigint[])
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
@@ -26,6 +28,8 @@ AS $$
 DECLARE
     v_lease text;
     v_secs  float8;
+    v_tenant text;
+    v_owner text;
     v_pid   bigint;
     v_ids   bigint[];
     v_routes bigint[];
@@ -35,12 +39,15 @@ BEGIN
     IF p_route IS NULL THEN
         FOR i IN 1 .. cardinality(p_leases) LOOP
             v_lease := p_leases[i];
+            v_tenant := coalesce(p_tenants[i], '');
             -- a value, not arithmetic on a column: Citus evaluates now() once, before
             v_until := now() + make_interval(secs => p_secs[i]);
             FOR r IN
                 UPDATE queen.log_consumers c
                    SET lease_expires_at = greatest(c.lease_expires_at, v_until)
+                  FROM queen.partition_directory d JOIN queen.queues q ON q.id = d.queue_id
                  WHERE c.worker_id = v_lease AND c.lease_expires_at > now()
+                   AND d.partition_id = c.partition_id AND q.tenant = v_tenant
                 RETURNING c.worker_id, c.lease_expires_at
             LOOP
                 lease_id := r.worker_id;
@@ -54,9 +61,16 @@ BEGIN
     FOR i IN 1 .. cardinality(p_leases) LOOP
         v_lease := p_leases[i];
         v_secs := p_secs[i];
+        v_tenant := coalesce(p_tenants[i], '');
         SELECT l.partition_ids, l.routes INTO v_ids, v_routes FROM queen.log_leases l
          WHERE l.route = p_route AND l.lease_id = v_lease;
         CONTINUE WHEN NOT FOUND;
+        -- A lease is one pop's, on one tenant's queues: its first partition says whose.
+        v_pid := v_ids[1];
+        SELECT q.tenant INTO v_owner
+          FROM queen.partition_directory d JOIN queen.queues q ON q.id = d.queue_id
+         WHERE d.partition_id = v_pid;
+        CONTINUE WHEN v_owner IS DISTINCT FROM v_tenant;
         v_until := now() + make_interval(secs => v_secs);
         FOREACH v_pid IN ARRAY v_ids LOOP
             FOR r IN

@@ -39,7 +39,7 @@
 --
 -- Every statement below that reads or writes a partition's rows names one partition id: on
 -- Citus the call runs on the node of the shard its partitions live on (`p_route`: the broker
--- groups a flush's acks by shard, core/engine/reads/acks.py), and each statement then reads
+-- groups a flush's acks by shard, core/engine/batching/acks.py), and each statement then reads
 -- and writes that node's rows only (docs/deploying/citus.md).
 --
 -- The function runs its statements with generic plans (planned once per connection) and
@@ -56,6 +56,9 @@
 --   p_lease_ids    the lease the item is checked against, or null (no lease check)
 --   p_errors       the error text a failed/dlq item carries, or null
 --   p_offsets      the offset a segment search found, or null (use the index)
+--   p_tenants      the tenant of the caller of each item (migration 140): an item naming a
+--                  partition of another tenant's queue is answered as one naming a
+--                  partition without this group's cursor (null: the default tenant)
 -- and for the call:
 --   p_scan_missing an item the index cannot settle on its own makes the call change
 --                  nothing and answer `missing` with the span the caller should search;
@@ -65,7 +68,8 @@
 -- partition) where a span became claimable again.
 CREATE OR REPLACE FUNCTION queen.ack(
     p_route bigint, p_groups text[], p_partition_ids bigint[], p_txids text[], p_statuses text[],
-    p_lease_ids text[], p_errors text[], p_offsets bigint[], p_scan_missing boolean)
+    p_lease_ids text[], p_errors text[], p_offsets bigint[], p_scan_missing boolean,
+    p_tenants text[])
 RETURNS TABLE (idx integer, outcome text, error text, lease_released boolean, dlq boolean,
                queue_id bigint, partition_id bigint, scan_from bigint, scan_to bigint,
                conflated bigint)
@@ -159,11 +163,12 @@ BEGIN
 
     FOR r IN
         SELECT false AS sentinel, u.ord::integer AS item, u.grp, u.pid, u.txid, u.status,
-               u.lease, u.err, u.given
+               u.lease, u.err, u.given, u.tenant
           FROM unnest(p_groups, p_partition_ids, p_txids, p_statuses, p_lease_ids, p_errors,
-                      p_offsets) WITH ORDINALITY AS u(grp, pid, txid, status, lease, err, given, ord)
+                      p_offsets, p_tenants)
+                      WITH ORDINALITY AS u(grp, pid, txid, status, lease, err, given, tenant, ord)
         UNION ALL  -- closes the last (group, partition)
-        SELECT true, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+        SELECT true, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
         ORDER BY 1, 3, 4, 2
     LOOP
         -- Decide the previous (group, partition) once its items are all seen.
@@ -261,7 +266,8 @@ BEGIN
                    (q.options ->> 'retryLimit')::integer AS retry_limit,
                    (q.options ->> 'retryDelay')::integer AS retry_delay,
                    ((q.options ->> 'deadLetterQueue')::boolean
-                    OR (q.options ->> 'dlqAfterMaxRetries')::boolean) AS dlq_on
+                    OR (q.options ->> 'dlqAfterMaxRetries')::boolean) AS dlq_on,
+                   q.tenant
               INTO kq
               FROM queen.queues q
               LEFT JOIN queen.consumer_subscriptions sub
@@ -278,18 +284,24 @@ BEGIN
         END IF;
 
         -- The one resolution rule (see the header): what the index says, and the span where
-        -- the segments may still hold an earlier occurrence than its answer.
+        -- the segments may still hold an earlier occurrence than its answer. The latest
+        -- occurrence at or below the cursor is looked up only when none is above (one
+        -- statement still: on Citus each statement here is planned on its own).
         v_above := NULL;
         v_under := NULL;
         IF k_known THEN
             v_key := queen.txn_key(r.txid);
-            SELECT (SELECT min(i.msg_offset) FROM queen.log_txn_index i
-                     WHERE i.partition_id = v_pid AND i.txn_key = v_key
-                       AND i.msg_offset > kc.committed AND i.msg_offset >= kp.log_start),
-                   (SELECT max(i.msg_offset) FROM queen.log_txn_index i
-                     WHERE i.partition_id = v_pid AND i.txn_key = v_key
-                       AND i.msg_offset <= kc.committed AND i.msg_offset >= kp.log_start)
-              INTO v_above, v_under;
+            SELECT x.above,
+                   CASE WHEN x.above IS NULL THEN
+                       (SELECT max(i.msg_offset) FROM queen.log_txn_index i
+                         WHERE i.partition_id = v_pid AND i.txn_key = v_key
+                           AND i.msg_offset <= kc.committed
+                           AND i.msg_offset >= kp.log_start) END
+              INTO v_above, v_under
+              FROM (SELECT (SELECT min(i.msg_offset) FROM queen.log_txn_index i
+                             WHERE i.partition_id = v_pid AND i.txn_key = v_key
+                               AND i.msg_offset > kc.committed
+                               AND i.msg_offset >= kp.log_start) AS above OFFSET 0) x;
         END IF;
         v_off := coalesce(r.given, v_above, v_under);
         v_scan_from := greatest(kc.committed + 1, kp.log_start);
@@ -297,7 +309,7 @@ BEGIN
 
         v_stale := r.lease IS NOT NULL
                    AND (r.lease IS DISTINCT FROM kc.worker_id OR NOT coalesce(k_live, false));
-        IF NOT k_known THEN
+        IF NOT k_known OR coalesce(r.tenant, '') IS DISTINCT FROM kq.tenant THEN
             o_idx := o_idx || r.item;
             o_outcome := o_outcome || 'refused'::text;
             o_error := o_error || 'consumer not found'::text;

@@ -10,23 +10,25 @@
 
 -- Register a query (§18.1): fresh | same | reset | conflict, and its id. A concurrent
 -- registration of the same name waits on the row lock, so exactly one of them inserts.
+-- Names are per tenant (migration 140); the source and sink are queues of that tenant.
 CREATE OR REPLACE FUNCTION queen.stream_register(
-    p_name text, p_source text, p_sink text, p_hash text, p_reset boolean)
+    p_tenant text, p_name text, p_source text, p_sink text, p_hash text, p_reset boolean)
 RETURNS TABLE (query_id uuid, outcome text)
 LANGUAGE plpgsql AS $$
 DECLARE
     r record;
 BEGIN
-    INSERT INTO queen.stream_queries (name, source_queue, sink_queue, config_hash)
-    VALUES (p_name, p_source, p_sink, p_hash)
-    ON CONFLICT ON CONSTRAINT stream_queries_name_key DO NOTHING
+    INSERT INTO queen.stream_queries (tenant, name, source_queue, sink_queue, config_hash)
+    VALUES (p_tenant, p_name, p_source, p_sink, p_hash)
+    ON CONFLICT ON CONSTRAINT stream_queries_tenant_name_key DO NOTHING
     RETURNING id INTO query_id;
     IF query_id IS NOT NULL THEN
         outcome := 'fresh';
         RETURN NEXT;
         RETURN;
     END IF;
-    SELECT q.id INTO query_id FROM queen.stream_queries q WHERE q.name = p_name;
+    SELECT q.id INTO query_id FROM queen.stream_queries q
+     WHERE q.tenant = p_tenant AND q.name = p_name;
     IF p_reset THEN
         -- Serialised with the query's cycles, which take the query's advisory lock in
         -- shared mode, before any row lock (a cycle waiting for a row lock this holds
@@ -52,13 +54,14 @@ BEGIN
     RETURN NEXT;
 END $$;
 
--- Delete a query with its state; its id, or null when there is none.
-CREATE OR REPLACE FUNCTION queen.stream_delete_query(p_name text) RETURNS uuid
+-- Delete a tenant's query with its state; its id, or null when there is none.
+CREATE OR REPLACE FUNCTION queen.stream_delete_query(p_tenant text, p_name text) RETURNS uuid
 LANGUAGE plpgsql AS $$
 DECLARE
     v_id uuid;
 BEGIN
-    SELECT q.id INTO v_id FROM queen.stream_queries q WHERE q.name = p_name;
+    SELECT q.id INTO v_id FROM queen.stream_queries q
+     WHERE q.tenant = p_tenant AND q.name = p_name;
     IF v_id IS NULL THEN
         RETURN NULL;
     END IF;
@@ -71,6 +74,9 @@ END $$;
 
 -- One cycle (§18.3), as one statement: the caller's transaction, or its own when it runs
 -- autocommitted (the common case: one round trip per cycle).
+--   p_tenant                          the caller's tenant: another tenant's query or source
+--                                     partition is answered as one that does not exist,
+--                                     and the sink queues are this tenant's
 --   p_query, p_partition, p_group     the cycle's address (p_partition: the source partition)
 --   p_deletes, p_keys, p_values       state ops in order (p_values: JSON text; ignored for
 --                                     a delete)
@@ -88,7 +94,7 @@ END $$;
 -- raise SQLSTATE QN010 before anything is written: the caller then runs the cycle again
 -- in a transaction of its own, with the pushes written by the ordinary write path.
 CREATE OR REPLACE FUNCTION queen.stream_cycle(
-    p_query uuid, p_partition bigint, p_group text,
+    p_tenant text, p_query uuid, p_partition bigint, p_group text,
     p_deletes boolean[], p_keys text[], p_values text[],
     p_queues text[], p_partitions text[], p_namespaces text[], p_tasks text[],
     p_options jsonb, p_segments integer[], p_frames integer[], p_blobs bytea[],
@@ -126,7 +132,8 @@ BEGIN
     PERFORM pg_advisory_xact_lock(hashtextextended(
         'queen.stream:' || p_query::text || ':' || p_partition::text, 0));
 
-    SELECT q.source_queue INTO v_source FROM queen.stream_queries q WHERE q.id = p_query;
+    SELECT q.source_queue INTO v_source FROM queen.stream_queries q
+     WHERE q.id = p_query AND q.tenant = p_tenant;
     IF NOT FOUND THEN
         error := 'query not found';
         RETURN NEXT;
@@ -134,7 +141,8 @@ BEGIN
     END IF;
     source_queue := v_source;
     SELECT p.queue_id, p.log_start, p.last_offset INTO v_qid, v_log_start, v_last
-      FROM queen.log_partitions p WHERE p.id = p_partition;
+      FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+     WHERE p.id = p_partition AND q.tenant = p_tenant;
     IF NOT FOUND THEN
         error := 'partition not found';
         RETURN NEXT;
@@ -175,7 +183,8 @@ BEGIN
     END IF;
 
     IF cardinality(p_queues) > 0 THEN
-        FOR a IN SELECT * FROM queen.append(p_queues, p_partitions, p_namespaces, p_tasks,
+        FOR a IN SELECT * FROM queen.append(array_fill(p_tenant, ARRAY[cardinality(p_queues)]),
+                                            p_queues, p_partitions, p_namespaces, p_tasks,
                                             p_options, p_segments, p_frames, p_blobs,
                                             p_txids, p_repeats, p_encrypted) LOOP
             IF a.base_offset IS NULL THEN

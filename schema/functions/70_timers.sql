@@ -9,10 +9,11 @@
 --   deliver_at
 -- A row a fire holds is waited for (the fire deletes it): a cancel then answers absent, a
 -- schedule a fresh `scheduled`; so this never answers too_late.
--- $: p_now, then per op: is_cancel, queue, key, partition, delay_ms, txn, message_id,
---    payload, payload_zstd, encrypted, sealed; p_sub the scheduler.
+-- $: p_tenant (the caller's: every op names a queue of it), p_now, then per op:
+--    is_cancel, queue, key, partition, delay_ms, txn, message_id, payload, payload_zstd,
+--    encrypted, sealed; p_sub the scheduler.
 CREATE OR REPLACE FUNCTION queen.timers_apply(
-    p_now timestamptz, p_cancel boolean[], p_queue text[], p_key text[], p_partition text[],
+    p_tenant text, p_now timestamptz, p_cancel boolean[], p_queue text[], p_key text[], p_partition text[],
     p_delay_ms bigint[], p_txn text[], p_message_id uuid[], p_payload bytea[],
     p_zstd boolean[], p_encrypted boolean[], p_sealed boolean[], p_sub text)
 RETURNS TABLE (status text, txn text, deliver_at timestamptz)
@@ -24,24 +25,26 @@ DECLARE
 BEGIN
     FOR i IN 1 .. coalesce(array_length(p_queue, 1), 0) LOOP
         IF p_cancel[i] THEN
-            DELETE FROM queen.timers t WHERE t.queue = p_queue[i] AND t.timer_key = p_key[i]
+            DELETE FROM queen.timers t
+             WHERE t.tenant = p_tenant AND t.queue = p_queue[i] AND t.timer_key = p_key[i]
             RETURNING t.txn INTO stored;
             status := CASE WHEN FOUND THEN 'cancelled' ELSE 'absent' END;
             txn := CASE WHEN FOUND THEN stored ELSE p_txn[i] END;
             deliver_at := NULL;
         ELSE
             PERFORM 1 FROM queen.timers t
-             WHERE t.queue = p_queue[i] AND t.timer_key = p_key[i] FOR UPDATE;
+             WHERE t.tenant = p_tenant AND t.queue = p_queue[i] AND t.timer_key = p_key[i]
+               FOR UPDATE;
             status := CASE WHEN FOUND THEN 'rescheduled' ELSE 'scheduled' END;
             due := p_now + p_delay_ms[i] * interval '1 millisecond';
-            INSERT INTO queen.timers AS t (queue, timer_key, partition, deliver_at, fire_at,
+            INSERT INTO queen.timers AS t (tenant, queue, timer_key, partition, deliver_at, fire_at,
                                            txn, message_id, payload, payload_zstd, encrypted,
                                            sealed, producer_sub, attempts, last_error,
                                            created_at, updated_at)
-            VALUES (p_queue[i], p_key[i], p_partition[i], due, due, p_txn[i],
+            VALUES (p_tenant, p_queue[i], p_key[i], p_partition[i], due, due, p_txn[i],
                     p_message_id[i], p_payload[i], p_zstd[i], p_encrypted[i], p_sealed[i],
                     p_sub, 0, NULL, p_now, p_now)
-            ON CONFLICT (queue, timer_key) DO UPDATE
+            ON CONFLICT (tenant, queue, timer_key) DO UPDATE
                SET partition = EXCLUDED.partition, deliver_at = EXCLUDED.deliver_at,
                    fire_at = EXCLUDED.fire_at, txn = EXCLUDED.txn,
                    message_id = EXCLUDED.message_id, payload = EXCLUDED.payload,
@@ -59,9 +62,10 @@ $$;
 
 -- A timer that failed for good, as a dead letter of its destination partition (§16.4):
 -- group `__timer__`, offset -1, the message id and txn, the error and attempts, the payload
--- as the DLQ shows it. The queue and partition are created as a push would create them.
+-- as the DLQ shows it. The queue and partition (of p_tenant) are created as a push would
+-- create them.
 CREATE OR REPLACE FUNCTION queen.timer_dead_letter(
-    p_queue text, p_partition text, p_namespace text, p_task text, p_options jsonb,
+    p_tenant text, p_queue text, p_partition text, p_namespace text, p_task text, p_options jsonb,
     p_txn text, p_message_id uuid, p_sub text, p_payload bytea, p_error text,
     p_attempts integer, p_created_at timestamptz)
 RETURNS bigint
@@ -71,8 +75,8 @@ DECLARE
     v_partition bigint;
 BEGIN
     SELECT x.queue_id, x.partition_id INTO v_queue, v_partition
-      FROM queen.partition_ids(ARRAY[p_queue], ARRAY[p_partition], ARRAY[p_namespace],
-                               ARRAY[p_task], p_options) x;
+      FROM queen.partition_ids(ARRAY[p_tenant], ARRAY[p_queue], ARRAY[p_partition],
+                               ARRAY[p_namespace], ARRAY[p_task], p_options) x;
     INSERT INTO queen.log_dlq (partition_id, consumer_group, msg_offset, transaction_id,
                                message_id, producer_sub, payload, error_message, retry_count,
                                created_at)

@@ -1,6 +1,8 @@
 -- Statements of the DLQ and message-inspection routes (core/admin/dlq.py, core/admin/messages.py).
 -- Loaded by core/storage/statements.py. DLQ rows are written by the ack (queen.ack); these
--- only read, replay and delete them.
+-- only read, replay and delete them. A statement that finds rows by queue name or by
+-- address takes the caller's tenant (its last parameter): a partition of another tenant's
+-- queue is not found (migration 140).
 
 -- name: dlq_page
 -- One page of DLQ rows matching the filters, newest first, plus the number of all matching
@@ -9,13 +11,15 @@
 -- preserved copy of its segment (segment_base, segment_blob), from which the reader extracts
 -- the message.
 -- $1 queue name or null, $2 consumer group or null, $3 partition name or null,
--- $4 failed at or after (or null), $5 failed at or before (or null), $6 limit, $7 offset
+-- $4 failed at or after (or null), $5 failed at or before (or null), $6 limit, $7 offset,
+-- $8 tenant
 WITH matched AS MATERIALIZED (
     SELECT d.id, d.failed_at
       FROM queen.log_dlq d
       JOIN queen.log_partitions p ON p.id = d.partition_id
       JOIN queen.queues q ON q.id = p.queue_id
-     WHERE ($1::text IS NULL OR q.name = $1)
+     WHERE q.tenant = $8
+       AND ($1::text IS NULL OR q.name = $1)
        AND ($2::text IS NULL OR d.consumer_group = $2)
        AND ($3::text IS NULL OR p.name = $3)
        AND ($4::timestamptz IS NULL OR d.failed_at >= $4)
@@ -39,7 +43,7 @@ SELECT page.*, t.total
 -- name: dlq_lock_newest
 -- The newest DLQ row of a message address (any group), locked for replay, with its queue and
 -- partition. Concurrent replays of one address queue up here; the loser finds no row.
--- $1 partition id, $2 transactionId
+-- $1 partition id, $2 transactionId, $3 tenant
 SELECT d.id, d.partition_id, q.name AS queue, p.name AS partition, d.consumer_group,
        d.msg_offset, d.transaction_id, d.message_id, d.trace_id, d.producer_sub, d.payload,
        d.segment_base, ds.blob AS segment_blob, d.error_message, d.retry_count,
@@ -49,14 +53,14 @@ SELECT d.id, d.partition_id, q.name AS queue, p.name AS partition, d.consumer_gr
   JOIN queen.queues q ON q.id = p.queue_id
   LEFT JOIN queen.log_dlq_segments ds
     ON ds.partition_id = d.partition_id AND ds.base_offset = d.segment_base
- WHERE d.partition_id = $1 AND d.transaction_id = $2
+ WHERE d.partition_id = $1 AND d.transaction_id = $2 AND q.tenant = $3
  ORDER BY d.failed_at DESC, d.id DESC
  LIMIT 1
    FOR UPDATE OF d;
 
 -- name: dlq_rows_for_address
 -- DLQ rows of a message address, newest first (shaped like dlq_lock_newest's row).
--- $1 partition id, $2 transactionId
+-- $1 partition id, $2 transactionId, $3 tenant
 SELECT d.id, d.partition_id, q.name AS queue, p.name AS partition, d.consumer_group,
        d.msg_offset, d.transaction_id, d.message_id, d.trace_id, d.producer_sub, d.payload,
        d.segment_base, ds.blob AS segment_blob, d.error_message, d.retry_count,
@@ -66,7 +70,7 @@ SELECT d.id, d.partition_id, q.name AS queue, p.name AS partition, d.consumer_gr
   JOIN queen.queues q ON q.id = p.queue_id
   LEFT JOIN queen.log_dlq_segments ds
     ON ds.partition_id = d.partition_id AND ds.base_offset = d.segment_base
- WHERE d.partition_id = $1 AND d.transaction_id = $2
+ WHERE d.partition_id = $1 AND d.transaction_id = $2 AND q.tenant = $3
  ORDER BY d.failed_at DESC, d.id DESC;
 
 -- name: dlq_delete
@@ -98,12 +102,12 @@ DELETE FROM queen.log_dlq_segments s
                     WHERE d.partition_id = s.partition_id AND d.segment_base = s.base_offset);
 
 -- name: message_partition
--- A partition with its queue, by id, for message inspection.
--- $1 partition id
+-- A partition of the tenant's queues with its queue, by id, for message inspection.
+-- $1 partition id, $2 tenant
 SELECT p.id, p.name, p.last_offset, p.log_start, q.id AS queue_id, q.name AS queue,
        q.namespace, q.task, q.options::text AS options
   FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
- WHERE p.id = $1;
+ WHERE p.id = $1 AND q.tenant = $2;
 
 -- name: message_offsets
 -- Retained offsets of a transactionId in a partition, through the index, oldest first.
@@ -133,11 +137,13 @@ SELECT consumer_group, committed, batch_end, worker_id, lease_expires_at, retry_
 
 -- name: message_list_partitions
 -- Partitions whose messages a listing walks, newest writes first.
--- $1 queue or null, $2 partition or null, $3 namespace or null, $4 task or null, $5 limit
+-- $1 queue or null, $2 partition or null, $3 namespace or null, $4 task or null, $5 limit,
+-- $6 tenant
 SELECT p.id, p.name, p.last_offset, p.log_start, q.name AS queue, q.namespace, q.task,
        (q.options ->> 'priority')::integer AS priority
   FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
- WHERE ($1::text IS NULL OR q.name = $1)
+ WHERE q.tenant = $6
+   AND ($1::text IS NULL OR q.name = $1)
    AND ($2::text IS NULL OR p.name = $2)
    AND ($3::text IS NULL OR q.namespace = $3)
    AND ($4::text IS NULL OR q.task = $4)
@@ -149,7 +155,7 @@ SELECT p.id, p.name, p.last_offset, p.log_start, q.name AS queue, q.namespace, q
 -- One DLQ row by its own id, locked for replay, with its queue and partition (shaped like
 -- dlq_lock_newest's row). A concurrent replay or purge of the same row waits; the loser
 -- finds no row.
--- $1 DLQ row id
+-- $1 DLQ row id, $2 tenant
 SELECT d.id, d.partition_id, q.name AS queue, p.name AS partition, d.consumer_group,
        d.msg_offset, d.transaction_id, d.message_id, d.trace_id, d.producer_sub, d.payload,
        d.segment_base, ds.blob AS segment_blob, d.error_message, d.retry_count,
@@ -159,19 +165,19 @@ SELECT d.id, d.partition_id, q.name AS queue, p.name AS partition, d.consumer_gr
   JOIN queen.queues q ON q.id = p.queue_id
   LEFT JOIN queen.log_dlq_segments ds
     ON ds.partition_id = d.partition_id AND ds.base_offset = d.segment_base
- WHERE d.id = $1
+ WHERE d.id = $1 AND q.tenant = $2
    FOR UPDATE OF d;
 
 -- name: dlq_purge
 -- Remove up to $3 DLQ rows of a queue (of one consumer group, or of all); answers each
 -- removed row's partition and the segment copy it referred to. Rows a replay holds are
 -- waited for (and are gone, or deleted, after it).
--- $1 queue name, $2 consumer group or null, $3 batch size
+-- $1 queue name, $2 consumer group or null, $3 batch size, $4 tenant
 DELETE FROM queen.log_dlq d
  USING (SELECT x.id FROM queen.log_dlq x
           JOIN queen.log_partitions p ON p.id = x.partition_id
           JOIN queen.queues q ON q.id = p.queue_id
-         WHERE q.name = $1 AND ($2::text IS NULL OR x.consumer_group = $2)
+         WHERE q.tenant = $4 AND q.name = $1 AND ($2::text IS NULL OR x.consumer_group = $2)
          ORDER BY x.id
          LIMIT $3
            FOR UPDATE OF x) doomed

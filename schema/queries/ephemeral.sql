@@ -22,13 +22,14 @@ SELECT outcome FROM queen.eph_ack($1::text, $2::text, $3::bigint[], $4::text[], 
  ORDER BY idx;
 
 -- name: eph_configure
--- Store a declaration (replacing the previous one) and make the queue live.
--- $1 queue, $2 options as sent, $3..$10 the values in force
+-- Store a declaration (replacing the previous one) and make the queue live: `sent` the
+-- options as sent, the others the values in force.
 WITH stored AS (
     INSERT INTO queen.eph_declared AS d (queue, sent, max_bytes, max_length, policy,
                                          ttl_seconds, lease_seconds, retry_limit, window_ms,
                                          window_count)
-    VALUES ($1::text, $2::jsonb, $3, $4, $5, $6, $7, $8, $9, $10)
+    VALUES (:queue::text, :sent::jsonb, :max_bytes, :max_length, :policy, :ttl_seconds,
+            :lease_seconds, :retry_limit, :window_ms, :window_count)
     ON CONFLICT (queue) DO UPDATE
        SET sent = excluded.sent, max_bytes = excluded.max_bytes,
            max_length = excluded.max_length, policy = excluded.policy,
@@ -37,7 +38,7 @@ WITH stored AS (
            window_count = excluded.window_count, updated_at = now()
     RETURNING updated_at),
 live AS (
-    INSERT INTO queen.eph_queue (queue) VALUES ($1::text) ON CONFLICT (queue) DO NOTHING)
+    INSERT INTO queen.eph_queue (queue) VALUES (:queue::text) ON CONFLICT (queue) DO NOTHING)
 SELECT updated_at FROM stored;
 
 -- name: eph_reset

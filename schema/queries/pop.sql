@@ -3,18 +3,18 @@
 -- lease_expires_at > now(); every lease decision uses the database clock.
 
 -- name: pop_ready
--- Claim among known candidates and read, in one statement (see functions/30_pop.sql for the
--- arguments and the answer). $1 route of the candidates' shard (null: one PostgreSQL, or
--- no candidates), $2 queue or null, $3 namespace or null, $4 task or null, $5 partition or
--- null, $6 group, $7 named group, $8 seed mode, $9 seed instant, $10 store the seed,
--- $11 batch, $12 partitions, $13 autoAck, $14 lease seconds (0 = the queue's), $15 lease
--- fallback, $16 lease id, $17 candidate partition ids, $18 conflation declared,
--- $19 conflating width
+-- Claim among known candidates and read, in one statement (functions/30_pop.sql says what
+-- each argument means and what the answer holds). `route`: a number of the shard every
+-- candidate lives on (Citus runs the call on its node: core/storage/shards.py); `tenant`:
+-- whose queues it addresses.
 SELECT verdict, queue_id, queue, partition_id, partition, span_start, span_end, retry_count,
        base_offset, created_at, blob, last_offset, conflation, width,
        extract(epoch FROM due - clock_timestamp())::float8 AS due_in
-  FROM queen.pop_ready($1::bigint, $2, $3, $4, $5, $6, $7, $8, $9::timestamptz, $10, $11,
-                       $12, $13, $14, $15, $16, $17::bigint[], $18, $19);
+  FROM queen.pop_ready(:route::bigint,
+                       :tenant, :queue, :namespace, :task, :partition, :group, :named,
+                       :seed_mode, :seed_instant::timestamptz, :store_seed, :batch,
+                       :partitions, :auto_ack, :lease_seconds, :lease_fallback, :lease_id,
+                       :candidates::bigint[], :conflation, :conflation_width);
 
 -- name: pop_ready_here
 -- As pop_ready, with no shard named (route null: one PostgreSQL, or a call over several
@@ -26,19 +26,25 @@ SELECT verdict, queue_id, queue, partition_id, partition, span_start, span_end, 
 SELECT verdict, queue_id, queue, partition_id, partition, span_start, span_end, retry_count,
        base_offset, created_at, blob, last_offset, conflation, width,
        extract(epoch FROM due - clock_timestamp())::float8 AS due_in
-  FROM queen.pop_ready((SELECT $1::bigint), $2, $3, $4, $5, $6, $7, $8, $9::timestamptz,
-                       $10, $11, $12, $13, $14, $15, $16, $17::bigint[], $18, $19);
+  FROM queen.pop_ready((SELECT :route::bigint),
+                       :tenant, :queue, :namespace, :task, :partition, :group, :named,
+                       :seed_mode, :seed_instant::timestamptz, :store_seed, :batch,
+                       :partitions, :auto_ack, :lease_seconds, :lease_fallback, :lease_id,
+                       :candidates::bigint[], :conflation, :conflation_width);
 
 -- name: ack
--- Apply acks in one statement (see functions/40_ack.sql for the arguments and the answer).
--- $1 route of the items' shard (null: one PostgreSQL), $2 groups, $3 partition ids,
--- $4 transactionIds, $5 statuses, $6 lease ids (null = no check), $7 errors, $8 offsets a
--- segment search found (one per item, null = resolve), $9 report the spans to search
--- instead of settling with the index
+-- Apply acks in one statement, one array element per item (functions/40_ack.sql says what
+-- each argument means and what the answer holds): a null lease id checks no lease, a null
+-- offset is resolved by the index; `scan_missing` reports the spans to search instead of
+-- settling with the index. `route`: a number of the shard of every item's partition;
+-- `tenants`: each item's caller's (an item naming another tenant's partition is answered as
+-- one naming a partition without the group's cursor).
 SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_from, scan_to,
        conflated
-  FROM queen.ack($1::bigint, $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[],
-                 $7::text[], $8::bigint[], $9);
+  FROM queen.ack(:route::bigint,
+                 :groups::text[], :partition_ids::bigint[], :transaction_ids::text[],
+                 :statuses::text[], :lease_ids::text[], :errors::text[], :offsets::bigint[],
+                 :scan_missing, :tenants::text[]);
 
 -- name: ack_here
 -- As ack, with no shard named (route null: one PostgreSQL, or a call over several
@@ -49,31 +55,66 @@ SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_fr
 -- runs on the others).
 SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_from, scan_to,
        conflated
-  FROM queen.ack((SELECT $1::bigint), $2::text[], $3::bigint[], $4::text[], $5::text[],
-                 $6::text[], $7::text[], $8::bigint[], $9);
+  FROM queen.ack((SELECT :route::bigint),
+                 :groups::text[], :partition_ids::bigint[], :transaction_ids::text[],
+                 :statuses::text[], :lease_ids::text[], :errors::text[], :offsets::bigint[],
+                 :scan_missing, :tenants::text[]);
+
+-- name: ack_joined
+-- `ack` with its text columns each sent as one text: asyncpg encodes an array element by
+-- element, and a pop's 500 acks in five arrays cost it more than the rest of the call.
+-- groups, transaction_ids, statuses, lease_ids, tenants: each item preceded by U+001F (the
+-- unit separator, which no name, transactionId, status, lease id or tenant may contain; a
+-- lease id U+001E is null), null for a column of nulls; partition_ids: decimal,
+-- comma-separated; route, errors, offsets and scan_missing as in `ack`
+SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_from, scan_to,
+       conflated
+  FROM queen.ack(:route::bigint,
+                 (string_to_array(:groups::text, E'\x1f'))[2:],
+                 string_to_array(:partition_ids::text, ',')::bigint[],
+                 (string_to_array(:transaction_ids::text, E'\x1f'))[2:],
+                 (string_to_array(:statuses::text, E'\x1f'))[2:],
+                 (string_to_array(:lease_ids::text, E'\x1f', E'\x1e'))[2:],
+                 :errors::text[], :offsets::bigint[], :scan_missing,
+                 (string_to_array(:tenants::text, E'\x1f'))[2:]);
+
+-- name: ack_joined_here
+-- As ack_joined, with no shard named (see ack_here).
+SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_from, scan_to,
+       conflated
+  FROM queen.ack((SELECT :route::bigint),
+                 (string_to_array(:groups::text, E'\x1f'))[2:],
+                 string_to_array(:partition_ids::text, ',')::bigint[],
+                 (string_to_array(:transaction_ids::text, E'\x1f'))[2:],
+                 (string_to_array(:statuses::text, E'\x1f'))[2:],
+                 (string_to_array(:lease_ids::text, E'\x1f', E'\x1e'))[2:],
+                 :errors::text[], :offsets::bigint[], :scan_missing,
+                 (string_to_array(:tenants::text, E'\x1f'))[2:]);
 
 -- name: span_segments
 -- Segments overlapping offsets [lo, hi] of a partition, in offset order (the search for an
 -- address the index no longer has), with the names of their queue and partition (what a
 -- sealed segment is bound to, core/engine/encryption.py).
--- $1 partition id, $2 lo, $3 hi
 SELECT q.name AS queue, p.name AS partition, x.base_offset, x.created_at, x.blob
   FROM queen.log_segments x
   JOIN queen.log_partitions p ON p.id = x.partition_id
   JOIN queen.queues q ON q.id = p.queue_id
- WHERE x.partition_id = $1
-   AND x.base_offset <= $3
+ WHERE x.partition_id = :partition_id
+   AND x.base_offset <= :hi
    AND x.base_offset >= coalesce((SELECT max(y.base_offset) FROM queen.log_segments y
-                                   WHERE y.partition_id = $1 AND y.base_offset <= $2), $2)
+                                   WHERE y.partition_id = :partition_id
+                                     AND y.base_offset <= :lo), :lo)
  ORDER BY x.base_offset;
 
 -- name: extend_leases
 -- Extend every live lease of each lease id (distinct ids); expired or released leases are
 -- not revived (functions/35_leases.sql). One row per cursor extended: its lease id and new
--- expiry; and per lease with parts on other shards, the routes to extend it on next. $1 route of the leases' shard (null: search by lease id), $2 lease ids,
--- $3 seconds (one per lease id)
+-- expiry; and per lease with parts on other shards, the routes to extend it on next.
+-- `route`: the shard the leases were claimed on (null: search by lease id); `seconds` and
+-- `tenants` (the caller's, whose queues' leases alone are extended): one per lease id.
 SELECT lease_id, lease_expires_at, routes
-  FROM queen.extend_leases($1::bigint, $2::text[], $3::float8[]);
+  FROM queen.extend_leases(:route::bigint, :lease_ids::text[], :seconds::float8[],
+                           :tenants::text[]);
 
 -- name: extend_leases_here
 -- As extend_leases, with no shard named (route null: one PostgreSQL, or a call over several
@@ -83,7 +124,8 @@ SELECT lease_id, lease_expires_at, routes
 -- needs no other node: a call without a route on a cluster with a worker down still
 -- runs on the others).
 SELECT lease_id, lease_expires_at, routes
-  FROM queen.extend_leases((SELECT $1::bigint), $2::text[], $3::float8[]);
+  FROM queen.extend_leases((SELECT :route::bigint), :lease_ids::text[], :seconds::float8[],
+                           :tenants::text[]);
 
 -- name: link_lease
 -- A lease spans shards: its first shard's row learns the others (functions/35_leases.sql).

@@ -1,9 +1,9 @@
 -- Statements of offset reads (fetch). Loaded by core/storage/statements.py.
 
 -- name: fetch_head
--- A partition's offsets and names, by id (the names check an id the caller remembered).
+-- A partition's offsets, names and tenant, by id (they check an id the caller remembered).
 -- $1 partition id
-SELECT q.name AS queue, p.name AS partition, p.last_offset, p.log_start
+SELECT q.name AS queue, p.name AS partition, p.last_offset, p.log_start, q.tenant
   FROM queen.log_partitions p
   JOIN queen.queues q ON q.id = p.queue_id
  WHERE p.id = $1;

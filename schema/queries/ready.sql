@@ -48,9 +48,9 @@ SELECT p.id AS partition_id, p.name AS partition,
 
 -- name: queue_partition_ids
 -- The ids of a queue's partitions, in id order: the storage ceiling's candidates
--- (loadtest/ceiling_sql.py), which has no ready set. $1 queue name
+-- (loadtest/ceiling_sql.py), which has no ready set. $1 queue name, $2 tenant
 SELECT p.id
   FROM queen.log_partitions p
   JOIN queen.queues q ON q.id = p.queue_id
- WHERE q.name = $1
+ WHERE q.tenant = $2 AND q.name = $1
  ORDER BY p.id;

@@ -82,20 +82,32 @@ SELECT count(*) FROM gone;
 -- name: reaper_retention_partitions
 -- Partitions of queues with retention switched on (retentionEnabled) and a time-based or
 -- completed retention set, with their cut-offs in seconds (0 = that rule is off) and the
--- queue id. With the switch off the seconds are kept but nothing is deleted.
+-- queue id. With the switch off the seconds are kept but nothing is deleted. A queue of a
+-- tenant with a retention ceiling (queen.tenant_quotas.max_retention_seconds) keeps
+-- nothing older than the ceiling, whatever its own options say.
 SELECT p.id AS partition_id, p.queue_id,
-       greatest((q.options ->> 'retentionSeconds')::bigint, 0) AS retention,
-       greatest((q.options ->> 'completedRetentionSeconds')::bigint, 0)
-           AS completed_retention
-  FROM queen.queues q JOIN queen.log_partitions p ON p.queue_id = q.id
- WHERE (q.options ->> 'retentionEnabled')::boolean
-   AND ((q.options ->> 'retentionSeconds')::bigint > 0
-        OR (q.options ->> 'completedRetentionSeconds')::bigint > 0)
+       CASE WHEN r.enabled AND r.retention > 0
+            THEN least(r.retention, coalesce(t.max_retention_seconds, r.retention))
+            ELSE coalesce(t.max_retention_seconds, 0) END AS retention,
+       CASE WHEN r.enabled THEN r.completed ELSE 0 END AS completed_retention
+  FROM queen.queues q
+  JOIN queen.log_partitions p ON p.queue_id = q.id
+  LEFT JOIN queen.tenant_quotas t ON t.tenant = q.tenant
+  CROSS JOIN LATERAL (
+        SELECT coalesce((q.options ->> 'retentionEnabled')::boolean, false) AS enabled,
+               greatest((q.options ->> 'retentionSeconds')::bigint, 0) AS retention,
+               greatest((q.options ->> 'completedRetentionSeconds')::bigint, 0)
+                   AS completed) r
+ WHERE (r.enabled AND (r.retention > 0 OR r.completed > 0))
+    OR t.max_retention_seconds IS NOT NULL
  ORDER BY p.id;
 
 -- name: reaper_apply_retention
 -- Delete up to $4 whole segments of one partition that retention releases, oldest first, and
--- move log_start past them; answers the number of segments deleted and the new log_start.
+-- move log_start past them; answers the number of segments deleted, the new log_start, and
+-- the messages released by each rule (for the analytics: a segment old enough for the
+-- retention cut-off counts there, else for the completed one; messages before the old
+-- log_start were released before and are not counted again).
 -- A segment goes when it is older than the retention cut-off, or older than the completed
 -- cut-off and every group of the partition has committed past its last offset (only when the
 -- partition has at least one consumer). Both rules release a prefix of the log (created_at and
@@ -106,8 +118,12 @@ SELECT p.id AS partition_id, p.queue_id,
 -- $4 segment limit
 WITH floor AS (
     SELECT min(c.committed) AS committed FROM queen.log_consumers c WHERE c.partition_id = $1),
+start_ AS (
+    SELECT p.log_start FROM queen.log_partitions p WHERE p.id = $1),
 doomed AS (
-    SELECT s.base_offset
+    SELECT s.base_offset,
+           ($2::bigint > 0 AND s.created_at < now() - make_interval(secs => $2::bigint))
+               AS by_age
       FROM queen.log_segments s CROSS JOIN floor f
      WHERE s.partition_id = $1
        AND (($2::bigint > 0 AND s.created_at < now() - make_interval(secs => $2::bigint))
@@ -118,15 +134,21 @@ doomed AS (
 deleted AS (
     DELETE FROM queen.log_segments s USING doomed d
      WHERE s.partition_id = $1 AND s.base_offset = d.base_offset
-    RETURNING s.last_offset),
+    RETURNING s.base_offset, s.last_offset, d.by_age),
 moved AS (
     UPDATE queen.log_partitions p
        SET log_start = greatest(p.log_start, (SELECT max(last_offset) + 1 FROM deleted))
      WHERE p.id = $1 AND EXISTS (SELECT 1 FROM deleted)
-    RETURNING p.log_start)
+    RETURNING p.log_start),
+released AS (
+    SELECT d.by_age,
+           greatest(d.last_offset - greatest(d.base_offset, coalesce(st.log_start, 0)) + 1, 0)
+               AS n
+      FROM deleted d LEFT JOIN start_ st ON true)
 SELECT (SELECT count(*) FROM deleted) AS segments,
-       (SELECT log_start FROM moved) AS log_start;
-
+       (SELECT log_start FROM moved) AS log_start,
+       (SELECT coalesce(sum(n), 0) FROM released WHERE by_age)::bigint AS by_age,
+       (SELECT coalesce(sum(n), 0) FROM released WHERE NOT by_age)::bigint AS by_completion;
 
 -- name: citus_reaper_expired
 -- On Citus, the reaper's read of every shard: up to $1 cursors whose lease passed its

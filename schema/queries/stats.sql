@@ -3,13 +3,18 @@
 -- Loaded by core/storage/statements.py. Time is the database's (now()).
 
 -- name: stats_flush
--- Add one process's counter deltas and refresh its heartbeat row, in one statement. Deltas
--- of partitions that do not exist (an ack naming a made-up partition id) are dropped. The
--- caller sends each key once, sorted, so concurrent flushes lock rows in the same order.
+-- Add one process's counter deltas, refresh its heartbeat row and add the flush into the
+-- process's row of the minute (queen.stats_minutes), in one statement. Deltas of partitions
+-- that do not exist (an ack naming a made-up partition id) are dropped. The caller sends
+-- each key once, sorted, so concurrent flushes lock rows in the same order.
+-- The heartbeat row is created with the database's now() as the process's start; the
+-- minute row takes its cluster-wide deltas (partition 0) and the gauges of the heartbeat
+-- figures (poolSize, poolIdle, poolMax, rssBytes, parked per queue, fileBufferPending, and
+-- cpuUserUs/cpuSystemUs: CPU time used since the process's previous flush).
 -- Answers the counters written and the cluster's request and message totals (as of the
 -- statement's snapshot: without the deltas it adds), for the rates of `/metrics`.
--- The heartbeat row is created with the database's now() as the process's start.
--- $1 partition ids (0 = cluster-wide), $2 names, $3 deltas, $4 process, $5 figures (JSON)
+-- $1 partition ids (0 = cluster-wide), $2 names, $3 deltas, $4 process, $5 figures (JSON),
+-- $6 role of the process
 -- (On Citus the counters stay on the coordinator and the directory is a reference table:
 -- Citus refuses an INSERT that reads the directory in its own SELECT or has subqueries in
 -- its RETURNING, so the filter is a CTE of its own and the totals are read beside it.)
@@ -28,13 +33,60 @@ beat AS (
     INSERT INTO queen.stats_processes AS s (process, started_at, seen_at, figures)
     VALUES ($4, now(), now(), $5::jsonb)
     ON CONFLICT (process) DO UPDATE SET seen_at = now(), figures = excluded.figures
+    RETURNING s.started_at),
+seen AS (
+    SELECT coalesce((f ->> 'cpuUserUs')::bigint, 0) AS cpu_user_us,
+           coalesce((f ->> 'cpuSystemUs')::bigint, 0) AS cpu_system_us,
+           coalesce((f ->> 'rssBytes')::bigint, 0) AS rss_bytes,
+           coalesce((f ->> 'poolMax')::int, 0) AS pool_max,
+           coalesce((f ->> 'poolSize')::int, 0) AS pool_size,
+           coalesce((f ->> 'poolIdle')::int, 0) AS pool_idle,
+           (SELECT coalesce(sum(v::int), 0) FROM jsonb_each_text(f -> 'parked') AS e(k, v))::int
+               AS parked,
+           coalesce((f ->> 'fileBufferPending')::int, 0) AS spool_pending
+      FROM (SELECT $5::jsonb AS f) j),
+minute_row AS (
+    INSERT INTO queen.stats_minutes AS m (
+        process, minute, role, started_at, flushes, counters, cpu_user_us, cpu_system_us,
+        rss_bytes, rss_bytes_max, pool_max, pool_size, pool_idle_sum, pool_idle_min,
+        pool_active_max, parked, parked_max, spool_pending, spool_pending_max)
+    SELECT $4, date_trunc('minute', now(), 'UTC'), $6, (SELECT started_at FROM beat), 1,
+           coalesce((SELECT jsonb_object_agg(u.name, u.delta)
+                       FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS u(pid, name, delta)
+                      WHERE u.pid = 0), '{}'::jsonb),
+           g.cpu_user_us, g.cpu_system_us, g.rss_bytes, g.rss_bytes, g.pool_max, g.pool_size,
+           g.pool_idle, g.pool_idle, greatest(g.pool_size - g.pool_idle, 0), g.parked, g.parked,
+           g.spool_pending, g.spool_pending
+      FROM seen g
+    ON CONFLICT (process, minute) DO UPDATE SET
+        flushes = m.flushes + 1,
+        -- the two objects' deltas added name by name
+        counters = coalesce((SELECT jsonb_object_agg(e.k, e.total)
+                               FROM (SELECT k, sum(v::bigint) AS total
+                                       FROM (SELECT * FROM jsonb_each_text(m.counters)
+                                             UNION ALL
+                                             SELECT * FROM jsonb_each_text(excluded.counters))
+                                            AS both_(k, v)
+                                      GROUP BY k) e), '{}'::jsonb),
+        cpu_user_us = m.cpu_user_us + excluded.cpu_user_us,
+        cpu_system_us = m.cpu_system_us + excluded.cpu_system_us,
+        rss_bytes = excluded.rss_bytes,
+        rss_bytes_max = greatest(m.rss_bytes_max, excluded.rss_bytes_max),
+        pool_max = excluded.pool_max,
+        pool_size = excluded.pool_size,
+        pool_idle_sum = m.pool_idle_sum + excluded.pool_idle_sum,
+        pool_idle_min = least(m.pool_idle_min, excluded.pool_idle_min),
+        pool_active_max = greatest(m.pool_active_max, excluded.pool_active_max),
+        parked = excluded.parked,
+        parked_max = greatest(m.parked_max, excluded.parked_max),
+        spool_pending = excluded.spool_pending,
+        spool_pending_max = greatest(m.spool_pending_max, excluded.spool_pending_max)
     RETURNING 1)
 SELECT (SELECT count(*) FROM added) AS written,
        (SELECT coalesce(sum(value), 0) FROM queen.stats_counters
          WHERE partition_id = 0 AND name = 'requests')::bigint AS requests,
        (SELECT coalesce(sum(value), 0) FROM queen.stats_counters
-         WHERE partition_id = 0 AND name = 'push_messages')::bigint AS messages
-  FROM beat;
+         WHERE partition_id = 0 AND name = 'push_messages')::bigint AS messages;
 
 -- name: stats_cluster_counters
 -- The cluster-wide counters (every process's flushed deltas, summed as they were added).
@@ -60,6 +112,7 @@ DELETE FROM queen.stats_processes
 -- the worst group's; 0 when every group has been served everything. Positions are
 -- queen.group_positions': a partition a group has not read yet counts from where its
 -- subscription rule starts it. One segment probe per partition: its least served position.
+-- With the queue's tenant (every queue's gauges, the metrics label them by tenant).
 WITH served AS (
     SELECT g.queue_id, g.partition_id, max(g.last_offset) AS last_offset,
            min(greatest(g.committed, g.log_start - 1,
@@ -80,10 +133,24 @@ lag AS (
 SELECT q.id, q.name,
        (SELECT count(*) FROM queen.log_dlq d JOIN queen.log_partitions p ON p.id = d.partition_id
          WHERE p.queue_id = q.id) AS dead_letters,
-       coalesce(lag.ms, 0)::float8 AS lag_ms
+       coalesce(lag.ms, 0)::float8 AS lag_ms, q.tenant
   FROM queen.queues q
   LEFT JOIN lag ON lag.queue_id = q.id
- ORDER BY q.name;
+ ORDER BY q.tenant, q.name;
+
+-- name: stats_replication
+-- The standbys streaming from this server (an HA pair's synchronous standby, docs/deploying/
+-- high-availability.md): how far behind each has replayed, in bytes of WAL and in seconds
+-- (PostgreSQL's replay_lag; null once a standby has been caught up for a while, read as 0).
+-- The byte figure is null where the database user may not read WAL positions (grant it
+-- pg_monitor). Empty on a server without standbys.
+SELECT coalesce(r.application_name, '') AS standby, coalesce(r.state, '') AS state,
+       coalesce(r.sync_state, '') AS sync_state,
+       pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn()
+                            ELSE pg_current_wal_lsn() END, r.replay_lsn)::float8 AS lag_bytes,
+       coalesce(extract(epoch FROM r.replay_lag), 0)::float8 AS lag_seconds
+  FROM pg_stat_replication r
+ ORDER BY 1;
 
 -- name: stats_lock
 -- Serialise sampling passes (the reaper's, `stats/refresh`, several reapers): waits for the
@@ -93,28 +160,36 @@ SELECT pg_advisory_xact_lock($1);
 
 -- name: stats_sample
 -- One sampling pass: per queue, the cumulative counters now (pushed = offsets allocated,
--- acked = messages cursors consumed, delivered/failed = the workers' flushed counters) minus
--- the previous pass's baseline, dead letters written since the previous pass, the backlog of
--- the worst group (depth) and the age of the oldest message a group has not consumed (lag),
--- from queen.group_positions (a partition a group reads but has not popped counts from where
--- its subscription rule starts it; one nobody reads counts every retained message in
--- depth). Stores a row for the pass (queue_id 0) and one per queue with something to show,
--- moves the baseline, and forgets baselines and counters of deleted queues and partitions.
+-- acked = messages cursors consumed, evicted = messages maxWaitTimeSeconds skipped,
+-- delivered/failed and what retention released = the processes' flushed per-partition
+-- counters) minus the previous pass's baseline, dead letters written since the previous
+-- pass, the backlog of the worst group (depth), the age of the oldest message a group has not
+-- consumed (lag), the partition count and the long-poll pops parked on the queue (live
+-- processes' heartbeats, younger than $1 seconds). Positions come from queen.group_positions
+-- (a partition a group reads but has not popped counts from where its subscription rule
+-- starts it; one nobody reads counts every retained message in depth). Stores a row for the
+-- pass (queue_id 0) and one per queue with something to show, moves the baseline, and
+-- forgets baselines and counters of deleted queues and partitions.
 -- A queue without a baseline counts from zero when it was created after the previous pass;
--- on the very first pass nothing is counted (the history before it is unknown, not a spike).
+-- on the very first pass nothing is counted (the history before it is unknown, not a spike),
+-- nor for a figure its baseline does not hold yet (a baseline from before version 130).
 -- Answers the number of queue rows stored.
+-- $1 seconds within which a heartbeat counts as live
 WITH prev AS (
     SELECT max(sampled_at) AS at FROM queen.stats_samples WHERE queue_id = 0),
 positions AS (
-    SELECT g.partition_id, min(g.committed) AS low, sum(g.total_consumed) AS consumed
+    SELECT g.partition_id, min(g.committed) AS low, sum(g.total_consumed) AS consumed,
+           sum(g.evicted) AS evicted
       FROM queen.group_positions g
      GROUP BY g.partition_id),
 parts AS (
     SELECT p.queue_id,
+           count(*) AS partitions,
            sum(p.last_offset + 1) AS pushed,
            sum(greatest(p.last_offset - greatest(coalesce(cur.low, -1), p.log_start - 1), 0))
                AS depth,
            sum(coalesce(cur.consumed, 0)) AS acked,
+           sum(coalesce(cur.evicted, 0)) AS evicted,
            max(coalesce(extract(epoch FROM now() - lag.created_at), 0)) AS lag
       FROM queen.log_partitions p
       LEFT JOIN positions cur ON cur.partition_id = p.id
@@ -129,7 +204,10 @@ parts AS (
 counted AS (
     SELECT p.queue_id,
            sum(c.value) FILTER (WHERE c.name = 'delivered') AS delivered,
-           sum(c.value) FILTER (WHERE c.name = 'failed') AS failed
+           sum(c.value) FILTER (WHERE c.name = 'failed') AS failed,
+           sum(c.value) FILTER (WHERE c.name = 'retention_released') AS retention_released,
+           sum(c.value) FILTER (WHERE c.name = 'completed_released') AS completed_released,
+           sum(c.value) FILTER (WHERE c.name = 'retention_segments') AS retention_segments
       FROM queen.stats_counters c JOIN queen.log_partitions p ON p.id = c.partition_id
      WHERE c.partition_id <> 0
      GROUP BY p.queue_id),
@@ -138,51 +216,88 @@ dead AS (
       FROM queen.log_dlq d JOIN queen.log_partitions p ON p.id = d.partition_id, prev
      WHERE prev.at IS NOT NULL AND d.failed_at > prev.at
      GROUP BY p.queue_id),
+parked AS (
+    SELECT e.k::bigint AS queue_id, sum(e.v::bigint) AS n
+      FROM queen.stats_processes s, jsonb_each_text(s.figures -> 'parked') AS e(k, v)
+     WHERE s.seen_at > now() - make_interval(secs => $1::float8)
+     GROUP BY 1),
 now_ AS (
-    SELECT q.id, q.name, q.namespace, q.task, q.created_at,
+    SELECT q.id, q.name, q.namespace, q.task, q.created_at, q.tenant,
            coalesce(pa.pushed, 0)::bigint AS pushed, coalesce(co.delivered, 0)::bigint AS delivered,
            coalesce(pa.acked, 0)::bigint AS acked, coalesce(co.failed, 0)::bigint AS failed,
+           coalesce(pa.evicted, 0)::bigint AS evicted,
+           coalesce(co.retention_released, 0)::bigint AS retention_released,
+           coalesce(co.completed_released, 0)::bigint AS completed_released,
+           coalesce(co.retention_segments, 0)::bigint AS retention_segments,
            coalesce(de.n, 0)::bigint AS dead, coalesce(pa.depth, 0)::bigint AS depth,
-           coalesce(pa.lag, 0)::float8 AS lag
+           coalesce(pa.lag, 0)::float8 AS lag, coalesce(pa.partitions, 0)::bigint AS partitions,
+           coalesce(pk.n, 0)::bigint AS parked
       FROM queen.queues q
       LEFT JOIN parts pa ON pa.queue_id = q.id
       LEFT JOIN counted co ON co.queue_id = q.id
-      LEFT JOIN dead de ON de.queue_id = q.id),
+      LEFT JOIN dead de ON de.queue_id = q.id
+      LEFT JOIN parked pk ON pk.queue_id = q.id),
 delta AS (
     SELECT n.*,
            CASE WHEN b.queue_id IS NOT NULL THEN true
                 WHEN prev.at IS NOT NULL AND n.created_at > prev.at THEN true
                 ELSE false END AS counts,
+           b.queue_id IS NOT NULL AS has_baseline,
            coalesce(b.pushed, 0) AS b_pushed, coalesce(b.delivered, 0) AS b_delivered,
-           coalesce(b.acked, 0) AS b_acked, coalesce(b.failed, 0) AS b_failed
+           coalesce(b.acked, 0) AS b_acked, coalesce(b.failed, 0) AS b_failed,
+           b.evicted AS b_evicted, b.retention_released AS b_retention_released,
+           b.completed_released AS b_completed_released,
+           b.retention_segments AS b_retention_segments
       FROM now_ n CROSS JOIN prev LEFT JOIN queen.stats_baseline b ON b.queue_id = n.id),
 rows_ AS (
-    SELECT id, name, namespace, task, depth, lag, dead,
+    SELECT id, name, namespace, task, tenant, depth, lag, dead, partitions, parked,
            CASE WHEN counts THEN greatest(pushed - b_pushed, 0) ELSE 0 END AS d_pushed,
            CASE WHEN counts THEN greatest(delivered - b_delivered, 0) ELSE 0 END AS d_delivered,
            CASE WHEN counts THEN greatest(acked - b_acked, 0) ELSE 0 END AS d_acked,
-           CASE WHEN counts THEN greatest(failed - b_failed, 0) ELSE 0 END AS d_failed
+           CASE WHEN counts THEN greatest(failed - b_failed, 0) ELSE 0 END AS d_failed,
+           -- a baseline row without the figure: from before version 130, count nothing yet
+           CASE WHEN NOT counts OR (has_baseline AND b_evicted IS NULL) THEN 0
+                ELSE greatest(evicted - coalesce(b_evicted, 0), 0) END AS d_evicted,
+           CASE WHEN NOT counts OR (has_baseline AND b_retention_released IS NULL) THEN 0
+                ELSE greatest(retention_released - coalesce(b_retention_released, 0), 0)
+           END AS d_retention_released,
+           CASE WHEN NOT counts OR (has_baseline AND b_completed_released IS NULL) THEN 0
+                ELSE greatest(completed_released - coalesce(b_completed_released, 0), 0)
+           END AS d_completed_released,
+           CASE WHEN NOT counts OR (has_baseline AND b_retention_segments IS NULL) THEN 0
+                ELSE greatest(retention_segments - coalesce(b_retention_segments, 0), 0)
+           END AS d_retention_segments
       FROM delta),
 stored AS (
     INSERT INTO queen.stats_samples (sampled_at, queue_id, queue, namespace, task, pushed,
                                      delivered, acked, failed, dead_lettered, depth,
-                                     lag_seconds)
+                                     lag_seconds, partitions, parked, evicted,
+                                     retention_released, completed_released,
+                                     retention_segments, tenant)
     SELECT now(), id, name, namespace, task, d_pushed, d_delivered, d_acked, d_failed, dead,
-           depth, lag
+           depth, lag, partitions, parked, d_evicted, d_retention_released,
+           d_completed_released, d_retention_segments, tenant
       FROM rows_
      WHERE d_pushed > 0 OR d_delivered > 0 OR d_acked > 0 OR d_failed > 0 OR dead > 0
-        OR depth > 0 OR lag > 0
+        OR depth > 0 OR lag > 0 OR parked > 0 OR d_evicted > 0 OR d_retention_released > 0
+        OR d_completed_released > 0 OR d_retention_segments > 0
     UNION ALL
-    -- (FROM prev: Citus plans no subquery without FROM that calls now())
-    SELECT now(), 0, '', '', '', 0, 0, 0, 0, 0, 0, 0 FROM prev
+    -- (FROM prev, one row: Citus plans no subquery without FROM that calls now())
+    SELECT now(), 0, '', '', '', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, '' FROM prev
     RETURNING queue_id),
 moved AS (
     INSERT INTO queen.stats_baseline AS b (queue_id, pushed, delivered, acked, failed,
-                                           sampled_at)
-    SELECT id, pushed, delivered, acked, failed, now() FROM now_
+                                           sampled_at, evicted, retention_released,
+                                           completed_released, retention_segments)
+    SELECT id, pushed, delivered, acked, failed, now(), evicted, retention_released,
+           completed_released, retention_segments
+      FROM now_
     ON CONFLICT (queue_id) DO UPDATE
        SET pushed = excluded.pushed, delivered = excluded.delivered, acked = excluded.acked,
-           failed = excluded.failed, sampled_at = excluded.sampled_at),
+           failed = excluded.failed, sampled_at = excluded.sampled_at,
+           evicted = excluded.evicted, retention_released = excluded.retention_released,
+           completed_released = excluded.completed_released,
+           retention_segments = excluded.retention_segments),
 forgotten AS (
     DELETE FROM queen.stats_baseline b
      WHERE NOT EXISTS (SELECT 1 FROM queen.queues q WHERE q.id = b.queue_id)),
@@ -202,12 +317,21 @@ DELETE FROM queen.stats_samples s
          LIMIT $2) doomed
  WHERE s.ctid = doomed.row_id;
 
+-- name: stats_trim_minutes
+-- Delete up to $2 per-process minute rows older than $1 days (PROCESS_METRICS_RETENTION_DAYS).
+-- $1 days, $2 batch size
+DELETE FROM queen.stats_minutes m
+ USING (SELECT process, minute FROM queen.stats_minutes
+         WHERE minute < now() - make_interval(days => $1::int)
+         LIMIT $2) doomed
+ WHERE m.process = doomed.process AND m.minute = doomed.minute;
+
 -- name: stats_series
 -- The analytics series: per bucket (date_trunc of the unit $1, in UTC) of the passes between
 -- $2 and $3, throughput summed over the matching queues' rows, the depth at the bucket's last
 -- pass (queues without a row then had none) and the largest lag seen in the bucket.
 -- $1 unit (minute|hour|day|week|month), $2 from, $3 to, $4 queue or null, $5 namespace or
--- null, $6 task or null
+-- null, $6 task or null, $7 tenant (its queues' samples only)
 WITH passes AS (
     SELECT date_trunc($1, sampled_at, 'UTC') AS bucket, max(sampled_at) AS last_at
       FROM queen.stats_samples
@@ -217,6 +341,7 @@ matched AS (
     SELECT date_trunc($1, s.sampled_at, 'UTC') AS bucket, s.*
       FROM queen.stats_samples s
      WHERE s.queue_id <> 0 AND s.sampled_at >= $2 AND s.sampled_at <= $3
+       AND s.tenant = $7
        AND ($4::text IS NULL OR s.queue = $4)
        AND ($5::text IS NULL OR s.namespace = $5)
        AND ($6::text IS NULL OR s.task = $6))
@@ -245,7 +370,7 @@ SELECT least(clock_timestamp(),
 -- name: stats_changed_partitions
 -- A queue's partitions written at or after $2 (all when null), in creation (id) order after
 -- the page cursor $3, at most $4; null rows when the queue does not exist.
--- $1 queue name, $2 since or null, $3 after partition id or null, $4 limit
+-- $1 queue name, $2 since or null, $3 after partition id or null, $4 limit, $5 tenant
 SELECT q.id AS queue_id, p.id, p.name, p.last_offset, p.log_start, p.last_write_at
   FROM queen.queues q
   LEFT JOIN LATERAL (
@@ -255,5 +380,5 @@ SELECT q.id AS queue_id, p.id, p.name, p.last_offset, p.log_start, p.last_write_
            AND ($3::bigint IS NULL OR p.id > $3)
          ORDER BY p.id
          LIMIT $4) p ON true
- WHERE q.name = $1
+ WHERE q.tenant = $5 AND q.name = $1
  ORDER BY p.id;

@@ -1,19 +1,21 @@
 -- Statements of streams (wire-protocol-extensions §18; functions/50_streams.sql). Loaded by
--- core/storage/statements.py.
+-- core/storage/statements.py. A query is its tenant's (migration 140): every statement takes
+-- the caller's tenant, and another tenant's query or partition is one that does not exist.
 
 -- name: stream_register
 -- Register a query: its id and fresh | same | reset | conflict (queen.stream_register).
--- $1 name, $2 source queue, $3 sink queue or null, $4 config hash, $5 reset
-SELECT query_id, outcome FROM queen.stream_register($1, $2, $3, $4, $5);
+-- $1 name, $2 source queue, $3 sink queue or null, $4 config hash, $5 reset, $6 tenant
+SELECT query_id, outcome FROM queen.stream_register($6, $1, $2, $3, $4, $5);
 
 -- name: stream_state_get
 -- A partition's state rows in key byte order, filtered (AND) by keys, a literal key prefix
 -- and a ripeness bound on value.windowEnd.
 -- $1 query id, $2 partition id, $3 keys (empty: any), $4 key prefix ('' : any),
--- $5 epoch ms (null: any): rows whose numeric value.windowEnd is at or before it
+-- $5 epoch ms (null: any): rows whose numeric value.windowEnd is at or before it, $6 tenant
 SELECT s.key, s.value::text AS value, s.updated_at
   FROM queen.stream_state s
  WHERE s.query_id = $1 AND s.partition_id = $2
+   AND EXISTS (SELECT 1 FROM queen.stream_queries q WHERE q.id = $1 AND q.tenant = $6)
    AND (cardinality($3::text[]) = 0 OR s.key = ANY($3::text[]))
    AND ($4::text = '' OR (s.key >= $4::text AND left(s.key, length($4::text)) = $4::text))
    AND ($5::bigint IS NULL
@@ -25,10 +27,10 @@ SELECT s.key, s.value::text AS value, s.updated_at
 -- One cycle in one statement (see functions/50_streams.sql, queen.stream_cycle, for the arguments).
 -- $1 query id, $2 partition id, $3 group, $4 deletes, $5 keys, $6 values (JSON text),
 -- $7..$17 the sink pushes as `append` takes them, $18 ack?, $19 lease id, $20 ok?,
--- $21 release lease?, $22 count, $23 transactionId of the last acked message
+-- $21 release lease?, $22 count, $23 transactionId of the last acked message, $24 tenant
 SELECT error, source_queue, ack_count, lease_released, wake_queue, wake_partition,
        state_applied, sink_queue_ids, sink_partition_ids, sink_bases, sink_times
-  FROM queen.stream_cycle($1::uuid, $2::bigint, $3::text, $4::boolean[], $5::text[],
+  FROM queen.stream_cycle($24::text, $1::uuid, $2::bigint, $3::text, $4::boolean[], $5::text[],
                           $6::text[], $7::text[], $8::text[], $9::text[], $10::text[],
                           $11::jsonb, $12::integer[], $13::integer[], $14::bytea[],
                           $15::text[], $16::boolean[], $17::boolean[], $18::boolean,
@@ -38,14 +40,14 @@ SELECT error, source_queue, ack_count, lease_released, wake_queue, wake_partitio
 -- Delete a query by name with its state and cycle counters; answers its id (nothing when
 -- absent). The query's advisory lock is taken exclusively first (queen.stream_delete_query),
 -- so no cycle of it is running or starts before the commit (it then finds no query).
--- $1 name
-SELECT queen.stream_delete_query($1);
+-- $1 name, $2 tenant
+SELECT queen.stream_delete_query($2, $1);
 
 -- name: stream_list
 -- Every query with its partitions: state rows, bytes, cycles and the last cycle's time
 -- (the dashboard). One row per (query, partition); a query without cycles has one row
 -- with a null partition.
--- (no parameters)
+-- $1 tenant
 SELECT q.id AS query_id, q.name, q.source_queue, q.sink_queue, q.config_hash, q.created_at,
        p.partition_id, lp.name AS partition, coalesce(p.cycles, 0) AS cycles, p.last_cycle_at,
        coalesce(st.keys, 0) AS state_keys, coalesce(st.bytes, 0) AS state_bytes
@@ -56,4 +58,5 @@ SELECT q.id AS query_id, q.name, q.source_queue, q.sink_queue, q.config_hash, q.
         SELECT count(*) AS keys, sum(pg_column_size(s.value))::bigint AS bytes
           FROM queen.stream_state s
          WHERE s.query_id = q.id AND s.partition_id = p.partition_id) st ON true
+ WHERE q.tenant = $1
  ORDER BY q.name, lp.name;

@@ -1,61 +1,67 @@
 -- Statements of timers (core/timers; schema/migrations/075_timers.sql,
--- schema/functions/70_timers.sql).
+-- schema/functions/70_timers.sql). A timer is its tenant's (migration 140): the statements of
+-- the routes take the caller's tenant, the firer's carry each timer's.
 
 -- name: timers_apply
--- Apply one call's ops in order at one instant (see queen.timers_apply).
--- $1 now (null: the transaction's now()), $2.. the op arrays, $13 the scheduler's sub
+-- Apply one call's ops in order at one instant (see queen.timers_apply), in the `tenant`'s
+-- timers and queues: `now` null is the transaction's now(); the op arrays hold one element
+-- per op.
 SELECT status, txn, deliver_at
-  FROM queen.timers_apply(coalesce($1::timestamptz, now()), $2::boolean[], $3::text[],
-                          $4::text[], $5::text[], $6::bigint[], $7::text[], $8::uuid[],
-                          $9::bytea[], $10::boolean[], $11::boolean[], $12::boolean[],
-                          $13::text);
+  FROM queen.timers_apply(:tenant::text, coalesce(:now::timestamptz, now()),
+                          :cancels::boolean[], :queues::text[], :keys::text[],
+                          :partitions::text[], :delays_ms::bigint[], :txns::text[],
+                          :message_ids::uuid[], :payloads::bytea[], :zstd::boolean[],
+                          :encrypted::boolean[], :sealed::boolean[], :producer_sub::text);
 
 -- name: timers_encrypted_queues
--- Which of these queues exist with encryptionEnabled. $1 queue names
+-- Which of these queues (of tenant $2) exist with encryptionEnabled. $1 queue names
 SELECT name FROM queen.queues
- WHERE name = ANY($1::text[])
+ WHERE tenant = $2 AND name = ANY($1::text[])
    AND coalesce((options ->> 'encryptionEnabled')::boolean, false);
 
 -- name: timers_peek
 -- One timer with its payload, and whether a fire holds its row now (a fire locks the rows it
--- takes FOR UPDATE; this weakest lock is refused by that one only). $1 queue, $2 key
+-- takes FOR UPDATE; this weakest lock is refused by that one only). $1 queue, $2 key,
+-- $3 tenant
 SELECT t.queue, t.timer_key, t.partition, t.deliver_at, t.txn, t.message_id, t.payload,
        t.payload_zstd, t.encrypted, t.producer_sub, t.attempts, t.last_error,
        NOT EXISTS (SELECT 1 FROM queen.timers f
-                    WHERE f.queue = t.queue AND f.timer_key = t.timer_key
+                    WHERE f.tenant = t.tenant AND f.queue = t.queue
+                      AND f.timer_key = t.timer_key
                       FOR KEY SHARE SKIP LOCKED) AS claimed,
        t.created_at, t.updated_at
   FROM queen.timers t
- WHERE t.queue = $1 AND t.timer_key = $2;
+ WHERE t.tenant = $3 AND t.queue = $1 AND t.timer_key = $2;
 
 -- name: timers_page
 -- One queue's timers after a key (exclusive), in byte order, without payloads; one row more
 -- than the page tells whether it is truncated. $1 queue, $2 after ('' = from the start),
--- $3 rows to read
+-- $3 rows to read, $4 tenant
 SELECT t.queue, t.timer_key, t.partition, t.deliver_at, t.txn, t.message_id,
        NULL::bytea AS payload, t.payload_zstd, t.encrypted, t.producer_sub, t.attempts,
        t.last_error,
        NOT EXISTS (SELECT 1 FROM queen.timers f
-                    WHERE f.queue = t.queue AND f.timer_key = t.timer_key
+                    WHERE f.tenant = t.tenant AND f.queue = t.queue
+                      AND f.timer_key = t.timer_key
                       FOR KEY SHARE SKIP LOCKED) AS claimed,
        t.created_at, t.updated_at
   FROM queen.timers t
- WHERE t.queue = $1 AND t.timer_key > $2
+ WHERE t.tenant = $4 AND t.queue = $1 AND t.timer_key > $2
  ORDER BY t.timer_key
  LIMIT $3;
 
 -- name: timers_count
--- One queue's timers whose key starts with a literal prefix. $1 queue, $2 prefix
+-- One queue's timers whose key starts with a literal prefix. $1 queue, $2 prefix, $3 tenant
 SELECT count(*) FROM queen.timers
- WHERE queue = $1 AND timer_key >= $2 AND starts_with(timer_key, $2);
+ WHERE tenant = $3 AND queue = $1 AND timer_key >= $2 AND starts_with(timer_key, $2);
 
 -- name: timers_queues
 -- Queues with pending timers, after a name (exclusive), for the dashboard: how many, the
--- next due, how many failed at least once. $1 after, $2 rows to read
+-- next due, how many failed at least once. $1 after, $2 rows to read, $3 tenant
 SELECT queue, count(*) AS pending, min(deliver_at) AS next_due,
        count(*) FILTER (WHERE attempts > 0) AS failing
   FROM queen.timers
- WHERE queue > $1
+ WHERE tenant = $3 AND queue > $1
  GROUP BY queue
  ORDER BY queue
  LIMIT $2;
@@ -68,7 +74,7 @@ SELECT queue, count(*) AS pending, min(deliver_at) AS next_due,
 -- $3 residue
 SELECT queue, timer_key, partition, txn, message_id, payload, payload_zstd, sealed,
        producer_sub, attempts, created_at,
-       extract(epoch FROM clock_timestamp() - deliver_at)::float8 AS lag_seconds
+       extract(epoch FROM clock_timestamp() - deliver_at)::float8 AS lag_seconds, tenant
   FROM queen.timers
  WHERE fire_at <= clock_timestamp()
    AND (hashtext(queue || '/' || partition) & 2147483647) % $2 = $3
@@ -77,32 +83,34 @@ SELECT queue, timer_key, partition, txn, message_id, payload, payload_zstd, seal
    FOR UPDATE SKIP LOCKED;
 
 -- name: timers_delete
--- Remove fired timers (rows this transaction holds). $1 queues, $2 keys
+-- Remove fired timers (rows this transaction holds). $1 queues, $2 keys, $3 tenants
 DELETE FROM queen.timers t
- USING unnest($1::text[], $2::text[]) AS d(queue, timer_key)
- WHERE t.queue = d.queue AND t.timer_key = d.timer_key;
+ USING unnest($1::text[], $2::text[], $3::text[]) AS d(queue, timer_key, tenant)
+ WHERE t.tenant = d.tenant AND t.queue = d.queue AND t.timer_key = d.timer_key;
 
 -- name: timers_failed
 -- Record failed fires: one more attempt, the error, and the backoff before the next.
--- $1 queues, $2 keys, $3 errors, $4 backoff seconds
+-- $1 queues, $2 keys, $3 errors, $4 backoff seconds, $5 tenants
 UPDATE queen.timers t
    SET attempts = t.attempts + 1, last_error = d.error,
        fire_at = clock_timestamp() + d.backoff * interval '1 second',
        updated_at = clock_timestamp()
-  FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[])
-       AS d(queue, timer_key, error, backoff)
- WHERE t.queue = d.queue AND t.timer_key = d.timer_key;
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[], $5::text[])
+       AS d(queue, timer_key, error, backoff, tenant)
+ WHERE t.tenant = d.tenant AND t.queue = d.queue AND t.timer_key = d.timer_key;
 
 -- name: timers_dead_letter
 -- Write a timer's dead letter (see queen.timer_dead_letter); answers the partition id.
--- $1 queue, $2 partition, $3 namespace, $4 task, $5 default options, $6 txn,
--- $7 message id, $8 producer sub, $9 payload, $10 error, $11 attempts, $12 created at
-SELECT queen.timer_dead_letter($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $10, $11, $12);
+-- The queue is the `tenant`'s.
+SELECT queen.timer_dead_letter(:tenant, :queue, :partition, :namespace, :task,
+                               :default_options::jsonb, :txn, :message_id, :producer_sub,
+                               :payload, :error, :attempts, :created_at);
 
 -- name: timers_next_due
 -- Seconds until the earliest timer may be taken (negative: overdue), null when none.
 SELECT extract(epoch FROM min(fire_at) - clock_timestamp())::float8 FROM queen.timers;
 
 -- name: timers_pending
--- Pending timers in all, for the metrics.
-SELECT count(*) FROM queen.timers;
+-- Pending timers in all (null), or of one tenant, for the metrics.
+-- $1 tenant or null
+SELECT count(*) FROM queen.timers WHERE $1::text IS NULL OR tenant = $1;

@@ -1,5 +1,6 @@
 -- Statements of the traces (core/admin/traces.py, wire-protocol §6.4) and their retention.
--- Loaded by core/storage/statements.py.
+-- Loaded by core/storage/statements.py. A trace is its message's tenant's (migration 140):
+-- lookups take the caller's tenant, and a partition of another tenant's queue is not found.
 
 -- name: trace_insert
 -- Record a trace of a message of an existing partition, with its names; answers the
@@ -7,43 +8,48 @@
 -- comes from the transactionId index (the newest occurrence; null when not indexed); the
 -- worker is the live lease holder of (partition, group), if any.
 -- $1 trace id, $2 partition id, $3 transactionId, $4 consumer group, $5 event type,
--- $6 data (JSON bytes), $7 trace names (distinct)
+-- $6 data (JSON bytes), $7 trace names (distinct), $8 tenant
 WITH t AS (
     INSERT INTO queen.traces (id, partition_id, transaction_id, txn_key, msg_offset,
-                              consumer_group, event_type, data, trace_names, worker_id)
+                              consumer_group, event_type, data, trace_names, worker_id,
+                              tenant)
     SELECT $1, p.id, $3, queen.txn_key($3),
            (SELECT max(i.msg_offset) FROM queen.log_txn_index i
              WHERE i.partition_id = p.id AND i.txn_key = queen.txn_key($3)),
            $4, $5, $6, $7::text[],
            (SELECT c.worker_id FROM queen.log_consumers c
              WHERE c.partition_id = p.id AND c.consumer_group = $4
-               AND c.lease_expires_at > now())
-      FROM queen.log_partitions p WHERE p.id = $2
-    RETURNING id, created_at),
+               AND c.lease_expires_at > now()),
+           q.tenant
+      FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+     WHERE p.id = $2 AND q.tenant = $8
+    RETURNING id, created_at, tenant),
 n AS (
-    INSERT INTO queen.trace_names (trace_id, name, created_at)
-    SELECT t.id, u.name, t.created_at FROM t CROSS JOIN unnest($7::text[]) AS u(name))
+    INSERT INTO queen.trace_names (trace_id, name, created_at, tenant)
+    SELECT t.id, u.name, t.created_at, t.tenant
+      FROM t CROSS JOIN unnest($7::text[]) AS u(name))
 SELECT created_at FROM t;
 
 -- name: traces_of_message
 -- The traces of one message, oldest first.
--- $1 partition id, $2 transactionId, $3 limit
+-- $1 partition id, $2 transactionId, $3 limit, $4 tenant
 SELECT t.id, t.event_type, t.data, t.consumer_group, t.worker_id, t.created_at,
        t.trace_names
   FROM queen.traces t
  WHERE t.partition_id = $1 AND t.txn_key = queen.txn_key($2) AND t.transaction_id = $2
+   AND t.tenant = $4
  ORDER BY t.created_at, t.id
  LIMIT $3;
 
 -- name: traces_by_name
 -- One page of the traces carrying a name, newest first, with their message's address,
 -- queue and partition names (null when the partition is gone) and offset.
--- $1 name, $2 limit, $3 offset
+-- $1 name, $2 limit, $3 offset, $4 tenant
 SELECT t.id, t.event_type, t.data, t.consumer_group, t.worker_id, t.created_at,
        t.trace_names, t.transaction_id, t.partition_id, q.name AS queue,
        p.name AS partition, t.msg_offset
   FROM (SELECT n.trace_id, n.created_at FROM queen.trace_names n
-         WHERE n.name = $1
+         WHERE n.tenant = $4 AND n.name = $1
          ORDER BY n.created_at DESC, n.trace_id DESC
          LIMIT $2 OFFSET $3) page
   JOIN queen.traces t ON t.id = page.trace_id
@@ -53,19 +59,19 @@ SELECT t.id, t.event_type, t.data, t.consumer_group, t.worker_id, t.created_at,
 
 -- name: traces_count_by_name
 -- The number of traces carrying a name.
--- $1 name
-SELECT count(*) FROM queen.trace_names WHERE name = $1;
+-- $1 name, $2 tenant
+SELECT count(*) FROM queen.trace_names WHERE tenant = $2 AND name = $1;
 
 -- name: trace_names_page
 -- One page of the trace names, most recently used first, with how many traces and how
 -- many distinct messages carry each, and the total number of names.
--- $1 limit, $2 offset, $3 substring the name must contain, or null
+-- $1 limit, $2 offset, $3 substring the name must contain, or null, $4 tenant
 WITH names AS (
     SELECT n.name, count(*) AS trace_count,
            count(DISTINCT (t.partition_id, t.txn_key)) AS message_count,
            max(n.created_at) AS last_seen
       FROM queen.trace_names n JOIN queen.traces t ON t.id = n.trace_id
-     WHERE $3::text IS NULL OR strpos(n.name, $3) > 0
+     WHERE n.tenant = $4 AND ($3::text IS NULL OR strpos(n.name, $3) > 0)
      GROUP BY n.name)
 SELECT name, trace_count, message_count, last_seen, count(*) OVER () AS total
   FROM names

@@ -2,32 +2,35 @@
 
 -- name: partition_ids
 -- The ids of partitions by name, created with their queue when missing (see
--- functions/20_append.sql). $1 queues, $2 partitions, $3 namespaces, $4 tasks (one per
--- partition, in name order), $5 default options (jsonb text)
+-- functions/20_append.sql). $1 tenants, $2 queues, $3 partitions, $4 namespaces, $5 tasks
+-- (one per partition, in name order), $6 default options (jsonb text)
 SELECT queue_id, partition_id
-  FROM queen.partition_ids($1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb);
+  FROM queen.partition_ids($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
+                           $6::jsonb);
 
 -- name: partition_lookup
--- A partition's id by name, creating nothing: no row when the queue is unknown, a null
--- partition_id when the queue exists and the partition does not. Reads the directory only
--- (a reference table on Citus: any node answers it alone). $1 queue name, $2 partition name
+-- A partition's id by name, creating nothing: no row when the tenant has no such queue, a
+-- null partition_id when the queue exists and the partition does not. Reads the directory
+-- only (a reference table on Citus: any node answers it alone).
+-- $1 tenant, $2 queue name, $3 partition name
 SELECT q.id AS queue_id, d.partition_id
   FROM queen.queues q
-  LEFT JOIN queen.partition_directory d ON d.queue_id = q.id AND d.name = $2
- WHERE q.name = $1;
+  LEFT JOIN queen.partition_directory d ON d.queue_id = q.id AND d.name = $3
+ WHERE q.tenant = $1 AND q.name = $2;
 
 -- name: append_partitions
 -- Append segments to partitions (of one shard, on Citus), or report duplicates (see
 -- functions/20_append.sql for the arguments and the answer).
--- $1 route (null: one PostgreSQL), $2 the ids remembered (0: none), $3 queues,
--- $4 partitions, $5 namespaces, $6 tasks (one per partition), $7 default options (jsonb
--- text), $8 segments per partition, $9 frames per segment, $10 blobs, $11 transactionIds
--- (flat), $12 whether each partition's transactionIds repeat, $13 whether its segments are
--- sealed
+-- $1 route (null: one PostgreSQL), $2 each queue's tenant, $3 the ids remembered (0: none),
+-- $4 queues, $5 partitions, $6 namespaces, $7 tasks (one per partition), $8 default
+-- options (jsonb text), $9 segments per partition, $10 frames per segment, $11 blobs,
+-- $12 transactionIds (flat), $13 whether each partition's transactionIds repeat, $14 whether
+-- its segments are sealed
 SELECT queue_id, partition_id, base_offset, created_at, dup_positions, dup_offsets, encrypted
-  FROM queen.append_partitions($1::bigint, $2::bigint[], $3::text[], $4::text[], $5::text[],
-                               $6::text[], $7::jsonb, $8::integer[], $9::integer[],
-                               $10::bytea[], $11::text[], $12::boolean[], $13::boolean[]);
+  FROM queen.append_partitions($1::bigint, $2::text[], $3::bigint[], $4::text[], $5::text[],
+                               $6::text[], $7::text[], $8::jsonb, $9::integer[],
+                               $10::integer[], $11::bytea[], $12::text[], $13::boolean[],
+                               $14::boolean[]);
 
 -- name: append_partitions_here
 -- As append_partitions, with no shard named (route null: one PostgreSQL, or a call over
@@ -37,9 +40,10 @@ SELECT queue_id, partition_id, base_offset, created_at, dup_positions, dup_offse
 -- needs no other node: a call without a route on a cluster with a worker down still
 -- runs on the others).
 SELECT queue_id, partition_id, base_offset, created_at, dup_positions, dup_offsets, encrypted
-  FROM queen.append_partitions((SELECT $1::bigint), $2::bigint[], $3::text[], $4::text[],
-                               $5::text[], $6::text[], $7::jsonb, $8::integer[], $9::integer[],
-                               $10::bytea[], $11::text[], $12::boolean[], $13::boolean[]);
+  FROM queen.append_partitions((SELECT $1::bigint), $2::text[], $3::bigint[], $4::text[],
+                               $5::text[], $6::text[], $7::text[], $8::jsonb, $9::integer[],
+                               $10::integer[], $11::bytea[], $12::text[], $13::boolean[],
+                               $14::boolean[]);
 
 -- name: segments_at
 -- The segments holding the given offsets of a partition (each once, in offset order).
@@ -53,16 +57,16 @@ SELECT DISTINCT s.base_offset, s.created_at, s.blob
 
 -- name: lock_queue
 -- The queue's row for configure, locked so concurrent configures merge one after another.
--- $1 queue name
+-- $1 queue name, $2 tenant
 SELECT id, namespace, task, options::text AS options
-  FROM queen.queues WHERE name = $1 FOR UPDATE;
+  FROM queen.queues WHERE tenant = $2 AND name = $1 FOR UPDATE;
 
 -- name: insert_queue
 -- Create a queue if absent (configure); does nothing when another writer won the race.
--- $1 name, $2 namespace, $3 task, $4 options (jsonb text)
-INSERT INTO queen.queues (name, namespace, task, options)
-VALUES ($1, $2, $3, $4::jsonb)
-ON CONFLICT (name) DO NOTHING;
+-- $1 name, $2 namespace, $3 task, $4 options (jsonb text), $5 tenant
+INSERT INTO queen.queues (tenant, name, namespace, task, options)
+VALUES ($5, $1, $2, $3, $4::jsonb)
+ON CONFLICT (tenant, name) DO NOTHING;
 
 -- name: update_queue
 -- Store a queue's effective namespace, task and options.
@@ -71,8 +75,8 @@ UPDATE queen.queues SET namespace = $2, task = $3, options = $4::jsonb WHERE id 
 
 -- name: delete_queue_row
 -- Remove the queue row; answers its id (nothing when absent).
--- $1 queue name
-DELETE FROM queen.queues WHERE name = $1 RETURNING id;
+-- $1 queue name, $2 tenant
+DELETE FROM queen.queues WHERE tenant = $2 AND name = $1 RETURNING id;
 
 -- name: delete_queue_directory
 -- Remove a queue's partitions from the directory (pushes then create them afresh).

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 import re
 import tomllib
 import uuid
@@ -16,12 +17,14 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from fnmatch import fnmatch
 from typing import Any
+from urllib.parse import urlencode
 
+import asyncpg
 import httpx
 import pytest
 
 from tests.browser.conftest import snap
-from tests.support import ROOT, BrokerProcess
+from tests.support import ROOT, BrokerProcess, wait_for
 from tests.tokens import AUTH_SECRET, Signer
 
 playwright_api = pytest.importorskip(
@@ -454,34 +457,80 @@ async def test_traces_by_name_and_by_message_show_what_the_api_answers(
         ['{"order":0,"step":1}', '{"carrier":"post"}'])
 
 
-async def test_analytics_charts_the_samples_the_api_answers(
-        page: Page, broker: BrokerProcess, api: httpx.AsyncClient, data: Data) -> None:
-    r = await api.get("/api/v1/status/analytics",
-                      params={"interval": "minute", "queue": data.orders})
-    buckets = r.json()["buckets"]
-    # Sampled before and after the fixture's traffic: its 40 pushes and 10 acks are in.
-    assert buckets and sum(b["pushed"] for b in buckets) == 40, buckets
-    assert sum(b["acked"] for b in buckets) == 10
-    await open_view(page, broker.url, f"analytics?interval=minute&queue={data.orders}")
-    for chart in ("throughput", "depth", "lag"):
+async def settled_window(db: asyncpg.Connection) -> dict[str, str]:
+    """The hour up to now, once every live process has flushed after its end: from then on
+    the minute rows inside it no longer come and go (their counts still grow)."""
+    end = datetime.now(UTC)
+
+    async def flushed() -> bool:
+        oldest = await db.fetchval(
+            "SELECT min(seen_at) FROM queen.stats_processes"
+            " WHERE seen_at > now() - interval '10 seconds'")
+        return oldest is not None and oldest > end
+
+    await wait_for(flushed, timeout=15, interval=0.1)
+    return {"from": (end - timedelta(hours=1)).isoformat(), "to": end.isoformat()}
+
+
+def analytics_route(window: dict[str, str], **params: str) -> str:
+    return "analytics?" + urlencode({**params, **window})
+
+
+async def test_analytics_charts_throughput_lag_dlq_and_latency_over_a_window(
+        page: Page, broker: BrokerProcess, api: httpx.AsyncClient, data: Data,
+        db: asyncpg.Connection) -> None:
+    window = await settled_window(db)
+    # One queue: its samples, per bucket (the fixture sampled before and after its traffic).
+    r = await api.get("/api/v1/analytics/queue-ops", params={**window, "queue": data.orders})
+    ops = r.json()["series"]
+    buckets = sorted({p["bucket"] for p in ops})
+    assert buckets and sum(p["pushMessages"] for p in ops) == 40, ops
+    assert sum(p["popMessages"] for p in ops) == 10
+    await open_view(page, broker.url, analytics_route(window, queue=data.orders))
+    await expect(page.locator("[data-window]")).to_have_attribute("data-window", "custom")
+    for chart in ("throughput", "lag", "depth", "dlq"):
         await expect(page.locator(f"svg[data-chart='{chart}']")).to_have_attribute(
             "data-points", str(len(buckets)))
-    # Five throughput series, one dot per bucket each.
-    await expect(page.locator("svg[data-chart='throughput'] circle")).to_have_count(
-        5 * len(buckets))
     field = lambda name: page.locator(f"dd[data-field='{name}']")
-    for key in ("pushed", "delivered", "acked", "failed", "deadLettered"):
-        await expect(field(key)).to_have_text(text_of(sum(b[key] for b in buckets)))
-    await expect(field("depth")).to_have_text(text_of(buckets[-1]["depth"]))
-    await expect(page.locator("svg[data-chart='throughput'] circle title").first).to_have_text(
-        re.compile(rf"^pushed {buckets[0]['pushed']} at "))
+    for key, want in (("pushed", 40), ("delivered", 10), ("acked", 10), ("deadLettered", 0)):
+        await expect(field(key)).to_have_text(text_of(want))
+    lag = math.floor(max(p["maxLagMs"] for p in ops) / 1000 + 0.5)  # JS Math.round
+    assert lag < 120  # the fixture's messages are minutes old at most
+    await expect(field("lag")).to_have_text(f"{lag} s")
+    await expect(page.locator("svg[data-chart='depth'] circle title").last).to_have_text(
+        re.compile(rf"^depth {text_of(ops[-1]['depth'])} at "))
 
-    # Every queue of the broker, as the view opens by default (per hour).
-    everything = (await api.get("/api/v1/status/analytics")).json()["buckets"]
-    await open_view(page, broker.url, "analytics")
-    await expect(page.locator("[data-buckets]")).to_have_attribute(
-        "data-buckets", str(len(everything)))
-    await open_view(page, broker.url, "analytics?interval=minute")
+    # Dead letters: the payments queue dead-lettered three.
+    await open_view(page, broker.url, analytics_route(window, queue=data.pay))
+    await expect(field("deadLettered")).to_have_text("3")
+    dead = page.locator("svg[data-chart='dlq'] circle title")
+    await expect(dead.filter(has_text=re.compile(r"^dead-lettered 3 at "))).to_have_count(1)
+
+    # Every queue: throughput, dead letters and latency per minute from the processes' rows.
+    r = await api.get("/api/v1/analytics/worker-metrics", params=window)
+    workers = r.json()
+    points = workers["timeSeries"]
+    assert workers["bucketMinutes"] == 1 and points
+    assert workers["summary"]["totalPushMessages"] >= 40 + 6 + 3
+    await open_view(page, broker.url, analytics_route(window))
+    for chart in ("throughput", "dlq", "latency"):
+        await expect(page.locator(f"svg[data-chart='{chart}']")).to_have_attribute(
+            "data-points", str(len(points)))
+    latency = page.locator("svg[data-chart='latency']").locator("xpath=..")
+    await expect(latency.locator(".legend .key")).to_have_text(
+        [f"{kind} {q}" for kind in ("push", "pop", "ack") for q in ("p50", "p99")])
+    timed = [p for p in points if p["latency"]["push"]["count"]]
+    assert timed  # the fixture's pushes were timed
+    await expect(latency.locator("circle title").filter(
+        has_text=re.compile(r"^push p99 [\d.,]+ at "))).to_have_count(len(timed))
+    await expect(field("pushP99")).to_have_text(re.compile(r"^[\d.,]+ ms$"))
+
+    # A preset window, as the view opens by default: the last hour up to now.
+    await open_view(page, broker.url, "analytics?window=6h")
+    await expect(page.locator("[data-window]")).to_have_attribute("data-window", "6h")
+    await expect(page.locator("select[name='window']")).to_have_value("6h")
+    await expect(page.locator("svg[data-chart='throughput']")).to_be_visible()
+    await open_view(page, broker.url, analytics_route(window))
     await snap(page, "analytics")
 
 

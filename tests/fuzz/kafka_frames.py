@@ -88,7 +88,17 @@ def seeds(topic: str) -> list[bytes]:
     out.append(_encoded(protocol.CREATE_TOPICS, 5, {
         "timeout": 1000, "topics": [{"name": f"{topic}-c", "num_partitions": 2,
                                      "replication_factor": 1}]}))
-    out.append(_encoded(protocol.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}))
+    for version in (0, 1):
+        out.append(_encoded(protocol.SASL_HANDSHAKE, version, {"mechanism": "PLAIN"}))
+        out.append(_encoded(protocol.CONSUMER_GROUP_HEARTBEAT, version, {
+            "group_id": group, "member_id": "m", "member_epoch": 0, "rebalance_timeout": 1000,
+            "subscribed_topic_names": [topic]}))
+    # librdkafka's flexible Metadata for all topics (three bytes of its array-count slot
+    # left in the body), and a header and body carrying tagged fields no schema knows.
+    metadata_v9 = struct.pack(">hhih", protocol.METADATA, 9, 99, 4) + b"fuzz"
+    out.append(metadata_v9 + b"\x00" + b"\x00\x00\x00\x00\x01\x00\x00\x00")
+    out.append(metadata_v9 + b"\x01\x07\x02ab" + b"\x02" + bytes([len(topic) + 1]) + topic.encode()
+               + b"\x01\x05\x01z" + b"\x01\x00\x00\x01\x09\x00")
     return out
 
 
@@ -109,7 +119,7 @@ def mutate(data: bytes, rng: random.Random) -> bytes:
         buf[2:4] = struct.pack(">h", rng.randint(-1, 20))
     elif kind == 5 and len(buf) >= 2:  # another key
         buf[0:2] = struct.pack(">h", rng.choice([0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15,
-                                                 16, 17, 18, 19, 22, 36, 42, 99, -1]))
+                                                 16, 17, 18, 19, 22, 36, 42, 68, 99, -1]))
     else:  # splice two halves of the same request
         cut = rng.randrange(len(buf) + 1)
         buf = buf[cut:] + buf[:cut]

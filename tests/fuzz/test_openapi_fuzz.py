@@ -4,7 +4,7 @@ A broker of its own on a fresh database (the fuzzer deletes groups and queues by
 names it makes up) is fuzzed with valid and invalid data (`--mode all`). Every check runs
 except `positive_data_acceptance`: some rules cannot be said in a schema (a discovery pop
 needs `namespace` or `task`; a seek needs `toEnd` or a `timestamp`; option ranges live in
-`core.engine.options`), so a schema-valid request may rightly get a 400. A 5xx, a response
+`core.options`), so a schema-valid request may rightly get a 400. A 5xx, a response
 that breaks its schema, a status or content type the document does not list, or invalid data
 accepted all fail the test.
 

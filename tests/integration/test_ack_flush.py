@@ -1,4 +1,4 @@
-"""Acks coalesced (core/engine/reads/acks.py): concurrent ack requests on one process go to
+"""Acks coalesced (core/engine/batching/acks.py): concurrent ack requests on one process go to
 PostgreSQL as one statement per flush, and each request gets the verdicts it would get
 alone: a refused item of one request changes nothing, the other requests of the same flush
 apply, and an item that would combine with another request's item on the same cursor waits
@@ -12,7 +12,7 @@ import asyncpg
 import httpx
 
 from core.engine.ack import AckItem, GroupAck
-from core.engine.reads.acks import AckFlusher, ExtendFlusher
+from core.engine.batching.acks import AckFlusher, ExtendFlusher
 from core.storage.database import Database
 from tests.support import cursor_row, pop_json, push_items
 

@@ -24,8 +24,8 @@ from queen import Queen
 
 from broker.auth.access import Access
 from broker.table import ENDPOINTS
+from core import segments
 from core.auth_settings import DEFAULT_SKIP_PATHS
-from core.engine import segments
 from tests.integration.test_wire_edge import raw_exchange, status_of
 from tests.support import PYTHON, ROOT, BrokerProcess, fetch_records, free_port
 from tests.tokens import (

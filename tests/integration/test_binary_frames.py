@@ -26,7 +26,7 @@ from queen.http.push_binary import (
     encode_transaction_frames,
 )
 
-from core.engine import segments
+from core import segments
 from tests.support import fetch_records, pop_json, push_items, queue_counts
 
 BINARY = {"Content-Type": "application/x-queen-push"}

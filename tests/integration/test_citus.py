@@ -197,9 +197,10 @@ async def test_counters_and_heartbeats_flush_on_the_coordinator(
             "  JOIN queen.queues q ON q.id = d.queue_id WHERE q.name = $1", queue)
         first = await stats.flush(conn, partition_ids=[0, pid, 2**62],
                                   names=["requests", "push_messages", "push_messages"],
-                                  deltas=[2, 3, 4], process=process, figures="{}")
+                                  deltas=[2, 3, 4], process=process, figures="{}",
+                                  role="web")
         second = await stats.flush(conn, partition_ids=[0], names=["requests"], deltas=[1],
-                                   process=process, figures="{}")
+                                   process=process, figures="{}", role="web")
         kept = await conn.fetchval(
             "SELECT value FROM queen.stats_counters WHERE partition_id = $1"
             "   AND name = 'push_messages'", pid)

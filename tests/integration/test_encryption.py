@@ -24,7 +24,8 @@ from queen.http.push_binary import (
     encode_transaction_frames,
 )
 
-from core.engine import encryption, segments
+from core import segments
+from core.engine import encryption
 from tests.integration.test_binary_frames import framed, post_binary
 from tests.integration.test_stream_cycles import _ack, cycle, register, runner_pop
 from tests.support import (

@@ -24,9 +24,9 @@ import asyncpg
 import httpx
 import pytest
 
-from core.upkeep.spool import SpoolFiles, file_name
-from core.upkeep.spool_format import HEADER_SIZE, Header, SpoolRecord, encode_header, encode_record
-from core.upkeep.spool_format import MAGIC as SPOOL_MAGIC
+from core.engine.spool import SpoolFiles, file_name
+from core.engine.spool_format import HEADER_SIZE, Header, SpoolRecord, encode_header, encode_record
+from core.engine.spool_format import MAGIC as SPOOL_MAGIC
 from tests.support import BrokerProcess, create_database, fetch_records, pop_json, wait_for
 
 MAINTENANCE = "/api/v1/system/maintenance"

@@ -13,8 +13,8 @@ import uuid
 
 import asyncpg
 
+from core import segments
 from core.admin.dlq import DlqFilter
-from core.engine import options, segments
 from core.engine.ack import AckItem, GroupAck
 from core.engine.pop import PopRequest
 from core.engine.push import PushItem
@@ -22,8 +22,7 @@ from core.engine.writes import NewMessage
 from core.service import Broker
 from core.settings import Settings
 from core.storage.migrations import apply_schema, migration_files
-from core.storage.writes import AppendSegment, AppendTarget, append_arguments
-from tests.released import RELEASES, create_released_database
+from tests.released import RELEASES, create_released_database, run_released
 
 NUMBERED_CHAIN = RELEASES["numbered-chain-v95"]
 
@@ -73,6 +72,28 @@ async def test_rows_of_version_20_are_migrated_and_used_by_todays_broker(
         assert (letter.transaction_id, letter.error_message) == ("dead-1", "boom")
 
 
+# Run by the released code (tests/released.py `run_released`) on a database at version 90.
+_WRITE_AT_90 = """
+import asyncio, sys, uuid
+from core.engine.push import PushItem
+from core.engine.writes import NewMessage
+from core.service import Broker
+from core.settings import Settings
+
+async def main():
+    async with Broker.open(Settings(db_pool_size=2), dsn=sys.argv[1], migrate=False) as broker:
+        await broker.configure(queue="repeats", namespace=None, task=None,
+                               given={"dedupWindowSeconds": 0}, replace=False)
+        for queue, txid in [("repeats", "X"), ("repeats", "Y"), ("repeats", "X"),
+                            ("intact", "A"), ("intact", "B"),
+                            ("holed", "A"), ("holed", "B"), ("holed", "C")]:
+            await broker.push([PushItem(queue, "p", NewMessage(uuid.uuid4(), txid,
+                                                               txid.encode()))])
+
+asyncio.run(main())
+"""
+
+
 async def test_version_95_marks_partitions_whose_index_lost_rows_before_it(
         pg_server_url: str) -> None:
     """Rows the reaper pruned before version 95 left no mark: the migration marks every
@@ -80,23 +101,10 @@ async def test_version_95_marks_partitions_whose_index_lost_rows_before_it(
     occurrence of a repeated transactionId in the segments; intact partitions get no mark
     (their acks never search)."""
     url = await create_released_database(pg_server_url, NUMBERED_CHAIN, up_to=90)
+    # Written by that version's own broker: this code's names tables of later versions.
+    await run_released(NUMBERED_CHAIN, _WRITE_AT_90, url)
     conn = await asyncpg.connect(url)
     try:
-        async with Broker.open(Settings(db_pool_size=2), dsn=url, migrate=False) as broker:
-            await broker.configure(queue="repeats", namespace=None, task=None,
-                                   given={"dedupWindowSeconds": 0}, replace=False)
-        # Written by that version's own write function (queen.append by names, whose
-        # arguments have not changed since).
-        for queue, txid in [("repeats", "X"), ("repeats", "Y"), ("repeats", "X"),
-                            ("intact", "A"), ("intact", "B"),
-                            ("holed", "A"), ("holed", "B"), ("holed", "C")]:
-            blob = segments.pack([segments.Frame(uuid.uuid4(), txid, txid.encode())])
-            target = AppendTarget(queue, "p", queue, "", [AppendSegment(blob, [txid])],
-                                  repeats=False)
-            await conn.fetch("SELECT * FROM queen.append($1::text[], $2::text[], $3::text[],"
-                             " $4::text[], $5::jsonb, $6::integer[], $7::integer[],"
-                             " $8::bytea[], $9::text[], $10::boolean[], $11::boolean[])",
-                             *append_arguments([target], options.DEFAULTS_JSON))
         pids = dict(await conn.fetch(
             "SELECT q.name, p.id FROM queen.log_partitions p"
             " JOIN queen.queues q ON q.id = p.queue_id"))

@@ -408,9 +408,10 @@ async def test_sampling_counts_nothing_twice_when_passes_race(
     queue = "race-" + uuid.uuid4().hex[:8]
     await refresh(ohttp)
     await push_items(ohttp, queue, list(range(7)))
-    db = await Database.open(Settings(db_pool_size=4), observed_url, migrate=False)
+    settings = Settings(db_pool_size=4)
+    db = await Database.open(settings, observed_url, migrate=False)
     try:
-        await asyncio.gather(*(stats.sample(db) for _ in range(4)))
+        await asyncio.gather(*(stats.sample(db, settings) for _ in range(4)))
     finally:
         await db.close()
     assert totals(await analytics(ohttp, queue=queue))["pushed"] == 7

@@ -28,8 +28,8 @@ import httpx
 import pytest
 from queen import Queen
 
+from core import segments
 from core.embedded import EmbeddedPostgres, stop_process
-from core.engine import segments
 from tests.support import BrokerProcess, restart_embedded, server_data_dir, wait_for
 
 OUTAGE_SECONDS = 10.0

@@ -9,7 +9,7 @@ import asyncpg
 import httpx
 import pytest
 
-from core.engine import segments
+from core import segments
 from tests.support import fetch_records
 
 PAYLOADS: list[Any] = [

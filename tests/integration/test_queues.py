@@ -10,7 +10,7 @@ from typing import Any
 import asyncpg
 import httpx
 
-from core.engine import options
+from core import options
 from tests.support import BrokerProcess, fetch_records, queue_counts
 
 

@@ -11,11 +11,14 @@ database stand for two broker hosts, each with its own listener, ready set and r
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 import uuid
 from collections.abc import AsyncIterator
 
 import asyncpg
+import psutil
 import pytest
 
 from core.engine.ack import AckItem, GroupAck
@@ -103,7 +106,9 @@ async def test_a_lost_notification_is_found_by_the_periodic_reseed(
     await _push(a, queue_name, ["seed"])
     request = PopRequest(group="g", batch=10, queue=queue_name, auto_ack=True)
     assert (await b.pop(request)).count == 1
-    lane = b.ready.lane(b.reader._routes[(queue_name, None, None, "g")].queue_ids[0], "g")
+    # A route is keyed by tenant ('' the default), queue, namespace, task and group.
+    route = b.reader._routes[("", queue_name, None, None, "g")]
+    lane = b.ready.lane(route.queue_ids[0], "g")
     assert lane.seeded_at is not None
     _silenced(a)
     await _push(a, queue_name, ["lost"])
@@ -160,12 +165,12 @@ async def test_a_partition_claimed_on_one_broker_is_not_tried_by_the_other(
     lane = b.ready.lane(held.claims[0].queue_id, "g")
 
     async def dropped() -> bool:
-        return held.claims[0].partition_id not in lane.ready
+        return held.claims[0].partition_id not in lane.ready_ids
     await wait_for(dropped)
     await _push(a, queue_name, ["q"])
 
     async def heard() -> bool:
-        return bool(lane.ready)
+        return bool(lane.ready_ids)
     await wait_for(heard)
     statements = b.reader.statements
     other = await b.pop(leased)
@@ -201,7 +206,7 @@ async def test_a_lane_holds_at_most_its_cap_and_still_finds_every_partition(
             result = await broker.pop(request)
             got += [c.partition for c in result.claims]
             lane = broker.ready.lane(result.queue_ids[0], "g")
-            assert len(lane.ready) <= 7
+            assert len(lane.ready_ids) <= 7
         assert sorted(got) == sorted(f"p{i}" for i in range(20))  # each once, none missed
         for group in ("a", "b", "c", "d", "e"):  # more groups than lanes allowed
             assert (await broker.pop(PopRequest(group=group, batch=1,
@@ -225,3 +230,28 @@ async def test_an_announcement_whose_notify_failed_is_sent_again_before_the_push
     assert a._hub._notifier_pid != notifier  # sent again on a new connection
     result = await b.pop(request)
     assert [c.partition for c in result.claims] == ["after-cut"]
+
+
+async def test_a_pop_about_to_answer_nothing_first_hears_what_is_on_its_way(
+        pair: tuple[Broker, Broker], queue_name: str) -> None:
+    """B's LISTEN session is held still (SIGSTOP) while A's push commits and is announced:
+    the notification has not left PostgreSQL when B's pop finds nothing. B's pop waits for
+    a round trip on its LISTEN connection before it answers, which brings the notification
+    with it once the session runs again."""
+    a, b = pair
+    await _push(a, queue_name, ["seed"])
+    request = PopRequest(group="g", batch=1, queue=queue_name, auto_ack=True)
+    assert (await b.pop(request)).count == 1  # B's lane is seeded and trusted
+    assert (await b.pop(request)).count == 0
+    session = b._hub.listener_pid
+    assert session is not None
+    if not psutil.pid_exists(session):
+        pytest.skip("the database server runs on another host")
+    os.kill(session, signal.SIGSTOP)
+    try:
+        await _push(a, queue_name, ["on-its-way"])
+        asyncio.get_running_loop().call_later(0.3, os.kill, session, signal.SIGCONT)
+        result = await b.pop(request)
+    finally:
+        os.kill(session, signal.SIGCONT)
+    assert [c.partition for c in result.claims] == ["on-its-way"]

@@ -74,8 +74,9 @@ async def _placement(url: str) -> list[str]:
     return [r[0] for r in tables] + [r[0] for r in functions]
 
 
+@pytest.mark.parametrize("release", ["numbered-chain-v97", "tenants-v140"])
 async def test_a_released_database_on_citus_migrated_by_this_code_equals_a_fresh_one(
-        citus_cluster: TestCluster) -> None:
+        citus_cluster: TestCluster, release: str) -> None:
     """On a Citus cluster the released code's schema is plain tables of the coordinator;
     this code migrates it and puts every table and function in its place, as on a database
     it creates itself (tests/citus_cluster.py; skipped without QUEEN_CITUS_BIN)."""
@@ -83,7 +84,7 @@ async def test_a_released_database_on_citus_migrated_by_this_code_equals_a_fresh
     fresh = citus_cluster.cluster.coordinator.dsn(fresh_url.rsplit("/", 1)[1])
     empty = await citus_cluster.database(migrate=False)
     old = citus_cluster.cluster.coordinator.dsn(empty.rsplit("/", 1)[1])
-    await create_released_database("", RELEASES["numbered-chain-v97"], url=old)
+    await create_released_database("", RELEASES[release], url=old)
     await _migrate(old)
     assert _differences(await catalog_of(old), await catalog_of(fresh)) == _differences([], [])
     assert await _placement(old) == await _placement(fresh)

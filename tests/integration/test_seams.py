@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from core.engine import segments
+from core import segments
 from core.engine.pop import PopRequest
 from core.engine.push import PushItem
 from core.engine.writes import NewMessage, PackedFrames

@@ -20,7 +20,7 @@ import httpx
 import psutil
 import pytest
 
-from core.upkeep.spool import DRAIN_LOCK
+from core.engine.spool import DRAIN_LOCK
 from tests.served import Served, eventually, fresh_connections
 from tests.support import create_database, fetch_records, wait_for
 

@@ -51,8 +51,8 @@ async def _parked(broker: Broker, request: PopRequest) -> asyncio.Task[PopResult
     task = asyncio.create_task(broker.pop(request, wait=True, timeout_ms=20_000))
 
     async def settled() -> bool:  # parked after its first (empty) look
-        return broker._hub.parked_count > parked and (
-            request.queue, None, None, request.group) in broker.reader._routes
+        return broker._hub.parked_count > parked and (  # routes are keyed by tenant first
+            request.tenant, request.queue, None, None, request.group) in broker.reader._routes
     await wait_for(settled)
     return task
 

@@ -1,5 +1,6 @@
 """confluent-kafka (librdkafka) against the Kafka listener: produce with keys, headers,
-timestamps and each codec, consume, a consumer group that commits and resumes."""
+timestamps and each codec, consume, a consumer group that commits and resumes, topic
+listings and a pattern subscription, and the KIP-848 protocol declined clearly."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import asyncio
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from tests.kafka.listener import KafkaListener
 
@@ -98,3 +100,81 @@ async def test_librdkafka_group_commits_and_resumes(kafka: KafkaListener) -> Non
 
     assert await asyncio.to_thread(read, 4) == [b"0", b"1", b"2", b"3"]
     assert await asyncio.to_thread(read, 2) == [b"4", b"5"]
+
+
+async def test_librdkafka_lists_topics_and_subscribes_by_pattern(kafka: KafkaListener) -> None:
+    """Listing topics and a regex subscription send librdkafka's flexible Metadata request
+    for all topics (tests/kafka/test_tolerance.py has its bytes)."""
+    prefix = _topic()
+    topics = [f"{prefix}-a", f"{prefix}-b"]
+    for topic in topics:
+        await asyncio.to_thread(_produce, kafka.bootstrap, topic,
+                                [(None, topic.encode(), [], 1_650_000_000_000)])
+
+    def listings() -> tuple[list[str], list[str]]:
+        admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+        by_admin = sorted(t for t in admin.list_topics(timeout=10).topics
+                          if t.startswith(prefix))
+        consumer = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": "unused"})
+        try:
+            by_consumer = sorted(t for t in consumer.list_topics(timeout=10).topics
+                                 if t.startswith(prefix))
+        finally:
+            consumer.close()
+        return by_admin, by_consumer
+
+    assert await asyncio.to_thread(listings) == (topics, topics)
+
+    def by_pattern() -> list[tuple[str, bytes]]:
+        consumer = Consumer({"bootstrap.servers": kafka.bootstrap,
+                             "group.id": f"ckp-{uuid.uuid4().hex[:8]}",
+                             "auto.offset.reset": "earliest", "session.timeout.ms": 6000})
+        consumer.subscribe([f"^{prefix}-.*"])
+        out: list[tuple[str, bytes]] = []
+        try:
+            for _ in range(60):
+                message = consumer.poll(0.5)
+                if message is None:
+                    continue
+                if message.error():
+                    raise KafkaException(message.error())
+                out.append((message.topic(), message.value()))
+                if len(out) == 2:
+                    break
+            return sorted(out)
+        finally:
+            consumer.close()
+
+    assert await asyncio.to_thread(by_pattern) == [(t, t.encode()) for t in topics]
+
+
+async def test_group_protocol_consumer_fails_clearly(kafka: KafkaListener) -> None:
+    """KIP-848's protocol is declined as a Kafka broker with it off declines it: the
+    heartbeat answers UNSUPPORTED_VERSION, which librdkafka takes as fatal, instead of a
+    consumer that waits for an assignment for ever."""
+    topic = _topic()
+    await asyncio.to_thread(_produce, kafka.bootstrap, topic,
+                            [(None, b"x", [], 1_650_000_000_000)])
+
+    def first_error() -> tuple[int, str] | None:
+        consumer = Consumer({"bootstrap.servers": kafka.bootstrap,
+                             "group.id": f"ck848-{uuid.uuid4().hex[:8]}",
+                             "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+        consumer.subscribe([topic])
+        try:
+            for _ in range(40):  # 20 s at most: the error comes within the first heartbeat
+                message = consumer.poll(0.5)
+                if message is None:
+                    continue
+                error = message.error()
+                assert error is not None, "a message was delivered without a group"
+                return error.code(), error.str()
+            return None
+        finally:
+            consumer.close()
+
+    found = await asyncio.to_thread(first_error)
+    assert found is not None, "no error: the consumer waits silently"
+    code, text = found
+    assert code == KafkaError._FATAL, text
+    assert "ConsumerGroupHeartbeat" in text and "not supported" in text, text

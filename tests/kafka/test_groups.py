@@ -5,6 +5,7 @@ committed offsets are our group cursors (what a Queen group of the same name see
 from __future__ import annotations
 
 import asyncio
+import struct
 import uuid
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from tests.kafka.listener import KafkaListener
+from tests.kafka.wire import decode, one_answer, request
 from tests.support import cursor_row, pop_json
 
 # Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
@@ -176,3 +178,26 @@ def _delete_group(bootstrap: str, group: str) -> dict[str, str]:
         return admin.delete_groups([group])  # type: ignore[no-any-return]
     finally:
         admin.close()
+
+
+async def test_the_kip848_heartbeat_is_listed_and_answered_unsupported_version(
+        kafka: KafkaListener) -> None:
+    """As a Kafka broker with the consumer protocol off: ApiVersions lists
+    ConsumerGroupHeartbeat (68) v0-v1, and each heartbeat answers UNSUPPORTED_VERSION (35)
+    with a message naming the remedy."""
+    _, versions = decode(18, 3, (await one_answer(kafka.port, request(
+        18, 3, b"\x05test\x021\x00", flexible=True)))[4:])
+    assert {(k.api_key, k.min_version, k.max_version) for k in versions.api_keys} >= {
+        (68, 0, 1), (17, 0, 1)}
+    group = _name("k848").encode()
+    for version in (0, 1):
+        body = (bytes([len(group) + 1]) + group + b"\x01" + struct.pack(">i", 0)  # member, epoch
+                + b"\x00" + b"\x00" + struct.pack(">i", 5000)  # no instance id, no rack
+                + b"\x02\x02t")  # subscribed topic names: ["t"]
+        if version == 1:
+            body += b"\x00"  # no topic regex
+        body += b"\x00" + b"\x00" + b"\x00"  # no assignor, no owned partitions, no tags
+        correlation, answer = decode(68, version, (await one_answer(kafka.port, request(
+            68, version, body, flexible=True)))[4:])
+        assert (correlation, answer.error_code) == (7, 35), answer
+        assert "group.protocol=classic" in (answer.error_message or "")

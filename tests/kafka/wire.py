@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import struct
+from typing import Any
 
 import crc32c
+from kio.index import load_response_schema
+from kio.serial import entity_reader
 
 from broker.kafka.records import OutRecord, encode_batch
 
@@ -74,3 +77,30 @@ async def one_answer(port: int, data: bytes) -> bytes:
             return head + await reader.readexactly(struct.unpack(">i", head)[0])
     finally:
         writer.close()
+
+
+def answers(data: bytes) -> list[bytes]:
+    """The answer frames, each without its length, in the bytes read from a connection (a
+    trailing `<open>` of `exchange` is left out)."""
+    out = []
+    at = 0
+    while at + 4 <= len(data):
+        (size,) = struct.unpack_from(">i", data, at)
+        if at + 4 + size > len(data):
+            break
+        out.append(data[at + 4:at + 4 + size])
+        at += 4 + size
+    return out
+
+
+def decode(key: int, version: int, answer: bytes) -> tuple[int, Any]:
+    """(correlation id, kio response object) of one answer frame without its length."""
+    schema = load_response_schema(key, version)
+    (correlation,) = struct.unpack_from(">i", answer)
+    at = 4
+    if schema.__flexible__ and key != 18:  # response header v1 (ApiVersions keeps v0)
+        assert answer[at] == 0, "tagged fields in a response header"
+        at += 1
+    body, size = entity_reader(schema)(answer, at)
+    assert at + size == len(answer), "bytes past the answer's body"
+    return correlation, body

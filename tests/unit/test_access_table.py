@@ -13,10 +13,11 @@ from starlette.routing import Route
 from broker.app import create_app
 from broker.auth.access import Access
 from broker.endpoint import endpoints_of
+from broker.table import ENDPOINTS
 from core.settings import Settings
 
 PUBLIC, READ_ONLY, WRITE_ONLY = Access.PUBLIC, Access.READ_ONLY, Access.WRITE_ONLY
-READ_WRITE, ADMIN = Access.READ_WRITE, Access.ADMIN
+READ_WRITE, ADMIN, OPERATOR = Access.READ_WRITE, Access.ADMIN, Access.OPERATOR
 G = "/api/v1/consumer-groups"
 MESSAGE = "/api/v1/messages/{partitionId}/{transactionId:path}"
 
@@ -55,16 +56,22 @@ SECTION_9 = {
     ("DELETE", "/api/v1/ephemeral/queue/{queue:path}"): READ_WRITE,
     ("GET", "/api/v1/ephemeral/queues"): READ_ONLY,
     ("GET", "/api/v1/ephemeral/queues/{queue:path}/depth"): READ_ONLY,
-    # ADMIN: delete queue, delete consumer group(s), stats refresh
+    # ADMIN: delete queue, delete consumer group(s)
     ("DELETE", "/api/v1/resources/queues/{queue}"): ADMIN,
     ("DELETE", G + "/{group}"): ADMIN,
     ("DELETE", G + "/{group}/queues/{queue}"): ADMIN,
-    ("POST", "/api/v1/stats/refresh"): ADMIN,
-    # ADMIN: /api/v1/system/* (the maintenance switches)
-    ("GET", "/api/v1/system/maintenance"): ADMIN,
-    ("POST", "/api/v1/system/maintenance"): ADMIN,
-    ("GET", "/api/v1/system/maintenance/pop"): ADMIN,
-    ("POST", "/api/v1/system/maintenance/pop"): ADMIN,
+    # OPERATOR (ADMIN bound to no tenant, docs/security/tenants.md): what is the
+    # deployment's and not a tenant's: a stats sample of every queue, /api/v1/system/* (the
+    # maintenance switches), the tenants and their quotas
+    ("POST", "/api/v1/stats/refresh"): OPERATOR,
+    ("GET", "/api/v1/system/maintenance"): OPERATOR,
+    ("POST", "/api/v1/system/maintenance"): OPERATOR,
+    ("GET", "/api/v1/system/maintenance/pop"): OPERATOR,
+    ("POST", "/api/v1/system/maintenance/pop"): OPERATOR,
+    ("GET", "/api/v1/tenants"): OPERATOR,
+    ("GET", "/api/v1/tenants/{tenant}"): OPERATOR,
+    ("PUT", "/api/v1/tenants/{tenant}/quota"): OPERATOR,
+    ("DELETE", "/api/v1/tenants/{tenant}/quota"): OPERATOR,
     # READ_ONLY: GET on resources, status, analytics, DLQ, messages, traces, consumer groups;
     # fetch
     # (a POST that only reads, like the GETs on DLQ and messages: a decision)
@@ -90,6 +97,12 @@ SECTION_9 = {
     ("GET", "/api/v1/status/queues/{queue}"): READ_ONLY,
     ("GET", "/api/v1/status/queues/{queue}/messages"): READ_ONLY,
     ("GET", "/api/v1/status/analytics"): READ_ONLY,
+    # The analytics family (issue 38): read-only, like the status routes
+    ("GET", "/api/v1/analytics/system-metrics"): READ_ONLY,
+    ("GET", "/api/v1/analytics/worker-metrics"): READ_ONLY,
+    ("GET", "/api/v1/analytics/queue-lag"): READ_ONLY,
+    ("GET", "/api/v1/analytics/queue-ops"): READ_ONLY,
+    ("GET", "/api/v1/analytics/retention"): READ_ONLY,
     # Decisions (broker/table.py): the partitions feed reads like fetch;
     # replay by id like the DLQ retry route; a bulk purge is ADMIN like DELETE queue.
     ("POST", "/api/v1/partitions/changed"): READ_ONLY,
@@ -150,3 +163,13 @@ def test_pop_is_read_write_although_it_is_a_get() -> None:
     assert {levels[("GET", p)] for p in ("/api/v1/pop", "/api/v1/pop/queue/{queue}")} == {
         READ_WRITE}
     assert ("HEAD", "/api/v1/pop") not in levels
+
+
+def test_every_route_but_the_public_and_the_operators_is_given_the_tenant() -> None:
+    """A tenant's request names its tenant to the handler of every route that touches a
+    tenant's data, so no route can forget to scope it (docs/security/tenants.md)."""
+    unscoped = sorted((e.method, e.path) for e in ENDPOINTS
+                      if e.access not in (PUBLIC, OPERATOR) and not e.scoped)
+    assert unscoped == []
+    # The metrics are PUBLIC but show a tenant its own figures.
+    assert all(e.scoped for e in ENDPOINTS if e.path.startswith("/metrics"))

@@ -191,6 +191,22 @@ async def test_no_token_is_authentication_required_and_skip_paths_need_none() ->
     assert await off.admit("/api/v1/push", None, Access.ADMIN) is ANONYMOUS
 
 
+
+async def test_a_client_certificate_names_the_caller_when_no_token_does() -> None:
+    off = Gate(AuthSettings())
+    assert (await off.admit("/api/v1/push", None, Access.WRITE_ONLY, "billing")).sub == \
+        "billing"
+    gate = hs_gate()
+    signer = Signer(SECRET, "HS256")
+    with_sub = f"Bearer {signer.token('alice', role='write-only')}"
+    without_sub = f"Bearer {signer.token(None, role='write-only')}"
+    assert (await gate.admit("/api/v1/push", with_sub, Access.WRITE_ONLY, "billing")).sub == \
+        "alice"
+    identity = await gate.admit("/api/v1/push", without_sub, Access.WRITE_ONLY, "billing")
+    assert (identity.sub, identity.roles) == ("billing", frozenset({Role.WRITE_ONLY}))
+    with pytest.raises(Unauthenticated):  # a certificate is no token
+        await gate.admit("/api/v1/push", None, Access.WRITE_ONLY, "billing")
+
 # --- roles and levels --------------------------------------------------------------------
 
 PASSES = {  # §9: a higher role includes the lower ones

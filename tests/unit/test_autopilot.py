@@ -9,10 +9,10 @@ from collections.abc import Sequence
 import pytest
 
 from core.engine import conflation
-from core.engine.autopilot import Autopilot, Lane, Widths, start_width
+from core.engine.autopilot import AutopilotState, PilotLane, Widths, start_width
 from core.errors import BadRequest
 
-LANE = Lane("q", None, None, "g")
+LANE = PilotLane("q", None, None, "g")
 
 
 class Clock:
@@ -189,7 +189,7 @@ def test_popped_tells_the_view_what_the_pop_addressed_and_claimed() -> None:
 
 def test_batch_follows_the_ewma_of_ack_samples() -> None:
     clock = Clock()
-    pilot = Autopilot(clock)
+    pilot = AutopilotState(clock)
     assert pilot.batch(LANE) == 100  # before any sample
     pilot.delivered(LANE, "L1")
     clock.now += 0.5
@@ -202,14 +202,14 @@ def test_batch_follows_the_ewma_of_ack_samples() -> None:
     # Released: a later ack of that lease gives no sample; other lanes are untouched.
     pilot.acked([("L1", True)])
     assert pilot.rate(LANE) == pytest.approx(1625.0)
-    assert pilot.batch(Lane("q", None, None, "other")) == 100
+    assert pilot.batch(PilotLane("q", None, None, "other")) == 100
     pilot.acked([(None, True), ("unknown", True)])
     assert pilot.rate(LANE) == pytest.approx(1625.0)
 
 
 def test_in_flight_counts_per_lane() -> None:
-    pilot = Autopilot()
-    other = Lane(None, "ns", None, "g")
+    pilot = AutopilotState()
+    other = PilotLane(None, "ns", None, "g")
     with pilot.flight(LANE) as a, pilot.flight(LANE) as b, pilot.flight(other) as c:
         assert (a, b, c) == (1, 2, 1)
     with pilot.flight(LANE) as d:
@@ -217,7 +217,7 @@ def test_in_flight_counts_per_lane() -> None:
 
 
 def test_lease_memory_is_bounded() -> None:
-    pilot = Autopilot(Clock())
+    pilot = AutopilotState(Clock())
     for i in range(20_000):
         pilot.delivered(LANE, f"L{i}")
     pilot.acked([("L0", True)])  # forgotten: no sample
@@ -230,11 +230,11 @@ def test_lease_memory_is_bounded() -> None:
     ("", False), ("__QUEUE_MODE__", False), ("g", True)])
 def test_conflation_refusals(group: str, auto_ack: bool) -> None:
     with pytest.raises(BadRequest):
-        conflation.check_request(declared=True, group=group, auto_ack=auto_ack)
-    conflation.check_request(declared=False, group=group, auto_ack=auto_ack)
+        conflation.check_conflation(declared=True, group=group, auto_ack=auto_ack)
+    conflation.check_conflation(declared=False, group=group, auto_ack=auto_ack)
 
 
 @pytest.mark.parametrize(("partitions", "batch", "expected"), [
     (None, 1, 1), (None, 10, 10), (None, 1000, 64), (3, 1000, 3), (1000, 1, 64)])
 def test_conflation_width(partitions: int | None, batch: int, expected: int) -> None:
-    assert conflation.width(partitions, batch) == expected
+    assert conflation.conflation_width(partitions, batch) == expected

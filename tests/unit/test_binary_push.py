@@ -28,7 +28,7 @@ from queen.http.push_binary import (
 
 from broker.wire.binary_push import BinaryPush, decode_push, decode_transaction
 from broker.wire.transaction import AckOp
-from core.engine import segments
+from core import segments
 from core.errors import BadRequest, ClientError, PayloadTooLarge
 
 LIMIT = 1 << 20

@@ -8,7 +8,7 @@ import copy
 import re
 
 from broker.table import ENDPOINTS
-from core.engine.options import DEFAULTS
+from core.options import DEFAULTS
 from docsgen import api, cli, errors, queue_options
 
 

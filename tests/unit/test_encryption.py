@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from core.engine import encryption, segments
+from core import segments
+from core.engine import encryption
 from core.engine.encryption import EncryptionError, SegmentCipher, key_from_env
 from core.env import SettingsError
 

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from core.engine import segments
+from core import segments
 from core.engine.fanout import SegmentCache
 
 

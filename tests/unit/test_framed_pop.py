@@ -11,12 +11,11 @@ import zstandard
 from queen.http.pop_frames import decode_pop_frames
 
 from broker.wire import framed_pop
-from broker.wire.framed_pop import Claim, Record
-from core.engine import segments
-from core.engine.pop import Claim as PoppedClaim
-from core.engine.pop import StoredSegment
-from core.engine.segments import Frame
+from broker.wire.framed_pop import FramedClaim, FramedRecord
+from core import segments
+from core.engine.pop import Claim, StoredSegment
 from core.ids import PartitionId, QueueId, uuid7
+from core.segments import Frame
 
 T0 = datetime(2026, 12, 2, 12, 0, 0, 123456, tzinfo=UTC)
 T1 = datetime(2026, 12, 2, 12, 0, 1, tzinfo=UTC)
@@ -27,8 +26,8 @@ def stored(base: int, at: datetime, frames: list[Frame]) -> StoredSegment:
 
 
 def claim(pid: int, start: int, end: int, *stored_segments: StoredSegment,
-          retries: int = 0) -> PoppedClaim:
-    return PoppedClaim(QueueId(1), "q", PartitionId(pid), f"P{pid}", start, end, retries,
+          retries: int = 0) -> Claim:
+    return Claim(QueueId(1), "q", PartitionId(pid), f"P{pid}", start, end, retries,
                        list(stored_segments))
 
 
@@ -36,7 +35,7 @@ def frames(n: int, tag: str = "t") -> list[Frame]:
     return [Frame(uuid7(), f"{tag}{i}", b'{"i":%d}' % i) for i in range(n)]
 
 
-def read(claims: list[PoppedClaim]) -> list[tuple[str, str, Any, int, int]]:
+def read(claims: list[Claim]) -> list[tuple[str, str, Any, int, int]]:
     body = framed_pop.encode(queue="q", lease_id="L", group="g",
                              claims=framed_pop.stored_claims(claims))
     return [(m["partitionId"], m["transactionId"], m["data"], m["offset"],
@@ -80,7 +79,8 @@ def test_a_blob_that_is_not_one_zstd_frame_goes_out_decoded() -> None:
 def test_layout_byte_by_byte_with_extras_and_a_stored_zstd_record() -> None:
     frames = [Frame(uuid7(), f"t{i}", b"%d" % i) for i in range(4)]
     blob = segments.pack(frames)
-    claim = Claim(2**40 + 3, "eu", 11, 12, 3, [Record(10, T0, 4, framed_pop.CODEC_ZSTD, blob)])
+    claim = FramedClaim(2**40 + 3, "eu", 11, 12, 3,
+                        [FramedRecord(10, T0, 4, framed_pop.CODEC_ZSTD, blob)])
     body = framed_pop.encode(queue="", lease_id="", group="__QUEUE_MODE__", claims=[claim],
                              extras={"autopilot": {"partitions": 1, "batch": 2, "waitMs": 100}})
     extras = b'{"autopilot":{"partitions":1,"batch":2,"waitMs":100}}'

@@ -10,7 +10,7 @@ import pytest
 from core.errors import Refused, RefusedTooLarge
 from core.kv import numbers
 from core.kv.engine import prefix_end
-from core.kv.ops import Limits, parse_ops
+from core.kv.ops import KvLimits, parse_ops
 
 
 def test_incr_arithmetic_is_exact_and_rendered_shortest() -> None:
@@ -38,9 +38,9 @@ def test_prefix_end_is_the_first_string_past_the_prefix() -> None:
     assert prefix_end("a\ud7ff") == "a\ue000"  # surrogates are no characters
 
 
-def _refusal(ops: list[object], limits: Limits | None = None) -> tuple[str, str]:
+def _refusal(ops: list[object], limits: KvLimits | None = None) -> tuple[str, str]:
     with pytest.raises((Refused, RefusedTooLarge)) as caught:
-        parse_ops(ops, limits or Limits())
+        parse_ops(ops, limits or KvLimits())
     error = caught.value
     assert isinstance(error, Refused | RefusedTooLarge)
     return error.code, error.reason
@@ -55,14 +55,14 @@ def test_the_first_bad_op_in_input_order_names_the_refusal() -> None:
     # Counted over the whole call: the clamped getPrefix limit counts as its keys.
     big = [{"op": "getPrefix", "ns": "a", "prefix": "p", "limit": 10_000}] * 2
     assert _refusal(big) == ("kv_bad_request", "kv_too_many_keys")
-    assert parse_ops(big[:1], Limits())[0].limit == 1000
-    assert _refusal([good] * 65, Limits.rider()) == ("kv_bad_request", "kv_too_many_ops")
+    assert parse_ops(big[:1], KvLimits())[0].limit == 1000
+    assert _refusal([good] * 65, KvLimits.rider()) == ("kv_bad_request", "kv_too_many_ops")
 
 
 def test_put_if_absent_is_a_put_expecting_0_and_check_may_share_a_written_key() -> None:
     [op] = parse_ops([{"op": "putIfAbsent", "ns": "a", "key": "k", "value": None,
-                       "ttlSeconds": 5}], Limits())
+                       "ttlSeconds": 5}], KvLimits())
     assert (op.expect, op.value, op.ttl_seconds, op.forever) == (0, "null", 5, False)
     ops = parse_ops([{"op": "put", "ns": "a", "key": "k", "value": 1, "forever": True},
-                     {"op": "check", "ns": "a", "key": "k", "expect": 3}], Limits())
+                     {"op": "check", "ns": "a", "key": "k", "expect": 3}], KvLimits())
     assert [o.op for o in ops] == ["put", "check"]  # decision 3: check is not a write

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from core.engine import options
+from core import options
 from core.errors import BadRequest
 
 
@@ -117,4 +117,4 @@ def test_the_lease_of_a_pop_is_the_request_s_then_the_queue_s_then_60_seconds() 
     assert options.decode('{"leaseTime": 0}').lease_seconds() == 60  # §4.2 fallback
     assert options.decode('{"leaseTime": 0}').lease_seconds(15) == 15
     assert options.decode('{"leaseTime": 45}').lease_seconds() == 45
-    assert options.decode(options.DEFAULTS_JSON) == options.QueueOptions()
+    assert options.decode(options.DEFAULTS_JSON) == options.EffectiveOptions()

@@ -56,3 +56,45 @@ def test_the_shipped_statements_of_the_write_path_are_loaded() -> None:
                  "fetch_head", "fetch_segments"):
         assert queries.QUERIES[name].strip(), name
     assert "queen.append_partitions(" in queries.QUERIES["append_partitions"]
+
+
+def test_named_parameters_become_numbered_in_order_of_first_use() -> None:
+    sql, params = queries.positional(
+        "SELECT :queue, :lease_id::text, :queue || 'x' FROM t WHERE g = :group")
+    assert sql == "SELECT $1, $2::text, $1 || 'x' FROM t WHERE g = $3"
+    assert params == ("queue", "lease_id", "group")
+
+
+def test_a_colon_in_text_a_comment_a_dollar_body_or_a_cast_names_nothing() -> None:
+    text = ("SELECT ':a', \"b:c\", x::bigint[], $q$ :d $q$, y -- :e\n"
+            "  FROM t WHERE z = :f")
+    sql, params = queries.positional(text)
+    assert params == ("f",)
+    assert sql == text.replace(":f", "$1")
+
+
+def test_a_numbered_statement_is_taken_as_it_is() -> None:
+    assert queries.positional("SELECT $1::text, $2") == ("SELECT $1::text, $2", ())
+
+
+def test_a_statement_that_names_and_numbers_parameters_is_refused() -> None:
+    with pytest.raises(ValueError, match="names its parameters or numbers them"):
+        queries.positional("SELECT :a, $2")
+
+
+def test_a_named_statement_takes_exactly_its_names() -> None:
+    statement = queries.Statement.__new__(queries.Statement)
+    statement.name, statement.params = "s", ("queue", "group")
+    assert statement._args((), {"group": "g", "queue": "q"}) == ("q", "g")
+    for args, named in (((), {"queue": "q"}), ((), {"queue": "q", "group": "g", "x": 1}),
+                        (("q", "g"), {})):
+        with pytest.raises(TypeError, match="s takes queue, group parameters"):
+            statement._args(args, named)
+
+
+def test_a_numbered_statement_takes_positional_arguments_only() -> None:
+    statement = queries.Statement.__new__(queries.Statement)
+    statement.name, statement.params = "s", ()
+    assert statement._args(("q", 1), {}) == ("q", 1)
+    with pytest.raises(TypeError, match="s takes positional parameters"):
+        statement._args((), {"queue": "q"})

@@ -1,4 +1,4 @@
-"""KeyedBatcher (core/engine/reads/batcher.py): requests on disjoint keys share a flush; requests
+"""KeyedBatcher (core/engine/batching/batcher.py): requests on disjoint keys share a flush; requests
 sharing a key never do and keep their order; a failed flush of several requests is retried
 one by one, except when the database is unavailable."""
 
@@ -9,7 +9,7 @@ from collections.abc import Hashable
 
 import pytest
 
-from core.engine.reads.batcher import KeyedBatcher
+from core.engine.batching.batcher import KeyedBatcher
 from core.errors import StorageError, StorageUnavailable
 
 Req = tuple[str, ...]  # the keys a request touches; its result is its flush number

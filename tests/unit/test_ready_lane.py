@@ -14,7 +14,7 @@ def test_takes_oldest_first_and_a_taken_partition_is_out_until_checked_in() -> N
         lane.mark(pid, at)
     lane.mark(5, 4.0)  # a partition already ready keeps its place
     assert lane.take(2, 10.0) == [5, 3]
-    assert lane.out == {5: False, 3: False} and list(lane.ready) == [9]
+    assert lane.out_ids == {5: False, 3: False} and lane.ready_ids == [9]
     assert lane.take(5, 10.0) == [9]
     assert lane.take(5, 10.0) == []
 
@@ -25,10 +25,10 @@ def test_a_mark_while_out_survives_an_empty_verdict() -> None:
     [pid] = lane.take(1, 1.0)
     lane.mark(7, 1.5)  # a commit after the claim statement read the partition
     lane.check_in(pid, "empty", None, 2.0, satisfied=False)
-    assert list(lane.ready) == [7]
+    assert lane.ready_ids == [7]
     [pid] = lane.take(1, 3.0)
     lane.check_in(pid, "empty", None, 4.0, satisfied=False)
-    assert not lane.ready and not lane.out and lane.next_due() is None
+    assert not lane.ready_ids and not lane.in_flight and lane.next_due() is None
 
 
 def test_leased_and_later_candidates_are_deferred_to_their_time() -> None:
@@ -64,7 +64,7 @@ def test_a_busy_candidate_a_satisfied_pop_did_not_reach_stays_ready() -> None:
     first, second = lane.take(2, 0.0)
     lane.check_in(first, "took", 60.0, 1.0, satisfied=True)
     lane.check_in(second, "busy", None, 1.0, satisfied=True)
-    assert list(lane.ready) == [2] and lane.next_due() == 60.0
+    assert lane.ready_ids == [2] and lane.next_due() == 60.0
 
 
 def test_a_notification_that_cannot_name_every_partition_says_so() -> None:
@@ -83,3 +83,31 @@ def test_a_notification_that_cannot_name_every_partition_says_so() -> None:
     queue, n, pids, _ = decode_payload(encode_payload(7, 2, [3, 4]))
     there._on_notification(None, 1, "queen_wakeup", encode_payload(7, 2, [3, 4]))
     assert heard[-1] == (7, 2, True) and (queue, n, pids) == (7, 2, [3, 4])
+
+
+def test_a_claim_heard_of_holds_a_partition_back_as_hearsay_until_its_lease_ends() -> None:
+    lane = Lane(1, "g")
+    lane.mark(4, 0.0)
+    lane.taken_elsewhere(4, 30.0)  # another process's pop leased it until 30
+    assert lane.take(5, 1.0) == []  # not tried by a pop that has other work
+    assert lane.take_hearsay(5, 1.0) == [4]  # but checked before a pop answers nothing
+    lane.check_in(4, "leased", 30.0, 1.0, satisfied=False)  # now known from the tables
+    assert lane.take_hearsay(5, 2.0) == []
+    assert lane.take(5, 29.0) == [] and lane.take(5, 30.0) == [4]
+
+
+def test_a_release_heard_after_the_claim_brings_the_partition_back() -> None:
+    lane = Lane(1, "g")
+    lane.taken_elsewhere(8, 60.0)
+    lane.mark(8, 2.0)  # an ack elsewhere released it
+    assert lane.take(5, 2.0) == [8]
+    assert lane.take_hearsay(5, 2.0) == []
+
+
+def test_a_claim_heard_of_leaves_a_partition_out_with_a_pop_here_alone() -> None:
+    lane = Lane(1, "g")
+    lane.mark(3, 0.0)
+    assert lane.take(1, 0.0) == [3]
+    lane.taken_elsewhere(3, 60.0)  # this process's own pop decides by its verdict
+    lane.check_in(3, "empty", None, 1.0, satisfied=False)
+    assert lane.take_hearsay(5, 1.0) == [] and lane.next_due() is None

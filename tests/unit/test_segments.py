@@ -8,9 +8,9 @@ import uuid
 import pytest
 import zstandard
 
-from core.engine import segments
-from core.engine.segments import Frame
+from core import segments
 from core.errors import SegmentError
+from core.segments import Frame
 
 
 def _frame(i: int, *, txid: str | None = None, payload: bytes | None = None,

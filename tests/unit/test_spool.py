@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from core.upkeep.spool import Spool, SpoolFiles, SpoolSettings, SpoolUnavailable, file_name
-from core.upkeep.spool_format import (
+from core.engine.spool import Spool, SpoolFiles, SpoolSettings, SpoolUnavailable, file_name
+from core.engine.spool_format import (
     HEADER_SIZE,
     Ending,
     ReadState,

@@ -25,3 +25,38 @@ def test_a_clock_stepping_back_does_not_break_the_order(monkeypatch: pytest.Monk
     first = ids.uuid7()
     monkeypatch.setattr(ids.time, "time_ns", lambda: 1_799_999_999_000 * 1_000_000)
     assert ids.uuid7() > first
+
+
+def test_ids_minted_together_are_those_minted_one_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ids.time, "time_ns", lambda: 1_700_000_000_000 * 1_000_000)
+    monkeypatch.setattr(ids, "_entropy", _Replay(b"\x5a" * 10))
+    monkeypatch.setattr(ids, "_last", ids._Monotone())
+    together = ids.uuid7s(500)
+    after_together = ids.uuid7()
+    monkeypatch.setattr(ids, "_last", ids._Monotone())
+    one_by_one = [ids.uuid7() for _ in range(500)]
+    assert together == one_by_one
+    assert after_together == ids.uuid7()  # the minter goes on from the last id handed out
+    assert ids.uuid7s(0) == []
+
+
+def test_ids_minted_together_borrow_the_next_millisecond_at_the_top(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ids, "_last", ids._Monotone())
+    monkeypatch.setattr(ids.time, "time_ns", lambda: 1_700_000_000_000 * 1_000_000)
+    ids.uuid7()
+    ids._last.rand = (1 << ids._RAND_BITS) - 3  # three ids left in this millisecond
+    minted = ids.uuid7s(10)
+    assert minted == sorted(minted) and len(set(minted)) == 10
+    assert {u.int >> 80 for u in minted} == {1_700_000_000_000, 1_700_000_000_001}
+    assert {(u.version, u.variant) for u in minted} == {(7, "specified in RFC 4122")}
+
+
+class _Replay:
+    """Entropy that answers the same bytes again (so two minters can be compared)."""
+
+    def __init__(self, chunk: bytes) -> None:
+        self.chunk = chunk
+
+    def take(self, n: int) -> bytes:
+        return self.chunk[:n]

@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.engine import segments
+from core import segments
 from core.engine.directory import PartitionName
 from core.engine.writes import NewMessage, Verdict, append, first_occurrences
 
@@ -54,13 +54,14 @@ class FakeAppendConn:
         return [s for s in self.segments
                 if any(s[0] <= o < s[0] + len(segments.unpack(s[2])) for o in offsets)]
 
-    def _append(self, route: int | None, ids: list[int], queues: list[str],
-                partitions: list[str], namespaces: list[str], tasks: list[str], options: str,
-                per_partition: list[int], frames: list[int], blobs: list[bytes],
-                txids: list[str], repeats: list[bool], encrypted: list[bool]
-                ) -> tuple[Any, ...]:
+    def _append(self, route: int | None, tenants: list[str], ids: list[int],
+                queues: list[str], partitions: list[str], namespaces: list[str],
+                tasks: list[str], options: str, per_partition: list[int], frames: list[int],
+                blobs: list[bytes], txids: list[str], repeats: list[bool],
+                encrypted: list[bool]) -> tuple[Any, ...]:
         assert route is None and ids in ([0], [1]) and (queues, partitions) == (["q"], ["p"])
         assert per_partition == [len(blobs)] and encrypted == [False]
+        assert tenants == [""]  # the default tenant
         self.statements.append(list(txids))
         stored = [f for blob in blobs for f in segments.unpack(blob)]
         assert [f.transaction_id for f in stored] == txids

@@ -1,8 +1,12 @@
 // The JSON API: one request helper, the bearer token (kept in sessionStorage only, so it
 // dies with the tab), and what the token's role may do. The role is read from the JWT's
 // payload for display only: the broker verifies the token and decides every request.
+// An operator (an admin token bound to no tenant, or auth off) may pick a tenant to act for:
+// every call then carries the tenant header (docs/security/tenants.md).
 
 const TOKEN_KEY = "queen.dashboard.token";
+const TENANT_KEY = "queen.dashboard.tenant";
+const TENANT_HEADER = "x-queen-tenant";  // the broker's default QUEEN_TENANT_HEADER
 
 class ApiError extends Error {
   constructor(status, body, method, path) {
@@ -24,6 +28,16 @@ const Api = {
     else sessionStorage.removeItem(TOKEN_KEY);
   },
 
+  // The tenant an operator acts for ("": the default tenant, no header).
+  tenant() {
+    return sessionStorage.getItem(TENANT_KEY) || "";
+  },
+
+  setTenant(tenant) {
+    if (tenant) sessionStorage.setItem(TENANT_KEY, tenant);
+    else sessionStorage.removeItem(TENANT_KEY);
+  },
+
   url(path, query) {
     const params = new URLSearchParams();
     for (const [key, value] of Object.entries(query || {})) {
@@ -37,6 +51,7 @@ const Api = {
     const headers = { Accept: "application/json" };
     const bearer = token === undefined ? Api.token() : token;
     if (bearer) headers.Authorization = `Bearer ${bearer}`;
+    if (Api.tenant()) headers[TENANT_HEADER] = Api.tenant();
     const init = { method, headers, cache: "no-store" };
     if (body !== undefined) {
       headers["Content-Type"] = "application/json";
@@ -101,8 +116,11 @@ const Access = {
     if (Access.auth === "off") return "auth off: every action is open";
     if (Access.auth !== "on") return "";
     const sub = Access.claims && typeof Access.claims.sub === "string" ? Access.claims.sub : "?";
-    if (Access.can.unknown) return `${sub} · role not recognised (the broker decides)`;
-    return `${sub} · ${Access.roles.join(", ")}`;
+    // The claim name is the broker's default JWT_TENANT_CLAIM.
+    const tenant = Access.claims && typeof Access.claims.tenant === "string"
+      ? ` · tenant ${Access.claims.tenant || "(default)"}` : "";
+    if (Access.can.unknown) return `${sub} · role not recognised (the broker decides)${tenant}`;
+    return `${sub} · ${Access.roles.join(", ")}${tenant}`;
   },
 };
 

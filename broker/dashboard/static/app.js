@@ -87,7 +87,9 @@ function showWho() {
   who.replaceChildren(Access.label());
   if (Access.auth === "on" && Api.token()) {
     who.append(" ", h("button", { type: "button", class: "link", "data-action": "forget-token",
-      onclick: () => { Api.setToken(""); Access.decide(); showWho(); Router.show(); } }, "forget token"));
+      onclick: () => {
+        Api.setToken(""); Api.setTenant(""); Access.decide(); showWho(); Router.show();
+      } }, "forget token"));
   }
 }
 
@@ -116,6 +118,7 @@ function showTokenPrompt(problem) {
     Api.setToken(token);
     Access.decide();
     showWho();
+    await showTenants();
     Router.show();
   });
   Api.setToken("");
@@ -137,8 +140,29 @@ async function probeAuth() {
   showWho();
 }
 
+// The tenant picker: shown to an operator, whom the broker lets list the tenants (a token
+// bound to one tenant sees its own tenant only, and gets 403 here).
+async function showTenants() {
+  const select = document.getElementById("tenant");
+  let answer;
+  try {
+    answer = await Api.get("/api/v1/tenants");
+  } catch (_) {
+    select.hidden = true;
+    return;
+  }
+  const names = answer.tenants.map((t) => t.tenant);
+  if (Api.tenant() && !names.includes(Api.tenant())) names.push(Api.tenant());
+  select.replaceChildren(...names.map((name) => h("option", { value: name },
+    name ? `tenant ${name}` : "default tenant")));
+  select.value = Api.tenant();
+  select.hidden = names.length < 2 && !Api.tenant();
+  select.onchange = () => { Api.setTenant(select.value); Router.show(); };
+}
+
 async function start() {
   await probeAuth();
+  await showTenants();
   window.addEventListener("hashchange", () => Router.show());
   setInterval(tick, refreshMs());
   await Router.show();

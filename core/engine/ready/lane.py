@@ -9,7 +9,7 @@ A partition is in one of three places, or in none (nothing known to claim there)
 - out: a pop of this process has it as a candidate right now; a mark that arrives meanwhile
   is remembered, so the pop's verdict cannot drop news that came after the statement read.
 The claim statement is the authority: it says per candidate what it found (core/engine/pop.py
-`Verdict`), and `check_in` files the candidate accordingly.
+`CandidateVerdict`), and `check_in` files the candidate accordingly.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import asyncio
 import heapq
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from core.engine.wakeup import group_token
 
@@ -31,7 +31,8 @@ UNKNOWN_DUE_S = 1.0
 
 
 class Lane:
-    """The ready, deferred and out partitions of one (queue, group) in this process."""
+    """The ready, deferred and out partitions of one (queue, group) in this process. Its
+    state changes only through its methods: the reader and the ready set ask it."""
 
     def __init__(self, queue_id: int, group: str, cap: int = 1 << 62) -> None:
         """`cap`: the most ready partitions it holds (memory per lane is bounded: a client
@@ -43,61 +44,133 @@ class Lane:
         # partition id -> when it became ready (monotonic), oldest first. An OrderedDict, not a
         # dict: taking from the front of a plain dict leaves deleted slots that every later
         # iteration walks again (a take got slower the more partitions the lane had served).
-        self.ready: OrderedDict[int, float] = OrderedDict()
+        self._ready: OrderedDict[int, float] = OrderedDict()
         self._due: dict[int, float] = {}  # deferred partition id -> due (monotonic)
-        self.hearsay: set[int] = set()  # deferred on another process's word (a subset)
+        self._hearsay: set[int] = set()  # deferred on another process's word (a subset)
         self._heap: list[tuple[float, int]] = []  # (due, partition id); stale entries skipped
-        self.out: dict[int, bool] = {}  # taken by a pop in flight -> marked meanwhile
-        self.names: dict[str, int] = {}  # partition names seen -> ids (the partition route)
+        self._out: dict[int, bool] = {}  # taken by a pop in flight -> marked meanwhile
+        self._names: dict[str, int] = {}  # partition names seen -> ids (the partition route)
         # The last full reseed: when it started, under which LISTEN session; stale: a
         # notification may have been missed since (it could not name every partition).
-        self.seeded_at: float | None = None
-        self.session: int | None = None
-        self.stale = False
+        self._seeded_at: float | None = None
+        self._session: int | None = None
+        self._stale = False
         # Its last seed could not ask every shard (on Citus, a node down): what it holds is
         # not all there is, and an answer of nothing would not be true (core/engine/ready/
         # reader.py answers the outage instead).
-        self.unreachable = False
+        self._unreachable = False
         # Partial: it left out ready partitions (its cap); its reseeds go on from
-        # `resume_from`, and it is not trusted once nothing is ready in it.
-        self.partial = False
-        self.resume_from = 0
-        self.seeding = asyncio.Lock()
+        # `_resume_from`, and it is not trusted once nothing is ready in it.
+        self._partial = False
+        self._resume_from = 0
+        self.seeding = asyncio.Lock()  # one reseed at a time (core/engine/ready/ready_set.py)
         self.used_at = time.monotonic()
         self._returned = asyncio.Event()
         # Partitions taken lately -> since when they had been ready (the autopilot's "ready
         # age of what the last claim took"); bounded.
-        self.taken_since: dict[int, float] = {}
+        self._taken_since: dict[int, float] = {}
+
+    # -- what it knows ----------------------------------------------------------------------
+
+    @property
+    def ready_ids(self) -> list[int]:
+        """The ready partitions, oldest first."""
+        return list(self._ready)
+
+    @property
+    def out_ids(self) -> dict[int, bool]:
+        """The partitions out with pops in flight -> whether a mark came meanwhile."""
+        return dict(self._out)
+
+    @property
+    def in_flight(self) -> bool:
+        """Pops of this process have candidates of this lane out."""
+        return bool(self._out)
+
+    def holds(self, partition_id: int) -> bool:
+        """A pop of this process has this partition out now."""
+        return partition_id in self._out
+
+    def id_of(self, partition: str) -> int | None:
+        """The id of the partition of that name, if this lane has seen it."""
+        return self._names.get(partition)
+
+    @property
+    def partial(self) -> bool:
+        """It left ready partitions out (its cap): a reseed goes on from where it stopped."""
+        return self._partial
+
+    @property
+    def unreachable(self) -> bool:
+        """Its last reseed could not ask every shard: nothing found is no answer of nothing."""
+        return self._unreachable
+
+    @property
+    def seeded_at(self) -> float | None:
+        """When its last reseed started (monotonic), None before the first."""
+        return self._seeded_at
+
+    def trusted(self, *, since: float | None, session: int | None, max_age: float,
+                now: float) -> bool:
+        """Whether what it holds can answer nothing without a reseed: seeded, not stale,
+        not left partial with nothing ready, seeded at or after `since` when given, and,
+        while the LISTEN connection is up (`session`), seeded under that session within
+        `max_age` seconds. Deaf (`session` None), memory may still be claimed from; the
+        caller asks for a seed since the pop arrived before it answers nothing."""
+        if self._seeded_at is None or self._stale:
+            return False
+        if since is not None and self._seeded_at < since:
+            return False
+        if self._partial and not self._ready:
+            return False
+        if session is None:
+            return True
+        return self._session == session and now - self._seeded_at < max_age
+
+    def idle_since(self, instant: float) -> bool:
+        """Unused since `instant` and nothing out: it may be forgotten."""
+        return self.used_at < instant and not self._out
 
     # -- marks: something may be claimable ------------------------------------------------
 
     def mark(self, partition_id: int, now: float) -> None:
         """It may be claimable now (a commit, a release, a reseed found it)."""
-        if partition_id in self.out:
-            self.out[partition_id] = True
+        if partition_id in self._out:
+            self._out[partition_id] = True
             return
         self._undefer(partition_id)
-        if partition_id not in self.ready and len(self.ready) >= self.cap:
-            self.partial = True  # left out: a reseed finds it once the others are served
+        if partition_id not in self._ready and len(self._ready) >= self.cap:
+            self._partial = True  # left out: a reseed finds it once the others are served
             return
-        self.ready[partition_id] = now
+        self._ready[partition_id] = now
+
+    def went_stale(self) -> None:
+        """A notification could not name every partition concerned (or anything may have
+        changed): it reseeds before it is trusted again."""
+        self._stale = True
+
+    def missed_a_shard(self) -> None:
+        """Its reseed could not ask a shard (its node down): it reseeds before it is trusted,
+        and meanwhile a pop that finds nothing in it answers the outage."""
+        self._stale = True
+        self._unreachable = True
 
     def taken_elsewhere(self, partition_id: int, due: float) -> None:
         """Another process's pop of this group claimed it, leased until `due` (monotonic):
         it is not ready here until then or until its release is announced (a mark). Only
         hearsay: the announcement may arrive after a release (see `take_hearsay`)."""
-        if partition_id in self.out:
+        if partition_id in self._out:
             return  # a pop of this process has it: its verdict files it
-        self.ready.pop(partition_id, None)
+        self._ready.pop(partition_id, None)
         self._set_due(partition_id, due)
-        self.hearsay.add(partition_id)
+        self._hearsay.add(partition_id)
 
     def defer(self, partition_id: int, due: float) -> None:
         """It is claimable at `due` (monotonic), not before."""
-        if partition_id in self.out or partition_id in self.ready:
+        if partition_id in self._out or partition_id in self._ready:
             return
         self._set_due(partition_id, due)
-        self.hearsay.discard(partition_id)
+        self._hearsay.discard(partition_id)
 
     def _set_due(self, partition_id: int, due: float) -> None:
         self._due[partition_id] = due
@@ -105,7 +178,7 @@ class Lane:
 
     def _undefer(self, partition_id: int) -> None:
         if self._due.pop(partition_id, None) is not None:
-            self.hearsay.discard(partition_id)
+            self._hearsay.discard(partition_id)
 
     def promote(self, now: float) -> None:
         """Deferred partitions whose time has come become ready."""
@@ -113,13 +186,41 @@ class Lane:
             due, pid = heapq.heappop(self._heap)
             if self._due.get(pid) == due:
                 self._undefer(pid)
-                self.ready.setdefault(pid, due)
+                self._ready.setdefault(pid, due)
 
     def next_due(self) -> float | None:
         """When the next deferred partition becomes ready (monotonic), if any."""
         while self._heap and self._due.get(self._heap[0][1]) != self._heap[0][0]:
             heapq.heappop(self._heap)
         return self._heap[0][0] if self._heap else None
+
+    # -- reseeds: a scan of the queue -------------------------------------------------------
+
+    def reseed_start(self) -> int:
+        """A reseed begins: the partition id it scans after (where the last one stopped at
+        the cap, else 0); a notification from now on is not missed by it."""
+        self._stale = False
+        return self._resume_from
+
+    def reseeded(self, found: Sequence[tuple[int, str, float | None]], *, started: float,
+                 session: int | None, began_after: int, stopped_after: int | None,
+                 now: float) -> None:
+        """A reseed that started at `started` (monotonic) under `session` found these
+        (partition id, name, seconds until claimable or None: now), scanning after
+        `began_after` up to `stopped_after` (None: the end of the queue). Marks that came
+        meanwhile are kept: a reseed only adds."""
+        # Partial when it stopped at its cap (the next reseed goes on from there), or began
+        # past the start (what lies before it is the next reseed's).
+        self._partial = stopped_after is not None or began_after > 0
+        self._resume_from = 0 if stopped_after is None else stopped_after
+        for pid, name, due_in in found:
+            if due_in is not None and due_in > 0:
+                self.defer(pid, now + due_in)
+            else:
+                self.mark(pid, now)
+        self.learn_names((name, pid) for pid, name, _ in found)
+        self._seeded_at = started
+        self._session = session
 
     # -- pops: take candidates, check them back in ------------------------------------------
 
@@ -128,15 +229,15 @@ class Lane:
         self.promote(now)
         self.used_at = now
         taken: list[int] = []
-        for pid in self.ready:
+        for pid in self._ready:
             if len(taken) >= count:
                 break
             taken.append(pid)
-        if len(self.taken_since) > 4096:
-            self.taken_since.clear()
+        if len(self._taken_since) > 4096:
+            self._taken_since.clear()
         for pid in taken:
-            self.taken_since[pid] = self.ready.pop(pid)
-            self.out[pid] = False
+            self._taken_since[pid] = self._ready.pop(pid)
+            self._out[pid] = False
         return taken
 
     def take_hearsay(self, count: int, now: float) -> list[int]:
@@ -146,13 +247,13 @@ class Lane:
         not ordered) and a lease's end is only as exact as the announcement's timing."""
         self.used_at = now
         taken: list[int] = []
-        for pid in self.hearsay:
+        for pid in self._hearsay:
             if len(taken) >= count:
                 break
             taken.append(pid)
         for pid in taken:
             self._undefer(pid)
-            self.out[pid] = False
+            self._out[pid] = False
         return taken
 
     def take_one(self, partition_id: int, now: float) -> bool:
@@ -160,22 +261,22 @@ class Lane:
         route: a pop naming it checks it rather than answer nothing on another's word)."""
         self.promote(now)
         self.used_at = now
-        if partition_id in self.hearsay:
+        if partition_id in self._hearsay:
             self._undefer(partition_id)
-        elif partition_id not in self.ready:
+        elif partition_id not in self._ready:
             return False
-        self.ready.pop(partition_id, None)
-        self.out[partition_id] = False
+        self._ready.pop(partition_id, None)
+        self._out[partition_id] = False
         return True
 
     def check_in(self, partition_id: int, verdict: str, due: float | None, now: float,
                  *, satisfied: bool) -> None:
         """File a candidate by what the claim found (`took`, `empty`, `leased`, `later`,
-        `busy`; `due` monotonic). `satisfied`: the pop got what it wanted, so a `busy`
-        candidate was merely not reached and is ready as before."""
-        marked = self.out.pop(partition_id, False)
+        `busy`, or `untried`: given back unasked; `due` monotonic). `satisfied`: the pop got
+        what it wanted, so a `busy` candidate was merely not reached and is ready as before."""
+        marked = self._out.pop(partition_id, False)
         if marked or verdict == "untried" or (verdict == "busy" and satisfied):
-            self.ready.setdefault(partition_id, now)
+            self._ready.setdefault(partition_id, now)
         elif verdict in ("leased", "later"):
             self.defer(partition_id, due if due is not None else now + UNKNOWN_DUE_S)
         elif verdict == "busy":
@@ -185,8 +286,20 @@ class Lane:
             # that left nothing behind), it is looked at again when the lease ends.
             self.defer(partition_id, due)
         elif verdict == "took":
-            self.ready.setdefault(partition_id, now)  # autoAck: more may be left behind
+            self._ready.setdefault(partition_id, now)  # autoAck: more may be left behind
         # empty: nothing there for the group; the next commit marks it again
+
+    def give_back(self, partition_ids: Iterable[int], now: float) -> None:
+        """Candidates a pop took but did not ask about (their fate unknown, or the client
+        left): ready again, and pops waiting for them look."""
+        for pid in partition_ids:
+            if pid in self._out:
+                self.check_in(pid, "untried", None, now, satisfied=True)
+        self.wake_returned()
+
+    def let_go(self, partition_id: int) -> None:
+        """A candidate the claim gave no answer for (its queue went away): forget it."""
+        self._out.pop(partition_id, None)
 
     def returned(self) -> asyncio.Event:
         """Set when candidates come back in (see `wake_returned`)."""
@@ -201,11 +314,16 @@ class Lane:
     def known_ready(self, now: float) -> tuple[int, float | None]:
         """How many partitions are ready, and for how long the oldest has been (seconds)."""
         self.promote(now)
-        if not self.ready:
+        if not self._ready:
             return 0, None
-        return len(self.ready), now - next(iter(self.ready.values()))
+        return len(self._ready), now - next(iter(self._ready.values()))
+
+    def ready_age_when_taken(self, partition_id: int, now: float) -> float | None:
+        """How long the partition had been ready when a pop lately took it (seconds)."""
+        since = self._taken_since.get(partition_id)
+        return None if since is None else now - since
 
     def learn_names(self, names: Iterable[tuple[str, int]]) -> None:
         for name, pid in names:
-            if len(self.names) < 100_000:
-                self.names[name] = pid
+            if len(self._names) < 100_000:
+                self._names[name] = pid

@@ -13,7 +13,10 @@ a quiet re-poll of a caught-up group costs nothing.
 On Citus a statement's candidates are partitions of one shard: a pop's candidates are claimed
 by one statement per shard they live on, each run on that shard's node, all under one lease.
 The lease id names the first shard (core/storage/shards.py), and a lease that spans shards
-has that shard's row name the others, so an extension finds every part.
+has that shard's row name the others, so an extension finds every part. A shard whose node
+is down fails its own statement only: the pop delivers what the others hold, and when they
+hold nothing it answers the outage (503), not nothing, since a partition it could not look at
+may hold something.
 
 Candidates another pop of this process holds are not ready for this one; when nothing else is
 left, a pop waits (bounded) for them to come back rather than answer "nothing" while one of
@@ -34,13 +37,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
 from core.counters import COUNTERS
-from core.engine.pop import Claimed, PopRequest, PopResult, Verdict, claim
+from core.engine.pop import CandidateVerdict, Claimed, PopRequest, PopResult, claim
 from core.engine.ready.lane import Lane
 from core.engine.ready.ready_set import ReadySet
 from core.errors import StorageUnavailable
 from core.ids import LeaseId, QueueId
 from core.storage import reads as sql
 from core.storage.database import Database
+from core.tenancy.scoped import unscoped
 from core.waiting import first_of
 
 MAX_CANDIDATES = 64  # candidates one claim statement is given
@@ -60,7 +64,9 @@ ROUTE_TTL_S = 30.0
 _STRANGERS_KEPT = 100_000
 _ROUTES_KEPT = 100_000  # routes remembered; all are forgotten past that (each looks again)
 
-RouteKey = tuple[str | None, str | None, str | None, str]  # queue, namespace, task, group
+# tenant, queue, namespace, task, group
+RouteKey = tuple[str, str | None, str | None, str | None, str]
+Lanes = dict[int, Lane]  # a pop's lanes, by queue id
 
 
 @dataclass(slots=True)
@@ -140,16 +146,17 @@ class Reader:
     # -- the autopilot's view (core/engine/autopilot.py ReadyView) ------------------------
 
     def ready(self, queue: str, group: str) -> tuple[int, float | None]:
-        """Ready partitions known for (queue, group), and the oldest one's age."""
+        """Ready partitions known for (queue, group), and the oldest one's age (`queue`:
+        the autopilot's lane key, the name scoped by its tenant, core/tenancy/scoped.py)."""
         return self.known_ready(_route_of(queue, group))
 
     def taken(self, queue: str, group: str, queue_ids: Sequence[int],
               partition_ids: Sequence[int]) -> float | None:
         """How long the longest-ready of the partitions a pop just claimed had been ready."""
         now = time.monotonic()
-        ages = [now - since for q in queue_ids
-                for pid in partition_ids
-                if (since := self._ready.lane(q, group).taken_since.get(pid)) is not None]
+        ages = [age for q in queue_ids for pid in partition_ids
+                if (age := self._ready.lane(q, group).ready_age_when_taken(pid, now))
+                is not None]
         return max(ages) if ages else None
 
     # -- the pop -------------------------------------------------------------------------
@@ -174,54 +181,56 @@ class Reader:
         if route is None or time.monotonic() - route.at > ROUTE_TTL_S:
             # No candidates: the statement registers the group and names the queues (a
             # named partition is claimed by it at once).
-            first = await self._statement(request, [], None, 1, [])
+            first = await self._statement(request, [], None, 1, {})
             route = self._learn(key, first)
             if first.result.claims or request.partition is not None:
-                self._check_in(request, first, [], satisfied=True)
+                self._check_in(request, first, [], {}, satisfied=True)
                 return first.result
         if not route.queue_ids:
             return PopResult(None)
-        lanes = [self._ready.lane(q, request.group) for q in route.queue_ids]
-        for lane in lanes:
+        lanes: Lanes = {q: self._ready.lane(q, request.group) for q in route.queue_ids}
+        for lane in lanes.values():
             await self._ready.ensure_seeded(lane, seeded_since)
         if request.partition is not None:
-            return await self._pop_partition(request, route, lanes[0], gone)
+            return await self._pop_partition(request, route, lanes, gone)
         return await self._pop_any(request, route, lanes, gone)
 
-    async def _pop_partition(self, request: PopRequest, route: Route, lane: Lane,
+    async def _pop_partition(self, request: PopRequest, route: Route, lanes: Lanes,
                              gone: asyncio.Event | None) -> PopResult:
         assert request.partition is not None
+        [lane] = lanes.values()
         deadline = time.monotonic() + _WAIT_FOR_OTHERS_S
         while True:
-            pid = lane.names.get(request.partition)
+            pid = lane.id_of(request.partition)
             if pid is None or lane.take_one(pid, time.monotonic()):
                 if _is_set(gone):
                     if pid is not None:
-                        lane.check_in(pid, "untried", None, time.monotonic(), satisfied=True)
+                        lane.give_back([pid], time.monotonic())
                     return PopResult(None)
                 # Its id unknown here (a partition created since the seed): the statement
                 # finds it by name and says what it is.
                 taken = [] if pid is None else [pid]
-                answer = await self._statement(request, taken, None, 1, [lane])
-                self._check_in(request, answer, taken, satisfied=True)
-                return self._framed(answer.result, route)
-            if pid not in lane.out or time.monotonic() >= deadline:
+                answer = await self._statement(request, taken, None, 1, lanes)
+                self._check_in(request, answer, taken, lanes, satisfied=True)
+                return self._with_route(answer.result, route)
+            if not lane.holds(pid) or time.monotonic() >= deadline:
                 return self._empty(route)
             await first_of([lane.returned()], deadline - time.monotonic())
 
-    async def _pop_any(self, request: PopRequest, route: Route, lanes: list[Lane],
+    async def _pop_any(self, request: PopRequest, route: Route, lanes: Lanes,
                        gone: asyncio.Event | None) -> PopResult:
-        width = self._width(request, route, lanes)
+        width = self._width(request, route)
         total: PopResult | None = None
         lease_id: LeaseId | None = None
         lease_shards: dict[int, None] = {}  # the shards its lease spans, first one first
         statements = 0  # rounds of statements (one per shard of a round's candidates)
-        took: list[Verdict] = []
+        took: list[CandidateVerdict] = []
         reseeds = 0
         # A shard whose statement met an outage (on Citus: its node is down): the others
         # still serve; the pop answers what they gave, or the outage when they gave nothing.
         failure: StorageUnavailable | None = None
         deadline = time.monotonic() + _WAIT_FOR_OTHERS_S
+        in_route = list(lanes.values())
         try:
             while failure is None:
                 got = 0 if total is None else len(total.claims)
@@ -231,16 +240,16 @@ class Reader:
                     break
                 wanted = max(width - got, 1)
                 count = min(max(_CANDIDATES_PER_WANTED * wanted, 8), MAX_CANDIDATES)
-                candidates = _take(lanes, count)
+                candidates = _take(in_route, count)
                 if not candidates and total is None:
                     # About to answer nothing: check what is held back only on hearsay.
                     now = time.monotonic()
-                    candidates = [pid for lane in lanes
+                    candidates = [pid for lane in in_route
                                   for pid in lane.take_hearsay(count, now)]
                 if not candidates:
                     if total is not None:
                         break
-                    partial = [lane for lane in lanes if lane.partial]
+                    partial = [lane for lane in in_route if lane.partial]
                     if partial and reseeds < 2:
                         # It left partitions out (its cap): look for them before answering
                         # nothing (twice at most: from where it stopped, then from the start).
@@ -248,13 +257,14 @@ class Reader:
                         for lane in partial:
                             await self._ready.ensure_seeded(lane)
                         continue
-                    if not any(lane.out for lane in lanes) or time.monotonic() >= deadline:
+                    if not any(lane.in_flight for lane in in_route) \
+                            or time.monotonic() >= deadline:
                         break
-                    await first_of([lane.returned() for lane in lanes],
+                    await first_of([lane.returned() for lane in in_route],
                                    deadline - time.monotonic())
                     continue
                 if _is_set(gone):
-                    self._give_back(lanes, candidates)
+                    _give_back(in_route, candidates)
                     break
                 # One statement per shard the candidates live on (one statement on one
                 # PostgreSQL), until the pop has what it wants; the rest go back.
@@ -264,7 +274,7 @@ class Reader:
                     got = 0 if total is None else len(total.claims)
                     budget = request.batch - (0 if total is None else total.count)
                     if total is not None and (got >= width or budget <= 0):
-                        self._give_back(lanes, group + later)
+                        _give_back(in_route, group + later)
                         break
                     wanted = max(width - got, 1)
                     try:
@@ -274,7 +284,7 @@ class Reader:
                         failure = exc  # (the statement gave its candidates back)
                         continue
                     except BaseException:
-                        self._give_back(lanes, later)  # (the statement gave its own back)
+                        _give_back(in_route, later)  # (the statement gave its own back)
                         raise
                     self._learn(_key(request), answer)
                     satisfied = (len(answer.result.claims) >= wanted
@@ -282,8 +292,8 @@ class Reader:
                     # What it took stays out until the pop is over: its second statement
                     # must not try a partition it just claimed (with autoAck it is ready
                     # again at once).
-                    took.extend(self._check_in(request, answer, group, satisfied=satisfied,
-                                               hold_took=True))
+                    took.extend(self._check_in(request, answer, group, lanes,
+                                               satisfied=satisfied, hold_took=True))
                     if answer.result.claims:
                         lease_shards.setdefault(shard, None)
                         if total is None:
@@ -295,14 +305,14 @@ class Reader:
             if lease_id is not None and len(lease_shards) > 1:
                 await self._link_lease(lease_id, list(lease_shards))
         finally:
-            self._file(request, took)
+            self._file(request, took, lanes)
         if total is None:
             if failure is not None:
                 raise failure
-            if any(lane.unreachable for lane in lanes):
+            if any(lane.unreachable for lane in in_route):
                 raise StorageUnavailable()  # some partitions could not be looked at
             return self._empty(route, width)
-        return self._framed(total, route)
+        return self._with_route(total, route)
 
     # -- pieces --------------------------------------------------------------------------
 
@@ -317,18 +327,20 @@ class Reader:
         async with self._db.session() as conn:
             await sql.link_lease(conn, route=first, lease_id=lease_id, routes=others)
 
-    def _width(self, request: PopRequest, route: Route, lanes: list[Lane]) -> int:
+    @staticmethod
+    def _width(request: PopRequest, route: Route) -> int:
         """Partitions this pop wants (a conflating route's width is the statement's)."""
         if route.conflating:
             return max(min(request.conflation_width, MAX_CANDIDATES), 1)
         return max(request.max_partitions, 1)
 
     async def _statement(self, request: PopRequest, candidates: list[int],
-                         lease_id: LeaseId | None, width: int, lanes: list[Lane]) -> Claimed:
+                         lease_id: LeaseId | None, width: int, lanes: Lanes) -> Claimed:
         try:
             answer = await claim(self._db, request, candidates, width, lease_id)
         except BaseException:
-            self._give_back(lanes, candidates)  # its fate unknown: they are looked at again
+            # Its fate unknown: they are looked at again.
+            _give_back(list(lanes.values()), candidates)
             raise
         if not request.auto_ack:
             # Leased now: the others skip them until their release is announced or their
@@ -349,47 +361,37 @@ class Reader:
             COUNTERS.add("claim_statements_empty")
         return answer
 
-    def _check_in(self, request: PopRequest, answer: Claimed, candidates: list[int], *,
-                  satisfied: bool, hold_took: bool = False) -> list[Verdict]:
+    def _check_in(self, request: PopRequest, answer: Claimed, candidates: list[int],
+                  lanes: Lanes, *, satisfied: bool,
+                  hold_took: bool = False) -> list[CandidateVerdict]:
         """File every candidate (and anything the statement named) by its verdict; with
         `hold_took`, the partitions it took stay out and are answered for `_file`."""
         held = [v for v in answer.verdicts if hold_took and v.kind == "took"]
         self._file(request, [v for v in answer.verdicts if not (hold_took and v.kind == "took")],
-                   satisfied=satisfied)
+                   lanes, satisfied=satisfied)
         answered = {v.partition_id for v in answer.verdicts}
-        route = self._routes.get(_key(request))
-        route_lanes = [] if route is None else [self._ready.lane(q, request.group)
-                                                for q in route.queue_ids]
-        for pid in candidates:
-            if pid not in answered:  # no answer for it (its queue went away): let it go
-                for lane in route_lanes:
-                    lane.out.pop(pid, None)
-        for lane in route_lanes:
+        for lane in lanes.values():
+            for pid in candidates:
+                if pid not in answered:  # no answer for it (its queue went away): let it go
+                    lane.let_go(pid)
             lane.wake_returned()
         return held
 
-    def _file(self, request: PopRequest, verdicts: list[Verdict], *,
+    def _file(self, request: PopRequest, verdicts: list[CandidateVerdict], lanes: Lanes, *,
               satisfied: bool = True) -> None:
         now = time.monotonic()
-        lanes: dict[int, Lane] = {}
+        touched: dict[int, Lane] = {}
         for verdict in verdicts:
-            lane = lanes.get(verdict.queue_id)
+            lane = touched.get(verdict.queue_id)
             if lane is None:
-                lane = lanes[verdict.queue_id] = self._ready.lane(verdict.queue_id,
-                                                                 request.group)
+                lane = lanes.get(verdict.queue_id) or self._ready.lane(verdict.queue_id,
+                                                                      request.group)
+                touched[verdict.queue_id] = lane
             if verdict.partition is not None:
                 lane.learn_names([(verdict.partition, verdict.partition_id)])
             due = None if verdict.due_in is None else now + max(verdict.due_in, 0.0)
             lane.check_in(verdict.partition_id, verdict.kind, due, now, satisfied=satisfied)
-        for lane in lanes.values():
-            lane.wake_returned()
-
-    def _give_back(self, lanes: list[Lane], candidates: list[int]) -> None:
-        now = time.monotonic()
-        for lane in lanes:
-            for pid in candidates:
-                if pid in lane.out:
-                    lane.check_in(pid, "untried", None, now, satisfied=True)
+        for lane in touched.values():
             lane.wake_returned()
 
     def _learn(self, key: RouteKey, answer: Claimed) -> Route:
@@ -409,7 +411,9 @@ class Reader:
                          width=width)
 
     @staticmethod
-    def _framed(result: PopResult, route: Route) -> PopResult:
+    def _with_route(result: PopResult, route: Route) -> PopResult:
+        """The result, naming every queue the route covers and the route's conflation
+        policy where the claim did not say."""
         result.queue_ids = list(dict.fromkeys([*route.queue_ids, *result.queue_ids]))
         if result.conflation is None:
             result.conflation = route.conflating
@@ -417,11 +421,18 @@ class Reader:
 
 
 def _route_of(queue: str, group: str) -> PopRequest:
-    return PopRequest(group=group, batch=1, queue=queue)
+    tenant, name = unscoped(queue)
+    return PopRequest(group=group, batch=1, queue=name, tenant=tenant)
 
 
 def _key(request: PopRequest) -> RouteKey:
-    return (request.queue, request.namespace, request.task, request.group)
+    return (request.tenant, request.queue, request.namespace, request.task, request.group)
+
+
+def _give_back(lanes: list[Lane], candidates: list[int]) -> None:
+    now = time.monotonic()
+    for lane in lanes:
+        lane.give_back(candidates, now)
 
 
 def _take(lanes: list[Lane], count: int) -> list[int]:

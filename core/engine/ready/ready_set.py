@@ -77,7 +77,7 @@ class ReadySet:
         return queue_id in self._by_queue
 
     def _drop_least_used(self) -> None:
-        idle = [lane for lane in self._lanes.values() if not lane.out]
+        idle = [lane for lane in self._lanes.values() if not lane.in_flight]
         if idle:
             self._drop(min(idle, key=lambda lane: lane.used_at))
 
@@ -90,7 +90,7 @@ class ReadySet:
     def _sweep(self) -> None:
         idle = self._clock() - _IDLE_LANE_S
         for lane in list(self._lanes.values()):
-            if lane.used_at < idle and not lane.out:
+            if lane.idle_since(idle):
                 self._drop(lane)
 
     # -- marks ---------------------------------------------------------------------------
@@ -106,7 +106,7 @@ class ReadySet:
             for pid in partitions:
                 lane.mark(pid, now)
             if not complete:
-                lane.stale = True
+                lane.went_stale()
 
     def claimed_elsewhere(self, queue_id: int, token: str, partitions: Sequence[int],
                           lease_s: float | None) -> None:
@@ -125,27 +125,14 @@ class ReadySet:
     def all_stale(self) -> None:
         """Anything may have changed (options, a pause lifted): every lane reseeds."""
         for lane in self._lanes.values():
-            lane.stale = True
+            lane.went_stale()
 
     # -- trust ---------------------------------------------------------------------------
 
     def trusted(self, lane: Lane, since: float | None = None) -> bool:
         """`since` (monotonic): only a seed taken at or after it will do."""
-        if lane.seeded_at is None or lane.stale:
-            return False
-        if since is not None and lane.seeded_at < since:
-            return False
-        if lane.partial and not lane.ready:
-            return False  # it left partitions out: look for them before answering nothing
-        session = self._session()
-        if session is None:
-            # Deaf: notifications are being missed. What memory holds may still be claimed
-            # (the claim is the authority), but a pop answers nothing only after a seed
-            # taken since it arrived (`since`, checked above): a database outage thus
-            # answers 503, not what memory holds.
-            return True
-        age = self._clock() - lane.seeded_at
-        return lane.session == session and age < self._interval * _jitter(lane)
+        return lane.trusted(since=since, session=self._session(),
+                            max_age=self._interval * _jitter(lane), now=self._clock())
 
     async def ensure_seeded(self, lane: Lane, since: float | None = None) -> None:
         """Reseed the lane unless it is trusted (one reseed at a time per lane)."""
@@ -161,9 +148,7 @@ class ReadySet:
         held by a retryDelay is deferred to that time."""
         session = self._session()
         started = self._clock()
-        lane.stale = False
-        lane.unreachable = False
-        start = after = lane.resume_from
+        start = after = lane.reseed_start()
         found: list[sql.ScannedPartition] = []
         at_end = False
         async with self._db.session() as conn:
@@ -181,23 +166,13 @@ class ReadySet:
                     at_end = True
                     break
                 after = last
-        # Partial when it stopped at its cap (the next reseed goes on from there), or began
-        # past the start (what lies before `start` is the next reseed's).
-        lane.partial = not at_end or start > 0
-        lane.resume_from = 0 if at_end else after
         # In a random order, per process: processes (and brokers) that hand the same ready
         # partitions out in the same order would have their claims meet on the same cursors
         # (a group's first claims even wait on each other's cursor inserts).
         random.shuffle(found)
-        now = self._clock()
-        for row in found:
-            if row.due_in is not None and row.due_in > 0:
-                lane.defer(row.partition_id, now + row.due_in)
-            else:
-                lane.mark(row.partition_id, now)
-        lane.learn_names((row.partition, row.partition_id) for row in found)
-        lane.seeded_at = started
-        lane.session = session
+        lane.reseeded([(row.partition_id, row.partition, row.due_in) for row in found],
+                      started=started, session=session, began_after=start,
+                      stopped_after=None if at_end else after, now=self._clock())
         self.reseeds += 1
 
     async def _page_by_shard(self, conn: Conn, lane: Lane, after: int, want: int
@@ -223,8 +198,7 @@ class ReadySet:
                 # That shard's node is down: the lane takes what the others have, and is
                 # seeded again before it is trusted (its partitions answer 503 till then).
                 missed = exc
-                lane.stale = True
-                lane.unreachable = True
+                lane.missed_a_shard()
         if missed is not None and not answered:
             raise missed
         return found, len(listed), listed[-1].partition_id if listed else after
