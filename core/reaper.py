@@ -84,10 +84,12 @@ class Reaper:
         if retention:
             self._next_retention = now + self._retention_interval
         if now >= self._next_sample:
+            # Scheduled first: a sample that fails is tried again a sample interval later,
+            # not on every pass.
+            self._next_sample = now + self._sample_interval
             report.queues_sampled = await stats.sample(self._db, self._settings)
             await stats.housekeeping(self._db, retention_days=self._sample_retention_days,
                                      minutes_retention_days=self._minutes_retention_days)
-            self._next_sample = now + self._sample_interval
         return report
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -123,8 +123,11 @@ class Broker:
         self._db = db
         self._hub = hub
         self._stop_waiting = stop_waiting
+        # The log's statements go to `db.log`: on Citus, a pool spread over the nodes
+        # (core/storage/cluster.py); everything else to `db` (the coordinator there).
+        log = db.log
         self._pusher = Pusher(
-            db, max_flush_messages=settings.max_flush_messages,
+            log, max_flush_messages=settings.max_flush_messages,
             max_pending_messages=settings.max_pending_messages,
             max_partitions_per_flush=settings.max_partitions_per_flush,
             max_concurrent_flushes=settings.max_concurrent_flushes,
@@ -136,15 +139,15 @@ class Broker:
                                 settings.pop_wait_max_interval_ms)
         # The read path (core/engine/ready): per (queue, group), the partitions this process
         # knows may be claimable, fed by every mark the listener hears; pops claim from it.
-        self.ready = ReadySet(db, hub.session,
+        self.ready = ReadySet(log, hub.session,
                               reseed_interval_s=settings.ready_reseed_interval_ms / 1000)
-        self.reader = Reader(db, self.ready, claimed=hub.announce_claimed,
+        self.reader = Reader(log, self.ready, claimed=hub.announce_claimed,
                              heard_through=hub.heard_through)
         hub.on_marks = self.reader.marked
         hub.on_claimed = self.ready.claimed_elsewhere
         # Acks and lease extensions of concurrent requests: one statement per flush.
-        self._acks = AckFlusher(db, hub.announce)
-        self._extends = ExtendFlusher(db)
+        self._acks = AckFlusher(log, hub.announce)
+        self._extends = ExtendFlusher(log)
         # Tenants' quotas (core/tenancy), read every QUEEN_TENANT_REFRESH_MS; a heartbeat
         # younger than the metrics' liveness window counts a process among those sharing
         # a tenant's rates.
@@ -189,9 +192,12 @@ class Broker:
         spans (default: as TRACING_EXPORTER says), flushed when the block is left.
         Leaving the block stops long polls waiting, flushes the coalescer (pushes accepted
         before are written and answered), stops the wake-up loops, then closes the pool."""
-        target = dsn if dsn is not None else database_dsn(settings)
         tracer = tracing if tracing is not None else Tracing.from_settings(settings)
-        db = await Database.open(settings, target, migrate=migrate)
+        db = await Database.open(settings, dsn if dsn is not None else database_dsn(settings),
+                                 migrate=migrate)
+        # LISTEN, NOTIFY and the side connections: one node for every broker (on Citus the
+        # coordinator; core/storage/cluster.py says why).
+        target = db.home_dsn
         try:
             encryption.install(settings.encryption_key)
             async with db.session() as conn:
@@ -486,7 +492,7 @@ class Broker:
 
     async def fetch(self, entries: Sequence[offset_reads.FetchEntry], *, max_bytes: int,
                     max_wait_ms: int) -> list[offset_reads.FetchResult]:
-        return await offset_reads.fetch(self._db, entries, max_bytes=max_bytes,
+        return await offset_reads.fetch(self._db.log, entries, max_bytes=max_bytes,
                                         max_wait_ms=max_wait_ms)
 
     # --- maintenance ----------------------------------------------------------------------

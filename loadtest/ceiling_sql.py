@@ -52,6 +52,14 @@ async def push_loop(dsn: str, *, frames: int, fused: int = 1, connections: int =
     pool = await asyncpg.create_pool(dsn, min_size=connections, max_size=connections)
     assert pool is not None
     counts = [0, 0]
+    async with pool.acquire() as conn:  # the ids, as a broker learns them once
+        ordered = sorted(names)
+        rows = await writes.partition_ids(
+            conn, tenants=[""] * len(ordered),  # type: ignore[arg-type]
+            queues=[queue] * len(ordered),
+            partitions=ordered, namespaces=[namespace] * len(ordered),
+            tasks=[task] * len(ordered), default_options=options.DEFAULTS_JSON)
+    ids = {name: row.partition_id for name, row in zip(ordered, rows)}
     deadline = time.monotonic() + seconds
 
     async def worker(w: int) -> None:
@@ -69,10 +77,10 @@ async def push_loop(dsn: str, *, frames: int, fused: int = 1, connections: int =
                         for k, t in enumerate(txids)])
                     targets.append(writes.AppendTarget(
                         queue, name, namespace, task, [writes.AppendSegment(blob, txids)],
-                        repeats=False))
+                        repeats=False, partition_id=ids[name]))
                     seq += frames
-                await writes.append(conn, targets=targets,  # type: ignore[arg-type]
-                                    default_options=options.DEFAULTS_JSON)
+                await writes.append(conn, route=None,  # type: ignore[arg-type]
+                                    targets=targets, default_options=options.DEFAULTS_JSON)
                 counts[0] += frames * fused
                 counts[1] += 1
 
@@ -109,7 +117,8 @@ async def pop_ack_loop(dsn: str, *, queue: str, group: str = "lsql", batch: int 
                 # ready set hands them over; the ceiling has no ready set, so any few.
                 rows = await reads.pop_ready(
                     conn,  # type: ignore[arg-type]  # a pool proxy behaves as a Connection
-                    tenant="", queue=queue, namespace=None, task=None, partition=None, group=group,
+                    route=None, tenant="", queue=queue, namespace=None, task=None,
+                    partition=None, group=group,
                     named=True, seed_mode="all", seed_instant=None, store_seed=True,
                     batch=batch, partitions=1, auto_ack=False, lease_seconds=0,
                     lease_fallback=options.POP_LEASE_FALLBACK_SECONDS, lease_id=lease,
@@ -132,7 +141,7 @@ async def pop_ack_loop(dsn: str, *, queue: str, group: str = "lsql", batch: int 
                 items = reads.AckInputs([group] * len(txids), pids, txids,
                                         ["completed"] * len(txids), [lease] * len(txids),
                                         None, [""] * len(txids))
-                await reads.ack(conn, items=items,  # type: ignore[arg-type]
+                await reads.ack(conn, route=None, items=items,  # type: ignore[arg-type]
                                 scan_missing=True)
                 t2 = time.monotonic()
                 pop[0] += len(txids)

@@ -73,6 +73,9 @@ def _parser() -> argparse.ArgumentParser:
     from loadtest import scale
 
     scale.add_parser(sub)
+    from loadtest import citus_cell
+
+    citus_cell.add_parser(sub)
     from loadtest import cost
 
     cost.add_parser(sub)
@@ -303,6 +306,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from loadtest import scale
 
         return scale.command(args)
+    if args.command == "citus":
+        from loadtest import citus_cell
+
+        return citus_cell.command(args)
     if args.command == "soak":
         from loadtest.faults import soak
 

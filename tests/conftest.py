@@ -2,6 +2,11 @@
 
 Set DATABASE_URL or PG_* to run against an existing server instead of the embedded one.
 Tests isolate themselves by using unique queue names (the `queue_name` fixture).
+
+A module marked `citus` (`pytestmark = pytest.mark.citus`) runs each of its tests twice:
+`[postgres]` as above, and `[citus]` with `database_url` (so `db`, `core_db`, `broker`,
+`http`) on a Citus cluster of a coordinator and two workers (tests/citus_cluster.py),
+skipped with the reason when QUEEN_CITUS_BIN is not set.
 """
 
 from __future__ import annotations
@@ -17,8 +22,36 @@ import pytest
 from core.embedded import stop_process
 from core.settings import Settings
 from core.storage.database import Database
+from tests.citus_cluster import SKIP_REASON, TestCluster, citus_bin
 from tests.served import Served
 from tests.support import BrokerProcess, create_database, external_database_url, start_embedded
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests of a module marked `citus` run on one PostgreSQL and on a Citus cluster."""
+    if "deployment" in metafunc.fixturenames and metafunc.definition.get_closest_marker("citus"):
+        citus = pytest.param("citus", marks=pytest.mark.skipif(citus_bin() is None,
+                                                               reason=SKIP_REASON))
+        metafunc.parametrize("deployment", ["postgres", citus], indirect=True, scope="session")
+
+
+@pytest.fixture(scope="session")
+def deployment(request: pytest.FixtureRequest) -> str:
+    """`postgres` (one server), or `citus` in the second run of a module marked `citus`."""
+    return str(getattr(request, "param", "postgres"))
+
+
+@pytest.fixture(scope="session")
+def citus_cluster() -> Iterator[TestCluster]:
+    """This test process's Citus cluster (started at its first use)."""
+    bin_dir = citus_bin()
+    if bin_dir is None:
+        pytest.skip(SKIP_REASON)
+    cluster = TestCluster(bin_dir)
+    try:
+        yield cluster.start()
+    finally:
+        cluster.close()
 
 
 @pytest.fixture(scope="session")
@@ -37,8 +70,11 @@ def pg_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-async def database_url(pg_server_url: str) -> str:
-    return await create_database(pg_server_url)
+async def database_url(request: pytest.FixtureRequest, deployment: str) -> str:
+    if deployment == "citus":
+        cluster: TestCluster = request.getfixturevalue("citus_cluster")
+        return await cluster.database()
+    return await create_database(request.getfixturevalue("pg_server_url"))
 
 
 @pytest.fixture(scope="session")

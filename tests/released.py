@@ -29,11 +29,13 @@ from tests.support import ROOT, create_database
 
 # Releases whose databases this code must upgrade: main before the schema became
 # migrations + functions (the numbered chain to version 95), main when this layout was
-# written (the chain with versions 94 and 97), and main with version 130 (the analytics
-# history), the last release before the tenants' version 140. Add later releases to test
-# the upgrade from them too.
+# written (the chain with versions 94 and 97), main with version 130 (the analytics
+# history), the last release before the tenants' version 140, and main with version 140, the
+# last release before the Citus layout's version 150. Add later releases to test the upgrade
+# from them too.
 RELEASES = {"landed-v90": "c0cc51a", "numbered-chain-v95": "8e1d532",
-            "numbered-chain-v97": "7e3f2d0", "history-v130": "53d4f30"}
+            "numbered-chain-v97": "7e3f2d0", "history-v130": "53d4f30",
+            "tenants-v140": "c8a3801"}
 
 # Run by the released code, in its own tree: apply its schema (up to a version, if given).
 _CREATE = """
@@ -94,10 +96,11 @@ def released_tree(commit: str) -> Path:
 
 
 async def create_released_database(server_url: str, commit: str, *,
-                                   up_to: int = 0) -> str:
+                                   up_to: int = 0, url: str | None = None) -> str:
     """A fresh database whose schema the released commit's code created (its migrations up
-    to `up_to` only, when given); answers its URL."""
-    url = await create_database(server_url, migrate=False)
+    to `up_to` only, when given); answers its URL. `url`: an empty database made already
+    (a Citus one), used instead of a new one on `server_url`."""
+    url = url or await create_database(server_url, migrate=False)
     tree = released_tree(commit)
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-c", _CREATE, url, str(up_to), cwd=tree,

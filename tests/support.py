@@ -299,7 +299,10 @@ async def prune_index_of(conn: asyncpg.Connection, db: Database, queue: str) -> 
     from core.upkeep import maintenance
 
     await conn.execute(
-        """UPDATE queen.log_txn_index i SET created_at = i.created_at - interval '2 hours'
+        # (Shifted in UTC: Citus pushes only immutable arithmetic on a column down.)
+        """UPDATE queen.log_txn_index i
+              SET created_at = ((i.created_at AT TIME ZONE 'UTC') - interval '2 hours')
+                               AT TIME ZONE 'UTC'
              FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
             WHERE i.partition_id = p.id AND q.name = $1""", queue)
     await maintenance.prune_txn_index(db)

@@ -16,8 +16,9 @@ from datetime import datetime
 
 from core import segments
 from core.engine import encryption
+from core.engine.directory import PartitionName
 from core.engine.wakeup import Publish, Wake
-from core.engine.writes import NewMessage, PartitionName, append
+from core.engine.writes import NewMessage, append
 from core.ids import NIL_UUID, PartitionId, uuid7
 from core.storage import dead_letters as sql
 from core.storage.database import Database

@@ -54,6 +54,7 @@ async def delete_queue(db: Database, queue: str, *, tenant: str) -> bool:
         queue_id = await sql.delete_queue_row(conn, tenant=tenant, name=queue)
         if queue_id is None:
             return False
+        await sql.delete_queue_directory(conn, queue_id=queue_id)
         partition_ids = await sql.delete_queue_partitions(conn, queue_id=queue_id)
         await sql.delete_partition_data(conn, partition_ids=partition_ids)
         await traces.delete_partitions(conn, partition_ids=partition_ids)

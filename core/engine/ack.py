@@ -88,10 +88,13 @@ def partition_id_of(text: str) -> int | None:
     return None
 
 
-async def apply_acks(conn: Conn, acks: Sequence[GroupAck]) -> AppliedAcks:
+async def apply_acks(conn: Conn, acks: Sequence[GroupAck], *,
+                     route: int | None = None) -> AppliedAcks:
     """Apply acks of any groups on `conn` (atomically: one statement, or, when an address
     must be searched first, a statement that changes nothing and then the one that does).
-    An item is checked against the lease it names, and against none when it names none."""
+    An item is checked against the lease it names, and against none when it names none.
+    `route`: the shard all the items' partitions are on, when the caller grouped them so
+    (core/storage/shards.py)."""
     outcomes: list[AckOutcome | None] = [None] * len(acks)
     positions: list[int] = []  # index in `acks` of each item the statement takes
     partition_ids: list[int] = []
@@ -112,11 +115,11 @@ async def apply_acks(conn: Conn, acks: Sequence[GroupAck]) -> AppliedAcks:
             [a.item.status for a in taken],
             # All-null columns go as one null: the driver encodes arrays element by element.
             _or_null(lease_ids), _or_null(errors), [a.tenant for a in taken])
-        rows = await sql.ack(conn, items=inputs, scan_missing=True)
+        rows = await sql.ack(conn, route=route, items=inputs, scan_missing=True)
         missing = [r for r in rows if r.outcome == "missing"]
         if missing:
             inputs.offsets = await _search(conn, inputs, missing)
-            rows = await sql.ack(conn, items=inputs, scan_missing=False)
+            rows = await sql.ack(conn, route=route, items=inputs, scan_missing=False)
         for row in rows:
             if row.outcome == "wake":
                 assert row.queue_id is not None and row.partition_id is not None

@@ -8,8 +8,10 @@ number of segments falls as concurrency rises.
 Lanes that are ready (something waiting, nothing in flight) are dispatched together, up to
 `max_keys_per_flush` of them in one call of the flush function, which writes them in one
 statement and so one commit (docs/architecture/request-path.md, the write path): small pushes spread over many
-partitions share a WAL flush instead of paying one each. At most `max_concurrent_flushes`
-calls run at once; while they run, new work gathers for the next one.
+partitions share a WAL flush instead of paying one each. Only keys of one group go in one
+call (`group_of`: on Citus, the shard a partition lives on, so that each call is one
+statement on one node; core/storage/shards.py). At most `max_concurrent_flushes` calls run
+at once; while they run, new work gathers for the next one.
 
 A request's future resolves only after its flush committed (or failed: then every request of
 that partition's flush gets the error; nothing is retried behind the caller's back). The
@@ -20,6 +22,7 @@ number of messages held (waiting or in flight) is bounded; past the bound `submi
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -60,13 +63,15 @@ class WriteCoalescer(Generic[Key, Item, Result]):
     def __init__(self, flush: FlushManyFn[Key, Item, Result], *, max_flush_items: int,
                  max_pending_items: int, max_keys_per_flush: int = 64,
                  max_concurrent_flushes: int = 4,
-                 on_flushed: Callable[[Key], None] | None = None) -> None:
+                 on_flushed: Callable[[Key], None] | None = None,
+                 group_of: Callable[[Key], int] | None = None) -> None:
         self._flush = flush
         self._max_flush_items = max_flush_items
         self._max_pending_items = max_pending_items
         self._max_keys = max_keys_per_flush
         self._max_concurrent = max_concurrent_flushes
         self._on_flushed = on_flushed
+        self._group_of = group_of
         self._lanes: dict[Key, _Lane[Item, Result]] = {}
         self._ready: dict[Key, None] = {}  # keys with waiting work and no flush in flight
         self._running: set[asyncio.Task[None]] = set()
@@ -107,8 +112,7 @@ class WriteCoalescer(Generic[Key, Item, Result]):
     def _dispatch(self) -> None:
         while self._ready and len(self._running) < self._max_concurrent:
             batch: list[tuple[Key, list[_Request[Item, Result]]]] = []
-            while self._ready and len(batch) < self._max_keys:
-                key = next(iter(self._ready))
+            for key in self._batch_keys():
                 del self._ready[key]
                 lane = self._lanes[key]
                 lane.busy = True
@@ -160,6 +164,21 @@ class WriteCoalescer(Generic[Key, Item, Result]):
                 else:
                     del self._lanes[key]
             self._dispatch()
+
+    def _batch_keys(self) -> list[Key]:
+        """The ready keys of the next call: the oldest one's group, oldest first."""
+        if self._group_of is None:
+            return list(itertools.islice(self._ready, self._max_keys))
+        keys = iter(self._ready)
+        first = next(keys)
+        group = self._group_of(first)
+        chosen = [first]
+        for key in keys:
+            if len(chosen) >= self._max_keys:
+                break
+            if self._group_of(key) == group:
+                chosen.append(key)
+        return chosen
 
     def _take(self, lane: _Lane[Item, Result]) -> list[_Request[Item, Result]]:
         """Whole requests, oldest first, up to max_flush_items (always at least one)."""

@@ -1,4 +1,7 @@
-"""Offset reads (`POST /api/v1/fetch`): records by offset, with no lease and no cursor."""
+"""Offset reads (`POST /api/v1/fetch`): records by offset, with no lease and no cursor.
+
+A partition is read by id (its id learned once: core/engine/directory.py), so that on Citus
+each statement goes to the partition's shard alone."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from datetime import datetime
 
 from core import segments
 from core.engine import encryption, record_meta
+from core.engine.directory import DIRECTORY, PartitionName
 from core.storage import reads as sql
 from core.storage.database import Database
 
@@ -81,24 +85,31 @@ async def fetch_entry(db: Database, *, queue: str, partition: str, offset: int,
     """Records of one partition of a queue of `tenant` from `offset`, up to `max_bytes` of
     payload (at least one)."""
     result = FetchResult(queue, partition)
+    name = PartitionName(queue, partition, tenant)
     async with db.session() as conn:
-        state = await sql.fetch_partition_state(conn, tenant=tenant, queue=queue,
-                                                partition=partition)
-        if state is None:
-            result.error = UNKNOWN_TOPIC_OR_PARTITION
-            return result
-        result.queue_id = state.queue_id
-        if state.partition_id is None:  # queue exists, partition never written: empty log
-            return result
-        assert state.last_offset is not None and state.log_start is not None
-        result.high_watermark = state.last_offset + 1
-        result.log_start = state.log_start
+        for _ in range(2):  # a remembered id may be stale: then once more, looked up
+            found = await DIRECTORY.look_up(conn, name)
+            if found is None:
+                result.error = UNKNOWN_TOPIC_OR_PARTITION
+                return result
+            result.queue_id, partition_id = found
+            if partition_id is None:  # queue exists, partition never written: empty log
+                return result
+            head = await sql.fetch_head(conn, partition_id=partition_id)
+            if head is not None and (head.tenant, head.queue, head.partition) == (
+                    tenant, queue, partition):
+                break
+            DIRECTORY.forget(name)
+        else:
+            return result  # deleted as it was read: an empty log
+        result.high_watermark = head.last_offset + 1
+        result.log_start = head.log_start
         if offset < result.log_start:
             result.error = OFFSET_OUT_OF_RANGE
             return result
         if offset >= result.high_watermark or max_bytes <= 0:
             return result
-        rows = await sql.fetch_segments(conn, partition_id=state.partition_id, offset=offset,
+        rows = await sql.fetch_segments(conn, partition_id=partition_id, offset=offset,
                                         limit=_SEGMENT_LIMIT)
     used = 0
     for row in rows:

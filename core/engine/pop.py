@@ -21,6 +21,7 @@ from datetime import datetime
 
 from core import segments
 from core.engine import encryption, fanout
+from core.engine.directory import DIRECTORY, PartitionName
 from core.errors import StorageDeadlock
 from core.ids import LeaseId, PartitionId, QueueId, uuid7
 from core.options import POP_LEASE_FALLBACK_SECONDS
@@ -175,10 +176,25 @@ async def claim(db: Database, request: PopRequest, candidates: Sequence[int],
     the request's conflation width). No candidates: the statement only looks up (and
     registers the group on) the addressed queues. `lease_id`: the lease to claim under (a
     pop's second statement extends its first one's lease); a new one by default."""
+    shards = db.shards
+    # On Citus the candidates are on one shard (core/engine/ready/reader.py): the statement
+    # runs on its node, and the lease id names it (core/storage/shards.py).
+    shard = shards.shard_of(candidates[0]) if candidates else 0
+    route = shards.route(shard) if candidates else None
+    if shards.distributed and route is None and request.partition is not None \
+            and request.queue is not None:
+        # A named partition the ready set does not know yet: its shard from the directory,
+        # so the claim and its lease are on that shard too.
+        async with db.session() as conn:
+            found = await DIRECTORY.look_up(conn, PartitionName(
+                request.queue, request.partition, request.tenant))
+        if found is not None and found[1] is not None:
+            shard = shards.shard_of(found[1])
+            route = shards.route(shard)
     if request.auto_ack:
         lease_id = None
     elif lease_id is None:
-        lease_id = LeaseId(str(uuid7()))
+        lease_id = shards.lease_id(shard) if shards.distributed else LeaseId(str(uuid7()))
     seed_mode, seed_instant = requested_seed(request.subscription_mode,
                                              request.subscription_from)
     named = request.group != QUEUE_MODE
@@ -186,7 +202,8 @@ async def claim(db: Database, request: PopRequest, candidates: Sequence[int],
     async def statement() -> list[sql.ReadyRow]:
         async with db.session() as conn:
             return await sql.pop_ready(
-                conn, tenant=request.tenant, queue=request.queue, namespace=request.namespace, task=request.task,
+                conn, route=route, tenant=request.tenant, queue=request.queue,
+                namespace=request.namespace, task=request.task,
                 partition=request.partition, group=request.group, named=named,
                 seed_mode=seed_mode, seed_instant=seed_instant,
                 store_seed=named and request.partition is None, batch=request.batch,

@@ -1,6 +1,9 @@
 """Push: group validated items by partition, hand each group to the coalescer, gather verdicts.
 
-Every flush is announced to parked pops once it committed (one span per partition)."""
+Every flush is announced to parked pops once it committed (one span per partition). On
+Citus the partitions' ids are learned before their items are handed over (one statement for
+those not known yet: core/engine/directory.py), so that the coalescer puts only partitions
+of one shard in one call and the call goes to that shard's node (core/storage/shards.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from core.engine.coalescer import WriteCoalescer
-from core.engine.writes import Appended, NewMessage, PartitionName, Verdict, append_each
+from core.engine.directory import DIRECTORY, PartitionName
+from core.engine.writes import Appended, NewMessage, Verdict, append_each
 from core.errors import QueenError, StorageUnavailable
 from core.storage.database import Database
 
@@ -45,17 +49,27 @@ class Pusher:
                  on_appended: Callable[[Appended], None],
                  answer_within_s: float | None = None) -> None:
         self._db = db
+        self._shards = db.shards
         self._answer_within_s = answer_within_s
         self._on_appended = on_appended
         self.coalescer: WriteCoalescer[PartitionName, NewMessage, Verdict] = WriteCoalescer(
             self._flush, max_flush_items=max_flush_messages,
             max_pending_items=max_pending_messages, max_keys_per_flush=max_partitions_per_flush,
-            max_concurrent_flushes=max_concurrent_flushes)
+            max_concurrent_flushes=max_concurrent_flushes,
+            group_of=self._shard_of if db.shards.distributed else None)
+
+    def _shard_of(self, name: PartitionName) -> int:
+        known = DIRECTORY.known(name)
+        return -1 if known is None else self._shards.shard_of(known.partition_id)
 
     async def _flush(self, batch: list[tuple[PartitionName, list[NewMessage]]]
                      ) -> list[list[Verdict] | QueenError]:
+        route = None
+        if self._shards.distributed:
+            known = DIRECTORY.known(batch[0][0])
+            route = None if known is None else self._shards.route_of(known.partition_id)
         async with self._db.session() as conn:
-            results = await append_each(conn, batch)
+            results = await append_each(conn, batch, route=route)
         out: list[list[Verdict] | QueenError] = []
         for result in results:
             if isinstance(result, Appended):
@@ -73,6 +87,12 @@ class Pusher:
             by_name.setdefault((item.queue, item.partition, item.tenant), []).append(index)
         groups = {PartitionName(*name): indexes for name, indexes in by_name.items()}
         outcomes: list[PushOutcome | None] = [None] * len(items)
+        if self._shards.distributed and any(DIRECTORY.known(n) is None for n in groups):
+            try:
+                async with self._db.session() as conn:
+                    await DIRECTORY.learn(conn, list(groups))
+            except QueenError as exc:
+                return [PushOutcome(item, None, exc) for item in items]
 
         async def write_group(name: PartitionName, indexes: list[int]) -> None:
             try:

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from core.engine.ack import AckItem, AckOutcome, GroupAck, apply_acks
+from core.engine.directory import PartitionName
 from core.engine.wakeup import Wake
-from core.engine.writes import NewMessage, PartitionName, Verdict, append
+from core.engine.writes import NewMessage, Verdict, append
 from core.storage.database import Database
 from core.storage.statements import Conn
 

@@ -1,13 +1,15 @@
 """The write path below the coalescer: what a flush does to its partitions.
 
-`append` writes the flushes of several partitions in one statement (`queen.append`, one
-transaction and one commit when the connection is idle), each flush as one segment (or a
-few: a client-built blob goes in as it came, beside a segment of the other messages).
-Partitions are addressed by name and created by the statement when missing. A partition
-whose messages meet stored duplicates writes nothing and says which; those messages are
-taken out, the rest is written by the next statement. So the common case is one statement
-for many partitions, and duplicates cost a lookup of the stored messages' ids plus one
-more statement.
+`append` writes the flushes of several partitions in one statement
+(`queen.append_partitions`, one transaction and one commit when the connection is idle),
+each flush as one segment (or a few: a client-built blob goes in as it came, beside a
+segment of the other messages). Partitions are addressed by name with the id the process
+remembers for them (core/engine/directory.py); the statement looks up what it is not given
+(creating the partitions and queues that do not exist) and answers the ids, which are
+remembered for the next flush. A partition whose messages meet stored duplicates
+writes nothing and says which; those messages are taken out, the rest is written by the
+next statement. So the common case is one statement for many partitions, and duplicates
+cost a lookup of the stored messages' ids plus one more statement.
 
 Segments of a queue with `encryptionEnabled` are sealed (core/engine/encryption.py). Which queues
 those are is guessed from what earlier appends answered; the statement checks the guess
@@ -25,6 +27,7 @@ from typing import Literal
 
 from core import options, segments
 from core.engine import encryption, record_meta
+from core.engine.directory import DIRECTORY, Ids, PartitionName
 from core.errors import QueenError, StorageError, StorageUnavailable
 from core.ids import NIL_UUID
 from core.storage import writes as sql
@@ -76,13 +79,6 @@ class Verdict:
     partition_id: int
     offset: int | None = None  # for queued items, and duplicates of a stored message
     created_at: datetime | None = None
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class PartitionName:
-    queue: str
-    partition: str
-    tenant: str = ""  # the queue's tenant (core/tenancy); '' is the default tenant
 
 
 @dataclass(slots=True)
@@ -145,7 +141,7 @@ class _Flush:
         self.first = first_occurrences(messages)
         self.pending = list(range(len(messages)))
         self.verdicts: list[Verdict | None] = [None] * len(messages)
-        self.ids: tuple[int, int] | None = None  # (queue id, partition id) once known
+        self.ids: tuple[int, int] | None = None  # (queue id, partition id) once written
         self.encrypted = False  # whether the last target's segments were sealed
         self.encryption_rounds = 0
 
@@ -160,13 +156,16 @@ class _Flush:
             # A client-built blob is sealed as it came: encrypted, still stored unchanged.
             built = [sql.AppendSegment(encryption.seal(s.blob, queue, partition),
                                        s.transaction_ids) for s in built]
+        known = DIRECTORY.known(self.name)
         return sql.AppendTarget(queue, partition, namespace, task, built, repeats,
-                                self.encrypted, self.name.tenant)
+                                self.encrypted, known.partition_id if known else 0,
+                                self.name.tenant)
 
     def settle(self, row: sql.AppendRow) -> dict[int, int]:
         """Take in the statement's answer; answer {message index: stored offset} of the
         duplicates whose stored message id is still to be read."""
         self.ids = (row.queue_id, row.partition_id)
+        DIRECTORY.remember(self.name, Ids(row.queue_id, row.partition_id))
         if row.encrypted != self.encrypted:  # built the wrong way: nothing was written
             if len(_encrypted_queues) >= _MAX_REMEMBERED_QUEUES:
                 _encrypted_queues.clear()
@@ -208,11 +207,12 @@ class _Flush:
         return Appended(self.ids[0], self.ids[1], verdicts)
 
 
-async def append(conn: Conn, flushes: Sequence[tuple[PartitionName, Sequence[NewMessage]]]
-                 ) -> list[Appended]:
+async def append(conn: Conn, flushes: Sequence[tuple[PartitionName, Sequence[NewMessage]]],
+                 *, route: int | None = None) -> list[Appended]:
     """Write each partition's messages (all of them, or raise): autocommitted when `conn` is
     idle, else part of the caller's transaction (which then holds the partition locks until
-    it commits). Answers one `Appended` per flush, in order.
+    it commits). Answers one `Appended` per flush, in order. `route`: the shard all the
+    partitions are on, when the caller grouped them so (core/storage/shards.py).
 
     A transactionId already stored in the partition inside its queue's dedup window is a
     duplicate; so is a repeat within one flush when deduplication is on (the first occurrence
@@ -221,7 +221,7 @@ async def append(conn: Conn, flushes: Sequence[tuple[PartitionName, Sequence[New
     work = [_Flush(name, messages) for name, messages in flushes]
     todo = sorted(work, key=lambda f: f.name)  # one lock order for every writer
     while todo:
-        rows = await sql.append(conn, targets=[f.target() for f in todo],
+        rows = await sql.append(conn, route=route, targets=[f.target() for f in todo],
                                 default_options=options.DEFAULTS_JSON)
         again: list[_Flush] = []
         for flush, row in zip(todo, rows):
@@ -249,13 +249,13 @@ async def _read_stored_ids(conn: Conn, flush: _Flush, stored: dict[int, int]) ->
                                     offset)
 
 
-async def append_each(conn: Conn, flushes: Sequence[tuple[PartitionName, Sequence[NewMessage]]]
-                      ) -> list[Appended | QueenError]:
+async def append_each(conn: Conn, flushes: Sequence[tuple[PartitionName, Sequence[NewMessage]]],
+                      *, route: int | None = None) -> list[Appended | QueenError]:
     """`append` in one statement for all; if that fails for a reason other than an outage
     (a lock timeout: it wrote nothing), partition by partition, so one troubled partition
     fails only its own requests."""
     try:
-        return list(await append(conn, flushes))
+        return list(await append(conn, flushes, route=route))
     except StorageUnavailable:
         raise
     except QueenError as exc:
@@ -264,7 +264,7 @@ async def append_each(conn: Conn, flushes: Sequence[tuple[PartitionName, Sequenc
     out: list[Appended | QueenError] = []
     for flush in flushes:
         try:
-            out.extend(await append(conn, [flush]))
+            out.extend(await append(conn, [flush], route=route))
         except StorageUnavailable:
             raise
         except QueenError as exc:

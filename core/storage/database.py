@@ -1,8 +1,14 @@
-"""The connection pool of one process.
+"""The connection pools of one process.
 
 Statements run on a connection from `Database.session()` (autocommitted statements) or
 `Database.transaction()`; acquiring, committing and every statement translate driver errors
 (`core/storage/errors.py`), so nothing above the storage package sees asyncpg exceptions.
+
+On a Citus cluster (core/storage/cluster.py) a process has two pools: its `Database` on the
+coordinator, and `Database.log`, whose connections are spread over the other nodes, for the
+log's statements; `shards` says which shard each partition lives in
+(core/storage/shards.py). On one PostgreSQL `log` is the `Database` itself and `shards`
+knows one shard.
 """
 
 from __future__ import annotations
@@ -19,10 +25,13 @@ import asyncpg
 
 from core.errors import StorageError, StorageUnavailable
 from core.settings import Settings
+from core.storage import citus
+from core.storage.cluster import SpreadConnector, Topology
 from core.storage.errors import DRIVER_ERRORS, storage_errors, translate
 from core.storage.hosts import connector_for
 from core.storage.liveness import ServerWatch
 from core.storage.migrations import SchemaChanges, apply_schema
+from core.storage.shards import ShardMap
 from core.storage.statements import Conn, Statement
 from core.waiting import within
 
@@ -30,6 +39,22 @@ log = logging.getLogger(__name__)
 
 _PING = Statement[None]("ping")
 _ROLLBACK = Statement[None]("rollback")
+
+
+# On a Citus node (core/storage/cluster.py), every connection of the broker:
+# - shows shards in pg_class listings: the filter that hides them otherwise runs per row of
+#   every catalog scan, and the driver's type lookup (a scan of pg_class and pg_type, on a
+#   connection's first statement of a new type) took 2.6 s on the coordinator and over 5 s on
+#   a worker holding a few hundred shards instead of 0.05 s. Under load that was enough for
+#   the silence watch to give up on the coordinator, and every connection made again paid it
+#   again. The broker never lists relations.
+# - runs a modification of rows on several shards over one connection per node: a
+#   transaction that then writes a reference table (a queue or a group deleted: cursors,
+#   then the directory or subscriptions) is refused otherwise. The log's statements each
+#   touch one shard, so only the control plane's are slower for it.
+# A server without Citus keeps them as placeholders: nothing reads them there.
+CITUS_SESSION = {"citus.override_table_visibility": "off",
+                 "citus.multi_shard_modify_mode": "sequential"}
 
 
 def server_settings(settings: Settings, *, role: str = "") -> dict[str, str]:
@@ -41,6 +66,7 @@ def server_settings(settings: Settings, *, role: str = "") -> dict[str, str]:
         "lock_timeout": str(settings.db_lock_timeout_ms),
         # Our statements are small and keyed; JIT compilation only adds latency to them.
         "jit": "off",
+        **CITUS_SESSION,
     }
 
 
@@ -61,41 +87,49 @@ class PoolStats:
 
 
 class Database:
-    """The pool of one process. Statements run on `session()` / `transaction()`."""
+    """The pool of one process. Statements run on `session()` / `transaction()`; the log's
+    on `log.session()` (see the module docstring)."""
 
     def __init__(self, pool: asyncpg.Pool, settings: Settings,
-                 watch: ServerWatch | None = None) -> None:
+                 watch: ServerWatch | None = None, *, topology: Topology | None = None,
+                 shards: ShardMap | None = None, log_pool: asyncpg.Pool | None = None) -> None:
         self._pool = pool
         self._acquire_timeout = settings.db_connection_timeout_ms / 1000
         self._watch = watch
+        self.topology = topology or Topology.single("")
+        self.shards = shards or ShardMap()
+        self._log_pool = log_pool
+        self.log = self if log_pool is None else Database(
+            log_pool, settings, topology=self.topology, shards=self.shards)
 
     @classmethod
     async def open(cls, settings: Settings, dsn: str, *, migrate: bool = True,
                    wait_seconds: float = 30.0) -> Database:
-        """Wait for the server (up to `wait_seconds`), apply migrations, open the pool, and
-        start the process's watch on the server (core/storage/liveness.py)."""
-        if migrate:
-            conn = await connect_with_retry(dsn, settings, wait_seconds)
-            try:
-                with storage_errors():
+        """Wait for the server (up to `wait_seconds`), apply migrations, open the pool(s),
+        and start the process's watch on the server (core/storage/liveness.py)."""
+        topology = await read_topology(dsn, settings, wait_seconds)
+        conn = await connect_with_retry(topology.home_dsn, settings, wait_seconds)
+        try:
+            with storage_errors():
+                if migrate:
                     await apply_schema(conn)
-            finally:
-                await conn.close()
+                shards = await ShardMap.read(conn)
+        finally:
+            await conn.close()
         with storage_errors():
-            connector = connector_for(dsn)
-            options = connect_options(settings)
-            pool = await asyncpg.create_pool(
-                connector.dsn, connect=connector.connect, min_size=1, max_size=settings.db_pool_size,
-                max_inactive_connection_lifetime=300, reset=_reset_connection,
-                # The last resort for a server that stops answering: the watch (below) and
-                # the sockets' timeouts cut such connections much sooner.
-                command_timeout=settings.db_statement_timeout_ms / 1000 + 5
-                if settings.db_statement_timeout_ms else None, **options)
-        assert pool is not None
-        watch = ServerWatch(dsn, settings.db_silence_timeout_ms / 1000,
+            pool = await _create_pool(settings, connector_for(topology.home_dsn))
+            log_pool = None
+            if topology.log_dsns != (topology.home_dsn,):
+                log_pool = await _create_pool(settings, SpreadConnector(topology.log_dsns))
+        watch = ServerWatch(topology.home_dsn, settings.db_silence_timeout_ms / 1000,
                             connect_options(settings, role="watch"))
         watch.start()
-        return cls(pool, settings, watch)
+        return cls(pool, settings, watch, topology=topology, shards=shards, log_pool=log_pool)
+
+    @property
+    def home_dsn(self) -> str:
+        """Where the side connections of a process go (LISTEN and NOTIFY, the flushers)."""
+        return self.topology.home_dsn
 
     async def close(self, timeout: float = 5.0) -> None:
         """Close the pool's connections politely, or drop them after `timeout` seconds: a
@@ -104,12 +138,15 @@ class Database:
         kept a stopping broker from ever exiting."""
         if self._watch is not None:
             await self._watch.stop()
-        try:
-            await within(timeout, self._pool.close())
-        except TimeoutError:
-            log.warning("the database did not answer the pool's close in %.0f s; "
-                        "dropping its connections", timeout)
-            self._pool.terminate()
+        for pool in (self._pool, self._log_pool):
+            if pool is None:
+                continue
+            try:
+                await within(timeout, pool.close())
+            except TimeoutError:
+                log.warning("the database did not answer the pool's close in %.0f s; "
+                            "dropping its connections", timeout)
+                pool.terminate()
 
     @contextlib.asynccontextmanager
     async def session(self) -> AsyncIterator[Conn]:
@@ -139,6 +176,31 @@ class Database:
     def pool_stats(self) -> PoolStats:
         return PoolStats(self._pool.get_size(), self._pool.get_idle_size(),
                          self._pool.get_max_size())
+
+
+async def _create_pool(settings: Settings, connector: Any) -> asyncpg.Pool:
+    options = connect_options(settings)
+    pool = await asyncpg.create_pool(
+        connector.dsn, connect=connector.connect, min_size=1, max_size=settings.db_pool_size,
+        max_inactive_connection_lifetime=300, reset=_reset_connection,
+        # The last resort for a server that stops answering: the watch and the sockets'
+        # timeouts cut such connections much sooner.
+        command_timeout=settings.db_statement_timeout_ms / 1000 + 5
+        if settings.db_statement_timeout_ms else None, **options)
+    assert pool is not None
+    return pool
+
+
+async def read_topology(dsn: str, settings: Settings, wait_seconds: float) -> Topology:
+    """One PostgreSQL, or a Citus cluster whose first host is the coordinator: asked of
+    the first server that answers (core/storage/cluster.py)."""
+    conn = await connect_with_retry(dsn, settings, wait_seconds)
+    try:
+        with storage_errors():
+            found = await citus.version(conn) is not None
+    finally:
+        await conn.close()
+    return Topology.of_citus(dsn) if found else Topology.single(dsn)
 
 
 async def _reset_connection(conn: asyncpg.Connection) -> None:
@@ -177,7 +239,8 @@ async def migrate(settings: Settings, dsn: str, *, wait_seconds: float = 30.0
                   ) -> SchemaChanges:
     """Wait for the server, apply the schema (core/storage/migrations.py); answer what it
     applied."""
-    conn = await connect_with_retry(dsn, settings, wait_seconds)
+    topology = await read_topology(dsn, settings, wait_seconds)
+    conn = await connect_with_retry(topology.home_dsn, settings, wait_seconds)
     try:
         with storage_errors():
             return await apply_schema(conn)

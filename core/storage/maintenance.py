@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from core.storage.statements import Conn, Statement
 
@@ -11,6 +13,19 @@ from core.storage.statements import Conn, Statement
 class ExpiredLease:
     queue_id: int | None  # None when the partition went away meanwhile
     partition_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class DueCursor:
+    partition_id: int
+    consumer_group: str
+
+
+@dataclass(frozen=True, slots=True)
+class Prunable:
+    partition_id: int
+    below: int  # one past the highest offset to prune
+    cutoff: datetime  # rows appended before it go
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +46,14 @@ class RetentionResult:
 
 _EXPIRE_LEASES = Statement("reaper_expire_leases", ExpiredLease)
 _DUE_RETRIES = Statement("reaper_due_retries", ExpiredLease)
+_CITUS_EXPIRED = Statement("citus_reaper_expired", DueCursor)
+_CITUS_DUE = Statement("citus_reaper_due", DueCursor)
+_RELEASE_CURSORS = Statement("release_cursors", ExpiredLease)
+_FORGET_LEASES = Statement[None]("forget_leases")
+_CITUS_PRUNABLE = Statement("citus_reaper_prunable", Prunable)
+_PRUNE_KEYS = Statement[None]("prune_keys")
+_TRY_SESSION_LOCK = Statement[None]("reaper_try_session_lock")
+_SESSION_UNLOCK = Statement[None]("reaper_session_unlock")
 _TRY_LOCK = Statement[None]("reaper_try_lock")
 _PRUNE_TXN_INDEX = Statement[None]("reaper_prune_txn_index")
 _RETENTION_PARTITIONS = Statement("reaper_retention_partitions", RetentionTarget)
@@ -44,6 +67,43 @@ async def expire_leases(conn: Conn, *, batch: int) -> list[ExpiredLease]:
 async def due_retries(conn: Conn, *, batch: int) -> list[ExpiredLease]:
     """Clear passed retryDelay not-before times; answer where spans became claimable."""
     return await _DUE_RETRIES.rows(conn, batch)
+
+
+async def citus_due_cursors(conn: Conn, *, batch: int, retries: bool) -> list[DueCursor]:
+    """On Citus: cursors whose lease expired (or, with `retries`, whose retryDelay passed),
+    read from every shard."""
+    return await (_CITUS_DUE if retries else _CITUS_EXPIRED).rows(conn, batch)
+
+
+async def release_cursors(conn: Conn, *, route: int, cursors: Sequence[DueCursor],
+                          retries: bool) -> list[ExpiredLease]:
+    """Release cursors of the shard of `route` (their leases, or their not-before times)."""
+    return await _RELEASE_CURSORS.rows(conn, route, [c.partition_id for c in cursors],
+                                       [c.consumer_group for c in cursors], retries)
+
+
+async def forget_leases(conn: Conn, *, route: int, after_seconds: int) -> int:
+    return int(await _FORGET_LEASES.value(conn, route, after_seconds))
+
+
+async def citus_prunable(conn: Conn, *, batch: int, floor_seconds: int) -> list[Prunable]:
+    """On Citus: partitions with index rows to prune, read from every shard."""
+    return await _CITUS_PRUNABLE.rows(conn, batch, floor_seconds)
+
+
+async def prune_keys(conn: Conn, *, route: int, targets: Sequence[Prunable]) -> int:
+    """Prune the index rows of partitions of the shard of `route`; answers rows deleted."""
+    return int(await _PRUNE_KEYS.value(conn, route, [t.partition_id for t in targets],
+                                       [t.below for t in targets],
+                                       [t.cutoff for t in targets]))
+
+
+async def try_session_lock(conn: Conn, *, key: int) -> bool:
+    return bool(await _TRY_SESSION_LOCK.value(conn, key))
+
+
+async def session_unlock(conn: Conn, *, key: int) -> None:
+    await _SESSION_UNLOCK.run(conn, key)
 
 
 async def try_lock(conn: Conn, *, key: int) -> bool:

@@ -18,12 +18,14 @@ they are (older code re-applying its own would undo the newer ones).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import re
 from dataclasses import dataclass
 from importlib.resources.abc import Traversable
 
+from core.storage import citus
 from core.storage.statements import SCHEMA_DIR, Conn, Statement
 
 log = logging.getLogger(__name__)
@@ -47,6 +49,7 @@ class SchemaChanges:
     migrations: list[int]     # versions applied now
     functions: list[str]      # function files applied now
     unknown: list[int]        # recorded versions without a file here: newer code migrated
+    distributed: list[str] = dataclasses.field(default_factory=list)  # placed now (Citus)
 
 
 _LOCK = Statement[None]("migration_lock")
@@ -105,9 +108,10 @@ async def apply_schema(conn: Conn, schema: Traversable = SCHEMA_DIR) -> SchemaCh
                         unknown)
             return SchemaChanges(migrations, [], unknown)
         functions = await _apply_functions(conn, schema)
+        placed = await citus.distribute(conn) if await citus.version(conn) else []
     finally:
         await _UNLOCK.run(conn, _ADVISORY_LOCK_KEY)
-    return SchemaChanges(migrations, functions, [])
+    return SchemaChanges(migrations, functions, [], placed)
 
 
 async def _apply_migrations(conn: Conn, schema: Traversable) -> list[int]:

@@ -77,16 +77,26 @@ class AckInputs:
 
 @dataclass(frozen=True, slots=True)
 class LeaseExpiry:
+    """A cursor extended (lease_expires_at), or a lease's other shards (routes)."""
+
     lease_id: str
-    lease_expires_at: datetime
+    lease_expires_at: datetime | None
+    routes: list[int] | None
 
 
 @dataclass(frozen=True, slots=True)
-class PartitionState:
-    queue_id: int
-    partition_id: int | None
-    last_offset: int | None
-    log_start: int | None
+class PartitionHead:
+    queue: str
+    partition: str
+    last_offset: int
+    log_start: int
+    tenant: str  # the queue's (core/tenancy)
+
+
+@dataclass(frozen=True, slots=True)
+class DirectoryEntry:
+    partition_id: int
+    partition: str
 
 
 @dataclass(slots=True)
@@ -109,25 +119,35 @@ class RangeRow:
 
 
 _POP_READY = Statement("pop_ready", ReadyRow)
+_POP_READY_HERE = Statement("pop_ready_here", ReadyRow)
 _READY_SCAN = Statement("ready_scan", ScannedPartition)
+_READY_DIRECTORY = Statement("ready_directory", DirectoryEntry)
+_READY_CHECK = Statement("ready_check", ScannedPartition)
 _QUEUE_PARTITION_IDS = Statement[None]("queue_partition_ids")
 _ACK = Statement("ack", AckRow)
+_ACK_HERE = Statement("ack_here", AckRow)
 _ACK_JOINED = Statement("ack_joined", AckRow)
+_ACK_JOINED_HERE = Statement("ack_joined_here", AckRow)
 _SPAN_SEGMENTS = Statement("span_segments", PlacedSegmentRow)
 _EXTEND_LEASES = Statement("extend_leases", LeaseExpiry)
-_FETCH_PARTITION_STATE = Statement("fetch_partition_state", PartitionState)
+_EXTEND_LEASES_HERE = Statement("extend_leases_here", LeaseExpiry)
+_LINK_LEASE = Statement[None]("link_lease")
+_FETCH_HEAD = Statement("fetch_head", PartitionHead)
 _FETCH_SEGMENTS = Statement("fetch_segments", RangeRow)
 
 
-async def pop_ready(conn: Conn, *, tenant: str, queue: str | None, namespace: str | None,
+async def pop_ready(conn: Conn, *, route: int | None, tenant: str, queue: str | None,
+                    namespace: str | None,
                     task: str | None, partition: str | None, group: str, named: bool,
                     seed_mode: str, seed_instant: datetime | None, store_seed: bool,
                     batch: int, partitions: int, auto_ack: bool, lease_seconds: int,
                     lease_fallback: int, lease_id: str, candidates: Sequence[int],
                     conflation: bool = False, conflation_width: int = 1) -> list[ReadyRow]:
-    """Claim among candidates and read, in one statement (schema/functions/30_pop.sql)."""
-    return await _POP_READY.rows(
-        conn, tenant=tenant, queue=queue, namespace=namespace, task=task,
+    """Claim among candidates and read, in one statement (schema/functions/30_pop.sql);
+    `route`: the shard of every candidate (core/storage/shards.py), None on one PostgreSQL."""
+    statement = _POP_READY if route is not None else _POP_READY_HERE
+    return await statement.rows(
+        conn, route=route, tenant=tenant, queue=queue, namespace=namespace, task=task,
         partition=partition, group=group, named=named, seed_mode=seed_mode,
         seed_instant=seed_instant, store_seed=store_seed, batch=batch, partitions=partitions,
         auto_ack=auto_ack, lease_seconds=lease_seconds, lease_fallback=lease_fallback,
@@ -141,28 +161,44 @@ async def ready_scan(conn: Conn, *, queue_id: int, group: str, after: int,
     return await _READY_SCAN.rows(conn, queue_id, group, after, limit)
 
 
+async def ready_directory(conn: Conn, *, queue_id: int, after: int,
+                          limit: int) -> list[DirectoryEntry]:
+    """A page of a queue's partitions from the directory (Citus's reseed, first step)."""
+    return await _READY_DIRECTORY.rows(conn, queue_id, after, limit)
+
+
+async def ready_check(conn: Conn, *, partition_ids: Sequence[int],
+                      group: str) -> list[ScannedPartition]:
+    """Which of these partitions of one shard may hold data for the group (second step)."""
+    return await _READY_CHECK.rows(conn, list(partition_ids), group)
+
+
 async def queue_partition_ids(conn: Conn, *, queue: str, tenant: str) -> list[int]:
     """The ids of a queue's partitions (schema/queries/ready.sql)."""
     return [int(v) for v in await _QUEUE_PARTITION_IDS.values(conn, queue, tenant)]
 
 
-async def ack(conn: Conn, *, items: AckInputs, scan_missing: bool) -> list[AckRow]:
+async def ack(conn: Conn, *, route: int | None, items: AckInputs,
+              scan_missing: bool) -> list[AckRow]:
     """Apply acks in one statement (schema/functions/40_ack.sql); the text columns go as
-    one text each (`ack_joined`) unless a value holds a separator."""
+    one text each (`ack_joined`) unless a value holds a separator. `route`: the shard of
+    every item's partition (core/storage/shards.py), None on one PostgreSQL."""
     tenants = items.tenants
     joined = [_joined(items.groups), _joined(items.transaction_ids), _joined(items.statuses),
               _joined(tenants), None if items.lease_ids is None else _joined(items.lease_ids)]
     if None in joined[:4] or (items.lease_ids is not None and joined[4] is None):
-        return await _ACK.rows(
-            conn, groups=items.groups, partition_ids=items.partition_ids,
+        statement = _ACK if route is not None else _ACK_HERE
+        return await statement.rows(
+            conn, route=route, groups=items.groups, partition_ids=items.partition_ids,
             transaction_ids=items.transaction_ids, statuses=items.statuses,
             lease_ids=items.lease_ids, errors=items.errors, offsets=items.offsets,
             scan_missing=scan_missing, tenants=tenants)
-    return await _ACK_JOINED.rows(
-        conn, groups=joined[0], partition_ids=",".join(map(str, items.partition_ids)),
-        transaction_ids=joined[1], statuses=joined[2], lease_ids=joined[4],
-        errors=items.errors, offsets=items.offsets, scan_missing=scan_missing,
-        tenants=joined[3])
+    statement = _ACK_JOINED if route is not None else _ACK_JOINED_HERE
+    return await statement.rows(
+        conn, route=route, groups=joined[0],
+        partition_ids=",".join(map(str, items.partition_ids)), transaction_ids=joined[1],
+        statuses=joined[2], lease_ids=joined[4], errors=items.errors, offsets=items.offsets,
+        scan_missing=scan_missing, tenants=joined[3])
 
 
 _SEPARATOR, _NULL = "\x1f", "\x1e"
@@ -183,17 +219,23 @@ async def span_segments(conn: Conn, *, partition_id: int, lo: int,
     return await _SPAN_SEGMENTS.rows(conn, partition_id=partition_id, lo=lo, hi=hi)
 
 
-async def extend_leases(conn: Conn, *, lease_ids: Sequence[str], seconds: Sequence[float],
-                        tenants: Sequence[str]) -> list[LeaseExpiry]:
+async def extend_leases(conn: Conn, *, route: int | None, lease_ids: Sequence[str],
+                        seconds: Sequence[float], tenants: Sequence[str]) -> list[LeaseExpiry]:
     """The new expiry of every live lease of the (distinct) lease ids on their tenants'
-    queues; none for expired ones."""
-    return await _EXTEND_LEASES.rows(conn, lease_ids=list(lease_ids), seconds=list(seconds),
-                                     tenants=list(tenants))
+    queues; none for expired ones. `route`: the shard the leases were claimed on; None:
+    search every cursor."""
+    statement = _EXTEND_LEASES if route is not None else _EXTEND_LEASES_HERE
+    return await statement.rows(conn, route=route, lease_ids=list(lease_ids),
+                                seconds=list(seconds), tenants=list(tenants))
 
 
-async def fetch_partition_state(conn: Conn, *, tenant: str, queue: str,
-                                partition: str) -> PartitionState | None:
-    return await _FETCH_PARTITION_STATE.one(conn, queue, partition, tenant)
+async def link_lease(conn: Conn, *, route: int, lease_id: str, routes: Sequence[int]) -> None:
+    """A lease spans shards: the row on its first shard learns the others' routes."""
+    await _LINK_LEASE.run(conn, route, lease_id, list(routes))
+
+
+async def fetch_head(conn: Conn, *, partition_id: int) -> PartitionHead | None:
+    return await _FETCH_HEAD.one(conn, partition_id)
 
 
 async def fetch_segments(conn: Conn, *, partition_id: int, offset: int,

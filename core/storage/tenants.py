@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from core.storage.statements import Conn, Statement
@@ -63,6 +63,7 @@ _USAGE_STORE = Statement[None]("tenant_usage_store")
 _NAMES_LOCK = Statement[None]("tenant_names_lock")
 _NAMES = Statement("tenant_names", NameRow)
 _NAMES_CREATE = Statement[None]("tenant_names_create")
+_NAMES_CREATE_PARTITIONS = Statement[None]("tenant_names_create_partitions")
 _QUEUE_NAMES = Statement[None]("tenant_queue_names")
 
 
@@ -117,12 +118,21 @@ async def names(conn: Conn, *, tenant: str,
 
 
 async def create_names(conn: Conn, *, tenant: str, queues: Sequence[tuple[str, str, str]],
-                       default_options: str, pairs: Sequence[tuple[str, str]]) -> None:
+                       default_options: str, pairs: Sequence[tuple[str, str]],
+                       derive: Callable[[str], tuple[str, str]]) -> None:
     """Create `queues` ((name, namespace, task)) and the partitions `pairs` ((queue,
-    partition)) of a tenant, leaving what exists as it is."""
+    partition)) of a tenant, leaving what exists as it is (in the caller's transaction);
+    `derive` gives the namespace and task of a queue a partition needs and `queues` lacks."""
     await _NAMES_CREATE.run(conn, tenant, [q[0] for q in queues], [q[1] for q in queues],
-                            [q[2] for q in queues], default_options, [q for q, _ in pairs],
-                            [p for _, p in pairs])
+                            [q[2] for q in queues], default_options)
+    if not pairs:
+        return
+    shapes = {name: (namespace, task) for name, namespace, task in queues}
+    ordered = sorted(set(pairs))  # the order every writer creates partitions in
+    kinds = [shapes.get(q) or derive(q) for q, _ in ordered]
+    await _NAMES_CREATE_PARTITIONS.run(
+        conn, [tenant] * len(ordered), [q for q, _ in ordered], [p for _, p in ordered],
+        [k[0] for k in kinds], [k[1] for k in kinds], default_options)
 
 
 async def queue_names(conn: Conn, *, tenant: str) -> set[str]:

@@ -49,7 +49,8 @@ class AppendSegment:
 
 @dataclass(frozen=True, slots=True)
 class AppendTarget:
-    """A partition to append to, by name, with the segments it gets (in order)."""
+    """A partition to append to, by name (and its id, once known), with the segments it
+    gets (in order)."""
 
     queue: str
     partition: str
@@ -58,27 +59,75 @@ class AppendTarget:
     segments: Sequence[AppendSegment]
     repeats: bool  # whether a transactionId occurs twice among its frames
     encrypted: bool = False  # whether its segments are sealed (core/engine/encryption.py)
+    partition_id: int = 0  # the id remembered for it; 0: none (looked up by name)
     tenant: str = ""  # the queue's tenant (core/tenancy)
 
 
-_APPEND = Statement("append", AppendRow)
+@dataclass(frozen=True, slots=True)
+class PartitionIds:
+    queue_id: int
+    partition_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLookup:
+    queue_id: int
+    partition_id: int | None  # None: the queue exists, the partition does not
+
+
+_PARTITION_IDS = Statement("partition_ids", PartitionIds)
+_PARTITION_LOOKUP = Statement("partition_lookup", PartitionLookup)
+_APPEND = Statement("append_partitions", AppendRow)
+_APPEND_HERE = Statement("append_partitions_here", AppendRow)
 _SEGMENTS_AT = Statement("segments_at", SegmentRow)
 _LOCK_QUEUE = Statement("lock_queue", QueueRow)
 _INSERT_QUEUE = Statement[None]("insert_queue")
 _UPDATE_QUEUE = Statement[None]("update_queue")
 _DELETE_QUEUE_ROW = Statement[None]("delete_queue_row")
+_DELETE_QUEUE_DIRECTORY = Statement[None]("delete_queue_directory")
 _DELETE_QUEUE_PARTITIONS = Statement[None]("delete_queue_partitions")
 _DELETE_PARTITION_DATA = Statement[None]("delete_partition_data")
 _DELETE_QUEUE_SUBSCRIPTIONS = Statement[None]("delete_queue_subscriptions")
 
 
-async def append(conn: Conn, *, targets: Sequence[AppendTarget],
+async def partition_ids(conn: Conn, *, tenants: Sequence[str], queues: Sequence[str],
+                        partitions: Sequence[str], namespaces: Sequence[str],
+                        tasks: Sequence[str], default_options: str) -> list[PartitionIds]:
+    """The ids of partitions by name (each of a queue of its tenant), created with their
+    queue when missing; one row per name, in order (callers give names in (queue,
+    partition) order)."""
+    return await _PARTITION_IDS.rows(conn, list(tenants), list(queues), list(partitions),
+                                     list(namespaces), list(tasks), default_options)
+
+
+async def partition_lookup(conn: Conn, *, tenant: str, queue: str,
+                           partition: str) -> PartitionLookup | None:
+    """A partition's id by name, creating nothing; None when the tenant has no such
+    queue."""
+    return await _PARTITION_LOOKUP.one(conn, tenant, queue, partition)
+
+
+async def append(conn: Conn, *, route: int | None, targets: Sequence[AppendTarget],
                  default_options: str) -> list[AppendRow]:
-    """Append to several partitions in one statement (schema/functions/20_append.sql); one row per
-    target, in order. Callers order targets by (queue, partition) so that concurrent
-    appends lock partition rows in one order."""
-    return await _APPEND.rows(conn, *append_arguments(targets, default_options),
-                              [t.tenant for t in targets])
+    """Append to several partitions in one statement (schema/functions/20_append.sql); one
+    row per target, in order. Callers order targets by (queue, partition) so that concurrent
+    appends lock partition rows in one order; `route`: the shard all of them are on
+    (core/storage/shards.py), None on one PostgreSQL."""
+    blobs: list[bytes] = []
+    frames: list[int] = []
+    txids: list[str] = []
+    for target in targets:
+        for segment in target.segments:
+            blobs.append(segment.blob)
+            frames.append(len(segment.transaction_ids))
+            txids.extend(segment.transaction_ids)
+    statement = _APPEND if route is not None else _APPEND_HERE
+    return await statement.rows(
+        conn, route, [t.tenant for t in targets], [t.partition_id for t in targets],
+        [t.queue for t in targets], [t.partition for t in targets],
+        [t.namespace for t in targets], [t.task for t in targets], default_options,
+        [len(t.segments) for t in targets], frames, blobs, txids,
+        [t.repeats for t in targets], [t.encrypted for t in targets])
 
 
 def append_arguments(targets: Sequence[AppendTarget], default_options: str) -> list[Any]:
@@ -122,6 +171,10 @@ async def delete_queue_row(conn: Conn, *, tenant: str, name: str) -> int | None:
     """The deleted queue's id; None when there was none."""
     value = await _DELETE_QUEUE_ROW.value(conn, name, tenant)
     return None if value is None else int(value)
+
+
+async def delete_queue_directory(conn: Conn, *, queue_id: int) -> None:
+    await _DELETE_QUEUE_DIRECTORY.run(conn, queue_id)
 
 
 async def delete_queue_partitions(conn: Conn, *, queue_id: int) -> list[int]:

@@ -23,6 +23,7 @@ from core import options
 from core.counters import COUNTERS
 from core.engine import writes
 from core.engine.ack import partition_id_of
+from core.engine.directory import PartitionName
 from core.engine.wakeup import Publish, Wake
 from core.errors import CapacityExceeded
 from core.ids import uuid7
@@ -154,15 +155,13 @@ class Streams:
                            row.ack_count, row.lease_released)
 
 
-def _flushes(cycle: Cycle, tenant: str
-              ) -> list[tuple[writes.PartitionName, list[writes.NewMessage]]]:
+def _flushes(cycle: Cycle, tenant: str) -> list[tuple[PartitionName, list[writes.NewMessage]]]:
     """The cycle's pushes as one flush per sink (queue, partition of the tenant's), in
     lock order; messages without an id get UUIDv7s minted in order (monotone within the
     cycle)."""
-    by_name: dict[writes.PartitionName, list[writes.NewMessage]] = {}
+    by_name: dict[PartitionName, list[writes.NewMessage]] = {}
     for push, txid in zip(cycle.pushes, derived_transaction_ids(cycle)):
-        by_name.setdefault(writes.PartitionName(push.queue, push.partition, tenant),
-                           []).append(
+        by_name.setdefault(PartitionName(push.queue, push.partition, tenant), []).append(
             writes.NewMessage(push.message_id or uuid7(), txid, push.payload,
                               producer_sub=cycle.producer_sub))
     return sorted(by_name.items(), key=lambda f: f[0])  # lock order: see writes.append

@@ -108,7 +108,8 @@ class Catalog:
                 conn, tenant=tenant,
                 queues=[(q, *options.derive_namespace_task(q)) for q in new_queues],
                 default_options=options.DEFAULTS_JSON,
-                pairs=[(q, p) for q, p in todo if p is not None])
+                pairs=[(q, p) for q, p in todo if p is not None],
+                derive=options.derive_namespace_task)
         if known.full is not None:
             known.full.update(new_queues)
         known.pairs.update(todo)

@@ -26,8 +26,9 @@ import msgspec
 
 from core import options
 from core.engine import encryption
+from core.engine.directory import PartitionName
 from core.engine.wakeup import Wake
-from core.engine.writes import Appended, NewMessage, PartitionName, append
+from core.engine.writes import Appended, NewMessage, append
 from core.errors import QueenError, ServiceError
 from core.segments import unpack_client_frame
 from core.storage import timers as sql

@@ -6,7 +6,9 @@ from several processes at once and safe to interrupt at any point: all state liv
 rows themselves, so a killed reaper loses nothing and a restarted one simply finds the work
 still there. Double application is prevented in the database:
 
-- lease expiry locks the rows it releases with `FOR UPDATE SKIP LOCKED`;
+- lease expiry locks the rows it releases with `FOR UPDATE SKIP LOCKED` (on Citus: a read
+  of every shard finds them, then one call per shard locks and releases that shard's own,
+  so no write spans two nodes; `_release_by_shard`);
 - index pruning and retention run under transaction-scoped advisory locks
   (`pg_try_advisory_xact_lock`), so a second reaper skips a unit another one is doing.
 """
@@ -38,8 +40,12 @@ _RETENTION_LOCK_BASE = _LOCK_BASE + (1 << 19)
 INDEX_KEEP_FLOOR_SECONDS = 3600
 
 LEASE_BATCH = 1000
+# On Citus, the rows that place a lease on its shard (queen.log_leases) are kept this long
+# after the lease ended (an extension of it finds nothing to extend by then anyway).
+LEASE_ROWS_KEPT_SECONDS = 60
 TRACE_BATCH = 10_000
 INDEX_PRUNE_BATCH = 10_000
+_PRUNE_PARTITIONS = 1000  # on Citus: partitions one read of every shard finds to prune
 # Upper bound of batches per step per pass, so one pass stays short and the loop keeps its
 # cadence even with a large backlog; the next pass continues where this one stopped.
 MAX_BATCHES_PER_PASS = 20
@@ -73,24 +79,57 @@ async def expire_leases(db: Database, *, batch: int = LEASE_BATCH,
     Answers the number of leases released by this call."""
     released = 0
     for _ in range(MAX_BATCHES_PER_PASS):
-        async with db.session() as conn:
-            rows = await sql.expire_leases(conn, batch=batch)
+        if db.shards.distributed:
+            found, rows = await _release_by_shard(db, batch=batch, retries=False)
+        else:
+            async with db.session() as conn:
+                rows = await sql.expire_leases(conn, batch=batch)
+            found = len(rows)
         if announce is not None:
             announce((r.queue_id, r.partition_id) for r in rows if r.queue_id is not None)
         released += len(rows)
-        if len(rows) < batch:
+        if found < batch:
             break
     COUNTERS.add("leases_expired", released)  # queen_leases_expired_total
     # Spans released with a retryDelay are claimable from their not-before time on, which
     # nothing else announces (parked pops skip re-checks while nothing is announced).
     for _ in range(MAX_BATCHES_PER_PASS):
-        async with db.session() as conn:
-            rows = await sql.due_retries(conn, batch=batch)
+        if db.shards.distributed:
+            found, rows = await _release_by_shard(db, batch=batch, retries=True)
+        else:
+            async with db.session() as conn:
+                rows = await sql.due_retries(conn, batch=batch)
+            found = len(rows)
         if announce is not None:
             announce((r.queue_id, r.partition_id) for r in rows if r.queue_id is not None)
-        if len(rows) < batch:
+        if found < batch:
             break
     return released
+
+
+async def _release_by_shard(db: Database, *, batch: int, retries: bool
+                            ) -> tuple[int, list[sql.ExpiredLease]]:
+    """On Citus: the due cursors, read from every shard, released by one call per shard.
+    Answers how many the read found and what was released."""
+    shards = db.shards
+    async with db.session() as conn:
+        due = await sql.citus_due_cursors(conn, batch=batch, retries=retries)
+        released: list[sql.ExpiredLease] = []
+        for shard, cursors in shards.by_shard(due, lambda c: c.partition_id).items():
+            route = shards.route(shard)
+            assert route is not None
+            released += await sql.release_cursors(conn, route=route, cursors=cursors,
+                                                  retries=retries)
+    return len(due), released
+
+
+async def forget_leases(db: Database, *, after_seconds: int = LEASE_ROWS_KEPT_SECONDS) -> int:
+    """On Citus: drop the rows of leases over for `after_seconds` (one call per shard)."""
+    forgotten = 0
+    async with db.session() as conn:
+        for route in db.shards.routes:
+            forgotten += await sql.forget_leases(conn, route=route, after_seconds=after_seconds)
+    return forgotten
 
 
 async def prune_txn_index(db: Database, *, batch: int = INDEX_PRUNE_BATCH,
@@ -99,6 +138,8 @@ async def prune_txn_index(db: Database, *, batch: int = INDEX_PRUNE_BATCH,
 
     The horizon is greatest(dedupWindowSeconds, floor_seconds). Answers rows deleted; 0 when
     another reaper holds the pruning lock."""
+    if db.shards.distributed:
+        return await _prune_by_shard(db, batch=batch, floor_seconds=floor_seconds)
     pruned = 0
     for _ in range(MAX_BATCHES_PER_PASS):
         async with db.transaction() as conn:
@@ -108,6 +149,31 @@ async def prune_txn_index(db: Database, *, batch: int = INDEX_PRUNE_BATCH,
         pruned += count
         if count < batch:
             break
+    return pruned
+
+
+async def _prune_by_shard(db: Database, *, batch: int, floor_seconds: int) -> int:
+    """On Citus: a read of every shard finds the partitions to prune, then one call per shard
+    prunes that shard's, each in a transaction of its own on its node. The lock is a session
+    lock, held across the calls (a transaction lock would hold them in one transaction: a
+    two-phase commit over the nodes)."""
+    shards = db.shards
+    pruned = 0
+    async with db.session() as conn:
+        if not await sql.try_session_lock(conn, key=INDEX_PRUNE_LOCK):
+            return 0
+        try:
+            for _ in range(MAX_BATCHES_PER_PASS):
+                targets = await sql.citus_prunable(conn, batch=_PRUNE_PARTITIONS,
+                                                   floor_seconds=floor_seconds)
+                for shard, group in shards.by_shard(targets, lambda t: t.partition_id).items():
+                    route = shards.route(shard)
+                    assert route is not None
+                    pruned += await sql.prune_keys(conn, route=route, targets=group)
+                if len(targets) < _PRUNE_PARTITIONS or pruned >= batch * MAX_BATCHES_PER_PASS:
+                    break
+        finally:
+            await sql.session_unlock(conn, key=INDEX_PRUNE_LOCK)
     return pruned
 
 
@@ -167,6 +233,8 @@ async def run_pass(db: Database, *, retention: bool, segment_batch: int,
     report.leases_expired = await expire_leases(db, announce=announce)
     report.index_rows_pruned = await prune_txn_index(db)
     if retention:
+        if db.shards.distributed:
+            await forget_leases(db)
         report.segments_deleted, report.partitions_trimmed = await apply_retention(
             db, segment_batch=segment_batch)
         if trace_retention_seconds > 0:

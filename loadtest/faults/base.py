@@ -27,7 +27,7 @@ SINGLE_BROKER_FAULTS = ("worker_kill", "reaper_kill", "pg_kill", "worker_stop",
 
 @dataclass
 class RunConfig:
-    database: str = "embedded"         # embedded | external | ha
+    database: str = "embedded"         # embedded | external | ha | citus
     brokers: int = 1
     faults: tuple[str, ...] = SINGLE_BROKER_FAULTS
     duration: float = 0.0              # fault phase; 0 = one pass over the schedule

@@ -7,6 +7,7 @@ import asyncio
 from pathlib import Path
 
 from loadtest.faults.base import RESULTS, SINGLE_BROKER_FAULTS, RunConfig
+from loadtest.faults.citus import CITUS_FAULTS
 from loadtest.faults.ha import HA_FAULTS
 from loadtest.faults.report import publish, table
 from loadtest.faults.run import TWO_BROKER_FAULTS, run
@@ -14,11 +15,12 @@ from loadtest.faults.run import TWO_BROKER_FAULTS, run
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("faults", help="the ledger under faults (docs/architecture/reliability.md)")
-    p.add_argument("--database", choices=("embedded", "external", "two-brokers", "ha"),
+    p.add_argument("--database", choices=("embedded", "external", "two-brokers", "ha", "citus"),
                    default="embedded",
                    help="embedded: serve's own PostgreSQL; external: one the harness runs; "
                         "two-brokers: two serve instances over one external PostgreSQL; "
-                        "ha: one serve on a Patroni pair (pip install -e '.[ha]')")
+                        "ha: one serve on a Patroni pair (pip install -e '.[ha]'); "
+                        "citus: one serve on a Citus cluster of two workers (QUEEN_CITUS_BIN)")
     p.add_argument("--duration", type=float, default=120.0,
                    help="seconds of fault schedule (repeated until then; at least one pass)")
     p.add_argument("--faults", nargs="*", help="schedule (default: every fault of the mode)")
@@ -47,7 +49,8 @@ def main(args: argparse.Namespace) -> int:
         raise SystemExit("--freeze-seconds applies to --database ha")
     faults = tuple(args.faults) if args.faults else (
         TWO_BROKER_FAULTS if two else ("ha_freeze",) * len(freezes) if freezes
-        else HA_FAULTS if args.database == "ha" else SINGLE_BROKER_FAULTS)
+        else HA_FAULTS if args.database == "ha" else CITUS_FAULTS if args.database == "citus"
+        else SINGLE_BROKER_FAULTS)
     cfg = RunConfig(database="external" if two else args.database, brokers=2 if two else 1,
                     faults=faults, duration=args.duration, producers=args.producers,
                     consumers=args.consumers, rate=args.rate, workers=args.workers,

@@ -21,8 +21,9 @@ from typing import Any, Protocol
 
 from core.embedded import EmbeddedPostgres
 from core.waiting import within
-from loadtest.faults import ha
+from loadtest.faults import citus, ha
 from loadtest.faults.base import Harness, Healer
+from loadtest.faults.citus import CitusNodes
 from loadtest.faults.ha import PatroniPair
 from loadtest.faults.roles import postmaster_of
 from loadtest.faults.servers import ROOT, ServeInstance, die_with_parent, kill_pids, pg_ready
@@ -30,13 +31,15 @@ from loadtest.faults.spool_fault import maintenance_kill
 
 NAMES = ("worker_kill", "reaper_kill", "pg_kill", "pg_immediate", "worker_stop",
          "consumer_kill", "supervisor_kill", "maintenance_kill",
-         "ha_pg_kill", "ha_freeze", "ha_standby_cut")
+         "ha_pg_kill", "ha_freeze", "ha_standby_cut", "citus_worker_kill", "citus_add_worker")
 
 
 class FaultHarness(Harness, Protocol):
-    """A run as the faults see it: also the Patroni pair of a run on one."""
+    """A run as the faults see it: also the Patroni pair or the Citus cluster of a run on
+    one."""
 
     ha: PatroniPair | None
+    citus: CitusNodes | None
 
 
 class Injector(Healer):
@@ -154,6 +157,15 @@ class Injector(Healer):
     async def ha_standby_cut(self, inst: ServeInstance) -> dict[str, Any]:
         assert self.run.ha is not None
         return await ha.ha_standby_cut(self, inst, self.run.ha)
+
+    # Citus faults (--database citus): loadtest/faults/citus.py
+    async def citus_worker_kill(self, inst: ServeInstance) -> dict[str, Any]:
+        assert self.run.citus is not None
+        return await citus.citus_worker_kill(self, inst, self.run.citus)
+
+    async def citus_add_worker(self, inst: ServeInstance) -> dict[str, Any]:
+        assert self.run.citus is not None
+        return await citus.citus_add_worker(self, inst, self.run.citus)
 
     async def consumer_kill(self, inst: ServeInstance) -> dict[str, Any]:
         rec: dict[str, Any] = {"target": "consumer"}

@@ -41,6 +41,7 @@ from core.embedded import stop_process
 from loadtest.faults import dlq, snapshot
 from loadtest.faults.base import RunConfig
 from loadtest.faults.checker import MAX_RECOVERY_S, Inputs, check, verdict
+from loadtest.faults.citus import CitusNodes
 from loadtest.faults.client import Caller, bearer
 from loadtest.faults.ha import PatroniPair
 from loadtest.faults.injectors import Injector, outside_reaper
@@ -125,6 +126,7 @@ class Run:
         self.instances: list[ServeInstance] = []
         self.ext_pg: ExternalPostgres | None = None
         self.ha: PatroniPair | None = None
+        self.citus: CitusNodes | None = None
         self.producers: list[subprocess.Popen[bytes]] = []
         self.consumers: dict[str, subprocess.Popen[bytes]] = {}
         self._slots: dict[str, tuple[str, int, int]] = {}  # name -> group, slot, generation
@@ -150,12 +152,14 @@ class Run:
     @property
     def external_database(self) -> bool:
         """`serve` runs no PostgreSQL of its own."""
-        return self.ext_pg is not None or self.ha is not None
+        return self.ext_pg is not None or self.ha is not None or self.citus is not None
 
     @property
     def database_url(self) -> str | None:
         if self.ha is not None:
             return self.ha.dsn
+        if self.citus is not None:
+            return self.citus.dsn
         return self.ext_pg.dsn if self.ext_pg is not None else None
 
     @property
@@ -270,6 +274,9 @@ class Run:
         if cfg.database == "ha":
             self.ha = PatroniPair(self.data_root / "ha", self.run_dir)
             await asyncio.to_thread(self.ha.start)
+        if cfg.database == "citus":
+            self.citus = CitusNodes(self.data_root / "citus", disk)
+            await asyncio.to_thread(self.citus.start)
         for i in range(cfg.brokers):
             data_dir = self.data_root / f"b{i}"
             if not self.external_database:
@@ -354,6 +361,8 @@ class Run:
             await asyncio.to_thread(self.ext_pg.stop)
         if self.ha is not None:
             await asyncio.to_thread(self.ha.stop)
+        if self.citus is not None:
+            await asyncio.to_thread(self.citus.stop)
         self.journal.close()
         shutil.rmtree(self.data_root, ignore_errors=True)
 

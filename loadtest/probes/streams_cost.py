@@ -33,7 +33,8 @@ import httpx
 from queen import Queen
 from queen.streams import Stream
 
-from core.engine.writes import NewMessage, PartitionName, append
+from core.engine.directory import PartitionName
+from core.engine.writes import NewMessage, append
 from core.ids import uuid7
 from loadtest import launch
 from loadtest.corpus import build_corpus

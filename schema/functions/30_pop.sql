@@ -47,6 +47,12 @@
 -- queen.pop_row (025: a segment of a delivered span), queen.ready_answer (093: a row of
 -- queen.pop_ready's answer).
 --
+-- Every statement below that reads or writes a partition's rows names one partition id (a
+-- loop over the candidates, not a join of the list with the tables): on Citus the call runs
+-- on the node of the shard its candidates live on (`p_route`, the broker groups candidates
+-- by shard: core/engine/ready/reader.py), and each such statement then reads and writes
+-- that node's rows only (docs/deploying/citus.md).
+--
 -- The functions below run their statements with generic plans (planned once per
 -- connection) and without sequential scans: re-planning them at each call, PL/pgSQL's
 -- default while their parameters vary, cost more than running them, and a generic plan's
@@ -86,7 +92,12 @@ DECLARE
     e_tops    bigint[] := '{}';
     e_counts  bigint[] := '{}';
     i         integer;
+    v_pid     bigint;
+    v_seed    bigint;
+    v_lease   integer;
     c         record;
+    h         record;
+    qr        record;
 BEGIN
     IF true = ANY(p_fresh) THEN
         -- First contact: every missing cursor among the candidates is created, seeded by
@@ -94,33 +105,35 @@ BEGIN
         -- first pops creating the same cursors then queue behind one another (ON CONFLICT
         -- waits for the other's commit) instead of each waiting for the other's insert (a
         -- deadlock, 40P01). Created ahead of the walk, so no lock is taken out of order.
-        INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)
-        SELECT p.id, p_group,
-               CASE q.seed_mode
-                 WHEN 'new' THEN p.last_offset
-                 WHEN 'timestamp' THEN greatest(p.log_start - 1, coalesce(
+        FOR v_pid IN SELECT u.id FROM unnest(p_candidates, p_fresh) AS u(id, fresh)
+                      WHERE u.fresh ORDER BY u.id LOOP
+            SELECT p.queue_id, p.last_offset, p.log_start INTO h
+              FROM queen.log_partitions p WHERE p.id = v_pid;
+            CONTINUE WHEN NOT FOUND;
+            SELECT * INTO qr FROM unnest(p_queues) x WHERE x.id = h.queue_id;
+            CONTINUE WHEN NOT FOUND;
+            v_seed := CASE qr.seed_mode
+                 WHEN 'new' THEN h.last_offset
+                 WHEN 'timestamp' THEN greatest(h.log_start - 1, coalesce(
                       (SELECT s.last_offset FROM queen.log_segments s
-                        WHERE s.partition_id = p.id AND s.created_at < q.seed_instant
-                        ORDER BY s.base_offset DESC LIMIT 1), p.log_start - 1))
-                 ELSE p.log_start - 1
-               END
-          FROM unnest(p_candidates, p_fresh) AS u(id, fresh)
-          JOIN queen.log_partitions p ON p.id = u.id
-          JOIN unnest(p_queues) q ON q.id = p.queue_id
-         WHERE u.fresh
-         ORDER BY p.id
-        ON CONFLICT ON CONSTRAINT log_consumers_pkey DO NOTHING;
+                        WHERE s.partition_id = v_pid AND s.created_at < qr.seed_instant
+                        ORDER BY s.base_offset DESC LIMIT 1), h.log_start - 1))
+                 ELSE h.log_start - 1
+               END;
+            INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)
+            VALUES (v_pid, p_group, v_seed)
+            ON CONFLICT ON CONSTRAINT log_consumers_pkey DO NOTHING;
+        END LOOP;
     END IF;
 
-    FOR c IN
+    FOREACH v_pid IN ARRAY p_candidates LOOP
+        EXIT WHEN v_budget <= 0 OR cardinality(v_ids) >= p_wanted;
         SELECT p.id, p.last_offset, p.log_start, q.delay_seconds, q.lease_seconds,
                q.max_wait_seconds, q.min_pop_wait_ms, q.conflation
-          FROM unnest(p_candidates) WITH ORDINALITY AS u(id, ord)
-          JOIN queen.log_partitions p ON p.id = u.id
-          JOIN unnest(p_queues) q ON q.id = p.queue_id
-         ORDER BY u.ord
-    LOOP
-        EXIT WHEN v_budget <= 0 OR cardinality(v_ids) >= p_wanted;
+          INTO c
+          FROM queen.log_partitions p JOIN unnest(p_queues) q ON q.id = p.queue_id
+         WHERE p.id = v_pid;
+        CONTINUE WHEN NOT FOUND;
         -- Locked one at a time, only when reached: the cursors this pop does not take stay
         -- claimable by concurrent pops.
         SELECT x.committed INTO v_committed
@@ -192,10 +205,15 @@ BEGIN
         v_secs := v_secs || c.lease_seconds;
     END LOOP;
     FOR i IN 1 .. cardinality(e_ids) LOOP  -- evicted heads: the cursor moves past them
+        -- Plain variables, no array elements, in a statement on a distributed table: Citus
+        -- 13.2 crashes on an element of an array argument there (local execution).
+        v_pid := e_ids[i];
+        v_end := e_tops[i];
+        v_start := e_counts[i];
         UPDATE queen.log_consumers x
-           SET committed = greatest(x.committed, e_tops[i]), retry_count = 0,
-               evicted = x.evicted + e_counts[i]
-         WHERE x.partition_id = e_ids[i] AND x.consumer_group = p_group;
+           SET committed = greatest(x.committed, v_end), retry_count = 0,
+               evicted = x.evicted + v_start
+         WHERE x.partition_id = v_pid AND x.consumer_group = p_group;
     END LOOP;
     IF cardinality(v_ids) = 0 THEN
         RETURN;
@@ -205,19 +223,23 @@ BEGIN
     -- cursors lets a generic plan read every cursor of the group (its group index), a cost
     -- that grows with the partitions the group has ever read.
     FOR i IN 1 .. cardinality(v_ids) LOOP
+        v_pid := v_ids[i];  -- plain variables (see the eviction above)
+        v_start := v_los[i];
+        v_end := v_ends[i];
+        v_lease := v_secs[i];
         IF p_auto_ack THEN  -- at-most-once: the cursor moves inside the pop's own transaction
             UPDATE queen.log_consumers x
-               SET committed = v_ends[i], batch_end = NULL, worker_id = NULL,
+               SET committed = v_end, batch_end = NULL, worker_id = NULL,
                    lease_expires_at = NULL, retry_count = 0,
-                   total_consumed = x.total_consumed + (v_ends[i] - v_los[i] + 1),
+                   total_consumed = x.total_consumed + (v_end - v_start + 1),
                    last_consumed_at = now(), not_before = NULL
-             WHERE x.partition_id = v_ids[i] AND x.consumer_group = p_group;
+             WHERE x.partition_id = v_pid AND x.consumer_group = p_group;
         ELSE
             UPDATE queen.log_consumers x
-               SET committed = v_los[i] - 1, batch_end = v_ends[i], worker_id = p_lease_id,
-                   lease_expires_at = now() + make_interval(secs => v_secs[i]),
+               SET committed = v_start - 1, batch_end = v_end, worker_id = p_lease_id,
+                   lease_expires_at = now() + make_interval(secs => v_lease),
                    last_consumed_at = now(), not_before = NULL
-             WHERE x.partition_id = v_ids[i] AND x.consumer_group = p_group;
+             WHERE x.partition_id = v_pid AND x.consumer_group = p_group;
         END IF;
     END LOOP;
     RETURN QUERY SELECT * FROM unnest(v_ids, v_starts, v_ends);
@@ -227,31 +249,45 @@ END $$;
 CREATE OR REPLACE FUNCTION queen.pop_read(p_group text, p_ids bigint[], p_starts bigint[],
                                p_ends bigint[])
 RETURNS SETOF queen.pop_row
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
 AS $$
-    SELECT p.queue_id, q.name, w.pid, p.name, w.lo, w.hi, x.retry_count,
-           s.base_offset, s.created_at, s.blob, s.last_offset
-      FROM unnest(p_ids, p_starts, p_ends) WITH ORDINALITY AS w(pid, lo, hi, ord)
-      JOIN queen.log_partitions p ON p.id = w.pid
-      JOIN queen.queues q ON q.id = p.queue_id
-      -- the cursor by its primary key, per span (see the UPDATE in pop_claim)
-      -- (LIMIT 1, a key lookup anyway, keeps the planner from flattening it into a join)
-      CROSS JOIN LATERAL (SELECT y.retry_count FROM queen.log_consumers y
-                           WHERE y.partition_id = w.pid AND y.consumer_group = p_group
-                           LIMIT 1) x
-      CROSS JOIN LATERAL (
-            SELECT y.base_offset, y.created_at, y.blob, y.last_offset
-              FROM queen.log_segments y
-             WHERE y.partition_id = w.pid
-               AND y.base_offset <= w.hi
-               AND y.base_offset >= coalesce((SELECT max(z.base_offset) FROM queen.log_segments z
-                                               WHERE z.partition_id = w.pid
-                                                 AND z.base_offset <= w.lo), w.lo)) s
-     ORDER BY w.ord, s.base_offset
-$$;
+DECLARE
+    v_pid bigint;
+    v_lo  bigint;
+    v_hi  bigint;
+BEGIN
+    FOR i IN 1 .. cardinality(p_ids) LOOP  -- one span at a time (see the top of this file)
+        v_pid := p_ids[i];
+        v_lo := p_starts[i];
+        v_hi := p_ends[i];
+        RETURN QUERY
+        SELECT p.queue_id, q.name, p.id, p.name, v_lo, v_hi, x.retry_count,
+               s.base_offset, s.created_at, s.blob, s.last_offset
+          FROM queen.log_partitions p
+          JOIN queen.queues q ON q.id = p.queue_id
+          -- the cursor by its primary key (see the UPDATE in pop_claim)
+          CROSS JOIN LATERAL (SELECT y.retry_count FROM queen.log_consumers y
+                               WHERE y.partition_id = v_pid AND y.consumer_group = p_group
+                               LIMIT 1) x
+          CROSS JOIN LATERAL (
+                SELECT y.base_offset, y.created_at, y.blob, y.last_offset
+                  FROM queen.log_segments y
+                 WHERE y.partition_id = v_pid
+                   AND y.base_offset <= v_hi
+                   AND y.base_offset >= coalesce((SELECT max(z.base_offset)
+                                                    FROM queen.log_segments z
+                                                   WHERE z.partition_id = v_pid
+                                                     AND z.base_offset <= v_lo), v_lo)) s
+         WHERE p.id = v_pid
+         ORDER BY s.base_offset;
+    END LOOP;
+END $$;
 
 -- Claim among known candidates and read (see the top of this file).
+--   p_route               on Citus, a number of the shard every candidate lives on: Citus
+--                         runs the call on that shard's node (core/storage/shards.py); null:
+--                         no shard in particular (no candidates, or one PostgreSQL)
 --   p_tenant              the tenant whose queues the pop addresses (migration 140)
 --   p_queue               queue name, or null for a discovery pop by p_namespace / p_task
 --   p_partition           partition name, or null (any): named, it is the only candidate
@@ -262,7 +298,8 @@ $$;
 --   p_auto_ack            commit instead of leasing
 --   p_lease_seconds       the request's lease length (0 = the queue's leaseTime)
 --   p_lease_fallback      lease length when both are 0
---   p_lease_id            the lease id of this pop
+--   p_lease_id            the lease id of this pop; with a route, the lease's partitions are
+--                         recorded under it (queen.log_leases: what an extension reads)
 --   p_candidates          partition ids, in preference order (ignored with p_partition);
 --                         none: the statement only looks up (and registers) the queues
 --   p_conflation          the policy this pop declares (stored if the group has none yet)
@@ -271,7 +308,8 @@ $$;
 -- order); `empty` / `leased` / `later` / `busy` per other candidate (see migration 093);
 -- `queue` per addressed queue. Nothing at all for an unknown queue.
 CREATE OR REPLACE FUNCTION queen.pop_ready(
-    p_tenant text, p_queue text, p_namespace text, p_task text, p_partition text, p_group text,
+    p_route bigint, p_tenant text, p_queue text, p_namespace text, p_task text,
+    p_partition text, p_group text,
     p_named boolean, p_seed_mode text, p_seed_instant timestamptz, p_store_seed boolean,
     p_batch integer, p_partitions integer, p_auto_ack boolean, p_lease_seconds integer,
     p_lease_fallback integer, p_lease_id text, p_candidates bigint[], p_conflation boolean,
@@ -297,7 +335,12 @@ DECLARE
     v_got_ids bigint[] := '{}';  -- the spans delivered: partition, first, last
     v_got_lo  bigint[] := '{}';
     v_got_hi  bigint[] := '{}';
+    v_pid     bigint;
+    v_fresh1  boolean;
+    v_until   timestamptz;
+    v_expiry  timestamptz;
     r         record;
+    w         record;
 BEGIN
     FOR r IN
         SELECT q.id, q.name, q.options, s.mode, s.subscription_from, s.conflation,
@@ -371,9 +414,9 @@ BEGIN
 
     IF p_partition IS NOT NULL THEN
         v_wanted := 1;
-        SELECT array_agg(b.id ORDER BY b.id) INTO v_cands
-          FROM queen.log_partitions b
-         WHERE b.queue_id = ANY(v_qids) AND b.name = p_partition;
+        SELECT array_agg(d.partition_id ORDER BY d.partition_id) INTO v_cands
+          FROM queen.partition_directory d
+         WHERE d.queue_id = ANY(v_qids) AND d.name = p_partition;
     ELSE
         v_wanted := CASE WHEN cardinality(v_conf_qids) > 0
                          THEN least(greatest(p_conflation_width, 1), 64)
@@ -384,17 +427,24 @@ BEGIN
 
     -- The candidates of the addressed queues with kept messages, in the order given; a
     -- windowBuffer holds a partition written to less than that long ago (answered below).
-    SELECT array_agg(p.id ORDER BY c.ord),
-           array_agg(NOT EXISTS (SELECT 1 FROM queen.log_consumers x
-                                  WHERE x.partition_id = p.id
-                                    AND x.consumer_group = p_group) ORDER BY c.ord)
-      INTO v_ids, v_fresh
-      FROM unnest(v_cands) WITH ORDINALITY AS c(id, ord)
-      JOIN queen.log_partitions p ON p.id = c.id
-      JOIN unnest(v_queues) q ON q.id = p.queue_id
-     WHERE p.last_offset >= p.log_start
-       AND (q.window_buffer = 0
-            OR p.last_write_at <= now() - make_interval(secs => q.window_buffer));
+    v_ids := '{}';
+    v_fresh := '{}';
+    FOREACH v_pid IN ARRAY v_cands LOOP
+        SELECT NOT EXISTS (SELECT 1 FROM queen.log_consumers x
+                            WHERE x.partition_id = v_pid AND x.consumer_group = p_group)
+          INTO v_fresh1
+          FROM queen.log_partitions p JOIN unnest(v_queues) q ON q.id = p.queue_id
+         WHERE p.id = v_pid
+           AND p.last_offset >= p.log_start
+           AND (q.window_buffer = 0
+                OR p.last_write_at <= now() - make_interval(secs => q.window_buffer));
+        CONTINUE WHEN NOT FOUND;
+        v_ids := v_ids || v_pid;
+        v_fresh := v_fresh || v_fresh1;
+    END LOOP;
+    IF cardinality(v_ids) = 0 THEN
+        v_ids := NULL;
+    END IF;
     IF v_ids IS NOT NULL THEN
         SELECT coalesce(array_agg(k.partition_id), '{}'), coalesce(array_agg(k.span_start), '{}'),
                coalesce(array_agg(k.span_end), '{}')
@@ -416,51 +466,74 @@ BEGIN
     END IF;
 
     -- Why every other candidate gave nothing, and until when (the process defers it).
-    RETURN QUERY
-    SELECT v.verdict, p.queue_id, NULL::text, c.id, p.name, NULL::bigint, NULL::bigint,
-           NULL::integer, NULL::bigint, NULL::timestamptz, NULL::bytea, NULL::bigint,
-           NULL::boolean, v_wanted, v.due
-      FROM unnest(v_cands) AS c(id)
-      LEFT JOIN queen.log_partitions p ON p.id = c.id
-      LEFT JOIN unnest(v_queues) q ON q.id = p.queue_id
-      -- the cursor by its primary key, per candidate (see the UPDATE in pop_claim)
-      LEFT JOIN LATERAL (SELECT y.* FROM queen.log_consumers y
-                          WHERE y.partition_id = c.id AND y.consumer_group = p_group
-                          LIMIT 1) x ON true
-      -- the oldest message the group could get next, for delayedProcessing and minPopWaitTime
-      LEFT JOIN LATERAL (
-            SELECT s.created_at FROM queen.log_segments s
-             WHERE (q.delay_seconds > 0 OR q.min_pop_wait_ms > 0)
-               AND s.partition_id = c.id
-               AND s.base_offset <= greatest(coalesce(x.committed + 1, p.log_start),
-                                             p.log_start)
-             ORDER BY s.base_offset DESC LIMIT 1) h ON true
-      CROSS JOIN LATERAL (
-            SELECT CASE
-                     WHEN q.id IS NULL OR p.last_offset < p.log_start
-                          OR x.committed >= p.last_offset THEN 'empty'
-                     WHEN x.worker_id IS NOT NULL AND x.lease_expires_at > now() THEN 'leased'
-                     WHEN x.not_before > now() THEN 'later'
-                     WHEN q.window_buffer > 0 AND p.last_write_at
-                          > now() - make_interval(secs => q.window_buffer) THEN 'later'
-                     WHEN q.delay_seconds > 0 AND h.created_at
-                          > now() - make_interval(secs => q.delay_seconds) THEN 'later'
-                     WHEN q.min_pop_wait_ms > 0 AND h.created_at
-                          > now() - make_interval(secs => q.min_pop_wait_ms / 1000.0) THEN 'later'
-                     ELSE 'busy' END AS verdict,
-                   CASE
-                     WHEN x.worker_id IS NOT NULL AND x.lease_expires_at > now()
-                          THEN x.lease_expires_at
-                     WHEN x.not_before > now() THEN x.not_before
-                     ELSE greatest(
-                          CASE WHEN q.window_buffer > 0 THEN p.last_write_at
-                               + make_interval(secs => q.window_buffer) END,
-                          CASE WHEN q.delay_seconds > 0 THEN h.created_at
-                               + make_interval(secs => q.delay_seconds) END,
-                          CASE WHEN q.min_pop_wait_ms > 0 THEN h.created_at
-                               + make_interval(secs => q.min_pop_wait_ms / 1000.0) END)
-                   END AS due) v
-     WHERE NOT c.id = ANY(v_got_ids);
+    FOREACH v_pid IN ARRAY v_cands LOOP
+        CONTINUE WHEN v_pid = ANY(v_got_ids);
+        SELECT p.queue_id, p.name, p.last_offset, p.log_start, p.last_write_at, q.id AS qid,
+               q.window_buffer, q.delay_seconds, q.min_pop_wait_ms, x.committed, x.worker_id,
+               x.lease_expires_at, x.not_before, h.created_at AS head_at
+          INTO w
+          FROM queen.log_partitions p
+          LEFT JOIN unnest(v_queues) q ON q.id = p.queue_id
+          -- the cursor by its primary key (see the UPDATE in pop_claim)
+          LEFT JOIN LATERAL (SELECT y.* FROM queen.log_consumers y
+                              WHERE y.partition_id = v_pid AND y.consumer_group = p_group
+                              LIMIT 1) x ON true
+          -- the oldest message the group could get next, for delayedProcessing and
+          -- minPopWaitTime
+          LEFT JOIN LATERAL (
+                SELECT s.created_at FROM queen.log_segments s
+                 WHERE (q.delay_seconds > 0 OR q.min_pop_wait_ms > 0)
+                   AND s.partition_id = v_pid
+                   AND s.base_offset <= greatest(coalesce(x.committed + 1, p.log_start),
+                                                 p.log_start)
+                 ORDER BY s.base_offset DESC LIMIT 1) h ON true
+         WHERE p.id = v_pid;
+        IF NOT FOUND OR w.qid IS NULL OR w.last_offset < w.log_start
+           OR w.committed >= w.last_offset THEN
+            RETURN QUERY SELECT 'empty'::text, w.queue_id, NULL::text, v_pid, w.name,
+                                NULL::bigint, NULL::bigint, NULL::integer, NULL::bigint,
+                                NULL::timestamptz, NULL::bytea, NULL::bigint, NULL::boolean,
+                                v_wanted, NULL::timestamptz;
+            CONTINUE;
+        END IF;
+        v_until := CASE
+            WHEN w.worker_id IS NOT NULL AND w.lease_expires_at > now() THEN w.lease_expires_at
+            WHEN w.not_before > now() THEN w.not_before
+            ELSE greatest(
+                 CASE WHEN w.window_buffer > 0 THEN w.last_write_at
+                      + make_interval(secs => w.window_buffer) END,
+                 CASE WHEN w.delay_seconds > 0 THEN w.head_at
+                      + make_interval(secs => w.delay_seconds) END,
+                 CASE WHEN w.min_pop_wait_ms > 0 THEN w.head_at
+                      + make_interval(secs => w.min_pop_wait_ms / 1000.0) END)
+            END;
+        RETURN QUERY SELECT CASE
+                     WHEN w.worker_id IS NOT NULL AND w.lease_expires_at > now() THEN 'leased'
+                     WHEN w.not_before > now() THEN 'later'
+                     WHEN w.window_buffer > 0 AND w.last_write_at
+                          > now() - make_interval(secs => w.window_buffer) THEN 'later'
+                     WHEN w.delay_seconds > 0 AND w.head_at
+                          > now() - make_interval(secs => w.delay_seconds) THEN 'later'
+                     WHEN w.min_pop_wait_ms > 0 AND w.head_at
+                          > now() - make_interval(secs => w.min_pop_wait_ms / 1000.0)
+                          THEN 'later'
+                     ELSE 'busy' END,
+                   w.queue_id, NULL::text, v_pid, w.name, NULL::bigint, NULL::bigint,
+                   NULL::integer, NULL::bigint, NULL::timestamptz, NULL::bytea, NULL::bigint,
+                   NULL::boolean, v_wanted, v_until;
+    END LOOP;
+
+    IF p_route IS NOT NULL AND NOT p_auto_ack AND cardinality(v_got_ids) > 0 THEN
+        -- Where this lease's partitions are (migration 150): one row on this shard, which a
+        -- pop's second statement (same lease, same shard) adds to.
+        SELECT max(now() + make_interval(secs => q.lease_seconds)) INTO v_expiry
+          FROM unnest(v_queues) q;
+        INSERT INTO queen.log_leases AS l (route, lease_id, partition_ids, expires_at)
+        VALUES (p_route, p_lease_id, v_got_ids, v_expiry)
+        ON CONFLICT ON CONSTRAINT log_leases_pkey DO UPDATE
+           SET partition_ids = l.partition_ids || excluded.partition_ids,
+               expires_at = greatest(l.expires_at, excluded.expires_at);
+    END IF;
 
     RETURN QUERY SELECT 'queue'::text, q.id, q.name, NULL::bigint, NULL::text, NULL::bigint,
                         NULL::bigint, NULL::integer, NULL::bigint, NULL::timestamptz,

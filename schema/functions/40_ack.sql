@@ -37,18 +37,28 @@
 -- holding the message, whose blob is copied (once per segment) into log_dlq_segments; the
 -- frame is extracted when the dead letter is read (migration 023).
 --
+-- Every statement below that reads or writes a partition's rows names one partition id: on
+-- Citus the call runs on the node of the shard its partitions live on (`p_route`: the broker
+-- groups a flush's acks by shard, core/engine/batching/acks.py), and each statement then reads
+-- and writes that node's rows only (docs/deploying/citus.md).
+--
 -- The function runs its statements with generic plans (planned once per connection) and
 -- without sequential scans: re-planning them at each call, PL/pgSQL's default while their
 -- parameters vary, cost more than running them, and a generic plan's guesses about array
 -- arguments must never turn into a scan of a table that is small in live rows but large in
 -- dead versions (cursors are updated all the time).
 
--- Arguments, one entry per item (1-based positions are the items' `idx`):
+-- Arguments: p_route, on Citus a number of the shard every item's partition lives on (Citus
+-- runs the call on that shard's node: core/storage/shards.py; null: no shard in particular);
+-- then one entry per item (1-based positions are the items' `idx`):
 --   p_groups, p_partition_ids, p_txids   the address of each ack
 --   p_statuses     completed | failed | retry | dlq
 --   p_lease_ids    the lease the item is checked against, or null (no lease check)
 --   p_errors       the error text a failed/dlq item carries, or null
 --   p_offsets      the offset a segment search found, or null (use the index)
+--   p_tenants      the tenant of the caller of each item (migration 140): an item naming a
+--                  partition of another tenant's queue is answered as one naming a
+--                  partition without this group's cursor (null: the default tenant)
 -- and for the call:
 --   p_scan_missing an item the index cannot settle on its own makes the call change
 --                  nothing and answer `missing` with the span the caller should search;
@@ -57,8 +67,9 @@
 -- dlq; scan_from/scan_to for missing; conflated), then one `wake` row per (queue,
 -- partition) where a span became claimable again.
 CREATE OR REPLACE FUNCTION queen.ack(
-    p_groups text[], p_partition_ids bigint[], p_txids text[], p_statuses text[],
-    p_lease_ids text[], p_errors text[], p_offsets bigint[], p_scan_missing boolean)
+    p_route bigint, p_groups text[], p_partition_ids bigint[], p_txids text[], p_statuses text[],
+    p_lease_ids text[], p_errors text[], p_offsets bigint[], p_scan_missing boolean,
+    p_tenants text[])
 RETURNS TABLE (idx integer, outcome text, error text, lease_released boolean, dlq boolean,
                queue_id bigint, partition_id bigint, scan_from bigint, scan_to bigint,
                conflated bigint)
@@ -95,8 +106,24 @@ DECLARE
     -- wake-ups
     w_qid      bigint[] := '{}';
     w_pid      bigint[] := '{}';
-    -- the (group, partition) being decided
-    k          record;        -- its cursor, from its first item
+    -- the (group, partition) being decided, read when its first item comes
+    k_grp      text;
+    k_pid      bigint;
+    kc         record;        -- its cursor
+    k_known    boolean;       -- it has one
+    k_live     boolean;       -- with a live lease
+    kp         record;        -- its partition's head
+    kq         record;        -- its queue's options and the group's conflation policy
+    k_pruned   bigint;        -- the index's pruning mark (log_txn_pruned), null: none
+    -- the item being read
+    v_key      uuid;
+    v_above    bigint;
+    v_under    bigint;
+    v_off      bigint;
+    v_scan_from bigint;
+    v_scan_to  bigint;
+    v_pid      bigint;
+    v_grp      text;
     v_open     boolean := false;
     v_close    boolean := false;
     v_valid    integer[];     -- items that take effect
@@ -117,6 +144,8 @@ DECLARE
     v_skipped  bigint;        -- superseded messages a conflated lease's commit retired
     v_item     integer;
     v_stale    boolean;       -- the item names a lease that is not the live holder's
+    v_at       timestamptz;
+    v_stamp    timestamptz;
     r          record;
 BEGIN
     -- Lock first, in one global order; the reads below then see the locked rows. Every
@@ -125,84 +154,35 @@ BEGIN
     -- a cost that grows with the partitions the group has ever read.
     FOR r IN SELECT DISTINCT u.g, u.p FROM unnest(p_groups, p_partition_ids) AS u(g, p)
               ORDER BY u.g, u.p LOOP
+        v_pid := r.p;
+        v_grp := r.g;
         PERFORM 1 FROM queen.log_consumers c
-         WHERE c.consumer_group = r.g AND c.partition_id = r.p
+         WHERE c.consumer_group = v_grp AND c.partition_id = v_pid
            FOR UPDATE;
     END LOOP;
 
     FOR r IN
-        -- What the items of one (group, partition) share is read once per pair (a pop's
-        -- acks are hundreds of items on a few pairs), each cursor by its primary key.
-        WITH keys AS MATERIALIZED (
-            SELECT dk.g, dk.p, c.partition_id IS NOT NULL AS known, c.committed, c.batch_end,
-                   c.worker_id, c.retry_count,
-                   (c.worker_id IS NOT NULL AND c.lease_expires_at > now()) AS lease_live,
-                   p.last_offset, p.log_start, p.queue_id AS qid,
-                   coalesce(sub.conflation, false) AS conflating,
-                   (q.options ->> 'retryLimit')::integer AS retry_limit,
-                   (q.options ->> 'retryDelay')::integer AS retry_delay,
-                   ((q.options ->> 'deadLetterQueue')::boolean
-                    OR (q.options ->> 'dlqAfterMaxRetries')::boolean) AS dlq_on,
-                   pr.below AS pruned_below
-              FROM (SELECT DISTINCT d.g, d.p
-                      FROM unnest(p_groups, p_partition_ids) AS d(g, p)) dk
-              -- (LIMIT 1, a key lookup anyway, keeps the planner from flattening it into a
-              -- join)
-              LEFT JOIN LATERAL (SELECT y.* FROM queen.log_consumers y
-                                  WHERE y.partition_id = dk.p AND y.consumer_group = dk.g
-                                  LIMIT 1) c ON true
-              LEFT JOIN queen.log_partitions p ON p.id = dk.p
-              LEFT JOIN queen.queues q ON q.id = p.queue_id
-              LEFT JOIN queen.consumer_subscriptions sub
-                ON sub.queue_id = p.queue_id AND sub.consumer_group = dk.g
-              LEFT JOIN queen.log_txn_pruned pr ON pr.partition_id = dk.p)
         SELECT false AS sentinel, u.ord::integer AS item, u.grp, u.pid, u.txid, u.status,
-               u.lease, u.err, cx.known, cx.committed, cx.batch_end,
-               cx.worker_id, cx.retry_count, cx.lease_live,
-               cx.last_offset, cx.qid, cx.conflating, cx.retry_limit, cx.retry_delay, cx.dlq_on,
-               coalesce(u.given, a.above, a.below) AS off,
-               a.scan_from, a.scan_to
+               u.lease, u.err, u.given, u.tenant
           FROM unnest(p_groups, p_partition_ids, p_txids, p_statuses, p_lease_ids, p_errors,
-                      p_offsets) WITH ORDINALITY AS u(grp, pid, txid, status, lease, err, given, ord)
-          JOIN keys cx ON cx.g = u.grp AND cx.p = u.pid
-          -- (OFFSET 0 keeps the planner from pulling these up into the expressions that
-          -- use them: the key's hash and the index probe would run once per use)
-          CROSS JOIN LATERAL (SELECT queen.txn_key(u.txid) AS key OFFSET 0) t
-          -- The one resolution rule (see the header): what the index says, and the span
-          -- where the segments may still hold an earlier occurrence than its answer. The
-          -- latest occurrence at or below the cursor is looked up only when none is above.
-          CROSS JOIN LATERAL (
-              SELECT (SELECT min(i.msg_offset) FROM queen.log_txn_index i
-                       WHERE i.partition_id = u.pid AND i.txn_key = t.key
-                         AND i.msg_offset > cx.committed
-                         AND i.msg_offset >= cx.log_start) AS above OFFSET 0) x
-          CROSS JOIN LATERAL (
-              SELECT x.above,
-                     CASE WHEN x.above IS NULL THEN
-                         (SELECT max(i.msg_offset) FROM queen.log_txn_index i
-                           WHERE i.partition_id = u.pid AND i.txn_key = t.key
-                             AND i.msg_offset <= cx.committed
-                             AND i.msg_offset >= cx.log_start) END AS below,
-                     greatest(cx.committed + 1, cx.log_start) AS scan_from,
-                     least(coalesce(x.above - 1, cx.last_offset),
-                           coalesce(cx.pruned_below, 0) - 1) AS scan_to) a
+                      p_offsets, p_tenants)
+                      WITH ORDINALITY AS u(grp, pid, txid, status, lease, err, given, tenant, ord)
         UNION ALL  -- closes the last (group, partition)
-        SELECT true, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-               NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+        SELECT true, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
         ORDER BY 1, 3, 4, 2
     LOOP
         -- Decide the previous (group, partition) once its items are all seen.
-        -- (k is read only once it holds a cursor: PL/pgSQL does not short-circuit AND.)
+        -- (k_* are read only once they are set: PL/pgSQL does not short-circuit AND.)
         IF v_open THEN
-            v_close := r.sentinel OR r.grp <> k.grp OR r.pid <> k.pid;
+            v_close := r.sentinel OR r.grp <> k_grp OR r.pid <> k_pid;
         END IF;
         IF v_close THEN
             IF cardinality(v_valid) > 0 THEN
-                v_top := coalesce(v_top, k.committed);
-                v_new := greatest(k.committed, CASE WHEN s_offset IS NULL THEN v_top
+                v_top := coalesce(v_top, kc.committed);
+                v_new := greatest(kc.committed, CASE WHEN s_offset IS NULL THEN v_top
                                                     ELSE least(v_top, s_offset - 1) END);
                 -- The retry counter belongs to the head of the span.
-                v_retries := CASE WHEN v_new = k.committed THEN k.retry_count ELSE 0 END;
+                v_retries := CASE WHEN v_new = kc.committed THEN kc.retry_count ELSE 0 END;
                 v_release := false;
                 v_delay := false;
                 v_dlq_idx := NULL;
@@ -210,17 +190,17 @@ BEGIN
                     v_release := true;
                     -- A failed or retried span is claimable again after retryDelay (unless
                     -- it is dead-lettered or dropped below): a poison message must not spin.
-                    v_delay := s_status IN ('failed', 'retry') AND k.retry_delay > 0;
+                    v_delay := s_status IN ('failed', 'retry') AND kq.retry_delay > 0;
                     -- The signal is at the head: it acts now. Under conflation the delivered
                     -- message is the lease's tail, with only superseded ones before it: a
                     -- signal on it acts as at the head (extensions §20.3).
                     IF s_offset = v_new + 1
-                       OR (k.conflating AND v_new = k.committed AND s_offset = k.batch_end) THEN
+                       OR (kq.conflating AND v_new = kc.committed AND s_offset = kc.batch_end) THEN
                         IF s_status = 'dlq'
-                           OR (s_status = 'failed' AND v_retries >= k.retry_limit) THEN
-                            IF k.dlq_on THEN
-                                d_pid := d_pid || k.pid;
-                                d_group := d_group || k.grp;
+                           OR (s_status = 'failed' AND v_retries >= kq.retry_limit) THEN
+                            IF kq.dlq_on THEN
+                                d_pid := d_pid || k_pid;
+                                d_group := d_group || k_grp;
                                 d_offset := d_offset || s_offset;
                                 d_txid := d_txid || s_txid;
                                 d_error := d_error || coalesce(nullif(s_error, ''),
@@ -235,33 +215,33 @@ BEGIN
                             v_retries := v_retries + 1;
                         END IF;
                     END IF;
-                ELSIF k.batch_end IS NOT NULL AND v_new >= k.batch_end THEN
+                ELSIF kc.batch_end IS NOT NULL AND v_new >= kc.batch_end THEN
                     v_release := true;
                 END IF;
-                v_skipped := CASE WHEN k.conflating AND s_offset IS NULL AND v_new > k.committed
-                                  THEN v_new - k.committed - 1 END;
+                v_skipped := CASE WHEN kq.conflating AND s_offset IS NULL AND v_new > kc.committed
+                                  THEN v_new - kc.committed - 1 END;
                 FOREACH v_item IN ARRAY v_valid LOOP
                     o_idx := o_idx || v_item;
                     o_outcome := o_outcome || 'ok'::text;
                     o_error := o_error || NULL::text;
-                    o_released := o_released || (v_release AND k.worker_id IS NOT NULL);
+                    o_released := o_released || (v_release AND kc.worker_id IS NOT NULL);
                     o_dlq := o_dlq || coalesce(v_item = v_dlq_idx, false);
                     o_conflated := o_conflated || v_skipped;
                 END LOOP;
-                u_pid := u_pid || k.pid;
-                u_group := u_group || k.grp;
+                u_pid := u_pid || k_pid;
+                u_group := u_group || k_grp;
                 u_committed := u_committed || v_new;
                 u_retries := u_retries || v_retries;
                 u_release := u_release || v_release;
-                u_done := u_done || (v_new - k.committed);
+                u_done := u_done || (v_new - kc.committed);
                 u_after := u_after || CASE WHEN v_delay
-                    THEN now() + make_interval(secs => k.retry_delay / 1000.0) END;
+                    THEN now() + make_interval(secs => kq.retry_delay / 1000.0) END;
                 -- A released span is announced even while a retryDelay holds it: the
                 -- processes that heard of its claim must learn the lease is gone, and a
                 -- claim tells them until when the delay holds it (verdict `later`).
-                IF v_release AND v_new < k.last_offset THEN
-                    w_qid := w_qid || k.qid;
-                    w_pid := w_pid || k.pid;
+                IF v_release AND v_new < kp.last_offset THEN
+                    w_qid := w_qid || kp.queue_id;
+                    w_pid := w_pid || k_pid;
                 END IF;
             END IF;
             v_open := false;
@@ -270,7 +250,31 @@ BEGIN
         EXIT WHEN r.sentinel;
 
         IF NOT v_open THEN
-            k := r;
+            -- A (group, partition)'s first item: its cursor, head, queue options and
+            -- pruning mark, each by its key.
+            k_grp := r.grp;
+            k_pid := r.pid;
+            v_pid := r.pid;
+            v_grp := r.grp;
+            SELECT c.* INTO kc FROM queen.log_consumers c
+             WHERE c.partition_id = v_pid AND c.consumer_group = v_grp;
+            k_known := FOUND;
+            k_live := kc.worker_id IS NOT NULL AND kc.lease_expires_at > now();
+            SELECT p.queue_id, p.last_offset, p.log_start INTO kp
+              FROM queen.log_partitions p WHERE p.id = v_pid;
+            SELECT coalesce(sub.conflation, false) AS conflating,
+                   (q.options ->> 'retryLimit')::integer AS retry_limit,
+                   (q.options ->> 'retryDelay')::integer AS retry_delay,
+                   ((q.options ->> 'deadLetterQueue')::boolean
+                    OR (q.options ->> 'dlqAfterMaxRetries')::boolean) AS dlq_on,
+                   q.tenant
+              INTO kq
+              FROM queen.queues q
+              LEFT JOIN queen.consumer_subscriptions sub
+                ON sub.queue_id = q.id AND sub.consumer_group = v_grp
+             WHERE q.id = kp.queue_id;
+            SELECT pr.below INTO k_pruned FROM queen.log_txn_pruned pr
+             WHERE pr.partition_id = v_pid;
             v_open := true;
             v_valid := '{}';
             v_top := NULL;
@@ -279,33 +283,57 @@ BEGIN
             s_idx := NULL;
         END IF;
 
+        -- The one resolution rule (see the header): what the index says, and the span where
+        -- the segments may still hold an earlier occurrence than its answer. The latest
+        -- occurrence at or below the cursor is looked up only when none is above (one
+        -- statement still: on Citus each statement here is planned on its own).
+        v_above := NULL;
+        v_under := NULL;
+        IF k_known THEN
+            v_key := queen.txn_key(r.txid);
+            SELECT x.above,
+                   CASE WHEN x.above IS NULL THEN
+                       (SELECT max(i.msg_offset) FROM queen.log_txn_index i
+                         WHERE i.partition_id = v_pid AND i.txn_key = v_key
+                           AND i.msg_offset <= kc.committed
+                           AND i.msg_offset >= kp.log_start) END
+              INTO v_above, v_under
+              FROM (SELECT (SELECT min(i.msg_offset) FROM queen.log_txn_index i
+                             WHERE i.partition_id = v_pid AND i.txn_key = v_key
+                               AND i.msg_offset > kc.committed
+                               AND i.msg_offset >= kp.log_start) AS above OFFSET 0) x;
+        END IF;
+        v_off := coalesce(r.given, v_above, v_under);
+        v_scan_from := greatest(kc.committed + 1, kp.log_start);
+        v_scan_to := least(coalesce(v_above - 1, kp.last_offset), coalesce(k_pruned, 0) - 1);
+
         v_stale := r.lease IS NOT NULL
-                   AND (r.lease IS DISTINCT FROM r.worker_id OR NOT coalesce(r.lease_live, false));
-        IF NOT r.known THEN
+                   AND (r.lease IS DISTINCT FROM kc.worker_id OR NOT coalesce(k_live, false));
+        IF NOT k_known OR coalesce(r.tenant, '') IS DISTINCT FROM kq.tenant THEN
             o_idx := o_idx || r.item;
             o_outcome := o_outcome || 'refused'::text;
             o_error := o_error || 'consumer not found'::text;
             o_released := o_released || false;
             o_dlq := o_dlq || false;
             o_conflated := o_conflated || NULL::bigint;
-        ELSIF p_scan_missing AND r.scan_to >= r.scan_from THEN
+        ELSIF p_scan_missing AND v_scan_to >= v_scan_from THEN
             m_idx := m_idx || r.item;
-            m_from := m_from || r.scan_from;
-            m_to := m_to || r.scan_to;
-        ELSIF r.off IS NULL OR v_stale OR (r.off <= r.committed AND r.status <> 'completed') THEN
+            m_from := m_from || v_scan_from;
+            m_to := m_to || v_scan_to;
+        ELSIF v_off IS NULL OR v_stale OR (v_off <= kc.committed AND r.status <> 'completed') THEN
             -- Refused: nothing of it is applied, and the lease it names is left as it is.
             o_idx := o_idx || r.item;
             o_outcome := o_outcome || 'refused'::text;
             o_error := o_error || CASE
-                WHEN r.off IS NULL THEN 'unresolvable: transaction not in the ack window '
+                WHEN v_off IS NULL THEN 'unresolvable: transaction not in the ack window '
                     '(hash purged or never pushed); if leased, the message redelivers'
                 WHEN v_stale THEN 'invalid or expired lease'
-                ELSE format('already committed (offset %s <= cursor %s)', r.off, r.committed)
+                ELSE format('already committed (offset %s <= cursor %s)', v_off, kc.committed)
                 END;
             o_released := o_released || false;
             o_dlq := o_dlq || false;
             o_conflated := o_conflated || NULL::bigint;
-        ELSIF r.off <= r.committed THEN  -- completed, already: nothing to do
+        ELSIF v_off <= kc.committed THEN  -- completed, already: nothing to do
             o_idx := o_idx || r.item;
             o_outcome := o_outcome || 'noop'::text;
             o_error := o_error || NULL::text;
@@ -315,11 +343,11 @@ BEGIN
         ELSE
             v_valid := v_valid || r.item;
             IF r.status = 'completed' THEN
-                v_top := greatest(v_top, r.off);
+                v_top := greatest(v_top, v_off);
             ELSE
                 v_rank := CASE r.status WHEN 'dlq' THEN 0 WHEN 'failed' THEN 1 ELSE 2 END;
-                IF s_offset IS NULL OR (r.off, v_rank, r.item) < (s_offset, s_rank, s_idx) THEN
-                    s_offset := r.off;
+                IF s_offset IS NULL OR (v_off, v_rank, r.item) < (s_offset, s_rank, s_idx) THEN
+                    s_offset := v_off;
                     s_rank := v_rank;
                     s_idx := r.item;
                     s_status := r.status;
@@ -337,38 +365,50 @@ BEGIN
         RETURN;
     END IF;
 
+    -- Plain variables, no array elements, in statements on distributed tables: Citus 13.2
+    -- crashes on an element of an array argument there (local execution).
     FOR i IN 1 .. cardinality(d_pid) LOOP
-        SELECT s.base_offset INTO v_base FROM queen.log_segments s
-         WHERE s.partition_id = d_pid[i] AND s.base_offset <= d_offset[i]
-           AND s.last_offset >= d_offset[i];
+        v_pid := d_pid[i];
+        v_grp := d_group[i];
+        v_off := d_offset[i];
+        s_txid := d_txid[i];
+        s_error := d_error[i];
+        v_retries := d_retries[i];
+        SELECT s.base_offset, s.created_at, s.blob INTO r FROM queen.log_segments s
+         WHERE s.partition_id = v_pid AND s.base_offset <= v_off AND s.last_offset >= v_off;
         CONTINUE WHEN NOT FOUND;  -- retention removed it meanwhile: nothing left to copy
         -- DO UPDATE (not DO NOTHING) locks an existing copy until this commits, so a
         -- concurrent removal of the copy's last other dead letter waits and then sees ours
-        -- (queries_dlq.sql: dlq_lock_copies).
+        -- (queries_dlq.sql: dlq_lock_copies). The letter takes the copy's append time.
         INSERT INTO queen.log_dlq_segments AS x (partition_id, base_offset, created_at, blob)
-        SELECT s.partition_id, s.base_offset, s.created_at, s.blob FROM queen.log_segments s
-         WHERE s.partition_id = d_pid[i] AND s.base_offset = v_base
+        VALUES (v_pid, r.base_offset, r.created_at, r.blob)
         ON CONFLICT ON CONSTRAINT log_dlq_segments_pkey
-        DO UPDATE SET created_at = x.created_at;
+        DO UPDATE SET created_at = x.created_at
+        RETURNING x.created_at INTO v_at;
         INSERT INTO queen.log_dlq (partition_id, consumer_group, msg_offset, transaction_id,
                                    segment_base, error_message, retry_count, created_at)
-        SELECT d_pid[i], d_group[i], d_offset[i], d_txid[i], v_base, d_error[i],
-               d_retries[i], s.created_at
-          FROM queen.log_dlq_segments s
-         WHERE s.partition_id = d_pid[i] AND s.base_offset = v_base;
+        VALUES (v_pid, v_grp, v_off, s_txid, r.base_offset, s_error, v_retries, v_at);
     END LOOP;
 
     FOR i IN 1 .. cardinality(u_pid) LOOP  -- by primary key (see the lock above)
+        v_pid := u_pid[i];
+        v_grp := u_group[i];
+        v_new := u_committed[i];
+        v_retries := u_retries[i];
+        v_release := u_release[i];
+        v_top := u_done[i];
+        v_at := u_after[i];
+        v_stamp := CASE WHEN v_top > 0 THEN now() END;  -- (Citus: no now() in a CASE here)
         UPDATE queen.log_consumers c
-           SET committed = u_committed[i],
-               retry_count = u_retries[i],
-               batch_end = CASE WHEN u_release[i] THEN NULL ELSE c.batch_end END,
-               worker_id = CASE WHEN u_release[i] THEN NULL ELSE c.worker_id END,
-               lease_expires_at = CASE WHEN u_release[i] THEN NULL ELSE c.lease_expires_at END,
-               total_consumed = c.total_consumed + u_done[i],
-               last_consumed_at = CASE WHEN u_done[i] > 0 THEN now() ELSE c.last_consumed_at END,
-               not_before = u_after[i]
-         WHERE c.partition_id = u_pid[i] AND c.consumer_group = u_group[i];
+           SET committed = v_new,
+               retry_count = v_retries,
+               batch_end = CASE WHEN v_release THEN NULL ELSE c.batch_end END,
+               worker_id = CASE WHEN v_release THEN NULL ELSE c.worker_id END,
+               lease_expires_at = CASE WHEN v_release THEN NULL ELSE c.lease_expires_at END,
+               total_consumed = c.total_consumed + v_top,
+               last_consumed_at = coalesce(v_stamp, c.last_consumed_at),
+               not_before = v_at
+         WHERE c.partition_id = v_pid AND c.consumer_group = v_grp;
     END LOOP;
 
     RETURN QUERY

@@ -67,35 +67,39 @@ BEGIN
 END $$;
 
 -- One row per (group, partition of a queue the group reads): see the top of this file.
+-- The seed is computed once per row in a subquery of its own (OFFSET 0 keeps the planner
+-- from inlining it, which would compute it once per reference); a subquery without a FROM
+-- there would be one Citus cannot plan.
 CREATE OR REPLACE VIEW queen.group_positions AS
-SELECT r.consumer_group, p.queue_id, p.id AS partition_id, p.name AS partition,
-       p.last_offset, p.log_start,
-       c.partition_id IS NOT NULL AS has_cursor,
-       e.committed,
-       greatest(p.last_offset - greatest(e.committed, p.log_start - 1), 0) AS offset_lag,
-       c.batch_end, c.worker_id, c.lease_expires_at,
-       coalesce(c.retry_count, 0) AS retry_count,
-       coalesce(c.total_consumed, 0) AS total_consumed,
-       c.last_consumed_at,
-       coalesce(c.evicted, 0) AS evicted
-  FROM (SELECT s.queue_id, s.consumer_group, s.mode, s.subscription_from
-          FROM queen.consumer_subscriptions s
-        UNION ALL
-        SELECT DISTINCT x.queue_id, x.consumer_group, NULL::text, NULL::timestamptz
-          FROM (SELECT xp.queue_id, xc.consumer_group
-                  FROM queen.log_consumers xc
-                  JOIN queen.log_partitions xp ON xp.id = xc.partition_id) x
-         WHERE NOT EXISTS (SELECT 1 FROM queen.consumer_subscriptions xs
-                            WHERE xs.queue_id = x.queue_id
-                              AND xs.consumer_group = x.consumer_group)) r
-  JOIN queen.log_partitions p ON p.queue_id = r.queue_id
-  LEFT JOIN queen.log_consumers c
-    ON c.partition_id = p.id AND c.consumer_group = r.consumer_group
-  -- OFFSET 0 keeps the seed from being evaluated once per reference.
-  CROSS JOIN LATERAL (
-        SELECT coalesce(c.committed, CASE
+SELECT z.consumer_group, z.queue_id, z.partition_id, z.partition, z.last_offset, z.log_start,
+       z.has_cursor, z.committed,
+       greatest(z.last_offset - greatest(z.committed, z.log_start - 1), 0) AS offset_lag,
+       z.batch_end, z.worker_id, z.lease_expires_at, z.retry_count, z.total_consumed,
+       z.last_consumed_at, z.evicted
+  FROM (SELECT r.consumer_group, p.queue_id, p.id AS partition_id, p.name AS partition,
+               p.last_offset, p.log_start,
+               c.partition_id IS NOT NULL AS has_cursor,
+               coalesce(c.committed, CASE
                    WHEN r.mode IN ('new', 'timestamp') AND r.subscription_from IS NOT NULL
                        THEN queen.offset_before(p.id, p.log_start, p.last_offset,
                                                 p.last_write_at, r.subscription_from)
-                   ELSE p.log_start - 1 END) AS committed
-        OFFSET 0) e;
+                   ELSE p.log_start - 1 END) AS committed,
+               c.batch_end, c.worker_id, c.lease_expires_at,
+               coalesce(c.retry_count, 0) AS retry_count,
+               coalesce(c.total_consumed, 0) AS total_consumed,
+               c.last_consumed_at,
+               coalesce(c.evicted, 0) AS evicted
+          FROM (SELECT s.queue_id, s.consumer_group, s.mode, s.subscription_from
+                  FROM queen.consumer_subscriptions s
+                UNION ALL
+                SELECT DISTINCT x.queue_id, x.consumer_group, NULL::text, NULL::timestamptz
+                  FROM (SELECT xp.queue_id, xc.consumer_group
+                          FROM queen.log_consumers xc
+                          JOIN queen.log_partitions xp ON xp.id = xc.partition_id) x
+                 WHERE NOT EXISTS (SELECT 1 FROM queen.consumer_subscriptions xs
+                                    WHERE xs.queue_id = x.queue_id
+                                      AND xs.consumer_group = x.consumer_group)) r
+          JOIN queen.log_partitions p ON p.queue_id = r.queue_id
+          LEFT JOIN queen.log_consumers c
+            ON c.partition_id = p.id AND c.consumer_group = r.consumer_group
+        OFFSET 0) z;

@@ -109,6 +109,7 @@ LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
+    v_consumed_at timestamptz;
     v_source  text;
     v_qid     bigint;
     v_log_start bigint;
@@ -230,6 +231,7 @@ BEGIN
         END IF;
         lease_released := p_release OR NOT p_ack_ok;
         ack_count := CASE WHEN p_ack_ok THEN v_new - c.committed ELSE 0 END;
+        v_consumed_at := CASE WHEN v_new > c.committed THEN now() END;
         UPDATE queen.log_consumers x
            SET committed = v_new,
                retry_count = CASE WHEN p_ack_ok THEN 0 ELSE x.retry_count END,
@@ -239,8 +241,8 @@ BEGIN
                                        ELSE x.lease_expires_at END,
                not_before = CASE WHEN lease_released THEN NULL ELSE x.not_before END,
                total_consumed = x.total_consumed + (v_new - c.committed),
-               last_consumed_at = CASE WHEN v_new > c.committed THEN now()
-                                       ELSE x.last_consumed_at END
+               -- (a variable: Citus refuses now() inside a CASE of an UPDATE)
+               last_consumed_at = coalesce(v_consumed_at, x.last_consumed_at)
          WHERE x.partition_id = p_partition AND x.consumer_group = p_group;
         IF lease_released AND v_new < v_last THEN
             wake_queue := v_qid;

@@ -74,15 +74,9 @@ DECLARE
     v_queue bigint;
     v_partition bigint;
 BEGIN
-    INSERT INTO queen.queues (tenant, name, namespace, task, options)
-    VALUES (p_tenant, p_queue, p_namespace, p_task, p_options)
-    ON CONFLICT ON CONSTRAINT queues_tenant_name_key DO NOTHING;
-    SELECT q.id INTO v_queue FROM queen.queues q
-     WHERE q.tenant = p_tenant AND q.name = p_queue;
-    INSERT INTO queen.log_partitions (queue_id, name) VALUES (v_queue, p_partition)
-    ON CONFLICT ON CONSTRAINT log_partitions_queue_id_name_key DO NOTHING;
-    SELECT p.id INTO v_partition FROM queen.log_partitions p
-     WHERE p.queue_id = v_queue AND p.name = p_partition;
+    SELECT x.queue_id, x.partition_id INTO v_queue, v_partition
+      FROM queen.partition_ids(ARRAY[p_tenant], ARRAY[p_queue], ARRAY[p_partition],
+                               ARRAY[p_namespace], ARRAY[p_task], p_options) x;
     INSERT INTO queen.log_dlq (partition_id, consumer_group, msg_offset, transaction_id,
                                message_id, producer_sub, payload, error_message, retry_count,
                                created_at)

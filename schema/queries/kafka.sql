@@ -7,8 +7,8 @@
 -- and one past the highest partition named by a canonical decimal (null: none).
 -- $1 queue names or null (all), $2 tenant
 SELECT q.name, t.partitions AS declared,
-       (SELECT max(p.name::bigint) + 1 FROM queen.log_partitions p
-         WHERE p.queue_id = q.id AND p.name ~ '^(0|[1-9][0-9]{0,8})$') AS seen
+       (SELECT max(d.name::bigint) + 1 FROM queen.partition_directory d
+         WHERE d.queue_id = q.id AND d.name ~ '^(0|[1-9][0-9]{0,8})$') AS seen
   FROM queen.queues q
   LEFT JOIN queen.kafka_topics t ON t.queue_id = q.id
  WHERE q.tenant = $2 AND ($1::text[] IS NULL OR q.name = ANY($1::text[]))
@@ -42,21 +42,25 @@ SELECT greatest(s.base_offset, p.log_start) AS offset, s.created_at
 -- Answers the partitions set, by name (none when the queue is unknown).
 -- $1 consumer group, $2 queue name, $3 partition names, $4 committed offsets (same order),
 -- $5 tenant
-WITH q AS (SELECT id FROM queen.queues WHERE tenant = $5 AND name = $2),
-made AS (
-    INSERT INTO queen.log_partitions (queue_id, name)
-    SELECT q.id, u.name FROM q, unnest($3::text[]) AS u(name)
-        ON CONFLICT ON CONSTRAINT log_partitions_queue_id_name_key DO NOTHING
-    RETURNING id, name),
+WITH q AS (SELECT id, tenant, name, namespace, task, options FROM queen.queues
+            WHERE tenant = $5 AND name = $2),
+wanted AS (
+    SELECT u.name, u.committed FROM unnest($3::text[], $4::bigint[]) AS u(name, committed)
+     WHERE EXISTS (SELECT 1 FROM q)),
+-- in name order, as every writer creates partitions (functions/20_append.sql)
+names AS (SELECT array_agg(w.name ORDER BY w.name) AS list FROM wanted w),
 parts AS (
-    SELECT p.id, p.name FROM queen.log_partitions p JOIN q ON p.queue_id = q.id
-     WHERE p.name = ANY($3::text[])
-    UNION ALL
-    SELECT id, name FROM made),
+    SELECT x.partition_id AS id, n.list[x.n] AS name
+      FROM q, names n,
+           queen.partition_ids(array_fill(q.tenant, ARRAY[cardinality(n.list)]),
+                               array_fill(q.name, ARRAY[cardinality(n.list)]), n.list,
+                               array_fill(q.namespace, ARRAY[cardinality(n.list)]),
+                               array_fill(q.task, ARRAY[cardinality(n.list)]), q.options)
+               WITH ORDINALITY AS x(queue_id, partition_id, n)
+     WHERE cardinality(n.list) > 0),
 target AS (
-    SELECT parts.id, parts.name, u.committed
-      FROM parts JOIN unnest($3::text[], $4::bigint[]) AS u(name, committed)
-        ON u.name = parts.name),
+    SELECT parts.id, parts.name, w.committed
+      FROM parts JOIN wanted w ON w.name = parts.name),
 set AS (
     INSERT INTO queen.log_consumers AS c (partition_id, consumer_group, committed,
                                          last_consumed_at)
@@ -64,7 +68,7 @@ set AS (
         ON CONFLICT (partition_id, consumer_group) DO UPDATE
        SET committed = excluded.committed, batch_end = NULL, worker_id = NULL,
            lease_expires_at = NULL, retry_count = 0, not_before = NULL,
-           last_consumed_at = now(),
+           last_consumed_at = excluded.last_consumed_at,  -- (Citus: no now() here)
            total_consumed = c.total_consumed + greatest(excluded.committed - c.committed, 0)
     RETURNING c.partition_id)
 SELECT t.name FROM set JOIN target t ON t.id = set.partition_id;

@@ -4,11 +4,30 @@
 
 -- name: pop_ready
 -- Claim among known candidates and read, in one statement (functions/30_pop.sql says what
--- each argument means and what the answer holds); `tenant`: whose queues it addresses.
+-- each argument means and what the answer holds). `route`: a number of the shard every
+-- candidate lives on (Citus runs the call on its node: core/storage/shards.py); `tenant`:
+-- whose queues it addresses.
 SELECT verdict, queue_id, queue, partition_id, partition, span_start, span_end, retry_count,
        base_offset, created_at, blob, last_offset, conflation, width,
        extract(epoch FROM due - clock_timestamp())::float8 AS due_in
-  FROM queen.pop_ready(:tenant, :queue, :namespace, :task, :partition, :group, :named,
+  FROM queen.pop_ready(:route::bigint,
+                       :tenant, :queue, :namespace, :task, :partition, :group, :named,
+                       :seed_mode, :seed_instant::timestamptz, :store_seed, :batch,
+                       :partitions, :auto_ack, :lease_seconds, :lease_fallback, :lease_id,
+                       :candidates::bigint[], :conflation, :conflation_width);
+
+-- name: pop_ready_here
+-- As pop_ready, with no shard named (route null: one PostgreSQL, or a call over several
+-- shards): run where it is received. Citus sends a call of a delegated function to the
+-- node of its first argument's shard, for null too, whatever the rest of the statement;
+-- a route given by a subquery is no constant it can hash, so the call stays here (and
+-- needs no other node: a call without a route on a cluster with a worker down still
+-- runs on the others).
+SELECT verdict, queue_id, queue, partition_id, partition, span_start, span_end, retry_count,
+       base_offset, created_at, blob, last_offset, conflation, width,
+       extract(epoch FROM due - clock_timestamp())::float8 AS due_in
+  FROM queen.pop_ready((SELECT :route::bigint),
+                       :tenant, :queue, :namespace, :task, :partition, :group, :named,
                        :seed_mode, :seed_instant::timestamptz, :store_seed, :batch,
                        :partitions, :auto_ack, :lease_seconds, :lease_fallback, :lease_id,
                        :candidates::bigint[], :conflation, :conflation_width);
@@ -17,20 +36,29 @@ SELECT verdict, queue_id, queue, partition_id, partition, span_start, span_end, 
 -- Apply acks in one statement, one array element per item (functions/40_ack.sql says what
 -- each argument means and what the answer holds): a null lease id checks no lease, a null
 -- offset is resolved by the index; `scan_missing` reports the spans to search instead of
--- settling with the index. `tenants`: each item's caller's; a partition of another tenant's
--- queue than the item's is passed as id 0, which no partition has, so the item is answered
--- as one naming a partition that does not exist.
+-- settling with the index. `route`: a number of the shard of every item's partition;
+-- `tenants`: each item's caller's (an item naming another tenant's partition is answered as
+-- one naming a partition without the group's cursor).
 SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_from, scan_to,
        conflated
-  FROM queen.ack(:groups::text[],
-                 ARRAY(SELECT CASE WHEN q.tenant = u.tenant THEN u.pid ELSE 0 END
-                         FROM unnest(:partition_ids::bigint[], :tenants::text[])
-                              WITH ORDINALITY AS u(pid, tenant, n)
-                         LEFT JOIN queen.log_partitions p ON p.id = u.pid
-                         LEFT JOIN queen.queues q ON q.id = p.queue_id
-                        ORDER BY u.n),
-                 :transaction_ids::text[], :statuses::text[], :lease_ids::text[],
-                 :errors::text[], :offsets::bigint[], :scan_missing);
+  FROM queen.ack(:route::bigint,
+                 :groups::text[], :partition_ids::bigint[], :transaction_ids::text[],
+                 :statuses::text[], :lease_ids::text[], :errors::text[], :offsets::bigint[],
+                 :scan_missing, :tenants::text[]);
+
+-- name: ack_here
+-- As ack, with no shard named (route null: one PostgreSQL, or a call over several
+-- shards): run where it is received. Citus sends a call of a delegated function to the
+-- node of its first argument's shard, for null too, whatever the rest of the statement;
+-- a route given by a subquery is no constant it can hash, so the call stays here (and
+-- needs no other node: a call without a route on a cluster with a worker down still
+-- runs on the others).
+SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_from, scan_to,
+       conflated
+  FROM queen.ack((SELECT :route::bigint),
+                 :groups::text[], :partition_ids::bigint[], :transaction_ids::text[],
+                 :statuses::text[], :lease_ids::text[], :errors::text[], :offsets::bigint[],
+                 :scan_missing, :tenants::text[]);
 
 -- name: ack_joined
 -- `ack` with its text columns each sent as one text: asyncpg encodes an array element by
@@ -38,21 +66,30 @@ SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_fr
 -- groups, transaction_ids, statuses, lease_ids, tenants: each item preceded by U+001F (the
 -- unit separator, which no name, transactionId, status, lease id or tenant may contain; a
 -- lease id U+001E is null), null for a column of nulls; partition_ids: decimal,
--- comma-separated; errors, offsets and scan_missing as in `ack`
+-- comma-separated; route, errors, offsets and scan_missing as in `ack`
 SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_from, scan_to,
        conflated
-  FROM queen.ack((string_to_array(:groups::text, E'\x1f'))[2:],
-                 ARRAY(SELECT CASE WHEN q.tenant = u.tenant THEN u.pid ELSE 0 END
-                         FROM unnest(string_to_array(:partition_ids::text, ',')::bigint[],
-                                     (string_to_array(:tenants::text, E'\x1f'))[2:])
-                              WITH ORDINALITY AS u(pid, tenant, n)
-                         LEFT JOIN queen.log_partitions p ON p.id = u.pid
-                         LEFT JOIN queen.queues q ON q.id = p.queue_id
-                        ORDER BY u.n),
+  FROM queen.ack(:route::bigint,
+                 (string_to_array(:groups::text, E'\x1f'))[2:],
+                 string_to_array(:partition_ids::text, ',')::bigint[],
                  (string_to_array(:transaction_ids::text, E'\x1f'))[2:],
                  (string_to_array(:statuses::text, E'\x1f'))[2:],
                  (string_to_array(:lease_ids::text, E'\x1f', E'\x1e'))[2:],
-                 :errors::text[], :offsets::bigint[], :scan_missing);
+                 :errors::text[], :offsets::bigint[], :scan_missing,
+                 (string_to_array(:tenants::text, E'\x1f'))[2:]);
+
+-- name: ack_joined_here
+-- As ack_joined, with no shard named (see ack_here).
+SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_from, scan_to,
+       conflated
+  FROM queen.ack((SELECT :route::bigint),
+                 (string_to_array(:groups::text, E'\x1f'))[2:],
+                 string_to_array(:partition_ids::text, ',')::bigint[],
+                 (string_to_array(:transaction_ids::text, E'\x1f'))[2:],
+                 (string_to_array(:statuses::text, E'\x1f'))[2:],
+                 (string_to_array(:lease_ids::text, E'\x1f', E'\x1e'))[2:],
+                 :errors::text[], :offsets::bigint[], :scan_missing,
+                 (string_to_array(:tenants::text, E'\x1f'))[2:]);
 
 -- name: span_segments
 -- Segments overlapping offsets [lo, hi] of a partition, in offset order (the search for an
@@ -70,13 +107,27 @@ SELECT q.name AS queue, p.name AS partition, x.base_offset, x.created_at, x.blob
  ORDER BY x.base_offset;
 
 -- name: extend_leases
--- Extend every live lease of each lease id (distinct ids) on its tenant's queues; expired or
--- released leases are not revived. One row per lease extended: its lease id and new expiry
--- (`seconds` and `tenants`: one per lease id).
-UPDATE queen.log_consumers c
-   SET lease_expires_at = greatest(c.lease_expires_at, now() + make_interval(secs => e.secs))
-  FROM unnest(:lease_ids::text[], :seconds::float8[], :tenants::text[]) AS e(lease, secs, tenant)
- WHERE c.worker_id = e.lease AND c.lease_expires_at > now()
-   AND EXISTS (SELECT 1 FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
-                WHERE p.id = c.partition_id AND q.tenant = e.tenant)
-RETURNING c.worker_id AS lease_id, c.lease_expires_at;
+-- Extend every live lease of each lease id (distinct ids); expired or released leases are
+-- not revived (functions/35_leases.sql). One row per cursor extended: its lease id and new
+-- expiry; and per lease with parts on other shards, the routes to extend it on next.
+-- `route`: the shard the leases were claimed on (null: search by lease id); `seconds` and
+-- `tenants` (the caller's, whose queues' leases alone are extended): one per lease id.
+SELECT lease_id, lease_expires_at, routes
+  FROM queen.extend_leases(:route::bigint, :lease_ids::text[], :seconds::float8[],
+                           :tenants::text[]);
+
+-- name: extend_leases_here
+-- As extend_leases, with no shard named (route null: one PostgreSQL, or a call over several
+-- shards): run where it is received. Citus sends a call of a delegated function to the
+-- node of its first argument's shard, for null too, whatever the rest of the statement;
+-- a route given by a subquery is no constant it can hash, so the call stays here (and
+-- needs no other node: a call without a route on a cluster with a worker down still
+-- runs on the others).
+SELECT lease_id, lease_expires_at, routes
+  FROM queen.extend_leases((SELECT :route::bigint), :lease_ids::text[], :seconds::float8[],
+                           :tenants::text[]);
+
+-- name: link_lease
+-- A lease spans shards: its first shard's row learns the others (functions/35_leases.sql).
+-- $1 the first shard's route, $2 lease id, $3 the other shards' routes
+SELECT queen.link_lease($1::bigint, $2, $3::bigint[]);

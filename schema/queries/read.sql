@@ -1,13 +1,12 @@
 -- Statements of offset reads (fetch). Loaded by core/storage/statements.py.
 
--- name: fetch_partition_state
--- A queue's partition by name with its offsets; queue_id is null when the queue is unknown,
--- partition_id is null when the queue exists but the partition does not.
--- $1 queue name, $2 partition name, $3 tenant
-SELECT q.id AS queue_id, p.id AS partition_id, p.last_offset, p.log_start
-  FROM queen.queues q
-  LEFT JOIN queen.log_partitions p ON p.queue_id = q.id AND p.name = $2
- WHERE q.tenant = $3 AND q.name = $1;
+-- name: fetch_head
+-- A partition's offsets, names and tenant, by id (they check an id the caller remembered).
+-- $1 partition id
+SELECT q.name AS queue, p.name AS partition, p.last_offset, p.log_start, q.tenant
+  FROM queen.log_partitions p
+  JOIN queen.queues q ON q.id = p.queue_id
+ WHERE p.id = $1;
 
 -- name: fetch_segments
 -- Segments holding offsets from $2 on, in offset order, at most $3 of them. The segment that

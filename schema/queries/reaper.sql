@@ -149,3 +149,68 @@ SELECT (SELECT count(*) FROM deleted) AS segments,
        (SELECT log_start FROM moved) AS log_start,
        (SELECT coalesce(sum(n), 0) FROM released WHERE by_age)::bigint AS by_age,
        (SELECT coalesce(sum(n), 0) FROM released WHERE NOT by_age)::bigint AS by_completion;
+
+-- name: citus_reaper_expired
+-- On Citus, the reaper's read of every shard: up to $1 cursors whose lease passed its
+-- expiry, oldest first. A read takes no lock and commits nothing: each shard's cursors are
+-- then released by a call on that shard (queen.release_cursors, functions/35_leases.sql).
+-- $1 batch size
+SELECT c.partition_id, c.consumer_group
+  FROM queen.log_consumers c
+ WHERE c.lease_expires_at <= now()
+ ORDER BY c.lease_expires_at
+ LIMIT $1;
+
+-- name: citus_reaper_due
+-- On Citus, as citus_reaper_expired for retryDelay not-before times that passed.
+-- $1 batch size
+SELECT c.partition_id, c.consumer_group
+  FROM queen.log_consumers c
+ WHERE c.not_before <= now()
+ ORDER BY c.not_before
+ LIMIT $1;
+
+-- name: release_cursors
+-- Release the cursors of one shard the read above found (functions/35_leases.sql).
+-- $1 the shard's route, $2 partition ids, $3 groups, $4 not-before times instead of leases
+SELECT queue_id, partition_id
+  FROM queen.release_cursors($1::bigint, $2::bigint[], $3::text[], $4::boolean);
+
+-- name: forget_leases
+-- Drop one shard's lease rows of leases over for $2 seconds (functions/35_leases.sql).
+-- $1 the shard's route, $2 seconds
+SELECT queen.forget_leases($1::bigint, $2::integer);
+
+-- name: citus_reaper_prunable
+-- On Citus, the pruning's read of every shard: up to $1 partitions with index rows older than
+-- their queue's keep horizon (as reaper_prune_txn_index says it), each with one past the
+-- highest such offset and its horizon. Each shard's are then pruned by a call on that shard
+-- (queen.prune_keys, functions/10_keys.sql).
+-- $1 partitions, $2 floor in seconds
+SELECT i.partition_id, max(i.msg_offset) + 1 AS below,
+       now() - make_interval(secs => greatest((q.options ->> 'dedupWindowSeconds')::bigint,
+                                              $2::bigint)) AS cutoff
+  FROM queen.log_txn_index i
+  JOIN queen.log_partitions p ON p.id = i.partition_id
+  JOIN queen.queues q ON q.id = p.queue_id
+ WHERE i.created_at < now() - make_interval(secs => $2::bigint)
+   AND i.created_at < now() - make_interval(secs => greatest(
+           (q.options ->> 'dedupWindowSeconds')::bigint, $2::bigint))
+ GROUP BY i.partition_id, q.options
+ LIMIT $1;
+
+-- name: prune_keys
+-- Prune one shard's partitions the read above found (functions/10_keys.sql); answers the
+-- rows deleted. $1 the shard's route, $2 partitions, $3 one past the offsets to prune,
+-- $4 their horizons
+SELECT queen.prune_keys($1::bigint, $2::bigint[], $3::bigint[], $4::timestamptz[]);
+
+-- name: reaper_try_session_lock
+-- Take a session advisory lock, or answer false at once if another holds it (for a step that
+-- sends its statements autocommitted: on Citus each goes to its shard's node alone).
+-- $1 lock key (bigint)
+SELECT pg_try_advisory_lock($1);
+
+-- name: reaper_session_unlock
+-- Let go of a session advisory lock. $1 lock key (bigint)
+SELECT pg_advisory_unlock($1);

@@ -15,11 +15,18 @@
 -- statement's snapshot: without the deltas it adds), for the rates of `/metrics`.
 -- $1 partition ids (0 = cluster-wide), $2 names, $3 deltas, $4 process, $5 figures (JSON),
 -- $6 role of the process
-WITH added AS (
-    INSERT INTO queen.stats_counters AS c (partition_id, name, value)
+-- (On Citus the counters stay on the coordinator and the directory is a reference table:
+-- Citus refuses an INSERT that reads the directory in its own SELECT or has subqueries in
+-- its RETURNING, so the filter is a CTE of its own and the totals are read beside it.)
+WITH kept AS MATERIALIZED (
     SELECT u.pid, u.name, u.delta
       FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS u(pid, name, delta)
-     WHERE u.pid = 0 OR EXISTS (SELECT 1 FROM queen.log_partitions p WHERE p.id = u.pid)
+      -- the directory (a copy on every Citus node; one row per partition)
+      LEFT JOIN queen.partition_directory d ON d.partition_id = u.pid
+     WHERE u.pid = 0 OR d.partition_id IS NOT NULL),
+added AS (
+    INSERT INTO queen.stats_counters AS c (partition_id, name, value)
+    SELECT pid, name, delta FROM kept
     ON CONFLICT (partition_id, name) DO UPDATE SET value = c.value + excluded.value
     RETURNING 1),
 beat AS (
@@ -275,7 +282,8 @@ stored AS (
         OR depth > 0 OR lag > 0 OR parked > 0 OR d_evicted > 0 OR d_retention_released > 0
         OR d_completed_released > 0 OR d_retention_segments > 0
     UNION ALL
-    SELECT now(), 0, '', '', '', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, ''
+    -- (FROM prev, one row: Citus plans no subquery without FROM that calls now())
+    SELECT now(), 0, '', '', '', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, '' FROM prev
     RETURNING queue_id),
 moved AS (
     INSERT INTO queen.stats_baseline AS b (queue_id, pushed, delivered, acked, failed,

@@ -47,7 +47,8 @@ WITH named AS (
     UNION SELECT tenant FROM queen.stream_queries)
 SELECT n.tenant,
        (SELECT count(*) FROM queen.queues q WHERE q.tenant = n.tenant) AS queues,
-       (SELECT count(*) FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+       (SELECT count(*) FROM queen.partition_directory d JOIN queen.queues q
+                                 ON q.id = d.queue_id
          WHERE q.tenant = n.tenant) AS partitions,
        EXISTS (SELECT 1 FROM queen.tenant_quotas t WHERE t.tenant = n.tenant) AS limited,
        (SELECT u.stored_bytes FROM queen.tenant_usage u WHERE u.tenant = n.tenant)
@@ -109,38 +110,36 @@ SELECT pg_advisory_xact_lock(hashtextextended('queen.tenant-names:' || $1, 0));
 -- name: tenant_names
 -- What creating these (queue, partition) pairs would add: per pair, whether the queue and
 -- the partition exist and how many partitions the queue has; and the tenant's queue count
--- on every row.
+-- on every row. Partitions are counted in the directory (queen.partition_directory: a copy
+-- on every Citus node).
 -- $1 tenant, $2 queue names, $3 partition names (pairs)
 SELECT u.queue, u.partition, q.id IS NOT NULL AS queue_exists,
-       EXISTS (SELECT 1 FROM queen.log_partitions p
-                WHERE p.queue_id = q.id AND p.name = u.partition) AS partition_exists,
-       (SELECT count(*) FROM queen.log_partitions p WHERE p.queue_id = q.id) AS partitions,
+       EXISTS (SELECT 1 FROM queen.partition_directory d
+                WHERE d.queue_id = q.id AND d.name = u.partition) AS partition_exists,
+       (SELECT count(*) FROM queen.partition_directory d WHERE d.queue_id = q.id)
+           AS partitions,
        (SELECT count(*) FROM queen.queues x WHERE x.tenant = $1) AS queues
   FROM unnest($2::text[], $3::text[]) AS u(queue, partition)
   LEFT JOIN queen.queues q ON q.tenant = $1 AND q.name = u.queue;
 
 -- name: tenant_names_create
--- Create a tenant's queues (default options) and partitions under its names lock, so the
--- next count sees them; what exists already is left as it is.
--- $1 tenant, $2 queue names, $3 namespaces, $4 tasks, $5 default options (jsonb text),
--- $6 queue of each partition, $7 partition names
-WITH made AS (
-    INSERT INTO queen.queues (tenant, name, namespace, task, options)
-    SELECT $1, u.name, u.namespace, u.task, $5::jsonb
-      FROM unnest($2::text[], $3::text[], $4::text[]) AS u(name, namespace, task)
-        ON CONFLICT ON CONSTRAINT queues_tenant_name_key DO NOTHING
-    RETURNING id, name),
-known AS (
-    SELECT id, name FROM made
-    UNION ALL
-    SELECT q.id, q.name FROM queen.queues q
-     WHERE q.tenant = $1 AND q.name = ANY($6::text[])
-       AND q.name NOT IN (SELECT name FROM made))
-INSERT INTO queen.log_partitions (queue_id, name)
-SELECT k.id, u.partition
-  FROM unnest($6::text[], $7::text[]) AS u(queue, partition)
-  JOIN known k ON k.name = u.queue
-    ON CONFLICT ON CONSTRAINT log_partitions_queue_id_name_key DO NOTHING;
+-- Create a tenant's queues (default options) under its names lock, so the next count sees
+-- them; what exists already is left as it is. Their partitions follow
+-- (tenant_names_create_partitions).
+-- $1 tenant, $2 queue names, $3 namespaces, $4 tasks, $5 default options (jsonb text)
+INSERT INTO queen.queues (tenant, name, namespace, task, options)
+SELECT $1, u.name, u.namespace, u.task, $5::jsonb
+  FROM unnest($2::text[], $3::text[], $4::text[]) AS u(name, namespace, task)
+    ON CONFLICT ON CONSTRAINT queues_tenant_name_key DO NOTHING;
+
+-- name: tenant_names_create_partitions
+-- Create partitions of a tenant's queues under its names lock, as a push creates them
+-- (queen.partition_ids: the directory entry and the head, functions/20_append.sql); what
+-- exists already is left as it is. Answers how many pairs were given.
+-- $1 tenants, $2 queue of each partition, $3 partition names (in (queue, partition) order),
+-- $4 namespaces, $5 tasks (of a queue created here if it went meanwhile), $6 default options
+SELECT count(*) FROM queen.partition_ids($1::text[], $2::text[], $3::text[], $4::text[],
+                                         $5::text[], $6::jsonb);
 
 -- name: tenant_queue_names
 -- Every queue name of a tenant (one at its queue cap: at most that many).

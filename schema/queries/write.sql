@@ -1,16 +1,49 @@
 -- Statements of the write path and of queue management. Loaded by core/storage/statements.py.
 
--- name: append
--- Append segments to several partitions in one statement, or report duplicates (see
+-- name: partition_ids
+-- The ids of partitions by name, created with their queue when missing (see
+-- functions/20_append.sql). $1 tenants, $2 queues, $3 partitions, $4 namespaces, $5 tasks
+-- (one per partition, in name order), $6 default options (jsonb text)
+SELECT queue_id, partition_id
+  FROM queen.partition_ids($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
+                           $6::jsonb);
+
+-- name: partition_lookup
+-- A partition's id by name, creating nothing: no row when the tenant has no such queue, a
+-- null partition_id when the queue exists and the partition does not. Reads the directory
+-- only (a reference table on Citus: any node answers it alone).
+-- $1 tenant, $2 queue name, $3 partition name
+SELECT q.id AS queue_id, d.partition_id
+  FROM queen.queues q
+  LEFT JOIN queen.partition_directory d ON d.queue_id = q.id AND d.name = $3
+ WHERE q.tenant = $1 AND q.name = $2;
+
+-- name: append_partitions
+-- Append segments to partitions (of one shard, on Citus), or report duplicates (see
 -- functions/20_append.sql for the arguments and the answer).
--- $1 queues, $2 partitions, $3 namespaces, $4 tasks (one per partition), $5 default options
--- (jsonb text), $6 segments per partition, $7 frames per segment, $8 blobs,
--- $9 transactionIds (flat), $10 whether each partition's transactionIds repeat,
--- $11 whether each partition's segments are sealed, $12 each queue's tenant
+-- $1 route (null: one PostgreSQL), $2 each queue's tenant, $3 the ids remembered (0: none),
+-- $4 queues, $5 partitions, $6 namespaces, $7 tasks (one per partition), $8 default
+-- options (jsonb text), $9 segments per partition, $10 frames per segment, $11 blobs,
+-- $12 transactionIds (flat), $13 whether each partition's transactionIds repeat, $14 whether
+-- its segments are sealed
 SELECT queue_id, partition_id, base_offset, created_at, dup_positions, dup_offsets, encrypted
-  FROM queen.append($12::text[], $1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb,
-                    $6::integer[], $7::integer[], $8::bytea[], $9::text[], $10::boolean[],
-                    $11::boolean[]);
+  FROM queen.append_partitions($1::bigint, $2::text[], $3::bigint[], $4::text[], $5::text[],
+                               $6::text[], $7::text[], $8::jsonb, $9::integer[],
+                               $10::integer[], $11::bytea[], $12::text[], $13::boolean[],
+                               $14::boolean[]);
+
+-- name: append_partitions_here
+-- As append_partitions, with no shard named (route null: one PostgreSQL, or a call over
+-- several shards): run where it is received. Citus sends a call of a delegated function to the
+-- node of its first argument's shard, for null too, whatever the rest of the statement;
+-- a route given by a subquery is no constant it can hash, so the call stays here (and
+-- needs no other node: a call without a route on a cluster with a worker down still
+-- runs on the others).
+SELECT queue_id, partition_id, base_offset, created_at, dup_positions, dup_offsets, encrypted
+  FROM queen.append_partitions((SELECT $1::bigint), $2::text[], $3::bigint[], $4::text[],
+                               $5::text[], $6::text[], $7::text[], $8::jsonb, $9::integer[],
+                               $10::integer[], $11::bytea[], $12::text[], $13::boolean[],
+                               $14::boolean[]);
 
 -- name: segments_at
 -- The segments holding the given offsets of a partition (each once, in offset order).
@@ -44,6 +77,11 @@ UPDATE queen.queues SET namespace = $2, task = $3, options = $4::jsonb WHERE id 
 -- Remove the queue row; answers its id (nothing when absent).
 -- $1 queue name, $2 tenant
 DELETE FROM queen.queues WHERE tenant = $2 AND name = $1 RETURNING id;
+
+-- name: delete_queue_directory
+-- Remove a queue's partitions from the directory (pushes then create them afresh).
+-- $1 queue id
+DELETE FROM queen.partition_directory WHERE queue_id = $1;
 
 -- name: delete_queue_partitions
 -- Remove a queue's partitions; answers their ids. Waits for appends in flight (their row

@@ -12,6 +12,9 @@ import pytest
 
 from tests.support import configure, cursor_row, dlq_rows, expire_leases_of, pop_json, push_items
 
+# Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
+pytestmark = pytest.mark.citus
+
 
 def ack_body(message: dict[str, Any], status: str = "completed", *, lease: bool = True,
              group: str | None = None, error: str | None = None) -> dict[str, Any]:

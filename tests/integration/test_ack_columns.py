@@ -16,7 +16,7 @@ UNRESOLVABLE = "unresolvable: transaction not in the ack window"
 
 async def _ack(core_db: Database, items: reads.AckInputs) -> list[reads.AckRow]:
     async with core_db.session() as conn:
-        return await reads.ack(conn, items=items, scan_missing=True)
+        return await reads.ack(conn, route=None, items=items, scan_missing=True)
 
 
 def test_a_column_is_joined_unless_a_value_holds_a_separator() -> None:

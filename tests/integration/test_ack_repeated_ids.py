@@ -24,6 +24,9 @@ from tests.support import (
     push_items,
 )
 
+# Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
+pytestmark = pytest.mark.citus
+
 PATHS = ["ack", "batch", "transaction"]
 GROUPS = [None, "g"]
 

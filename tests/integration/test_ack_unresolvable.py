@@ -29,6 +29,9 @@ from tests.support import (
     queue_counts,
 )
 
+# Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
+pytestmark = pytest.mark.citus
+
 UNRESOLVABLE = ("unresolvable: transaction not in the ack window (hash purged or never "
                 "pushed); if leased, the message redelivers")
 STATUSES = ["completed", "failed", "retry", "dlq"]
@@ -160,7 +163,10 @@ async def test_an_id_gone_with_retention_is_unresolvable(
     body = await pop_json(http, queue_name)
     assert body is not None and body["messages"][0]["data"] == "old"
     await db.execute(
-        """UPDATE queen.log_segments s SET created_at = s.created_at - interval '2 min'
+        # (Shifted in UTC: Citus pushes only immutable arithmetic on a column down.)
+        """UPDATE queen.log_segments s
+              SET created_at = ((s.created_at AT TIME ZONE 'UTC') - interval '2 min')
+                               AT TIME ZONE 'UTC'
              FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
             WHERE s.partition_id = p.id AND q.name = $1 AND s.base_offset = 0""", queue_name)
     await maintenance.apply_retention(core_db, segment_batch=100)

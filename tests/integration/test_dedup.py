@@ -8,8 +8,12 @@ from typing import Any
 
 import asyncpg
 import httpx
+import pytest
 
 from tests.support import BrokerProcess, fetch_records
+
+# Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
+pytestmark = pytest.mark.citus
 
 WINDOW = 60
 
@@ -29,7 +33,10 @@ async def _configure(http: httpx.AsyncClient, queue: str, **opts: Any) -> dict[s
 async def _age_index(db: asyncpg.Connection, queue: str, seconds: float) -> int:
     """Pretend the queue's stored transactionIds were written `seconds` earlier."""
     result = await db.execute(
-        """UPDATE queen.log_txn_index i SET created_at = i.created_at - make_interval(secs => $2)
+        # (Shifted in UTC: Citus pushes only immutable arithmetic on a column down.)
+        """UPDATE queen.log_txn_index i
+              SET created_at = ((i.created_at AT TIME ZONE 'UTC') - make_interval(secs => $2))
+                               AT TIME ZONE 'UTC'
              FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
             WHERE i.partition_id = p.id AND q.name = $1""", queue, seconds)
     return int(result.split()[-1])

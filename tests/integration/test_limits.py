@@ -120,7 +120,7 @@ async def test_backlog_over_the_bound_answers_429_with_retry_after_and_writes_no
             async def flush_blocked() -> bool:
                 return bool(await db.fetchval(
                     """SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
-                        AND query LIKE '%queen.append(%'"""))
+                        AND query LIKE '%queen.append_partitions(%'"""))
 
             await wait_for(flush_blocked)
             waiting = asyncio.create_task(push("b"))  # fills the backlog: 2 messages

@@ -16,6 +16,9 @@ import pytest
 
 from tests.support import announce_changed, configure, cursor_row, pop_json, push_items
 
+# Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
+pytestmark = pytest.mark.citus
+
 MESSAGE_KEYS = ["id", "transactionId", "traceId", "data", "producerSub", "createdAt",
                 "partitionId", "partition", "leaseId", "consumerGroup"]
 
@@ -160,7 +163,10 @@ async def test_delayed_processing_hides_messages_younger_than_the_delay(
     assert await pop_json(http, queue_name, batch=10) is None
     # Age only the first segment: the young message stays hidden, and nothing behind it leaks.
     await db.execute(
-        """UPDATE queen.log_segments s SET created_at = s.created_at - interval '61 seconds'
+        # (Shifted in UTC: Citus pushes only immutable arithmetic on a column down.)
+        """UPDATE queen.log_segments s
+              SET created_at = ((s.created_at AT TIME ZONE 'UTC') - interval '61 seconds')
+                               AT TIME ZONE 'UTC'
              FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
             WHERE s.partition_id = p.id AND q.name = $1 AND s.base_offset = 0""", queue_name)
     await announce_changed(db, queue_name)  # the brokers expect it due in a minute
@@ -218,7 +224,8 @@ async def test_subscription_from_iso_timestamp_starts_at_the_first_message_at_or
     base = datetime.now(UTC)
     await db.execute(
         """UPDATE queen.log_segments s
-              SET created_at = $2::timestamptz - make_interval(hours => 3 - s.base_offset::int)
+              SET created_at = (($2::timestamptz AT TIME ZONE 'UTC')
+                                - make_interval(hours => 3 - s.base_offset::int)) AT TIME ZONE 'UTC'
              FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
             WHERE s.partition_id = p.id AND q.name = $1""", queue_name, base)
     since = (base - timedelta(hours=2, minutes=30)).isoformat().replace("+00:00", "Z")

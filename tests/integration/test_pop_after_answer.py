@@ -28,6 +28,9 @@ import pytest
 
 from tests.support import BrokerProcess
 
+# Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
+pytestmark = pytest.mark.citus
+
 DRAIN_LOOPS = int(os.environ.get("QUEEN_DRAIN_LOOPS", "40"))
 DRAIN_MESSAGES = 8
 CONCURRENT_LOOPS = 4

@@ -29,6 +29,9 @@ from core.service import Broker
 from core.settings import Settings
 from tests.support import wait_for
 
+# Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
+pytestmark = pytest.mark.citus
+
 RESEED_S = 1.5
 SETTINGS = Settings(db_pool_size=2, metrics_flush_ms=600_000,
                     ready_reseed_interval_ms=int(RESEED_S * 1000))
@@ -131,7 +134,7 @@ async def test_a_lost_listen_connection_makes_the_lanes_reseed_before_they_are_t
     assert (await b.pop(request)).count == 1
     session = b._hub.session()
     _silenced(a)
-    await db.execute("SELECT pg_terminate_backend($1)", b._hub.listener_pid)
+    await db.execute("SELECT pg_terminate_backend($1::integer)", b._hub.listener_pid)
     await _push(a, queue_name, ["missed"])  # announced to nobody while B reconnects
 
     async def reconnected() -> bool:
@@ -222,7 +225,7 @@ async def test_an_announcement_whose_notify_failed_is_sent_again_before_the_push
     assert (await b.pop(request)).count == 0
     notifier = a._hub._notifier_pid
     assert notifier is not None
-    assert await db.fetchval("SELECT pg_terminate_backend($1)", notifier)
+    assert await db.fetchval("SELECT pg_terminate_backend($1::integer)", notifier)
     await _push(a, queue_name, ["after-cut"])
     assert a._hub._notifier_pid != notifier  # sent again on a new connection
     result = await b.pop(request)

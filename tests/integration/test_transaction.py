@@ -19,6 +19,9 @@ from tests.support import (
     queue_counts,
 )
 
+# Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
+pytestmark = pytest.mark.citus
+
 
 def ack_op(message: dict[str, Any], status: str = "completed", *, lease: bool = True,
            group: str | None = None) -> dict[str, Any]:

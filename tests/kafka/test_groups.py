@@ -11,12 +11,16 @@ from pathlib import Path
 
 import asyncpg
 import httpx
+import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from tests.kafka.listener import KafkaListener
 from tests.kafka.wire import decode, one_answer, request
 from tests.support import cursor_row, pop_json
+
+# Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
+pytestmark = pytest.mark.citus
 
 
 def _name(prefix: str) -> str:

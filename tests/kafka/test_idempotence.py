@@ -15,6 +15,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from tests.kafka.listener import KafkaListener
 from tests.kafka.wire import batch, one_answer, produce_answer, produce_v3
 
+# Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
+pytestmark = pytest.mark.citus
+
 
 async def _end(bootstrap: str, topic: str) -> int:
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)

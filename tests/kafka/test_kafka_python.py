@@ -18,6 +18,9 @@ from queen.http.pop_frames import decode_pop_frames
 from tests.kafka.listener import KafkaListener
 from tests.support import pop_json, push_items
 
+# Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
+pytestmark = pytest.mark.citus
+
 
 def _topic() -> str:
     return f"kp-{uuid.uuid4().hex[:10]}"

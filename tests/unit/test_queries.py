@@ -51,11 +51,11 @@ def test_load_reads_only_sql_files(tmp_path: Path) -> None:
 
 
 def test_the_shipped_statements_of_the_write_path_are_loaded() -> None:
-    for name in ("append", "segments_at", "lock_queue", "insert_queue",
-                 "update_queue", "delete_queue_row", "delete_partition_data",
-                 "fetch_partition_state", "fetch_segments"):
+    for name in ("partition_ids", "append_partitions", "segments_at", "lock_queue",
+                 "insert_queue", "update_queue", "delete_queue_row", "delete_partition_data",
+                 "fetch_head", "fetch_segments"):
         assert queries.QUERIES[name].strip(), name
-    assert "queen.append(" in queries.QUERIES["append"]
+    assert "queen.append_partitions(" in queries.QUERIES["append_partitions"]
 
 
 def test_named_parameters_become_numbered_in_order_of_first_use() -> None:

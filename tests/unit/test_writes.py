@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core import segments
-from core.engine.writes import NewMessage, PartitionName, Verdict, append, first_occurrences
+from core.engine.directory import PartitionName
+from core.engine.writes import NewMessage, Verdict, append, first_occurrences
 
 
 def _items(*txids: str) -> list[NewMessage]:
@@ -35,8 +36,8 @@ def test_first_occurrences_of_nothing_is_empty() -> None:
 
 
 class FakeAppendConn:
-    """Plays `queen.append` (schema/functions/20_append.sql; plain queues only) and
-    `segments_at` in memory, for one partition."""
+    """Plays `queen.append_partitions` (schema/functions/20_append.sql; plain queues only)
+    and `segments_at` in memory, for one partition (queue id 1, partition id 1)."""
 
     def __init__(self, window: int) -> None:
         self.window = window
@@ -46,19 +47,21 @@ class FakeAppendConn:
         self.statements: list[list[str]] = []
 
     async def fetch(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
-        if "queen.append(" in sql:
+        if "queen.append_partitions(" in sql:
             return [self._append(*args)]
         assert "log_segments" in sql  # segments_at: (partition id, offsets)
         _, offsets = args
         return [s for s in self.segments
                 if any(s[0] <= o < s[0] + len(segments.unpack(s[2])) for o in offsets)]
 
-    def _append(self, queues: list[str], partitions: list[str], namespaces: list[str],
+    def _append(self, route: int | None, tenants: list[str], ids: list[int],
+                queues: list[str], partitions: list[str], namespaces: list[str],
                 tasks: list[str], options: str, per_partition: list[int], frames: list[int],
                 blobs: list[bytes], txids: list[str], repeats: list[bool],
-                encrypted: list[bool], tenants: list[str]) -> tuple[Any, ...]:
-        assert len(queues) == 1 and per_partition == [len(blobs)] and encrypted == [False]
-        assert tenants == [""]  # the default tenant (queen.append's first argument)
+                encrypted: list[bool]) -> tuple[Any, ...]:
+        assert route is None and ids in ([0], [1]) and (queues, partitions) == (["q"], ["p"])
+        assert per_partition == [len(blobs)] and encrypted == [False]
+        assert tenants == [""]  # the default tenant
         self.statements.append(list(txids))
         stored = [f for blob in blobs for f in segments.unpack(blob)]
         assert [f.transaction_id for f in stored] == txids

@@ -4,12 +4,20 @@ An ack request (`POST /ack`, `POST /ack/batch`) touches the cursors of its (grou
 partition) pairs; requests on disjoint pairs are applied by one `queen.ack` call (the
 statement decides per pair, so each request's verdicts are those it would get alone, and
 what it applies commits with the flush or not at all). An extension touches the leases of
-one lease id; extensions of distinct lease ids are applied by one UPDATE.
+one lease id; extensions of distinct lease ids are applied by one statement.
+
+On Citus a flush is one call per shard (core/storage/shards.py): the requests whose items
+all live on one shard are applied together on that shard's node; a request spanning shards
+is applied by a call of its own, atomically (Citus commits it on every node it wrote, in two
+phases). A pop's partitions are on one shard, so an ack of what one pop delivered is a
+one-shard request. Extensions go to the shard their lease id names; one that finds nothing
+there (a lease minted before, or elsewhere) searches every shard.
 Transactions (§4.7) are not batched: they carry pushes and a lease check of their own.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Hashable, Sequence
 from datetime import datetime
 
@@ -18,6 +26,7 @@ from core.engine.batching.batcher import KeyedBatcher
 from core.ids import PartitionId, QueueId
 from core.storage import reads as sql
 from core.storage.database import Database
+from core.storage.statements import Conn
 
 AckRequest = Sequence[acks.GroupAck]
 Wakes = list[tuple[QueueId, PartitionId]]
@@ -41,9 +50,32 @@ class AckFlusher:
         await self.batcher.close()
 
     async def _flush(self, requests: list[AckRequest]) -> list[acks.AppliedAcks]:
+        shards = self._db.shards
+        if not shards.distributed:
+            return await self._apply(requests, None)
+        calls: dict[int, list[int]] = {}  # route (negative: none) -> positions of requests
+        for at, request in enumerate(requests):
+            owners = {shards.shard_of(pid) for a in request
+                      if (pid := acks.partition_id_of(a.item.partition_id)) is not None}
+            route = shards.route(owners.pop()) if len(owners) == 1 else None
+            # A request spanning shards is a call of its own (atomic across them).
+            calls.setdefault(route if route is not None else -1 - at, []).append(at)
+        out: list[acks.AppliedAcks | None] = [None] * len(requests)
+
+        async def call(key: int, positions: list[int]) -> None:
+            route = key if key >= 0 else None
+            for at, result in zip(positions, await self._apply(
+                    [requests[i] for i in positions], route)):
+                out[at] = result
+
+        await asyncio.gather(*(call(k, v) for k, v in calls.items()))
+        return [r if r is not None else acks.AppliedAcks([]) for r in out]
+
+    async def _apply(self, requests: list[AckRequest], route: int | None
+                     ) -> list[acks.AppliedAcks]:
         items = [item for request in requests for item in request]
         async with self._db.session() as conn:
-            applied = await acks.apply_acks(conn, items)
+            applied = await acks.apply_acks(conn, items, route=route)
         self._on_wakes(applied.wakes)
         out: list[acks.AppliedAcks] = []
         at = 0
@@ -75,11 +107,44 @@ class ExtendFlusher:
         await self.batcher.close()
 
     async def _flush(self, requests: list[tuple[str, int, str]]) -> list[list[datetime]]:
-        async with self._db.session() as conn:
-            rows = await sql.extend_leases(conn, lease_ids=[r[0] for r in requests],
-                                           seconds=[float(r[1]) for r in requests],
-                                           tenants=[r[2] for r in requests])
+        shards = self._db.shards
+        asked = {lease_id: (seconds, tenant) for lease_id, seconds, tenant in requests}
+        by_route: dict[int | None, list[str]] = {}
+        for lease_id, _, _ in requests:
+            by_route.setdefault(shards.route_of_lease(lease_id), []).append(lease_id)
         expiries: dict[str, list[datetime]] = {}
-        for row in rows:
-            expiries.setdefault(row.lease_id, []).append(row.lease_expires_at)
+        async with self._db.session() as conn:
+            # The shards their ids name, then the other shards those answer (a lease of a
+            # pop that spanned shards), each once.
+            done: set[int | None] = set()
+            while by_route:
+                route, leases = by_route.popitem()
+                done.add(route)
+                more = await self._extend(conn, route, leases, asked, expiries)
+                for lease_id, routes in more:
+                    for other in routes:
+                        if other not in done:
+                            by_route.setdefault(other, []).append(lease_id)
+            # Found nowhere it was looked for: minted before, or by a pop that named no
+            # candidate (a partition pop of a partition this process did not know).
+            lost = [lease_id for lease_id, _, _ in requests if lease_id not in expiries]
+            if lost and shards.distributed:
+                await self._extend(conn, None, lost, asked, expiries)
         return [expiries.get(lease_id, []) for lease_id, _, _ in requests]
+
+    @staticmethod
+    async def _extend(conn: Conn, route: int | None, leases: list[str],
+                      asked: dict[str, tuple[int, str]],
+                      expiries: dict[str, list[datetime]]) -> list[tuple[str, list[int]]]:
+        """Extend on one shard (all of them: None); answer the leases with parts on others
+        and those others' routes."""
+        rows = await sql.extend_leases(conn, route=route, lease_ids=leases,
+                                       seconds=[float(asked[lease][0]) for lease in leases],
+                                       tenants=[asked[lease][1] for lease in leases])
+        more: list[tuple[str, list[int]]] = []
+        for row in rows:
+            if row.lease_expires_at is not None:
+                expiries.setdefault(row.lease_id, []).append(row.lease_expires_at)
+            if row.routes:
+                more.append((row.lease_id, row.routes))
+        return more

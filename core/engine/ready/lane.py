@@ -55,6 +55,10 @@ class Lane:
         self._seeded_at: float | None = None
         self._session: int | None = None
         self._stale = False
+        # Its last seed could not ask every shard (on Citus, a node down): what it holds is
+        # not all there is, and an answer of nothing would not be true (core/engine/ready/
+        # reader.py answers the outage instead).
+        self._unreachable = False
         # Partial: it left out ready partitions (its cap); its reseeds go on from
         # `_resume_from`, and it is not trusted once nothing is ready in it.
         self._partial = False
@@ -95,6 +99,11 @@ class Lane:
     def partial(self) -> bool:
         """It left ready partitions out (its cap): a reseed goes on from where it stopped."""
         return self._partial
+
+    @property
+    def unreachable(self) -> bool:
+        """Its last reseed could not ask every shard: nothing found is no answer of nothing."""
+        return self._unreachable
 
     @property
     def seeded_at(self) -> float | None:
@@ -139,6 +148,12 @@ class Lane:
         """A notification could not name every partition concerned (or anything may have
         changed): it reseeds before it is trusted again."""
         self._stale = True
+
+    def missed_a_shard(self) -> None:
+        """Its reseed could not ask a shard (its node down): it reseeds before it is trusted,
+        and meanwhile a pop that finds nothing in it answers the outage."""
+        self._stale = True
+        self._unreachable = True
 
     def taken_elsewhere(self, partition_id: int, due: float) -> None:
         """Another process's pop of this group claimed it, leased until `due` (monotonic):

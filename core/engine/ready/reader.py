@@ -10,6 +10,14 @@ left; one that delivered something sends at most one more statement (under the s
 to fill its width or batch. A lane with nothing ready answers at once, with no statement:
 a quiet re-poll of a caught-up group costs nothing.
 
+On Citus a statement's candidates are partitions of one shard: a pop's candidates are claimed
+by one statement per shard they live on, each run on that shard's node, all under one lease.
+The lease id names the first shard (core/storage/shards.py), and a lease that spans shards
+has that shard's row name the others, so an extension finds every part. A shard whose node
+is down fails its own statement only: the pop delivers what the others hold, and when they
+hold nothing it answers the outage (503), not nothing, since a partition it could not look at
+may hold something.
+
 Candidates another pop of this process holds are not ready for this one; when nothing else is
 left, a pop waits (bounded) for them to come back rather than answer "nothing" while one of
 them may still be deliverable to it.
@@ -32,7 +40,9 @@ from core.counters import COUNTERS
 from core.engine.pop import CandidateVerdict, Claimed, PopRequest, PopResult, claim
 from core.engine.ready.lane import Lane
 from core.engine.ready.ready_set import ReadySet
+from core.errors import StorageUnavailable
 from core.ids import LeaseId, QueueId
+from core.storage import reads as sql
 from core.storage.database import Database
 from core.tenancy.scoped import unscoped
 from core.waiting import first_of
@@ -212,66 +222,110 @@ class Reader:
         width = self._width(request, route)
         total: PopResult | None = None
         lease_id: LeaseId | None = None
-        statements = 0
+        lease_shards: dict[int, None] = {}  # the shards its lease spans, first one first
+        statements = 0  # rounds of statements (one per shard of a round's candidates)
         took: list[CandidateVerdict] = []
         reseeds = 0
+        # A shard whose statement met an outage (on Citus: its node is down): the others
+        # still serve; the pop answers what they gave, or the outage when they gave nothing.
+        failure: StorageUnavailable | None = None
         deadline = time.monotonic() + _WAIT_FOR_OTHERS_S
         in_route = list(lanes.values())
-        while True:
-            got = 0 if total is None else len(total.claims)
-            budget = request.batch - (0 if total is None else total.count)
-            if total is not None and (got >= width or budget <= 0
-                                      or statements >= _STATEMENTS_ONCE_DELIVERED):
-                break
-            wanted = max(width - got, 1)
-            count = min(max(_CANDIDATES_PER_WANTED * wanted, 8), MAX_CANDIDATES)
-            candidates = _take(in_route, count)
-            if not candidates and total is None:
-                # About to answer nothing: check what is held back only on hearsay.
-                now = time.monotonic()
-                candidates = [pid for lane in in_route for pid in lane.take_hearsay(count, now)]
-            if not candidates:
-                if total is not None:
+        try:
+            while failure is None:
+                got = 0 if total is None else len(total.claims)
+                budget = request.batch - (0 if total is None else total.count)
+                if total is not None and (got >= width or budget <= 0
+                                          or statements >= _STATEMENTS_ONCE_DELIVERED):
                     break
-                partial = [lane for lane in in_route if lane.partial]
-                if partial and reseeds < 2:
-                    # It left partitions out (its cap): look for them before answering
-                    # nothing (twice at most: from where it stopped, then from the start).
-                    reseeds += 1
-                    for lane in partial:
-                        await self._ready.ensure_seeded(lane)
+                wanted = max(width - got, 1)
+                count = min(max(_CANDIDATES_PER_WANTED * wanted, 8), MAX_CANDIDATES)
+                candidates = _take(in_route, count)
+                if not candidates and total is None:
+                    # About to answer nothing: check what is held back only on hearsay.
+                    now = time.monotonic()
+                    candidates = [pid for lane in in_route
+                                  for pid in lane.take_hearsay(count, now)]
+                if not candidates:
+                    if total is not None:
+                        break
+                    partial = [lane for lane in in_route if lane.partial]
+                    if partial and reseeds < 2:
+                        # It left partitions out (its cap): look for them before answering
+                        # nothing (twice at most: from where it stopped, then from the start).
+                        reseeds += 1
+                        for lane in partial:
+                            await self._ready.ensure_seeded(lane)
+                        continue
+                    if not any(lane.in_flight for lane in in_route) \
+                            or time.monotonic() >= deadline:
+                        break
+                    await first_of([lane.returned() for lane in in_route],
+                                   deadline - time.monotonic())
                     continue
-                if not any(lane.in_flight for lane in in_route) \
-                        or time.monotonic() >= deadline:
+                if _is_set(gone):
+                    _give_back(in_route, candidates)
                     break
-                await first_of([lane.returned() for lane in in_route],
-                               deadline - time.monotonic())
-                continue
-            if _is_set(gone):
-                _give_back(in_route, candidates)
-                break
-            answer = await self._statement(replace(request, batch=budget), candidates,
-                                           lease_id, wanted, lanes)
-            statements += 1
-            self._learn(_key(request), answer)
-            satisfied = (len(answer.result.claims) >= wanted
-                         or answer.result.count >= budget)
-            # What it took stays out until the pop is over: its second statement must not
-            # try a partition it just claimed (with autoAck it is ready again at once).
-            took.extend(self._check_in(request, answer, candidates, lanes,
-                                       satisfied=satisfied, hold_took=True))
-            if answer.result.claims:
-                if total is None:
-                    total = answer.result
-                    lease_id = total.lease_id
-                else:
-                    total.claims.extend(answer.result.claims)
-        self._file(request, took, lanes)
+                # One statement per shard the candidates live on (one statement on one
+                # PostgreSQL), until the pop has what it wants; the rest go back.
+                groups = list(self._db.shards.by_shard(candidates, lambda pid: pid).items())
+                for at, (shard, group) in enumerate(groups):
+                    later = [p for _, rest in groups[at + 1:] for p in rest]
+                    got = 0 if total is None else len(total.claims)
+                    budget = request.batch - (0 if total is None else total.count)
+                    if total is not None and (got >= width or budget <= 0):
+                        _give_back(in_route, group + later)
+                        break
+                    wanted = max(width - got, 1)
+                    try:
+                        answer = await self._statement(replace(request, batch=budget), group,
+                                                       lease_id, wanted, lanes)
+                    except StorageUnavailable as exc:
+                        failure = exc  # (the statement gave its candidates back)
+                        continue
+                    except BaseException:
+                        _give_back(in_route, later)  # (the statement gave its own back)
+                        raise
+                    self._learn(_key(request), answer)
+                    satisfied = (len(answer.result.claims) >= wanted
+                                 or answer.result.count >= budget)
+                    # What it took stays out until the pop is over: its second statement
+                    # must not try a partition it just claimed (with autoAck it is ready
+                    # again at once).
+                    took.extend(self._check_in(request, answer, group, lanes,
+                                               satisfied=satisfied, hold_took=True))
+                    if answer.result.claims:
+                        lease_shards.setdefault(shard, None)
+                        if total is None:
+                            total = answer.result
+                            lease_id = total.lease_id
+                        else:
+                            total.claims.extend(answer.result.claims)
+                statements += 1
+            if lease_id is not None and len(lease_shards) > 1:
+                await self._link_lease(lease_id, list(lease_shards))
+        finally:
+            self._file(request, took, lanes)
         if total is None:
+            if failure is not None:
+                raise failure
+            if any(lane.unreachable for lane in in_route):
+                raise StorageUnavailable()  # some partitions could not be looked at
             return self._empty(route, width)
         return self._with_route(total, route)
 
     # -- pieces --------------------------------------------------------------------------
+
+    async def _link_lease(self, lease_id: LeaseId, shards: list[int]) -> None:
+        """On Citus, a lease whose partitions span shards: its first shard's row (the one
+        its id names) learns the others, where an extension goes next
+        (schema/functions/35_leases.sql)."""
+        routes = [self._db.shards.route(s) for s in shards]
+        first, others = routes[0], [r for r in routes[1:] if r is not None]
+        if first is None or not others:
+            return
+        async with self._db.session() as conn:
+            await sql.link_lease(conn, route=first, lease_id=lease_id, routes=others)
 
     @staticmethod
     def _width(request: PopRequest, route: Route) -> int:

@@ -1,0 +1,46 @@
+"""Typed calls of a Citus deployment's statements (schema/queries/citus.sql): whether the
+database is a Citus cluster, the placement of the schema (schema/functions/90_distribution.sql)
+and the shards' hash ranges (core/storage/shards.py reads them)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from core.storage.statements import Conn, Statement
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ShardRange:
+    low: int
+    high: int
+
+
+_VERSION = Statement[None]("citus_version")
+_DISTRIBUTE = Statement[None]("citus_distribute")
+_LOG_DISTRIBUTED = Statement[None]("citus_log_distributed")
+_SHARD_RANGES = Statement("citus_shard_ranges", ShardRange)
+
+
+async def version(conn: Conn) -> str | None:
+    """The citus extension's version on this database, or None (one PostgreSQL)."""
+    value = await _VERSION.value(conn)
+    return None if value is None else str(value)
+
+
+async def distribute(conn: Conn) -> list[str]:
+    """Place every table and function of the schema (idempotent); answer what was placed
+    now."""
+    placed = [str(v) for v in await _DISTRIBUTE.values(conn)]
+    for item in placed:
+        log.info("citus: %s", item)
+    return placed
+
+
+async def shard_ranges(conn: Conn) -> list[ShardRange]:
+    """The log's shards' hash ranges, by range; none while it is not distributed."""
+    if not await _LOG_DISTRIBUTED.value(conn):
+        return []
+    return await _SHARD_RANGES.rows(conn)

@@ -1,0 +1,92 @@
+"""What `DATABASE_URL` names: one server (or a Patroni pair), or the nodes of a Citus cluster.
+
+A DSN with several hosts means one of two things, told apart by the first server that
+answers: without the `citus` extension, the hosts are candidates for one primary
+(core/storage/hosts.py follows it); with it, they are the nodes of a Citus cluster, the
+coordinator first. On Citus the broker splits its statements in two:
+
+- **home** (the first host, the coordinator): migrations and the distribution set-up, the
+  control plane (queue configuration, KV, timers, ephemeral queues, streams, statistics,
+  the Kafka election: their tables live there), and every process's LISTEN and NOTIFY
+  connections. LISTEN/NOTIFY is per node in Citus (a NOTIFY on a worker reaches that
+  worker's listeners only), and every broker announces what it committed with a NOTIFY of
+  its own after the commit (core/engine/listener.py), so all of them listening and
+  notifying on one node is what makes every commit heard everywhere, in commit order.
+- **log** (the other hosts, or the coordinator when it is the only one named): the log's
+  statements (push, claim, ack, lease extension, fetch, the ready set's reseed). Since Citus
+  11 every node holds the metadata and routes a statement itself; each call runs on the node
+  of its shard (core/storage/shards.py), so the node that receives it only forwards it. The
+  connections of a process's log pool go to those hosts in turn (`SpreadConnector`), so the
+  coordinator is not what limits the log's throughput, and a node that is down is skipped.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import asyncpg
+
+from core.storage.hosts import Host, connector_for, dsn_hosts
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    citus: bool
+    home_dsn: str  # migrations, control, LISTEN/NOTIFY
+    log_dsns: tuple[str, ...]  # where the log's statements are sent, spread
+
+    @classmethod
+    def single(cls, dsn: str) -> Topology:
+        return cls(False, dsn, (dsn,))
+
+    @classmethod
+    def of_citus(cls, dsn: str) -> Topology:
+        hosts = dsn_hosts(dsn)
+        if len(hosts) < 2:
+            return cls(True, dsn, (dsn,))
+        each = tuple(only_host(dsn, host) for host in hosts)
+        return cls(True, each[0], each[1:])
+
+
+def only_host(dsn: str, host: Host) -> str:
+    """`dsn` naming `host` alone (in the authority, or in `host=`/`port=` for sockets);
+    `target_session_attrs` goes: a Citus node is always writable."""
+    parts = urlsplit(dsn)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
+             if k not in ("host", "port", "target_session_attrs")]
+    netloc = parts.netloc
+    user = netloc.rpartition("@")[0]
+    if host.host.startswith("/"):  # a socket directory goes in the query
+        query += [("host", host.host), ("port", str(host.port))]
+        netloc = f"{user}@" if user else ""
+    else:
+        name = f"[{host.host}]" if ":" in host.host else host.host
+        netloc = f"{user}@{name}:{host.port}" if user else f"{name}:{host.port}"
+    return urlunsplit(parts._replace(netloc=netloc, query=urlencode(query, safe="/,")))
+
+
+class SpreadConnector:
+    """Opens each new connection on the next of several single-host DSNs (skipping those
+    that refuse it); usable as an asyncpg pool's `connect`. Each host's connections are
+    opened by its own `HostConnector`, so the liveness watch can forsake them."""
+
+    def __init__(self, dsns: tuple[str, ...]) -> None:
+        self.dsn = dsns[0]
+        self._connectors = [connector_for(d) for d in dsns]
+        self._turn = itertools.cycle(range(len(dsns)))
+
+    async def connect(self, dsn: str | None = None, **kwargs: Any) -> asyncpg.Connection:
+        start = next(self._turn)
+        last: BaseException | None = None
+        for step in range(len(self._connectors)):
+            connector = self._connectors[(start + step) % len(self._connectors)]
+            try:
+                return await connector.connect(**kwargs)
+            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError,
+                    asyncpg.InternalClientError) as exc:
+                last = exc
+        assert last is not None
+        raise last

@@ -1,0 +1,24 @@
+-- Statements of a Citus deployment (docs/deploying/citus.md). Loaded by
+-- core/storage/statements.py. A statement named citus_* reads Citus's catalog or calls a
+-- function only Citus has: the broker sends it only to a database with the extension.
+
+-- name: citus_version
+-- The citus extension's version on this database; nothing on one PostgreSQL.
+SELECT extversion FROM pg_extension WHERE extname = 'citus';
+
+-- name: citus_distribute
+-- Place every table and function of the schema (functions/90_distribution.sql); one row per
+-- thing placed now.
+SELECT placed FROM queen.distribute();
+
+-- name: citus_log_distributed
+-- Whether the log is distributed yet (queen.log_partitions, the anchor of the colocation).
+SELECT EXISTS (SELECT 1 FROM pg_dist_partition
+                WHERE logicalrelid = 'queen.log_partitions'::regclass AND partmethod = 'h');
+
+-- name: citus_shard_ranges
+-- The hash range of each shard of the log, by range (core/storage/shards.py).
+SELECT s.shardminvalue::integer AS low, s.shardmaxvalue::integer AS high
+  FROM pg_dist_shard s
+ WHERE s.logicalrelid = 'queen.log_partitions'::regclass
+ ORDER BY 1;

@@ -1,0 +1,301 @@
+"""The log on a Citus cluster (issue 35): every statement of the hot path runs on one shard
+and commits in one phase, commits on any node wake pops everywhere, and a broker routes from
+the nodes its DATABASE_URL names.
+
+What each operation sent is read from Citus itself, on every node: `citus_stat_counters`
+counts the statements a node planned on one shard and on several, and `pg_dist_transaction`
+keeps one row per two-phase commit a node coordinated (the test cluster never recovers them
+away: tests/citus_cluster.py). Skipped, with the reason, without QUEEN_CITUS_BIN.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import asyncpg
+import httpx
+import pytest
+
+from core.settings import Settings
+from core.storage import stats
+from core.storage.database import Database
+from core.storage.shards import ShardMap
+from core.upkeep import maintenance
+from tests.citus_cluster import SKIP_REASON, TestCluster, citus_bin
+from tests.support import BrokerProcess, pop_json, push_items
+
+pytestmark = pytest.mark.skipif(citus_bin() is None, reason=SKIP_REASON)
+
+PARTITIONS = 12
+ROUNDS = 5
+
+
+@dataclass(frozen=True)
+class Counts:
+    single: int  # statements planned on one shard, all nodes
+    multi: int  # statements planned on several shards, all nodes
+    two_phase: int  # two-phase commits coordinated, all nodes
+
+
+@pytest.fixture(scope="module")
+async def url(citus_cluster: TestCluster) -> str:
+    return await citus_cluster.database()
+
+
+@pytest.fixture(scope="module")
+def broker(url: str) -> Iterator[BrokerProcess]:
+    with BrokerProcess(url, workers=2) as proc:
+        yield proc
+
+
+@pytest.fixture
+async def http(broker: BrokerProcess) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=broker.url, timeout=30) as client:
+        yield client
+
+
+def _database(url: str) -> str:
+    return urlsplit(url).path.lstrip("/")
+
+
+async def counts(cluster: TestCluster, url: str) -> Counts:
+    single = multi = two_phase = 0
+    for node in cluster.cluster.nodes:
+        conn = await asyncpg.connect(node.dsn(_database(url)))
+        try:
+            row = await conn.fetchrow(
+                "SELECT query_execution_single_shard, query_execution_multi_shard"
+                "  FROM citus_stat_counters WHERE name = current_database()")
+            assert row is not None
+            single += row[0]
+            multi += row[1]
+            two_phase += await conn.fetchval("SELECT count(*) FROM pg_dist_transaction")
+        finally:
+            await conn.close()
+    return Counts(single, multi, two_phase)
+
+
+def _since(before: Counts, after: Counts) -> Counts:
+    return Counts(after.single - before.single, after.multi - before.multi,
+                  after.two_phase - before.two_phase)
+
+
+async def test_the_broker_hashes_partition_ids_as_citus_does(url: str) -> None:
+    """The shard the broker groups a partition's statements by is the one Citus keeps its
+    rows on (core/storage/shards.py reimplements PostgreSQL's hash of bigint)."""
+    conn = await asyncpg.connect(url)
+    try:
+        shards = await ShardMap.read(conn)
+        ids = [0, 1, -1, 2**31, 2**48 + 5, 2**62, -(2**63), 2**63 - 1, *range(2, 400, 7)]
+        rows = await conn.fetch(
+            "SELECT v, get_shard_id_for_distribution_column('queen.log_partitions', v) AS s"
+            "  FROM unnest($1::bigint[]) v", ids)
+        by_range = [r[0] for r in await conn.fetch(
+            "SELECT shardid FROM pg_dist_shard WHERE logicalrelid = 'queen.log_partitions'"
+            "::regclass ORDER BY shardminvalue::integer")]
+    finally:
+        await conn.close()
+    assert shards.distributed and shards.count == len(by_range)
+    assert [by_range[shards.shard_of(r["v"])] for r in rows] == [r["s"] for r in rows]
+    assert [shards.shard_of(route) for route in shards.routes] == list(range(shards.count))
+
+
+async def test_push_pop_ack_extend_and_fetch_run_on_one_shard_in_one_phase(
+        citus_cluster: TestCluster, url: str, http: httpx.AsyncClient) -> None:
+    """After a queue's partitions and its group exist (creating them writes the reference
+    tables on every node: two-phase), the hot path plans no statement over several shards
+    and commits nothing in two phases, whichever shards its partitions are on."""
+    queue = "q-" + uuid.uuid4().hex[:10]
+    names = [f"p{i}" for i in range(PARTITIONS)]
+    for name in names:  # the partitions, and a first pop that registers the group
+        await push_items(http, queue, ["warm"], partition=name, prefix=f"w-{name}-")
+    body = await pop_json(http, queue, consumerGroup="g", batch=1000, partitions=PARTITIONS)
+    assert body is not None
+    await _ack(http, body, "g")
+    while (body := await pop_json(http, queue, consumerGroup="g", batch=1000,
+                                  partitions=PARTITIONS)) is not None:
+        await _ack(http, body, "g")
+
+    per_op: dict[str, Counts] = {}
+    popped: list[dict] = []  # type: ignore[type-arg]
+    for op in ("push", "pop", "extend", "ack", "fetch"):
+        before = await counts(citus_cluster, url)
+        for i in range(ROUNDS):
+            if op == "push":
+                r = await http.post("/api/v1/push", json={"items": [
+                    {"queue": queue, "partition": name, "payload": {"i": i},
+                     "transactionId": f"{name}-{i}"} for name in names]})
+                assert r.status_code == 201 and {e["status"] for e in r.json()} == {"queued"}
+            elif op == "pop":
+                body = await pop_json(http, queue, consumerGroup="g", batch=3, partitions=3)
+                assert body is not None
+                popped.append(body)
+            elif op == "extend":
+                r = await http.post(f"/api/v1/lease/{popped[i]['leaseId']}/extend",
+                                    content=b"")
+                assert r.status_code == 200 and r.json()["success"], r.text
+            elif op == "ack":
+                await _ack(http, popped[i], "g")
+            else:
+                r = await http.post("/api/v1/fetch", json={"entries": [
+                    {"queue": queue, "partition": names[i], "offset": 0}]})
+                assert r.status_code == 200 and r.json()["entries"][0]["records"], r.text
+        per_op[op] = _since(before, await counts(citus_cluster, url))
+    print({op: (c.single / ROUNDS, c.multi, c.two_phase) for op, c in per_op.items()})
+    assert {op: c.multi for op, c in per_op.items()} == dict.fromkeys(per_op, 0)
+    assert {op: c.two_phase for op, c in per_op.items()} == dict.fromkeys(per_op, 0)
+    assert all(c.single > 0 for c in per_op.values())  # the counters do count
+
+
+async def _ack(http: httpx.AsyncClient, body: dict, group: str) -> None:  # type: ignore[type-arg]
+    r = await http.post("/api/v1/ack/batch", json={"consumerGroup": group, "acknowledgments": [
+        {"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+         "leaseId": m["leaseId"], "status": "completed"} for m in body["messages"]]})
+    assert r.status_code == 200 and all(a["success"] for a in r.json()), r.text
+
+
+async def test_the_reaper_releases_expired_leases_one_shard_at_a_time(
+        citus_cluster: TestCluster, url: str, http: httpx.AsyncClient) -> None:
+    """Expired leases on several shards: one read of every shard finds them, and one call per
+    shard releases them; nothing commits in two phases."""
+    queue = "q-" + uuid.uuid4().hex[:10]
+    for name in ("a", "b", "c", "d"):
+        await push_items(http, queue, ["x"], partition=name, prefix=f"{name}-")
+    body = await pop_json(http, queue, batch=10, partitions=4, leaseSeconds=1)
+    assert body is not None and len({m["partitionId"] for m in body["messages"]}) == 4
+    db = await Database.open(Settings(db_pool_size=2), url, migrate=False)
+    try:
+        await asyncio.sleep(1.2)
+        before = await counts(citus_cluster, url)
+        released = await maintenance.expire_leases(db)
+        used = _since(before, await counts(citus_cluster, url))
+    finally:
+        await db.close()
+    assert released == 4
+    assert used.two_phase == 0
+    # the reads: one for leases, one for retry delays (and again when a read came back full)
+    assert used.multi == 2
+
+
+async def test_counters_and_heartbeats_flush_on_the_coordinator(
+        url: str, http: httpx.AsyncClient) -> None:
+    """The statistics' counters stay on the coordinator and the partition directory is a
+    reference table: the flush that drops deltas of unknown partitions runs there (Citus
+    refused its first shape, an INSERT reading the directory with subqueries in RETURNING)."""
+    queue = "q-" + uuid.uuid4().hex[:10]
+    await push_items(http, queue, ["x"], partition="a", prefix="s-")
+    process = "test-" + uuid.uuid4().hex[:8]
+    conn = await asyncpg.connect(url)  # the first host: the coordinator
+    try:
+        pid = await conn.fetchval(
+            "SELECT d.partition_id FROM queen.partition_directory d"
+            "  JOIN queen.queues q ON q.id = d.queue_id WHERE q.name = $1", queue)
+        first = await stats.flush(conn, partition_ids=[0, pid, 2**62],
+                                  names=["requests", "push_messages", "push_messages"],
+                                  deltas=[2, 3, 4], process=process, figures="{}",
+                                  role="web")
+        second = await stats.flush(conn, partition_ids=[0], names=["requests"], deltas=[1],
+                                   process=process, figures="{}", role="web")
+        kept = await conn.fetchval(
+            "SELECT value FROM queen.stats_counters WHERE partition_id = $1"
+            "   AND name = 'push_messages'", pid)
+        beats = await conn.fetchval(
+            "SELECT count(*) FROM queen.stats_processes WHERE process = $1", process)
+    finally:
+        await conn.close()
+    assert first.written == 2  # the unknown partition's delta is dropped
+    assert second.written == 1 and second.requests >= first.requests + 2
+    assert kept is not None and kept >= 3 and beats == 1
+
+
+async def test_a_push_through_one_worker_wakes_a_pop_parked_on_a_broker_of_the_other(
+        url: str) -> None:
+    """LISTEN/NOTIFY is per node in Citus: a broker routing from worker 1 commits there, a
+    broker routing from worker 2 has a pop parked. Both listen and notify on the coordinator
+    (core/storage/cluster.py), so the pop is woken within the notification latency."""
+    hosts = urlsplit(url).netloc.split(",")
+    path = urlsplit(url).path
+    assert len(hosts) == 3
+    via = {w: f"postgresql://{hosts[0]},{hosts[w]}{path}" for w in (1, 2)}
+    queue = "q-" + uuid.uuid4().hex[:10]
+    with BrokerProcess(via[1], workers=1) as one, BrokerProcess(via[2], workers=1) as two:
+        async with httpx.AsyncClient(base_url=one.url, timeout=30) as a, \
+                httpx.AsyncClient(base_url=two.url, timeout=30) as b:
+            await push_items(a, queue, ["first"], prefix="f")  # the queue exists for both
+            assert (await pop_json(b, queue, batch=1, autoAck=True)) is not None
+            parked = asyncio.create_task(b.get(f"/api/v1/pop/queue/{queue}", params={
+                "wait": "true", "timeout": "20000", "batch": "1"}))
+            await asyncio.sleep(1.0)
+            sent = time.monotonic()
+            await push_items(a, queue, ["woken"], prefix="w")
+            answer = await parked
+            waited = time.monotonic() - sent
+        assert answer.status_code == 200, answer.text
+        assert [m["data"] for m in answer.json()["messages"]] == ["woken"]
+        assert waited < 2.0  # a notification, not a re-check
+        # each broker's log connections went to its own worker
+        for worker in (1, 2):
+            conn = await asyncpg.connect(f"postgresql://postgres@{hosts[worker]}{path}")
+            try:
+                here = await conn.fetchval(
+                    "SELECT count(*) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND application_name = 'queen-broker'")
+            finally:
+                await conn.close()
+            assert here > 0, f"no broker connection on worker {worker}"
+
+
+async def test_a_dead_worker_fails_only_its_partitions_and_holds_nothing_back_after(
+        citus_cluster: TestCluster, url: str, http: httpx.AsyncClient) -> None:
+    """kill -9 of a worker's postmaster: pops still deliver what the partitions on the other
+    worker hold, then answer 503 (not 204: the dead worker's partitions could not be looked
+    at); once it is back, what it holds is delivered at once: no candidate stays held by a
+    pop that failed on the dead shard."""
+    queue = "q-" + uuid.uuid4().hex[:10]
+    names = [f"p{i}" for i in range(PARTITIONS)]
+    r = await http.post("/api/v1/push", json={"items": [
+        {"queue": queue, "partition": n, "payload": n, "transactionId": n} for n in names]})
+    assert r.status_code == 201 and {e["status"] for e in r.json()} == {"queued"}, r.text
+    worker = citus_cluster.cluster.workers[0]
+    conn = await asyncpg.connect(url)
+    try:  # which partitions live on the worker to kill
+        on_it = {str(r[0]) for r in await conn.fetch(
+            "SELECT d.partition_id FROM queen.partition_directory d"
+            "  JOIN queen.queues q ON q.id = d.queue_id"
+            "  JOIN pg_dist_shard_placement sp"
+            "    ON sp.shardid = get_shard_id_for_distribution_column("
+            "                    'queen.log_partitions', d.partition_id)"
+            " WHERE q.name = $1 AND sp.nodeport = $2", queue, worker.port)}
+    finally:
+        await conn.close()
+    assert 0 < len(on_it) < PARTITIONS
+    delivered: dict[str, str] = {}
+    statuses = []
+    params = {"wait": "false", "batch": "100", "partitions": str(PARTITIONS),
+              "autoAck": "true"}
+    citus_cluster.cluster.kill(worker)
+    try:
+        for _ in range(6):
+            r = await http.get(f"/api/v1/pop/queue/{queue}", params=params)
+            statuses.append(r.status_code)
+            if r.status_code == 503:
+                assert r.headers.get("Retry-After"), r.headers
+            if r.status_code == 200:
+                delivered.update({m["partitionId"]: m["data"] for m in r.json()["messages"]})
+    finally:
+        citus_cluster.cluster.start(worker)
+    assert delivered and not set(delivered) & on_it  # the live worker's, only
+    assert len(delivered) == PARTITIONS - len(on_it)
+    assert set(statuses) <= {200, 503} and 503 in statuses
+    started = time.monotonic()
+    while len(delivered) < PARTITIONS and time.monotonic() - started < 20:
+        r = await http.get(f"/api/v1/pop/queue/{queue}", params=params)
+        if r.status_code == 200:
+            delivered.update({m["partitionId"]: m["data"] for m in r.json()["messages"]})
+    assert sorted(delivered.values()) == sorted(names)
+    assert time.monotonic() - started < 5.0  # no pop waited out candidates held back
