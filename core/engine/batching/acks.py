@@ -9,8 +9,9 @@ one lease id; extensions of distinct lease ids are applied by one statement.
 On Citus a flush is one call per shard (core/storage/shards.py): the requests whose items
 all live on one shard are applied together on that shard's node; a request spanning shards
 is applied by a call of its own, atomically (Citus commits it on every node it wrote, in two
-phases). A pop's partitions are on one shard, so an ack of what one pop delivered is a
-one-shard request. Extensions go to the shard their lease id names; one that finds nothing
+phases). A pop of one partition is acknowledged on one shard; an ack of what a pop of several
+partitions delivered spans their shards, and pays that commit in two phases (the hot path's
+pops of one partition do not). Extensions go to the shard their lease id names; one that finds nothing
 there (a lease minted before, or elsewhere) searches every shard.
 Transactions (§4.7) are not batched: they carry pushes and a lease check of their own.
 """
