@@ -42,6 +42,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.embedded import running_postmaster
+
 COORDINATOR = "coordinator"
 SUPERUSER = "postgres"
 DATABASE = "postgres"
@@ -177,17 +179,7 @@ class CitusCluster:
 
     def postmaster_pid(self, node: CitusNode) -> int | None:
         """The pid of the node's live postmaster, or None."""
-        try:
-            pid = int((self.data_dir(node) / "postmaster.pid").read_text().split("\n", 1)[0])
-        except (OSError, ValueError):
-            return None
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return None
-        except PermissionError:
-            return pid
-        return pid
+        return running_postmaster(self.data_dir(node))
 
     def start(self, node: CitusNode, timeout: float = 60.0) -> None:
         """Start one node and wait until it accepts connections (a node just killed may hold

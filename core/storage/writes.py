@@ -113,21 +113,10 @@ async def append(conn: Conn, *, route: int | None, targets: Sequence[AppendTarge
     row per target, in order. Callers order targets by (queue, partition) so that concurrent
     appends lock partition rows in one order; `route`: the shard all of them are on
     (core/storage/shards.py), None on one PostgreSQL."""
-    blobs: list[bytes] = []
-    frames: list[int] = []
-    txids: list[str] = []
-    for target in targets:
-        for segment in target.segments:
-            blobs.append(segment.blob)
-            frames.append(len(segment.transaction_ids))
-            txids.extend(segment.transaction_ids)
     statement = _APPEND if route is not None else _APPEND_HERE
     return await statement.rows(
         conn, route, [t.tenant for t in targets], [t.partition_id for t in targets],
-        [t.queue for t in targets], [t.partition for t in targets],
-        [t.namespace for t in targets], [t.task for t in targets], default_options,
-        [len(t.segments) for t in targets], frames, blobs, txids,
-        [t.repeats for t in targets], [t.encrypted for t in targets])
+        *append_arguments(targets, default_options))
 
 
 def append_arguments(targets: Sequence[AppendTarget], default_options: str) -> list[Any]:
