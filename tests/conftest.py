@@ -6,11 +6,15 @@ Tests isolate themselves by using unique queue names (the `queue_name` fixture).
 A module marked `citus` (`pytestmark = pytest.mark.citus`) runs each of its tests twice:
 `[postgres]` as above, and `[citus]` with `database_url` (so `db`, `core_db`, `broker`,
 `http`) on a Citus cluster of a coordinator and two workers (tests/citus_cluster.py),
-skipped with the reason when QUEEN_CITUS_BIN is not set.
+skipped with the reason when QUEEN_CITUS_BIN is not set. The `[citus]` variants of a module
+marked `citus("long")` (the broad storage, pop, ack, transaction and Kafka modules: about
+two minutes on 2 cores) run only with QUEEN_CITUS_VARIANTS=all, so that the suite stays
+short; `QUEEN_CITUS_VARIANTS=all python -m pytest -m citus` runs every Citus variant.
 """
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -29,10 +33,17 @@ from tests.support import BrokerProcess, create_database, external_database_url,
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Tests of a module marked `citus` run on one PostgreSQL and on a Citus cluster."""
-    if "deployment" in metafunc.fixturenames and metafunc.definition.get_closest_marker("citus"):
-        citus = pytest.param("citus", marks=pytest.mark.skipif(citus_bin() is None,
-                                                               reason=SKIP_REASON))
+    marker = metafunc.definition.get_closest_marker("citus")
+    if "deployment" in metafunc.fixturenames and marker is not None:
+        skip = pytest.mark.skipif(citus_bin() is None, reason=SKIP_REASON)
+        if "long" in marker.args and os.environ.get("QUEEN_CITUS_VARIANTS") != "all":
+            skip = pytest.mark.skip(reason=LONG_VARIANT_REASON)
+        citus = pytest.param("citus", marks=skip)
         metafunc.parametrize("deployment", ["postgres", citus], indirect=True, scope="session")
+
+
+LONG_VARIANT_REASON = ("a long module's Citus variant: QUEEN_CITUS_VARIANTS=all runs it "
+                       "(QUEEN_CITUS_VARIANTS=all python -m pytest -m citus runs them all)")
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ import pytest
 from tests.support import configure, cursor_row, dlq_rows, expire_leases_of, pop_json, push_items
 
 # Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
-pytestmark = pytest.mark.citus
+pytestmark = pytest.mark.citus("long")  # its Citus variant: QUEEN_CITUS_VARIANTS=all
 
 
 def ack_body(message: dict[str, Any], status: str = "completed", *, lease: bool = True,

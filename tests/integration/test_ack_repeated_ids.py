@@ -25,7 +25,7 @@ from tests.support import (
 )
 
 # Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
-pytestmark = pytest.mark.citus
+pytestmark = pytest.mark.citus("long")  # its Citus variant: QUEEN_CITUS_VARIANTS=all
 
 PATHS = ["ack", "batch", "transaction"]
 GROUPS = [None, "g"]

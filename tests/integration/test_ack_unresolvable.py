@@ -30,7 +30,7 @@ from tests.support import (
 )
 
 # Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
-pytestmark = pytest.mark.citus
+pytestmark = pytest.mark.citus("long")  # its Citus variant: QUEEN_CITUS_VARIANTS=all
 
 UNRESOLVABLE = ("unresolvable: transaction not in the ack window (hash purged or never "
                 "pushed); if leased, the message redelivers")

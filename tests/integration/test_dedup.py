@@ -13,7 +13,7 @@ import pytest
 from tests.support import BrokerProcess, fetch_records
 
 # Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
-pytestmark = pytest.mark.citus
+pytestmark = pytest.mark.citus("long")  # its Citus variant: QUEEN_CITUS_VARIANTS=all
 
 WINDOW = 60
 

@@ -17,7 +17,7 @@ import pytest
 from tests.support import announce_changed, configure, cursor_row, pop_json, push_items
 
 # Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
-pytestmark = pytest.mark.citus
+pytestmark = pytest.mark.citus("long")  # its Citus variant: QUEEN_CITUS_VARIANTS=all
 
 MESSAGE_KEYS = ["id", "transactionId", "traceId", "data", "producerSub", "createdAt",
                 "partitionId", "partition", "leaseId", "consumerGroup"]

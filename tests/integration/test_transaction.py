@@ -20,7 +20,7 @@ from tests.support import (
 )
 
 # Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
-pytestmark = pytest.mark.citus
+pytestmark = pytest.mark.citus("long")  # its Citus variant: QUEEN_CITUS_VARIANTS=all
 
 
 def ack_op(message: dict[str, Any], status: str = "completed", *, lease: bool = True,

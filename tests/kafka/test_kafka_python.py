@@ -19,7 +19,7 @@ from tests.kafka.listener import KafkaListener
 from tests.support import pop_json, push_items
 
 # Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
-pytestmark = pytest.mark.citus
+pytestmark = pytest.mark.citus("long")  # its Citus variant: QUEEN_CITUS_VARIANTS=all
 
 
 def _topic() -> str:
