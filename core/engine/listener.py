@@ -128,6 +128,9 @@ class WakeupHub:
         # as NOTIFY; state changes awaiting theirs (`published`).
         self._announced = 0
         self._published = 0
+        # Announcements up to this one met a database the notifier could not connect to:
+        # their waiters are answered at once (below, `published`).
+        self._unreachable_through = 0
         self._on_published = asyncio.Event()
         self._publish_waiting = 0
         self._publish_wanted = asyncio.Event()  # cuts the notifier's gather short
@@ -275,13 +278,15 @@ class WakeupHub:
         target = self._announced
         if self._published >= target or self._notifier_done:
             return
+        if self._unreachable_through >= target:
+            return
         deadline = time.monotonic() + _PUBLISH_WAIT_SECONDS
         self._publish_waiting += 1
         self._publish_wanted.set()
         try:
             while self._published < target:
                 remaining = deadline - time.monotonic()
-                if self._notifier_done:
+                if self._notifier_done or self._unreachable_through >= target:
                     return
                 if remaining <= 0:
                     log.info("an announcement was not published in %.1f s; answering anyway",
@@ -422,11 +427,13 @@ class WakeupHub:
                     continue
                 upto = self._announced
                 batch = self._take_batch()
+                connecting = conn is None or conn.is_closed()
                 try:
-                    if conn is None or conn.is_closed():
+                    if connecting:
                         conn = await connector_for(self._dsn).connect(
                             **self._quick_commit_options())
                         self._notifier_pid = conn.get_server_pid()
+                    assert conn is not None
                     channels, payloads = batch.notifications()
                     await notify.notify_each(conn, channels=channels, payloads=payloads)
                 except asyncio.CancelledError:
@@ -435,6 +442,13 @@ class WakeupHub:
                     log.info("wake-up notify failed (%s); sending again", type(exc).__name__)
                     conn = None
                     self._requeue(batch)
+                    if connecting:
+                        # No connection to the database at all: the others' LISTEN
+                        # connections are lost with it and reseed when they are back, so
+                        # waiting here only delays answers whose commits stand.
+                        self._unreachable_through = max(self._unreachable_through, upto)
+                        self._on_published.set()
+                        self._on_published = asyncio.Event()
                     if self._stopping.is_set():
                         return
                     await wait_event(self._stopping, _NOTIFY_RETRY_SECONDS)

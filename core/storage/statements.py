@@ -7,13 +7,6 @@ the names into asyncpg's `$1..$n` once, at load, in the order they first appear
 (`positional`). A statement still written with `$n` parameters is called with positional
 arguments; one statement never mixes both.
 
-A header `-- name: <name> routed` marks a call of a function distributed on Citus whose first
-argument is its shard's route (core/storage/shards.py): the loader adds `<name>_here`, the same
-statement with that route given by a subquery. Citus sends a call of a delegated function to
-the node of its first argument's shard, for a null route too, whatever the rest of the
-statement; a subquery is no constant it can hash, so `_here` runs where it is received (one
-PostgreSQL, or a call over several shards, which then needs no node it does not write to).
-
 A `Statement` binds a statement to the dataclass its rows are read into: columns map to
 fields by position, in the order the dataclass declares them
 (tests/integration/test_storage_types.py prepares every statement and checks the names), so
@@ -37,9 +30,7 @@ from core.storage.errors import storage_errors
 # schema/ folder: an editable install and `python -m` from the checkout read the same files.
 SCHEMA_DIR: Traversable = files("core") / "schema"
 QUERIES_DIR = SCHEMA_DIR / "queries"
-_HEADER = re.compile(r"^-- name: *([a-z_][a-z0-9_]*(?: +routed)?) *$", re.MULTILINE)
-# A routed statement's route: its function's first argument (`:route::bigint` or `$1::bigint`).
-_ROUTE = re.compile(r"\((:route|\$1)::bigint\b")
+_HEADER = re.compile(r"^-- name: *([a-z_][a-z0-9_]*) *$", re.MULTILINE)
 # What the parameter scan steps over whole: quoted text and identifiers, dollar-quoted
 # bodies and comments (a colon in them names nothing), and `::` casts; then `:name`, and `$n`.
 _SQL_TOKEN = re.compile(r"""
@@ -60,22 +51,14 @@ def parse(text: str) -> dict[str, str]:
     """Split a queries file into {name: sql}; a name may appear only once."""
     queries: dict[str, str] = {}
     parts = _HEADER.split(text)
-    for header, body in zip(parts[1::2], parts[2::2]):
-        name, _, routed = header.partition(" ")
+    for name, body in zip(parts[1::2], parts[2::2]):
+        if name in queries:
+            raise ValueError(f"query {name!r} is defined twice")
         sql = "\n".join(line for line in body.strip().splitlines()
                         if not line.lstrip().startswith("--")).strip()
         if not sql:
             raise ValueError(f"query {name!r} has no SQL")
-        variants = {name: sql}
-        if routed:
-            here, found = _ROUTE.subn(r"((SELECT \1::bigint)", sql, count=1)
-            if not found:
-                raise ValueError(f"query {name!r} is routed but passes no route first")
-            variants[f"{name}_here"] = here
-        for key, text_of in variants.items():
-            if key in queries:
-                raise ValueError(f"query {key!r} is defined twice")
-            queries[key] = text_of
+        queries[name] = sql
     return queries
 
 

@@ -18,7 +18,7 @@ SELECT q.id AS queue_id, d.partition_id
   LEFT JOIN queen.partition_directory d ON d.queue_id = q.id AND d.name = $3
  WHERE q.tenant = $1 AND q.name = $2;
 
--- name: append_partitions routed
+-- name: append_partitions
 -- Append segments to partitions (of one shard, on Citus), or report duplicates (see
 -- functions/20_append.sql for the arguments and the answer).
 -- $1 route (null: one PostgreSQL), $2 each queue's tenant, $3 the ids remembered (0: none),
@@ -29,6 +29,19 @@ SELECT q.id AS queue_id, d.partition_id
 SELECT queue_id, partition_id, base_offset, created_at, dup_positions, dup_offsets, encrypted
   FROM queen.append_partitions($1::bigint, $2::text[], $3::bigint[], $4::text[], $5::text[],
                                $6::text[], $7::text[], $8::jsonb, $9::integer[],
+                               $10::integer[], $11::bytea[], $12::text[], $13::boolean[],
+                               $14::boolean[]);
+
+-- name: append_partitions_here
+-- As append_partitions, with no shard named (route null: one PostgreSQL, or a call over
+-- several shards): run where it is received. Citus sends a call of a delegated function to the
+-- node of its first argument's shard, for null too, whatever the rest of the statement;
+-- a route given by a subquery is no constant it can hash, so the call stays here (and
+-- needs no other node: a call without a route on a cluster with a worker down still
+-- runs on the others).
+SELECT queue_id, partition_id, base_offset, created_at, dup_positions, dup_offsets, encrypted
+  FROM queen.append_partitions((SELECT $1::bigint), $2::text[], $3::bigint[], $4::text[],
+                               $5::text[], $6::text[], $7::text[], $8::jsonb, $9::integer[],
                                $10::integer[], $11::bytea[], $12::text[], $13::boolean[],
                                $14::boolean[]);
 

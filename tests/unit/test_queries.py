@@ -37,28 +37,6 @@ def test_parse_rejects_a_statement_without_sql() -> None:
         queries.parse("-- name: empty\n-- only a comment\n\n-- name: ok\nSELECT 1;\n")
 
 
-def test_a_routed_statement_is_loaded_with_its_here_variant_routed_by_a_subquery() -> None:
-    parsed = queries.parse("-- name: claim routed\n-- why\nSELECT * FROM f(:route::bigint, :x);\n"
-                           "-- name: put routed\nSELECT * FROM g($1::bigint, $2);\n")
-    assert parsed == {
-        "claim": "SELECT * FROM f(:route::bigint, :x);",
-        "claim_here": "SELECT * FROM f((SELECT :route::bigint), :x);",
-        "put": "SELECT * FROM g($1::bigint, $2);",
-        "put_here": "SELECT * FROM g((SELECT $1::bigint), $2);",
-    }
-
-
-def test_a_routed_statement_must_pass_its_route_first() -> None:
-    with pytest.raises(ValueError, match="passes no route first"):
-        queries.parse("-- name: claim routed\nSELECT * FROM f(:x, :route::bigint);\n")
-
-
-def test_a_here_variant_may_not_be_written_beside_its_routed_statement() -> None:
-    with pytest.raises(ValueError, match="defined twice"):
-        queries.parse("-- name: claim routed\nSELECT f(:route::bigint);\n"
-                      "-- name: claim_here\nSELECT 1;\n")
-
-
 def test_load_rejects_a_name_defined_in_two_files(tmp_path: Path) -> None:
     (tmp_path / "a.sql").write_text("-- name: shared\nSELECT 1;\n")
     (tmp_path / "b.sql").write_text("-- name: shared\nSELECT 2;\n")
