@@ -276,9 +276,8 @@ class WakeupHub:
         away: the commit stands and is answered; the others reseed their lanes at the
         latest on their floor, or when their LISTEN connection comes back)."""
         target = self._announced
-        if self._published >= target or self._notifier_done:
-            return
-        if self._unreachable_through >= target:
+        if (self._published >= target or self._notifier_done
+                or self._unreachable_through >= target):
             return
         deadline = time.monotonic() + _PUBLISH_WAIT_SECONDS
         self._publish_waiting += 1
