@@ -361,12 +361,18 @@ async def test_a_commit_in_doubt_is_answered_503_and_its_retry_is_a_duplicate(
             await wait_for(reloaded, timeout=30)
             push = asyncio.ensure_future(_push(client, "doubt", "x1"))
 
-            async def waiting_backend() -> int | None:
+            async def waiting_backend() -> int | None:  # the push's commit, not another's
                 return await conn.fetchval(  # type: ignore[no-any-return]
-                    "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'")
-            pid = await wait_for(waiting_backend, timeout=30)
+                    "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
+                    " AND query LIKE '%append_partitions%'")
+            await wait_for(waiting_backend, timeout=30)
             await conn.execute("ALTER SYSTEM RESET synchronous_standby_names")
-            await conn.execute("SELECT pg_terminate_backend($1)", pid)
+            # Every waiter, not the first one found: the broker's own background writes (the
+            # history sampler, the reaper) wait there too, and a push left waiting would be
+            # answered `queued` once the statement timeout cancels its wait (PostgreSQL then
+            # reports the commit, committed locally, as a success).
+            await conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                               " WHERE wait_event = 'SyncRep'")
             # Not `queued` (it may not have committed): an outage, which the push spool
             # takes (`buffered`: its replay will meet the stored copy as a duplicate).
             assert _status(await push) in ("503", "buffered")
