@@ -21,6 +21,9 @@ from queen import Queen
 from tests.client_modes import CLIENT_MODES, official_client
 from tests.support import BrokerProcess, cursor_row, fetch_records
 
+# Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
+pytestmark = pytest.mark.citus("long")  # its Citus variant: QUEEN_CITUS_VARIANTS=all
+
 POLL_MS = 1000  # long-poll timeout of consumers: how quickly they notice the abort signal
 BOUND = 30  # seconds any consume or pop may take before the test fails
 

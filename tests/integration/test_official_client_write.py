@@ -16,6 +16,9 @@ from queen import Queen
 from tests.client_modes import CLIENT_MODES, official_client
 from tests.support import BrokerProcess, queue_counts
 
+# Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
+pytestmark = pytest.mark.citus("long")  # its Citus variant: QUEEN_CITUS_VARIANTS=all
+
 
 @pytest.fixture(params=list(CLIENT_MODES))
 async def queen(broker: BrokerProcess, request: pytest.FixtureRequest) -> AsyncIterator[Queen]:

@@ -39,6 +39,9 @@ from hypothesis import strategies as st
 
 from tests.support import BrokerProcess
 
+# Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
+pytestmark = pytest.mark.citus("long")  # its Citus variant: QUEEN_CITUS_VARIANTS=all
+
 PARTITIONS = [f"p{i}" for i in range(5)]
 GROUPS = ["__QUEUE_MODE__", "a", "b", "c", "d", "e"]
 DELAY_SECONDS = 3600

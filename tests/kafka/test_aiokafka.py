@@ -12,6 +12,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from tests.kafka.listener import KafkaListener
 
+# Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
+pytestmark = pytest.mark.citus("long")  # its Citus variant: QUEEN_CITUS_VARIANTS=all
+
 
 def _topic() -> str:
     return f"ak-{uuid.uuid4().hex[:10]}"

@@ -13,6 +13,9 @@ from confluent_kafka.admin import AdminClient
 
 from tests.kafka.listener import KafkaListener
 
+# Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
+pytestmark = pytest.mark.citus("long")  # its Citus variant: QUEEN_CITUS_VARIANTS=all
+
 
 def _topic() -> str:
     return f"ck-{uuid.uuid4().hex[:10]}"

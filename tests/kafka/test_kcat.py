@@ -9,9 +9,13 @@ import shutil
 import subprocess
 import uuid
 
+import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from tests.kafka.listener import KafkaListener
+
+# Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
+pytestmark = pytest.mark.citus("long")  # its Citus variant: QUEEN_CITUS_VARIANTS=all
 
 _FORMAT = "%o|%k|%s|%h|%T\\n"
 
