@@ -152,9 +152,10 @@ async def _walk(urls: list[str], database_url: str, delayed: bool,
                 elif isinstance(step, Mark):
                     marks.append(await db.fetchval("SELECT clock_timestamp()"))
                 elif isinstance(step, Age):
-                    await db.execute(
-                        "UPDATE queen.log_segments s"
-                        "   SET created_at = s.created_at - make_interval(secs => $3 + 60)"
+                    await db.execute(  # shifted in UTC: Citus pushes only immutable
+                        "UPDATE queen.log_segments s"  # arithmetic on a column down
+                        "   SET created_at = ((s.created_at AT TIME ZONE 'UTC')"
+                        "                     - make_interval(secs => $3 + 60)) AT TIME ZONE 'UTC'"
                         "  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
                         " WHERE s.partition_id = p.id AND q.name = $1 AND p.name = $2",
                         queue, step.partition, delay)
