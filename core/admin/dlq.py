@@ -168,8 +168,14 @@ class DeadLetters:
         deleted = 0
         while True:
             async with self._db.transaction() as conn:
-                gone = await sql.dlq_purge(conn, tenant=tenant, queue=queue, group=group,
-                                           batch=PURGE_BATCH)
+                batch = await sql.dlq_purge_batch(conn, tenant=tenant, queue=queue,
+                                                  group=group, batch=PURGE_BATCH)
+                ids: dict[int, list[int]] = {}
+                for c in batch:
+                    ids.setdefault(c.partition_id, []).append(c.id)
+                # One statement per partition (one shard on Citus), in partition order.
+                gone = [g for pid, row_ids in sorted(ids.items())
+                        for g in await sql.dlq_purge_rows(conn, partition_id=pid, ids=row_ids)]
                 by_partition: dict[int, set[int]] = {}
                 for g in gone:
                     if g.segment_base is not None:
@@ -177,7 +183,7 @@ class DeadLetters:
                 for pid, bases in sorted(by_partition.items()):
                     await _drop_unreferenced_copies(conn, pid, sorted(bases))
             deleted += len(gone)
-            if len(gone) < PURGE_BATCH:
+            if len(batch) < PURGE_BATCH:
                 return deleted
 
     async def delete_address(self, partition_id: PartitionId, transaction_id: str, *,

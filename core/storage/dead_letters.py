@@ -160,19 +160,37 @@ async def message_list_partitions(conn: Conn, *, tenant: str, queue: str | None,
 
 
 @dataclass(frozen=True, slots=True)
+class PurgeCandidate:
+    partition_id: int
+    id: int
+
+
+@dataclass(frozen=True, slots=True)
 class PurgedDeadLetter:
     partition_id: int
     segment_base: int | None
 
 
+_PARTITION_OF = Statement[None]("dlq_partition_of")
 _LOCK_BY_ID = Statement("dlq_lock_by_id", DeadLetterRow)
-_PURGE = Statement("dlq_purge", PurgedDeadLetter)
+_PURGE_BATCH = Statement("dlq_purge_batch", PurgeCandidate)
+_PURGE_ROWS = Statement("dlq_purge_rows", PurgedDeadLetter)
 
 
 async def dlq_lock_by_id(conn: Conn, *, tenant: str, dlq_id: int) -> DeadLetterRow | None:
-    return await _LOCK_BY_ID.one(conn, dlq_id, tenant)
+    """The row of that id, locked (None: there is none, or it is another tenant's). The
+    partition is read first, so that the lock names it (one shard on Citus)."""
+    partition_id = await _PARTITION_OF.value(conn, dlq_id)
+    if partition_id is None:
+        return None
+    return await _LOCK_BY_ID.one(conn, partition_id, dlq_id, tenant)
 
 
-async def dlq_purge(conn: Conn, *, tenant: str, queue: str, group: str | None,
-                    batch: int) -> list[PurgedDeadLetter]:
-    return await _PURGE.rows(conn, queue, group, batch, tenant)
+async def dlq_purge_batch(conn: Conn, *, tenant: str, queue: str, group: str | None,
+                          batch: int) -> list[PurgeCandidate]:
+    return await _PURGE_BATCH.rows(conn, queue, group, batch, tenant)
+
+
+async def dlq_purge_rows(conn: Conn, *, partition_id: int,
+                         ids: Sequence[int]) -> list[PurgedDeadLetter]:
+    return await _PURGE_ROWS.rows(conn, partition_id, list(ids))

@@ -66,6 +66,21 @@ BEGIN
     RETURN v_lo - 1;
 END $$;
 
+-- When the message at p_offset was written: the created_at of the segment holding it (the
+-- last one starting at or before it, found through the primary key); null when retention
+-- removed it. A function, not a lateral join, so that a statement over the view reads it
+-- per row: on Citus the view's rows are an intermediate result, and a lateral join of a
+-- distributed table to one is refused, while this is one statement on one shard.
+CREATE OR REPLACE FUNCTION queen.written_at(p_partition bigint, p_offset bigint)
+RETURNS timestamptz
+LANGUAGE plpgsql STABLE
+AS $$
+BEGIN
+    RETURN (SELECT s.created_at FROM queen.log_segments s
+             WHERE s.partition_id = p_partition AND s.base_offset <= p_offset
+             ORDER BY s.base_offset DESC LIMIT 1);
+END $$;
+
 -- One row per (group, partition of a queue the group reads): see the top of this file.
 -- The seed is computed once per row in a subquery of its own (OFFSET 0 keeps the planner
 -- from inlining it, which would compute it once per reference); a subquery without a FROM

@@ -12,32 +12,31 @@ SELECT id FROM queen.queues WHERE tenant = $2 AND name = $1;
 -- Where each group stands on every partition it reads (queen.group_positions: its cursor,
 -- or where its subscription rule starts it on a partition it has not read yet), with its
 -- queue, offset lag, lease state, time lag and the messages maxWaitTimeSeconds evicted. The
--- time lag is the age of the first unconsumed message: the created_at of the segment
--- holding max(committed + 1, log_start), found through the primary key; 0 when nothing is
--- unconsumed. With $3, only positions with messages behind and a time lag above $3 seconds.
+-- time lag is the age of the first unconsumed message: when max(committed + 1, log_start)
+-- was written (queen.written_at); 0 when nothing is unconsumed. With $3, only positions
+-- with messages behind and a time lag above $3 seconds.
 -- $1 consumer group or null (all), $2 queue name or null (all), $3 seconds or null,
 -- $4 tenant
-SELECT g.consumer_group, q.id AS queue_id, q.name AS queue, g.partition_id, g.partition,
+SELECT g.consumer_group, g.queue_id, g.queue, g.partition_id, g.partition,
        g.committed, g.last_offset, g.log_start, g.offset_lag,
        (g.worker_id IS NOT NULL AND g.lease_expires_at > now()) AS lease_active,
        g.worker_id, g.lease_expires_at, g.retry_count, g.total_consumed, g.last_consumed_at,
-       lag.created_at AS oldest_unconsumed_at,
-       coalesce(extract(epoch FROM now() - lag.created_at), 0)::float8 AS time_lag_seconds,
+       g.oldest_unconsumed_at,
+       coalesce(extract(epoch FROM now() - g.oldest_unconsumed_at), 0)::float8
+           AS time_lag_seconds,
        g.evicted, g.has_cursor
-  FROM queen.group_positions g
-  JOIN queen.queues q ON q.id = g.queue_id
-  LEFT JOIN LATERAL (
-        SELECT s.created_at FROM queen.log_segments s
-         WHERE g.offset_lag > 0
-           AND s.partition_id = g.partition_id
-           AND s.base_offset <= greatest(g.committed + 1, g.log_start)
-         ORDER BY s.base_offset DESC LIMIT 1) lag ON true
- WHERE q.tenant = $4
-   AND ($1::text IS NULL OR g.consumer_group = $1)
-   AND ($2::text IS NULL OR q.name = $2)
-   AND ($3::float8 IS NULL
-        OR (g.offset_lag > 0 AND extract(epoch FROM now() - lag.created_at) > $3))
- ORDER BY q.name, g.consumer_group, g.partition;
+  FROM (SELECT g.*, q.name AS queue,
+               CASE WHEN g.offset_lag > 0
+                    THEN queen.written_at(g.partition_id, greatest(g.committed + 1, g.log_start))
+               END AS oldest_unconsumed_at
+          FROM queen.group_positions g
+          JOIN queen.queues q ON q.id = g.queue_id
+         WHERE q.tenant = $4
+           AND ($1::text IS NULL OR g.consumer_group = $1)
+           AND ($2::text IS NULL OR q.name = $2)) g
+ WHERE $3::float8 IS NULL
+    OR (g.offset_lag > 0 AND extract(epoch FROM now() - g.oldest_unconsumed_at) > $3)
+ ORDER BY g.queue, g.consumer_group, g.partition;
 
 -- name: admin_subscriptions
 -- Stored subscriptions with their queue name.

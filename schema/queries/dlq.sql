@@ -151,11 +151,18 @@ SELECT p.id, p.name, p.last_offset, p.log_start, q.name AS queue, q.namespace, q
  ORDER BY p.last_write_at DESC NULLS LAST, p.id
  LIMIT $5;
 
+-- name: dlq_partition_of
+-- The partition of a DLQ row, by the row's own id (null when there is none). Read without a
+-- lock, so that the lock that follows names the partition: on Citus the rows are
+-- distributed by partition, and a row lock searching every shard is refused.
+-- $1 DLQ row id
+SELECT partition_id FROM queen.log_dlq WHERE id = $1;
+
 -- name: dlq_lock_by_id
--- One DLQ row by its own id, locked for replay, with its queue and partition (shaped like
--- dlq_lock_newest's row). A concurrent replay or purge of the same row waits; the loser
--- finds no row.
--- $1 DLQ row id, $2 tenant
+-- One DLQ row by its partition and its own id, locked for replay, with its queue and
+-- partition (shaped like dlq_lock_newest's row). A concurrent replay or purge of the same
+-- row waits; the loser finds no row.
+-- $1 partition id, $2 DLQ row id, $3 tenant
 SELECT d.id, d.partition_id, q.name AS queue, p.name AS partition, d.consumer_group,
        d.msg_offset, d.transaction_id, d.message_id, d.trace_id, d.producer_sub, d.payload,
        d.segment_base, ds.blob AS segment_blob, d.error_message, d.retry_count,
@@ -165,21 +172,26 @@ SELECT d.id, d.partition_id, q.name AS queue, p.name AS partition, d.consumer_gr
   JOIN queen.queues q ON q.id = p.queue_id
   LEFT JOIN queen.log_dlq_segments ds
     ON ds.partition_id = d.partition_id AND ds.base_offset = d.segment_base
- WHERE d.id = $1 AND q.tenant = $2
+ WHERE d.partition_id = $1 AND d.id = $2 AND q.tenant = $3
    FOR UPDATE OF d;
 
--- name: dlq_purge
--- Remove up to $3 DLQ rows of a queue (of one consumer group, or of all); answers each
--- removed row's partition and the segment copy it referred to. Rows a replay holds are
--- waited for (and are gone, or deleted, after it).
+-- name: dlq_purge_batch
+-- Up to $3 DLQ rows of a queue (of one consumer group, or of all), oldest id first: what
+-- one pass of a purge deletes (dlq_purge_rows, one partition at a time).
 -- $1 queue name, $2 consumer group or null, $3 batch size, $4 tenant
+SELECT x.partition_id, x.id
+  FROM queen.log_dlq x
+  JOIN queen.log_partitions p ON p.id = x.partition_id
+  JOIN queen.queues q ON q.id = p.queue_id
+ WHERE q.tenant = $4 AND q.name = $1 AND ($2::text IS NULL OR x.consumer_group = $2)
+ ORDER BY x.id
+ LIMIT $3;
+
+-- name: dlq_purge_rows
+-- Remove DLQ rows of one partition by id; answers each removed row's partition and the
+-- segment copy it referred to. A row a replay holds is waited for, and skipped when the
+-- replay removed it.
+-- $1 partition id, $2 DLQ row ids
 DELETE FROM queen.log_dlq d
- USING (SELECT x.id FROM queen.log_dlq x
-          JOIN queen.log_partitions p ON p.id = x.partition_id
-          JOIN queen.queues q ON q.id = p.queue_id
-         WHERE q.tenant = $4 AND q.name = $1 AND ($2::text IS NULL OR x.consumer_group = $2)
-         ORDER BY x.id
-         LIMIT $3
-           FOR UPDATE OF x) doomed
- WHERE d.id = doomed.id
+ WHERE d.partition_id = $1 AND d.id = ANY($2::bigint[])
 RETURNING d.partition_id, d.segment_base;

@@ -369,16 +369,19 @@ SELECT least(clock_timestamp(),
 
 -- name: stats_changed_partitions
 -- A queue's partitions written at or after $2 (all when null), in creation (id) order after
--- the page cursor $3, at most $4; null rows when the queue does not exist.
+-- the page cursor $3, at most $4; null rows when the queue does not exist. (A join to a
+-- subquery, not a lateral one: Citus refuses a lateral join of a distributed table to a
+-- reference table.)
 -- $1 queue name, $2 since or null, $3 after partition id or null, $4 limit, $5 tenant
 SELECT q.id AS queue_id, p.id, p.name, p.last_offset, p.log_start, p.last_write_at
   FROM queen.queues q
-  LEFT JOIN LATERAL (
-        SELECT * FROM queen.log_partitions p
-         WHERE p.queue_id = q.id
+  LEFT JOIN (
+        SELECT p.* FROM queen.log_partitions p
+          JOIN queen.queues pq ON pq.id = p.queue_id
+         WHERE pq.tenant = $5 AND pq.name = $1
            AND ($2::timestamptz IS NULL OR p.last_write_at >= $2)
            AND ($3::bigint IS NULL OR p.id > $3)
          ORDER BY p.id
-         LIMIT $4) p ON true
+         LIMIT $4) p ON p.queue_id = q.id
  WHERE q.tenant = $5 AND q.name = $1
  ORDER BY p.id;

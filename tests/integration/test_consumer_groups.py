@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import asyncpg
 import httpx
+import pytest
 from queen import Queen
 
 from tests.support import BrokerProcess
+
+# Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
+pytestmark = pytest.mark.citus("long")  # its Citus variant: QUEEN_CITUS_VARIANTS=all
 
 
 async def push_n(http: httpx.AsyncClient, queue: str, partition: str, n: int) -> None:
@@ -52,9 +56,11 @@ async def test_seek_by_timestamp_lands_before_the_first_message_at_or_after_it(
     await push_n(http, queue_name, "Default", 4)
     # Offsets 0..3 were written 40, 30, 20, 10 minutes ago.
     await db.execute(
-        "UPDATE queen.log_segments s SET created_at = now() - make_interval(mins => 40 - 10 *"
-        " s.base_offset::int) FROM queen.log_partitions p JOIN queen.queues q"
-        " ON q.id = p.queue_id WHERE s.partition_id = p.id AND q.name = $1", queue_name)
+        # (Shifted in UTC: Citus pushes only immutable arithmetic on a column down.)
+        "UPDATE queen.log_segments s SET created_at = ((now() AT TIME ZONE 'UTC')"
+        " - make_interval(mins => 40 - 10 * s.base_offset::int)) AT TIME ZONE 'UTC'"
+        "  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
+        " WHERE s.partition_id = p.id AND q.name = $1", queue_name)
     ts = await db.fetchval("SELECT to_char((now() - interval '25 minutes') AT TIME ZONE 'UTC',"
                            " 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')")
     r = await http.post(f"/api/v1/consumer-groups/g/queues/{queue_name}/seek",

@@ -10,9 +10,13 @@ import uuid
 
 import asyncpg
 import httpx
+import pytest
 from queen import Queen
 
 from tests.support import BrokerProcess
+
+# Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
+pytestmark = pytest.mark.citus("long")  # its Citus variant: QUEEN_CITUS_VARIANTS=all
 
 
 async def push_one(http: httpx.AsyncClient, queue: str, txid: str, payload: object,

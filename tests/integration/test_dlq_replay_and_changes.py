@@ -9,9 +9,13 @@ from typing import Any
 
 import asyncpg
 import httpx
+import pytest
 from queen import Queen
 
 from tests.support import BrokerProcess, pop_json, push_items
+
+# Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
+pytestmark = pytest.mark.citus("long")  # its Citus variant: QUEEN_CITUS_VARIANTS=all
 
 
 async def dead_letters(http: httpx.AsyncClient, queue: str, n: int, *, group: str | None = None,

@@ -11,6 +11,9 @@ from queen import Queen
 
 from tests.support import BrokerProcess
 
+# Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
+pytestmark = pytest.mark.citus("long")  # its Citus variant: QUEEN_CITUS_VARIANTS=all
+
 FULL = "would exceed max capacity (10)"
 
 

@@ -28,6 +28,9 @@ from tests.support import (
     push_items,
 )
 
+# Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
+pytestmark = pytest.mark.citus("long")  # its Citus variant: QUEEN_CITUS_VARIANTS=all
+
 
 async def ack(http: httpx.AsyncClient, message: dict[str, Any], status: str,
               group: str | None = None) -> dict[str, Any]:
@@ -42,8 +45,10 @@ async def ack(http: httpx.AsyncClient, message: dict[str, Any], status: str,
 
 async def age_segments(db: asyncpg.Connection, queue: str, seconds: int) -> None:
     """Make every stored message of the queue `seconds` older."""
-    await db.execute(
-        """UPDATE queen.log_segments s SET created_at = s.created_at - make_interval(secs => $2)
+    await db.execute(  # (shifted in UTC: Citus pushes only immutable arithmetic on a column down)
+        """UPDATE queen.log_segments s
+              SET created_at = ((s.created_at AT TIME ZONE 'UTC') - make_interval(secs => $2))
+                               AT TIME ZONE 'UTC'
              FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
             WHERE s.partition_id = p.id AND q.name = $1""", queue, seconds)
     await announce_changed(db, queue)  # the brokers expect those messages' times as stored

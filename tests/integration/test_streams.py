@@ -21,6 +21,9 @@ from queen.streams.runtime.runner import Runner
 
 from tests.support import BrokerProcess, cursor_row
 
+# Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
+pytestmark = pytest.mark.citus("long")  # its Citus variant: QUEEN_CITUS_VARIANTS=all
+
 BOUND = 60.0  # seconds a pipeline may take to produce what a test waits for
 
 

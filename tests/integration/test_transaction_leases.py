@@ -23,6 +23,9 @@ from tests.support import (
     queue_counts,
 )
 
+# Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
+pytestmark = pytest.mark.citus("long")  # its Citus variant: QUEEN_CITUS_VARIANTS=all
+
 QUEUE_MODE = "__QUEUE_MODE__"
 
 
