@@ -6,7 +6,8 @@ open in the database (or now): a write stamps its partition's `last_write_at` in
 own transaction, so a write not yet visible when the partitions are read belongs to a
 transaction that was either open when `safeTime` was read (and started no later) or began
 after it. Either way its time is at or after `safeTime`, so a caller that passes `safeTime`
-as its next `since` misses nothing.
+as its next `since` misses nothing. On Citus the transactions of every node count: the log's
+writes run on the workers.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ async def partitions_changed(db: Database, entries: Sequence[ChangedEntry], *,
                              tenant: str = "") -> tuple[datetime, list[ChangedResult]]:
     results: list[ChangedResult] = []
     async with db.session() as conn:
-        safe = await sql.safe_time(conn)  # first: see the module docstring
+        safe = await sql.safe_time(conn, citus=db.topology.citus)  # first: see the docstring
         for entry in entries:
             limit = max(1, min(entry.limit, MAX_PAGE))
             rows = await sql.changed_partitions(conn, tenant=tenant, queue=entry.queue,

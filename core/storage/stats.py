@@ -85,6 +85,7 @@ _TRIM = Statement[None]("stats_trim_samples")
 _TRIM_MINUTES = Statement[None]("stats_trim_minutes")
 _SERIES = Statement("stats_series", SeriesRow)
 _SAFE_TIME = Statement[None]("stats_safe_time")
+_CITUS_SAFE_TIME = Statement[None]("citus_safe_time")
 _CHANGED = Statement("stats_changed_partitions", ChangedRow)
 
 
@@ -141,8 +142,9 @@ async def series(conn: Conn, *, tenant: str, unit: str, start: datetime, end: da
     return await _SERIES.rows(conn, unit, start, end, queue, namespace, task, tenant)
 
 
-async def safe_time(conn: Conn) -> datetime:
-    value: datetime = await _SAFE_TIME.value(conn)
+async def safe_time(conn: Conn, *, citus: bool) -> datetime:
+    """The start of the oldest transaction still open (or now): of every node on Citus."""
+    value: datetime = await (_CITUS_SAFE_TIME if citus else _SAFE_TIME).value(conn)
     return value
 
 

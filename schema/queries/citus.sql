@@ -22,3 +22,13 @@ SELECT s.shardminvalue::integer AS low, s.shardmaxvalue::integer AS high
   FROM pg_dist_shard s
  WHERE s.logicalrelid = 'queen.log_partitions'::regclass
  ORDER BY 1;
+
+-- name: citus_safe_time
+-- stats_safe_time over every node of the cluster: the log's writes run on the workers, in
+-- transactions the coordinator's pg_stat_activity does not list. citus_stat_activity lists
+-- every node's backends; this statement's own, on every node, share its global pid.
+-- (The nodes' clocks are taken to agree, as the writes' times are stamped by each node.)
+SELECT least(clock_timestamp(),
+             (SELECT min(a.xact_start) FROM citus_stat_activity a
+               WHERE a.datname = current_database() AND a.global_pid <> citus_backend_gpid()
+                 AND a.xact_start IS NOT NULL AND a.backend_type = 'client backend'));

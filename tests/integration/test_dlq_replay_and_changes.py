@@ -12,6 +12,8 @@ import httpx
 import pytest
 from queen import Queen
 
+from core.storage.cluster import only_host
+from core.storage.hosts import dsn_hosts
 from tests.support import BrokerProcess, pop_json, push_items
 
 # Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
@@ -204,19 +206,26 @@ async def test_changed_pages_by_cursor_and_refuses_bad_entries(
         assert r.status_code == 400 and word in r.json()["error"], (bad, r.text)
 
 
+@pytest.mark.parametrize("node", ["first", "last"])
 async def test_safe_time_is_no_later_than_a_transaction_still_open(
-        http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
+        http: httpx.AsyncClient, database_url: str, queue_name: str, node: str) -> None:
     """A write in flight may carry a time before its commit: safeTime must not pass the
     start of any transaction still open, or a caller resuming from it would miss that
-    write."""
+    write. The transaction is opened on the first or the last server the broker's URL
+    names: on Citus the coordinator or a worker (the log's writes run on the workers)."""
     await push_items(http, queue_name, [1])
-    async with db.transaction():
-        started = await db.fetchval("SELECT now()")
-        await db.execute("SELECT txid_current()")
-        await asyncio.sleep(0.05)
-        r = await http.post("/api/v1/partitions/changed", json={"entries": [
-            {"queue": queue_name}]})
-        safe = datetime.fromisoformat(r.json()["safeTime"])
+    hosts = dsn_hosts(database_url)
+    conn = await asyncpg.connect(only_host(database_url, hosts[0 if node == "first" else -1]))
+    try:
+        async with conn.transaction():
+            started = await conn.fetchval("SELECT now()")
+            await conn.execute("SELECT txid_current()")
+            await asyncio.sleep(0.05)
+            r = await http.post("/api/v1/partitions/changed", json={"entries": [
+                {"queue": queue_name}]})
+            safe = datetime.fromisoformat(r.json()["safeTime"])
+    finally:
+        await conn.close()
     assert safe <= started
     r = await http.post("/api/v1/partitions/changed", json={"entries": [{"queue": queue_name}]})
     assert datetime.fromisoformat(r.json()["safeTime"]) > started
