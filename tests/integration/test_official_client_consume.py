@@ -47,6 +47,7 @@ async def consume_until(builder: Any, handler: Any, done: asyncio.Event) -> None
     await asyncio.wait_for(builder.timeout_millis(POLL_MS).consume(handler, signal=done), BOUND)
 
 
+@pytest.mark.citus  # the suite's smoke of this module on Citus
 async def test_pop_without_wait_answers_at_once_and_ack_commits(
         client: Queen, db: asyncpg.Connection, queue_name: str) -> None:
     assert await asyncio.wait_for(client.queue(queue_name).wait(False).pop(), 5) == []

@@ -41,6 +41,7 @@ async def test_create_sends_client_defaults_and_reads_back_effective_options(
     assert (opts["priority"], opts["maxSize"], opts["encryptionEnabled"]) == (0, 0, False)
 
 
+@pytest.mark.citus  # the suite's smoke of this module on Citus
 async def test_push_then_repush_of_the_same_transaction_id_answers_duplicate(
         queen: Queen, queue_name: str) -> None:
     await queen.queue(queue_name).create()
