@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import timedelta
 
 import asyncpg
 import httpx
@@ -64,8 +65,11 @@ async def test_dlq_listing_filters_pages_counts_and_orders_newest_first(
     assert [m["data"] for m in r.json()["messages"]] == [[1, "two"]]
     r = await http.get("/api/v1/dlq", params={"queue": queue_name, "offset": 50})
     assert r.json() == {"messages": [], "pagination": {"limit": 100, "offset": 50}, "total": 6}
-    async with db.transaction():
-        cutoff = await db.fetchval("SELECT now() - interval '97 seconds' - interval '500 ms'")
+    # Half a second before a3 failed (a2 failed a second before it): taken from the row, not
+    # from the clock now, so the time the listings above took does not move it.
+    failed_a3 = await db.fetchval("SELECT failed_at FROM queen.log_dlq"
+                                  " WHERE partition_id = $1 AND id = $2", int(pid_a), ids[3])
+    cutoff = failed_a3 - timedelta(milliseconds=500)
     r = await http.get("/api/v1/dlq", params={"queue": queue_name, "consumerGroup": "g1",
                                               "from": cutoff.isoformat()})
     assert [m["transactionId"] for m in r.json()["messages"]] == ["a4", "a3"]
