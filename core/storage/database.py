@@ -25,7 +25,7 @@ import asyncpg
 
 from core.errors import StorageError, StorageUnavailable
 from core.settings import Settings
-from core.storage import citus
+from core.storage import citus, durability
 from core.storage.cluster import SpreadConnector, Topology
 from core.storage.errors import DRIVER_ERRORS, storage_errors, translate
 from core.storage.hosts import connector_for
@@ -158,10 +158,11 @@ class Database:
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[Conn]:
         """A pooled connection inside one database transaction (commits when the block
-        ends, rolls back when it raises)."""
+        ends, rolls back when it raises; a commit kept without its synchronous standby
+        raises StorageUnavailable: core/storage/durability.py)."""
         with storage_errors():
             async with self._pool.acquire(timeout=self._acquire_timeout) as conn, \
-                    conn.transaction():
+                    durability.replicated(conn), conn.transaction():
                 yield conn  # type: ignore[misc]
 
     async def ping(self, timeout: float = 2.0) -> bool:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from core.storage import durability
 from core.storage.statements import Conn, Statement
 
 
@@ -114,9 +115,10 @@ async def append(conn: Conn, *, route: int | None, targets: Sequence[AppendTarge
     appends lock partition rows in one order; `route`: the shard all of them are on
     (core/storage/shards.py), None on one PostgreSQL."""
     statement = _APPEND if route is not None else _APPEND_HERE
-    return await statement.rows(
-        conn, route, [t.tenant for t in targets], [t.partition_id for t in targets],
-        *append_arguments(targets, default_options))
+    async with durability.replicated(conn):  # autocommitted: the commit is this statement's
+        return await statement.rows(
+            conn, route, [t.tenant for t in targets], [t.partition_id for t in targets],
+            *append_arguments(targets, default_options))
 
 
 def append_arguments(targets: Sequence[AppendTarget], default_options: str) -> list[Any]:

@@ -46,6 +46,12 @@ class FakeAppendConn:
         self.segments: list[tuple[int, datetime, bytes]] = []  # (base offset, stamp, blob)
         self.statements: list[list[str]] = []
 
+    def add_log_listener(self, callback: Any) -> None:  # no server, no warnings
+        pass
+
+    def remove_log_listener(self, callback: Any) -> None:
+        pass
+
     async def fetch(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
         if "queen.append_partitions(" in sql:
             return [self._append(*args)]
