@@ -367,10 +367,10 @@ async def test_a_commit_in_doubt_is_answered_503_and_its_retry_is_a_duplicate(
                     " AND query LIKE '%append_partitions%'")
             await wait_for(waiting_backend, timeout=30)
             await conn.execute("ALTER SYSTEM RESET synchronous_standby_names")
-            # Every waiter, not the first one found: the broker's own background writes (the
-            # history sampler, the reaper) wait there too, and a push left waiting would be
-            # answered `queued` once the statement timeout cancels its wait (PostgreSQL then
-            # reports the commit, committed locally, as a success).
+            # Every waiter, not the first one found: the broker's statistics writer waits there
+            # too. A push left waiting meets its answer deadline (PUSH_ANSWER_TIMEOUT_MS),
+            # whose cancel of the statement ends the wait, and PostgreSQL then answers the
+            # commit, kept locally, as a success (core/storage/durability.py).
             await conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                                " WHERE wait_event = 'SyncRep'")
             # Not `queued` (it may not have committed): an outage, which the push spool
