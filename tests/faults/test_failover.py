@@ -368,9 +368,7 @@ async def test_a_commit_in_doubt_is_answered_503_and_its_retry_is_a_duplicate(
             await wait_for(waiting_backend, timeout=30)
             await conn.execute("ALTER SYSTEM RESET synchronous_standby_names")
             # Every waiter, not the first one found: the broker's statistics writer waits there
-            # too. A push left waiting meets its answer deadline (PUSH_ANSWER_TIMEOUT_MS),
-            # whose cancel of the statement ends the wait, and PostgreSQL then answers the
-            # commit, kept locally, as a success (core/storage/durability.py).
+            # too, and the test is about the push's commit being cut.
             await conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                                " WHERE wait_event = 'SyncRep'")
             # Not `queued` (it may not have committed): an outage, which the push spool
