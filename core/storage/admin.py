@@ -69,7 +69,11 @@ class QueuePageRow(QueueInfo):
 
 
 @dataclass(frozen=True, slots=True)
-class PartitionStatsRow:
+class PartitionPlace:
+    """A partition with its queue and the bounds of its log: what the figures of a
+    partition start with, as stored (`PartitionStatsRow`) and as derived
+    (core/admin/resources.py `PartitionStats`)."""
+
     queue_id: int
     queue: str
     namespace: str
@@ -80,6 +84,10 @@ class PartitionStatsRow:
     last_offset: int
     log_start: int
     last_write_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionStatsRow(PartitionPlace):
     total: int
     min_committed: int | None
     groups: int | None
