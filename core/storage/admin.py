@@ -221,6 +221,4 @@ _OVERVIEW = Statement("admin_overview", Overview)
 
 async def overview(conn: Conn, *, tenant: str | None) -> Overview:
     """The counts of one tenant's queues (None: of every queue)."""
-    row = await _OVERVIEW.one(conn, tenant)
-    assert row is not None
-    return row
+    return await _OVERVIEW.single(conn, tenant)

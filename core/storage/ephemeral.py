@@ -145,9 +145,7 @@ _DELETE = Statement("eph_delete", DeleteRow)
 
 
 async def delete(conn: Conn, *, queue: str) -> DeleteRow:
-    row = await _DELETE.one(conn, queue)
-    assert row is not None
-    return row
+    return await _DELETE.single(conn, queue)
 
 
 _SWEEP = Statement("eph_sweep", SweepRow)
@@ -155,9 +153,7 @@ _SWEEP = Statement("eph_sweep", SweepRow)
 
 async def sweep(conn: Conn, *, idle_seconds: int, channel: str, after: str,
                 limit: int) -> SweepRow:
-    row = await _SWEEP.one(conn, idle_seconds, channel, after, limit)
-    assert row is not None
-    return row
+    return await _SWEEP.single(conn, idle_seconds, channel, after, limit)
 
 
 _CLAIM = Statement[None]("eph_sweeper_claim")
@@ -173,9 +169,7 @@ _WINDOW = Statement("eph_window", WindowRow)
 
 
 async def window(conn: Conn, *, queue: str) -> WindowRow:
-    row = await _WINDOW.one(conn, queue)
-    assert row is not None
-    return row
+    return await _WINDOW.single(conn, queue)
 
 
 _QUEUES = Statement("eph_queues", EphemeralQueueRow)
@@ -203,9 +197,7 @@ _TOTALS = Statement("eph_totals", TotalsRow)
 
 
 async def totals(conn: Conn) -> TotalsRow:
-    row = await _TOTALS.one(conn)
-    assert row is not None
-    return row
+    return await _TOTALS.single(conn)
 
 
 _VACUUM = Statement[None]("eph_vacuum")

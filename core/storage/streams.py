@@ -70,9 +70,7 @@ _REGISTER = Statement("stream_register", RegisterRow)
 
 async def register(conn: Conn, *, tenant: str, name: str, source_queue: str,
                    sink_queue: str | None, config_hash: str, reset: bool) -> RegisterRow:
-    row = await _REGISTER.one(conn, name, source_queue, sink_queue, config_hash, reset, tenant)
-    assert row is not None
-    return row
+    return await _REGISTER.single(conn, name, source_queue, sink_queue, config_hash, reset, tenant)
 
 
 _STATE_GET = Statement("stream_state_get", StateRow)
