@@ -45,18 +45,13 @@ class RetentionResult:
 
 
 _EXPIRE_LEASES = Statement("reaper_expire_leases", ExpiredLease)
-
-
-async def expire_leases(conn: Conn, *, batch: int) -> list[ExpiredLease]:
-    return await _EXPIRE_LEASES.rows(conn, batch)
-
-
 _DUE_RETRIES = Statement("reaper_due_retries", ExpiredLease)
 
 
-async def due_retries(conn: Conn, *, batch: int) -> list[ExpiredLease]:
-    """Clear passed retryDelay not-before times; answer where spans became claimable."""
-    return await _DUE_RETRIES.rows(conn, batch)
+async def release_due(conn: Conn, *, batch: int, retries: bool) -> list[ExpiredLease]:
+    """Release leases past their expiry (or, with `retries`, clear the retryDelay
+    not-before times that passed); answer where spans became claimable."""
+    return await (_DUE_RETRIES if retries else _EXPIRE_LEASES).rows(conn, batch)
 
 
 _CITUS_EXPIRED = Statement("citus_reaper_expired", DueCursor)

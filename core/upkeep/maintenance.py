@@ -91,13 +91,12 @@ async def _release(db: Database, *, batch: int, retries: bool,
     retryDelay not-before times that passed (true); announce each batch's partitions.
     Answers how many were released."""
     released = 0
-    release_here = sql.due_retries if retries else sql.expire_leases
     for _ in range(MAX_BATCHES_PER_PASS):
         if db.shards.distributed:
             found, rows = await _release_by_shard(db, batch=batch, retries=retries)
         else:
             async with db.session() as conn:
-                rows = await release_here(conn, batch=batch)
+                rows = await sql.release_due(conn, batch=batch, retries=retries)
             found = len(rows)
         if announce is not None:
             announce((r.queue_id, r.partition_id) for r in rows if r.queue_id is not None)
