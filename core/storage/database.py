@@ -37,6 +37,9 @@ from core.waiting import within
 
 log = logging.getLogger(__name__)
 
+_PING = Statement[None]("ping")
+_ROLLBACK = Statement[None]("rollback")
+
 
 # On a Citus node (core/storage/cluster.py), every connection of the broker:
 # - shows shards in pg_class listings: the filter that hides them otherwise runs per row of
@@ -81,9 +84,6 @@ class PoolStats:
     size: int
     idle: int
     max_size: int
-
-
-_PING = Statement[None]("ping")
 
 
 class Database:
@@ -201,9 +201,6 @@ async def read_topology(dsn: str, settings: Settings, wait_seconds: float) -> To
     finally:
         await conn.close()
     return Topology.of_citus(dsn) if found else Topology.single(dsn)
-
-
-_ROLLBACK = Statement[None]("rollback")
 
 
 async def _reset_connection(conn: asyncpg.Connection) -> None:

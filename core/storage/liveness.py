@@ -36,11 +36,9 @@ from core.storage.statements import Statement
 
 log = logging.getLogger(__name__)
 
+_PROBE = Statement[None]("silence_probe")
 ASK_EVERY = 1.0  # seconds between two questions
 _TICK = 0.25  # silence is counted in steps of at most this long
-
-
-_PROBE = Statement[None]("silence_probe")
 
 
 class ServerWatch:

@@ -52,6 +52,16 @@ class SchemaChanges:
     distributed: list[str] = dataclasses.field(default_factory=list)  # placed now (Citus)
 
 
+_LOCK = Statement[None]("migration_lock")
+_UNLOCK = Statement[None]("migration_unlock")
+_LEDGER = Statement[None]("migration_ledger")
+_APPLIED = Statement[None]("migrations_applied")
+_RECORD = Statement[None]("migration_record")
+_FUNCTIONS_APPLIED = Statement[FunctionsRecord]("functions_applied", FunctionsRecord)
+_FUNCTIONS_RECORD = Statement[None]("functions_record")
+_FUNCTIONS_FORGET = Statement[None]("functions_forget")
+
+
 def migration_files(schema: Traversable = SCHEMA_DIR) -> list[tuple[int, Traversable]]:
     """The migrations of a schema directory, by version."""
     found = []
@@ -84,12 +94,6 @@ def checksum(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-_LOCK = Statement[None]("migration_lock")
-_UNLOCK = Statement[None]("migration_unlock")
-_LEDGER = Statement[None]("migration_ledger")
-_APPLIED = Statement[None]("migrations_applied")
-
-
 async def apply_schema(conn: Conn, schema: Traversable = SCHEMA_DIR) -> SchemaChanges:
     """Apply every migration not yet recorded, then every function file whose text changed."""
     await _LOCK.run(conn, _ADVISORY_LOCK_KEY)
@@ -110,10 +114,6 @@ async def apply_schema(conn: Conn, schema: Traversable = SCHEMA_DIR) -> SchemaCh
     return SchemaChanges(migrations, functions, [], placed)
 
 
-_RECORD = Statement[None]("migration_record")
-_FUNCTIONS_FORGET = Statement[None]("functions_forget")
-
-
 async def _apply_migrations(conn: Conn, schema: Traversable) -> list[int]:
     done = set(await _APPLIED.values(conn))
     applied: list[int] = []
@@ -129,10 +129,6 @@ async def _apply_migrations(conn: Conn, schema: Traversable) -> list[int]:
         log.info("applied migration %s", path.name)
         applied.append(version)
     return applied
-
-
-_FUNCTIONS_APPLIED = Statement[FunctionsRecord]("functions_applied", FunctionsRecord)
-_FUNCTIONS_RECORD = Statement[None]("functions_record")
 
 
 async def _apply_functions(conn: Conn, schema: Traversable) -> list[str]:
