@@ -22,16 +22,9 @@ class TraceRow:
 
 
 @dataclass(frozen=True, slots=True)
-class NamedTraceRow:
+class NamedTraceRow(TraceRow):
     """A trace found by name, with its message's address."""
 
-    id: uuid.UUID
-    event_type: str
-    data: bytes
-    consumer_group: str
-    worker_id: str | None
-    created_at: datetime
-    trace_names: list[str]
     transaction_id: str
     partition_id: int
     queue: str | None  # None once the partition is gone
