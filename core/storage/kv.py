@@ -10,27 +10,23 @@ from core.storage.statements import Conn, Statement
 
 
 @dataclass(frozen=True, slots=True)
-class LockedRow:
+class KvRow:
     ns: str
     key: str
     value: str
     version: int
     expires_at: str | None  # wire text (ISO-8601 UTC), as in every row read here
     updated_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class LockedRow(KvRow):
+    """A row locked for a write (`kv_lock`): the stored row, and what the lock found."""
+
     live: bool
     created: bool  # a placeholder this call inserted
     next_version: int  # drawn while the lock is held
     instant: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class KvRow:
-    ns: str
-    key: str
-    value: str
-    version: int
-    expires_at: str | None
-    updated_at: str
 
 
 @dataclass(frozen=True, slots=True)
