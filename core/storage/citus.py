@@ -19,15 +19,15 @@ class ShardRange:
 
 
 _VERSION = Statement[None]("citus_version")
-_DISTRIBUTE = Statement[None]("citus_distribute")
-_LOG_DISTRIBUTED = Statement[None]("citus_log_distributed")
-_SHARD_RANGES = Statement("citus_shard_ranges", ShardRange)
 
 
 async def version(conn: Conn) -> str | None:
     """The citus extension's version on this database, or None (one PostgreSQL)."""
     value = await _VERSION.value(conn)
     return None if value is None else str(value)
+
+
+_DISTRIBUTE = Statement[None]("citus_distribute")
 
 
 async def distribute(conn: Conn) -> list[str]:
@@ -37,6 +37,10 @@ async def distribute(conn: Conn) -> list[str]:
     for item in placed:
         log.info("citus: %s", item)
     return placed
+
+
+_LOG_DISTRIBUTED = Statement[None]("citus_log_distributed")
+_SHARD_RANGES = Statement("citus_shard_ranges", ShardRange)
 
 
 async def shard_ranges(conn: Conn) -> list[ShardRange]:

@@ -77,18 +77,6 @@ class PartitionLookup:
 
 
 _PARTITION_IDS = Statement("partition_ids", PartitionIds)
-_PARTITION_LOOKUP = Statement("partition_lookup", PartitionLookup)
-_APPEND = Statement("append_partitions", AppendRow)
-_APPEND_HERE = Statement("append_partitions_here", AppendRow)
-_SEGMENTS_AT = Statement("segments_at", SegmentRow)
-_LOCK_QUEUE = Statement("lock_queue", QueueRow)
-_INSERT_QUEUE = Statement[None]("insert_queue")
-_UPDATE_QUEUE = Statement[None]("update_queue")
-_DELETE_QUEUE_ROW = Statement[None]("delete_queue_row")
-_DELETE_QUEUE_DIRECTORY = Statement[None]("delete_queue_directory")
-_DELETE_QUEUE_PARTITIONS = Statement[None]("delete_queue_partitions")
-_DELETE_PARTITION_DATA = Statement[None]("delete_partition_data")
-_DELETE_QUEUE_SUBSCRIPTIONS = Statement[None]("delete_queue_subscriptions")
 
 
 async def partition_ids(conn: Conn, *, tenants: Sequence[str], queues: Sequence[str],
@@ -101,11 +89,18 @@ async def partition_ids(conn: Conn, *, tenants: Sequence[str], queues: Sequence[
                                      list(namespaces), list(tasks), default_options)
 
 
+_PARTITION_LOOKUP = Statement("partition_lookup", PartitionLookup)
+
+
 async def partition_lookup(conn: Conn, *, tenant: str, queue: str,
                            partition: str) -> PartitionLookup | None:
     """A partition's id by name, creating nothing; None when the tenant has no such
     queue."""
     return await _PARTITION_LOOKUP.one(conn, tenant, queue, partition)
+
+
+_APPEND = Statement("append_partitions", AppendRow)
+_APPEND_HERE = Statement("append_partitions_here", AppendRow)
 
 
 async def append(conn: Conn, *, route: int | None, targets: Sequence[AppendTarget],
@@ -138,14 +133,23 @@ def append_arguments(targets: Sequence[AppendTarget], default_options: str) -> l
             [t.repeats for t in targets], [t.encrypted for t in targets]]
 
 
+_SEGMENTS_AT = Statement("segments_at", SegmentRow)
+
+
 async def segments_at(conn: Conn, *, partition_id: int,
                       offsets: Sequence[int]) -> list[SegmentRow]:
     """The segments holding these offsets, each once, in offset order."""
     return await _SEGMENTS_AT.rows(conn, partition_id, list(offsets))
 
 
+_LOCK_QUEUE = Statement("lock_queue", QueueRow)
+
+
 async def lock_queue(conn: Conn, *, tenant: str, name: str) -> QueueRow | None:
     return await _LOCK_QUEUE.one(conn, name, tenant)
+
+
+_INSERT_QUEUE = Statement[None]("insert_queue")
 
 
 async def insert_queue(conn: Conn, *, tenant: str, name: str, namespace: str, task: str,
@@ -153,9 +157,15 @@ async def insert_queue(conn: Conn, *, tenant: str, name: str, namespace: str, ta
     await _INSERT_QUEUE.run(conn, name, namespace, task, options, tenant)
 
 
+_UPDATE_QUEUE = Statement[None]("update_queue")
+
+
 async def update_queue(conn: Conn, *, queue_id: int, namespace: str, task: str,
                        options: str) -> None:
     await _UPDATE_QUEUE.run(conn, queue_id, namespace, task, options)
+
+
+_DELETE_QUEUE_ROW = Statement[None]("delete_queue_row")
 
 
 async def delete_queue_row(conn: Conn, *, tenant: str, name: str) -> int | None:
@@ -164,16 +174,28 @@ async def delete_queue_row(conn: Conn, *, tenant: str, name: str) -> int | None:
     return None if value is None else int(value)
 
 
+_DELETE_QUEUE_DIRECTORY = Statement[None]("delete_queue_directory")
+
+
 async def delete_queue_directory(conn: Conn, *, queue_id: int) -> None:
     await _DELETE_QUEUE_DIRECTORY.run(conn, queue_id)
+
+
+_DELETE_QUEUE_PARTITIONS = Statement[None]("delete_queue_partitions")
 
 
 async def delete_queue_partitions(conn: Conn, *, queue_id: int) -> list[int]:
     return [int(v) for v in await _DELETE_QUEUE_PARTITIONS.values(conn, queue_id)]
 
 
+_DELETE_PARTITION_DATA = Statement[None]("delete_partition_data")
+
+
 async def delete_partition_data(conn: Conn, *, partition_ids: Sequence[int]) -> None:
     await _DELETE_PARTITION_DATA.run(conn, list(partition_ids))
+
+
+_DELETE_QUEUE_SUBSCRIPTIONS = Statement[None]("delete_queue_subscriptions")
 
 
 async def delete_queue_subscriptions(conn: Conn, *, queue_id: int) -> None:
