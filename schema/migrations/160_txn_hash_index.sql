@@ -14,9 +14,6 @@
 -- only a queue with dedupWindowSeconds 0 stores, makes its lookups read every repeat); and
 -- a queue's deletion (queries/write.sql delete_partition_data) reads the table instead of
 -- the index to find its partitions' rows. The reaper finds old rows through the BRIN index
--- on created_at (migration 022), as before on one PostgreSQL (its statement deletes them
--- all at once); on Citus, where queen.prune_keys deletes them partition by partition, each
--- partition's DELETE now reads every old row of its shard through that BRIN index instead
--- of its own through the primary key.
+-- on created_at (migration 022), as before.
 ALTER TABLE queen.log_txn_index DROP CONSTRAINT log_txn_index_pkey;
 CREATE INDEX log_txn_index_key_hash ON queen.log_txn_index USING hash (txn_key);
