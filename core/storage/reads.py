@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from core.storage.joined import joined
 from core.storage.statements import Conn, Statement
 
 
@@ -188,9 +189,9 @@ async def ack(conn: Conn, *, route: int | None, items: AckInputs,
     one text each (`ack_joined`) unless a value holds a separator. `route`: the shard of
     every item's partition (core/storage/shards.py), None on one PostgreSQL."""
     tenants = items.tenants
-    joined = [_joined(items.groups), _joined(items.transaction_ids), _joined(items.statuses),
-              _joined(tenants), None if items.lease_ids is None else _joined(items.lease_ids)]
-    if None in joined[:4] or (items.lease_ids is not None and joined[4] is None):
+    texts = [joined(items.groups), joined(items.transaction_ids), joined(items.statuses),
+             joined(tenants), None if items.lease_ids is None else joined(items.lease_ids)]
+    if None in texts[:4] or (items.lease_ids is not None and texts[4] is None):
         statement = _ACK if route is not None else _ACK_HERE
         return await statement.rows(
             conn, route=route, groups=items.groups, partition_ids=items.partition_ids,
@@ -199,23 +200,10 @@ async def ack(conn: Conn, *, route: int | None, items: AckInputs,
             scan_missing=scan_missing, tenants=tenants)
     statement = _ACK_JOINED if route is not None else _ACK_JOINED_HERE
     return await statement.rows(
-        conn, route=route, groups=joined[0],
-        partition_ids=",".join(map(str, items.partition_ids)), transaction_ids=joined[1],
-        statuses=joined[2], lease_ids=joined[4], errors=items.errors, offsets=items.offsets,
-        scan_missing=scan_missing, tenants=joined[3])
-
-
-_SEPARATOR, _NULL = "\x1f", "\x1e"
-
-
-def _joined(column: Sequence[str | None]) -> str | None:
-    """The column as `ack_joined` takes it, or None when a value would not survive it."""
-    nulls = column.count(None) if None in column else 0
-    values = [_NULL if v is None else v for v in column] if nulls else column
-    text = _SEPARATOR + _SEPARATOR.join(values)  # type: ignore[arg-type]
-    if text.count(_SEPARATOR) != len(column) or text.count(_NULL) != nulls:
-        return None
-    return text
+        conn, route=route, groups=texts[0],
+        partition_ids=",".join(map(str, items.partition_ids)), transaction_ids=texts[1],
+        statuses=texts[2], lease_ids=texts[4], errors=items.errors, offsets=items.offsets,
+        scan_missing=scan_missing, tenants=texts[3])
 
 
 _SPAN_SEGMENTS = Statement("span_segments", PlacedSegmentRow)

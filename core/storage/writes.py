@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from core.storage import durability
+from core.storage.joined import joined
 from core.storage.statements import Conn, Statement
 
 
@@ -101,6 +102,8 @@ async def partition_lookup(conn: Conn, *, tenant: str, queue: str,
 
 _APPEND = Statement("append_partitions", AppendRow)
 _APPEND_HERE = Statement("append_partitions_here", AppendRow)
+_APPEND_JOINED = Statement("append_partitions_joined", AppendRow)
+_APPEND_JOINED_HERE = Statement("append_partitions_joined_here", AppendRow)
 
 
 async def append(conn: Conn, *, route: int | None, targets: Sequence[AppendTarget],
@@ -108,12 +111,22 @@ async def append(conn: Conn, *, route: int | None, targets: Sequence[AppendTarge
     """Append to several partitions in one statement (schema/functions/20_append.sql); one
     row per target, in order. Callers order targets by (queue, partition) so that concurrent
     appends lock partition rows in one order; `route`: the shard all of them are on
-    (core/storage/shards.py), None on one PostgreSQL."""
-    statement = _APPEND if route is not None else _APPEND_HERE
+    (core/storage/shards.py), None on one PostgreSQL. The transactionIds go as one text
+    (`append_partitions_joined`) unless one holds the separator."""
+    arguments = append_arguments(targets, default_options)
+    txids = joined(arguments[_TXIDS])
+    if txids is None:
+        statement = _APPEND if route is not None else _APPEND_HERE
+    else:
+        statement = _APPEND_JOINED if route is not None else _APPEND_JOINED_HERE
+        arguments[_TXIDS] = txids
     async with durability.replicated(conn):  # autocommitted: the commit is this statement's
         return await statement.rows(
             conn, route, [t.tenant for t in targets], [t.partition_id for t in targets],
-            *append_arguments(targets, default_options))
+            *arguments)
+
+
+_TXIDS = 8  # the transactionIds' place among append_arguments
 
 
 def append_arguments(targets: Sequence[AppendTarget], default_options: str) -> list[Any]:
