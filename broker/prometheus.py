@@ -33,53 +33,47 @@ from core.upkeep.stats import ClusterFigures, OperatingFigures, ProcessFigures
 
 MEDIA_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # the format wire-protocol §6.5 names
 
-# (metric name without _total, counter name in core.counters, help)
-_CLUSTER_COUNTERS = (
-    ("queen_cluster_requests", "requests", "HTTP requests answered."),
-    ("queen_cluster_push_requests", "push_requests", "Push requests answered."),
-    ("queen_cluster_push_messages", "push_messages",
-     "Messages appended (pushes and transactions; duplicates not counted)."),
-    ("queen_cluster_pop_requests", "pop_requests", "Pop requests answered."),
-    ("queen_cluster_pop_messages", "pop_messages", "Messages delivered by pops."),
-    ("queen_cluster_ack_requests", "ack_requests", "Ack and batch-ack requests answered."),
-    ("queen_cluster_ack_messages", "ack_messages",
-     "Acks applied (any status; repeated acks of committed messages not counted)."),
-    ("queen_cluster_ack_failed", "ack_failed", "Acks applied with a failed/retry/dlq status."),
-    ("queen_cluster_transactions", "transactions", "Transactions committed."),
-    ("queen_cluster_dlq", "dlq", "Messages moved to the dead-letter store by acks."),
-    ("queen_cluster_db_errors", "db_errors", "Database errors met by web workers."),
+# Counters of core.counters by the metric's name after `queen_` (and before `_total`), with
+# its help: the counter's name is the metric's without `cluster_`.
+_CLUSTER_COUNTERS = {
+    "cluster_requests": "HTTP requests answered.",
+    "cluster_push_requests": "Push requests answered.",
+    "cluster_push_messages": "Messages appended (pushes and transactions; duplicates not counted).",
+    "cluster_pop_requests": "Pop requests answered.",
+    "cluster_pop_messages": "Messages delivered by pops.",
+    "cluster_ack_requests": "Ack and batch-ack requests answered.",
+    "cluster_ack_messages":
+        "Acks applied (any status; repeated acks of committed messages not counted).",
+    "cluster_ack_failed": "Acks applied with a failed/retry/dlq status.",
+    "cluster_transactions": "Transactions committed.",
+    "cluster_dlq": "Messages moved to the dead-letter store by acks.",
+    "cluster_db_errors": "Database errors met by web workers.",
     # Operating signals (docs/operating/alerts.md): leases the reaper released on expiry (a
     # consumer neither acked nor extended in time), and processes that started (web workers,
     # reapers, Kafka listeners: an increase after the first scrape is a restart).
-    ("queen_leases_expired", "leases_expired",
-     "Leases the reaper released because they expired before an ack or extension."),
-    ("queen_process_starts", "process_starts",
-     "Broker processes (web workers, reapers, Kafka listeners) that started."),
+    "leases_expired": "Leases the reaper released because they expired before an ack or extension.",
+    "process_starts": "Broker processes (web workers, reapers, Kafka listeners) that started.",
     # The read path's ready set (core/engine/ready): claim statements, those that delivered
     # nothing, and reseed statements (the paged scan of a queue for a group).
-    ("queen_cluster_claim_statements", "claim_statements", "Pop claim statements sent."),
-    ("queen_cluster_claim_statements_empty", "claim_statements_empty",
-     "Pop claim statements that delivered nothing."),
-    ("queen_cluster_ready_reseed_statements", "ready_reseed_statements",
-     "Ready-set reseed statements (pages of a queue's partitions)."),
+    "cluster_claim_statements": "Pop claim statements sent.",
+    "cluster_claim_statements_empty": "Pop claim statements that delivered nothing.",
+    "cluster_ready_reseed_statements":
+        "Ready-set reseed statements (pages of a queue's partitions).",
     # KV store and locks (extensions §14, §15)
-    ("queen_cluster_kv_ops", "kv_ops",
-     "KV operations received (KV calls, lock steps and committed transaction riders)."),
-    ("queen_cluster_kv_writes", "kv_writes", "KV writes applied."),
-    ("queen_cluster_kv_reads", "kv_reads", "KV reads answered (get, getMany, getPrefix)."),
-    ("queen_cluster_lock_grants", "lock_grants", "Lock and semaphore acquires granted."),
-    ("queen_cluster_lock_refusals", "lock_refusals",
-     "Lock and semaphore acquires refused (held or contended)."),
+    "cluster_kv_ops":
+        "KV operations received (KV calls, lock steps and committed transaction riders).",
+    "cluster_kv_writes": "KV writes applied.",
+    "cluster_kv_reads": "KV reads answered (get, getMany, getPrefix).",
+    "cluster_lock_grants": "Lock and semaphore acquires granted.",
+    "cluster_lock_refusals": "Lock and semaphore acquires refused (held or contended).",
     # Timers (core/timers): counted by the web workers (scheduled, cancelled) and by the
     # timer firer (fired, failed fires, dead-lettered).
-    ("queen_timers_scheduled", "timers_scheduled", "Timers scheduled or rescheduled."),
-    ("queen_timers_cancelled", "timers_cancelled", "Pending timers cancelled."),
-    ("queen_timers_fired", "timers_fired", "Timers fired (their message appended)."),
-    ("queen_timers_fire_failed", "timers_fire_failed",
-     "Timer fires that failed for good and were backed off."),
-    ("queen_timers_dead_lettered", "timers_dead_lettered",
-     "Timers moved to the dead-letter store after their last failed fire."),
-)
+    "timers_scheduled": "Timers scheduled or rescheduled.",
+    "timers_cancelled": "Pending timers cancelled.",
+    "timers_fired": "Timers fired (their message appended).",
+    "timers_fire_failed": "Timer fires that failed for good and were backed off.",
+    "timers_dead_lettered": "Timers moved to the dead-letter store after their last failed fire.",
+}
 _OVERVIEW_GAUGES = (
     ("queen_queues", "Queues.", "queues"),
     ("queen_partitions", "Partitions.", "partitions"),
@@ -177,8 +171,9 @@ def _families(scrape: Scrape) -> Iterator[Metric]:
     cluster = scrape.cluster
     if cluster is None:
         return
-    for name, key, text in _CLUSTER_COUNTERS:
-        yield CounterMetricFamily(name, text, value=cluster.counters.get(key, 0))
+    for suffix, text in _CLUSTER_COUNTERS.items():
+        yield CounterMetricFamily(f"queen_{suffix}", text,
+                                  value=cluster.counters.get(suffix.removeprefix("cluster_"), 0))
     for kind in TIMED:
         yield _histogram(kind, cluster.counters)
     yield _histogram("timer_lag", cluster.counters, "queen_timer_fire_lag_seconds",

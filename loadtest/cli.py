@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import os
 import re
 import sys
@@ -283,6 +284,17 @@ def run(args: argparse.Namespace) -> int:
     return 0 if all(c["verdict"] == "ok" for c in result["cells"]) else 1
 
 
+# Subcommands run by a function of their own module, given the parsed arguments.
+_COMMANDS = {
+    "faults": ("loadtest.faults.command", "main"),
+    "kafka": ("loadtest.kafka_cell", "command"),
+    "cost": ("loadtest.cost", "command"),
+    "scale": ("loadtest.scale", "command"),
+    "citus": ("loadtest.citus_cell", "command"),
+    "soak": ("loadtest.faults.soak", "main"),
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "corpus":
@@ -290,30 +302,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{len(c.bodies)} messages, mean {c.mean_bytes:.0f} B, zstd-1 ratio "
               f"{c.zstd_ratio:.2f}")
         return 0
-    if args.command == "faults":
-        from loadtest.faults import command as faults_command
-
-        return faults_command.main(args)
-    if args.command == "kafka":
-        from loadtest import kafka_cell
-
-        return kafka_cell.command(args)
-    if args.command == "cost":
-        from loadtest import cost
-
-        return cost.command(args)
-    if args.command == "scale":
-        from loadtest import scale
-
-        return scale.command(args)
-    if args.command == "citus":
-        from loadtest import citus_cell
-
-        return citus_cell.command(args)
-    if args.command == "soak":
-        from loadtest.faults import soak
-
-        return soak.main(args)
+    if args.command in _COMMANDS:
+        # Imported when asked for: each pulls in what only it needs (clients, peers, Citus).
+        module, function = _COMMANDS[args.command]
+        return int(getattr(importlib.import_module(module), function)(args))
     if args.command == "probe":
         from loadtest import probes
 

@@ -55,8 +55,8 @@ QUEEN_US["server"] = round(QUEEN_US["broker"] + QUEEN_US["postgres"], 1)
 CONSUMERS = ("raw", "official")
 # The broker's statements by what they do, recognised by the function they call (the rest:
 # notifications, counters, sweeps, and the few reads of this tool).
-_KINDS = (("push", "queen.append("), ("pop", "queen.pop_ready("), ("ack", "queen.ack("),
-          ("notify", "pg_notify("))
+_KINDS = (("push", "queen.append_partitions("), ("push", "queen.append("),
+          ("pop", "queen.pop_ready("), ("ack", "queen.ack("), ("notify", "pg_notify("))
 
 
 def statement_kind(query: str) -> str:

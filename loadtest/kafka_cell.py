@@ -31,7 +31,6 @@ import asyncio
 import functools
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -43,7 +42,6 @@ from typing import Any, Self
 
 import httpx
 
-from core.embedded import stop_process
 from loadtest import launch
 from loadtest.corpus import build_corpus, payload
 
@@ -64,7 +62,7 @@ class GateFailure(Exception):
     """A message lost, duplicated or changed."""
 
 
-class KafkaListener:
+class KafkaListener(launch.ServerProcess):
     """`python -m broker.kafka` on a free port of 127.0.0.1."""
 
     def __init__(self, database_url: str) -> None:
@@ -72,29 +70,15 @@ class KafkaListener:
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.env = {**os.environ, "DATABASE_URL": database_url, "HOST": "127.0.0.1",
                     "QUEEN_KAFKA_PORT": str(self.port), "LOG_LEVEL": "warning"}
-        self.proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> Self:
         import socket
 
-        self.proc = subprocess.Popen([sys.executable, "-m", "broker.kafka"], env=self.env,
-                                     cwd=launch.ROOT, start_new_session=True)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the Kafka listener exited with {self.proc.returncode}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return self
-            except OSError:
-                time.sleep(0.1)
-        self.__exit__()
-        raise RuntimeError("the Kafka listener did not listen in 30 s")
-
-    def __exit__(self, *exc: object) -> None:
-        if self.proc is not None:
-            stop_process(self.proc, signal.SIGTERM, timeout=15)
-            self.proc = None
+        self.started(subprocess.Popen([sys.executable, "-m", "broker.kafka"], env=self.env,
+                                      cwd=launch.ROOT, start_new_session=True),
+                     lambda: socket.create_connection(("127.0.0.1", self.port), timeout=1)
+                     .close(), OSError, name="the Kafka listener", seconds=30, every=0.1)
+        return self
 
 
 def _messages(count: int) -> list[bytes]:

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Self
 
@@ -87,7 +88,38 @@ async def fresh_database(server_url: str, *, migrate: bool = True,
     return url
 
 
-class Server:
+class ServerProcess:
+    """A server process of our own (in a session of its own), stopped on exit: SIGTERM, and
+    SIGKILL after `stop_after` seconds."""
+
+    proc: subprocess.Popen[bytes] | None = None
+    stop_after: float = 15
+
+    def started(self, proc: subprocess.Popen[bytes], answers: Callable[[], object],
+                not_yet: type[Exception] | tuple[type[Exception], ...], *, name: str,
+                seconds: float, every: float) -> None:
+        """Keep `proc` and wait until `answers()` returns instead of raising `not_yet`;
+        RuntimeError when it exits first, or (after it is stopped) when `seconds` pass."""
+        self.proc = proc
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{name} exited with {proc.returncode}")
+            try:
+                answers()
+                return
+            except not_yet:
+                time.sleep(every)
+        self.__exit__()
+        raise RuntimeError(f"{name} did not answer in {seconds:g} s")
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None:
+            stop_process(self.proc, signal.SIGTERM, timeout=self.stop_after)
+            self.proc = None
+
+
+class Server(ServerProcess):
     """A web server process tree on 127.0.0.1, stopped on exit: hypercorn's own multi-worker
     runner serving `app` (the null app of L-HTTP), or with `supervised` the broker's web
     workers under its supervisor (`queen-broker web`, what `serve` runs)."""
@@ -106,27 +138,13 @@ class Server:
                             "--graceful-timeout", "5", app]
         self.env = {**os.environ, "HOST": "127.0.0.1", "PORT": str(self.port),
                     "WORKERS": str(workers), "LOG_LEVEL": "warning", **(env or {})}
-        self.proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> Self:
-        self.proc = subprocess.Popen(self.command, env=self.env, cwd=self.root,
-                                     start_new_session=True)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.command[-1]} exited with {self.proc.returncode}")
-            try:
-                httpx.get(self.url + "/health", timeout=1)
-                return self
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        self.__exit__()
-        raise RuntimeError(f"{self.command[-1]} did not answer in 30 s")
-
-    def __exit__(self, *exc: object) -> None:
-        if self.proc is not None:
-            stop_process(self.proc, signal.SIGTERM, timeout=15)
-            self.proc = None
+        self.started(subprocess.Popen(self.command, env=self.env, cwd=self.root,
+                                      start_new_session=True),
+                     lambda: httpx.get(self.url + "/health", timeout=1), httpx.HTTPError,
+                     name=self.command[-1], seconds=30, every=0.1)
+        return self
 
 
 def broker(database_url: str, workers: int, *, supervised: bool = True,

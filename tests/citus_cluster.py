@@ -27,9 +27,13 @@ SKIP_REASON = (f"{ENV} is not set: the Citus variant needs a PostgreSQL with Cit
 SHARDS = 8  # few shards: quick to create, and still spread over both workers
 # The tests' speed settings, but commits written to the OS before they are answered (a test
 # kills a worker's postmaster: fsync off loses nothing to that, an asynchronous commit
-# would), and no automatic recovery of two-phase commits: their records stay in
-# pg_dist_transaction, where tests count them (tests/integration/test_citus.py).
-SETTINGS = {**FAST_SETTINGS, "synchronous_commit": "on", "citus.recover_2pc_interval": "-1"}
+# would), no automatic recovery of two-phase commits: their records stay in
+# pg_dist_transaction, where tests count them (tests/integration/test_citus.py), and no
+# distributed deadlock detection: every node's daemon asks the others for their lock waits
+# every second, which tests counting the connections a worker uses would count too (a
+# deadlock within a node is still PostgreSQL's to find).
+SETTINGS = {**FAST_SETTINGS, "synchronous_commit": "on", "citus.recover_2pc_interval": "-1",
+            "citus.distributed_deadlock_detection_factor": "-1"}
 
 
 def citus_bin() -> Path | None:

@@ -84,6 +84,13 @@ class Api:
     def close(self) -> None:
         self._client.close()
 
+    def printed_as_json(self, answer: Any) -> bool:
+        """With --json, print `answer` as JSON (the command's whole output) and say so; the
+        command renders it for a person otherwise."""
+        if self.as_json:
+            print_json(answer)
+        return self.as_json
+
     def get(self, path: str, **params: Any) -> Any:
         return self.call("GET", path, params=params)
 

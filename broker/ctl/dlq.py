@@ -8,15 +8,7 @@ from typing import Any
 import click
 
 from broker.ctl import render
-from broker.ctl.api import (
-    NOT_FOUND,
-    USAGE,
-    Api,
-    CtlError,
-    api_options,
-    print_json,
-    require_queue,
-)
+from broker.ctl.api import NOT_FOUND, USAGE, Api, CtlError, api_options, require_queue
 from broker.ctl.queues import confirm
 
 _PAGE = 1000  # the DLQ route's largest page
@@ -41,8 +33,7 @@ def list_dlq(api: Api, queue: str | None, group: str | None, limit: int) -> None
     answer = api.get("/api/v1/dlq", queue=queue, consumerGroup=group, limit=limit)
     if answer["total"] == 0 and queue is not None:
         require_queue(api, queue)
-    if api.as_json:
-        print_json(answer)
+    if api.printed_as_json(answer):
         return
     render.table(None, ("id", "queue", "partition", "offset", "group", "retries", "failed at",
                         "error", "payload"),
@@ -71,8 +62,7 @@ def show(api: Api, dlq_id: str, queue: str | None, group: str | None) -> None:
         if queue is not None:
             require_queue(api, queue)
         raise CtlError(f"no dead letter with id {dlq_id}", NOT_FOUND)
-    if api.as_json:
-        print_json(row)
+    if api.printed_as_json(row):
         return
     render.pairs(f"dead letter {row['id']}", [
         (key, row[key]) for key in ("queue", "partition", "offset", "consumerGroup",
@@ -119,8 +109,7 @@ def replay(api: Api, ids: tuple[str, ...], replay_all: bool, queue: str | None,
         for dlq_id in targets:
             results.append(api.post(f"/api/v1/dlq/{dlq_id}/replay", body))
             bar.advance(bar.task_ids[0])
-    if api.as_json:
-        print_json(results)
+    if api.printed_as_json(results):
         return
     render.table(None, ("dead letter", "replayed to", "offset", "transactionId"),
                  [(r["dlqId"], f"{r['queue']}/{r['partition']}", r["replayedAs"]["offset"],
@@ -143,7 +132,6 @@ def purge(api: Api, queue: str, group: str | None, yes: bool) -> None:
         answer = api.call("DELETE", "/api/v1/dlq", params={"queue": queue,
                                                            "consumerGroup": group},
                           timeout=max(api.timeout, 600.0))
-    if api.as_json:
-        print_json(answer)
+    if api.printed_as_json(answer):
         return
     render.line(f"{answer['deleted']} dead letter(s) of {whose} deleted")

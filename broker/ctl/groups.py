@@ -8,16 +8,7 @@ from typing import Any
 import click
 
 from broker.ctl import render
-from broker.ctl.api import (
-    NOT_FOUND,
-    USAGE,
-    Api,
-    CtlError,
-    api_options,
-    print_json,
-    require_queue,
-    segment,
-)
+from broker.ctl.api import NOT_FOUND, USAGE, Api, CtlError, api_options, require_queue, segment
 
 
 @click.command()
@@ -34,8 +25,7 @@ def lag(api: Api, group: str | None, queue: str | None, lagging: bool) -> None:
         _check_names(api, group=group, queue=queue)
     if lagging:
         rows = [r for r in rows if r["offsetLag"] > 0]
-    if api.as_json:
-        print_json(rows)
+    if api.printed_as_json(rows):
         return
     render.table(None, ("group", "queue", "partition", "committed", "lag (messages)",
                         "lag (s)", "lease", "last consumed"),
@@ -82,8 +72,7 @@ def groups() -> None:
 def list_groups(api: Api) -> None:
     """Every (group, queue) with its state and lag."""
     answer = api.get("/api/v1/consumer-groups")
-    if api.as_json:
-        print_json(answer)
+    if api.printed_as_json(answer):
         return
     render.table(None, ("group", "queue", "state", "partitions lagging", "lag (messages)",
                         "max lag (s)", "subscription"),
@@ -110,8 +99,7 @@ def seek(api: Api, group: str, queue: str, to_end: bool, to_time: str | None,
     if partition is not None:
         path += f"/partitions/{segment(partition)}"
     answer = api.post(path + "/seek", body)
-    if api.as_json:
-        print_json(answer)
+    if api.printed_as_json(answer):
         return
     where = "the end" if to_end else body["timestamp"]
     if partition is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from broker.ctl import render
-from broker.ctl.api import USAGE, Api, CtlError, api_options, print_json
+from broker.ctl.api import USAGE, Api, CtlError, api_options
 
 _PATHS = {"push": "/api/v1/system/maintenance", "pop": "/api/v1/system/maintenance/pop"}
 
@@ -27,8 +27,7 @@ def maintenance(api: Api, which: str | None, state: str | None) -> None:
         raise CtlError(f"maintenance {which}: say on or off", USAGE)
     else:
         answer = api.post(_PATHS[which], {"enabled": state == "on"})
-    if api.as_json:
-        print_json(answer)
+    if api.printed_as_json(answer):
         return
     render.pairs(None, [
         ("push maintenance", "on" if answer["maintenanceMode"] else "off"),

@@ -8,16 +8,7 @@ from typing import Any, TextIO
 import click
 
 from broker.ctl import render
-from broker.ctl.api import (
-    REFUSED,
-    USAGE,
-    Api,
-    CtlError,
-    api_options,
-    print_json,
-    require_queue,
-    segment,
-)
+from broker.ctl.api import REFUSED, USAGE, Api, CtlError, api_options, require_queue, segment
 
 _CHUNK = 1000  # messages per push request
 
@@ -63,9 +54,7 @@ def push(api: Api, queue: str, payloads: tuple[str, ...], partition: str,
             results += api.post("/api/v1/push", {"items": chunk})
             bar.advance(bar.task_ids[0], len(chunk))
     failed = [r for r in results if r.get("status") == "failed"]
-    if api.as_json:
-        print_json(results)
-    else:
+    if not api.printed_as_json(results):
         tally: dict[str, int] = {}
         for r in results:
             tally[r["status"]] = tally.get(r["status"], 0) + 1
@@ -115,9 +104,7 @@ def pop(api: Api, queue: str, partition: str | None, group: str | None, batch: i
             "acknowledgments": [{"transactionId": m["transactionId"],
                                  "partitionId": m["partitionId"], "leaseId": m["leaseId"],
                                  "status": status, "error": failure} for m in messages]})
-    if api.as_json:
-        print_json({"messages": messages, "acks": acks})
-    else:
+    if not api.printed_as_json({"messages": messages, "acks": acks}):
         render.table(None, ("partition", "transactionId", "payload"),
                      [(m["partition"], m["transactionId"], json.dumps(m["data"]))
                       for m in messages], empty="no messages")

@@ -14,7 +14,6 @@ from broker.ctl.api import (
     Api,
     CtlError,
     api_options,
-    print_json,
     queue_not_found,
     require_queue,
     segment,
@@ -47,9 +46,8 @@ def status(api: Api) -> None:
         if exc.exit_code != FORBIDDEN:
             raise
         switches = None  # the switches are ADMIN with auth on; the rest is READ_ONLY
-    if api.as_json:
-        print_json({"url": api.url, "health": health, "status": figures,
-                    "maintenance": switches})
+    if api.printed_as_json({"url": api.url, "health": health, "status": figures,
+                            "maintenance": switches}):
         return
     messages = figures["messages"]
     render.pairs(None, [
@@ -84,8 +82,7 @@ def queues() -> None:
 def list_queues(api: Api, search: str | None, limit: int) -> None:
     """Every queue with its partitions and message counts."""
     answer = api.get("/api/v1/resources/queues", search=search, limit=limit)
-    if api.as_json:
-        print_json(answer)
+    if api.printed_as_json(answer):
         return
     render.table(None, ("queue", "namespace", "task", "partitions", "messages", "pending",
                         "processing", "created"),
@@ -103,8 +100,7 @@ def list_queues(api: Api, search: str | None, limit: int) -> None:
 def show_queue(api: Api, name: str) -> None:
     """A queue's totals, partitions and options."""
     detail = require_queue(api, name)
-    if api.as_json:
-        print_json(detail)
+    if api.printed_as_json(detail):
         return
     totals = detail["totals"]
     render.pairs(f"queue {detail['name']}", [
@@ -166,8 +162,7 @@ def create_queue(api: Api, name: str, namespace: str | None, task: str | None,
     if task is not None:
         body["task"] = task
     answer = api.post("/api/v1/configure", body)
-    if api.as_json:
-        print_json(answer)
+    if api.printed_as_json(answer):
         return
     render.line(f"queue {answer['queue']} configured (id {answer['queueId']})")
     render.table(None, ("option", "value"), sorted(answer["options"].items()))
@@ -197,8 +192,7 @@ def delete_queue(api: Api, name: str, yes: bool) -> None:
     answer = api.delete(f"/api/v1/resources/queues/{segment(name)}")
     if not answer.get("existed", True):
         raise queue_not_found(name, "; nothing deleted")
-    if api.as_json:
-        print_json(answer)
+    if api.printed_as_json(answer):
         return
     render.line(f"queue {name} deleted")
 

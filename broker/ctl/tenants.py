@@ -7,28 +7,31 @@ changes (`PUT` replaces a whole quota); `none` makes a limit unlimited again.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from typing import Any
 
 import click
 
 from broker.ctl import render
-from broker.ctl.api import Api, api_options, print_json, segment
+from broker.ctl.api import Api, api_options, segment
 from core.tenancy.names import label, tenant_in_path
 
-# (option, wire name, what it limits)
-_LIMITS = (
-    ("requests-per-second", "requestsPerSecond", "requests of any route per second"),
-    ("request-burst", "requestBurst", "requests let through at once (default: twice the rate)"),
-    ("messages-per-second", "messagesPerSecond", "messages written per second"),
-    ("message-burst", "messageBurst", "messages let through at once (default: twice the rate)"),
-    ("max-payload-bytes", "maxPayloadBytes", "bytes of one message's payload"),
-    ("max-batch-size", "maxBatchSize", "messages in one push or transaction"),
-    ("max-queues", "maxQueues", "queues"),
-    ("max-partitions-per-queue", "maxPartitionsPerQueue", "partitions of one queue"),
-    ("max-retention-seconds", "maxRetentionSeconds", "how long messages are kept"),
-    ("max-parked-pops", "maxParkedPops", "long polls waiting at once"),
-    ("max-stored-bytes", "maxStoredBytes", "bytes stored (writes answer 403 at it)"),
-)
+# The limits a quota sets, by wire name (its option is the name in kebab case), with what
+# each limits.
+_LIMITS = {
+    "requestsPerSecond": "requests of any route per second",
+    "requestBurst": "requests let through at once (default: twice the rate)",
+    "messagesPerSecond": "messages written per second",
+    "messageBurst": "messages let through at once (default: twice the rate)",
+    "maxPayloadBytes": "bytes of one message's payload",
+    "maxBatchSize": "messages in one push or transaction",
+    "maxQueues": "queues",
+    "maxPartitionsPerQueue": "partitions of one queue",
+    "maxRetentionSeconds": "how long messages are kept",
+    "maxParkedPops": "long polls waiting at once",
+    "maxStoredBytes": "bytes stored (writes answer 403 at it)",
+}
 _RATES = ("requestsPerSecond", "messagesPerSecond")
 
 
@@ -47,8 +50,7 @@ def tenants() -> None:
 def list_tenants(api: Api) -> None:
     """Every tenant that names something or has a quota."""
     answer = api.get("/api/v1/tenants")
-    if api.as_json:
-        print_json(answer)
+    if api.printed_as_json(answer):
         return
     render.table(None, ("tenant", "queues", "partitions", "stored bytes", "quota"),
                  [(label(t["tenant"]), t["queues"], t["partitions"], t["storedBytes"],
@@ -57,29 +59,38 @@ def list_tenants(api: Api) -> None:
                 "enforces its share")
 
 
-@tenants.command("show")
-@click.argument("name")
-@api_options
+def _on_tenant(name: str, *, limits: bool = False
+               ) -> Callable[[Callable[..., None]], click.Command]:
+    """A `tenants` subcommand acting on the tenant NAME, with the API options (and with
+    `limits`, an option per limit of a quota)."""
+    def command(run: Callable[..., None]) -> click.Command:
+        run = api_options(run)
+        return tenants.command(name)(click.argument("name")(_options(run) if limits else run))
+    return command
+
+
+@_on_tenant("show")
 def show(api: Api, name: str) -> None:
     """One tenant with every limit of its quota (`_default`: the default tenant)."""
     answer = api.get(f"/api/v1/tenants/{_path(name)}")
-    if api.as_json:
-        print_json(answer)
+    if api.printed_as_json(answer):
         return
     _pairs(answer)
 
 
+def _option(wire: str) -> str:
+    """A limit's option name: maxQueues is --max-queues."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "-", wire).lower()
+
+
 def _options(command: Any) -> Any:
-    for option, wire, meaning in reversed(_LIMITS):
-        command = click.option(f"--{option}", wire, metavar="N|none",
+    for wire, meaning in reversed(_LIMITS.items()):
+        command = click.option(f"--{_option(wire)}", wire, metavar="N|none",
                                help=f"{meaning}; none: unlimited")(command)
     return command
 
 
-@tenants.command("set")
-@click.argument("name")
-@_options
-@api_options
+@_on_tenant("set", limits=True)
 def set_quota(api: Api, name: str, **limits: str | None) -> None:
     """Change limits of a tenant's quota (the others stay as they are)."""
     given = {wire: _number(wire, value) for wire, value in limits.items() if value is not None}
@@ -88,20 +99,16 @@ def set_quota(api: Api, name: str, **limits: str | None) -> None:
     current = api.get(f"/api/v1/tenants/{_path(name)}")["quota"] or {}
     answer = api.call("PUT", f"/api/v1/tenants/{_path(name)}/quota",
                       body={**current, **given})
-    if api.as_json:
-        print_json(answer)
+    if api.printed_as_json(answer):
         return
     _pairs(answer)
 
 
-@tenants.command("clear")
-@click.argument("name")
-@api_options
+@_on_tenant("clear")
 def clear(api: Api, name: str) -> None:
     """Remove a tenant's quota: it is unlimited again."""
     answer = api.delete(f"/api/v1/tenants/{_path(name)}/quota")
-    if api.as_json:
-        print_json(answer)
+    if api.printed_as_json(answer):
         return
     render.line(f"tenant {label(answer['tenant'])}: "
                 + ("quota removed" if answer["cleared"] else "had no quota"))
@@ -141,4 +148,4 @@ def _pairs(tenant: dict[str, Any]) -> None:
     render.pairs(f"tenant {label(tenant['tenant'])}", [
         ("queues", tenant["queues"]), ("partitions", tenant["partitions"]),
         ("stored bytes", tenant["storedBytes"]),
-        *((option, _shown(quota, wire)) for option, wire, _ in _LIMITS)])
+        *((_option(wire), _shown(quota, wire)) for wire in _LIMITS)])

@@ -138,9 +138,8 @@ async def eph_depth(request: Request, path: wire.EphQueuePath, query: wire.EphDe
                     tenant: str) -> Response:
     d = await broker_of(request).ephemeral.depth(path.queue, given(query.group), tenant=tenant)
     return json_response(wire.EphDepthAnswer(
-        d.queue, d.group, d.tier, d.pending, d.partitions_pending, d.bytes,
-        [wire.EphPartitionDepthOut(p.partition, p.pending, p.bytes) for p in d.partitions],
-        [wire.EphGroupDepthOut(g.group, g.pending, g.skipped) for g in d.groups]))
+        d.queue, d.group, d.tier, d.pending, d.partitions_pending, d.bytes, d.partitions,
+        d.groups))
 
 
 def failure(message: str) -> Any:

@@ -12,6 +12,7 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
 from broker.wire.types import EphemeralName
+from core.ephemeral.service import EphemeralGroupDepth, EphemeralPartitionDepth
 
 MAX_ITEMS = 10_000
 
@@ -157,18 +158,6 @@ class EphDepthQuery(msgspec.Struct):
     group: EphemeralName | UnsetType = UNSET
 
 
-class EphPartitionDepthOut(msgspec.Struct):
-    partition: str
-    pending: int
-    bytes: int
-
-
-class EphGroupDepthOut(msgspec.Struct):
-    group: str
-    pending: int
-    skipped: int
-
-
 class EphDepthAnswer(msgspec.Struct):
     queue: str
     group: str | None
@@ -176,5 +165,6 @@ class EphDepthAnswer(msgspec.Struct):
     pending: int
     partitionsPending: int
     bytes: int
-    partitions: list[EphPartitionDepthOut]
-    groups: list[EphGroupDepthOut]
+    # The domain's own rows: on the wire they are just as the domain has them.
+    partitions: list[EphemeralPartitionDepth]
+    groups: list[EphemeralGroupDepth]

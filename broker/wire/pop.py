@@ -99,13 +99,19 @@ class Autopilot(msgspec.Struct):
     waitMs: int
 
 
-class PopAnswer(msgspec.Struct):
+class PopHead(msgspec.Struct):
+    """The keys a pop answer starts with, before its messages (`PopAnswer`, and
+    `SplicedPopAnswer` in broker/wire/pop_json.py)."""
+
     success: bool
     queue: str
     partition: str
     partitionId: str
     leaseId: str
     consumerGroup: str
+
+
+class PopAnswer(PopHead):
     messages: list[PoppedMessage]
     partitionsClaimed: int
     autopilot: Autopilot | UnsetType = UNSET

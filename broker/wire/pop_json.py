@@ -17,7 +17,7 @@ import re
 
 import msgspec
 
-from broker.wire.pop import PopAnswer
+from broker.wire.pop import PopAnswer, PopHead
 from core import segments
 from core.errors import SegmentError
 from core.timefmt import iso
@@ -77,16 +77,10 @@ def _string(utf8: bytes) -> bytes:
         raise SegmentError(f"malformed frame: {exc}") from exc
 
 
-class SplicedPopAnswer(msgspec.Struct):
+class SplicedPopAnswer(PopHead):
     """`PopAnswer` with its `messages` array already encoded (`messages_array`): the same
     keys in the same order (tests/unit/test_pop_json.py holds them together)."""
 
-    success: bool
-    queue: str
-    partition: str
-    partitionId: str
-    leaseId: str
-    consumerGroup: str
     messages: msgspec.Raw
     partitionsClaimed: int
     autopilot: object = msgspec.UNSET

@@ -17,24 +17,16 @@ from core.errors import NotFound
 from core.storage import admin as sql
 from core.storage import conflation as conflation_sql
 from core.storage import depth as depth_sql
-from core.storage.admin import Overview, PartitionListRow
+from core.storage.admin import Overview, PartitionListRow, PartitionPlace
 from core.storage.database import Database
 
 _EVERY_QUEUE = 1 << 40  # a LIMIT that never binds
 
 
 @dataclass(frozen=True, slots=True)
-class PartitionStats:
-    queue_id: int
-    queue: str
-    namespace: str
-    task: str
-    id: int
-    name: str
-    created_at: datetime
-    last_offset: int
-    log_start: int
-    last_write_at: datetime | None
+class PartitionStats(PartitionPlace):
+    """A partition's figures, derived from its offsets and cursors (`_stats`)."""
+
     oldest_at: datetime | None
     segments: int
     total: int

@@ -25,10 +25,12 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
+
+from core.holders import holding
 
 BATCH_MIN = 100
 BATCH_MAX = 1000
@@ -232,19 +234,9 @@ class AutopilotState:
         self._rate: dict[PilotLane, float] = {}
         self._leases: OrderedDict[str, _Delivery] = OrderedDict()
 
-    @contextmanager
-    def flight(self, lane: PilotLane) -> Iterator[int]:
+    def flight(self, lane: PilotLane) -> AbstractContextManager[int]:
         """Count a pop in flight on `lane` while the block runs; yields the count with it."""
-        n = self._in_flight.get(lane, 0) + 1
-        self._in_flight[lane] = n
-        try:
-            yield n
-        finally:
-            left = self._in_flight[lane] - 1
-            if left:
-                self._in_flight[lane] = left
-            else:
-                del self._in_flight[lane]
+        return holding(self._in_flight, lane)
 
     def batch(self, lane: PilotLane) -> int:
         return batch_for(self._rate.get(lane))

@@ -40,7 +40,7 @@ import logging
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 
@@ -76,6 +76,7 @@ ANY_QUEUE = -1  # the waiting line of discovery pops, which any queue's commit m
 
 WaitLine = tuple[str, str | None]  # (consumer group, partition name or None for any)
 _token = functools.lru_cache(maxsize=4096)(group_token)
+_Heard = TypeVar("_Heard")  # a notification's payload, decoded
 
 
 class Waiter:
@@ -338,24 +339,26 @@ class WakeupHub:
         return True
 
     def _on_claimed(self, conn: Any, pid: int, channel: str, payload: object) -> None:
-        if pid == self._notifier_pid:
-            return  # our own pops' claims
-        try:
-            queue_id, token, partitions, lease_s = decode_claimed(str(payload))
-        except ValueError:
-            log.warning("ignoring malformed claimed payload %r", payload)
-            return
-        self.on_claimed(queue_id, token, partitions, lease_s)
+        claimed = self._heard(pid, payload, decode_claimed, "claimed")
+        if claimed is not None:
+            self.on_claimed(*claimed)
 
     def _on_notification(self, conn: Any, pid: int, channel: str, payload: object) -> None:
+        wakeup = self._heard(pid, payload, decode_payload, "wake-up")
+        if wakeup is not None:
+            self.wake(*wakeup)
+
+    def _heard(self, pid: int, payload: object, decode: Callable[[str], _Heard],
+               what: str) -> _Heard | None:
+        """Another process's notification, decoded; None for a malformed one, and for our
+        own: our pops' claims, and announcements whose local waiters were woken when made."""
         if pid == self._notifier_pid:
-            return  # our own announcement: local waiters were woken when it was made
+            return None
         try:
-            queue_id, count, partitions, served = decode_payload(str(payload))
+            return decode(str(payload))
         except ValueError:
-            log.warning("ignoring malformed wake-up payload %r", payload)
-            return
-        self.wake(queue_id, count, partitions, served)
+            log.warning("ignoring malformed %s payload %r", what, payload)
+            return None
 
     def wake_everyone(self) -> None:
         """Every parked pop checks again (e.g. pops were paused and are not any more)."""

@@ -200,7 +200,7 @@ async def claim(db: Database, request: PopRequest, candidates: Sequence[int],
     named = request.group != QUEUE_MODE
 
     async def statement() -> list[sql.ReadyRow]:
-        async with db.session() as conn:
+        async with db.session(route) as conn:
             return await sql.pop_ready(
                 conn, route=route, tenant=request.tenant, queue=request.queue,
                 namespace=request.namespace, task=request.task,

@@ -68,7 +68,7 @@ class Pusher:
         if self._shards.distributed:
             known = DIRECTORY.known(batch[0][0])
             route = None if known is None else self._shards.route_of(known.partition_id)
-        async with self._db.session() as conn:
+        async with self._db.session(route) as conn:
             results = await append_each(conn, batch, route=route)
         out: list[list[Verdict] | QueenError] = []
         for result in results:

@@ -69,7 +69,11 @@ class QueuePageRow(QueueInfo):
 
 
 @dataclass(frozen=True, slots=True)
-class PartitionStatsRow:
+class PartitionPlace:
+    """A partition with its queue and the bounds of its log: what the figures of a
+    partition start with, as stored (`PartitionStatsRow`) and as derived
+    (core/admin/resources.py `PartitionStats`)."""
+
     queue_id: int
     queue: str
     namespace: str
@@ -80,6 +84,10 @@ class PartitionStatsRow:
     last_offset: int
     log_start: int
     last_write_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionStatsRow(PartitionPlace):
     total: int
     min_committed: int | None
     groups: int | None
@@ -116,17 +124,6 @@ class Overview:
 
 
 _QUEUE_BY_NAME = Statement[None]("admin_queue_by_name")
-_GROUP_CURSORS = Statement("admin_group_cursors", GroupCursor)
-_SUBSCRIPTIONS = Statement("admin_subscriptions", Subscription)
-_DELETE_GROUP_CURSORS = Statement[None]("admin_delete_group_cursors")
-_DELETE_GROUP_SUBSCRIPTIONS = Statement[None]("admin_delete_group_subscriptions")
-_SEEK = Statement("admin_seek", SeekRow)
-_SET_SUBSCRIPTION = Statement[None]("admin_set_subscription_timestamp")
-_QUEUE_PAGE = Statement("admin_queue_page", QueuePageRow)
-_PARTITION_STATS = Statement("admin_partition_stats", PartitionStatsRow)
-_QUEUE_ROW = Statement("admin_queue_row", QueueInfo)
-_PARTITIONS_LIST = Statement("admin_partitions_list", PartitionListRow)
-_OVERVIEW = Statement("admin_overview", Overview)
 
 
 async def queue_id(conn: Conn, *, tenant: str, name: str) -> int | None:
@@ -134,13 +131,22 @@ async def queue_id(conn: Conn, *, tenant: str, name: str) -> int | None:
     return None if value is None else int(value)
 
 
+_GROUP_CURSORS = Statement("admin_group_cursors", GroupCursor)
+
+
 async def group_cursors(conn: Conn, *, tenant: str, group: str | None, queue: str | None,
                         lagging_over: float | None = None) -> list[GroupCursor]:
     return await _GROUP_CURSORS.rows(conn, group, queue, lagging_over, tenant)
 
 
+_SUBSCRIPTIONS = Statement("admin_subscriptions", Subscription)
+
+
 async def subscriptions(conn: Conn, *, tenant: str, group: str | None) -> list[Subscription]:
     return await _SUBSCRIPTIONS.rows(conn, group, tenant)
+
+
+_DELETE_GROUP_CURSORS = Statement[None]("admin_delete_group_cursors")
 
 
 async def delete_group_cursors(conn: Conn, *, tenant: str, group: str,
@@ -149,10 +155,16 @@ async def delete_group_cursors(conn: Conn, *, tenant: str, group: str,
     return [int(v) for v in await _DELETE_GROUP_CURSORS.values(conn, group, queue, tenant)]
 
 
+_DELETE_GROUP_SUBSCRIPTIONS = Statement[None]("admin_delete_group_subscriptions")
+
+
 async def delete_group_subscriptions(conn: Conn, *, tenant: str, group: str,
                                      queue: str | None) -> int:
     """Delete a group's stored subscriptions; answers how many."""
     return len(await _DELETE_GROUP_SUBSCRIPTIONS.values(conn, group, queue, tenant))
+
+
+_SEEK = Statement("admin_seek", SeekRow)
 
 
 async def seek(conn: Conn, *, queue_id: int, group: str, partition: str | None,
@@ -160,9 +172,15 @@ async def seek(conn: Conn, *, queue_id: int, group: str, partition: str | None,
     return await _SEEK.rows(conn, queue_id, group, partition, timestamp)
 
 
+_SET_SUBSCRIPTION = Statement[None]("admin_set_subscription_timestamp")
+
+
 async def set_subscription_timestamp(conn: Conn, *, tenant: str, group: str,
                                      timestamp: datetime) -> int:
     return await _SET_SUBSCRIPTION.run(conn, group, timestamp, tenant)
+
+
+_QUEUE_PAGE = Statement("admin_queue_page", QueuePageRow)
 
 
 async def queue_page(conn: Conn, *, tenant: str, search: str | None, limit: int, offset: int,
@@ -174,14 +192,23 @@ async def queue_page(conn: Conn, *, tenant: str, search: str | None, limit: int,
                                   created_to=created_to, tenant=tenant)
 
 
+_PARTITION_STATS = Statement("admin_partition_stats", PartitionStatsRow)
+
+
 async def partition_stats(conn: Conn, *, tenant: str,
                           queue_ids: Sequence[int] | None) -> list[PartitionStatsRow]:
     return await _PARTITION_STATS.rows(conn, None if queue_ids is None else list(queue_ids),
                                        tenant)
 
 
+_QUEUE_ROW = Statement("admin_queue_row", QueueInfo)
+
+
 async def queue_row(conn: Conn, *, tenant: str, name: str) -> QueueInfo | None:
     return await _QUEUE_ROW.one(conn, name, tenant)
+
+
+_PARTITIONS_LIST = Statement("admin_partitions_list", PartitionListRow)
 
 
 async def partitions_list(conn: Conn, *, tenant: str, queue: str | None, limit: int,
@@ -189,8 +216,9 @@ async def partitions_list(conn: Conn, *, tenant: str, queue: str | None, limit: 
     return await _PARTITIONS_LIST.rows(conn, queue, limit, offset, tenant)
 
 
+_OVERVIEW = Statement("admin_overview", Overview)
+
+
 async def overview(conn: Conn, *, tenant: str | None) -> Overview:
     """The counts of one tenant's queues (None: of every queue)."""
-    row = await _OVERVIEW.one(conn, tenant)
-    assert row is not None
-    return row
+    return await _OVERVIEW.single(conn, tenant)

@@ -13,11 +13,12 @@ coordinator first. On Citus the broker splits its statements in two:
   its own after the commit (core/engine/listener.py), so all of them listening and
   notifying on one node is what makes every commit heard everywhere, in commit order.
 - **log** (the other hosts, or the coordinator when it is the only one named): the log's
-  statements (push, claim, ack, lease extension, fetch, the ready set's reseed). Since Citus
-  11 every node holds the metadata and routes a statement itself; each call runs on the node
-  of its shard (core/storage/shards.py), so the node that receives it only forwards it. The
-  connections of a process's log pool go to those hosts in turn (`SpreadConnector`), so the
-  coordinator is not what limits the log's throughput, and a node that is down is skipped.
+  statements (push, claim, ack, lease extension, fetch, the ready set's reseed). Each call
+  that carries a route runs on the node of its shard (core/storage/shards.py) and is sent
+  there on a pool of that node's own (core/storage/placement.py). The statements without a
+  route, and those whose node is not known, take a connection of a pool spread over those
+  hosts (`SpreadConnector`): since Citus 11 every node holds the metadata and forwards a
+  statement to the nodes of its shards itself. A node that is down is skipped there.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from core.storage.hosts import Host, connector_for, dsn_hosts
 class Topology:
     citus: bool
     home_dsn: str  # migrations, control, LISTEN/NOTIFY
-    log_dsns: tuple[str, ...]  # where the log's statements are sent, spread
+    log_dsns: tuple[str, ...]  # where the log's statements are sent
 
     @classmethod
     def single(cls, dsn: str) -> Topology:

@@ -5,13 +5,15 @@ from __future__ import annotations
 from core.storage.statements import Conn, Statement
 
 _POLICY = Statement[None]("conflation_policy")
-_OF_QUEUE = Statement[None]("conflation_of_queue")
 
 
 async def policy(conn: Conn, *, tenant: str, queue: str | None, namespace: str | None,
                  task: str | None, group: str) -> bool | None:
     found = await _POLICY.value(conn, queue, namespace, task, group, tenant)
     return None if found is None else bool(found)
+
+
+_OF_QUEUE = Statement[None]("conflation_of_queue")
 
 
 async def of_queue(conn: Conn, *, queue_id: int, group: str) -> bool:

@@ -4,11 +4,12 @@ Statements run on a connection from `Database.session()` (autocommitted statemen
 `Database.transaction()`; acquiring, committing and every statement translate driver errors
 (`core/storage/errors.py`), so nothing above the storage package sees asyncpg exceptions.
 
-On a Citus cluster (core/storage/cluster.py) a process has two pools: its `Database` on the
-coordinator, and `Database.log`, whose connections are spread over the other nodes, for the
-log's statements; `shards` says which shard each partition lives in
-(core/storage/shards.py). On one PostgreSQL `log` is the `Database` itself and `shards`
-knows one shard.
+On a Citus cluster (core/storage/cluster.py) a process has its `Database` on the
+coordinator and `Database.log` for the log's statements; `shards` says which shard each
+partition lives in (core/storage/shards.py). A statement that carries a route asks for a
+connection for it (`log.session(route)`): one on the node holding that shard
+(core/storage/placement.py); the others get one spread over the log's nodes. On one
+PostgreSQL `log` is the `Database` itself, `shards` knows one shard and routes are None.
 """
 
 from __future__ import annotations
@@ -25,12 +26,13 @@ import asyncpg
 
 from core.errors import StorageError, StorageUnavailable
 from core.settings import Settings
-from core.storage import citus
+from core.storage import citus, durability
 from core.storage.cluster import SpreadConnector, Topology
 from core.storage.errors import DRIVER_ERRORS, storage_errors, translate
 from core.storage.hosts import connector_for
 from core.storage.liveness import ServerWatch
 from core.storage.migrations import SchemaChanges, apply_schema
+from core.storage.placement import NodePools
 from core.storage.shards import ShardMap
 from core.storage.statements import Conn, Statement
 from core.waiting import within
@@ -88,19 +90,24 @@ class PoolStats:
 
 class Database:
     """The pool of one process. Statements run on `session()` / `transaction()`; the log's
-    on `log.session()` (see the module docstring)."""
+    on `log.session(route)` (see the module docstring)."""
 
     def __init__(self, pool: asyncpg.Pool, settings: Settings,
                  watch: ServerWatch | None = None, *, topology: Topology | None = None,
-                 shards: ShardMap | None = None, log_pool: asyncpg.Pool | None = None) -> None:
+                 shards: ShardMap | None = None, log_pool: asyncpg.Pool | None = None,
+                 nodes: NodePools | None = None) -> None:
         self._pool = pool
         self._acquire_timeout = settings.db_connection_timeout_ms / 1000
         self._watch = watch
         self.topology = topology or Topology.single("")
         self.shards = shards or ShardMap()
         self._log_pool = log_pool
+        # The log's pools per node (Citus): the `log` Database routes with them, this one
+        # (the coordinator's, when there is a `log`) only closes them.
+        self._nodes = nodes
+        self._routes = nodes if log_pool is None else None
         self.log = self if log_pool is None else Database(
-            log_pool, settings, topology=self.topology, shards=self.shards)
+            log_pool, settings, topology=self.topology, shards=self.shards, nodes=nodes)
 
     @classmethod
     async def open(cls, settings: Settings, dsn: str, *, migrate: bool = True,
@@ -121,10 +128,19 @@ class Database:
             log_pool = None
             if topology.log_dsns != (topology.home_dsn,):
                 log_pool = await _create_pool(settings, SpreadConnector(topology.log_dsns))
+        nodes = None
+        if log_pool is not None and shards.distributed:
+            nodes = NodePools(topology.log_dsns, shards,
+                              lambda dsn: _create_pool(settings, connector_for(dsn)))
+            await nodes.find_nodes()
         watch = ServerWatch(topology.home_dsn, settings.db_silence_timeout_ms / 1000,
                             connect_options(settings, role="watch"))
         watch.start()
-        return cls(pool, settings, watch, topology=topology, shards=shards, log_pool=log_pool)
+        db = cls(pool, settings, watch, topology=topology, shards=shards, log_pool=log_pool,
+                 nodes=nodes)
+        if nodes is not None:
+            nodes.start(db.session)
+        return db
 
     @property
     def home_dsn(self) -> str:
@@ -138,7 +154,9 @@ class Database:
         kept a stopping broker from ever exiting."""
         if self._watch is not None:
             await self._watch.stop()
-        for pool in (self._pool, self._log_pool):
+        if self._nodes is not None:
+            await self._nodes.stop()
+        for pool in (self._pool, self._log_pool, *(self._nodes.pools if self._nodes else [])):
             if pool is None:
                 continue
             try:
@@ -149,20 +167,27 @@ class Database:
                 pool.terminate()
 
     @contextlib.asynccontextmanager
-    async def session(self) -> AsyncIterator[Conn]:
-        """A pooled connection for a few autocommitted statements."""
+    async def session(self, route: int | None = None) -> AsyncIterator[Conn]:
+        """A pooled connection for a few autocommitted statements; for statements carrying
+        `route`, one on the node of its shard when there is one (module docstring)."""
         with storage_errors():
-            async with self._pool.acquire(timeout=self._acquire_timeout) as conn:
+            async with self._pool_for(route).acquire(timeout=self._acquire_timeout) as conn:
                 yield conn  # type: ignore[misc]  # a pool proxy behaves as a Connection
 
     @contextlib.asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Conn]:
+    async def transaction(self, route: int | None = None) -> AsyncIterator[Conn]:
         """A pooled connection inside one database transaction (commits when the block
-        ends, rolls back when it raises)."""
+        ends, rolls back when it raises; a commit kept without its synchronous standby
+        raises StorageUnavailable: core/storage/durability.py); `route` as for `session`."""
         with storage_errors():
-            async with self._pool.acquire(timeout=self._acquire_timeout) as conn, \
-                    conn.transaction():
+            async with self._pool_for(route).acquire(timeout=self._acquire_timeout) as conn, \
+                    durability.replicated(conn), conn.transaction():
                 yield conn  # type: ignore[misc]
+
+    def _pool_for(self, route: int | None) -> asyncpg.Pool:
+        if self._routes is None:
+            return self._pool
+        return self._routes.pool_for(route) or self._pool
 
     async def ping(self, timeout: float = 2.0) -> bool:
         try:

@@ -86,16 +86,6 @@ class ListedPartition:
 
 
 _PAGE = Statement("dlq_page", DlqPageRow)
-_LOCK_NEWEST = Statement("dlq_lock_newest", DeadLetterRow)
-_ROWS_FOR_ADDRESS = Statement("dlq_rows_for_address", DeadLetterRow)
-_DELETE = Statement("dlq_delete", DeletedDeadLetter)
-_LOCK_COPIES = Statement[None]("dlq_lock_copies")
-_DROP_COPIES = Statement[None]("dlq_drop_copies")
-_MESSAGE_PARTITION = Statement("message_partition", MessagePartition)
-_MESSAGE_OFFSETS = Statement[None]("message_offsets")
-_SEGMENTS_NEWEST = Statement("message_segments_newest", RangeRow)
-_CURSORS = Statement("message_cursors", CursorState)
-_LIST_PARTITIONS = Statement("message_list_partitions", ListedPartition)
 
 
 async def dlq_page(conn: Conn, *, tenant: str, queue: str | None, group: str | None,
@@ -109,9 +99,15 @@ async def dlq_page(conn: Conn, *, tenant: str, queue: str | None, group: str | N
     return [r for r in rows if r.id is not None], total
 
 
+_LOCK_NEWEST = Statement("dlq_lock_newest", DeadLetterRow)
+
+
 async def dlq_lock_newest(conn: Conn, *, tenant: str, partition_id: int,
                           transaction_id: str) -> DeadLetterRow | None:
     return await _LOCK_NEWEST.one(conn, partition_id, transaction_id, tenant)
+
+
+_ROWS_FOR_ADDRESS = Statement("dlq_rows_for_address", DeadLetterRow)
 
 
 async def dlq_rows_for_address(conn: Conn, *, tenant: str, partition_id: int,
@@ -119,17 +115,29 @@ async def dlq_rows_for_address(conn: Conn, *, tenant: str, partition_id: int,
     return await _ROWS_FOR_ADDRESS.rows(conn, partition_id, transaction_id, tenant)
 
 
+_DELETE = Statement("dlq_delete", DeletedDeadLetter)
+
+
 async def dlq_delete(conn: Conn, *, partition_id: int, row_id: int | None,
                      transaction_id: str | None) -> list[DeletedDeadLetter]:
     return await _DELETE.rows(conn, partition_id, row_id, transaction_id)
+
+
+_LOCK_COPIES = Statement[None]("dlq_lock_copies")
 
 
 async def dlq_lock_copies(conn: Conn, *, partition_id: int, bases: Sequence[int]) -> None:
     await _LOCK_COPIES.run(conn, partition_id, list(bases))
 
 
+_DROP_COPIES = Statement[None]("dlq_drop_copies")
+
+
 async def dlq_drop_copies(conn: Conn, *, partition_id: int, bases: Sequence[int]) -> None:
     await _DROP_COPIES.run(conn, partition_id, list(bases))
+
+
+_MESSAGE_PARTITION = Statement("message_partition", MessagePartition)
 
 
 async def message_partition(conn: Conn, *, tenant: str,
@@ -138,10 +146,16 @@ async def message_partition(conn: Conn, *, tenant: str,
     return await _MESSAGE_PARTITION.one(conn, partition_id, tenant)
 
 
+_MESSAGE_OFFSETS = Statement[None]("message_offsets")
+
+
 async def message_offsets(conn: Conn, *, partition_id: int, transaction_id: str,
                           log_start: int) -> list[int]:
     return [int(v) for v in await _MESSAGE_OFFSETS.values(conn, partition_id, transaction_id,
                                                            log_start)]
+
+
+_SEGMENTS_NEWEST = Statement("message_segments_newest", RangeRow)
 
 
 async def message_segments_newest(conn: Conn, *, partition_id: int, below: int,
@@ -149,8 +163,14 @@ async def message_segments_newest(conn: Conn, *, partition_id: int, below: int,
     return await _SEGMENTS_NEWEST.rows(conn, partition_id, below, limit)
 
 
+_CURSORS = Statement("message_cursors", CursorState)
+
+
 async def message_cursors(conn: Conn, *, partition_id: int) -> list[CursorState]:
     return await _CURSORS.rows(conn, partition_id)
+
+
+_LIST_PARTITIONS = Statement("message_list_partitions", ListedPartition)
 
 
 async def message_list_partitions(conn: Conn, *, tenant: str, queue: str | None,
@@ -173,8 +193,6 @@ class PurgedDeadLetter:
 
 _PARTITION_OF = Statement[None]("dlq_partition_of")
 _LOCK_BY_ID = Statement("dlq_lock_by_id", DeadLetterRow)
-_PURGE_BATCH = Statement("dlq_purge_batch", PurgeCandidate)
-_PURGE_ROWS = Statement("dlq_purge_rows", PurgedDeadLetter)
 
 
 async def dlq_lock_by_id(conn: Conn, *, tenant: str, dlq_id: int) -> DeadLetterRow | None:
@@ -186,9 +204,15 @@ async def dlq_lock_by_id(conn: Conn, *, tenant: str, dlq_id: int) -> DeadLetterR
     return await _LOCK_BY_ID.one(conn, partition_id, dlq_id, tenant)
 
 
+_PURGE_BATCH = Statement("dlq_purge_batch", PurgeCandidate)
+
+
 async def dlq_purge_batch(conn: Conn, *, tenant: str, queue: str, group: str | None,
                           batch: int) -> list[PurgeCandidate]:
     return await _PURGE_BATCH.rows(conn, queue, group, batch, tenant)
+
+
+_PURGE_ROWS = Statement("dlq_purge_rows", PurgedDeadLetter)
 
 
 async def dlq_purge_rows(conn: Conn, *, partition_id: int,

@@ -16,8 +16,6 @@ class KeyCheckRow:
 
 
 _INSERT = Statement[None]("key_check_insert")
-_READ = Statement("key_check_read", KeyCheckRow)
-_ENCRYPTED_QUEUES = Statement[None]("encrypted_queue_names")
 
 
 async def insert_key_check(conn: Conn, *, key_id: bytes, check_value: bytes) -> None:
@@ -25,8 +23,14 @@ async def insert_key_check(conn: Conn, *, key_id: bytes, check_value: bytes) -> 
     await _INSERT.run(conn, key_id, check_value)
 
 
+_READ = Statement("key_check_read", KeyCheckRow)
+
+
 async def read_key_check(conn: Conn) -> KeyCheckRow | None:
     return await _READ.one(conn)
+
+
+_ENCRYPTED_QUEUES = Statement[None]("encrypted_queue_names")
 
 
 async def encrypted_queue_names(conn: Conn, *, limit: int) -> list[str]:

@@ -92,19 +92,6 @@ class TotalsRow:
 
 
 _PUSH = Statement("eph_push", PushRow)
-_POP = Statement("eph_pop", PoppedRow)
-_ACK = Statement[None]("eph_ack")
-_CONFIGURE = Statement[None]("eph_configure")
-_RESET = Statement[None]("eph_reset")
-_DELETE = Statement("eph_delete", DeleteRow)
-_SWEEP = Statement("eph_sweep", SweepRow)
-_CLAIM = Statement[None]("eph_sweeper_claim")
-_WINDOW = Statement("eph_window", WindowRow)
-_QUEUES = Statement("eph_queues", EphemeralQueueRow)
-_RINGS = Statement("eph_depth_partitions", RingRow)
-_BACKLOGS = Statement("eph_depth_groups", BacklogRow)
-_TOTALS = Statement("eph_totals", TotalsRow)
-_VACUUM = Statement[None]("eph_vacuum")
 
 
 async def push(conn: Conn, *, queue: str, partitions: Sequence[str], counts: Sequence[int],
@@ -114,9 +101,15 @@ async def push(conn: Conn, *, queue: str, partitions: Sequence[str], counts: Seq
                             cap_bytes, channel)
 
 
+_POP = Statement("eph_pop", PoppedRow)
+
+
 async def pop(conn: Conn, *, queue: str, partition: str | None, group: str, batch: int,
               auto_ack: bool) -> list[PoppedRow]:
     return await _POP.rows(conn, queue, partition, group, batch, auto_ack)
+
+
+_ACK = Statement[None]("eph_ack")
 
 
 async def ack(conn: Conn, *, queue: str, group: str, epochs: Sequence[int | None],
@@ -124,6 +117,9 @@ async def ack(conn: Conn, *, queue: str, group: str, epochs: Sequence[int | None
               channel: str) -> list[str]:
     return await _ACK.values(conn, queue, group, list(epochs), list(partitions), list(seqs),
                              list(statuses), channel)
+
+
+_CONFIGURE = Statement[None]("eph_configure")
 
 
 async def configure(conn: Conn, *, queue: str, sent: Any, max_bytes: int, max_length: int,
@@ -137,22 +133,30 @@ async def configure(conn: Conn, *, queue: str, sent: Any, max_bytes: int, max_le
     return stamp
 
 
+_RESET = Statement[None]("eph_reset")
+
+
 async def reset(conn: Conn, *, queue: str) -> int:
     dropped: int = await _RESET.value(conn, queue)
     return dropped
 
 
+_DELETE = Statement("eph_delete", DeleteRow)
+
+
 async def delete(conn: Conn, *, queue: str) -> DeleteRow:
-    row = await _DELETE.one(conn, queue)
-    assert row is not None
-    return row
+    return await _DELETE.single(conn, queue)
+
+
+_SWEEP = Statement("eph_sweep", SweepRow)
 
 
 async def sweep(conn: Conn, *, idle_seconds: int, channel: str, after: str,
                 limit: int) -> SweepRow:
-    row = await _SWEEP.one(conn, idle_seconds, channel, after, limit)
-    assert row is not None
-    return row
+    return await _SWEEP.single(conn, idle_seconds, channel, after, limit)
+
+
+_CLAIM = Statement[None]("eph_sweeper_claim")
 
 
 async def claim_sweeper(conn: Conn) -> bool:
@@ -161,28 +165,42 @@ async def claim_sweeper(conn: Conn) -> bool:
     return claimed
 
 
+_WINDOW = Statement("eph_window", WindowRow)
+
+
 async def window(conn: Conn, *, queue: str) -> WindowRow:
-    row = await _WINDOW.one(conn, queue)
-    assert row is not None
-    return row
+    return await _WINDOW.single(conn, queue)
+
+
+_QUEUES = Statement("eph_queues", EphemeralQueueRow)
 
 
 async def queues(conn: Conn, *, queue: str | None) -> list[EphemeralQueueRow]:
     return await _QUEUES.rows(conn, queue)
 
 
+_RINGS = Statement("eph_depth_partitions", RingRow)
+
+
 async def rings(conn: Conn, *, queue: str) -> list[RingRow]:
     return await _RINGS.rows(conn, queue)
+
+
+_BACKLOGS = Statement("eph_depth_groups", BacklogRow)
 
 
 async def backlogs(conn: Conn, *, queue: str) -> list[BacklogRow]:
     return await _BACKLOGS.rows(conn, queue)
 
 
+_TOTALS = Statement("eph_totals", TotalsRow)
+
+
 async def totals(conn: Conn) -> TotalsRow:
-    row = await _TOTALS.one(conn)
-    assert row is not None
-    return row
+    return await _TOTALS.single(conn)
+
+
+_VACUUM = Statement[None]("eph_vacuum")
 
 
 async def vacuum(conn: Conn) -> None:

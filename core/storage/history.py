@@ -86,8 +86,6 @@ class QueueBucket:
 
 
 _PROCESS_BUCKETS = Statement("history_process_buckets", ProcessBucket)
-_PROCESSES = Statement("history_processes", ProcessSpan)
-_QUEUE_BUCKETS = Statement("history_queue_buckets", QueueBucket)
 
 
 async def process_buckets(conn: Conn, *, start: datetime, end: datetime, minutes: int,
@@ -95,9 +93,15 @@ async def process_buckets(conn: Conn, *, start: datetime, end: datetime, minutes
     return await _PROCESS_BUCKETS.rows(conn, start, end, minutes, hostname, pid)
 
 
+_PROCESSES = Statement("history_processes", ProcessSpan)
+
+
 async def processes(conn: Conn, *, start: datetime, end: datetime,
                     live_seconds: float) -> list[ProcessSpan]:
     return await _PROCESSES.rows(conn, start, end, live_seconds)
+
+
+_QUEUE_BUCKETS = Statement("history_queue_buckets", QueueBucket)
 
 
 async def queue_buckets(conn: Conn, *, start: datetime, end: datetime, minutes: int,

@@ -22,22 +22,20 @@ class CommittedRow:
     committed: int
 
 
-_TOPICS = Statement("kafka_topics", TopicRow)
-_DECLARE = Statement[None]("kafka_declare")
 @dataclass(frozen=True, slots=True)
 class OffsetAtRow:
     offset: int
     created_at: datetime
 
 
-_OFFSET_FOR_TIME = Statement("kafka_offset_for_time", OffsetAtRow)
-_COMMIT = Statement[None]("kafka_commit")
-_COMMITTED = Statement("kafka_committed", CommittedRow)
-_GROUP_NAMES = Statement[None]("kafka_group_names")
+_TOPICS = Statement("kafka_topics", TopicRow)
 
 
 async def topics(conn: Conn, *, tenant: str, names: Sequence[str] | None) -> list[TopicRow]:
     return await _TOPICS.rows(conn, None if names is None else list(names), tenant)
+
+
+_DECLARE = Statement[None]("kafka_declare")
 
 
 async def declare(conn: Conn, *, tenant: str, queue: str, partitions: int) -> bool:
@@ -45,9 +43,15 @@ async def declare(conn: Conn, *, tenant: str, queue: str, partitions: int) -> bo
     return await _DECLARE.value(conn, queue, partitions, tenant) is not None
 
 
+_OFFSET_FOR_TIME = Statement("kafka_offset_for_time", OffsetAtRow)
+
+
 async def offset_for_time(conn: Conn, *, tenant: str, queue: str, partition: str,
                           at: datetime) -> OffsetAtRow | None:
     return await _OFFSET_FOR_TIME.one(conn, queue, partition, at, tenant)
+
+
+_COMMIT = Statement[None]("kafka_commit")
 
 
 async def commit(conn: Conn, *, tenant: str, group: str, queue: str,
@@ -56,8 +60,14 @@ async def commit(conn: Conn, *, tenant: str, group: str, queue: str,
                                                   list(committed), tenant)}
 
 
+_COMMITTED = Statement("kafka_committed", CommittedRow)
+
+
 async def committed(conn: Conn, *, tenant: str, group: str, queue: str) -> list[CommittedRow]:
     return await _COMMITTED.rows(conn, group, queue, tenant)
+
+
+_GROUP_NAMES = Statement[None]("kafka_group_names")
 
 
 async def group_names(conn: Conn, *, tenant: str) -> list[str]:
@@ -93,16 +103,20 @@ class NodeRow:
 
 
 _CLAIM_COORDINATOR = Statement[None]("kafka_claim_coordinator")
-_RECORD_COORDINATOR = Statement[None]("kafka_record_coordinator")
-_COORDINATOR = Statement("kafka_coordinator", NodeRow)
 
 
 async def claim_coordinator(conn: Conn, *, cluster: str) -> bool:
     return bool(await _CLAIM_COORDINATOR.value(conn, cluster))
 
 
+_RECORD_COORDINATOR = Statement[None]("kafka_record_coordinator")
+
+
 async def record_coordinator(conn: Conn, *, cluster: str, node: NodeRow) -> None:
     await _RECORD_COORDINATOR.run(conn, cluster, node.node_id, node.host, node.port)
+
+
+_COORDINATOR = Statement("kafka_coordinator", NodeRow)
 
 
 async def coordinator(conn: Conn, *, cluster: str) -> NodeRow | None:

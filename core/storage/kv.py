@@ -10,27 +10,23 @@ from core.storage.statements import Conn, Statement
 
 
 @dataclass(frozen=True, slots=True)
-class LockedRow:
+class KvRow:
     ns: str
     key: str
     value: str
     version: int
     expires_at: str | None  # wire text (ISO-8601 UTC), as in every row read here
     updated_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class LockedRow(KvRow):
+    """A row locked for a write (`kv_lock`): the stored row, and what the lock found."""
+
     live: bool
     created: bool  # a placeholder this call inserted
     next_version: int  # drawn while the lock is held
     instant: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class KvRow:
-    ns: str
-    key: str
-    value: str
-    version: int
-    expires_at: str | None
-    updated_at: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,11 +63,6 @@ class RowWrite:
 
 
 _LOCK = Statement("kv_lock", LockedRow)
-_GET = Statement("kv_get", KvRow)
-_WRITE = Statement("kv_write", WriteCounts)
-_PREFIX = Statement("kv_get_prefix", PrefixRow)
-_SWEEP = Statement[None]("kv_sweep")
-_NAMESPACES = Statement("kv_namespaces", KvNamespaceRow)
 
 
 async def lock_rows(conn: Conn, *, tenant: str,
@@ -81,8 +72,14 @@ async def lock_rows(conn: Conn, *, tenant: str,
     return await _LOCK.rows(conn, [k[0] for k in keys], [k[1] for k in keys], tenant)
 
 
+_GET = Statement("kv_get", KvRow)
+
+
 async def live_rows(conn: Conn, *, tenant: str, keys: Sequence[tuple[str, str]]) -> list[KvRow]:
     return await _GET.rows(conn, [k[0] for k in keys], [k[1] for k in keys], tenant)
+
+
+_WRITE = Statement("kv_write", WriteCounts)
 
 
 async def write_rows(conn: Conn, *, tenant: str, writes: Sequence[RowWrite],
@@ -95,14 +92,23 @@ async def write_rows(conn: Conn, *, tenant: str, writes: Sequence[RowWrite],
         tenant=tenant)
 
 
+_PREFIX = Statement("kv_get_prefix", PrefixRow)
+
+
 async def prefix_rows(conn: Conn, *, tenant: str, ns: str, prefix: str, upper: str | None,
                       after: str, limit: int, keys_only: bool) -> list[PrefixRow]:
     return await _PREFIX.rows(conn, ns, prefix, upper, after, limit, keys_only, tenant)
 
 
+_SWEEP = Statement[None]("kv_sweep")
+
+
 async def sweep(conn: Conn, *, batch: int) -> int:
     """Delete up to `batch` dead rows; answer how many."""
     return await _SWEEP.run(conn, batch)
+
+
+_NAMESPACES = Statement("kv_namespaces", KvNamespaceRow)
 
 
 async def namespaces(conn: Conn, *, tenant: str, after: str, limit: int,

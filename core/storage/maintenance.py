@@ -46,33 +46,25 @@ class RetentionResult:
 
 _EXPIRE_LEASES = Statement("reaper_expire_leases", ExpiredLease)
 _DUE_RETRIES = Statement("reaper_due_retries", ExpiredLease)
+
+
+async def release_due(conn: Conn, *, batch: int, retries: bool) -> list[ExpiredLease]:
+    """Release leases past their expiry (or, with `retries`, clear the retryDelay
+    not-before times that passed); answer where spans became claimable."""
+    return await (_DUE_RETRIES if retries else _EXPIRE_LEASES).rows(conn, batch)
+
+
 _CITUS_EXPIRED = Statement("citus_reaper_expired", DueCursor)
 _CITUS_DUE = Statement("citus_reaper_due", DueCursor)
-_RELEASE_CURSORS = Statement("release_cursors", ExpiredLease)
-_FORGET_LEASES = Statement[None]("forget_leases")
-_CITUS_PRUNABLE = Statement("citus_reaper_prunable", Prunable)
-_PRUNE_KEYS = Statement[None]("prune_keys")
-_TRY_SESSION_LOCK = Statement[None]("reaper_try_session_lock")
-_SESSION_UNLOCK = Statement[None]("reaper_session_unlock")
-_TRY_LOCK = Statement[None]("reaper_try_lock")
-_PRUNE_TXN_INDEX = Statement[None]("reaper_prune_txn_index")
-_RETENTION_PARTITIONS = Statement("reaper_retention_partitions", RetentionTarget)
-_APPLY_RETENTION = Statement("reaper_apply_retention", RetentionResult)
-
-
-async def expire_leases(conn: Conn, *, batch: int) -> list[ExpiredLease]:
-    return await _EXPIRE_LEASES.rows(conn, batch)
-
-
-async def due_retries(conn: Conn, *, batch: int) -> list[ExpiredLease]:
-    """Clear passed retryDelay not-before times; answer where spans became claimable."""
-    return await _DUE_RETRIES.rows(conn, batch)
 
 
 async def citus_due_cursors(conn: Conn, *, batch: int, retries: bool) -> list[DueCursor]:
     """On Citus: cursors whose lease expired (or, with `retries`, whose retryDelay passed),
     read from every shard."""
     return await (_CITUS_DUE if retries else _CITUS_EXPIRED).rows(conn, batch)
+
+
+_RELEASE_CURSORS = Statement("release_cursors", ExpiredLease)
 
 
 async def release_cursors(conn: Conn, *, route: int, cursors: Sequence[DueCursor],
@@ -82,13 +74,22 @@ async def release_cursors(conn: Conn, *, route: int, cursors: Sequence[DueCursor
                                        [c.consumer_group for c in cursors], retries)
 
 
+_FORGET_LEASES = Statement[None]("forget_leases")
+
+
 async def forget_leases(conn: Conn, *, route: int, after_seconds: int) -> int:
     return int(await _FORGET_LEASES.value(conn, route, after_seconds))
+
+
+_CITUS_PRUNABLE = Statement("citus_reaper_prunable", Prunable)
 
 
 async def citus_prunable(conn: Conn, *, batch: int, floor_seconds: int) -> list[Prunable]:
     """On Citus: partitions with index rows to prune, read from every shard."""
     return await _CITUS_PRUNABLE.rows(conn, batch, floor_seconds)
+
+
+_PRUNE_KEYS = Statement[None]("prune_keys")
 
 
 async def prune_keys(conn: Conn, *, route: int, targets: Sequence[Prunable]) -> int:
@@ -98,12 +99,21 @@ async def prune_keys(conn: Conn, *, route: int, targets: Sequence[Prunable]) -> 
                                        [t.cutoff for t in targets]))
 
 
+_TRY_SESSION_LOCK = Statement[None]("reaper_try_session_lock")
+
+
 async def try_session_lock(conn: Conn, *, key: int) -> bool:
     return bool(await _TRY_SESSION_LOCK.value(conn, key))
 
 
+_SESSION_UNLOCK = Statement[None]("reaper_session_unlock")
+
+
 async def session_unlock(conn: Conn, *, key: int) -> None:
     await _SESSION_UNLOCK.run(conn, key)
+
+
+_TRY_LOCK = Statement[None]("reaper_try_lock")
 
 
 async def try_lock(conn: Conn, *, key: int) -> bool:
@@ -111,12 +121,21 @@ async def try_lock(conn: Conn, *, key: int) -> bool:
     return bool(await _TRY_LOCK.value(conn, key))
 
 
+_PRUNE_TXN_INDEX = Statement[None]("reaper_prune_txn_index")
+
+
 async def prune_txn_index(conn: Conn, *, batch: int, floor_seconds: int) -> int:
     return int(await _PRUNE_TXN_INDEX.value(conn, batch, floor_seconds))
 
 
+_RETENTION_PARTITIONS = Statement("reaper_retention_partitions", RetentionTarget)
+
+
 async def retention_partitions(conn: Conn) -> list[RetentionTarget]:
     return await _RETENTION_PARTITIONS.rows(conn)
+
+
+_APPLY_RETENTION = Statement("reaper_apply_retention", RetentionResult)
 
 
 async def apply_retention(conn: Conn, *, partition_id: int, retention: int,

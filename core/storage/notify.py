@@ -8,17 +8,21 @@ from collections.abc import Sequence
 from core.storage.statements import Conn, Statement
 
 _NOTIFY = Statement[None]("notify_wakeups")
-_NOTIFY_EACH = Statement[None]("notify_each")
-_LISTENER_PROBE = Statement[None]("listener_probe")
 
 
 async def notify_wakeups(conn: Conn, *, channel: str, payloads: Sequence[str]) -> None:
     await _NOTIFY.run(conn, channel, list(payloads))
 
 
+_NOTIFY_EACH = Statement[None]("notify_each")
+
+
 async def notify_each(conn: Conn, *, channels: Sequence[str], payloads: Sequence[str]) -> None:
     """One notification per (channel, payload), in this order, in one transaction."""
     await _NOTIFY_EACH.run(conn, list(channels), list(payloads))
+
+
+_LISTENER_PROBE = Statement[None]("listener_probe")
 
 
 async def probe(conn: Conn) -> None:

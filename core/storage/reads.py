@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from core.storage.joined import joined
 from core.storage.statements import Conn, Statement
 
 
@@ -120,20 +121,6 @@ class RangeRow:
 
 _POP_READY = Statement("pop_ready", ReadyRow)
 _POP_READY_HERE = Statement("pop_ready_here", ReadyRow)
-_READY_SCAN = Statement("ready_scan", ScannedPartition)
-_READY_DIRECTORY = Statement("ready_directory", DirectoryEntry)
-_READY_CHECK = Statement("ready_check", ScannedPartition)
-_QUEUE_PARTITION_IDS = Statement[None]("queue_partition_ids")
-_ACK = Statement("ack", AckRow)
-_ACK_HERE = Statement("ack_here", AckRow)
-_ACK_JOINED = Statement("ack_joined", AckRow)
-_ACK_JOINED_HERE = Statement("ack_joined_here", AckRow)
-_SPAN_SEGMENTS = Statement("span_segments", PlacedSegmentRow)
-_EXTEND_LEASES = Statement("extend_leases", LeaseExpiry)
-_EXTEND_LEASES_HERE = Statement("extend_leases_here", LeaseExpiry)
-_LINK_LEASE = Statement[None]("link_lease")
-_FETCH_HEAD = Statement("fetch_head", PartitionHead)
-_FETCH_SEGMENTS = Statement("fetch_segments", RangeRow)
 
 
 async def pop_ready(conn: Conn, *, route: int | None, tenant: str, queue: str | None,
@@ -155,10 +142,16 @@ async def pop_ready(conn: Conn, *, route: int | None, tenant: str, queue: str | 
         conflation_width=conflation_width)
 
 
+_READY_SCAN = Statement("ready_scan", ScannedPartition)
+
+
 async def ready_scan(conn: Conn, *, queue_id: int, group: str, after: int,
                      limit: int) -> list[ScannedPartition]:
     """A page of the reseed (schema/queries/ready.sql)."""
     return await _READY_SCAN.rows(conn, queue_id, group, after, limit)
+
+
+_READY_DIRECTORY = Statement("ready_directory", DirectoryEntry)
 
 
 async def ready_directory(conn: Conn, *, queue_id: int, after: int,
@@ -167,15 +160,27 @@ async def ready_directory(conn: Conn, *, queue_id: int, after: int,
     return await _READY_DIRECTORY.rows(conn, queue_id, after, limit)
 
 
+_READY_CHECK = Statement("ready_check", ScannedPartition)
+
+
 async def ready_check(conn: Conn, *, partition_ids: Sequence[int],
                       group: str) -> list[ScannedPartition]:
     """Which of these partitions of one shard may hold data for the group (second step)."""
     return await _READY_CHECK.rows(conn, list(partition_ids), group)
 
 
+_QUEUE_PARTITION_IDS = Statement[None]("queue_partition_ids")
+
+
 async def queue_partition_ids(conn: Conn, *, queue: str, tenant: str) -> list[int]:
     """The ids of a queue's partitions (schema/queries/ready.sql)."""
     return [int(v) for v in await _QUEUE_PARTITION_IDS.values(conn, queue, tenant)]
+
+
+_ACK = Statement("ack", AckRow)
+_ACK_HERE = Statement("ack_here", AckRow)
+_ACK_JOINED = Statement("ack_joined", AckRow)
+_ACK_JOINED_HERE = Statement("ack_joined_here", AckRow)
 
 
 async def ack(conn: Conn, *, route: int | None, items: AckInputs,
@@ -184,9 +189,9 @@ async def ack(conn: Conn, *, route: int | None, items: AckInputs,
     one text each (`ack_joined`) unless a value holds a separator. `route`: the shard of
     every item's partition (core/storage/shards.py), None on one PostgreSQL."""
     tenants = items.tenants
-    joined = [_joined(items.groups), _joined(items.transaction_ids), _joined(items.statuses),
-              _joined(tenants), None if items.lease_ids is None else _joined(items.lease_ids)]
-    if None in joined[:4] or (items.lease_ids is not None and joined[4] is None):
+    texts = [joined(items.groups), joined(items.transaction_ids), joined(items.statuses),
+             joined(tenants), None if items.lease_ids is None else joined(items.lease_ids)]
+    if None in texts[:4] or (items.lease_ids is not None and texts[4] is None):
         statement = _ACK if route is not None else _ACK_HERE
         return await statement.rows(
             conn, route=route, groups=items.groups, partition_ids=items.partition_ids,
@@ -195,28 +200,22 @@ async def ack(conn: Conn, *, route: int | None, items: AckInputs,
             scan_missing=scan_missing, tenants=tenants)
     statement = _ACK_JOINED if route is not None else _ACK_JOINED_HERE
     return await statement.rows(
-        conn, route=route, groups=joined[0],
-        partition_ids=",".join(map(str, items.partition_ids)), transaction_ids=joined[1],
-        statuses=joined[2], lease_ids=joined[4], errors=items.errors, offsets=items.offsets,
-        scan_missing=scan_missing, tenants=joined[3])
+        conn, route=route, groups=texts[0],
+        partition_ids=",".join(map(str, items.partition_ids)), transaction_ids=texts[1],
+        statuses=texts[2], lease_ids=texts[4], errors=items.errors, offsets=items.offsets,
+        scan_missing=scan_missing, tenants=texts[3])
 
 
-_SEPARATOR, _NULL = "\x1f", "\x1e"
-
-
-def _joined(column: Sequence[str | None]) -> str | None:
-    """The column as `ack_joined` takes it, or None when a value would not survive it."""
-    nulls = column.count(None) if None in column else 0
-    values = [_NULL if v is None else v for v in column] if nulls else column
-    text = _SEPARATOR + _SEPARATOR.join(values)  # type: ignore[arg-type]
-    if text.count(_SEPARATOR) != len(column) or text.count(_NULL) != nulls:
-        return None
-    return text
+_SPAN_SEGMENTS = Statement("span_segments", PlacedSegmentRow)
 
 
 async def span_segments(conn: Conn, *, partition_id: int, lo: int,
                         hi: int) -> list[PlacedSegmentRow]:
     return await _SPAN_SEGMENTS.rows(conn, partition_id=partition_id, lo=lo, hi=hi)
+
+
+_EXTEND_LEASES = Statement("extend_leases", LeaseExpiry)
+_EXTEND_LEASES_HERE = Statement("extend_leases_here", LeaseExpiry)
 
 
 async def extend_leases(conn: Conn, *, route: int | None, lease_ids: Sequence[str],
@@ -229,13 +228,22 @@ async def extend_leases(conn: Conn, *, route: int | None, lease_ids: Sequence[st
                                 seconds=list(seconds), tenants=list(tenants))
 
 
+_LINK_LEASE = Statement[None]("link_lease")
+
+
 async def link_lease(conn: Conn, *, route: int, lease_id: str, routes: Sequence[int]) -> None:
     """A lease spans shards: the row on its first shard learns the others' routes."""
     await _LINK_LEASE.run(conn, route, lease_id, list(routes))
 
 
+_FETCH_HEAD = Statement("fetch_head", PartitionHead)
+
+
 async def fetch_head(conn: Conn, *, partition_id: int) -> PartitionHead | None:
     return await _FETCH_HEAD.one(conn, partition_id)
+
+
+_FETCH_SEGMENTS = Statement("fetch_segments", RangeRow)
 
 
 async def fetch_segments(conn: Conn, *, partition_id: int, offset: int,

@@ -14,9 +14,15 @@ A pop's leaseId names the shard its partitions are in (12 bits of the UUIDv7's r
 part), so that an extension, which names only the leaseId, goes to that shard too
 (schema/functions/35_leases.sql).
 
+The map also knows the group (Citus's name for a node) holding each shard, so a routed call
+is sent straight to that node (core/storage/placement.py): a call that reaches another node
+is forwarded by Citus to the shard's, at that node's cost.
+
 On one PostgreSQL there is one "shard": every partition is in shard 0 and no call carries a
-route. A map that went stale (a shard split) only costs calls that reach another node's
-rows: Citus still runs them, with a two-phase commit; `refresh` reads the ranges again.
+route. A map that went stale only costs speed: a call sent to a node that no longer holds
+its shard (moved by the rebalancer) is forwarded, one that reaches another shard's rows
+(the ranges changed: a shard split) runs with a two-phase commit. `read` and `update`
+take the catalog's current state (core/storage/placement.py does, periodically).
 """
 
 from __future__ import annotations
@@ -74,9 +80,15 @@ class ShardMap:
 
     lows: list[int] = field(default_factory=list)
     routes: list[int] = field(default_factory=list)
+    # per route, the group (node) holding its shard; absent: not known (any node serves)
+    node_groups: dict[int, int] = field(default_factory=dict)
 
     @classmethod
-    def from_ranges(cls, ranges: Sequence[tuple[int, int]]) -> ShardMap:
+    def from_ranges(cls, ranges: Sequence[tuple[int, int]],
+                    node_groups: Sequence[int | None] = ()) -> ShardMap:
+        """The map of shards with these (low, high) hash ranges, held by `node_groups`
+        (one per range, in the same order; none: not known)."""
+        held = dict(zip((low for low, _ in ranges), node_groups))
         lows = sorted(low for low, _ in ranges)
         shard_map = cls(lows, [])
         found: dict[int, int] = {}
@@ -85,6 +97,8 @@ class ShardMap:
             found.setdefault(shard_map.shard_of(candidate), candidate)
             candidate += 1
         shard_map.routes = [found[i] for i in range(len(lows))]
+        shard_map.node_groups = {route: group for route, low in zip(shard_map.routes, lows)
+                                 if (group := held.get(low)) is not None}
         return shard_map
 
     @classmethod
@@ -93,11 +107,18 @@ class ShardMap:
         distributed)."""
         if await citus.version(conn) is None:
             return cls()
-        return cls.from_ranges([(r.low, r.high) for r in await citus.shard_ranges(conn)])
+        ranges = await citus.shard_ranges(conn)
+        return cls.from_ranges([(r.low, r.high) for r in ranges],
+                               [r.node_group for r in ranges])
 
     def update(self, other: ShardMap) -> None:
-        """Take `other`'s ranges (the map is shared by the parts of a process)."""
-        self.lows, self.routes = other.lows, other.routes
+        """Take `other`'s ranges and placements (the map is shared by the parts of a
+        process)."""
+        self.lows, self.routes, self.node_groups = other.lows, other.routes, other.node_groups
+
+    def node_group_of(self, route: int) -> int | None:
+        """The group (node) holding the shard of `route`, if known."""
+        return self.node_groups.get(route)
 
     @property
     def distributed(self) -> bool:

@@ -139,6 +139,13 @@ class Statement(Generic[R]):
             record = await conn.fetchrow(self.sql, *self._args(args, named))
         return None if record is None else make(*record)
 
+    async def single(self, conn: Conn, *args: Any, **named: Any) -> R:
+        """The row of a statement that answers exactly one (an aggregate, a function's
+        result); no row is a bug of the statement."""
+        row = await self.one(conn, *args, **named)
+        assert row is not None, f"{self.name} answered no row"
+        return row
+
     async def value(self, conn: Conn, *args: Any, **named: Any) -> Any:
         """The first column of the first row (None when there is no row)."""
         with storage_errors():

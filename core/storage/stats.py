@@ -74,19 +74,6 @@ class ChangedRow:
 
 
 _FLUSH = Statement("stats_flush", Flushed)
-_CLUSTER_COUNTERS = Statement("stats_cluster_counters", CounterValue)
-_LIVE_PROCESSES = Statement("stats_live_processes", ProcessRow)
-_FORGET_PROCESSES = Statement[None]("stats_forget_processes")
-_QUEUE_GAUGES = Statement("stats_queue_gauges", QueueGauges)
-_REPLICATION = Statement("stats_replication", Standby)
-_LOCK = Statement[None]("stats_lock")
-_SAMPLE = Statement[None]("stats_sample")
-_TRIM = Statement[None]("stats_trim_samples")
-_TRIM_MINUTES = Statement[None]("stats_trim_minutes")
-_SERIES = Statement("stats_series", SeriesRow)
-_SAFE_TIME = Statement[None]("stats_safe_time")
-_CITUS_SAFE_TIME = Statement[None]("citus_safe_time")
-_CHANGED = Statement("stats_changed_partitions", ChangedRow)
 
 
 async def flush(conn: Conn, *, partition_ids: Sequence[int], names: Sequence[str],
@@ -98,28 +85,49 @@ async def flush(conn: Conn, *, partition_ids: Sequence[int], names: Sequence[str
     return row
 
 
+_CLUSTER_COUNTERS = Statement("stats_cluster_counters", CounterValue)
+
+
 async def cluster_counters(conn: Conn) -> list[CounterValue]:
     return await _CLUSTER_COUNTERS.rows(conn)
+
+
+_LIVE_PROCESSES = Statement("stats_live_processes", ProcessRow)
 
 
 async def live_processes(conn: Conn, *, seconds: float) -> list[ProcessRow]:
     return await _LIVE_PROCESSES.rows(conn, seconds)
 
 
+_FORGET_PROCESSES = Statement[None]("stats_forget_processes")
+
+
 async def forget_processes(conn: Conn, *, seconds: float) -> int:
     return await _FORGET_PROCESSES.run(conn, seconds)
+
+
+_QUEUE_GAUGES = Statement("stats_queue_gauges", QueueGauges)
 
 
 async def queue_gauges(conn: Conn) -> list[QueueGauges]:
     return await _QUEUE_GAUGES.rows(conn)
 
 
+_REPLICATION = Statement("stats_replication", Standby)
+
+
 async def standbys(conn: Conn) -> list[Standby]:
     return await _REPLICATION.rows(conn)
 
 
+_LOCK = Statement[None]("stats_lock")
+
+
 async def lock(conn: Conn, *, key: int) -> None:
     await _LOCK.value(conn, key)
+
+
+_SAMPLE = Statement[None]("stats_sample")
 
 
 async def sample(conn: Conn, *, live_seconds: float) -> int:
@@ -128,8 +136,14 @@ async def sample(conn: Conn, *, live_seconds: float) -> int:
     return int(await _SAMPLE.value(conn, live_seconds))
 
 
+_TRIM = Statement[None]("stats_trim_samples")
+
+
 async def trim_samples(conn: Conn, *, days: int, batch: int) -> int:
     return await _TRIM.run(conn, days, batch)
+
+
+_TRIM_MINUTES = Statement[None]("stats_trim_minutes")
 
 
 async def trim_minutes(conn: Conn, *, days: int, batch: int) -> int:
@@ -137,15 +151,25 @@ async def trim_minutes(conn: Conn, *, days: int, batch: int) -> int:
     return await _TRIM_MINUTES.run(conn, days, batch)
 
 
+_SERIES = Statement("stats_series", SeriesRow)
+
+
 async def series(conn: Conn, *, tenant: str, unit: str, start: datetime, end: datetime,
                  queue: str | None, namespace: str | None, task: str | None) -> list[SeriesRow]:
     return await _SERIES.rows(conn, unit, start, end, queue, namespace, task, tenant)
+
+
+_SAFE_TIME = Statement[None]("stats_safe_time")
+_CITUS_SAFE_TIME = Statement[None]("citus_safe_time")
 
 
 async def safe_time(conn: Conn, *, citus: bool) -> datetime:
     """The start of the oldest transaction still open (or now): of every node on Citus."""
     value: datetime = await (_CITUS_SAFE_TIME if citus else _SAFE_TIME).value(conn)
     return value
+
+
+_CHANGED = Statement("stats_changed_partitions", ChangedRow)
 
 
 async def changed_partitions(conn: Conn, *, tenant: str, queue: str, since: datetime | None,

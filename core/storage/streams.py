@@ -66,17 +66,14 @@ class QueryPartitionRow:
 
 
 _REGISTER = Statement("stream_register", RegisterRow)
-_STATE_GET = Statement("stream_state_get", StateRow)
-_CYCLE = Statement("stream_cycle", CycleRow)
-_DELETE = Statement[None]("stream_delete_query")
-_LIST = Statement("stream_list", QueryPartitionRow)
 
 
 async def register(conn: Conn, *, tenant: str, name: str, source_queue: str,
                    sink_queue: str | None, config_hash: str, reset: bool) -> RegisterRow:
-    row = await _REGISTER.one(conn, name, source_queue, sink_queue, config_hash, reset, tenant)
-    assert row is not None
-    return row
+    return await _REGISTER.single(conn, name, source_queue, sink_queue, config_hash, reset, tenant)
+
+
+_STATE_GET = Statement("stream_state_get", StateRow)
 
 
 async def state_get(conn: Conn, *, tenant: str, query_id: uuid.UUID, partition_id: int,
@@ -84,6 +81,9 @@ async def state_get(conn: Conn, *, tenant: str, query_id: uuid.UUID, partition_i
                     ripe_at_or_before: int | None) -> list[StateRow]:
     return await _STATE_GET.rows(conn, query_id, partition_id, list(keys), key_prefix,
                                  ripe_at_or_before, tenant)
+
+
+_CYCLE = Statement("stream_cycle", CycleRow)
 
 
 async def cycle(conn: Conn, *, tenant: str, query_id: uuid.UUID, partition_id: int, group: str,
@@ -106,8 +106,14 @@ async def cycle(conn: Conn, *, tenant: str, query_id: uuid.UUID, partition_id: i
     return row
 
 
+_DELETE = Statement[None]("stream_delete_query")
+
+
 async def delete_query(conn: Conn, *, tenant: str, name: str) -> bool:
     return await _DELETE.value(conn, name, tenant) is not None
+
+
+_LIST = Statement("stream_list", QueryPartitionRow)
 
 
 async def list_queries(conn: Conn, *, tenant: str) -> list[QueryPartitionRow]:

@@ -16,11 +16,13 @@ class SystemStateRow:
 
 
 _READ = Statement("system_state_read", SystemStateRow)
-_WRITE = Statement("system_state_write", SystemStateRow)
 
 
 async def read_state(conn: Conn) -> SystemStateRow | None:
     return await _READ.one(conn)
+
+
+_WRITE = Statement("system_state_write", SystemStateRow)
 
 
 async def write_state(conn: Conn, *, push: bool | None, pop: bool | None,

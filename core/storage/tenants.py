@@ -52,23 +52,13 @@ class NameRow:
 
 
 _QUOTAS = Statement("tenant_quotas", QuotaRow)
-_QUOTA_SET = Statement[None]("tenant_quota_set")
-_QUOTA_CLEAR = Statement[None]("tenant_quota_clear")
-_LIST = Statement("tenant_list", TenantRow)
-_LIVE = Statement[None]("tenant_live_processes")
-_USAGE = Statement("tenant_usage", UsageRow)
-_USAGE_CLAIM = Statement[None]("tenant_usage_claim")
-_USAGE_MEASURE = Statement[None]("tenant_usage_measure")
-_USAGE_STORE = Statement[None]("tenant_usage_store")
-_NAMES_LOCK = Statement[None]("tenant_names_lock")
-_NAMES = Statement("tenant_names", NameRow)
-_NAMES_CREATE = Statement[None]("tenant_names_create")
-_NAMES_CREATE_PARTITIONS = Statement[None]("tenant_names_create_partitions")
-_QUEUE_NAMES = Statement[None]("tenant_queue_names")
 
 
 async def quotas(conn: Conn) -> list[QuotaRow]:
     return await _QUOTAS.rows(conn)
+
+
+_QUOTA_SET = Statement[None]("tenant_quota_set")
 
 
 async def set_quota(conn: Conn, *, row: QuotaRow) -> None:
@@ -79,20 +69,35 @@ async def set_quota(conn: Conn, *, row: QuotaRow) -> None:
         row.max_stored_bytes)
 
 
+_QUOTA_CLEAR = Statement[None]("tenant_quota_clear")
+
+
 async def clear_quota(conn: Conn, *, tenant: str) -> bool:
     return await _QUOTA_CLEAR.value(conn, tenant) is not None
+
+
+_LIST = Statement("tenant_list", TenantRow)
 
 
 async def tenants(conn: Conn) -> list[TenantRow]:
     return await _LIST.rows(conn)
 
 
+_LIVE = Statement[None]("tenant_live_processes")
+
+
 async def live_processes(conn: Conn, *, seconds: float) -> int:
     return int(await _LIVE.value(conn, seconds))
 
 
+_USAGE = Statement("tenant_usage", UsageRow)
+
+
 async def usage(conn: Conn) -> list[UsageRow]:
     return await _USAGE.rows(conn)
+
+
+_USAGE_CLAIM = Statement[None]("tenant_usage_claim")
 
 
 async def claim_usage(conn: Conn, *, tenant: str, seconds: float) -> bool:
@@ -100,21 +105,37 @@ async def claim_usage(conn: Conn, *, tenant: str, seconds: float) -> bool:
     return await _USAGE_CLAIM.value(conn, tenant, seconds) is not None
 
 
+_USAGE_MEASURE = Statement[None]("tenant_usage_measure")
+
+
 async def measure_usage(conn: Conn, *, tenant: str) -> int:
     return int(await _USAGE_MEASURE.value(conn, tenant))
+
+
+_USAGE_STORE = Statement[None]("tenant_usage_store")
 
 
 async def store_usage(conn: Conn, *, tenant: str, stored_bytes: int) -> None:
     await _USAGE_STORE.run(conn, tenant, stored_bytes)
 
 
+_NAMES_LOCK = Statement[None]("tenant_names_lock")
+
+
 async def lock_names(conn: Conn, *, tenant: str) -> None:
     await _NAMES_LOCK.value(conn, tenant)
+
+
+_NAMES = Statement("tenant_names", NameRow)
 
 
 async def names(conn: Conn, *, tenant: str,
                 pairs: Sequence[tuple[str, str]]) -> list[NameRow]:
     return await _NAMES.rows(conn, tenant, [q for q, _ in pairs], [p for _, p in pairs])
+
+
+_NAMES_CREATE = Statement[None]("tenant_names_create")
+_NAMES_CREATE_PARTITIONS = Statement[None]("tenant_names_create_partitions")
 
 
 async def create_names(conn: Conn, *, tenant: str, queues: Sequence[tuple[str, str, str]],
@@ -133,6 +154,9 @@ async def create_names(conn: Conn, *, tenant: str, queues: Sequence[tuple[str, s
     await _NAMES_CREATE_PARTITIONS.run(
         conn, [tenant] * len(ordered), [q for q, _ in ordered], [p for _, p in ordered],
         [k[0] for k in kinds], [k[1] for k in kinds], default_options)
+
+
+_QUEUE_NAMES = Statement[None]("tenant_queue_names")
 
 
 async def queue_names(conn: Conn, *, tenant: str) -> set[str]:

@@ -83,17 +83,6 @@ class TimerWrite:
 
 
 _APPLY = Statement("timers_apply", AppliedRow)
-_ENCRYPTED = Statement[None]("timers_encrypted_queues")
-_PEEK = Statement("timers_peek", TimerRow)
-_PAGE = Statement("timers_page", TimerRow)
-_COUNT = Statement[None]("timers_count")
-_QUEUES = Statement("timers_queues", QueueTimers)
-_CLAIM = Statement("timers_claim", ClaimedRow)
-_DELETE = Statement[None]("timers_delete")
-_FAILED = Statement[None]("timers_failed")
-_DEAD = Statement[None]("timers_dead_letter")
-_NEXT_DUE = Statement[None]("timers_next_due")
-_PENDING = Statement[None]("timers_pending")
 
 
 async def apply(conn: Conn, *, tenant: str, now: datetime | None, ops: Sequence[TimerWrite],
@@ -108,12 +97,21 @@ async def apply(conn: Conn, *, tenant: str, now: datetime | None, ops: Sequence[
         producer_sub=producer_sub)
 
 
+_ENCRYPTED = Statement[None]("timers_encrypted_queues")
+
+
 async def encrypted_queues(conn: Conn, *, tenant: str, queues: Sequence[str]) -> set[str]:
     return set(await _ENCRYPTED.values(conn, list(queues), tenant))
 
 
+_PEEK = Statement("timers_peek", TimerRow)
+
+
 async def peek(conn: Conn, *, tenant: str, queue: str, key: str) -> TimerRow | None:
     return await _PEEK.one(conn, queue, key, tenant)
+
+
+_PAGE = Statement("timers_page", TimerRow)
 
 
 async def page(conn: Conn, *, tenant: str, queue: str, after: str,
@@ -121,12 +119,21 @@ async def page(conn: Conn, *, tenant: str, queue: str, after: str,
     return await _PAGE.rows(conn, queue, after, rows, tenant)
 
 
+_COUNT = Statement[None]("timers_count")
+
+
 async def count(conn: Conn, *, tenant: str, queue: str, prefix: str) -> int:
     return int(await _COUNT.value(conn, queue, prefix, tenant))
 
 
+_QUEUES = Statement("timers_queues", QueueTimers)
+
+
 async def queues(conn: Conn, *, tenant: str, after: str, rows: int) -> list[QueueTimers]:
     return await _QUEUES.rows(conn, after, rows, tenant)
+
+
+_CLAIM = Statement("timers_claim", ClaimedRow)
 
 
 async def claim(conn: Conn, *, limit: int, shards: int = 1, shard: int = 0
@@ -135,9 +142,15 @@ async def claim(conn: Conn, *, limit: int, shards: int = 1, shard: int = 0
     return await _CLAIM.rows(conn, limit, shards, shard)
 
 
+_DELETE = Statement[None]("timers_delete")
+
+
 async def delete(conn: Conn, *, tenants: Sequence[str], queues: Sequence[str],
                  keys: Sequence[str]) -> int:
     return await _DELETE.run(conn, list(queues), list(keys), list(tenants))
+
+
+_FAILED = Statement[None]("timers_failed")
 
 
 async def failed(conn: Conn, *, tenants: Sequence[str], queues: Sequence[str],
@@ -145,6 +158,9 @@ async def failed(conn: Conn, *, tenants: Sequence[str], queues: Sequence[str],
                  backoff_seconds: Sequence[float]) -> int:
     return await _FAILED.run(conn, list(queues), list(keys), list(errors),
                              list(backoff_seconds), list(tenants))
+
+
+_DEAD = Statement[None]("timers_dead_letter")
 
 
 async def dead_letter(conn: Conn, *, tenant: str, queue: str, partition: str, namespace: str,
@@ -158,10 +174,16 @@ async def dead_letter(conn: Conn, *, tenant: str, queue: str, partition: str, na
         created_at=created_at))
 
 
+_NEXT_DUE = Statement[None]("timers_next_due")
+
+
 async def next_due(conn: Conn) -> float | None:
     """Seconds until the earliest timer may be taken (negative when overdue)."""
     value = await _NEXT_DUE.value(conn)
     return None if value is None else float(value)
+
+
+_PENDING = Statement[None]("timers_pending")
 
 
 async def pending(conn: Conn, *, tenant: str | None) -> int:

@@ -22,16 +22,9 @@ class TraceRow:
 
 
 @dataclass(frozen=True, slots=True)
-class NamedTraceRow:
+class NamedTraceRow(TraceRow):
     """A trace found by name, with its message's address."""
 
-    id: uuid.UUID
-    event_type: str
-    data: bytes
-    consumer_group: str
-    worker_id: str | None
-    created_at: datetime
-    trace_names: list[str]
     transaction_id: str
     partition_id: int
     queue: str | None  # None once the partition is gone
@@ -49,12 +42,6 @@ class TraceNameRow:
 
 
 _INSERT = Statement[None]("trace_insert")
-_OF_MESSAGE = Statement("traces_of_message", TraceRow)
-_BY_NAME = Statement("traces_by_name", NamedTraceRow)
-_COUNT_BY_NAME = Statement[None]("traces_count_by_name")
-_NAMES_PAGE = Statement("trace_names_page", TraceNameRow)
-_DELETE_PARTITIONS = Statement[None]("traces_delete_partitions")
-_EXPIRE = Statement[None]("reaper_expire_traces")
 
 
 async def insert(conn: Conn, *, tenant: str, trace_id: uuid.UUID, partition_id: int,
@@ -68,9 +55,15 @@ async def insert(conn: Conn, *, tenant: str, trace_id: uuid.UUID, partition_id: 
     return created
 
 
+_OF_MESSAGE = Statement("traces_of_message", TraceRow)
+
+
 async def of_message(conn: Conn, *, tenant: str, partition_id: int, transaction_id: str,
                      limit: int) -> list[TraceRow]:
     return await _OF_MESSAGE.rows(conn, partition_id, transaction_id, limit, tenant)
+
+
+_BY_NAME = Statement("traces_by_name", NamedTraceRow)
 
 
 async def by_name(conn: Conn, *, tenant: str, name: str, limit: int,
@@ -78,8 +71,14 @@ async def by_name(conn: Conn, *, tenant: str, name: str, limit: int,
     return await _BY_NAME.rows(conn, name, limit, offset, tenant)
 
 
+_COUNT_BY_NAME = Statement[None]("traces_count_by_name")
+
+
 async def count_by_name(conn: Conn, *, tenant: str, name: str) -> int:
     return int(await _COUNT_BY_NAME.value(conn, name, tenant))
+
+
+_NAMES_PAGE = Statement("trace_names_page", TraceNameRow)
 
 
 async def names_page(conn: Conn, *, tenant: str, limit: int, offset: int,
@@ -87,8 +86,14 @@ async def names_page(conn: Conn, *, tenant: str, limit: int, offset: int,
     return await _NAMES_PAGE.rows(conn, limit, offset, search, tenant)
 
 
+_DELETE_PARTITIONS = Statement[None]("traces_delete_partitions")
+
+
 async def delete_partitions(conn: Conn, *, partition_ids: Sequence[int]) -> int:
     return await _DELETE_PARTITIONS.run(conn, list(partition_ids))
+
+
+_EXPIRE = Statement[None]("reaper_expire_traces")
 
 
 async def expire(conn: Conn, *, retention_seconds: int, batch: int) -> int:

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from core.storage import durability
+from core.storage.joined import joined
 from core.storage.statements import Conn, Statement
 
 
@@ -76,18 +78,6 @@ class PartitionLookup:
 
 
 _PARTITION_IDS = Statement("partition_ids", PartitionIds)
-_PARTITION_LOOKUP = Statement("partition_lookup", PartitionLookup)
-_APPEND = Statement("append_partitions", AppendRow)
-_APPEND_HERE = Statement("append_partitions_here", AppendRow)
-_SEGMENTS_AT = Statement("segments_at", SegmentRow)
-_LOCK_QUEUE = Statement("lock_queue", QueueRow)
-_INSERT_QUEUE = Statement[None]("insert_queue")
-_UPDATE_QUEUE = Statement[None]("update_queue")
-_DELETE_QUEUE_ROW = Statement[None]("delete_queue_row")
-_DELETE_QUEUE_DIRECTORY = Statement[None]("delete_queue_directory")
-_DELETE_QUEUE_PARTITIONS = Statement[None]("delete_queue_partitions")
-_DELETE_PARTITION_DATA = Statement[None]("delete_partition_data")
-_DELETE_QUEUE_SUBSCRIPTIONS = Statement[None]("delete_queue_subscriptions")
 
 
 async def partition_ids(conn: Conn, *, tenants: Sequence[str], queues: Sequence[str],
@@ -100,6 +90,9 @@ async def partition_ids(conn: Conn, *, tenants: Sequence[str], queues: Sequence[
                                      list(namespaces), list(tasks), default_options)
 
 
+_PARTITION_LOOKUP = Statement("partition_lookup", PartitionLookup)
+
+
 async def partition_lookup(conn: Conn, *, tenant: str, queue: str,
                            partition: str) -> PartitionLookup | None:
     """A partition's id by name, creating nothing; None when the tenant has no such
@@ -107,16 +100,33 @@ async def partition_lookup(conn: Conn, *, tenant: str, queue: str,
     return await _PARTITION_LOOKUP.one(conn, tenant, queue, partition)
 
 
+_APPEND = Statement("append_partitions", AppendRow)
+_APPEND_HERE = Statement("append_partitions_here", AppendRow)
+_APPEND_JOINED = Statement("append_partitions_joined", AppendRow)
+_APPEND_JOINED_HERE = Statement("append_partitions_joined_here", AppendRow)
+
+
 async def append(conn: Conn, *, route: int | None, targets: Sequence[AppendTarget],
                  default_options: str) -> list[AppendRow]:
     """Append to several partitions in one statement (schema/functions/20_append.sql); one
     row per target, in order. Callers order targets by (queue, partition) so that concurrent
     appends lock partition rows in one order; `route`: the shard all of them are on
-    (core/storage/shards.py), None on one PostgreSQL."""
-    statement = _APPEND if route is not None else _APPEND_HERE
-    return await statement.rows(
-        conn, route, [t.tenant for t in targets], [t.partition_id for t in targets],
-        *append_arguments(targets, default_options))
+    (core/storage/shards.py), None on one PostgreSQL. The transactionIds go as one text
+    (`append_partitions_joined`) unless one holds the separator."""
+    arguments = append_arguments(targets, default_options)
+    txids = joined(arguments[_TXIDS])
+    if txids is None:
+        statement = _APPEND if route is not None else _APPEND_HERE
+    else:
+        statement = _APPEND_JOINED if route is not None else _APPEND_JOINED_HERE
+        arguments[_TXIDS] = txids
+    async with durability.replicated(conn):  # autocommitted: the commit is this statement's
+        return await statement.rows(
+            conn, route, [t.tenant for t in targets], [t.partition_id for t in targets],
+            *arguments)
+
+
+_TXIDS = 8  # the transactionIds' place among append_arguments
 
 
 def append_arguments(targets: Sequence[AppendTarget], default_options: str) -> list[Any]:
@@ -136,14 +146,23 @@ def append_arguments(targets: Sequence[AppendTarget], default_options: str) -> l
             [t.repeats for t in targets], [t.encrypted for t in targets]]
 
 
+_SEGMENTS_AT = Statement("segments_at", SegmentRow)
+
+
 async def segments_at(conn: Conn, *, partition_id: int,
                       offsets: Sequence[int]) -> list[SegmentRow]:
     """The segments holding these offsets, each once, in offset order."""
     return await _SEGMENTS_AT.rows(conn, partition_id, list(offsets))
 
 
+_LOCK_QUEUE = Statement("lock_queue", QueueRow)
+
+
 async def lock_queue(conn: Conn, *, tenant: str, name: str) -> QueueRow | None:
     return await _LOCK_QUEUE.one(conn, name, tenant)
+
+
+_INSERT_QUEUE = Statement[None]("insert_queue")
 
 
 async def insert_queue(conn: Conn, *, tenant: str, name: str, namespace: str, task: str,
@@ -151,9 +170,15 @@ async def insert_queue(conn: Conn, *, tenant: str, name: str, namespace: str, ta
     await _INSERT_QUEUE.run(conn, name, namespace, task, options, tenant)
 
 
+_UPDATE_QUEUE = Statement[None]("update_queue")
+
+
 async def update_queue(conn: Conn, *, queue_id: int, namespace: str, task: str,
                        options: str) -> None:
     await _UPDATE_QUEUE.run(conn, queue_id, namespace, task, options)
+
+
+_DELETE_QUEUE_ROW = Statement[None]("delete_queue_row")
 
 
 async def delete_queue_row(conn: Conn, *, tenant: str, name: str) -> int | None:
@@ -162,16 +187,28 @@ async def delete_queue_row(conn: Conn, *, tenant: str, name: str) -> int | None:
     return None if value is None else int(value)
 
 
+_DELETE_QUEUE_DIRECTORY = Statement[None]("delete_queue_directory")
+
+
 async def delete_queue_directory(conn: Conn, *, queue_id: int) -> None:
     await _DELETE_QUEUE_DIRECTORY.run(conn, queue_id)
+
+
+_DELETE_QUEUE_PARTITIONS = Statement[None]("delete_queue_partitions")
 
 
 async def delete_queue_partitions(conn: Conn, *, queue_id: int) -> list[int]:
     return [int(v) for v in await _DELETE_QUEUE_PARTITIONS.values(conn, queue_id)]
 
 
+_DELETE_PARTITION_DATA = Statement[None]("delete_partition_data")
+
+
 async def delete_partition_data(conn: Conn, *, partition_ids: Sequence[int]) -> None:
     await _DELETE_PARTITION_DATA.run(conn, list(partition_ids))
+
+
+_DELETE_QUEUE_SUBSCRIPTIONS = Statement[None]("delete_queue_subscriptions")
 
 
 async def delete_queue_subscriptions(conn: Conn, *, queue_id: int) -> None:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from core.errors import QuotaExceeded, QuotaTooLarge, RateLimited, StorageQuotaExceeded
+from core.holders import holding
 from core.tenancy.buckets import TokenBucket, retry_after
 from core.tenancy.quotas import Quota
 
@@ -147,15 +148,8 @@ class Limiter:
         held = self._parked.get(tenant, 0)
         if cap is not None and held >= math.ceil(cap / self._processes):
             raise RateLimited("too many parked consumers", retry_after_seconds=PARKED_RETRY_AFTER_S)
-        self._parked[tenant] = held + 1
-        try:
+        with holding(self._parked, tenant):
             yield
-        finally:
-            left = self._parked[tenant] - 1
-            if left:
-                self._parked[tenant] = left
-            else:
-                del self._parked[tenant]
 
     def parked_count(self, tenant: str) -> int:
         return self._parked.get(tenant, 0)

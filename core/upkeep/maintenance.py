@@ -77,31 +77,30 @@ async def expire_leases(db: Database, *, batch: int = LEASE_BATCH,
     committed.
 
     Answers the number of leases released by this call."""
+    released = await _release(db, batch=batch, retries=False, announce=announce)
+    COUNTERS.add("leases_expired", released)  # queen_leases_expired_total
+    # Spans released with a retryDelay are claimable from their not-before time on, which
+    # nothing else announces (parked pops skip re-checks while nothing is announced).
+    await _release(db, batch=batch, retries=True, announce=announce)
+    return released
+
+
+async def _release(db: Database, *, batch: int, retries: bool,
+                   announce: Announce | None) -> int:
+    """Release, batch after batch, the leases past their expiry (`retries` false) or the
+    retryDelay not-before times that passed (true); announce each batch's partitions.
+    Answers how many were released."""
     released = 0
     for _ in range(MAX_BATCHES_PER_PASS):
         if db.shards.distributed:
-            found, rows = await _release_by_shard(db, batch=batch, retries=False)
+            found, rows = await _release_by_shard(db, batch=batch, retries=retries)
         else:
             async with db.session() as conn:
-                rows = await sql.expire_leases(conn, batch=batch)
+                rows = await sql.release_due(conn, batch=batch, retries=retries)
             found = len(rows)
         if announce is not None:
             announce((r.queue_id, r.partition_id) for r in rows if r.queue_id is not None)
         released += len(rows)
-        if found < batch:
-            break
-    COUNTERS.add("leases_expired", released)  # queen_leases_expired_total
-    # Spans released with a retryDelay are claimable from their not-before time on, which
-    # nothing else announces (parked pops skip re-checks while nothing is announced).
-    for _ in range(MAX_BATCHES_PER_PASS):
-        if db.shards.distributed:
-            found, rows = await _release_by_shard(db, batch=batch, retries=True)
-        else:
-            async with db.session() as conn:
-                rows = await sql.due_retries(conn, batch=batch)
-            found = len(rows)
-        if announce is not None:
-            announce((r.queue_id, r.partition_id) for r in rows if r.queue_id is not None)
         if found < batch:
             break
     return released

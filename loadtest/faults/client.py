@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from loadtest.faults.journal import Journal
 from loadtest.httpc import Connection, HttpError
 
 # Deadlines of docs/architecture/reliability.md: a long poll answers by its timeout + 5 s, anything else in 10 s.
@@ -104,3 +107,28 @@ class Caller:
 
 async def backoff(attempt: int) -> None:
     await asyncio.sleep(min(1.0, 0.1 * 2 ** attempt))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProcessConfig:
+    """What every ledger process (producer, consumer) is told: its name, the brokers, its
+    queue, the run directory its journal goes to, its seed (a run repeats), the file whose
+    appearance stops it, and the JWT of a run with auth on."""
+
+    name: str
+    urls: list[str]
+    queue: str
+    run_dir: str
+    seed: int
+    stop_file: str
+    token: str | None = None
+
+
+class LedgerProcess:
+    """What every ledger process works with: a random generator seeded from its config, its
+    journal (`<role>-<name>.jsonl` in the run directory) and its caller of the brokers."""
+
+    def __init__(self, cfg: ProcessConfig, role: str) -> None:
+        self.rng = random.Random(cfg.seed)
+        self.journal = Journal(Path(cfg.run_dir) / f"{role}-{cfg.name}.jsonl")
+        self.caller = Caller(cfg.urls, start=cfg.seed, token=cfg.token)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import random
 import sys
 import time
 import uuid
@@ -34,36 +33,26 @@ from typing import Any
 from urllib.parse import quote
 
 from loadtest.faults import payloads
-from loadtest.faults.client import LONG_POLL_GRACE, Caller, backoff
-from loadtest.faults.journal import Journal
+from loadtest.faults.client import LONG_POLL_GRACE, LedgerProcess, ProcessConfig, backoff
 
 MOVES = {"all": 48, "prefix": 10, "skip": 8, "late": 5, "die": 4, "twice": 10,
          "retry": 7, "foreign": 8}
 
 
 @dataclass(frozen=True, slots=True)
-class ConsumerConfig:
-    name: str
+class ConsumerConfig(ProcessConfig):
     group: str
-    urls: list[str]
-    queue: str
     lease_seconds: float
-    run_dir: str
-    seed: int
-    stop_file: str
     drain_file: str
     poll_timeout_ms: int = 2000
     max_batch: int = 10
     max_partitions: int = 3
-    token: str | None = None  # JWT of a run with auth on
 
 
-class Consumer:
+class Consumer(LedgerProcess):
     def __init__(self, cfg: ConsumerConfig) -> None:
+        super().__init__(cfg, "consumer")
         self.cfg = cfg
-        self.rng = random.Random(cfg.seed)
-        self.journal = Journal(Path(cfg.run_dir) / f"consumer-{cfg.name}.jsonl")
-        self.caller = Caller(cfg.urls, start=cfg.seed, token=cfg.token)
         self._moves = list(MOVES)
         self._weights = list(MOVES.values())
 

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -55,12 +56,24 @@ class Injector(Healer):
         run = self.run
         inst = run.instances[-1] if name == "supervisor_kill" else self.rng.choice(
             run.instances)
-        method = getattr(self, name)
-        rec: dict[str, Any] = await method(inst)
+        rec = await self._fault(name)(inst)
         rec.setdefault("name", name)
         rec.setdefault("target", inst.name)
         run.journal.write("fault", **rec)
         return rec
+
+    def _fault(self, name: str) -> Callable[[ServeInstance], Awaitable[dict[str, Any]]]:
+        """Fault `name`: a method here, or a fault of the Patroni pair (--database ha:
+        loadtest/faults/ha.py) or of the Citus cluster (--database citus:
+        loadtest/faults/citus.py), which it is given."""
+        for faults, module, cluster in ((ha.HA_FAULTS, ha, self.run.ha),
+                                        (citus.CITUS_FAULTS, citus, self.run.citus)):
+            if name in faults:
+                assert cluster is not None, f"{name} needs a run on its cluster"
+                fault = getattr(module, name)
+                return lambda inst: fault(self, inst, cluster)
+        method: Callable[[ServeInstance], Awaitable[dict[str, Any]]] = getattr(self, name)
+        return method
 
     async def worker_kill(self, inst: ServeInstance) -> dict[str, Any]:
         roles = await asyncio.to_thread(inst.roles)
@@ -144,28 +157,6 @@ class Injector(Healer):
                 rec["ready_at"] = time.time()
                 return
             await asyncio.sleep(0.02)
-
-    # HA faults (--database ha): loadtest/faults/ha.py
-    async def ha_pg_kill(self, inst: ServeInstance) -> dict[str, Any]:
-        assert self.run.ha is not None
-        return await ha.ha_pg_kill(self, inst, self.run.ha)
-
-    async def ha_freeze(self, inst: ServeInstance) -> dict[str, Any]:
-        assert self.run.ha is not None
-        return await ha.ha_freeze(self, inst, self.run.ha)
-
-    async def ha_standby_cut(self, inst: ServeInstance) -> dict[str, Any]:
-        assert self.run.ha is not None
-        return await ha.ha_standby_cut(self, inst, self.run.ha)
-
-    # Citus faults (--database citus): loadtest/faults/citus.py
-    async def citus_worker_kill(self, inst: ServeInstance) -> dict[str, Any]:
-        assert self.run.citus is not None
-        return await citus.citus_worker_kill(self, inst, self.run.citus)
-
-    async def citus_add_worker(self, inst: ServeInstance) -> dict[str, Any]:
-        assert self.run.citus is not None
-        return await citus.citus_add_worker(self, inst, self.run.citus)
 
     async def consumer_kill(self, inst: ServeInstance) -> dict[str, Any]:
         rec: dict[str, Any] = {"target": "consumer"}

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
 import sys
 import time
 from dataclasses import dataclass
@@ -26,40 +25,30 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.faults import payloads
-from loadtest.faults.client import Caller, backoff
-from loadtest.faults.journal import Journal
+from loadtest.faults.client import LedgerProcess, ProcessConfig, backoff
 
 ACKNOWLEDGED = ("queued", "duplicate")
 FIRST_WRITES = ("new", "dup_other")
 
 
 @dataclass(frozen=True, slots=True)
-class ProducerConfig:
-    name: str
-    urls: list[str]
-    queue: str
+class ProducerConfig(ProcessConfig):
     partitions: list[str]
-    run_dir: str
-    seed: int
     rate: float            # pushes per second
     max_items: int         # items per push: 1..max_items
     dup_prob: float        # share of pushes that are deliberate re-sends
-    stop_file: str
     give_up_seconds: float = 120.0
     count: int = 0         # stop after this many pushes (0 = until the stop file appears)
-    token: str | None = None  # JWT of a run with auth on
 
 
 # partition, transactionId, payload, kind
 Item = tuple[str, str, dict[str, Any], str]
 
 
-class Producer:
+class Producer(LedgerProcess):
     def __init__(self, cfg: ProducerConfig) -> None:
+        super().__init__(cfg, "producer")
         self.cfg = cfg
-        self.rng = random.Random(cfg.seed)
-        self.journal = Journal(Path(cfg.run_dir) / f"producer-{cfg.name}.jsonl")
-        self.caller = Caller(cfg.urls, start=cfg.seed, token=cfg.token)
         self.seq = 0
         self.acknowledged: list[Item] = []
         self.attempted: set[tuple[str, str]] = set()

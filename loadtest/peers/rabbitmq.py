@@ -13,26 +13,25 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Self
 
 from core.waiting import within
+from loadtest.launch import ServerProcess, free_port
 
 QUEUE = "loadtest-w2"
 
 
-class RabbitNode:
+class RabbitNode(ServerProcess):
     """Our own node in a temp dir on a free 127.0.0.1 port; stopped and removed on exit."""
 
-    def __init__(self) -> None:
-        from loadtest.launch import free_port
+    stop_after = 30
 
+    def __init__(self) -> None:
         self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix="loadtest-rabbit-")
         self.url = f"amqp://guest:guest@127.0.0.1:{self.port}/"
-        self.proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> Self:
         plugins = Path(self.dir) / "enabled_plugins"
@@ -46,29 +45,15 @@ class RabbitNode:
                "RABBITMQ_CONFIG_FILE": f"{self.dir}/rabbitmq", "ERL_EPMD_ADDRESS": "127.0.0.1"}
         Path(f"{self.dir}/rabbitmq.conf").write_text("loopback_users = none\n")
         binary = "/usr/lib/rabbitmq/bin/rabbitmq-server"
-        self.proc = subprocess.Popen([binary], env=env, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"rabbitmq-server exited with {self.proc.returncode}; "
-                                   f"logs in {self.dir}/log")
-            try:
-                asyncio.run(_ping(self.url))
-                return self
-            except Exception:  # noqa: BLE001 - a booting node fails in many driver-specific ways
-                time.sleep(0.5)
-        self.__exit__()
-        raise RuntimeError("rabbitmq-server did not accept AMQP connections in 90 s")
+        proc = subprocess.Popen([binary], env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+        # A booting node fails in many driver-specific ways: any exception is "not yet".
+        self.started(proc, lambda: asyncio.run(_ping(self.url)), Exception,
+                     name=f"rabbitmq-server (logs in {self.dir}/log)", seconds=90, every=0.5)
+        return self
 
     def __exit__(self, *exc: object) -> None:
-        import signal
-
-        from core.embedded import stop_process
-
-        if self.proc is not None:
-            stop_process(self.proc, signal.SIGTERM, timeout=30)
-            self.proc = None
+        super().__exit__()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

@@ -8,12 +8,15 @@ over `--partitions` partitions, then pops of `--pop-batch` (`partitions=4`, no w
 acknowledged by one ack batch, until the queue is drained. The process's own CPU
 (getrusage) is read around each request, so it counts that request's work and the flushes
 it waits for (the coalescer, the ack batcher, the announcement), not the harness's; the
-figure per path is the median over chunks of `--chunk` requests, µs per message.
+figure per path is the median over chunks of `--chunk` requests, µs per message. The
+PostgreSQL server's CPU (psutil over the postmaster and its children, whose clock ticks are
+too coarse for a chunk) is summed over every request of a path and divided by its messages:
+`pg push`, `pg pop`, `pg ack` (requests run one at a time, so each path's statements are
+the server's only work but its background writers').
 
 With `--root`, rounds alternate the two checkouts (reversed every other round) and the
 report gives, per path, this checkout ÷ the other, round by round. What it leaves out is the
-HTTP stack (measured apart: `python -m loadtest run W1` against L-HTTP) and the
-PostgreSQL side (the cost cell, `python -m loadtest cost`).
+HTTP stack (measured apart: `python -m loadtest run W1` against L-HTTP).
 """
 
 from __future__ import annotations
@@ -38,6 +41,30 @@ PATHS = ("push", "pop", "ack")
 def _cpu() -> float:
     used = resource.getrusage(resource.RUSAGE_SELF)
     return used.ru_utime + used.ru_stime
+
+
+async def _server_cpu(url: str) -> Any:
+    """A reading of the PostgreSQL server's CPU seconds (its postmaster and every child)."""
+    import asyncpg
+    import psutil  # type: ignore[import-untyped]
+
+    conn = await asyncpg.connect(url)
+    try:
+        postmaster = psutil.Process(int(await conn.fetchval("SELECT pg_backend_pid()"))).parent()
+    finally:
+        await conn.close()
+
+    def reading() -> float:
+        total = 0.0
+        for proc in [postmaster, *postmaster.children()]:
+            try:
+                t = proc.cpu_times()
+            except psutil.Error:
+                continue
+            total += t.user + t.system
+        return total
+
+    return reading
 
 
 async def _call(app: Any, method: str, path: str, body: bytes = b"",
@@ -92,21 +119,25 @@ async def _measure(url: str, args: argparse.Namespace) -> dict[str, float]:
     app = create_app(Settings.from_env({"DATABASE_URL": url}))
     bodies = _bodies(args.messages, args.batch, args.partitions)
     samples: dict[str, list[tuple[float, int]]] = {p: [] for p in PATHS}
+    server = {p: 0.0 for p in PATHS}  # the server's CPU seconds per path
+    server_cpu = await _server_cpu(url)
     async with app.router.lifespan_context(app):
         status, answer = await _call(app, "POST", "/api/v1/push", bodies[0])  # warm-up
         assert status == 201, answer[:300]
         for i in range(1, len(bodies), args.chunk):
-            started = _cpu()
+            started, at = _cpu(), server_cpu()
             for body in bodies[i:i + args.chunk]:
                 status, answer = await _call(app, "POST", "/api/v1/push", body)
                 assert status == 201, answer[:300]
             samples["push"].append((_cpu() - started, len(bodies[i:i + args.chunk])
                                     * args.batch))
+            server["push"] += server_cpu() - at
         query = b"batch=%d&partitions=4&wait=false&consumerGroup=g" % args.pop_batch
         while True:
-            started = _cpu()
+            started, at = _cpu(), server_cpu()
             status, answer = await _call(app, "GET", "/api/v1/pop/queue/q", query=query)
             popped = _cpu() - started
+            server["pop"] += server_cpu() - at
             if status == 204:
                 break
             assert status == 200, answer[:300]
@@ -115,9 +146,10 @@ async def _measure(url: str, args: argparse.Namespace) -> dict[str, float]:
             acks = json.dumps({"consumerGroup": "g", "acknowledgments": [
                 {"transactionId": m["transactionId"], "partitionId": m["partitionId"],
                  "status": "completed", "leaseId": m["leaseId"]} for m in messages]}).encode()
-            started = _cpu()
+            started, at = _cpu(), server_cpu()
             status, answer = await _call(app, "POST", "/api/v1/ack/batch", acks)
             samples["ack"].append((_cpu() - started, len(messages)))
+            server["ack"] += server_cpu() - at
             assert status == 200 and all(a["success"] for a in json.loads(answer)), answer[:300]
     out = {}
     for path, taken in samples.items():
@@ -126,6 +158,8 @@ async def _measure(url: str, args: argparse.Namespace) -> dict[str, float]:
         per = [sum(c for c, _ in chunk) / sum(n for _, n in chunk) * 1e6
                for chunk in chunks if sum(n for _, n in chunk)]
         out[path] = statistics.median(per) if per else 0.0
+        messages = sum(n for _, n in taken)
+        out[f"pg {path}"] = server[path] / messages * 1e6 if messages else 0.0
     return out
 
 
@@ -179,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
                     rounds.add(f"{side} {path} µs/msg", value)
             rounds.end_round()
     if args.root:
-        for path in PATHS:
+        for path in (*PATHS, *(f"pg {p}" for p in PATHS)):
             rounds.ratio(f"{path}: this / other", f"this {path} µs/msg", f"other {path} µs/msg")
         rounds.detail("other", str(args.root.resolve()))
     return rounds.finish()

@@ -115,8 +115,16 @@ DECLARE
     kp         record;        -- its partition's head
     kq         record;        -- its queue's options and the group's conflation policy
     k_pruned   bigint;        -- the index's pruning mark (log_txn_pruned), null: none
+    -- every item's key, in the order the loop reads items, and the size of its (group,
+    -- partition): a (group, partition)'s items are resolved together when its first comes
+    b_keys     uuid[];
+    b_sizes    integer[];
+    v_keys     uuid[];
+    a_above    bigint[];      -- per item of the (group, partition): the index's answers
+    a_under    bigint[];
+    v_n        integer := 0;  -- the item's place in that order
+    v_first    integer;       -- the (group, partition)'s first item's
     -- the item being read
-    v_key      uuid;
     v_above    bigint;
     v_under    bigint;
     v_off      bigint;
@@ -160,6 +168,16 @@ BEGIN
          WHERE c.consumer_group = v_grp AND c.partition_id = v_pid
            FOR UPDATE;
     END LOOP;
+
+    -- The keys in the order of the loop below (group, partition, item), each with its
+    -- (group, partition)'s size.
+    SELECT array_agg(queen.txn_key(u.txid) ORDER BY u.grp, u.pid, u.ord),
+           array_agg(u.size ORDER BY u.grp, u.pid, u.ord)
+      INTO b_keys, b_sizes
+      FROM (SELECT t.grp, t.pid, t.txid, t.ord,
+                   count(*) OVER (PARTITION BY t.grp, t.pid)::integer AS size
+              FROM unnest(p_groups, p_partition_ids, p_txids)
+                   WITH ORDINALITY AS t(grp, pid, txid, ord)) u;
 
     FOR r IN
         SELECT false AS sentinel, u.ord::integer AS item, u.grp, u.pid, u.txid, u.status,
@@ -248,6 +266,7 @@ BEGIN
             v_close := false;
         END IF;
         EXIT WHEN r.sentinel;
+        v_n := v_n + 1;
 
         IF NOT v_open THEN
             -- A (group, partition)'s first item: its cursor, head, queue options and
@@ -275,6 +294,32 @@ BEGIN
              WHERE q.id = kp.queue_id;
             SELECT pr.below INTO k_pruned FROM queen.log_txn_pruned pr
              WHERE pr.partition_id = v_pid;
+            -- The one resolution rule (see the header), for all its items in one statement:
+            -- what the index says, and the span where the segments may still hold an
+            -- earlier occurrence than its answer. The latest occurrence at or below the
+            -- cursor is looked up only when none is above. (One statement per item cost
+            -- PostgreSQL more than the lookups it ran.)
+            v_first := v_n;
+            a_above := NULL;
+            a_under := NULL;
+            IF k_known THEN
+                v_keys := b_keys[v_n : v_n + b_sizes[v_n] - 1];
+                SELECT array_agg(h.above ORDER BY k.n), array_agg(h.under ORDER BY k.n)
+                  INTO a_above, a_under
+                  FROM unnest(v_keys) WITH ORDINALITY AS k(key, n)
+                  LEFT JOIN LATERAL (
+                        SELECT x.above,
+                               CASE WHEN x.above IS NULL THEN
+                                   (SELECT max(i.msg_offset) FROM queen.log_txn_index i
+                                     WHERE i.partition_id = v_pid AND i.txn_key = k.key
+                                       AND i.msg_offset <= kc.committed
+                                       AND i.msg_offset >= kp.log_start) END AS under
+                          FROM (SELECT (SELECT min(i.msg_offset) FROM queen.log_txn_index i
+                                         WHERE i.partition_id = v_pid AND i.txn_key = k.key
+                                           AND i.msg_offset > kc.committed
+                                           AND i.msg_offset >= kp.log_start) AS above
+                                OFFSET 0) x) h ON true;
+            END IF;
             v_open := true;
             v_valid := '{}';
             v_top := NULL;
@@ -283,26 +328,9 @@ BEGIN
             s_idx := NULL;
         END IF;
 
-        -- The one resolution rule (see the header): what the index says, and the span where
-        -- the segments may still hold an earlier occurrence than its answer. The latest
-        -- occurrence at or below the cursor is looked up only when none is above (one
-        -- statement still: on Citus each statement here is planned on its own).
-        v_above := NULL;
-        v_under := NULL;
-        IF k_known THEN
-            v_key := queen.txn_key(r.txid);
-            SELECT x.above,
-                   CASE WHEN x.above IS NULL THEN
-                       (SELECT max(i.msg_offset) FROM queen.log_txn_index i
-                         WHERE i.partition_id = v_pid AND i.txn_key = v_key
-                           AND i.msg_offset <= kc.committed
-                           AND i.msg_offset >= kp.log_start) END
-              INTO v_above, v_under
-              FROM (SELECT (SELECT min(i.msg_offset) FROM queen.log_txn_index i
-                             WHERE i.partition_id = v_pid AND i.txn_key = v_key
-                               AND i.msg_offset > kc.committed
-                               AND i.msg_offset >= kp.log_start) AS above OFFSET 0) x;
-        END IF;
+        -- The index's answers for this item (read when its (group, partition) opened).
+        v_above := a_above[v_n - v_first + 1];
+        v_under := a_under[v_n - v_first + 1];
         v_off := coalesce(r.given, v_above, v_under);
         v_scan_from := greatest(kc.committed + 1, kp.log_start);
         v_scan_to := least(coalesce(v_above - 1, kp.last_offset), coalesce(k_pruned, 0) - 1);

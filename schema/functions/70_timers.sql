@@ -85,3 +85,17 @@ BEGIN
     RETURN v_partition;
 END;
 $$;
+
+-- Whether a fire holds a timer's row now (timers_peek, timers_page): a fire locks the rows
+-- it takes FOR UPDATE, and this weakest lock is refused by that one only. A row gone since
+-- the caller read it (fired) counts as held.
+CREATE OR REPLACE FUNCTION queen.timer_claimed(p_tenant text, p_queue text, p_key text)
+RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN NOT EXISTS (SELECT 1 FROM queen.timers f
+                        WHERE f.tenant = p_tenant AND f.queue = p_queue
+                          AND f.timer_key = p_key
+                          FOR KEY SHARE SKIP LOCKED);
+END;
+$$;

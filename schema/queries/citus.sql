@@ -17,11 +17,19 @@ SELECT EXISTS (SELECT 1 FROM pg_dist_partition
                 WHERE logicalrelid = 'queen.log_partitions'::regclass AND partmethod = 'h');
 
 -- name: citus_shard_ranges
--- The hash range of each shard of the log, by range (core/storage/shards.py).
-SELECT s.shardminvalue::integer AS low, s.shardmaxvalue::integer AS high
+-- The hash range of each shard of the log, by range, and the group (node) holding it
+-- (core/storage/shards.py; a shard kept on several nodes: the first of its active ones).
+SELECT s.shardminvalue::integer AS low, s.shardmaxvalue::integer AS high,
+       (SELECT min(p.groupid) FROM pg_dist_placement p
+         WHERE p.shardid = s.shardid AND p.shardstate = 1) AS node_group
   FROM pg_dist_shard s
  WHERE s.logicalrelid = 'queen.log_partitions'::regclass
  ORDER BY 1;
+
+-- name: citus_local_group
+-- The group of the node this connection is on, as the placements name it (0: the
+-- coordinator); core/storage/placement.py matches the nodes of DATABASE_URL by it.
+SELECT groupid FROM pg_dist_local_group;
 
 -- name: citus_safe_time
 -- stats_safe_time over every node of the cluster: the log's writes run on the workers, in

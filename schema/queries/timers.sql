@@ -20,16 +20,12 @@ SELECT name FROM queen.queues
    AND coalesce((options ->> 'encryptionEnabled')::boolean, false);
 
 -- name: timers_peek
--- One timer with its payload, and whether a fire holds its row now (a fire locks the rows it
--- takes FOR UPDATE; this weakest lock is refused by that one only). $1 queue, $2 key,
--- $3 tenant
+-- One timer with its payload, and whether a fire holds its row now (queen.timer_claimed).
+-- $1 queue, $2 key, $3 tenant
 SELECT t.queue, t.timer_key, t.partition, t.deliver_at, t.txn, t.message_id, t.payload,
        t.payload_zstd, t.encrypted, t.producer_sub, t.attempts, t.last_error,
-       NOT EXISTS (SELECT 1 FROM queen.timers f
-                    WHERE f.tenant = t.tenant AND f.queue = t.queue
-                      AND f.timer_key = t.timer_key
-                      FOR KEY SHARE SKIP LOCKED) AS claimed,
-       t.created_at, t.updated_at
+       queen.timer_claimed(t.tenant, t.queue, t.timer_key) AS claimed, t.created_at,
+       t.updated_at
   FROM queen.timers t
  WHERE t.tenant = $3 AND t.queue = $1 AND t.timer_key = $2;
 
@@ -39,11 +35,7 @@ SELECT t.queue, t.timer_key, t.partition, t.deliver_at, t.txn, t.message_id, t.p
 -- $3 rows to read, $4 tenant
 SELECT t.queue, t.timer_key, t.partition, t.deliver_at, t.txn, t.message_id,
        NULL::bytea AS payload, t.payload_zstd, t.encrypted, t.producer_sub, t.attempts,
-       t.last_error,
-       NOT EXISTS (SELECT 1 FROM queen.timers f
-                    WHERE f.tenant = t.tenant AND f.queue = t.queue
-                      AND f.timer_key = t.timer_key
-                      FOR KEY SHARE SKIP LOCKED) AS claimed,
+       t.last_error, queen.timer_claimed(t.tenant, t.queue, t.timer_key) AS claimed,
        t.created_at, t.updated_at
   FROM queen.timers t
  WHERE t.tenant = $4 AND t.queue = $1 AND t.timer_key > $2

@@ -45,6 +45,26 @@ SELECT queue_id, partition_id, base_offset, created_at, dup_positions, dup_offse
                                $10::integer[], $11::bytea[], $12::text[], $13::boolean[],
                                $14::boolean[]);
 
+-- name: append_partitions_joined
+-- append_partitions with $12, the transactionIds, sent as one text: each preceded by U+001F
+-- (which no transactionId holds then: core/storage/joined.py), so the driver encodes one
+-- value instead of an array of a flush's hundreds.
+SELECT queue_id, partition_id, base_offset, created_at, dup_positions, dup_offsets, encrypted
+  FROM queen.append_partitions($1::bigint, $2::text[], $3::bigint[], $4::text[], $5::text[],
+                               $6::text[], $7::text[], $8::jsonb, $9::integer[],
+                               $10::integer[], $11::bytea[],
+                               (string_to_array($12::text, E'\x1f'))[2:], $13::boolean[],
+                               $14::boolean[]);
+
+-- name: append_partitions_joined_here
+-- As append_partitions_joined, with no shard named (see append_partitions_here).
+SELECT queue_id, partition_id, base_offset, created_at, dup_positions, dup_offsets, encrypted
+  FROM queen.append_partitions((SELECT $1::bigint), $2::text[], $3::bigint[], $4::text[],
+                               $5::text[], $6::text[], $7::text[], $8::jsonb, $9::integer[],
+                               $10::integer[], $11::bytea[],
+                               (string_to_array($12::text, E'\x1f'))[2:], $13::boolean[],
+                               $14::boolean[]);
+
 -- name: segments_at
 -- The segments holding the given offsets of a partition (each once, in offset order).
 -- $1 partition id, $2 offsets

@@ -367,10 +367,8 @@ async def test_a_commit_in_doubt_is_answered_503_and_its_retry_is_a_duplicate(
                     " AND query LIKE '%append_partitions%'")
             await wait_for(waiting_backend, timeout=30)
             await conn.execute("ALTER SYSTEM RESET synchronous_standby_names")
-            # Every waiter, not the first one found: the broker's own background writes (the
-            # history sampler, the reaper) wait there too, and a push left waiting would be
-            # answered `queued` once the statement timeout cancels its wait (PostgreSQL then
-            # reports the commit, committed locally, as a success).
+            # Every waiter, not the first one found: the broker's statistics writer waits there
+            # too, and the test is about the push's commit being cut.
             await conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                                " WHERE wait_event = 'SyncRep'")
             # Not `queued` (it may not have committed): an outage, which the push spool
@@ -386,6 +384,55 @@ async def test_a_commit_in_doubt_is_answered_503_and_its_retry_is_a_duplicate(
         # It did commit locally: the client's retry finds it.
         assert await wait_for(retried, timeout=30, interval=0.3) == "duplicate"
         got = [r["transactionId"] for r in (await fetch_records(client, "doubt"))["records"]]
+        assert got == ["warm", "x1"]
+
+
+@pytest.mark.parametrize("path", ["push", "transaction"])
+async def test_a_commit_kept_without_its_standby_is_not_answered_queued(
+        path: str, pair_dirs: tuple[Path, Path], client: httpx.AsyncClient) -> None:
+    """A commit waiting for a synchronous standby that never answers is cancelled (as an
+    operator's pg_cancel_backend does); PostgreSQL then keeps it, local already, and answers
+    success with a warning only. The standby may not have it: the broker must not answer
+    `queued` (core/storage/durability.py), and the retry must be a duplicate."""
+    async with _served(pair_dirs[0], client, synchronous_commit="on") as (_, url):
+        assert _status(await _push(client, "kept", "warm")) == "queued"
+        conn = await asyncpg.connect(url)
+        try:
+            await conn.execute("ALTER SYSTEM SET synchronous_standby_names = 'nobody'")
+            await conn.execute("SELECT pg_reload_conf()")
+
+            async def reloaded() -> bool:
+                return await conn.fetchval("SHOW synchronous_standby_names") == "nobody"
+            await wait_for(reloaded, timeout=30)
+            if path == "push":
+                answer = asyncio.ensure_future(_push(client, "kept", "x1"))
+                commit = "query LIKE '%append_partitions%'"
+            else:
+                answer = asyncio.ensure_future(client.post("/api/v1/transaction", json={
+                    "operations": [{"type": "push", "items": [
+                        {"queue": "kept", "payload": {"t": "x1"}, "transactionId": "x1"}]}]}))
+                commit = "query ILIKE 'COMMIT%' AND application_name = 'queen-broker'"
+
+            async def waiting_backend() -> int | None:  # the request's commit, no other
+                return await conn.fetchval(  # type: ignore[no-any-return]
+                    f"SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep' AND {commit}")
+            pid = await wait_for(waiting_backend, timeout=30)
+            await conn.execute("SELECT pg_cancel_backend($1)", pid)
+            r = await answer
+            if path == "push":
+                assert _status(r) in ("503", "buffered")
+            else:
+                assert r.status_code == 503 and r.headers.get("Retry-After"), r.text
+            await conn.execute("ALTER SYSTEM RESET synchronous_standby_names")
+            await conn.execute("SELECT pg_reload_conf()")
+        finally:
+            await conn.close()
+
+        async def retried() -> str | None:
+            s = _status(await _push(client, "kept", "x1"))
+            return s if s in ("queued", "duplicate") else None
+        assert await wait_for(retried, timeout=30, interval=0.3) == "duplicate"
+        got = [r["transactionId"] for r in (await fetch_records(client, "kept"))["records"]]
         assert got == ["warm", "x1"]
 
 

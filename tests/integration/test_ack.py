@@ -318,3 +318,35 @@ async def test_each_mode_partial_acks_keep_the_lease_and_a_later_failure_redeliv
     assert done["success"] is True
     row = await cursor_row(db, queue_name, "g")
     assert row is not None and (row["committed"], row["retry_count"]) == (1, 0)
+
+
+async def test_a_batch_interleaving_groups_and_partitions_resolves_each_item_in_its_own(
+        http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
+    """One call whose items alternate between two groups and two partitions, not in the
+    (group, partition) order queen.ack decides them in (it resolves a (group, partition)'s
+    items together): every item is resolved in its own group and partition."""
+    await configure(http, queue_name, retryLimit=0, retryDelay=0)
+    await push_items(http, queue_name, ["a0", "a1", "a2"], partition="A", prefix="a")
+    await push_items(http, queue_name, ["b0", "b1", "b2"], partition="B", prefix="b")
+    partition_of: dict[str, int] = {}
+    lease_of: dict[str, str] = {}
+    for group in ("g1", "g2"):
+        body = await pop_json(http, queue_name, batch=6, partitions=2, consumerGroup=group)
+        assert body is not None and len(body["messages"]) == 6
+        lease_of[group] = body["leaseId"]
+        partition_of.update({m["transactionId"]: m["partitionId"] for m in body["messages"]})
+    partition_of["ghost"] = partition_of["a0"]
+    order = [("g2", "b1"), ("g1", "a2"), ("g1", "b0"), ("g2", "a0"), ("g1", "ghost")]
+    r = await http.post("/api/v1/ack/batch", json={"acknowledgments": [
+        {"transactionId": txid, "partitionId": partition_of[txid], "leaseId": lease_of[group],
+         "consumerGroup": group, "status": "completed"} for group, txid in order]})
+    assert r.status_code == 200, r.text
+    assert [i["success"] for i in r.json()] == [True, True, True, True, False]
+    assert r.json()[4]["error"].startswith("unresolvable")
+    committed = {}
+    for group in ("g1", "g2"):
+        for partition in ("A", "B"):
+            row = await cursor_row(db, queue_name, group, partition)
+            assert row is not None
+            committed[group, partition] = row["committed"]
+    assert committed == {("g1", "A"): 2, ("g1", "B"): 0, ("g2", "A"): 0, ("g2", "B"): 1}

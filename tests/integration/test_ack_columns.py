@@ -1,5 +1,6 @@
-"""How acks reach queen.ack (core/storage/reads.py): their text columns go as one text each
-(`ack_joined`), or as arrays when a value holds the separator; both give the same answers.
+"""How acks reach queen.ack (core/storage/reads.py, core/storage/joined.py): their text
+columns go as one text each (`ack_joined`), or as arrays when a value holds the separator;
+both give the same answers.
 Run against the statement itself, with values no wire route would let through."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import httpx
 
 from core.storage import reads
 from core.storage.database import Database
+from core.storage.joined import joined as joined_text
 from tests.support import pop_json, push_items
 
 UNRESOLVABLE = "unresolvable: transaction not in the ack window"
@@ -20,11 +22,11 @@ async def _ack(core_db: Database, items: reads.AckInputs) -> list[reads.AckRow]:
 
 
 def test_a_column_is_joined_unless_a_value_holds_a_separator() -> None:
-    assert reads._joined(["a", "", "b"]) == "\x1fa\x1f\x1fb"
-    assert reads._joined([""]) == "\x1f"  # one empty value stays one value
-    assert reads._joined(["L", None]) == "\x1fL\x1f\x1e"
-    assert reads._joined(["a\x1fb"]) is None
-    assert reads._joined(["\x1e"]) is None  # would read as null
+    assert joined_text(["a", "", "b"]) == "\x1fa\x1f\x1fb"
+    assert joined_text([""]) == "\x1f"  # one empty value stays one value
+    assert joined_text(["L", None]) == "\x1fL\x1f\x1e"
+    assert joined_text(["a\x1fb"]) is None
+    assert joined_text(["\x1e"]) is None  # would read as null
 
 
 async def test_acks_answer_alike_joined_or_as_arrays(http: httpx.AsyncClient, db: asyncpg.Connection,
@@ -39,7 +41,7 @@ async def test_acks_answer_alike_joined_or_as_arrays(http: httpx.AsyncClient, db
     txids = ["never\x1fpushed", "", messages[0]["transactionId"]]
     items = reads.AckInputs(["__QUEUE_MODE__"] * 3, [pid] * 3, txids, ["completed"] * 3,
                             [lease, None, lease], None, [""] * 3)
-    assert reads._joined(txids) is None
+    assert joined_text(txids) is None
     rows = [r for r in await _ack(core_db, items) if r.outcome != "wake"]
     assert [(r.idx, r.outcome) for r in sorted(rows, key=lambda r: r.idx or 0)] == [
         (1, "refused"), (2, "refused"), (3, "ok")]
@@ -48,7 +50,7 @@ async def test_acks_answer_alike_joined_or_as_arrays(http: httpx.AsyncClient, db
     joined = reads.AckInputs(["__QUEUE_MODE__"] * 2, [pid] * 2,
                              [messages[1]["transactionId"], ""], ["completed"] * 2, None, None,
                              [""] * 2)
-    assert reads._joined(joined.transaction_ids) is not None
+    assert joined_text(joined.transaction_ids) is not None
     rows = [r for r in await _ack(core_db, joined) if r.outcome != "wake"]
     assert sorted((r.idx, r.outcome) for r in rows) == [(1, "ok"), (2, "refused")]
     committed = await db.fetchval(

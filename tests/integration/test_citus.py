@@ -152,6 +152,69 @@ async def test_push_pop_ack_extend_and_fetch_run_on_one_shard_in_one_phase(
     assert all(c.single > 0 for c in per_op.values())  # the counters do count
 
 
+async def forwards(cluster: TestCluster, url: str) -> dict[str, int]:
+    """Per worker, how many times it used a connection to another node (Citus counts every
+    connection it opens or reuses for a remote call: a call it forwarded to the node of its
+    shard, or a statement it ran on another node's shard)."""
+    out = {}
+    for node in cluster.cluster.workers:
+        conn = await asyncpg.connect(node.dsn(_database(url)))
+        try:
+            out[node.name] = int(await conn.fetchval(
+                "SELECT connection_establishment_succeeded + connection_reused"
+                "  FROM citus_stat_counters WHERE name = current_database()") or 0)
+        finally:
+            await conn.close()
+    return out
+
+
+async def test_push_pop_extend_and_ack_go_straight_to_the_node_of_their_shard(
+        citus_cluster: TestCluster, url: str, http: httpx.AsyncClient) -> None:
+    """Each routed call is sent on a connection to the node holding its shard
+    (core/storage/placement.py), so no worker forwards one: over pushes, pops, extensions
+    and acks of partitions on both workers, no worker opens or reuses a connection to
+    another node. (Spread over the workers, about half the calls were forwarded.) A pop
+    takes one partition here: an ack of a pop over several shards is a call without a
+    route, which needs the other node when its partitions are on both."""
+    queue = "q-" + uuid.uuid4().hex[:10]
+    names = [f"p{i}" for i in range(PARTITIONS)]
+    for name in names:  # the partitions and the group exist (that writes every node)
+        await push_items(http, queue, ["warm"], partition=name, prefix=f"w-{name}-")
+    while (body := await pop_json(http, queue, consumerGroup="g", batch=1000,
+                                  partitions=PARTITIONS)) is not None:
+        await _ack(http, body, "g")
+    conn = await asyncpg.connect(url)
+    try:  # the partitions are on both workers
+        nodes = {r[0] for r in await conn.fetch(
+            "SELECT sp.nodeport FROM queen.partition_directory d"
+            "  JOIN queen.queues q ON q.id = d.queue_id"
+            "  JOIN pg_dist_shard_placement sp"
+            "    ON sp.shardid = get_shard_id_for_distribution_column("
+            "                    'queen.log_partitions', d.partition_id)"
+            " WHERE q.name = $1", queue)}
+    finally:
+        await conn.close()
+    assert nodes == {w.port for w in citus_cluster.cluster.workers}
+
+    before = await forwards(citus_cluster, url)
+    popped = 0
+    for i in range(ROUNDS):
+        r = await http.post("/api/v1/push", json={"items": [
+            {"queue": queue, "partition": name, "payload": {"i": i},
+             "transactionId": f"{name}-{i}"} for name in names]})
+        assert r.status_code == 201 and {e["status"] for e in r.json()} == {"queued"}
+        for _ in range(4):
+            body = await pop_json(http, queue, consumerGroup="g", batch=3, partitions=1)
+            assert body is not None
+            popped += len(body["messages"])
+            r = await http.post(f"/api/v1/lease/{body['leaseId']}/extend", content=b"")
+            assert r.status_code == 200 and r.json()["success"], r.text
+            await _ack(http, body, "g")
+    after = await forwards(citus_cluster, url)
+    assert popped >= ROUNDS * 4
+    assert {w: after[w] - before[w] for w in after} == dict.fromkeys(after, 0)
+
+
 async def _ack(http: httpx.AsyncClient, body: dict, group: str) -> None:  # type: ignore[type-arg]
     r = await http.post("/api/v1/ack/batch", json={"consumerGroup": group, "acknowledgments": [
         {"transactionId": m["transactionId"], "partitionId": m["partitionId"],

@@ -104,6 +104,27 @@ async def test_peek_list_count_and_paging(firer: FirerProcess, queen: Queen,
         == 404
 
 
+async def test_peek_and_list_say_claimed_while_a_fire_holds_the_row(
+        queen: Queen, db: asyncpg.Connection, queue_name: str) -> None:
+    """`claimed` is true while a transaction holds the timer's row as a fire does (FOR
+    UPDATE), in a peek and in a list, and false again once it lets go."""
+    await queen.timer(queue_name).key("held").payload({"n": 1}).after_ms(3_600_000) \
+        .schedule()
+    await queen.timer(queue_name).key("free").payload({"n": 2}).after_ms(3_600_000) \
+        .schedule()
+
+    async def claimed() -> tuple[bool, dict[str, bool]]:
+        peeked = await queen.timers.peek(queue_name, "held")
+        listed = await queen.timers.list(queue_name)
+        return peeked["claimed"], {r["timerKey"]: r["claimed"] for r in listed["rows"]}
+
+    async with db.transaction():
+        await db.execute("SELECT 1 FROM queen.timers WHERE queue = $1 AND timer_key = 'held' "
+                         "FOR UPDATE", queue_name)
+        assert await claimed() == (True, {"free": False, "held": True})
+    assert await claimed() == (False, {"free": False, "held": False})
+
+
 async def test_cancel_racing_the_firer_is_cancelled_xor_delivered_once(
         firer: FirerProcess, queen: Queen, http: httpx.AsyncClient, queue_name: str) -> None:
     n = 60

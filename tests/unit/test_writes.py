@@ -36,8 +36,8 @@ def test_first_occurrences_of_nothing_is_empty() -> None:
 
 
 class FakeAppendConn:
-    """Plays `queen.append_partitions` (schema/functions/20_append.sql; plain queues only)
-    and `segments_at` in memory, for one partition (queue id 1, partition id 1)."""
+    """Plays `queen.append_partitions` (schema/functions/20_append.sql; plain queues only),
+    with its transactionIds as an array or joined, and `segments_at` in memory, for one partition (queue id 1, partition id 1)."""
 
     def __init__(self, window: int) -> None:
         self.window = window
@@ -45,6 +45,13 @@ class FakeAppendConn:
         self.log: list[tuple[int, str, bytes]] = []  # (offset, txid, payload)
         self.segments: list[tuple[int, datetime, bytes]] = []  # (base offset, stamp, blob)
         self.statements: list[list[str]] = []
+        self.forms: list[str] = []  # how each append sent its transactionIds
+
+    def add_log_listener(self, callback: Any) -> None:  # no server, no warnings
+        pass
+
+    def remove_log_listener(self, callback: Any) -> None:
+        pass
 
     async def fetch(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
         if "queen.append_partitions(" in sql:
@@ -57,8 +64,11 @@ class FakeAppendConn:
     def _append(self, route: int | None, tenants: list[str], ids: list[int],
                 queues: list[str], partitions: list[str], namespaces: list[str],
                 tasks: list[str], options: str, per_partition: list[int], frames: list[int],
-                blobs: list[bytes], txids: list[str], repeats: list[bool],
+                blobs: list[bytes], txids: list[str] | str, repeats: list[bool],
                 encrypted: list[bool]) -> tuple[Any, ...]:
+        self.forms.append("joined" if isinstance(txids, str) else "array")
+        if isinstance(txids, str):  # append_partitions_joined: each id after U+001F
+            txids = txids.split("\x1f")[1:]
         assert route is None and ids in ([0], [1]) and (queues, partitions) == (["q"], ["p"])
         assert per_partition == [len(blobs)] and encrypted == [False]
         assert tenants == [""]  # the default tenant
@@ -195,3 +205,16 @@ def test_a_client_blob_is_its_own_segment_beside_the_messages_merged_with_it() -
     # Part of a blob (a duplicate taken out) is packed again, with its neighbours.
     out = segments_of([plain[0], client[0], client[2]])
     assert [s.transaction_ids for s in out] == [["p1", "c0", "c2"]]
+
+
+async def test_transaction_ids_go_as_one_text_unless_one_holds_the_separator() -> None:
+    conn = FakeAppendConn(window=3600)
+    verdicts = await _append(conn, _numbered("a", "", "b"))
+    assert [v.status for v in verdicts] == ["queued"] * 3
+    # An id holding U+001F or U+001E would not survive the split: the array goes instead,
+    # and deduplication sees the ids as they are.
+    verdicts = await _append(conn, _numbered("x\x1fy", "a", "z\x1e"))
+    assert [v.status for v in verdicts] == ["queued", "duplicate", "queued"]
+    assert conn.forms[0] == "joined" and conn.forms[1:] == ["array"] * (len(conn.forms) - 1)
+    assert conn.statements[0] == ["a", "", "b"]
+    assert conn.statements[-1] == ["x\x1fy", "z\x1e"]

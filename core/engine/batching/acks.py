@@ -27,7 +27,6 @@ from core.engine.batching.batcher import KeyedBatcher
 from core.ids import PartitionId, QueueId
 from core.storage import reads as sql
 from core.storage.database import Database
-from core.storage.statements import Conn
 
 AckRequest = Sequence[acks.GroupAck]
 Wakes = list[tuple[QueueId, PartitionId]]
@@ -75,7 +74,13 @@ class AckFlusher:
     async def _apply(self, requests: list[AckRequest], route: int | None
                      ) -> list[acks.AppliedAcks]:
         items = [item for request in requests for item in request]
-        async with self._db.session() as conn:
+        # A call spanning shards (no route) runs where it lands: on the node of its first
+        # item's shard, the statements of the items there run without a remote call.
+        near = route
+        if near is None and self._db.shards.distributed and items and (
+                first := acks.partition_id_of(items[0].item.partition_id)) is not None:
+            near = self._db.shards.route_of(first)
+        async with self._db.session(near) as conn:
             applied = await acks.apply_acks(conn, items, route=route)
         self._on_wakes(applied.wakes)
         out: list[acks.AppliedAcks] = []
@@ -114,34 +119,34 @@ class ExtendFlusher:
         for lease_id, _, _ in requests:
             by_route.setdefault(shards.route_of_lease(lease_id), []).append(lease_id)
         expiries: dict[str, list[datetime]] = {}
-        async with self._db.session() as conn:
-            # The shards their ids name, then the other shards those answer (a lease of a
-            # pop that spanned shards), each once.
-            done: set[int | None] = set()
-            while by_route:
-                route, leases = by_route.popitem()
-                done.add(route)
-                more = await self._extend(conn, route, leases, asked, expiries)
-                for lease_id, routes in more:
-                    for other in routes:
-                        if other not in done:
-                            by_route.setdefault(other, []).append(lease_id)
-            # Found nowhere it was looked for: minted before, or by a pop that named no
-            # candidate (a partition pop of a partition this process did not know).
-            lost = [lease_id for lease_id, _, _ in requests if lease_id not in expiries]
-            if lost and shards.distributed:
-                await self._extend(conn, None, lost, asked, expiries)
+        # The shards their ids name, then the other shards those answer (a lease of a pop
+        # that spanned shards), each once.
+        done: set[int | None] = set()
+        while by_route:
+            route, leases = by_route.popitem()
+            done.add(route)
+            more = await self._extend(route, leases, asked, expiries)
+            for lease_id, routes in more:
+                for other in routes:
+                    if other not in done:
+                        by_route.setdefault(other, []).append(lease_id)
+        # Found nowhere it was looked for: minted before, or by a pop that named no
+        # candidate (a partition pop of a partition this process did not know).
+        lost = [lease_id for lease_id, _, _ in requests if lease_id not in expiries]
+        if lost and shards.distributed:
+            await self._extend(None, lost, asked, expiries)
         return [expiries.get(lease_id, []) for lease_id, _, _ in requests]
 
-    @staticmethod
-    async def _extend(conn: Conn, route: int | None, leases: list[str],
+    async def _extend(self, route: int | None, leases: list[str],
                       asked: dict[str, tuple[int, str]],
                       expiries: dict[str, list[datetime]]) -> list[tuple[str, list[int]]]:
         """Extend on one shard (all of them: None); answer the leases with parts on others
         and those others' routes."""
-        rows = await sql.extend_leases(conn, route=route, lease_ids=leases,
-                                       seconds=[float(asked[lease][0]) for lease in leases],
-                                       tenants=[asked[lease][1] for lease in leases])
+        async with self._db.session(route) as conn:
+            rows = await sql.extend_leases(
+                conn, route=route, lease_ids=leases,
+                seconds=[float(asked[lease][0]) for lease in leases],
+                tenants=[asked[lease][1] for lease in leases])
         more: list[tuple[str, list[int]]] = []
         for row in rows:
             if row.lease_expires_at is not None:

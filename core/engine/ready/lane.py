@@ -19,6 +19,7 @@ import heapq
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+from itertools import islice
 
 from core.engine.wakeup import group_token
 
@@ -228,11 +229,7 @@ class Lane:
         """Up to `count` ready partitions, oldest first; they are out until checked in."""
         self.promote(now)
         self.used_at = now
-        taken: list[int] = []
-        for pid in self._ready:
-            if len(taken) >= count:
-                break
-            taken.append(pid)
+        taken = list(islice(self._ready, count))
         if len(self._taken_since) > 4096:
             self._taken_since.clear()
         for pid in taken:
@@ -246,11 +243,7 @@ class Lane:
         word may have come after their release (announcements of different processes are
         not ordered) and a lease's end is only as exact as the announcement's timing."""
         self.used_at = now
-        taken: list[int] = []
-        for pid in self._hearsay:
-            if len(taken) >= count:
-                break
-            taken.append(pid)
+        taken = list(islice(self._hearsay, count))
         for pid in taken:
             self._undefer(pid)
             self._out[pid] = False

@@ -324,7 +324,7 @@ class Reader:
         first, others = routes[0], [r for r in routes[1:] if r is not None]
         if first is None or not others:
             return
-        async with self._db.session() as conn:
+        async with self._db.session(first) as conn:
             await sql.link_lease(conn, route=first, lease_id=lease_id, routes=others)
 
     @staticmethod

@@ -27,7 +27,6 @@ from core.engine.ready.lane import Lane
 from core.errors import StorageUnavailable
 from core.storage import reads as sql
 from core.storage.database import Database
-from core.storage.statements import Conn
 
 RESEED_PAGE = 2000  # partitions per reseed statement
 # Memory bounds: ready partitions a lane holds (a reseed takes at most this many and the next
@@ -151,21 +150,21 @@ class ReadySet:
         start = after = lane.reseed_start()
         found: list[sql.ScannedPartition] = []
         at_end = False
-        async with self._db.session() as conn:
-            while len(found) < lane.cap:
-                want = min(RESEED_PAGE, lane.cap - len(found))
-                if self._db.shards.distributed:
-                    page, scanned, last = await self._page_by_shard(conn, lane, after, want)
-                else:
-                    self._count_statement()
+        while len(found) < lane.cap:
+            want = min(RESEED_PAGE, lane.cap - len(found))
+            if self._db.shards.distributed:
+                page, scanned, last = await self._page_by_shard(lane, after, want)
+            else:
+                self._count_statement()
+                async with self._db.session() as conn:
                     page = await sql.ready_scan(conn, queue_id=lane.queue_id,
                                                 group=lane.group, after=after, limit=want)
-                    scanned, last = len(page), page[-1].partition_id if page else after
-                found.extend(page)
-                if scanned < want:
-                    at_end = True
-                    break
-                after = last
+                scanned, last = len(page), page[-1].partition_id if page else after
+            found.extend(page)
+            if scanned < want:
+                at_end = True
+                break
+            after = last
         # In a random order, per process: processes (and brokers) that hand the same ready
         # partitions out in the same order would have their claims meet on the same cursors
         # (a group's first claims even wait on each other's cursor inserts).
@@ -175,24 +174,28 @@ class ReadySet:
                       stopped_after=None if at_end else after, now=self._clock())
         self.reseeds += 1
 
-    async def _page_by_shard(self, conn: Conn, lane: Lane, after: int, want: int
+    async def _page_by_shard(self, lane: Lane, after: int, want: int
                              ) -> tuple[list[sql.ScannedPartition], int, int]:
         """On Citus a page of the reseed is a statement per shard: the queue's next `want`
         partitions from the directory (a copy on every node), then, per shard, which of its
-        own ones may hold data. Answers what was found, how many partitions the page
-        covered, and the last one's id."""
+        own ones may hold data (on the shard's node). Answers what was found, how many
+        partitions the page covered, and the last one's id."""
         self._count_statement()
-        listed = await sql.ready_directory(conn, queue_id=lane.queue_id, after=after,
-                                           limit=want)
+        async with self._db.session() as conn:
+            listed = await sql.ready_directory(conn, queue_id=lane.queue_id, after=after,
+                                               limit=want)
         found: list[sql.ScannedPartition] = []
         groups = self._db.shards.by_shard(listed, lambda e: e.partition_id)
         missed: StorageUnavailable | None = None
         answered = 0
-        for entries in groups.values():
+        for shard, entries in groups.items():
             self._count_statement()
             try:
-                found.extend(await sql.ready_check(
-                    conn, partition_ids=[e.partition_id for e in entries], group=lane.group))
+                # on the node of the shard, where Citus runs it without a remote call
+                async with self._db.session(self._db.shards.route(shard)) as on_node:
+                    found.extend(await sql.ready_check(
+                        on_node, partition_ids=[e.partition_id for e in entries],
+                        group=lane.group))
                 answered += 1
             except StorageUnavailable as exc:
                 # That shard's node is down: the lane takes what the others have, and is
