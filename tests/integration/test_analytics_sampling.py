@@ -78,3 +78,12 @@ async def analytics(client: httpx.AsyncClient, **params: str) -> dict[str, Any]:
     r = await client.get("/api/v1/status/analytics", params={"interval": "minute", **params})
     assert r.status_code == 200, r.text
     return r.json()  # type: ignore[no-any-return]
+
+
+async def test_a_sampling_pass_forgets_the_counters_of_partitions_gone(
+        http: httpx.AsyncClient, db: asyncpg.Connection) -> None:
+    gone = 2**62 - int(uuid.uuid4().int % 1000)  # no partition has this id
+    await db.execute("INSERT INTO queen.stats_counters VALUES ($1, 'delivered', 3)", gone)
+    await refresh(http)
+    assert await db.fetchval(
+        "SELECT count(*) FROM queen.stats_counters WHERE partition_id = $1", gone) == 0
