@@ -127,13 +127,29 @@ async def lock(conn: Conn, *, key: int) -> None:
     await _LOCK.value(conn, key)
 
 
-_SAMPLE = Statement[None]("stats_sample")
+@dataclass(frozen=True, slots=True)
+class SampleFigures:
+    """What a sampling pass read of the log: per queue, its cumulative figures now."""
+
+    figures: str  # JSON text, one object per queue, handed back to `store_sample` unread
+    orphans: list[int]  # partitions gone whose flushed counters remain
 
 
-async def sample(conn: Conn, *, live_seconds: float) -> int:
-    """One sampling pass; answers the queue rows stored. Heartbeats younger than
-    `live_seconds` count for the parked pops."""
-    return int(await _SAMPLE.value(conn, live_seconds))
+_SAMPLE_FIGURES = Statement[SampleFigures]("stats_sample_figures", SampleFigures)
+_SAMPLE_STORE = Statement[None]("stats_sample_store")
+
+
+async def sample_figures(conn: Conn, *, live_seconds: float) -> SampleFigures:
+    """A sampling pass's reads; heartbeats younger than `live_seconds` count for the parked
+    pops. Only reads: on Citus no statement both reads the log's distributed tables and
+    writes the coordinator's stats tables."""
+    return await _SAMPLE_FIGURES.single(conn, live_seconds)
+
+
+async def store_sample(conn: Conn, figures: SampleFigures) -> int:
+    """A sampling pass's writes (after `sample_figures`, in its transaction); answers the
+    queue rows stored."""
+    return int(await _SAMPLE_STORE.value(conn, figures.figures, figures.orphans))
 
 
 _TRIM = Statement[None]("stats_trim_samples")

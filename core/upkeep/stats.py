@@ -276,7 +276,8 @@ async def sample(db: Database, settings: Settings) -> int:
     """One analytics sampling pass (serialised with any other); answers queue rows stored."""
     async with db.transaction() as conn:
         await sql.lock(conn, key=SAMPLE_LOCK_KEY)
-        return await sql.sample(conn, live_seconds=live_seconds(settings))
+        figures = await sql.sample_figures(conn, live_seconds=live_seconds(settings))
+        return await sql.store_sample(conn, figures)
 
 
 async def housekeeping(db: Database, *, retention_days: int,

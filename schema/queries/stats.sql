@@ -158,25 +158,35 @@ SELECT coalesce(r.application_name, '') AS standby, coalesce(r.state, '') AS sta
 -- $1 lock key
 SELECT pg_advisory_xact_lock($1);
 
--- name: stats_sample
--- One sampling pass: per queue, the cumulative counters now (pushed = offsets allocated,
--- acked = messages cursors consumed, evicted = messages maxWaitTimeSeconds skipped,
--- delivered/failed and what retention released = the processes' flushed per-partition
--- counters) minus the previous pass's baseline, dead letters written since the previous
--- pass, the backlog of the worst group (depth), the age of the oldest message a group has not
--- consumed (lag), the partition count and the long-poll pops parked on the queue (live
--- processes' heartbeats, younger than $1 seconds). Positions come from queen.group_positions
--- (a partition a group reads but has not popped counts from where its subscription rule
--- starts it; one nobody reads counts every retained message in depth). Stores a row for the
--- pass (queue_id 0) and one per queue with something to show, moves the baseline, and
--- forgets baselines and counters of deleted queues and partitions.
--- A queue without a baseline counts from zero when it was created after the previous pass;
--- on the very first pass nothing is counted (the history before it is unknown, not a spike),
--- nor for a figure its baseline does not hold yet (a baseline from before version 130).
--- Answers the number of queue rows stored.
+-- name: stats_sample_figures
+-- One sampling pass, first half: reads, per queue, the cumulative counters now (pushed =
+-- offsets allocated, acked = messages cursors consumed, evicted = messages
+-- maxWaitTimeSeconds skipped, delivered/failed and what retention released = the processes'
+-- flushed per-partition counters), dead letters written since the previous pass, the backlog
+-- of the worst group (depth), the age of the oldest message a group has not consumed (lag),
+-- the partition count and the long-poll pops parked on the queue (live processes'
+-- heartbeats, younger than $1 seconds). Positions come from queen.group_positions (a
+-- partition a group reads but has not popped counts from where its subscription rule starts
+-- it; one nobody reads counts every retained message in depth).
+-- Only reads: on Citus the log's tables are distributed and the stats tables are the
+-- coordinator's own, and Citus runs no statement that reads the first and writes the second,
+-- so the figures go through the broker to stats_sample_store. Answers one row: the figures
+-- (JSON text, one object per queue) and the partitions whose flushed counters outlive them.
 -- $1 seconds within which a heartbeat counts as live
-WITH prev AS (
+-- The coordinator's own tables are read in CTEs of their own, MATERIALIZED: Citus joins their
+-- results to the distributed tables, never the tables themselves.
+WITH prev AS MATERIALIZED (
     SELECT max(sampled_at) AS at FROM queen.stats_samples WHERE queue_id = 0),
+counters AS MATERIALIZED (
+    SELECT c.partition_id,
+           sum(c.value) FILTER (WHERE c.name = 'delivered') AS delivered,
+           sum(c.value) FILTER (WHERE c.name = 'failed') AS failed,
+           sum(c.value) FILTER (WHERE c.name = 'retention_released') AS retention_released,
+           sum(c.value) FILTER (WHERE c.name = 'completed_released') AS completed_released,
+           sum(c.value) FILTER (WHERE c.name = 'retention_segments') AS retention_segments
+      FROM queen.stats_counters c
+     WHERE c.partition_id <> 0
+     GROUP BY c.partition_id),
 positions AS (
     SELECT g.partition_id, min(g.committed) AS low, sum(g.total_consumed) AS consumed,
            sum(g.evicted) AS evicted
@@ -202,21 +212,20 @@ parts AS (
              ORDER BY s.base_offset DESC LIMIT 1) lag ON true
      GROUP BY p.queue_id),
 counted AS (
-    SELECT p.queue_id,
-           sum(c.value) FILTER (WHERE c.name = 'delivered') AS delivered,
-           sum(c.value) FILTER (WHERE c.name = 'failed') AS failed,
-           sum(c.value) FILTER (WHERE c.name = 'retention_released') AS retention_released,
-           sum(c.value) FILTER (WHERE c.name = 'completed_released') AS completed_released,
-           sum(c.value) FILTER (WHERE c.name = 'retention_segments') AS retention_segments
-      FROM queen.stats_counters c JOIN queen.log_partitions p ON p.id = c.partition_id
-     WHERE c.partition_id <> 0
+    SELECT p.queue_id, sum(c.delivered) AS delivered, sum(c.failed) AS failed,
+           sum(c.retention_released) AS retention_released,
+           sum(c.completed_released) AS completed_released,
+           sum(c.retention_segments) AS retention_segments
+      FROM counters c JOIN queen.log_partitions p ON p.id = c.partition_id
      GROUP BY p.queue_id),
+counted_partitions AS MATERIALIZED (
+    SELECT p.id FROM counters c JOIN queen.log_partitions p ON p.id = c.partition_id),
 dead AS (
     SELECT p.queue_id, count(*) AS n
       FROM queen.log_dlq d JOIN queen.log_partitions p ON p.id = d.partition_id, prev
      WHERE prev.at IS NOT NULL AND d.failed_at > prev.at
      GROUP BY p.queue_id),
-parked AS (
+parked AS MATERIALIZED (
     SELECT e.k::bigint AS queue_id, sum(e.v::bigint) AS n
       FROM queen.stats_processes s, jsonb_each_text(s.figures -> 'parked') AS e(k, v)
      WHERE s.seen_at > now() - make_interval(secs => $1::float8)
@@ -236,7 +245,32 @@ now_ AS (
       LEFT JOIN parts pa ON pa.queue_id = q.id
       LEFT JOIN counted co ON co.queue_id = q.id
       LEFT JOIN dead de ON de.queue_id = q.id
-      LEFT JOIN parked pk ON pk.queue_id = q.id),
+      LEFT JOIN parked pk ON pk.queue_id = q.id)
+SELECT (SELECT coalesce(jsonb_agg(to_jsonb(n)), '[]'::jsonb) FROM now_ n)::text AS figures,
+       (SELECT coalesce(array_agg(c.partition_id), '{}'::bigint[])
+          FROM counters c
+         WHERE c.partition_id NOT IN (SELECT k.id FROM counted_partitions k)) AS orphans;
+
+-- name: stats_sample_store
+-- One sampling pass, second half (the first: stats_sample_figures, in the same transaction):
+-- each queue's figures minus the previous pass's baseline. Stores a row for the pass
+-- (queue_id 0) and one per queue with something to show, moves the baseline, and forgets
+-- baselines of deleted queues and the counters of deleted partitions. Touches only the
+-- coordinator's own stats tables (Citus runs it as plain PostgreSQL).
+-- A queue without a baseline counts from zero when it was created after the previous pass;
+-- on the very first pass nothing is counted (the history before it is unknown, not a spike),
+-- nor for a figure its baseline does not hold yet (a baseline from before version 130).
+-- Answers the number of queue rows stored.
+-- $1 figures (stats_sample_figures' JSON text), $2 partitions whose counters to forget
+WITH prev AS (
+    SELECT max(sampled_at) AS at FROM queen.stats_samples WHERE queue_id = 0),
+now_ AS (
+    SELECT * FROM jsonb_to_recordset($1::text::jsonb) AS n(
+               id bigint, name text, namespace text, task text, created_at timestamptz,
+               tenant text, pushed bigint, delivered bigint, acked bigint, failed bigint,
+               evicted bigint, retention_released bigint, completed_released bigint,
+               retention_segments bigint, dead bigint, depth bigint, lag float8,
+               partitions bigint, parked bigint)),
 delta AS (
     SELECT n.*,
            CASE WHEN b.queue_id IS NOT NULL THEN true
@@ -300,11 +334,9 @@ moved AS (
            retention_segments = excluded.retention_segments),
 forgotten AS (
     DELETE FROM queen.stats_baseline b
-     WHERE NOT EXISTS (SELECT 1 FROM queen.queues q WHERE q.id = b.queue_id)),
+     WHERE NOT EXISTS (SELECT 1 FROM now_ n WHERE n.id = b.queue_id)),
 orphans AS (
-    DELETE FROM queen.stats_counters c
-     WHERE c.partition_id <> 0
-       AND NOT EXISTS (SELECT 1 FROM queen.log_partitions p WHERE p.id = c.partition_id))
+    DELETE FROM queen.stats_counters c WHERE c.partition_id = ANY ($2::bigint[]))
 -- (Data-modifying CTEs run to completion whether or not the final SELECT reads them.)
 SELECT count(*) FROM stored WHERE queue_id <> 0;
 
