@@ -130,8 +130,10 @@ class Database:
                 log_pool = await _create_pool(settings, SpreadConnector(topology.log_dsns))
         nodes = None
         if log_pool is not None and shards.distributed:
+            # A node's pool keeps no connection floor: while its node is down, asyncpg would
+            # otherwise retry the floor forever, logging a traceback at every try.
             nodes = NodePools(topology.log_dsns, shards,
-                              lambda dsn: _create_pool(settings, connector_for(dsn)))
+                              lambda dsn: _create_pool(settings, connector_for(dsn), floor=0))
             await nodes.find_nodes()
         watch = ServerWatch(topology.home_dsn, settings.db_silence_timeout_ms / 1000,
                             connect_options(settings, role="watch"))
@@ -203,10 +205,10 @@ class Database:
                          self._pool.get_max_size())
 
 
-async def _create_pool(settings: Settings, connector: Any) -> asyncpg.Pool:
+async def _create_pool(settings: Settings, connector: Any, *, floor: int = 1) -> asyncpg.Pool:
     options = connect_options(settings)
     pool = await asyncpg.create_pool(
-        connector.dsn, connect=connector.connect, min_size=1, max_size=settings.db_pool_size,
+        connector.dsn, connect=connector.connect, min_size=floor, max_size=settings.db_pool_size,
         max_inactive_connection_lifetime=300, reset=_reset_connection,
         # The last resort for a server that stops answering: the watch and the sockets'
         # timeouts cut such connections much sooner.
