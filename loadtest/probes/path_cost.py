@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtest import launch
-from loadtest.probes.rounds import Rounds, arguments, in_turn
+from loadtest.probes.rounds import Rounds, arguments, cpu_seconds, in_turn
 
 PATHS = ("push", "pop", "ack")
 
@@ -54,17 +54,8 @@ async def _server_cpu(url: str) -> Any:
     finally:
         await conn.close()
 
-    def reading() -> float:
-        total = 0.0
-        for proc in [postmaster, *postmaster.children()]:
-            try:
-                t = proc.cpu_times()
-            except psutil.Error:
-                continue
-            total += t.user + t.system
-        return total
-
-    return reading
+    pid = postmaster.pid
+    return lambda: cpu_seconds(pid)
 
 
 async def _call(app: Any, method: str, path: str, body: bytes = b"",
