@@ -1,16 +1,17 @@
 """L-HTTP, the transport ceiling: hypercorn + starlette with null handlers.
 
-The push handler parses the same body with msgspec (the broker's decoder shape) and answers
-constant verdicts, one per item; the pop handler answers a pre-built batch of 100 messages
-(valid for the load generator's consumer, so the same client code measures both); the ack
-handler answers constant successes. Run it with the broker's worker count:
+The push handler decodes its body into the broker's own fast-path Struct
+(`broker.wire.push.PlainPushBody`, without the checks that follow it) and answers constant
+verdicts, one per item; the pop handler answers a pre-built batch of 100 messages (valid
+for the load generator's consumer, so the same client code measures both); the ack handler
+decodes its body the same way (`broker.wire.ack.PlainAckBatch`) and answers constant
+successes. Run it with the broker's worker count:
 `hypercorn --worker-class uvloop --workers N loadtest.null_app:app`.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import msgspec
 from starlette.applications import Starlette
@@ -18,33 +19,17 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from broker.wire.ack import PlainAckBatch
+from broker.wire.push import PlainPushBody, PlainPushItem
 from loadtest.corpus import build_corpus, payload
 
-
-class _Item(msgspec.Struct):
-    queue: str
-    partition: str | None = None
-    payload: msgspec.Raw = msgspec.Raw(b"null")
-    transactionId: str | None = None
-    traceId: str | None = None
-
-
-class _Push(msgspec.Struct):
-    items: list[_Item]
-
-
-class _Ack(msgspec.Struct):
-    acknowledgments: list[dict[str, Any]]
-    consumerGroup: str | None = None
-
-
-_PUSH = msgspec.json.Decoder(_Push)
-_ACK = msgspec.json.Decoder(_Ack)
+_PUSH = msgspec.json.Decoder(PlainPushBody)
+_ACK = msgspec.json.Decoder(PlainAckBatch)
 _JSON = {"content-type": "application/json"}
 _ACK_ITEM = b'{"index":0,"transactionId":"x","success":true,"error":null,"leaseReleased":true,"dlq":false}'
 
 
-def _verdict(i: int, item: _Item) -> bytes:
+def _verdict(i: int, item: PlainPushItem) -> bytes:
     return (b'{"index":%d,"transaction_id":"%s","message_id":"00000000-0000-7000-8000-000000000000",'
             b'"status":"queued","queueName":"%s","partition_id":"1","trace_id":null}'
             % (i, (item.transactionId or "").encode(), item.queue.encode()))

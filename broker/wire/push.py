@@ -81,11 +81,11 @@ class PlainPushItem(msgspec.Struct):
     traceparent: str | None = None
 
 
-class _PlainPushBody(msgspec.Struct):
+class PlainPushBody(msgspec.Struct):
     items: list[PlainPushItem]
 
 
-_PLAIN = msgspec.json.Decoder(_PlainPushBody)
+_PLAIN = msgspec.json.Decoder(PlainPushBody)
 
 
 def decode_json_push(raw: bytes) -> Sequence[PushItemIn | PlainPushItem]:
