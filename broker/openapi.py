@@ -63,11 +63,13 @@ def build_document(endpoints: Sequence[Endpoint], version: str,
             operation["parameters"] = parameters
         if e.body is not None:
             body_schema = schema_of[_key(e.body)]
+            # An absent body counts as `{}` (wire-protocol §1): it is required when one of
+            # its fields is.
+            required = bool(components[_named(body_schema)].get("required"))
             if getattr(e.body, "NULLABLE", False):  # `null` is a valid body too (ext §14.7)
                 body_schema = {"anyOf": [body_schema, {"type": "null"}]}
             operation["requestBody"] = {
-                # An absent body counts as `{}` (wire-protocol §1).
-                "required": bool(components[e.body.__name__].get("required")),
+                "required": required,
                 "content": {"application/json": {"schema": body_schema}}}
             if e.binary_body is not None:
                 doc = " ".join((e.binary_body.__doc__ or "").split())
@@ -106,6 +108,12 @@ def build_document(endpoints: Sequence[Endpoint], version: str,
 
 def _key(kind: Any) -> str:
     return repr(kind)
+
+
+def _named(schema: dict[str, Any]) -> str:
+    """The component a `$ref` schema names (a generic Struct's is not its `__name__`:
+    `Operations[KvOpIn]` is `Operations_KvOpIn_`)."""
+    return str(schema["$ref"]).rsplit("/", 1)[-1]
 
 
 def _alternatives(kinds: Any) -> list[Any]:

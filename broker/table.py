@@ -59,7 +59,7 @@ from broker.wire import timers as timers_wire
 from broker.wire import traces as traces_wire
 from broker.wire import transaction as tx_wire
 from broker.wire.binary import FRAMED_POP_MEDIA_TYPE
-from broker.wire.common import ErrorBody, FreeForm, QueuePath
+from broker.wire.common import AfterQuery, ErrorBody, FreeForm, Operations, QueuePath
 
 PUBLIC, READ_ONLY, WRITE_ONLY = Access.PUBLIC, Access.READ_ONLY, Access.WRITE_ONLY
 READ_WRITE, ADMIN, OPERATOR = Access.READ_WRITE, Access.ADMIN, Access.OPERATOR
@@ -288,7 +288,7 @@ ENDPOINTS: list[Endpoint] = [
     Endpoint("POST", "/api/v1/kv", kv.kv_batch, "KV operations, batched, in one transaction",
              {200: kv_wire.KvResults, 400: kv_wire.RefusalBody, 413: kv_wire.RefusalBody,
               503: kv_wire.RefusalBody},
-             body=kv_wire.KvBody, decode=kv_wire.decode_kv, access=READ_WRITE),
+             body=Operations[kv_wire.KvOpIn], decode=kv_wire.decode_kv, access=READ_WRITE),
     Endpoint("GET", "/api/v1/kv/{ns}/{key:path}", kv.kv_get, "One KV get (ETag: the version)",
              {200: kv_wire.FreeFormElement, **_KV_PATH_ERRORS},
              path_params=kv_wire.KvPath, access=READ_ONLY),
@@ -302,11 +302,12 @@ ENDPOINTS: list[Endpoint] = [
              decode=kv_wire.decode_optional_kv, access=READ_WRITE),
     Endpoint("POST", "/api/v1/locks", kv.locks, "Lock and semaphore operations",
              {200: kv_wire.LockResults, 400: kv_wire.RefusalBody, 503: kv_wire.RefusalBody},
-             body=kv_wire.LocksBody, decode=kv_wire.decode_locks, access=READ_WRITE),
+             body=Operations[kv_wire.LockOpIn], decode=kv_wire.decode_locks,
+             access=READ_WRITE),
     Endpoint("GET", "/api/v1/resources/kv-namespaces", kv.kv_namespaces,
              "KV namespaces: live keys, value bytes, keys expiring soon",
              {200: kv_wire.NamespacePage, 400: kv_wire.RefusalBody, 503: kv_wire.RefusalBody},
-             query=kv_wire.NamespaceQuery, access=READ_ONLY),
+             query=AfterQuery, access=READ_ONLY),
     # Timers (extensions §16). Scheduling is producing (WRITE_ONLY); the cancel route is
     # READ_WRITE and never paused; peek and list READ_ONLY. `GET /api/v1/timers` (queues with
     # pending timers) is the dashboard's, READ_ONLY like the other listings. A 404 on the
@@ -316,12 +317,13 @@ ENDPOINTS: list[Endpoint] = [
              {200: timers_wire.TimersResults, 400: kv_wire.RefusalBody,
               403: kv_wire.RefusalBody, 413: kv_wire.RefusalBody,
               503: kv_wire.RefusalBody},
-             body=timers_wire.TimersBody, decode=timers_wire.decode_timers, access=WRITE_ONLY),
+             body=Operations[timers_wire.TimerOpIn], decode=timers_wire.decode_timers,
+             access=WRITE_ONLY),
     Endpoint("GET", "/api/v1/timers", timers.timer_queues,
              "Queues with pending timers: how many, the next due, how many failing",
              {200: timers_wire.TimerQueues, 400: kv_wire.RefusalBody,
               503: kv_wire.RefusalBody},
-             query=timers_wire.TimerQueuesQuery, access=READ_ONLY),
+             query=AfterQuery, access=READ_ONLY),
     Endpoint("DELETE", "/api/v1/timers/{queue}/{timerKey:path}", timers.cancel,
              "Cancel one timer", {200: timers_wire.TimerResult, 400: kv_wire.RefusalBody,
                                   404: ErrorBody, 405: ErrorBody,

@@ -9,8 +9,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from broker.state import broker_of
+from broker.wire.common import AfterQuery
 from broker.wire.http import json_response
-from broker.wire.kv import KvPath, NamespaceOut, NamespacePage, NamespaceQuery
+from broker.wire.kv import KvPath, NamespaceOut, NamespacePage
 from core.errors import Refused
 from core.kv.service import KvAnswer
 
@@ -71,11 +72,10 @@ async def kv_delete(request: Request, path: KvPath, body: Any, tenant: str) -> R
                          tenant)
 
 
-async def kv_namespaces(request: Request, query: NamespaceQuery, tenant: str) -> Response:
+async def kv_namespaces(request: Request, query: AfterQuery, tenant: str) -> Response:
     if "\x00" in query.after:
         raise Refused("kv_bad_request", "kv_bad_request", "after must not contain NUL")
-    page = await broker_of(request).kv.namespaces(after=query.after,
-                                                  limit=min(max(query.limit, 1), 1000),
+    page = await broker_of(request).kv.namespaces(after=query.after, limit=query.clamped_limit,
                                                   tenant=tenant)
     return json_response(NamespacePage(
         [NamespaceOut(r.ns, r.keys, r.bytes, r.expiring) for r in page.rows], page.truncated,

@@ -17,6 +17,7 @@ from starlette.responses import Response
 
 from broker.auth.gate import Identity
 from broker.state import broker_of
+from broker.wire.common import MAX_AFTER_LIMIT, AfterQuery
 from broker.wire.http import json_response
 from broker.wire.timers import (
     CancelQuery,
@@ -27,7 +28,6 @@ from broker.wire.timers import (
     TimerQueueOut,
     TimerQueuePath,
     TimerQueues,
-    TimerQueuesQuery,
     TimerRowOut,
 )
 from core.errors import Refused
@@ -37,7 +37,7 @@ from core.timers.ops import BAD, MAX_KEY_BYTES
 from core.timers.service import TimerRow
 
 _PREFIX = b"/api/v1/timers/"
-DEFAULT_LIMIT, MAX_LIMIT = 100, 1000
+DEFAULT_LIMIT = 100
 
 
 def address(request: Request) -> tuple[str, str | None]:
@@ -133,14 +133,14 @@ def _limit(given: str | object) -> int:
         value = int(given)
     except ValueError:
         raise Refused(BAD, "timers_bad_limit", "limit must be an integer") from None
-    return min(max(value, 1), MAX_LIMIT)  # clamped, never refused (§16.3)
+    return min(max(value, 1), MAX_AFTER_LIMIT)  # clamped, never refused (§16.3)
 
 
-async def timer_queues(request: Request, query: TimerQueuesQuery, tenant: str) -> Response:
+async def timer_queues(request: Request, query: AfterQuery, tenant: str) -> Response:
     if "\x00" in query.after:
         raise Refused(BAD, "timers_bad_after", "after must not contain NUL")
     page = await broker_of(request).timers.queues(
-        after=query.after, limit=min(max(query.limit, 1), MAX_LIMIT), tenant=tenant)
+        after=query.after, limit=query.clamped_limit, tenant=tenant)
     return json_response(TimerQueues(
         [TimerQueueOut(r.queue, r.pending, iso(r.next_due), r.failing) for r in page.rows],
         page.truncated, page.next_after))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import msgspec
 from msgspec import UnsetType
@@ -10,6 +10,7 @@ from msgspec import UnsetType
 from broker.wire.types import Name
 
 T = TypeVar("T")
+MAX_AFTER_LIMIT = 1000
 
 # A dashboard answer whose keys the protocol leaves open (§6.3, §6.5).
 FreeForm = dict[str, Any]
@@ -25,6 +26,27 @@ class QueuePath(msgspec.Struct):
     """A path naming a queue (pop, admin and status routes)."""
 
     queue: Name
+
+
+class Operations(msgspec.Struct, Generic[T]):
+    """The body of a batch of ops (KV §14.3, locks §15.2, timers §16.2):
+    `{"operations": [...]}`, or the bare array of ops. Those routes decode their bodies into
+    plain JSON values and check them op by op; this only documents them (OpenAPI)."""
+
+    operations: list[T]
+
+
+class AfterQuery(msgspec.Struct):
+    """A listing in key order, resumed after the key `after` (exclusive), `limit` rows at a
+    time: the dashboard's listings of KV namespaces and of queues with pending timers."""
+
+    after: str = ""
+    limit: int = 100
+
+    @property
+    def clamped_limit(self) -> int:
+        """`limit` within 1..1000: a listing clamps it, it never refuses it."""
+        return min(max(self.limit, 1), MAX_AFTER_LIMIT)
 
 
 class Pagination(msgspec.Struct):

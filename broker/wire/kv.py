@@ -1,7 +1,8 @@
 """Bodies of the KV and lock routes (wire-protocol-extensions §14, §15).
 
-The Structs document the routes (OpenAPI); the bodies themselves are decoded by
-`decode_json` into plain JSON values, because values are free-form, a bare array is as
+The Structs document the routes (OpenAPI; a batch body is `Operations` of `KvOpIn` or
+`LockOpIn`); the bodies themselves are decoded by `decode_kv` and `decode_locks` into plain
+JSON values, because values are free-form, a bare array is as
 valid as `{"operations": [...]}`, and every refusal has its own §14.4 / §15.2 code, which
 `core.kv` checks in input order.
 """
@@ -59,11 +60,6 @@ class KvOpIn(msgspec.Struct):
     min: float | UnsetType = UNSET
     max: float | UnsetType = UNSET
 
-
-class KvBody(msgspec.Struct):
-    """`{"operations": [...]}` (a bare array of ops is accepted too)."""
-
-    operations: list[KvOpIn]
 
 
 class KvResults(msgspec.Struct):
@@ -124,11 +120,6 @@ class LockOpIn(msgspec.Struct):
     slot: int | UnsetType = UNSET
 
 
-class LocksBody(msgspec.Struct):
-    """`{"operations": [...]}` (a bare array of ops is accepted too)."""
-
-    operations: list[LockOpIn]
-
 
 class LockResults(msgspec.Struct):
     results: list[dict[str, Any]]
@@ -140,11 +131,6 @@ class RefusalBody(msgspec.Struct):
     error: str
     reason: str | UnsetType = UNSET
     detail: str | UnsetType = UNSET
-
-
-class NamespaceQuery(msgspec.Struct):
-    after: str = ""
-    limit: int = 100
 
 
 class NamespaceOut(msgspec.Struct):

@@ -1,6 +1,7 @@
 """Bodies of the timer routes (wire-protocol-extensions §16).
 
-The Structs document the routes (OpenAPI). `POST /api/v1/timers` is decoded by
+The Structs document the routes (OpenAPI; the batch body is `Operations` of `TimerOpIn`).
+`POST /api/v1/timers` is decoded by
 `decode_timers` into plain JSON values instead, because a bare array is as valid as
 `{"operations": [...]}` and every refusal has its own §16.2 code, which `core.timers.ops`
 checks in input order. Path and query fields are plain strings for the same reason: the
@@ -39,11 +40,6 @@ class TimerOpIn(msgspec.Struct):
     payloadZstd: bool | UnsetType = UNSET
     encrypted: bool | UnsetType = UNSET
 
-
-class TimersBody(msgspec.Struct):
-    """`{"operations": [...]}` (a bare array of ops is accepted too)."""
-
-    operations: list[TimerOpIn]
 
 
 class TimerResult(msgspec.Struct):
@@ -124,11 +120,6 @@ class TimerListOrCount(msgspec.Struct):
     truncated: bool | UnsetType = UNSET
     nextAfter: str | None | UnsetType = UNSET
     count: int | UnsetType = UNSET
-
-
-class TimerQueuesQuery(msgspec.Struct):
-    after: str = ""
-    limit: int = 100
 
 
 class TimerQueueOut(msgspec.Struct):
