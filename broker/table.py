@@ -59,15 +59,22 @@ from broker.wire import timers as timers_wire
 from broker.wire import traces as traces_wire
 from broker.wire import transaction as tx_wire
 from broker.wire.binary import FRAMED_POP_MEDIA_TYPE
-from broker.wire.common import AfterQuery, ErrorBody, FreeForm, Operations, QueuePath
+from broker.wire.common import (
+    AfterQuery,
+    ErrorBody,
+    FreeForm,
+    Operations,
+    QueuePath,
+    RefusalBody,
+)
 
 PUBLIC, READ_ONLY, WRITE_ONLY = Access.PUBLIC, Access.READ_ONLY, Access.WRITE_ONLY
 READ_WRITE, ADMIN, OPERATOR = Access.READ_WRITE, Access.ADMIN, Access.OPERATOR
 _GROUPS = "/api/v1/consumer-groups"
 # The KV path routes' errors; 404 and 405 only from the router (a key with a newline
 # matches no route, as for the traces' names; empty segments land on POST /api/v1/kv).
-_KV_PATH_ERRORS = {400: kv_wire.RefusalBody, 404: ErrorBody, 405: ErrorBody,
-                   413: kv_wire.RefusalBody, 503: kv_wire.RefusalBody}
+_KV_PATH_ERRORS = {400: RefusalBody, 404: ErrorBody, 405: ErrorBody,
+                   413: RefusalBody, 503: RefusalBody}
 # JSON, or framed for `frames=true` (§7.4)
 _EPH_FAIL = eph_wire.EphemeralFailure
 _POPPED = {200: (pop_wire.PopAnswer, FRAMED_POP_MEDIA_TYPE), 204: None}
@@ -286,8 +293,8 @@ ENDPOINTS: list[Endpoint] = [
     # even for reads (§14.1, decision 15); the namespace listing is the dashboard's, READ_ONLY
     # like the other resource listings.
     Endpoint("POST", "/api/v1/kv", kv.kv_batch, "KV operations, batched, in one transaction",
-             {200: kv_wire.KvResults, 400: kv_wire.RefusalBody, 413: kv_wire.RefusalBody,
-              503: kv_wire.RefusalBody},
+             {200: kv_wire.KvResults, 400: RefusalBody, 413: RefusalBody,
+              503: RefusalBody},
              body=Operations[kv_wire.KvOpIn], decode=kv_wire.decode_kv, access=READ_WRITE),
     Endpoint("GET", "/api/v1/kv/{ns}/{key:path}", kv.kv_get, "One KV get (ETag: the version)",
              {200: kv_wire.FreeFormElement, **_KV_PATH_ERRORS},
@@ -301,12 +308,12 @@ ENDPOINTS: list[Endpoint] = [
              path_params=kv_wire.KvPath, body=kv_wire.KvDeleteBody,
              decode=kv_wire.decode_optional_kv, access=READ_WRITE),
     Endpoint("POST", "/api/v1/locks", kv.locks, "Lock and semaphore operations",
-             {200: kv_wire.LockResults, 400: kv_wire.RefusalBody, 503: kv_wire.RefusalBody},
+             {200: kv_wire.LockResults, 400: RefusalBody, 503: RefusalBody},
              body=Operations[kv_wire.LockOpIn], decode=kv_wire.decode_locks,
              access=READ_WRITE),
     Endpoint("GET", "/api/v1/resources/kv-namespaces", kv.kv_namespaces,
              "KV namespaces: live keys, value bytes, keys expiring soon",
-             {200: kv_wire.NamespacePage, 400: kv_wire.RefusalBody, 503: kv_wire.RefusalBody},
+             {200: kv_wire.NamespacePage, 400: RefusalBody, 503: RefusalBody},
              query=AfterQuery, access=READ_ONLY),
     # Timers (extensions §16). Scheduling is producing (WRITE_ONLY); the cancel route is
     # READ_WRITE and never paused; peek and list READ_ONLY. `GET /api/v1/timers` (queues with
@@ -314,31 +321,31 @@ ENDPOINTS: list[Endpoint] = [
     # path routes only from the router (a path no route matches, e.g. with a newline).
     Endpoint("POST", "/api/v1/timers", timers.timers_call,
              "Schedule, reschedule and cancel timers, batched, in one transaction",
-             {200: timers_wire.TimersResults, 400: kv_wire.RefusalBody,
-              403: kv_wire.RefusalBody, 413: kv_wire.RefusalBody,
-              503: kv_wire.RefusalBody},
+             {200: timers_wire.TimersResults, 400: RefusalBody,
+              403: RefusalBody, 413: RefusalBody,
+              503: RefusalBody},
              body=Operations[timers_wire.TimerOpIn], decode=timers_wire.decode_timers,
              access=WRITE_ONLY),
     Endpoint("GET", "/api/v1/timers", timers.timer_queues,
              "Queues with pending timers: how many, the next due, how many failing",
-             {200: timers_wire.TimerQueues, 400: kv_wire.RefusalBody,
-              503: kv_wire.RefusalBody},
+             {200: timers_wire.TimerQueues, 400: RefusalBody,
+              503: RefusalBody},
              query=AfterQuery, access=READ_ONLY),
     Endpoint("DELETE", "/api/v1/timers/{queue}/{timerKey:path}", timers.cancel,
-             "Cancel one timer", {200: timers_wire.TimerResult, 400: kv_wire.RefusalBody,
+             "Cancel one timer", {200: timers_wire.TimerResult, 400: RefusalBody,
                                   404: ErrorBody, 405: ErrorBody,
-                                  503: kv_wire.RefusalBody},
+                                  503: RefusalBody},
              path_params=timers_wire.TimerPath, query=timers_wire.CancelQuery,
              access=READ_WRITE),
     Endpoint("GET", "/api/v1/timers/{queue}/{timerKey:path}", timers.peek,
              "One pending timer, with its payload as stored",
-             {200: timers_wire.TimerRowOut, 400: kv_wire.RefusalBody,
-              404: ErrorBody, 503: kv_wire.RefusalBody},
+             {200: timers_wire.TimerRowOut, 400: RefusalBody,
+              404: ErrorBody, 503: RefusalBody},
              path_params=timers_wire.TimerPath, access=READ_ONLY),
     Endpoint("GET", "/api/v1/timers/{queue}", timers.list_timers,
              "A queue's pending timers by key (after, limit), or their count (mode=count)",
-             {200: timers_wire.TimerListOrCount, 400: kv_wire.RefusalBody,
-              404: ErrorBody, 503: kv_wire.RefusalBody},
+             {200: timers_wire.TimerListOrCount, 400: RefusalBody,
+              404: ErrorBody, 503: RefusalBody},
              path_params=timers_wire.TimerQueuePath, query=timers_wire.TimerListQuery,
              access=READ_ONLY),
     # Streams (wire-protocol-extensions §18): the client's stream runtime. Registering and

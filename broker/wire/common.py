@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Generic, TypeVar
 
 import msgspec
-from msgspec import UnsetType
+from msgspec import UNSET, UnsetType
 
 from broker.wire.types import Name
 
@@ -20,6 +20,13 @@ class ErrorBody(msgspec.Struct):
     """Every error answer: `{"error": text}` (wire-protocol §1)."""
 
     error: str
+
+
+class RefusalBody(ErrorBody):
+    """A refusal of the extension routes: `error` (the code), `reason`, `detail`."""
+
+    reason: str | UnsetType = UNSET
+    detail: str | UnsetType = UNSET
 
 
 class QueuePath(msgspec.Struct):

@@ -125,14 +125,6 @@ class LockResults(msgspec.Struct):
     results: list[dict[str, Any]]
 
 
-class RefusalBody(msgspec.Struct):
-    """A refusal of the extension routes: `error` (the code), `reason`, `detail`."""
-
-    error: str
-    reason: str | UnsetType = UNSET
-    detail: str | UnsetType = UNSET
-
-
 class NamespaceOut(msgspec.Struct):
     ns: str
     keys: int
