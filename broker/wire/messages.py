@@ -63,10 +63,15 @@ class MessagePath(msgspec.Struct):
     transactionId: TransactionId
 
 
-class MessageMissing(msgspec.Struct):
+class MessageOutcome(msgspec.Struct):
+    """How the answers about one message begin: the outcome and the message's address."""
+
     success: bool
     partitionId: str
     transactionId: str
+
+
+class MessageMissing(MessageOutcome):
     error: str
     message: str | UnsetType = UNSET
 
@@ -133,10 +138,7 @@ class MessageDetail(msgspec.Struct):
     consumerGroups: list[GroupState]
 
 
-class MessageDeleted(msgspec.Struct):
-    success: bool
-    partitionId: str
-    transactionId: str
+class MessageDeleted(MessageOutcome):
     message: str
 
 
