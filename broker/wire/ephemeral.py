@@ -11,16 +11,16 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
+from broker.wire.common import ErrorBody
 from broker.wire.types import EphemeralName
 from core.ephemeral.service import EphemeralGroupDepth, EphemeralPartitionDepth
 
 MAX_ITEMS = 10_000
 
 
-class EphemeralFailure(msgspec.Struct):
+class EphemeralFailure(ErrorBody):
     """Every refusal of §19: `{"error": text, "code": code}`."""
 
-    error: str
     code: str
 
     @classmethod
