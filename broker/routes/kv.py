@@ -11,7 +11,7 @@ from starlette.responses import Response
 from broker.state import broker_of
 from broker.wire.common import AfterQuery
 from broker.wire.http import json_response
-from broker.wire.kv import KvPath, NamespaceOut, NamespacePage
+from broker.wire.kv import KvDeleteBody, KvPath, KvPutBody, NamespaceOut, NamespacePage
 from core.errors import Refused
 from core.kv.service import KvAnswer
 
@@ -44,6 +44,8 @@ async def _single(request: Request, op: dict[str, Any], tenant: str) -> Response
 
 
 def _fields(body: Any, allowed: tuple[str, ...]) -> dict[str, Any]:
+    """The body's fields the route takes: those of the Struct that documents its body
+    (`KvPutBody`, `KvDeleteBody`), so the document and the route name the same ones."""
     if not isinstance(body, dict):
         raise Refused("kv_bad_request", "kv_bad_body", "the body must be a JSON object")
     for field in _PATH_FIELDS:
@@ -60,14 +62,14 @@ async def kv_get(request: Request, path: KvPath, tenant: str) -> Response:
 
 async def kv_put(request: Request, path: KvPath, body: Any, tenant: str) -> Response:
     _no_query(request)
-    fields = _fields(body, ("value", "ttlSeconds", "forever", "expect", "required"))
+    fields = _fields(body, KvPutBody.__struct_fields__)
     return await _single(request, {**fields, "op": "put", "ns": path.ns, "key": path.key},
                          tenant)
 
 
 async def kv_delete(request: Request, path: KvPath, body: Any, tenant: str) -> Response:
     _no_query(request)
-    fields = {} if body is None else _fields(body, ("expect", "required"))
+    fields = {} if body is None else _fields(body, KvDeleteBody.__struct_fields__)
     return await _single(request, {**fields, "op": "delete", "ns": path.ns, "key": path.key},
                          tenant)
 
