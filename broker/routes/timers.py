@@ -101,7 +101,7 @@ async def list_timers(request: Request, path: TimerQueuePath, query: TimerListQu
 
 def _list_query(request: Request) -> TimerListQuery:
     params = request.query_params
-    return TimerListQuery(**{name: params[name] for name in ("after", "limit", "mode", "prefix")
+    return TimerListQuery(**{name: params[name] for name in TimerListQuery.__struct_fields__
                              if name in params})
 
 
