@@ -210,14 +210,12 @@ def api_options(command: F) -> F:
     @click.option("--tenant-header", envvar="QUEEN_TENANT_HEADER", default="x-queen-tenant",
                   show_default=True, help="the broker's QUEEN_TENANT_HEADER")
     @functools.wraps(command)
-    def wrapper(*args: Any, url: str, token: str | None, as_json: bool, timeout: float,
-                cacert: Path | None, cert: Path | None, key: Path | None,
-                tenant: str | None, tenant_header: str, **kwargs: Any) -> Any:
-        if key is not None and cert is None:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        # Each of these options is the field of `Api` with its name.
+        given = {field.name: kwargs.pop(field.name) for field in dataclasses.fields(Api)}
+        if given["key"] is not None and given["cert"] is None:
             raise click.UsageError("--key needs --cert")
-        api = Api(url=url, token=token or None, timeout=timeout, as_json=as_json,
-                  cacert=cacert, cert=cert, key=key, tenant=tenant or None,
-                  tenant_header=tenant_header)
+        api = Api(**given)
         try:
             return command(*args, api=api, **kwargs)
         finally:
