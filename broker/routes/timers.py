@@ -21,8 +21,7 @@ from broker.wire.common import MAX_AFTER_LIMIT, AfterQuery
 from broker.wire.http import json_response
 from broker.wire.timers import (
     CancelQuery,
-    TimerCount,
-    TimerList,
+    TimerListOrCount,
     TimerListQuery,
     TimerPath,
     TimerQueueOut,
@@ -114,16 +113,16 @@ async def _list_or_count(request: Request, queue: str, query: TimerListQuery,
             raise Refused(BAD, "timers_bad_count", "mode=count takes only prefix")
         if query.prefix is UNSET:
             raise Refused(BAD, "timers_bad_prefix", "mode=count needs a prefix")
-        return json_response(TimerCount(await timers.count(queue, query.prefix,
-                                                           tenant=tenant)))
+        count = await timers.count(queue, query.prefix, tenant=tenant)
+        return json_response(TimerListOrCount(count=count))
     if mode != "list":
         raise Refused(BAD, "timers_bad_mode", f"mode must be list or count, not {mode[:32]!r}")
     after = "" if query.after is UNSET else query.after
     if "\x00" in after:
         raise Refused(BAD, "timers_bad_after", "after must not contain NUL")
     page = await timers.page(queue, after=after, limit=_limit(query.limit), tenant=tenant)
-    return json_response(TimerList([row_out(r) for r in page.rows], page.truncated,
-                                   page.next_after))
+    return json_response(TimerListOrCount([row_out(r) for r in page.rows], page.truncated,
+                                          page.next_after))
 
 
 def _limit(given: str | object) -> int:

@@ -103,16 +103,6 @@ class TimerRowOut(msgspec.Struct):
     updatedAt: str | UnsetType = UNSET
 
 
-class TimerList(msgspec.Struct):
-    rows: list[TimerRowOut]
-    truncated: bool
-    nextAfter: str | None
-
-
-class TimerCount(msgspec.Struct):
-    count: int
-
-
 class TimerListOrCount(msgspec.Struct):
     """A page (`rows`, `truncated`, `nextAfter`) or, with `mode=count`, `count`."""
 
