@@ -1,6 +1,6 @@
 """Bodies of the KV and lock routes (wire-protocol-extensions §14, §15).
 
-The Structs document the routes (OpenAPI; a batch body is `Operations` of `KvOpIn` or
+The Structs document the routes (OpenAPI; a batch body is an `Operations` of `KvOpIn` or
 `LockOpIn`); the bodies themselves are decoded by `decode_kv` and `decode_locks` into plain
 JSON values, because values are free-form, a bare array is as
 valid as `{"operations": [...]}`, and every refusal has its own §14.4 / §15.2 code, which
@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from broker.wire.common import Operations
 from broker.wire.decoding import decode_values
 from core.settings import Settings
 
@@ -59,6 +60,10 @@ class KvOpIn(msgspec.Struct):
     delta: float | UnsetType = UNSET
     min: float | UnsetType = UNSET
     max: float | UnsetType = UNSET
+
+
+class KvBody(Operations[KvOpIn]):
+    """KV ops run in one transaction (§14.3): `{"operations": [...]}` or the bare array."""
 
 
 
@@ -118,6 +123,10 @@ class LockOpIn(msgspec.Struct):
     limit: int | UnsetType = UNSET
     token: int | UnsetType = UNSET
     slot: int | UnsetType = UNSET
+
+
+class LocksBody(Operations[LockOpIn]):
+    """Lock and semaphore ops (§15.2): `{"operations": [...]}` or the bare array."""
 
 
 

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from broker.wire.common import Operations
 from broker.wire.decoding import decode_values
 from core.settings import Settings
 from core.timers.ops import BAD
@@ -40,6 +41,9 @@ class TimerOpIn(msgspec.Struct):
     payloadZstd: bool | UnsetType = UNSET
     encrypted: bool | UnsetType = UNSET
 
+
+class TimersBody(Operations[TimerOpIn]):
+    """Timer ops (§16.2): `{"operations": [...]}` or the bare array."""
 
 
 class TimerResult(msgspec.Struct):
