@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from core.storage.joined import joined
-from core.storage.statements import Conn, Statement
+from core.storage.statements import Conn, Routed, Statement
 
 
 @dataclass(slots=True)
@@ -119,8 +119,7 @@ class RangeRow:
     blob: bytes
 
 
-_POP_READY = Statement("pop_ready", ReadyRow)
-_POP_READY_HERE = Statement("pop_ready_here", ReadyRow)
+_POP_READY = Routed("pop_ready", ReadyRow)
 
 
 async def pop_ready(conn: Conn, *, route: int | None, tenant: str, queue: str | None,
@@ -132,8 +131,7 @@ async def pop_ready(conn: Conn, *, route: int | None, tenant: str, queue: str | 
                     conflation: bool = False, conflation_width: int = 1) -> list[ReadyRow]:
     """Claim among candidates and read, in one statement (schema/functions/30_pop.sql);
     `route`: the shard of every candidate (core/storage/shards.py), None on one PostgreSQL."""
-    statement = _POP_READY if route is not None else _POP_READY_HERE
-    return await statement.rows(
+    return await _POP_READY.on(route).rows(
         conn, route=route, tenant=tenant, queue=queue, namespace=namespace, task=task,
         partition=partition, group=group, named=named, seed_mode=seed_mode,
         seed_instant=seed_instant, store_seed=store_seed, batch=batch, partitions=partitions,
@@ -177,10 +175,8 @@ async def queue_partition_ids(conn: Conn, *, queue: str, tenant: str) -> list[in
     return [int(v) for v in await _QUEUE_PARTITION_IDS.values(conn, queue, tenant)]
 
 
-_ACK = Statement("ack", AckRow)
-_ACK_HERE = Statement("ack_here", AckRow)
-_ACK_JOINED = Statement("ack_joined", AckRow)
-_ACK_JOINED_HERE = Statement("ack_joined_here", AckRow)
+_ACK = Routed("ack", AckRow)
+_ACK_JOINED = Routed("ack_joined", AckRow)
 
 
 async def ack(conn: Conn, *, route: int | None, items: AckInputs,
@@ -192,14 +188,12 @@ async def ack(conn: Conn, *, route: int | None, items: AckInputs,
     texts = [joined(items.groups), joined(items.transaction_ids), joined(items.statuses),
              joined(tenants), None if items.lease_ids is None else joined(items.lease_ids)]
     if None in texts[:4] or (items.lease_ids is not None and texts[4] is None):
-        statement = _ACK if route is not None else _ACK_HERE
-        return await statement.rows(
+        return await _ACK.on(route).rows(
             conn, route=route, groups=items.groups, partition_ids=items.partition_ids,
             transaction_ids=items.transaction_ids, statuses=items.statuses,
             lease_ids=items.lease_ids, errors=items.errors, offsets=items.offsets,
             scan_missing=scan_missing, tenants=tenants)
-    statement = _ACK_JOINED if route is not None else _ACK_JOINED_HERE
-    return await statement.rows(
+    return await _ACK_JOINED.on(route).rows(
         conn, route=route, groups=texts[0],
         partition_ids=",".join(map(str, items.partition_ids)), transaction_ids=texts[1],
         statuses=texts[2], lease_ids=texts[4], errors=items.errors, offsets=items.offsets,
@@ -214,8 +208,7 @@ async def span_segments(conn: Conn, *, partition_id: int, lo: int,
     return await _SPAN_SEGMENTS.rows(conn, partition_id=partition_id, lo=lo, hi=hi)
 
 
-_EXTEND_LEASES = Statement("extend_leases", LeaseExpiry)
-_EXTEND_LEASES_HERE = Statement("extend_leases_here", LeaseExpiry)
+_EXTEND_LEASES = Routed("extend_leases", LeaseExpiry)
 
 
 async def extend_leases(conn: Conn, *, route: int | None, lease_ids: Sequence[str],
@@ -223,9 +216,9 @@ async def extend_leases(conn: Conn, *, route: int | None, lease_ids: Sequence[st
     """The new expiry of every live lease of the (distinct) lease ids on their tenants'
     queues; none for expired ones. `route`: the shard the leases were claimed on; None:
     search every cursor."""
-    statement = _EXTEND_LEASES if route is not None else _EXTEND_LEASES_HERE
-    return await statement.rows(conn, route=route, lease_ids=list(lease_ids),
-                                seconds=list(seconds), tenants=list(tenants))
+    return await _EXTEND_LEASES.on(route).rows(conn, route=route, lease_ids=list(lease_ids),
+                                               seconds=list(seconds),
+                                               tenants=list(tenants))
 
 
 _LINK_LEASE = Statement[None]("link_lease")

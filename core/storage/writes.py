@@ -9,7 +9,7 @@ from typing import Any
 
 from core.storage import durability
 from core.storage.joined import joined
-from core.storage.statements import Conn, Statement
+from core.storage.statements import Conn, Routed, Statement
 
 
 @dataclass(slots=True)
@@ -100,10 +100,8 @@ async def partition_lookup(conn: Conn, *, tenant: str, queue: str,
     return await _PARTITION_LOOKUP.one(conn, tenant, queue, partition)
 
 
-_APPEND = Statement("append_partitions", AppendRow)
-_APPEND_HERE = Statement("append_partitions_here", AppendRow)
-_APPEND_JOINED = Statement("append_partitions_joined", AppendRow)
-_APPEND_JOINED_HERE = Statement("append_partitions_joined_here", AppendRow)
+_APPEND = Routed("append_partitions", AppendRow)
+_APPEND_JOINED = Routed("append_partitions_joined", AppendRow)
 
 
 async def append(conn: Conn, *, route: int | None, targets: Sequence[AppendTarget],
@@ -115,11 +113,9 @@ async def append(conn: Conn, *, route: int | None, targets: Sequence[AppendTarge
     (`append_partitions_joined`) unless one holds the separator."""
     arguments = append_arguments(targets, default_options)
     txids = joined(arguments[_TXIDS])
-    if txids is None:
-        statement = _APPEND if route is not None else _APPEND_HERE
-    else:
-        statement = _APPEND_JOINED if route is not None else _APPEND_JOINED_HERE
+    if txids is not None:
         arguments[_TXIDS] = txids
+    statement = (_APPEND if txids is None else _APPEND_JOINED).on(route)
     async with durability.replicated(conn):  # autocommitted: the commit is this statement's
         return await statement.rows(
             conn, route, [t.tenant for t in targets], [t.partition_id for t in targets],

@@ -1,4 +1,6 @@
 -- Statements of the write path and of queue management. Loaded by core/storage/statements.py.
+-- The calls with a route each have a twin that runs where it is received, for a call with
+-- no shard named (`Routed` in core/storage/statements.py writes it).
 
 -- name: partition_ids
 -- The ids of partitions by name, created with their queue when missing (see
@@ -32,19 +34,6 @@ SELECT queue_id, partition_id, base_offset, created_at, dup_positions, dup_offse
                                $10::integer[], $11::bytea[], $12::text[], $13::boolean[],
                                $14::boolean[]);
 
--- name: append_partitions_here
--- As append_partitions, with no shard named (route null: one PostgreSQL, or a call over
--- several shards): run where it is received. Citus sends a call of a delegated function to the
--- node of its first argument's shard, for null too, whatever the rest of the statement;
--- a route given by a subquery is no constant it can hash, so the call stays here (and
--- needs no other node: a call without a route on a cluster with a worker down still
--- runs on the others).
-SELECT queue_id, partition_id, base_offset, created_at, dup_positions, dup_offsets, encrypted
-  FROM queen.append_partitions((SELECT $1::bigint), $2::text[], $3::bigint[], $4::text[],
-                               $5::text[], $6::text[], $7::text[], $8::jsonb, $9::integer[],
-                               $10::integer[], $11::bytea[], $12::text[], $13::boolean[],
-                               $14::boolean[]);
-
 -- name: append_partitions_joined
 -- append_partitions with $12, the transactionIds, sent as one text: each preceded by U+001F
 -- (which no transactionId holds then: core/storage/joined.py), so the driver encodes one
@@ -52,15 +41,6 @@ SELECT queue_id, partition_id, base_offset, created_at, dup_positions, dup_offse
 SELECT queue_id, partition_id, base_offset, created_at, dup_positions, dup_offsets, encrypted
   FROM queen.append_partitions($1::bigint, $2::text[], $3::bigint[], $4::text[], $5::text[],
                                $6::text[], $7::text[], $8::jsonb, $9::integer[],
-                               $10::integer[], $11::bytea[],
-                               (string_to_array($12::text, E'\x1f'))[2:], $13::boolean[],
-                               $14::boolean[]);
-
--- name: append_partitions_joined_here
--- As append_partitions_joined, with no shard named (see append_partitions_here).
-SELECT queue_id, partition_id, base_offset, created_at, dup_positions, dup_offsets, encrypted
-  FROM queen.append_partitions((SELECT $1::bigint), $2::text[], $3::bigint[], $4::text[],
-                               $5::text[], $6::text[], $7::text[], $8::jsonb, $9::integer[],
                                $10::integer[], $11::bytea[],
                                (string_to_array($12::text, E'\x1f'))[2:], $13::boolean[],
                                $14::boolean[]);

@@ -98,3 +98,19 @@ def test_a_numbered_statement_takes_positional_arguments_only() -> None:
     assert statement._args(("q", 1), {}) == ("q", 1)
     with pytest.raises(TypeError, match="s takes positional parameters"):
         statement._args((), {"queue": "q"})
+
+
+def test_a_routed_call_has_a_twin_that_gives_its_route_by_a_subquery() -> None:
+    from core.storage import reads, writes  # noqa: F401 - they bind the routed statements
+    registry = queries.Statement.registry
+    for name, function in (("ack", "queen.ack("), ("append_partitions",
+                                                  "queen.append_partitions(")):
+        routed, here = registry[name].sql, registry[f"{name}_here"].sql
+        first = routed.split(function, 1)[1].split(",", 1)[0]  # :route, now $1
+        assert first == "$1::bigint"
+        assert here == routed.replace(f"{function}{first},", f"{function}(SELECT {first}),")
+
+
+def test_only_a_call_of_one_queen_function_is_routed() -> None:
+    with pytest.raises(ValueError, match="'fetch_head' must call one queen function"):
+        queries.Routed("fetch_head", object)
