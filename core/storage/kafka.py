@@ -95,8 +95,11 @@ async def group_positions(conn: Conn, *, tenant: str, group: str) -> list[Positi
     return await _GROUP_POSITIONS.rows(conn, group, tenant)
 
 
-@dataclass(frozen=True, slots=True)
-class NodeRow:
+@dataclass(frozen=True, slots=True, order=True)
+class Node:
+    """A Kafka listener of a cluster: its node id and the address clients are told
+    (core/kafka/election.py), as the coordinator table holds them."""
+
     node_id: int
     host: str
     port: int
@@ -112,21 +115,21 @@ async def claim_coordinator(conn: Conn, *, cluster: str) -> bool:
 _RECORD_COORDINATOR = Statement[None]("kafka_record_coordinator")
 
 
-async def record_coordinator(conn: Conn, *, cluster: str, node: NodeRow) -> None:
+async def record_coordinator(conn: Conn, *, cluster: str, node: Node) -> None:
     await _RECORD_COORDINATOR.run(conn, cluster, node.node_id, node.host, node.port)
 
 
-_COORDINATOR = Statement("kafka_coordinator", NodeRow)
+_COORDINATOR = Statement("kafka_coordinator", Node)
 
 
-async def coordinator(conn: Conn, *, cluster: str) -> NodeRow | None:
+async def coordinator(conn: Conn, *, cluster: str) -> Node | None:
     return await _COORDINATOR.one(conn, cluster)
 
 
-_NODE_ALIVE = Statement("kafka_node_alive", NodeRow)
+_NODE_ALIVE = Statement("kafka_node_alive", Node)
 
 
-async def node_alive(conn: Conn, *, cluster: str, node: NodeRow,
-                     within_seconds: float) -> list[NodeRow]:
+async def node_alive(conn: Conn, *, cluster: str, node: Node,
+                     within_seconds: float) -> list[Node]:
     return await _NODE_ALIVE.rows(conn, cluster, node.node_id, node.host, node.port,
                                   within_seconds)
