@@ -146,7 +146,8 @@ _READY_SCAN = Statement("ready_scan", ScannedPartition)
 async def ready_scan(conn: Conn, *, queue_id: int, group: str, after: int,
                      limit: int) -> list[ScannedPartition]:
     """A page of the reseed (schema/queries/ready.sql)."""
-    return await _READY_SCAN.rows(conn, queue_id, group, after, limit)
+    return await _READY_SCAN.rows(conn, queue_id=queue_id, group=group, after=after,
+                                  limit=limit)
 
 
 _READY_DIRECTORY = Statement("ready_directory", DirectoryEntry)
@@ -155,7 +156,7 @@ _READY_DIRECTORY = Statement("ready_directory", DirectoryEntry)
 async def ready_directory(conn: Conn, *, queue_id: int, after: int,
                           limit: int) -> list[DirectoryEntry]:
     """A page of a queue's partitions from the directory (Citus's reseed, first step)."""
-    return await _READY_DIRECTORY.rows(conn, queue_id, after, limit)
+    return await _READY_DIRECTORY.rows(conn, queue_id=queue_id, after=after, limit=limit)
 
 
 _READY_CHECK = Statement("ready_check", ScannedPartition)
@@ -164,7 +165,7 @@ _READY_CHECK = Statement("ready_check", ScannedPartition)
 async def ready_check(conn: Conn, *, partition_ids: Sequence[int],
                       group: str) -> list[ScannedPartition]:
     """Which of these partitions of one shard may hold data for the group (second step)."""
-    return await _READY_CHECK.rows(conn, list(partition_ids), group)
+    return await _READY_CHECK.rows(conn, partition_ids=list(partition_ids), group=group)
 
 
 _QUEUE_PARTITION_IDS = Statement[None]("queue_partition_ids")
@@ -172,7 +173,8 @@ _QUEUE_PARTITION_IDS = Statement[None]("queue_partition_ids")
 
 async def queue_partition_ids(conn: Conn, *, queue: str, tenant: str) -> list[int]:
     """The ids of a queue's partitions (schema/queries/ready.sql)."""
-    return [int(v) for v in await _QUEUE_PARTITION_IDS.values(conn, queue, tenant)]
+    ids = await _QUEUE_PARTITION_IDS.values(conn, queue=queue, tenant=tenant)
+    return [int(v) for v in ids]
 
 
 _ACK = Routed("ack", AckRow)
@@ -226,14 +228,14 @@ _LINK_LEASE = Statement[None]("link_lease")
 
 async def link_lease(conn: Conn, *, route: int, lease_id: str, routes: Sequence[int]) -> None:
     """A lease spans shards: the row on its first shard learns the others' routes."""
-    await _LINK_LEASE.run(conn, route, lease_id, list(routes))
+    await _LINK_LEASE.run(conn, route=route, lease_id=lease_id, routes=list(routes))
 
 
 _FETCH_HEAD = Statement("fetch_head", PartitionHead)
 
 
 async def fetch_head(conn: Conn, *, partition_id: int) -> PartitionHead | None:
-    return await _FETCH_HEAD.one(conn, partition_id)
+    return await _FETCH_HEAD.one(conn, partition_id=partition_id)
 
 
 _FETCH_SEGMENTS = Statement("fetch_segments", RangeRow)
@@ -241,4 +243,5 @@ _FETCH_SEGMENTS = Statement("fetch_segments", RangeRow)
 
 async def fetch_segments(conn: Conn, *, partition_id: int, offset: int,
                          limit: int) -> list[RangeRow]:
-    return await _FETCH_SEGMENTS.rows(conn, partition_id, offset, limit)
+    return await _FETCH_SEGMENTS.rows(conn, partition_id=partition_id, offset=offset,
+                                      limit=limit)

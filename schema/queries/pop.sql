@@ -77,5 +77,5 @@ SELECT lease_id, lease_expires_at, routes
 
 -- name: link_lease
 -- A lease spans shards: its first shard's row learns the others (functions/35_leases.sql).
--- $1 the first shard's route, $2 lease id, $3 the other shards' routes
-SELECT queen.link_lease($1::bigint, $2, $3::bigint[]);
+-- `route`: the first shard's, `routes`: the other shards'
+SELECT queen.link_lease(:route::bigint, :lease_id, :routes::bigint[]);
