@@ -93,11 +93,13 @@ async def cycle(conn: Conn, *, tenant: str, query_id: uuid.UUID, partition_id: i
     write path (nothing was written then)."""
     try:
         row = await _CYCLE.one(
-            conn, query_id, partition_id, group, [o.delete for o in ops], [o.key for o in ops],
-            [o.value for o in ops], *append_arguments(targets, default_options),
-            ack is not None, ack.lease_id if ack else None, ack.ok if ack else None,
-            ack.release if ack else None, ack.count if ack else None,
-            ack.transaction_id if ack else None, tenant)
+            conn, tenant=tenant, query_id=query_id, partition_id=partition_id, group=group,
+            deletes=[o.delete for o in ops], keys=[o.key for o in ops],
+            values=[o.value for o in ops], **append_arguments(targets, default_options),
+            ack=ack is not None, lease_id=ack.lease_id if ack else None,
+            ok=ack.ok if ack else None, release=ack.release if ack else None,
+            count=ack.count if ack else None,
+            ack_transaction_id=ack.transaction_id if ack else None)
     except StorageError as exc:
         if getattr(exc.__cause__, "sqlstate", None) == _NEEDS_WRITE_PATH:
             raise CycleNeedsWritePath() from None

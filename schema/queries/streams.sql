@@ -25,16 +25,19 @@ SELECT s.key, s.value::text AS value, s.updated_at
 
 -- name: stream_cycle
 -- One cycle in one statement (see functions/50_streams.sql, queen.stream_cycle, for the arguments).
--- $1 query id, $2 partition id, $3 group, $4 deletes, $5 keys, $6 values (JSON text),
--- $7..$17 the sink pushes as `append` takes them, $18 ack?, $19 lease id, $20 ok?,
--- $21 release lease?, $22 count, $23 transactionId of the last acked message, $24 tenant
+-- The state ops (`deletes`, `keys`, `values` as JSON text); the sink pushes as
+-- `append_partitions` takes them (queues .. encrypted, write.sql); the ack (`ack`: whether
+-- there is one; `ack_transaction_id`: of the last acked message).
 SELECT error, source_queue, ack_count, lease_released, wake_queue, wake_partition,
        state_applied, sink_queue_ids, sink_partition_ids, sink_bases, sink_times
-  FROM queen.stream_cycle($24::text, $1::uuid, $2::bigint, $3::text, $4::boolean[], $5::text[],
-                          $6::text[], $7::text[], $8::text[], $9::text[], $10::text[],
-                          $11::jsonb, $12::integer[], $13::integer[], $14::bytea[],
-                          $15::text[], $16::boolean[], $17::boolean[], $18::boolean,
-                          $19::text, $20::boolean, $21::boolean, $22::bigint, $23::text);
+  FROM queen.stream_cycle(:tenant::text, :query_id::uuid, :partition_id::bigint, :group::text,
+                          :deletes::boolean[], :keys::text[], :values::text[],
+                          :queues::text[], :partitions::text[], :namespaces::text[],
+                          :tasks::text[], :default_options::jsonb, :segments::integer[],
+                          :frames::integer[], :blobs::bytea[], :transaction_ids::text[],
+                          :repeats::boolean[], :encrypted::boolean[], :ack::boolean,
+                          :lease_id::text, :ok::boolean, :release::boolean, :count::bigint,
+                          :ack_transaction_id::text);
 
 -- name: stream_delete_query
 -- Delete a query by name with its state and cycle counters; answers its id (nothing when
