@@ -64,11 +64,9 @@ DELETE FROM queen.schema_functions;
 -- name: notify_wakeups
 -- Wake parked pops in every broker process: one notification per payload (see
 -- core/engine/wakeup.py for the payload format).
--- $1 channel, $2 payloads
-SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p;
+SELECT pg_notify(:channel, p) FROM unnest(:payloads::text[]) AS p;
 
 -- name: notify_each
 -- One notification per (channel, payload), in the order given (core/engine/listener.py
 -- sends a round's claims before its wake-ups).
--- $1 channels, $2 payloads
-SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) AS n(c, p);
+SELECT pg_notify(c, p) FROM unnest(:channels::text[], :payloads::text[]) AS n(c, p);

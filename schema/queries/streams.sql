@@ -4,23 +4,26 @@
 
 -- name: stream_register
 -- Register a query: its id and fresh | same | reset | conflict (queen.stream_register).
--- $1 name, $2 source queue, $3 sink queue or null, $4 config hash, $5 reset, $6 tenant
-SELECT query_id, outcome FROM queen.stream_register($6, $1, $2, $3, $4, $5);
+-- `sink_queue`: null for none.
+SELECT query_id, outcome
+  FROM queen.stream_register(:tenant, :name, :source_queue, :sink_queue, :config_hash, :reset);
 
 -- name: stream_state_get
 -- A partition's state rows in key byte order, filtered (AND) by keys, a literal key prefix
 -- and a ripeness bound on value.windowEnd.
--- $1 query id, $2 partition id, $3 keys (empty: any), $4 key prefix ('' : any),
--- $5 epoch ms (null: any): rows whose numeric value.windowEnd is at or before it, $6 tenant
+-- `keys`: empty for any; `key_prefix`: '' for any; `ripe_at_or_before`: epoch ms (null: any),
+-- rows whose numeric value.windowEnd is at or before it.
 SELECT s.key, s.value::text AS value, s.updated_at
   FROM queen.stream_state s
- WHERE s.query_id = $1 AND s.partition_id = $2
-   AND EXISTS (SELECT 1 FROM queen.stream_queries q WHERE q.id = $1 AND q.tenant = $6)
-   AND (cardinality($3::text[]) = 0 OR s.key = ANY($3::text[]))
-   AND ($4::text = '' OR (s.key >= $4::text AND left(s.key, length($4::text)) = $4::text))
-   AND ($5::bigint IS NULL
+ WHERE s.query_id = :query_id AND s.partition_id = :partition_id
+   AND EXISTS (SELECT 1 FROM queen.stream_queries q WHERE q.id = :query_id AND q.tenant = :tenant)
+   AND (cardinality(:keys::text[]) = 0 OR s.key = ANY(:keys::text[]))
+   AND (:key_prefix::text = ''
+        OR (s.key >= :key_prefix::text
+            AND left(s.key, length(:key_prefix::text)) = :key_prefix::text))
+   AND (:ripe_at_or_before::bigint IS NULL
         OR (jsonb_typeof(s.value -> 'windowEnd') = 'number'
-            AND (s.value ->> 'windowEnd')::numeric <= $5::bigint))
+            AND (s.value ->> 'windowEnd')::numeric <= :ripe_at_or_before::bigint))
  ORDER BY s.key;
 
 -- name: stream_cycle
@@ -43,14 +46,12 @@ SELECT error, source_queue, ack_count, lease_released, wake_queue, wake_partitio
 -- Delete a query by name with its state and cycle counters; answers its id (nothing when
 -- absent). The query's advisory lock is taken exclusively first (queen.stream_delete_query),
 -- so no cycle of it is running or starts before the commit (it then finds no query).
--- $1 name, $2 tenant
-SELECT queen.stream_delete_query($2, $1);
+SELECT queen.stream_delete_query(:tenant, :name);
 
 -- name: stream_list
 -- Every query with its partitions: state rows, bytes, cycles and the last cycle's time
 -- (the dashboard). One row per (query, partition); a query without cycles has one row
 -- with a null partition.
--- $1 tenant
 SELECT q.id AS query_id, q.name, q.source_queue, q.sink_queue, q.config_hash, q.created_at,
        p.partition_id, lp.name AS partition, coalesce(p.cycles, 0) AS cycles, p.last_cycle_at,
        coalesce(st.keys, 0) AS state_keys, coalesce(st.bytes, 0) AS state_bytes
@@ -61,5 +62,5 @@ SELECT q.id AS query_id, q.name, q.source_queue, q.sink_queue, q.config_hash, q.
         SELECT count(*) AS keys, sum(pg_column_size(s.value))::bigint AS bytes
           FROM queen.stream_state s
          WHERE s.query_id = q.id AND s.partition_id = p.partition_id) st ON true
- WHERE q.tenant = $1
+ WHERE q.tenant = :tenant
  ORDER BY q.name, lp.name;
