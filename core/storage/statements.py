@@ -12,7 +12,7 @@ fields by position, in the order the dataclass declares them
 (tests/integration/test_storage_types.py prepares every statement and checks the names), so
 no `asyncpg.Record` leaves the storage package; driver errors become core errors here
 (`core/storage/errors.py`). A `Routed` statement calls a function Citus delegates by its
-shard, and has a twin that runs where it is received.
+shard, and is bound with its twin that runs where it is received.
 """
 
 from __future__ import annotations
@@ -109,14 +109,11 @@ class Statement(Generic[R]):
 
     registry: ClassVar[dict[str, Statement[Any]]] = {}
 
-    def __init__(self, name: str, row: type[R] | None = None, *,
-                 text: str | None = None) -> None:
-        """`text`: the SQL of a statement derived from a named one (`Routed`), instead of
-        the file's."""
+    def __init__(self, name: str, row: type[R] | None = None) -> None:
         if name in Statement.registry:
             raise ValueError(f"statement {name!r} is bound twice")
         self.name = name
-        self.sql, self.params = positional(QUERIES[name] if text is None else text)
+        self.sql, self.params = positional(QUERIES[name])
         self.row = row
         Statement.registry[name] = self
 
@@ -169,29 +166,21 @@ class Statement(Generic[R]):
         return int(last) if last.isdigit() else 0
 
 
-# The first argument of a call of a queen function (`route`), as `Routed` rewrites it.
-_ROUTE_ARGUMENT = re.compile(r"(FROM\s+queen\.[a-z_]+\()([^,()]+),")
-
-
 class Routed(Generic[R]):
     """A call of a function Citus delegates by its first argument, `route` (a number of the
-    shard every row it touches lives on, core/storage/shards.py), and the call's twin that
-    runs where it is received; `on(route)` picks one.
+    shard every row it touches lives on, core/storage/shards.py), bound with its twin
+    `<name>_here`, which runs where it is received; `on(route)` picks one.
 
     Citus sends a call of a delegated function to the node of its first argument's shard,
-    for a null too, whatever the rest of the statement. The twin (registered as
-    `<name>_here`) gives the route by a subquery, which is no constant Citus can hash, so
-    the call stays where it is received: on one PostgreSQL (route None), or for a call over
-    several shards, which then needs no other node (a call without a route on a cluster with
-    a worker down still runs on the others). The two statements differ in that alone."""
+    for a null too, whatever the rest of the statement. The twin gives the route by a
+    subquery, which is no constant Citus can hash, so the call stays where it is received:
+    on one PostgreSQL (route None), or for a call over several shards, which then needs no
+    other node (a call without a route on a cluster with a worker down still runs on the
+    others). The two statements differ in that alone (tests/unit/test_queries.py checks)."""
 
     def __init__(self, name: str, row: type[R]) -> None:
-        sql = QUERIES[name]
-        if len(_ROUTE_ARGUMENT.findall(sql)) != 1:
-            raise ValueError(f"query {name!r} must call one queen function, route first")
         self.routed = Statement(name, row)
-        self.here = Statement(f"{name}_here", row,
-                              text=_ROUTE_ARGUMENT.sub(r"\1(SELECT \2),", sql))
+        self.here = Statement(f"{name}_here", row)
 
     def on(self, route: int | None) -> Statement[R]:
         """The statement sent to the route's shard, or the twin for None."""

@@ -1,8 +1,8 @@
 -- Statements of the read path: pop (claim under a lease), ack, lease extension.
 -- Loaded by core/storage/statements.py. A lease is live iff worker_id IS NOT NULL AND
--- lease_expires_at > now(); every lease decision uses the database clock. The calls with a
--- `route` each have a twin that runs where it is received, for a call with no shard named
--- (`Routed` in core/storage/statements.py writes it).
+-- lease_expires_at > now(); every lease decision uses the database clock. Each call with a
+-- `route` has a twin `<name>_here` that differs only in giving the route by a subquery, for a
+-- call with no shard named (`Routed` in core/storage/statements.py pairs them).
 
 -- name: pop_ready
 -- Claim among known candidates and read, in one statement (functions/30_pop.sql says what
@@ -13,6 +13,18 @@ SELECT verdict, queue_id, queue, partition_id, partition, span_start, span_end, 
        base_offset, created_at, blob, last_offset, conflation, width,
        extract(epoch FROM due - clock_timestamp())::float8 AS due_in
   FROM queen.pop_ready(:route::bigint,
+                       :tenant, :queue, :namespace, :task, :partition, :group, :named,
+                       :seed_mode, :seed_instant::timestamptz, :store_seed, :batch,
+                       :partitions, :auto_ack, :lease_seconds, :lease_fallback, :lease_id,
+                       :candidates::bigint[], :conflation, :conflation_width);
+
+-- name: pop_ready_here
+-- As pop_ready, with no shard named (route null): runs where it is received
+-- (`Routed` in core/storage/statements.py says why).
+SELECT verdict, queue_id, queue, partition_id, partition, span_start, span_end, retry_count,
+       base_offset, created_at, blob, last_offset, conflation, width,
+       extract(epoch FROM due - clock_timestamp())::float8 AS due_in
+  FROM queen.pop_ready((SELECT :route::bigint),
                        :tenant, :queue, :namespace, :task, :partition, :group, :named,
                        :seed_mode, :seed_instant::timestamptz, :store_seed, :batch,
                        :partitions, :auto_ack, :lease_seconds, :lease_fallback, :lease_id,
@@ -32,6 +44,16 @@ SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_fr
                  :statuses::text[], :lease_ids::text[], :errors::text[], :offsets::bigint[],
                  :scan_missing, :tenants::text[]);
 
+-- name: ack_here
+-- As ack, with no shard named (route null): runs where it is received
+-- (`Routed` in core/storage/statements.py says why).
+SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_from, scan_to,
+       conflated
+  FROM queen.ack((SELECT :route::bigint),
+                 :groups::text[], :partition_ids::bigint[], :transaction_ids::text[],
+                 :statuses::text[], :lease_ids::text[], :errors::text[], :offsets::bigint[],
+                 :scan_missing, :tenants::text[]);
+
 -- name: ack_joined
 -- `ack` with its text columns each sent as one text: asyncpg encodes an array element by
 -- element, and a pop's 500 acks in five arrays cost it more than the rest of the call.
@@ -42,6 +64,20 @@ SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_fr
 SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_from, scan_to,
        conflated
   FROM queen.ack(:route::bigint,
+                 (string_to_array(:groups::text, E'\x1f'))[2:],
+                 string_to_array(:partition_ids::text, ',')::bigint[],
+                 (string_to_array(:transaction_ids::text, E'\x1f'))[2:],
+                 (string_to_array(:statuses::text, E'\x1f'))[2:],
+                 (string_to_array(:lease_ids::text, E'\x1f', E'\x1e'))[2:],
+                 :errors::text[], :offsets::bigint[], :scan_missing,
+                 (string_to_array(:tenants::text, E'\x1f'))[2:]);
+
+-- name: ack_joined_here
+-- As ack_joined, with no shard named (route null): runs where it is received
+-- (`Routed` in core/storage/statements.py says why).
+SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_from, scan_to,
+       conflated
+  FROM queen.ack((SELECT :route::bigint),
                  (string_to_array(:groups::text, E'\x1f'))[2:],
                  string_to_array(:partition_ids::text, ',')::bigint[],
                  (string_to_array(:transaction_ids::text, E'\x1f'))[2:],
@@ -73,6 +109,13 @@ SELECT q.name AS queue, p.name AS partition, x.base_offset, x.created_at, x.blob
 -- `tenants` (the caller's, whose queues' leases alone are extended): one per lease id.
 SELECT lease_id, lease_expires_at, routes
   FROM queen.extend_leases(:route::bigint, :lease_ids::text[], :seconds::float8[],
+                           :tenants::text[]);
+
+-- name: extend_leases_here
+-- As extend_leases, with no shard named (route null): runs where it is received
+-- (`Routed` in core/storage/statements.py says why).
+SELECT lease_id, lease_expires_at, routes
+  FROM queen.extend_leases((SELECT :route::bigint), :lease_ids::text[], :seconds::float8[],
                            :tenants::text[]);
 
 -- name: link_lease

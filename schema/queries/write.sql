@@ -1,6 +1,6 @@
 -- Statements of the write path and of queue management. Loaded by core/storage/statements.py.
--- The calls with a route each have a twin that runs where it is received, for a call with
--- no shard named (`Routed` in core/storage/statements.py writes it).
+-- Each call with a `route` has a twin `<name>_here` that differs only in giving the route by a
+-- subquery, for a call with no shard named (`Routed` in core/storage/statements.py pairs them).
 
 -- name: partition_ids
 -- The ids of partitions by name, created with their queue when missing (see
@@ -34,12 +34,34 @@ SELECT queue_id, partition_id, base_offset, created_at, dup_positions, dup_offse
                                :transaction_ids::text[], :repeats::boolean[],
                                :encrypted::boolean[]);
 
+-- name: append_partitions_here
+-- As append_partitions, with no shard named (route null): runs where it is received
+-- (`Routed` in core/storage/statements.py says why).
+SELECT queue_id, partition_id, base_offset, created_at, dup_positions, dup_offsets, encrypted
+  FROM queen.append_partitions((SELECT :route::bigint), :tenants::text[], :partition_ids::bigint[],
+                               :queues::text[], :partitions::text[], :namespaces::text[],
+                               :tasks::text[], :default_options::jsonb, :segments::integer[],
+                               :frames::integer[], :blobs::bytea[],
+                               :transaction_ids::text[], :repeats::boolean[],
+                               :encrypted::boolean[]);
+
 -- name: append_partitions_joined
 -- append_partitions with the transactionIds sent as one text: each preceded by U+001F
 -- (which no transactionId holds then: core/storage/joined.py), so the driver encodes one
 -- value instead of an array of a flush's hundreds.
 SELECT queue_id, partition_id, base_offset, created_at, dup_positions, dup_offsets, encrypted
   FROM queen.append_partitions(:route::bigint, :tenants::text[], :partition_ids::bigint[],
+                               :queues::text[], :partitions::text[], :namespaces::text[],
+                               :tasks::text[], :default_options::jsonb, :segments::integer[],
+                               :frames::integer[], :blobs::bytea[],
+                               (string_to_array(:transaction_ids::text, E'\x1f'))[2:],
+                               :repeats::boolean[], :encrypted::boolean[]);
+
+-- name: append_partitions_joined_here
+-- As append_partitions_joined, with no shard named (route null): runs where it is received
+-- (`Routed` in core/storage/statements.py says why).
+SELECT queue_id, partition_id, base_offset, created_at, dup_positions, dup_offsets, encrypted
+  FROM queen.append_partitions((SELECT :route::bigint), :tenants::text[], :partition_ids::bigint[],
                                :queues::text[], :partitions::text[], :namespaces::text[],
                                :tasks::text[], :default_options::jsonb, :segments::integer[],
                                :frames::integer[], :blobs::bytea[],
