@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from core.storage.statements import Conn, Statement
 
@@ -62,14 +62,8 @@ _QUOTA_SET = Statement[None]("tenant_quota_set")
 
 
 async def set_quota(conn: Conn, *, row: QuotaRow) -> None:
-    await _QUOTA_SET.run(conn, tenant=row.tenant, requests_per_second=row.requests_per_second,
-                         request_burst=row.request_burst,
-                         messages_per_second=row.messages_per_second,
-                         message_burst=row.message_burst, max_payload_bytes=row.max_payload_bytes,
-                         max_batch_size=row.max_batch_size, max_queues=row.max_queues,
-                         max_partitions_per_queue=row.max_partitions_per_queue,
-                         max_retention_seconds=row.max_retention_seconds,
-                         max_parked_pops=row.max_parked_pops, max_stored_bytes=row.max_stored_bytes)
+    """Store a tenant's quota: the row's fields are the statement's parameters."""
+    await _QUOTA_SET.run(conn, **asdict(row))
 
 
 _QUOTA_CLEAR = Statement[None]("tenant_quota_clear")

@@ -12,8 +12,7 @@ SELECT tenant, requests_per_second, request_burst, messages_per_second, message_
 
 -- name: tenant_quota_set
 -- Store a tenant's quota (replacing its previous one).
--- The limits (`requests_per_second` .. `max_stored_bytes`) in the table's column order (NULL:
--- unlimited).
+-- Its parameters are QuotaRow's fields (core/storage/tenants.py); a limit NULL is unlimited.
 INSERT INTO queen.tenant_quotas AS t (tenant, requests_per_second, request_burst,
                                       messages_per_second, message_burst, max_payload_bytes,
                                       max_batch_size, max_queues, max_partitions_per_queue,
