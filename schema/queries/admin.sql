@@ -1,7 +1,7 @@
 -- Statements of the admin routes: consumer groups (core/admin/groups.py) and resources
 -- (core/admin/resources.py). Loaded by core/storage/statements.py. Lease liveness is judged with now().
--- Every statement is of one tenant's queues (migration 140): its last parameter, or
--- `:tenant` in a statement with named parameters.
+-- Every statement is of one tenant's queues (migration 140): its `:tenant` (null in
+-- `admin_overview`: every queue).
 
 -- name: admin_queue_by_name
 -- A queue's id by name (null when unknown).
@@ -157,7 +157,6 @@ SELECT p.id, p.name, q.name AS queue, p.last_offset, p.log_start, p.last_write_a
 -- name: admin_overview
 -- Counts for the overview and the metrics routes: of one tenant's queues, or (null) of
 -- every queue.
--- `tenant`: null for every tenant.
 WITH q AS (SELECT id FROM queen.queues WHERE :tenant::text IS NULL OR tenant = :tenant),
 p AS (SELECT p.id, p.last_offset, p.log_start
         FROM queen.log_partitions p JOIN q ON q.id = p.queue_id),

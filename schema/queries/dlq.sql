@@ -1,7 +1,7 @@
 -- Statements of the DLQ and message-inspection routes (core/admin/dlq.py, core/admin/messages.py).
 -- Loaded by core/storage/statements.py. DLQ rows are written by the ack (queen.ack); these
 -- only read, replay and delete them. A statement that finds rows by queue name or by
--- address takes the caller's tenant (its last parameter): a partition of another tenant's
+-- address takes the caller's tenant (`:tenant`): a partition of another tenant's
 -- queue is not found (migration 140).
 
 -- name: dlq_page

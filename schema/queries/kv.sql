@@ -1,8 +1,8 @@
 -- Statements of the KV store (core/kv/, wire-protocol-extensions §14). Loaded by
 -- core/storage/statements.py. Every liveness decision uses now(), the instant the
 -- transaction started: one instant per call, shared by a transaction's riders (§14.5, §17).
--- Each tenant has a key space of its own (migration 140): a call is one tenant's, its last
--- parameter (`:tenant` in a statement with named parameters).
+-- Each tenant has a key space of its own (migration 140): a call is one tenant's, its
+-- `:tenant`.
 
 -- name: kv_lock
 -- Lock the rows of the keys a call writes or checks (distinct (ns, key) pairs), in byte order,
