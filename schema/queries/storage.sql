@@ -19,13 +19,11 @@ ROLLBACK;
 
 -- name: migration_lock
 -- Serialise migrations across processes (session-level advisory lock).
--- $1 lock key
-SELECT pg_advisory_lock($1);
+SELECT pg_advisory_lock(:key);
 
 -- name: migration_unlock
 -- Release the migration lock.
--- $1 lock key
-SELECT pg_advisory_unlock($1);
+SELECT pg_advisory_unlock(:key);
 
 -- name: migration_ledger
 -- The tables recording applied migrations and the checksums of the function files applied
@@ -44,17 +42,15 @@ SELECT version FROM queen.schema_migrations;
 
 -- name: migration_record
 -- Record one applied migration.
--- $1 version, $2 file name
-INSERT INTO queen.schema_migrations (version, name) VALUES ($1, $2);
+INSERT INTO queen.schema_migrations (version, name) VALUES (:version, :name);
 
 -- name: functions_applied
 -- The function files applied, with the SHA-256 of the text applied.
 SELECT file, checksum FROM queen.schema_functions;
 
 -- name: functions_record
--- Record one applied function file.
--- $1 file name, $2 SHA-256 of its text
-INSERT INTO queen.schema_functions (file, checksum) VALUES ($1, $2)
+-- Record one applied function file with the SHA-256 of its text (`checksum`).
+INSERT INTO queen.schema_functions (file, checksum) VALUES (:file, :checksum)
 ON CONFLICT (file) DO UPDATE SET checksum = excluded.checksum, applied_at = now();
 
 -- name: functions_forget
