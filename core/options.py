@@ -1,21 +1,23 @@
-"""Queue options: every default in one place, validation, and configure's merge/replace
+"""Queue options: each declared once, validation, and configure's merge/replace
 rules (wire-protocol §4.9).
 
 Every option configure accepts is applied (docs/reference/queue-options.md) or refused: an
 unknown key answers 400 naming it. `maxSize` is enforced at push (schema/functions/20_append.sql).
 `ttl` and `priority` are labels, stored and echoed.
 
-`EffectiveOptions` is the only place an option's default is written down. A queue row always
-holds the complete set (written by `encode` when a queue is created or configured; migration
-021 filled in older rows), so SQL reads options without restating defaults.
+`EffectiveOptions` is the only place an option's name, type, default and meaning are written
+down. A queue row always holds the complete set (written by `encode` when a queue is created
+or configured; migration 021 filled in older rows), so SQL reads options without restating
+defaults.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
+from msgspec import Meta
 
 from core.errors import BadRequest
 
@@ -25,26 +27,53 @@ POP_LEASE_FALLBACK_SECONDS = 60
 
 
 class EffectiveOptions(msgspec.Struct, frozen=True, rename="camel"):
-    """A queue's effective options; field order is the order configure echoes them, and
-    MEANINGS below says what each one does."""
+    """A queue's effective options, each declared once: its wire name (camel case), type,
+    default and meaning (the queue options reference is generated from these). Field order is
+    the order configure echoes them."""
 
-    lease_time: int = 300
-    retry_limit: int = 3
-    dlq_after_max_retries: bool = True
-    dead_letter_queue: bool = True
-    dedup_window_seconds: int = 3600
-    retention_seconds: int = 0
-    completed_retention_seconds: int = 0
-    retention_enabled: bool = False
-    delayed_processing: int = 0
-    window_buffer: int = 0
-    max_size: int = 0
-    retry_delay: int = 1000
-    ttl: int = 3600
-    priority: int = 0
-    encryption_enabled: bool = False
-    max_wait_time_seconds: int = 0
-    min_pop_wait_time: int = 0
+    lease_time: Annotated[int, Meta(description=
+        "Seconds a pop's lease lasts when the pop sends no `leaseSeconds`; 0 means 60.")] = 300
+    retry_limit: Annotated[int, Meta(description=
+        "Failures (`failed` acks) a message is delivered again after; the next one dead-letters "
+        "it (or drops it with the DLQ off).")] = 3
+    dlq_after_max_retries: Annotated[bool, Meta(description=
+        "Dead-letter a message whose retries are spent; the DLQ is off only when this and "
+        "`deadLetterQueue` are both false.")] = True
+    dead_letter_queue: Annotated[bool, Meta(description=
+        "The DLQ is on; see `dlqAfterMaxRetries`.")] = True
+    dedup_window_seconds: Annotated[int, Meta(description=
+        "A push repeating a `transactionId` of the same partition within this many seconds "
+        "writes nothing and answers `duplicate`; 0 turns deduplication off.")] = 3600
+    retention_seconds: Annotated[int, Meta(description=
+        "With `retentionEnabled`, segments older than this many seconds are deleted; 0 keeps "
+        "them.")] = 0
+    completed_retention_seconds: Annotated[int, Meta(description=
+        "With `retentionEnabled`, segments every consumer group has committed past and older "
+        "than this many seconds are deleted; 0 keeps them.")] = 0
+    retention_enabled: Annotated[bool, Meta(description=
+        "The switch of the two retention options: nothing is deleted while it is false.")] = False
+    delayed_processing: Annotated[int, Meta(description=
+        "Seconds a message waits after its push before a pop may deliver it.")] = 0
+    window_buffer: Annotated[int, Meta(description=
+        "Seconds a partition must have been quiet (no push) before a pop delivers from it.")] = 0
+    max_size: Annotated[int, Meta(description=
+        "Most unconsumed messages the queue may hold; a push past it fails. 0 = no limit.")] = 0
+    retry_delay: Annotated[int, Meta(description=
+        "Milliseconds before a span released by a `failed` or `retry` ack is delivered again; 0 "
+        "= at once.")] = 1000
+    ttl: Annotated[int, Meta(description=
+        "Stored and echoed; not enforced.")] = 3600
+    priority: Annotated[int, Meta(description=
+        "A label, stored and echoed; it orders nothing.")] = 0
+    encryption_enabled: Annotated[bool, Meta(description=
+        "Store this queue's messages sealed with `QUEEN_ENCRYPTION_KEY` (AES-256-GCM); refused "
+        "without a key.")] = False
+    max_wait_time_seconds: Annotated[int, Meta(description=
+        "When a pop claims, messages pushed longer ago than this are skipped for that group "
+        "(counted as evicted); 0 = off.")] = 0
+    min_pop_wait_time: Annotated[int, Meta(description=
+        "Milliseconds an under-full partition is held back so that a pop can take a fuller "
+        "batch (0 to 60000).")] = 0
 
     @property
     def dlq_enabled(self) -> bool:
@@ -65,42 +94,23 @@ class EffectiveOptions(msgspec.Struct, frozen=True, rename="camel"):
 
 # Wire name -> default, in echo order.
 DEFAULTS: dict[str, Any] = EffectiveOptions().as_dict()
-# What each option does (the queue options reference is generated from this and DEFAULTS).
-MEANINGS: dict[str, str] = {
-    "leaseTime": "Seconds a pop's lease lasts when the pop sends no `leaseSeconds`; 0 means "
-                 "60.",
-    "retryLimit": "Failures (`failed` acks) a message is delivered again after; the next "
-                  "one dead-letters it (or drops it with the DLQ off).",
-    "dlqAfterMaxRetries": "Dead-letter a message whose retries are spent; the DLQ is off "
-                          "only when this and `deadLetterQueue` are both false.",
-    "deadLetterQueue": "The DLQ is on; see `dlqAfterMaxRetries`.",
-    "dedupWindowSeconds": "A push repeating a `transactionId` of the same partition within "
-                          "this many seconds writes nothing and answers `duplicate`; 0 turns "
-                          "deduplication off.",
-    "retentionSeconds": "With `retentionEnabled`, segments older than this many seconds are "
-                        "deleted; 0 keeps them.",
-    "completedRetentionSeconds": "With `retentionEnabled`, segments every consumer group "
-                                 "has committed past and older than this many seconds are "
-                                 "deleted; 0 keeps them.",
-    "retentionEnabled": "The switch of the two retention options: nothing is deleted while "
-                        "it is false.",
-    "delayedProcessing": "Seconds a message waits after its push before a pop may deliver "
-                         "it.",
-    "windowBuffer": "Seconds a partition must have been quiet (no push) before a pop "
-                    "delivers from it.",
-    "maxSize": "Most unconsumed messages the queue may hold; a push past it fails. 0 = no "
-               "limit.",
-    "retryDelay": "Milliseconds before a span released by a `failed` or `retry` ack is "
-                  "delivered again; 0 = at once.",
-    "ttl": "Stored and echoed; not enforced.",
-    "priority": "A label, stored and echoed; it orders nothing.",
-    "encryptionEnabled": "Store this queue's messages sealed with `QUEEN_ENCRYPTION_KEY` "
-                         "(AES-256-GCM); refused without a key.",
-    "maxWaitTimeSeconds": "When a pop claims, messages pushed longer ago than this are "
-                          "skipped for that group (counted as evicted); 0 = off.",
-    "minPopWaitTime": "Milliseconds an under-full partition is held back so that a pop can "
-                      "take a fuller batch (0 to 60000).",
-}
+
+
+def _meanings() -> dict[str, str]:
+    """Wire name -> what the option does, as its field declares it."""
+    struct = msgspec.inspect.type_info(EffectiveOptions)
+    assert isinstance(struct, msgspec.inspect.StructType)
+    out = {}
+    for field in struct.fields:
+        declared = field.type
+        if not isinstance(declared, msgspec.inspect.Metadata) or not declared.extra_json_schema:
+            raise TypeError(f"option {field.encode_name} is declared without a meaning")
+        out[field.encode_name] = str(declared.extra_json_schema["description"])
+    return out
+
+
+# What each option does (the queue options reference shows it).
+MEANINGS = _meanings()
 # Every queue row created from now on gets this (or its configured options) in full.
 DEFAULTS_JSON = msgspec.json.encode(DEFAULTS).decode()
 

@@ -36,6 +36,11 @@ class SwitchState:
     pop: bool = False  # pops answer 204
     version: int = -1  # -1: never read
 
+    @classmethod
+    def of(cls, row: sql.SystemStateRow) -> SwitchState:
+        """The switches as the system_state row holds them."""
+        return cls(row.push_maintenance, row.pop_maintenance, row.version)
+
 
 def decode_notification(payload: str) -> SwitchState:
     """`<version>:<push 0|1>:<pop 0|1>`; ValueError for anything else."""
@@ -70,14 +75,14 @@ class Switches:
             row = await sql.read_state(conn)
         if row is not None:
             self.instance_id = row.instance_id
-            self._apply(SwitchState(row.push_maintenance, row.pop_maintenance, row.version))
+            self._apply(SwitchState.of(row))
 
     async def set(self, *, push: bool | None = None, pop: bool | None = None) -> SwitchState:
         """Change either switch for every process; answers the state now in force."""
         async with self._db.session() as conn:
             row = await sql.write_state(conn, push=push, pop=pop, channel=CHANNEL)
         if row is not None:
-            self._apply(SwitchState(row.push_maintenance, row.pop_maintenance, row.version))
+            self._apply(SwitchState.of(row))
         return self.state
 
     def notified(self, payload: str | None) -> None:

@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from core.errors import QueenError
 from core.storage import kafka as sql
@@ -33,12 +32,7 @@ _CLAIM_SECONDS = 1.0
 # A listener not heard from for this long is left out of Metadata.
 _ALIVE_SECONDS = 10.0
 
-
-@dataclass(frozen=True, slots=True, order=True)
-class Node:
-    node_id: int
-    host: str
-    port: int
+Node = sql.Node  # a listener of the cluster: node id and advertised address
 
 
 class Election:
@@ -73,20 +67,15 @@ class Election:
         while not self._stopping.is_set():
             async with asyncio.timeout(10):
                 if not self.holding and await sql.claim_coordinator(conn, cluster=self.cluster):
-                    me = self.me
-                    await sql.record_coordinator(conn, cluster=self.cluster, node=sql.NodeRow(
-                        me.node_id, me.host, me.port))
+                    await sql.record_coordinator(conn, cluster=self.cluster, node=self.me)
                     self.holding = True
                     log.info("this listener (node %d) coordinates the groups of Kafka "
-                             "cluster %r", me.node_id, self.cluster)
+                             "cluster %r", self.me.node_id, self.cluster)
                 row = await sql.coordinator(conn, cluster=self.cluster)
-                me = self.me
-                alive = await sql.node_alive(conn, cluster=self.cluster, node=sql.NodeRow(
-                    me.node_id, me.host, me.port), within_seconds=_ALIVE_SECONDS)
-            self.nodes = sorted(Node(n.node_id, n.host, n.port) for n in alive)
-            self.coordinator = None if row is None else Node(row.node_id, row.host, row.port)
-            if self.holding:
-                self.coordinator = self.me
+                alive = await sql.node_alive(conn, cluster=self.cluster, node=self.me,
+                                             within_seconds=_ALIVE_SECONDS)
+            self.nodes = sorted(alive)
+            self.coordinator = self.me if self.holding else row
             self.changed.set()
             await wait_event(self._stopping, _CLAIM_SECONDS)
 

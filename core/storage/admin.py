@@ -127,7 +127,7 @@ _QUEUE_BY_NAME = Statement[None]("admin_queue_by_name")
 
 
 async def queue_id(conn: Conn, *, tenant: str, name: str) -> int | None:
-    value = await _QUEUE_BY_NAME.value(conn, name, tenant)
+    value = await _QUEUE_BY_NAME.value(conn, name=name, tenant=tenant)
     return None if value is None else int(value)
 
 
@@ -136,14 +136,15 @@ _GROUP_CURSORS = Statement("admin_group_cursors", GroupCursor)
 
 async def group_cursors(conn: Conn, *, tenant: str, group: str | None, queue: str | None,
                         lagging_over: float | None = None) -> list[GroupCursor]:
-    return await _GROUP_CURSORS.rows(conn, group, queue, lagging_over, tenant)
+    return await _GROUP_CURSORS.rows(conn, group=group, queue=queue, lagging_over=lagging_over,
+                                     tenant=tenant)
 
 
 _SUBSCRIPTIONS = Statement("admin_subscriptions", Subscription)
 
 
 async def subscriptions(conn: Conn, *, tenant: str, group: str | None) -> list[Subscription]:
-    return await _SUBSCRIPTIONS.rows(conn, group, tenant)
+    return await _SUBSCRIPTIONS.rows(conn, group=group, tenant=tenant)
 
 
 _DELETE_GROUP_CURSORS = Statement[None]("admin_delete_group_cursors")
@@ -152,7 +153,8 @@ _DELETE_GROUP_CURSORS = Statement[None]("admin_delete_group_cursors")
 async def delete_group_cursors(conn: Conn, *, tenant: str, group: str,
                                queue: str | None) -> list[int]:
     """Delete a group's cursors; answers the queue id of each deleted cursor."""
-    return [int(v) for v in await _DELETE_GROUP_CURSORS.values(conn, group, queue, tenant)]
+    return [int(v) for v in await _DELETE_GROUP_CURSORS.values(conn, group=group, queue=queue,
+                                                               tenant=tenant)]
 
 
 _DELETE_GROUP_SUBSCRIPTIONS = Statement[None]("admin_delete_group_subscriptions")
@@ -161,7 +163,8 @@ _DELETE_GROUP_SUBSCRIPTIONS = Statement[None]("admin_delete_group_subscriptions"
 async def delete_group_subscriptions(conn: Conn, *, tenant: str, group: str,
                                      queue: str | None) -> int:
     """Delete a group's stored subscriptions; answers how many."""
-    return len(await _DELETE_GROUP_SUBSCRIPTIONS.values(conn, group, queue, tenant))
+    return len(await _DELETE_GROUP_SUBSCRIPTIONS.values(conn, group=group, queue=queue,
+                                                        tenant=tenant))
 
 
 _SEEK = Statement("admin_seek", SeekRow)
@@ -169,7 +172,8 @@ _SEEK = Statement("admin_seek", SeekRow)
 
 async def seek(conn: Conn, *, queue_id: int, group: str, partition: str | None,
                timestamp: datetime | None) -> list[SeekRow]:
-    return await _SEEK.rows(conn, queue_id, group, partition, timestamp)
+    return await _SEEK.rows(conn, queue_id=queue_id, group=group, partition=partition,
+                            timestamp=timestamp)
 
 
 _SET_SUBSCRIPTION = Statement[None]("admin_set_subscription_timestamp")
@@ -177,7 +181,7 @@ _SET_SUBSCRIPTION = Statement[None]("admin_set_subscription_timestamp")
 
 async def set_subscription_timestamp(conn: Conn, *, tenant: str, group: str,
                                      timestamp: datetime) -> int:
-    return await _SET_SUBSCRIPTION.run(conn, group, timestamp, tenant)
+    return await _SET_SUBSCRIPTION.run(conn, group=group, timestamp=timestamp, tenant=tenant)
 
 
 _QUEUE_PAGE = Statement("admin_queue_page", QueuePageRow)
@@ -197,15 +201,16 @@ _PARTITION_STATS = Statement("admin_partition_stats", PartitionStatsRow)
 
 async def partition_stats(conn: Conn, *, tenant: str,
                           queue_ids: Sequence[int] | None) -> list[PartitionStatsRow]:
-    return await _PARTITION_STATS.rows(conn, None if queue_ids is None else list(queue_ids),
-                                       tenant)
+    return await _PARTITION_STATS.rows(conn,
+                                       queue_ids=None if queue_ids is None else list(queue_ids),
+                                       tenant=tenant)
 
 
 _QUEUE_ROW = Statement("admin_queue_row", QueueInfo)
 
 
 async def queue_row(conn: Conn, *, tenant: str, name: str) -> QueueInfo | None:
-    return await _QUEUE_ROW.one(conn, name, tenant)
+    return await _QUEUE_ROW.one(conn, name=name, tenant=tenant)
 
 
 _PARTITIONS_LIST = Statement("admin_partitions_list", PartitionListRow)
@@ -213,7 +218,7 @@ _PARTITIONS_LIST = Statement("admin_partitions_list", PartitionListRow)
 
 async def partitions_list(conn: Conn, *, tenant: str, queue: str | None, limit: int,
                           offset: int) -> list[PartitionListRow]:
-    return await _PARTITIONS_LIST.rows(conn, queue, limit, offset, tenant)
+    return await _PARTITIONS_LIST.rows(conn, queue=queue, limit=limit, offset=offset, tenant=tenant)
 
 
 _OVERVIEW = Statement("admin_overview", Overview)
@@ -221,4 +226,4 @@ _OVERVIEW = Statement("admin_overview", Overview)
 
 async def overview(conn: Conn, *, tenant: str | None) -> Overview:
     """The counts of one tenant's queues (None: of every queue)."""
-    return await _OVERVIEW.single(conn, tenant)
+    return await _OVERVIEW.single(conn, tenant=tenant)

@@ -9,7 +9,8 @@ _POLICY = Statement[None]("conflation_policy")
 
 async def policy(conn: Conn, *, tenant: str, queue: str | None, namespace: str | None,
                  task: str | None, group: str) -> bool | None:
-    found = await _POLICY.value(conn, queue, namespace, task, group, tenant)
+    found = await _POLICY.value(conn, queue=queue, namespace=namespace, task=task, group=group,
+                                tenant=tenant)
     return None if found is None else bool(found)
 
 
@@ -17,4 +18,4 @@ _OF_QUEUE = Statement[None]("conflation_of_queue")
 
 
 async def of_queue(conn: Conn, *, queue_id: int, group: str) -> bool:
-    return bool(await _OF_QUEUE.value(conn, queue_id, group))
+    return bool(await _OF_QUEUE.value(conn, queue_id=queue_id, group=group))

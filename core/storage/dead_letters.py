@@ -93,8 +93,9 @@ async def dlq_page(conn: Conn, *, tenant: str, queue: str | None, group: str | N
                    failed_to: datetime | None, limit: int,
                    offset: int) -> tuple[list[DeadLetterRow], int]:
     """One page of matching rows, newest first, and the number of all matching rows."""
-    rows = await _PAGE.rows(conn, queue, group, partition, failed_from, failed_to, limit,
-                            offset, tenant)
+    rows = await _PAGE.rows(conn, queue=queue, group=group, partition=partition,
+                            failed_from=failed_from, failed_to=failed_to, limit=limit,
+                            offset=offset, tenant=tenant)
     total = rows[0].total if rows else 0
     return [r for r in rows if r.id is not None], total
 
@@ -104,7 +105,8 @@ _LOCK_NEWEST = Statement("dlq_lock_newest", DeadLetterRow)
 
 async def dlq_lock_newest(conn: Conn, *, tenant: str, partition_id: int,
                           transaction_id: str) -> DeadLetterRow | None:
-    return await _LOCK_NEWEST.one(conn, partition_id, transaction_id, tenant)
+    return await _LOCK_NEWEST.one(conn, partition_id=partition_id, transaction_id=transaction_id,
+                                  tenant=tenant)
 
 
 _ROWS_FOR_ADDRESS = Statement("dlq_rows_for_address", DeadLetterRow)
@@ -112,7 +114,8 @@ _ROWS_FOR_ADDRESS = Statement("dlq_rows_for_address", DeadLetterRow)
 
 async def dlq_rows_for_address(conn: Conn, *, tenant: str, partition_id: int,
                                transaction_id: str) -> list[DeadLetterRow]:
-    return await _ROWS_FOR_ADDRESS.rows(conn, partition_id, transaction_id, tenant)
+    return await _ROWS_FOR_ADDRESS.rows(conn, partition_id=partition_id,
+                                        transaction_id=transaction_id, tenant=tenant)
 
 
 _DELETE = Statement("dlq_delete", DeletedDeadLetter)
@@ -120,21 +123,22 @@ _DELETE = Statement("dlq_delete", DeletedDeadLetter)
 
 async def dlq_delete(conn: Conn, *, partition_id: int, row_id: int | None,
                      transaction_id: str | None) -> list[DeletedDeadLetter]:
-    return await _DELETE.rows(conn, partition_id, row_id, transaction_id)
+    return await _DELETE.rows(conn, partition_id=partition_id, row_id=row_id,
+                              transaction_id=transaction_id)
 
 
 _LOCK_COPIES = Statement[None]("dlq_lock_copies")
 
 
 async def dlq_lock_copies(conn: Conn, *, partition_id: int, bases: Sequence[int]) -> None:
-    await _LOCK_COPIES.run(conn, partition_id, list(bases))
+    await _LOCK_COPIES.run(conn, partition_id=partition_id, bases=list(bases))
 
 
 _DROP_COPIES = Statement[None]("dlq_drop_copies")
 
 
 async def dlq_drop_copies(conn: Conn, *, partition_id: int, bases: Sequence[int]) -> None:
-    await _DROP_COPIES.run(conn, partition_id, list(bases))
+    await _DROP_COPIES.run(conn, partition_id=partition_id, bases=list(bases))
 
 
 _MESSAGE_PARTITION = Statement("message_partition", MessagePartition)
@@ -143,7 +147,7 @@ _MESSAGE_PARTITION = Statement("message_partition", MessagePartition)
 async def message_partition(conn: Conn, *, tenant: str,
                             partition_id: int) -> MessagePartition | None:
     """A partition of the tenant's queues (None: there is none of that id)."""
-    return await _MESSAGE_PARTITION.one(conn, partition_id, tenant)
+    return await _MESSAGE_PARTITION.one(conn, partition_id=partition_id, tenant=tenant)
 
 
 _MESSAGE_OFFSETS = Statement[None]("message_offsets")
@@ -151,8 +155,9 @@ _MESSAGE_OFFSETS = Statement[None]("message_offsets")
 
 async def message_offsets(conn: Conn, *, partition_id: int, transaction_id: str,
                           log_start: int) -> list[int]:
-    return [int(v) for v in await _MESSAGE_OFFSETS.values(conn, partition_id, transaction_id,
-                                                           log_start)]
+    return [int(v) for v in await _MESSAGE_OFFSETS.values(conn, partition_id=partition_id,
+                                                          transaction_id=transaction_id,
+                                                          log_start=log_start)]
 
 
 _SEGMENTS_NEWEST = Statement("message_segments_newest", RangeRow)
@@ -160,14 +165,14 @@ _SEGMENTS_NEWEST = Statement("message_segments_newest", RangeRow)
 
 async def message_segments_newest(conn: Conn, *, partition_id: int, below: int,
                                   limit: int) -> list[RangeRow]:
-    return await _SEGMENTS_NEWEST.rows(conn, partition_id, below, limit)
+    return await _SEGMENTS_NEWEST.rows(conn, partition_id=partition_id, below=below, limit=limit)
 
 
 _CURSORS = Statement("message_cursors", CursorState)
 
 
 async def message_cursors(conn: Conn, *, partition_id: int) -> list[CursorState]:
-    return await _CURSORS.rows(conn, partition_id)
+    return await _CURSORS.rows(conn, partition_id=partition_id)
 
 
 _LIST_PARTITIONS = Statement("message_list_partitions", ListedPartition)
@@ -176,7 +181,8 @@ _LIST_PARTITIONS = Statement("message_list_partitions", ListedPartition)
 async def message_list_partitions(conn: Conn, *, tenant: str, queue: str | None,
                                   partition: str | None, namespace: str | None,
                                   task: str | None, limit: int) -> list[ListedPartition]:
-    return await _LIST_PARTITIONS.rows(conn, queue, partition, namespace, task, limit, tenant)
+    return await _LIST_PARTITIONS.rows(conn, queue=queue, partition=partition, namespace=namespace,
+                                       task=task, limit=limit, tenant=tenant)
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,10 +204,10 @@ _LOCK_BY_ID = Statement("dlq_lock_by_id", DeadLetterRow)
 async def dlq_lock_by_id(conn: Conn, *, tenant: str, dlq_id: int) -> DeadLetterRow | None:
     """The row of that id, locked (None: there is none, or it is another tenant's). The
     partition is read first, so that the lock names it (one shard on Citus)."""
-    partition_id = await _PARTITION_OF.value(conn, dlq_id)
+    partition_id = await _PARTITION_OF.value(conn, dlq_id=dlq_id)
     if partition_id is None:
         return None
-    return await _LOCK_BY_ID.one(conn, partition_id, dlq_id, tenant)
+    return await _LOCK_BY_ID.one(conn, partition_id=partition_id, dlq_id=dlq_id, tenant=tenant)
 
 
 _PURGE_BATCH = Statement("dlq_purge_batch", PurgeCandidate)
@@ -209,7 +215,7 @@ _PURGE_BATCH = Statement("dlq_purge_batch", PurgeCandidate)
 
 async def dlq_purge_batch(conn: Conn, *, tenant: str, queue: str, group: str | None,
                           batch: int) -> list[PurgeCandidate]:
-    return await _PURGE_BATCH.rows(conn, queue, group, batch, tenant)
+    return await _PURGE_BATCH.rows(conn, queue=queue, group=group, batch=batch, tenant=tenant)
 
 
 _PURGE_ROWS = Statement("dlq_purge_rows", PurgedDeadLetter)
@@ -217,4 +223,4 @@ _PURGE_ROWS = Statement("dlq_purge_rows", PurgedDeadLetter)
 
 async def dlq_purge_rows(conn: Conn, *, partition_id: int,
                          ids: Sequence[int]) -> list[PurgedDeadLetter]:
-    return await _PURGE_ROWS.rows(conn, partition_id, list(ids))
+    return await _PURGE_ROWS.rows(conn, partition_id=partition_id, ids=list(ids))

@@ -19,4 +19,4 @@ _DEPTH_CURSORS = Statement("depth_cursors", DepthRow)
 
 
 async def depth_cursors(conn: Conn, *, queue_id: int, group: str | None) -> list[DepthRow]:
-    return await _DEPTH_CURSORS.rows(conn, queue_id, group)
+    return await _DEPTH_CURSORS.rows(conn, queue_id=queue_id, group=group)

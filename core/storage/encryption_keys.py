@@ -20,7 +20,7 @@ _INSERT = Statement[None]("key_check_insert")
 
 async def insert_key_check(conn: Conn, *, key_id: bytes, check_value: bytes) -> None:
     """Store the key check unless one is stored already."""
-    await _INSERT.run(conn, key_id, check_value)
+    await _INSERT.run(conn, key_id=key_id, check_value=check_value)
 
 
 _READ = Statement("key_check_read", KeyCheckRow)
@@ -34,4 +34,4 @@ _ENCRYPTED_QUEUES = Statement[None]("encrypted_queue_names")
 
 
 async def encrypted_queue_names(conn: Conn, *, limit: int) -> list[str]:
-    return [str(n) for n in await _ENCRYPTED_QUEUES.values(conn, limit)]
+    return [str(n) for n in await _ENCRYPTED_QUEUES.values(conn, limit=limit)]

@@ -97,8 +97,8 @@ _PUSH = Statement("eph_push", PushRow)
 async def push(conn: Conn, *, queue: str, partitions: Sequence[str], counts: Sequence[int],
                payloads: Sequence[str], cap_bytes: int, channel: str) -> list[PushRow]:
     """Several pushes to one queue in one call, in order: one row each."""
-    return await _PUSH.rows(conn, queue, list(partitions), list(counts), list(payloads),
-                            cap_bytes, channel)
+    return await _PUSH.rows(conn, queue=queue, partitions=list(partitions), counts=list(counts),
+                            payloads=list(payloads), cap_bytes=cap_bytes, channel=channel)
 
 
 _POP = Statement("eph_pop", PoppedRow)
@@ -106,7 +106,8 @@ _POP = Statement("eph_pop", PoppedRow)
 
 async def pop(conn: Conn, *, queue: str, partition: str | None, group: str, batch: int,
               auto_ack: bool) -> list[PoppedRow]:
-    return await _POP.rows(conn, queue, partition, group, batch, auto_ack)
+    return await _POP.rows(conn, queue=queue, partition=partition, group=group, batch=batch,
+                           auto_ack=auto_ack)
 
 
 _ACK = Statement[None]("eph_ack")
@@ -115,8 +116,9 @@ _ACK = Statement[None]("eph_ack")
 async def ack(conn: Conn, *, queue: str, group: str, epochs: Sequence[int | None],
               partitions: Sequence[str], seqs: Sequence[int], statuses: Sequence[str],
               channel: str) -> list[str]:
-    return await _ACK.values(conn, queue, group, list(epochs), list(partitions), list(seqs),
-                             list(statuses), channel)
+    return await _ACK.values(conn, queue=queue, group=group, epochs=list(epochs),
+                             partitions=list(partitions), seqs=list(seqs), statuses=list(statuses),
+                             channel=channel)
 
 
 _CONFIGURE = Statement[None]("eph_configure")
@@ -137,7 +139,7 @@ _RESET = Statement[None]("eph_reset")
 
 
 async def reset(conn: Conn, *, queue: str) -> int:
-    dropped: int = await _RESET.value(conn, queue)
+    dropped: int = await _RESET.value(conn, queue=queue)
     return dropped
 
 
@@ -145,7 +147,7 @@ _DELETE = Statement("eph_delete", DeleteRow)
 
 
 async def delete(conn: Conn, *, queue: str) -> DeleteRow:
-    return await _DELETE.single(conn, queue)
+    return await _DELETE.single(conn, queue=queue)
 
 
 _SWEEP = Statement("eph_sweep", SweepRow)
@@ -153,7 +155,8 @@ _SWEEP = Statement("eph_sweep", SweepRow)
 
 async def sweep(conn: Conn, *, idle_seconds: int, channel: str, after: str,
                 limit: int) -> SweepRow:
-    return await _SWEEP.single(conn, idle_seconds, channel, after, limit)
+    return await _SWEEP.single(conn, idle_seconds=idle_seconds, channel=channel, after=after,
+                               limit=limit)
 
 
 _CLAIM = Statement[None]("eph_sweeper_claim")
@@ -169,28 +172,28 @@ _WINDOW = Statement("eph_window", WindowRow)
 
 
 async def window(conn: Conn, *, queue: str) -> WindowRow:
-    return await _WINDOW.single(conn, queue)
+    return await _WINDOW.single(conn, queue=queue)
 
 
 _QUEUES = Statement("eph_queues", EphemeralQueueRow)
 
 
 async def queues(conn: Conn, *, queue: str | None) -> list[EphemeralQueueRow]:
-    return await _QUEUES.rows(conn, queue)
+    return await _QUEUES.rows(conn, queue=queue)
 
 
 _RINGS = Statement("eph_depth_partitions", RingRow)
 
 
 async def rings(conn: Conn, *, queue: str) -> list[RingRow]:
-    return await _RINGS.rows(conn, queue)
+    return await _RINGS.rows(conn, queue=queue)
 
 
 _BACKLOGS = Statement("eph_depth_groups", BacklogRow)
 
 
 async def backlogs(conn: Conn, *, queue: str) -> list[BacklogRow]:
-    return await _BACKLOGS.rows(conn, queue)
+    return await _BACKLOGS.rows(conn, queue=queue)
 
 
 _TOTALS = Statement("eph_totals", TotalsRow)

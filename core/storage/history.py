@@ -90,7 +90,8 @@ _PROCESS_BUCKETS = Statement("history_process_buckets", ProcessBucket)
 
 async def process_buckets(conn: Conn, *, start: datetime, end: datetime, minutes: int,
                           hostname: str | None, pid: int | None) -> list[ProcessBucket]:
-    return await _PROCESS_BUCKETS.rows(conn, start, end, minutes, hostname, pid)
+    return await _PROCESS_BUCKETS.rows(conn, start=start, end=end, minutes=minutes,
+                                       hostname=hostname, pid=pid)
 
 
 _PROCESSES = Statement("history_processes", ProcessSpan)
@@ -98,7 +99,7 @@ _PROCESSES = Statement("history_processes", ProcessSpan)
 
 async def processes(conn: Conn, *, start: datetime, end: datetime,
                     live_seconds: float) -> list[ProcessSpan]:
-    return await _PROCESSES.rows(conn, start, end, live_seconds)
+    return await _PROCESSES.rows(conn, start=start, end=end, live_seconds=live_seconds)
 
 
 _QUEUE_BUCKETS = Statement("history_queue_buckets", QueueBucket)
@@ -108,5 +109,5 @@ async def queue_buckets(conn: Conn, *, start: datetime, end: datetime, minutes: 
                         queue: str | None, namespace: str | None, task: str | None,
                         tenant: str | None) -> list[QueueBucket]:
     """Per queue and bucket; of one tenant's queues, or of every tenant's (None)."""
-    return await _QUEUE_BUCKETS.rows(conn, start, end, minutes, queue, namespace, task,
-                                     tenant)
+    return await _QUEUE_BUCKETS.rows(conn, start=start, end=end, minutes=minutes, queue=queue,
+                                     namespace=namespace, task=task, tenant=tenant)

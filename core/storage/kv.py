@@ -69,14 +69,16 @@ async def lock_rows(conn: Conn, *, tenant: str,
                     keys: Sequence[tuple[str, str]]) -> list[LockedRow]:
     """Lock (creating placeholders for) distinct (ns, key) pairs of the tenant's key space,
     in byte order."""
-    return await _LOCK.rows(conn, [k[0] for k in keys], [k[1] for k in keys], tenant)
+    return await _LOCK.rows(conn, namespaces=[k[0] for k in keys], keys=[k[1] for k in keys],
+                            tenant=tenant)
 
 
 _GET = Statement("kv_get", KvRow)
 
 
 async def live_rows(conn: Conn, *, tenant: str, keys: Sequence[tuple[str, str]]) -> list[KvRow]:
-    return await _GET.rows(conn, [k[0] for k in keys], [k[1] for k in keys], tenant)
+    return await _GET.rows(conn, namespaces=[k[0] for k in keys], keys=[k[1] for k in keys],
+                           tenant=tenant)
 
 
 _WRITE = Statement("kv_write", WriteCounts)
@@ -97,7 +99,8 @@ _PREFIX = Statement("kv_get_prefix", PrefixRow)
 
 async def prefix_rows(conn: Conn, *, tenant: str, ns: str, prefix: str, upper: str | None,
                       after: str, limit: int, keys_only: bool) -> list[PrefixRow]:
-    return await _PREFIX.rows(conn, ns, prefix, upper, after, limit, keys_only, tenant)
+    return await _PREFIX.rows(conn, ns=ns, prefix=prefix, upper=upper, after=after, limit=limit,
+                              keys_only=keys_only, tenant=tenant)
 
 
 _SWEEP = Statement[None]("kv_sweep")
@@ -105,7 +108,7 @@ _SWEEP = Statement[None]("kv_sweep")
 
 async def sweep(conn: Conn, *, batch: int) -> int:
     """Delete up to `batch` dead rows; answer how many."""
-    return await _SWEEP.run(conn, batch)
+    return await _SWEEP.run(conn, batch=batch)
 
 
 _NAMESPACES = Statement("kv_namespaces", KvNamespaceRow)
@@ -113,4 +116,5 @@ _NAMESPACES = Statement("kv_namespaces", KvNamespaceRow)
 
 async def namespaces(conn: Conn, *, tenant: str, after: str, limit: int,
                      horizon_seconds: float) -> list[KvNamespaceRow]:
-    return await _NAMESPACES.rows(conn, after, limit, horizon_seconds, tenant)
+    return await _NAMESPACES.rows(conn, after=after, limit=limit, horizon_seconds=horizon_seconds,
+                                  tenant=tenant)

@@ -96,7 +96,7 @@ def checksum(text: str) -> str:
 
 async def apply_schema(conn: Conn, schema: Traversable = SCHEMA_DIR) -> SchemaChanges:
     """Apply every migration not yet recorded, then every function file whose text changed."""
-    await _LOCK.run(conn, _ADVISORY_LOCK_KEY)
+    await _LOCK.run(conn, key=_ADVISORY_LOCK_KEY)
     try:
         await _LEDGER.run(conn)
         migrations = await _apply_migrations(conn, schema)
@@ -110,7 +110,7 @@ async def apply_schema(conn: Conn, schema: Traversable = SCHEMA_DIR) -> SchemaCh
         functions = await _apply_functions(conn, schema)
         placed = await citus.distribute(conn) if await citus.version(conn) else []
     finally:
-        await _UNLOCK.run(conn, _ADVISORY_LOCK_KEY)
+        await _UNLOCK.run(conn, key=_ADVISORY_LOCK_KEY)
     return SchemaChanges(migrations, functions, [], placed)
 
 
@@ -124,7 +124,7 @@ async def _apply_migrations(conn: Conn, schema: Traversable) -> list[int]:
         async with conn.transaction():
             if _has_statements(text):  # a version may only say where its content went
                 await conn.execute(text)
-            await _RECORD.run(conn, version, path.name)
+            await _RECORD.run(conn, version=version, name=path.name)
             await _FUNCTIONS_FORGET.run(conn)
         log.info("applied migration %s", path.name)
         applied.append(version)
@@ -141,7 +141,7 @@ async def _apply_functions(conn: Conn, schema: Traversable) -> list[str]:
             continue
         async with conn.transaction():
             await conn.execute(text)
-            await _FUNCTIONS_RECORD.run(conn, path.name, digest)
+            await _FUNCTIONS_RECORD.run(conn, file=path.name, checksum=digest)
         log.info("applied functions %s", path.name)
         applied.append(path.name)
     return applied

@@ -11,7 +11,7 @@ _NOTIFY = Statement[None]("notify_wakeups")
 
 
 async def notify_wakeups(conn: Conn, *, channel: str, payloads: Sequence[str]) -> None:
-    await _NOTIFY.run(conn, channel, list(payloads))
+    await _NOTIFY.run(conn, channel=channel, payloads=list(payloads))
 
 
 _NOTIFY_EACH = Statement[None]("notify_each")
@@ -19,7 +19,7 @@ _NOTIFY_EACH = Statement[None]("notify_each")
 
 async def notify_each(conn: Conn, *, channels: Sequence[str], payloads: Sequence[str]) -> None:
     """One notification per (channel, payload), in this order, in one transaction."""
-    await _NOTIFY_EACH.run(conn, list(channels), list(payloads))
+    await _NOTIFY_EACH.run(conn, channels=list(channels), payloads=list(payloads))
 
 
 _LISTENER_PROBE = Statement[None]("listener_probe")

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from core.storage.joined import joined
-from core.storage.statements import Conn, Statement
+from core.storage.statements import Conn, Routed, Statement
 
 
 @dataclass(slots=True)
@@ -119,8 +119,7 @@ class RangeRow:
     blob: bytes
 
 
-_POP_READY = Statement("pop_ready", ReadyRow)
-_POP_READY_HERE = Statement("pop_ready_here", ReadyRow)
+_POP_READY = Routed("pop_ready", ReadyRow)
 
 
 async def pop_ready(conn: Conn, *, route: int | None, tenant: str, queue: str | None,
@@ -132,8 +131,7 @@ async def pop_ready(conn: Conn, *, route: int | None, tenant: str, queue: str | 
                     conflation: bool = False, conflation_width: int = 1) -> list[ReadyRow]:
     """Claim among candidates and read, in one statement (schema/functions/30_pop.sql);
     `route`: the shard of every candidate (core/storage/shards.py), None on one PostgreSQL."""
-    statement = _POP_READY if route is not None else _POP_READY_HERE
-    return await statement.rows(
+    return await _POP_READY.on(route).rows(
         conn, route=route, tenant=tenant, queue=queue, namespace=namespace, task=task,
         partition=partition, group=group, named=named, seed_mode=seed_mode,
         seed_instant=seed_instant, store_seed=store_seed, batch=batch, partitions=partitions,
@@ -148,7 +146,8 @@ _READY_SCAN = Statement("ready_scan", ScannedPartition)
 async def ready_scan(conn: Conn, *, queue_id: int, group: str, after: int,
                      limit: int) -> list[ScannedPartition]:
     """A page of the reseed (schema/queries/ready.sql)."""
-    return await _READY_SCAN.rows(conn, queue_id, group, after, limit)
+    return await _READY_SCAN.rows(conn, queue_id=queue_id, group=group, after=after,
+                                  limit=limit)
 
 
 _READY_DIRECTORY = Statement("ready_directory", DirectoryEntry)
@@ -157,7 +156,7 @@ _READY_DIRECTORY = Statement("ready_directory", DirectoryEntry)
 async def ready_directory(conn: Conn, *, queue_id: int, after: int,
                           limit: int) -> list[DirectoryEntry]:
     """A page of a queue's partitions from the directory (Citus's reseed, first step)."""
-    return await _READY_DIRECTORY.rows(conn, queue_id, after, limit)
+    return await _READY_DIRECTORY.rows(conn, queue_id=queue_id, after=after, limit=limit)
 
 
 _READY_CHECK = Statement("ready_check", ScannedPartition)
@@ -166,7 +165,7 @@ _READY_CHECK = Statement("ready_check", ScannedPartition)
 async def ready_check(conn: Conn, *, partition_ids: Sequence[int],
                       group: str) -> list[ScannedPartition]:
     """Which of these partitions of one shard may hold data for the group (second step)."""
-    return await _READY_CHECK.rows(conn, list(partition_ids), group)
+    return await _READY_CHECK.rows(conn, partition_ids=list(partition_ids), group=group)
 
 
 _QUEUE_PARTITION_IDS = Statement[None]("queue_partition_ids")
@@ -174,13 +173,12 @@ _QUEUE_PARTITION_IDS = Statement[None]("queue_partition_ids")
 
 async def queue_partition_ids(conn: Conn, *, queue: str, tenant: str) -> list[int]:
     """The ids of a queue's partitions (schema/queries/ready.sql)."""
-    return [int(v) for v in await _QUEUE_PARTITION_IDS.values(conn, queue, tenant)]
+    ids = await _QUEUE_PARTITION_IDS.values(conn, queue=queue, tenant=tenant)
+    return [int(v) for v in ids]
 
 
-_ACK = Statement("ack", AckRow)
-_ACK_HERE = Statement("ack_here", AckRow)
-_ACK_JOINED = Statement("ack_joined", AckRow)
-_ACK_JOINED_HERE = Statement("ack_joined_here", AckRow)
+_ACK = Routed("ack", AckRow)
+_ACK_JOINED = Routed("ack_joined", AckRow)
 
 
 async def ack(conn: Conn, *, route: int | None, items: AckInputs,
@@ -192,14 +190,12 @@ async def ack(conn: Conn, *, route: int | None, items: AckInputs,
     texts = [joined(items.groups), joined(items.transaction_ids), joined(items.statuses),
              joined(tenants), None if items.lease_ids is None else joined(items.lease_ids)]
     if None in texts[:4] or (items.lease_ids is not None and texts[4] is None):
-        statement = _ACK if route is not None else _ACK_HERE
-        return await statement.rows(
+        return await _ACK.on(route).rows(
             conn, route=route, groups=items.groups, partition_ids=items.partition_ids,
             transaction_ids=items.transaction_ids, statuses=items.statuses,
             lease_ids=items.lease_ids, errors=items.errors, offsets=items.offsets,
             scan_missing=scan_missing, tenants=tenants)
-    statement = _ACK_JOINED if route is not None else _ACK_JOINED_HERE
-    return await statement.rows(
+    return await _ACK_JOINED.on(route).rows(
         conn, route=route, groups=texts[0],
         partition_ids=",".join(map(str, items.partition_ids)), transaction_ids=texts[1],
         statuses=texts[2], lease_ids=texts[4], errors=items.errors, offsets=items.offsets,
@@ -214,8 +210,7 @@ async def span_segments(conn: Conn, *, partition_id: int, lo: int,
     return await _SPAN_SEGMENTS.rows(conn, partition_id=partition_id, lo=lo, hi=hi)
 
 
-_EXTEND_LEASES = Statement("extend_leases", LeaseExpiry)
-_EXTEND_LEASES_HERE = Statement("extend_leases_here", LeaseExpiry)
+_EXTEND_LEASES = Routed("extend_leases", LeaseExpiry)
 
 
 async def extend_leases(conn: Conn, *, route: int | None, lease_ids: Sequence[str],
@@ -223,9 +218,9 @@ async def extend_leases(conn: Conn, *, route: int | None, lease_ids: Sequence[st
     """The new expiry of every live lease of the (distinct) lease ids on their tenants'
     queues; none for expired ones. `route`: the shard the leases were claimed on; None:
     search every cursor."""
-    statement = _EXTEND_LEASES if route is not None else _EXTEND_LEASES_HERE
-    return await statement.rows(conn, route=route, lease_ids=list(lease_ids),
-                                seconds=list(seconds), tenants=list(tenants))
+    return await _EXTEND_LEASES.on(route).rows(conn, route=route, lease_ids=list(lease_ids),
+                                               seconds=list(seconds),
+                                               tenants=list(tenants))
 
 
 _LINK_LEASE = Statement[None]("link_lease")
@@ -233,14 +228,14 @@ _LINK_LEASE = Statement[None]("link_lease")
 
 async def link_lease(conn: Conn, *, route: int, lease_id: str, routes: Sequence[int]) -> None:
     """A lease spans shards: the row on its first shard learns the others' routes."""
-    await _LINK_LEASE.run(conn, route, lease_id, list(routes))
+    await _LINK_LEASE.run(conn, route=route, lease_id=lease_id, routes=list(routes))
 
 
 _FETCH_HEAD = Statement("fetch_head", PartitionHead)
 
 
 async def fetch_head(conn: Conn, *, partition_id: int) -> PartitionHead | None:
-    return await _FETCH_HEAD.one(conn, partition_id)
+    return await _FETCH_HEAD.one(conn, partition_id=partition_id)
 
 
 _FETCH_SEGMENTS = Statement("fetch_segments", RangeRow)
@@ -248,4 +243,5 @@ _FETCH_SEGMENTS = Statement("fetch_segments", RangeRow)
 
 async def fetch_segments(conn: Conn, *, partition_id: int, offset: int,
                          limit: int) -> list[RangeRow]:
-    return await _FETCH_SEGMENTS.rows(conn, partition_id, offset, limit)
+    return await _FETCH_SEGMENTS.rows(conn, partition_id=partition_id, offset=offset,
+                                      limit=limit)

@@ -48,6 +48,11 @@ def _rot(x: int, k: int) -> int:
     return ((x << k) | (x >> (32 - k))) & _M32
 
 
+def _mix(x: int, y: int, k: int) -> int:
+    """One line of lookup3's `final`: `x ^= y; x -= rot(y, k);`."""
+    return ((x ^ y) - _rot(y, k)) & _M32
+
+
 def hash_int8(value: int) -> int:
     """PostgreSQL's `hashint8` (src/backend/access/hash/hashfunc.c), as Citus reads it: a
     signed 32-bit integer."""
@@ -56,20 +61,13 @@ def hash_int8(value: int) -> int:
     # hash_bytes_uint32 (src/common/hashfn.c): Bob Jenkins' lookup3 `final` mix
     a = b = c = (0x9E3779B9 + 4 + 3923095) & _M32
     a = (a + low) & _M32
-    c ^= b
-    c = (c - _rot(b, 14)) & _M32
-    a ^= c
-    a = (a - _rot(c, 11)) & _M32
-    b ^= a
-    b = (b - _rot(a, 25)) & _M32
-    c ^= b
-    c = (c - _rot(b, 16)) & _M32
-    a ^= c
-    a = (a - _rot(c, 4)) & _M32
-    b ^= a
-    b = (b - _rot(a, 14)) & _M32
-    c ^= b
-    c = (c - _rot(b, 24)) & _M32
+    c = _mix(c, b, 14)
+    a = _mix(a, c, 11)
+    b = _mix(b, a, 25)
+    c = _mix(c, b, 16)
+    a = _mix(a, c, 4)
+    b = _mix(b, a, 14)
+    c = _mix(c, b, 24)
     return c - (1 << 32) if c >= 1 << 31 else c
 
 

@@ -4,14 +4,14 @@ Each statement sits under a `-- name: <name>` header line, followed by comment l
 describe it, then the SQL up to the next header. Its parameters are named in the SQL
 (`:queue`, `:lease_id::text`), and its Python call passes them by keyword: the loader turns
 the names into asyncpg's `$1..$n` once, at load, in the order they first appear
-(`positional`). A statement still written with `$n` parameters is called with positional
-arguments; one statement never mixes both.
+(`positional`). A statement that numbers its parameters (`$1`) is refused at load.
 
 A `Statement` binds a statement to the dataclass its rows are read into: columns map to
 fields by position, in the order the dataclass declares them
 (tests/integration/test_storage_types.py prepares every statement and checks the names), so
 no `asyncpg.Record` leaves the storage package; driver errors become core errors here
-(`core/storage/errors.py`).
+(`core/storage/errors.py`). A `Routed` statement calls a function Citus delegates by its
+shard, and is bound with its twin that runs where it is received.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ SCHEMA_DIR: Traversable = files("core") / "schema"
 QUERIES_DIR = SCHEMA_DIR / "queries"
 _HEADER = re.compile(r"^-- name: *([a-z_][a-z0-9_]*) *$", re.MULTILINE)
 # What the parameter scan steps over whole: quoted text and identifiers, dollar-quoted
-# bodies and comments (a colon in them names nothing), and `::` casts; then `:name`, and `$n`.
+# bodies and comments (a colon in them names nothing), and `::` casts; then `:name`, and `$n`
+# (refused).
 _SQL_TOKEN = re.compile(r"""
       '(?:[^']|'')*'                 # a string
     | "(?:[^"]|"")*"                 # a quoted identifier
@@ -40,7 +41,7 @@ _SQL_TOKEN = re.compile(r"""
     | --[^\n]*                       # a comment to the end of its line
     | ::                             # a cast
     | :(?P<name>[a-z_][a-z0-9_]*)    # a named parameter
-    | (?P<number>\$[0-9]+)           # a positional one
+    | (?P<number>\$[0-9]+)           # a numbered one
 """, re.VERBOSE)
 
 Conn = asyncpg.Connection  # what storage functions run on; from Database.session()
@@ -65,22 +66,19 @@ def parse(text: str) -> dict[str, str]:
 def positional(sql: str) -> tuple[str, tuple[str, ...]]:
     """The statement as asyncpg takes it, and its parameter names in `$n` order: each `:name`
     becomes `$n`, n counting distinct names as they first appear (a name used twice is one
-    parameter). A statement written with `$n` is answered as it is, with no names."""
+    parameter). A statement that numbers a parameter itself (`$1`) is refused: a call passes
+    its parameters by name."""
     names: dict[str, int] = {}
-    numbered = False
 
     def replace(match: re.Match[str]) -> str:
-        nonlocal numbered
         name = match.group("name")
         if name is None:
-            numbered = numbered or match.group("number") is not None
+            if match.group("number") is not None:
+                raise ValueError(f"a statement names its parameters; {match.group(0)} numbers one")
             return match.group(0)
         return f"${names.setdefault(name, len(names) + 1)}"
 
-    converted = _SQL_TOKEN.sub(replace, sql)
-    if names and numbered:
-        raise ValueError("a statement names its parameters or numbers them, not both")
-    return converted, tuple(names)
+    return _SQL_TOKEN.sub(replace, sql), tuple(names)
 
 
 def load(directory: Traversable = QUERIES_DIR) -> dict[str, str]:
@@ -104,7 +102,7 @@ QUERIES = load()
 class Statement(Generic[R]):
     """One named statement; `row` is the dataclass a row of its answer becomes (None for a
     statement read as a single value or a status). Its calls take the parameters by name
-    (`rows(conn, queue=..., group=...)`), or by position for a statement that numbers them."""
+    (`rows(conn, queue=..., group=...)`)."""
 
     registry: ClassVar[dict[str, Statement[Any]]] = {}
 
@@ -116,50 +114,68 @@ class Statement(Generic[R]):
         self.row = row
         Statement.registry[name] = self
 
-    def _args(self, args: tuple[Any, ...], named: dict[str, Any]) -> tuple[Any, ...]:
-        if not named and not self.params:
-            return args
-        if args or not self.params or named.keys() != set(self.params):
-            raise TypeError(f"{self.name} takes {', '.join(self.params) or 'positional'} "
-                            f"parameters; given {len(args)} positional and "
-                            f"{', '.join(named) or 'no named ones'}")
+    def _args(self, named: dict[str, Any]) -> tuple[Any, ...]:
+        if named.keys() != set(self.params):
+            raise TypeError(f"{self.name} takes {', '.join(self.params) or 'no'} parameters; "
+                            f"given {', '.join(named) or 'none'}")
         return tuple(named[param] for param in self.params)
 
-    async def rows(self, conn: Conn, *args: Any, **named: Any) -> list[R]:
+    async def rows(self, conn: Conn, **named: Any) -> list[R]:
         make = self.row
         assert make is not None, f"{self.name} has no row type"
         with storage_errors():
-            records = await conn.fetch(self.sql, *self._args(args, named))
+            records = await conn.fetch(self.sql, *self._args(named))
         return [make(*record) for record in records]
 
-    async def one(self, conn: Conn, *args: Any, **named: Any) -> R | None:
+    async def one(self, conn: Conn, **named: Any) -> R | None:
         make = self.row
         assert make is not None, f"{self.name} has no row type"
         with storage_errors():
-            record = await conn.fetchrow(self.sql, *self._args(args, named))
+            record = await conn.fetchrow(self.sql, *self._args(named))
         return None if record is None else make(*record)
 
-    async def single(self, conn: Conn, *args: Any, **named: Any) -> R:
+    async def single(self, conn: Conn, **named: Any) -> R:
         """The row of a statement that answers exactly one (an aggregate, a function's
         result); no row is a bug of the statement."""
-        row = await self.one(conn, *args, **named)
+        row = await self.one(conn, **named)
         assert row is not None, f"{self.name} answered no row"
         return row
 
-    async def value(self, conn: Conn, *args: Any, **named: Any) -> Any:
+    async def value(self, conn: Conn, **named: Any) -> Any:
         """The first column of the first row (None when there is no row)."""
         with storage_errors():
-            return await conn.fetchval(self.sql, *self._args(args, named))
+            return await conn.fetchval(self.sql, *self._args(named))
 
-    async def values(self, conn: Conn, *args: Any, **named: Any) -> list[Any]:
+    async def values(self, conn: Conn, **named: Any) -> list[Any]:
         """The first column of every row."""
         with storage_errors():
-            records = await conn.fetch(self.sql, *self._args(args, named))
+            records = await conn.fetch(self.sql, *self._args(named))
         return [record[0] for record in records]
 
-    async def run(self, conn: Conn, *args: Any, **named: Any) -> int:
+    async def run(self, conn: Conn, **named: Any) -> int:
         """Execute; answer the number of rows the command affected (0 when it says none)."""
         with storage_errors():
-            status = await conn.execute(self.sql, *self._args(args, named))
+            status = await conn.execute(self.sql, *self._args(named))
         last = status.rsplit(" ", 1)[-1]
         return int(last) if last.isdigit() else 0
+
+
+class Routed(Generic[R]):
+    """A call of a function Citus delegates by its first argument, `route` (a number of the
+    shard every row it touches lives on, core/storage/shards.py), bound with its twin
+    `<name>_here`, which runs where it is received; `on(route)` picks one.
+
+    Citus sends a call of a delegated function to the node of its first argument's shard,
+    for a null too, whatever the rest of the statement. The twin gives the route by a
+    subquery, which is no constant Citus can hash, so the call stays where it is received:
+    on one PostgreSQL (route None), or for a call over several shards, which then needs no
+    other node (a call without a route on a cluster with a worker down still runs on the
+    others). The two statements differ in that alone (tests/unit/test_queries.py checks)."""
+
+    def __init__(self, name: str, row: type[R]) -> None:
+        self.routed = Statement(name, row)
+        self.here = Statement(f"{name}_here", row)
+
+    def on(self, route: int | None) -> Statement[R]:
+        """The statement sent to the route's shard, or the twin for None."""
+        return self.here if route is None else self.routed

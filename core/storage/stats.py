@@ -79,8 +79,8 @@ _FLUSH = Statement("stats_flush", Flushed)
 async def flush(conn: Conn, *, partition_ids: Sequence[int], names: Sequence[str],
                 deltas: Sequence[int], process: str, figures: str, role: str) -> Flushed:
     """Add counter deltas, refresh the process's heartbeat and its row of the minute."""
-    row = await _FLUSH.one(conn, list(partition_ids), list(names), list(deltas), process,
-                           figures, role)
+    row = await _FLUSH.one(conn, partition_ids=list(partition_ids), names=list(names),
+                           deltas=list(deltas), process=process, figures=figures, role=role)
     assert row is not None
     return row
 
@@ -96,14 +96,14 @@ _LIVE_PROCESSES = Statement("stats_live_processes", ProcessRow)
 
 
 async def live_processes(conn: Conn, *, seconds: float) -> list[ProcessRow]:
-    return await _LIVE_PROCESSES.rows(conn, seconds)
+    return await _LIVE_PROCESSES.rows(conn, seconds=seconds)
 
 
 _FORGET_PROCESSES = Statement[None]("stats_forget_processes")
 
 
 async def forget_processes(conn: Conn, *, seconds: float) -> int:
-    return await _FORGET_PROCESSES.run(conn, seconds)
+    return await _FORGET_PROCESSES.run(conn, seconds=seconds)
 
 
 _QUEUE_GAUGES = Statement("stats_queue_gauges", QueueGauges)
@@ -124,7 +124,7 @@ _LOCK = Statement[None]("stats_lock")
 
 
 async def lock(conn: Conn, *, key: int) -> None:
-    await _LOCK.value(conn, key)
+    await _LOCK.value(conn, key=key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,20 +143,20 @@ async def sample_figures(conn: Conn, *, live_seconds: float) -> SampleFigures:
     """A sampling pass's reads; heartbeats younger than `live_seconds` count for the parked
     pops. Only reads: on Citus no statement both reads the log's distributed tables and
     writes the coordinator's stats tables."""
-    return await _SAMPLE_FIGURES.single(conn, live_seconds)
+    return await _SAMPLE_FIGURES.single(conn, live_seconds=live_seconds)
 
 
 async def store_sample(conn: Conn, figures: SampleFigures) -> int:
     """A sampling pass's writes (after `sample_figures`, in its transaction); answers the
     queue rows stored."""
-    return int(await _SAMPLE_STORE.value(conn, figures.figures, figures.orphans))
+    return int(await _SAMPLE_STORE.value(conn, figures=figures.figures, orphans=figures.orphans))
 
 
 _TRIM = Statement[None]("stats_trim_samples")
 
 
 async def trim_samples(conn: Conn, *, days: int, batch: int) -> int:
-    return await _TRIM.run(conn, days, batch)
+    return await _TRIM.run(conn, days=days, batch=batch)
 
 
 _TRIM_MINUTES = Statement[None]("stats_trim_minutes")
@@ -164,7 +164,7 @@ _TRIM_MINUTES = Statement[None]("stats_trim_minutes")
 
 async def trim_minutes(conn: Conn, *, days: int, batch: int) -> int:
     """Delete per-process minute rows older than `days`, at most `batch` of them."""
-    return await _TRIM_MINUTES.run(conn, days, batch)
+    return await _TRIM_MINUTES.run(conn, days=days, batch=batch)
 
 
 _SERIES = Statement("stats_series", SeriesRow)
@@ -172,7 +172,8 @@ _SERIES = Statement("stats_series", SeriesRow)
 
 async def series(conn: Conn, *, tenant: str, unit: str, start: datetime, end: datetime,
                  queue: str | None, namespace: str | None, task: str | None) -> list[SeriesRow]:
-    return await _SERIES.rows(conn, unit, start, end, queue, namespace, task, tenant)
+    return await _SERIES.rows(conn, unit=unit, start=start, end=end, queue=queue,
+                              namespace=namespace, task=task, tenant=tenant)
 
 
 _SAFE_TIME = Statement[None]("stats_safe_time")
@@ -190,4 +191,5 @@ _CHANGED = Statement("stats_changed_partitions", ChangedRow)
 
 async def changed_partitions(conn: Conn, *, tenant: str, queue: str, since: datetime | None,
                              after: int | None, limit: int) -> list[ChangedRow]:
-    return await _CHANGED.rows(conn, queue, since, after, limit, tenant)
+    return await _CHANGED.rows(conn, queue=queue, since=since, after=after, limit=limit,
+                               tenant=tenant)

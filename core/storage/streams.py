@@ -70,7 +70,8 @@ _REGISTER = Statement("stream_register", RegisterRow)
 
 async def register(conn: Conn, *, tenant: str, name: str, source_queue: str,
                    sink_queue: str | None, config_hash: str, reset: bool) -> RegisterRow:
-    return await _REGISTER.single(conn, name, source_queue, sink_queue, config_hash, reset, tenant)
+    return await _REGISTER.single(conn, name=name, source_queue=source_queue, sink_queue=sink_queue,
+                                  config_hash=config_hash, reset=reset, tenant=tenant)
 
 
 _STATE_GET = Statement("stream_state_get", StateRow)
@@ -79,8 +80,9 @@ _STATE_GET = Statement("stream_state_get", StateRow)
 async def state_get(conn: Conn, *, tenant: str, query_id: uuid.UUID, partition_id: int,
                     keys: Sequence[str], key_prefix: str,
                     ripe_at_or_before: int | None) -> list[StateRow]:
-    return await _STATE_GET.rows(conn, query_id, partition_id, list(keys), key_prefix,
-                                 ripe_at_or_before, tenant)
+    return await _STATE_GET.rows(conn, query_id=query_id, partition_id=partition_id,
+                                 keys=list(keys), key_prefix=key_prefix,
+                                 ripe_at_or_before=ripe_at_or_before, tenant=tenant)
 
 
 _CYCLE = Statement("stream_cycle", CycleRow)
@@ -93,11 +95,13 @@ async def cycle(conn: Conn, *, tenant: str, query_id: uuid.UUID, partition_id: i
     write path (nothing was written then)."""
     try:
         row = await _CYCLE.one(
-            conn, query_id, partition_id, group, [o.delete for o in ops], [o.key for o in ops],
-            [o.value for o in ops], *append_arguments(targets, default_options),
-            ack is not None, ack.lease_id if ack else None, ack.ok if ack else None,
-            ack.release if ack else None, ack.count if ack else None,
-            ack.transaction_id if ack else None, tenant)
+            conn, tenant=tenant, query_id=query_id, partition_id=partition_id, group=group,
+            deletes=[o.delete for o in ops], keys=[o.key for o in ops],
+            values=[o.value for o in ops], **append_arguments(targets, default_options),
+            ack=ack is not None, lease_id=ack.lease_id if ack else None,
+            ok=ack.ok if ack else None, release=ack.release if ack else None,
+            count=ack.count if ack else None,
+            ack_transaction_id=ack.transaction_id if ack else None)
     except StorageError as exc:
         if getattr(exc.__cause__, "sqlstate", None) == _NEEDS_WRITE_PATH:
             raise CycleNeedsWritePath() from None
@@ -110,11 +114,11 @@ _DELETE = Statement[None]("stream_delete_query")
 
 
 async def delete_query(conn: Conn, *, tenant: str, name: str) -> bool:
-    return await _DELETE.value(conn, name, tenant) is not None
+    return await _DELETE.value(conn, name=name, tenant=tenant) is not None
 
 
 _LIST = Statement("stream_list", QueryPartitionRow)
 
 
 async def list_queries(conn: Conn, *, tenant: str) -> list[QueryPartitionRow]:
-    return await _LIST.rows(conn, tenant)
+    return await _LIST.rows(conn, tenant=tenant)

@@ -28,4 +28,4 @@ _WRITE = Statement("system_state_write", SystemStateRow)
 async def write_state(conn: Conn, *, push: bool | None, pop: bool | None,
                       channel: str) -> SystemStateRow | None:
     """Set the switches given (None keeps one) and notify `channel` at commit."""
-    return await _WRITE.one(conn, push, pop, channel)
+    return await _WRITE.one(conn, push=push, pop=pop, channel=channel)

@@ -101,14 +101,14 @@ _ENCRYPTED = Statement[None]("timers_encrypted_queues")
 
 
 async def encrypted_queues(conn: Conn, *, tenant: str, queues: Sequence[str]) -> set[str]:
-    return set(await _ENCRYPTED.values(conn, list(queues), tenant))
+    return set(await _ENCRYPTED.values(conn, queues=list(queues), tenant=tenant))
 
 
 _PEEK = Statement("timers_peek", TimerRow)
 
 
 async def peek(conn: Conn, *, tenant: str, queue: str, key: str) -> TimerRow | None:
-    return await _PEEK.one(conn, queue, key, tenant)
+    return await _PEEK.one(conn, queue=queue, key=key, tenant=tenant)
 
 
 _PAGE = Statement("timers_page", TimerRow)
@@ -116,21 +116,21 @@ _PAGE = Statement("timers_page", TimerRow)
 
 async def page(conn: Conn, *, tenant: str, queue: str, after: str,
                rows: int) -> list[TimerRow]:
-    return await _PAGE.rows(conn, queue, after, rows, tenant)
+    return await _PAGE.rows(conn, queue=queue, after=after, rows=rows, tenant=tenant)
 
 
 _COUNT = Statement[None]("timers_count")
 
 
 async def count(conn: Conn, *, tenant: str, queue: str, prefix: str) -> int:
-    return int(await _COUNT.value(conn, queue, prefix, tenant))
+    return int(await _COUNT.value(conn, queue=queue, prefix=prefix, tenant=tenant))
 
 
 _QUEUES = Statement("timers_queues", QueueTimers)
 
 
 async def queues(conn: Conn, *, tenant: str, after: str, rows: int) -> list[QueueTimers]:
-    return await _QUEUES.rows(conn, after, rows, tenant)
+    return await _QUEUES.rows(conn, after=after, rows=rows, tenant=tenant)
 
 
 _CLAIM = Statement("timers_claim", ClaimedRow)
@@ -139,7 +139,7 @@ _CLAIM = Statement("timers_claim", ClaimedRow)
 async def claim(conn: Conn, *, limit: int, shards: int = 1, shard: int = 0
                 ) -> list[ClaimedRow]:
     """Due rows of destination partitions whose hash is `shard` modulo `shards`."""
-    return await _CLAIM.rows(conn, limit, shards, shard)
+    return await _CLAIM.rows(conn, limit=limit, shards=shards, shard=shard)
 
 
 _DELETE = Statement[None]("timers_delete")
@@ -147,7 +147,7 @@ _DELETE = Statement[None]("timers_delete")
 
 async def delete(conn: Conn, *, tenants: Sequence[str], queues: Sequence[str],
                  keys: Sequence[str]) -> int:
-    return await _DELETE.run(conn, list(queues), list(keys), list(tenants))
+    return await _DELETE.run(conn, queues=list(queues), keys=list(keys), tenants=list(tenants))
 
 
 _FAILED = Statement[None]("timers_failed")
@@ -156,8 +156,8 @@ _FAILED = Statement[None]("timers_failed")
 async def failed(conn: Conn, *, tenants: Sequence[str], queues: Sequence[str],
                  keys: Sequence[str], errors: Sequence[str],
                  backoff_seconds: Sequence[float]) -> int:
-    return await _FAILED.run(conn, list(queues), list(keys), list(errors),
-                             list(backoff_seconds), list(tenants))
+    return await _FAILED.run(conn, queues=list(queues), keys=list(keys), errors=list(errors),
+                             backoff_seconds=list(backoff_seconds), tenants=list(tenants))
 
 
 _DEAD = Statement[None]("timers_dead_letter")
@@ -188,4 +188,4 @@ _PENDING = Statement[None]("timers_pending")
 
 async def pending(conn: Conn, *, tenant: str | None) -> int:
     """Pending timers of every tenant (None), or of one."""
-    return int(await _PENDING.value(conn, tenant))
+    return int(await _PENDING.value(conn, tenant=tenant))

@@ -49,9 +49,11 @@ async def insert(conn: Conn, *, tenant: str, trace_id: uuid.UUID, partition_id: 
                  names: Sequence[str]) -> datetime | None:
     """The trace's created_at; None when the tenant has no partition of that id (nothing
     written)."""
-    created: datetime | None = await _INSERT.value(conn, trace_id, partition_id,
-                                                   transaction_id, group, event_type, data,
-                                                   list(names), tenant)
+    created: datetime | None = await _INSERT.value(conn, trace_id=trace_id,
+                                                   partition_id=partition_id,
+                                                   transaction_id=transaction_id, group=group,
+                                                   event_type=event_type, data=data,
+                                                   names=list(names), tenant=tenant)
     return created
 
 
@@ -60,7 +62,8 @@ _OF_MESSAGE = Statement("traces_of_message", TraceRow)
 
 async def of_message(conn: Conn, *, tenant: str, partition_id: int, transaction_id: str,
                      limit: int) -> list[TraceRow]:
-    return await _OF_MESSAGE.rows(conn, partition_id, transaction_id, limit, tenant)
+    return await _OF_MESSAGE.rows(conn, partition_id=partition_id, transaction_id=transaction_id,
+                                  limit=limit, tenant=tenant)
 
 
 _BY_NAME = Statement("traces_by_name", NamedTraceRow)
@@ -68,14 +71,14 @@ _BY_NAME = Statement("traces_by_name", NamedTraceRow)
 
 async def by_name(conn: Conn, *, tenant: str, name: str, limit: int,
                   offset: int) -> list[NamedTraceRow]:
-    return await _BY_NAME.rows(conn, name, limit, offset, tenant)
+    return await _BY_NAME.rows(conn, name=name, limit=limit, offset=offset, tenant=tenant)
 
 
 _COUNT_BY_NAME = Statement[None]("traces_count_by_name")
 
 
 async def count_by_name(conn: Conn, *, tenant: str, name: str) -> int:
-    return int(await _COUNT_BY_NAME.value(conn, name, tenant))
+    return int(await _COUNT_BY_NAME.value(conn, name=name, tenant=tenant))
 
 
 _NAMES_PAGE = Statement("trace_names_page", TraceNameRow)
@@ -83,18 +86,18 @@ _NAMES_PAGE = Statement("trace_names_page", TraceNameRow)
 
 async def names_page(conn: Conn, *, tenant: str, limit: int, offset: int,
                      search: str | None) -> list[TraceNameRow]:
-    return await _NAMES_PAGE.rows(conn, limit, offset, search, tenant)
+    return await _NAMES_PAGE.rows(conn, limit=limit, offset=offset, search=search, tenant=tenant)
 
 
 _DELETE_PARTITIONS = Statement[None]("traces_delete_partitions")
 
 
 async def delete_partitions(conn: Conn, *, partition_ids: Sequence[int]) -> int:
-    return await _DELETE_PARTITIONS.run(conn, list(partition_ids))
+    return await _DELETE_PARTITIONS.run(conn, partition_ids=list(partition_ids))
 
 
 _EXPIRE = Statement[None]("reaper_expire_traces")
 
 
 async def expire(conn: Conn, *, retention_seconds: int, batch: int) -> int:
-    return int(await _EXPIRE.value(conn, retention_seconds, batch))
+    return int(await _EXPIRE.value(conn, retention_seconds=retention_seconds, batch=batch))

@@ -9,7 +9,7 @@ from typing import Any
 
 from core.storage import durability
 from core.storage.joined import joined
-from core.storage.statements import Conn, Statement
+from core.storage.statements import Conn, Routed, Statement
 
 
 @dataclass(slots=True)
@@ -86,8 +86,9 @@ async def partition_ids(conn: Conn, *, tenants: Sequence[str], queues: Sequence[
     """The ids of partitions by name (each of a queue of its tenant), created with their
     queue when missing; one row per name, in order (callers give names in (queue,
     partition) order)."""
-    return await _PARTITION_IDS.rows(conn, list(tenants), list(queues), list(partitions),
-                                     list(namespaces), list(tasks), default_options)
+    return await _PARTITION_IDS.rows(conn, tenants=list(tenants), queues=list(queues),
+                                     partitions=list(partitions), namespaces=list(namespaces),
+                                     tasks=list(tasks), default_options=default_options)
 
 
 _PARTITION_LOOKUP = Statement("partition_lookup", PartitionLookup)
@@ -97,13 +98,11 @@ async def partition_lookup(conn: Conn, *, tenant: str, queue: str,
                            partition: str) -> PartitionLookup | None:
     """A partition's id by name, creating nothing; None when the tenant has no such
     queue."""
-    return await _PARTITION_LOOKUP.one(conn, tenant, queue, partition)
+    return await _PARTITION_LOOKUP.one(conn, tenant=tenant, queue=queue, partition=partition)
 
 
-_APPEND = Statement("append_partitions", AppendRow)
-_APPEND_HERE = Statement("append_partitions_here", AppendRow)
-_APPEND_JOINED = Statement("append_partitions_joined", AppendRow)
-_APPEND_JOINED_HERE = Statement("append_partitions_joined_here", AppendRow)
+_APPEND = Routed("append_partitions", AppendRow)
+_APPEND_JOINED = Routed("append_partitions_joined", AppendRow)
 
 
 async def append(conn: Conn, *, route: int | None, targets: Sequence[AppendTarget],
@@ -114,24 +113,19 @@ async def append(conn: Conn, *, route: int | None, targets: Sequence[AppendTarge
     (core/storage/shards.py), None on one PostgreSQL. The transactionIds go as one text
     (`append_partitions_joined`) unless one holds the separator."""
     arguments = append_arguments(targets, default_options)
-    txids = joined(arguments[_TXIDS])
-    if txids is None:
-        statement = _APPEND if route is not None else _APPEND_HERE
-    else:
-        statement = _APPEND_JOINED if route is not None else _APPEND_JOINED_HERE
-        arguments[_TXIDS] = txids
+    txids = joined(arguments["transaction_ids"])
+    if txids is not None:
+        arguments["transaction_ids"] = txids
+    statement = (_APPEND if txids is None else _APPEND_JOINED).on(route)
     async with durability.replicated(conn):  # autocommitted: the commit is this statement's
         return await statement.rows(
-            conn, route, [t.tenant for t in targets], [t.partition_id for t in targets],
-            *arguments)
+            conn, route=route, tenants=[t.tenant for t in targets],
+            partition_ids=[t.partition_id for t in targets], **arguments)
 
 
-_TXIDS = 8  # the transactionIds' place among append_arguments
-
-
-def append_arguments(targets: Sequence[AppendTarget], default_options: str) -> list[Any]:
-    """`queen.append`'s arguments but the tenants (its first) for these targets: a stream
-    cycle passes them on, with the tenant of its query."""
+def append_arguments(targets: Sequence[AppendTarget], default_options: str) -> dict[str, Any]:
+    """`append_partitions`' parameters for these targets but the route, the tenants and the
+    ids remembered: a stream cycle passes them on, with the tenant of its query."""
     blobs: list[bytes] = []
     frames: list[int] = []
     txids: list[str] = []
@@ -140,10 +134,11 @@ def append_arguments(targets: Sequence[AppendTarget], default_options: str) -> l
             blobs.append(segment.blob)
             frames.append(len(segment.transaction_ids))
             txids.extend(segment.transaction_ids)
-    return [[t.queue for t in targets], [t.partition for t in targets],
-            [t.namespace for t in targets], [t.task for t in targets], default_options,
-            [len(t.segments) for t in targets], frames, blobs, txids,
-            [t.repeats for t in targets], [t.encrypted for t in targets]]
+    return {"queues": [t.queue for t in targets], "partitions": [t.partition for t in targets],
+            "namespaces": [t.namespace for t in targets], "tasks": [t.task for t in targets],
+            "default_options": default_options, "segments": [len(t.segments) for t in targets],
+            "frames": frames, "blobs": blobs, "transaction_ids": txids,
+            "repeats": [t.repeats for t in targets], "encrypted": [t.encrypted for t in targets]}
 
 
 _SEGMENTS_AT = Statement("segments_at", SegmentRow)
@@ -152,14 +147,14 @@ _SEGMENTS_AT = Statement("segments_at", SegmentRow)
 async def segments_at(conn: Conn, *, partition_id: int,
                       offsets: Sequence[int]) -> list[SegmentRow]:
     """The segments holding these offsets, each once, in offset order."""
-    return await _SEGMENTS_AT.rows(conn, partition_id, list(offsets))
+    return await _SEGMENTS_AT.rows(conn, partition_id=partition_id, offsets=list(offsets))
 
 
 _LOCK_QUEUE = Statement("lock_queue", QueueRow)
 
 
 async def lock_queue(conn: Conn, *, tenant: str, name: str) -> QueueRow | None:
-    return await _LOCK_QUEUE.one(conn, name, tenant)
+    return await _LOCK_QUEUE.one(conn, tenant=tenant, name=name)
 
 
 _INSERT_QUEUE = Statement[None]("insert_queue")
@@ -167,7 +162,8 @@ _INSERT_QUEUE = Statement[None]("insert_queue")
 
 async def insert_queue(conn: Conn, *, tenant: str, name: str, namespace: str, task: str,
                        options: str) -> None:
-    await _INSERT_QUEUE.run(conn, name, namespace, task, options, tenant)
+    await _INSERT_QUEUE.run(conn, tenant=tenant, name=name, namespace=namespace, task=task,
+                            options=options)
 
 
 _UPDATE_QUEUE = Statement[None]("update_queue")
@@ -175,7 +171,8 @@ _UPDATE_QUEUE = Statement[None]("update_queue")
 
 async def update_queue(conn: Conn, *, queue_id: int, namespace: str, task: str,
                        options: str) -> None:
-    await _UPDATE_QUEUE.run(conn, queue_id, namespace, task, options)
+    await _UPDATE_QUEUE.run(conn, queue_id=queue_id, namespace=namespace, task=task,
+                            options=options)
 
 
 _DELETE_QUEUE_ROW = Statement[None]("delete_queue_row")
@@ -183,7 +180,7 @@ _DELETE_QUEUE_ROW = Statement[None]("delete_queue_row")
 
 async def delete_queue_row(conn: Conn, *, tenant: str, name: str) -> int | None:
     """The deleted queue's id; None when there was none."""
-    value = await _DELETE_QUEUE_ROW.value(conn, name, tenant)
+    value = await _DELETE_QUEUE_ROW.value(conn, tenant=tenant, name=name)
     return None if value is None else int(value)
 
 
@@ -191,25 +188,26 @@ _DELETE_QUEUE_DIRECTORY = Statement[None]("delete_queue_directory")
 
 
 async def delete_queue_directory(conn: Conn, *, queue_id: int) -> None:
-    await _DELETE_QUEUE_DIRECTORY.run(conn, queue_id)
+    await _DELETE_QUEUE_DIRECTORY.run(conn, queue_id=queue_id)
 
 
 _DELETE_QUEUE_PARTITIONS = Statement[None]("delete_queue_partitions")
 
 
 async def delete_queue_partitions(conn: Conn, *, queue_id: int) -> list[int]:
-    return [int(v) for v in await _DELETE_QUEUE_PARTITIONS.values(conn, queue_id)]
+    ids = await _DELETE_QUEUE_PARTITIONS.values(conn, queue_id=queue_id)
+    return [int(v) for v in ids]
 
 
 _DELETE_PARTITION_DATA = Statement[None]("delete_partition_data")
 
 
 async def delete_partition_data(conn: Conn, *, partition_ids: Sequence[int]) -> None:
-    await _DELETE_PARTITION_DATA.run(conn, list(partition_ids))
+    await _DELETE_PARTITION_DATA.run(conn, partition_ids=list(partition_ids))
 
 
 _DELETE_QUEUE_SUBSCRIPTIONS = Statement[None]("delete_queue_subscriptions")
 
 
 async def delete_queue_subscriptions(conn: Conn, *, queue_id: int) -> None:
-    await _DELETE_QUEUE_SUBSCRIPTIONS.run(conn, queue_id)
+    await _DELETE_QUEUE_SUBSCRIPTIONS.run(conn, queue_id=queue_id)

@@ -1,22 +1,20 @@
 -- Statements of the admin routes: consumer groups (core/admin/groups.py) and resources
 -- (core/admin/resources.py). Loaded by core/storage/statements.py. Lease liveness is judged with now().
--- Every statement is of one tenant's queues (migration 140): its last parameter, or
--- `:tenant` in a statement with named parameters.
+-- Every statement is of one tenant's queues (migration 140): its `:tenant` (null in
+-- `admin_overview`: every queue).
 
 -- name: admin_queue_by_name
 -- A queue's id by name (null when unknown).
--- $1 queue name, $2 tenant
-SELECT id FROM queen.queues WHERE tenant = $2 AND name = $1;
+SELECT id FROM queen.queues WHERE tenant = :tenant AND name = :name;
 
 -- name: admin_group_cursors
 -- Where each group stands on every partition it reads (queen.group_positions: its cursor,
 -- or where its subscription rule starts it on a partition it has not read yet), with its
 -- queue, offset lag, lease state, time lag and the messages maxWaitTimeSeconds evicted. The
 -- time lag is the age of the first unconsumed message: when max(committed + 1, log_start)
--- was written (queen.written_at); 0 when nothing is unconsumed. With $3, only positions
--- with messages behind and a time lag above $3 seconds.
--- $1 consumer group or null (all), $2 queue name or null (all), $3 seconds or null,
--- $4 tenant
+-- was written (queen.written_at); 0 when nothing is unconsumed. With `lagging_over`, only positions
+-- with messages behind and a time lag above `lagging_over` seconds.
+-- `group`, `queue`: null for all.
 SELECT g.consumer_group, g.queue_id, g.queue, g.partition_id, g.partition,
        g.committed, g.last_offset, g.log_start, g.offset_lag,
        (g.worker_id IS NOT NULL AND g.lease_expires_at > now()) AS lease_active,
@@ -31,59 +29,59 @@ SELECT g.consumer_group, g.queue_id, g.queue, g.partition_id, g.partition,
                END AS oldest_unconsumed_at
           FROM queen.group_positions g
           JOIN queen.queues q ON q.id = g.queue_id
-         WHERE q.tenant = $4
-           AND ($1::text IS NULL OR g.consumer_group = $1)
-           AND ($2::text IS NULL OR q.name = $2)) g
- WHERE $3::float8 IS NULL
-    OR (g.offset_lag > 0 AND extract(epoch FROM now() - g.oldest_unconsumed_at) > $3)
+         WHERE q.tenant = :tenant
+           AND (:group::text IS NULL OR g.consumer_group = :group)
+           AND (:queue::text IS NULL OR q.name = :queue)) g
+ WHERE :lagging_over::float8 IS NULL
+    OR (g.offset_lag > 0 AND extract(epoch FROM now() - g.oldest_unconsumed_at) > :lagging_over)
  ORDER BY g.queue, g.consumer_group, g.partition;
 
 -- name: admin_subscriptions
 -- Stored subscriptions with their queue name.
--- $1 consumer group or null (all), $2 tenant
+-- `group`: null for all.
 SELECT s.consumer_group, q.name AS queue, s.mode, s.subscription_from, s.created_at,
        s.conflation
   FROM queen.consumer_subscriptions s JOIN queen.queues q ON q.id = s.queue_id
- WHERE q.tenant = $2 AND ($1::text IS NULL OR s.consumer_group = $1)
+ WHERE q.tenant = :tenant AND (:group::text IS NULL OR s.consumer_group = :group)
  ORDER BY q.name, s.consumer_group;
 
 -- name: admin_delete_group_cursors
 -- Remove a group's cursors (and with them its leases); answers the queue of each row.
--- $1 consumer group, $2 queue name or null (every queue), $3 tenant
+-- `queue`: null for every queue.
 DELETE FROM queen.log_consumers c
  USING queen.log_partitions p, queen.queues q
- WHERE c.consumer_group = $1 AND p.id = c.partition_id AND q.id = p.queue_id
-   AND q.tenant = $3 AND ($2::text IS NULL OR q.name = $2)
+ WHERE c.consumer_group = :group AND p.id = c.partition_id AND q.id = p.queue_id
+   AND q.tenant = :tenant AND (:queue::text IS NULL OR q.name = :queue)
 RETURNING p.queue_id;
 
 -- name: admin_delete_group_subscriptions
 -- Remove a group's stored subscriptions; answers one row per subscription removed.
--- $1 consumer group, $2 queue name or null (every queue), $3 tenant
+-- `queue`: null for every queue.
 DELETE FROM queen.consumer_subscriptions s
  USING queen.queues q
- WHERE s.consumer_group = $1 AND q.id = s.queue_id AND q.tenant = $3
-   AND ($2::text IS NULL OR q.name = $2)
+ WHERE s.consumer_group = :group AND q.id = s.queue_id AND q.tenant = :tenant
+   AND (:queue::text IS NULL OR q.name = :queue)
 RETURNING s.queue_id;
 
 -- name: admin_seek
 -- Move a group's cursors on a queue (or one of its partitions) and create missing ones:
--- to the last offset, or to just before the first message created at or after $4 (segments
+-- to the last offset, or to just before the first message created at or after `timestamp` (segments
 -- carry one created_at for all their messages, so the first such segment's base offset is
 -- exact), or to the last offset when nothing is that recent. Releases any lease and resets
 -- the retry counter and the retry delay. Answers each cursor with its partition name.
--- $1 queue id, $2 consumer group, $3 partition name or null (all), $4 timestamp or null (end)
+-- `partition`: null for all; `timestamp`: null for the end.
 WITH target AS (
     SELECT p.id, p.name,
-           CASE WHEN $4::timestamptz IS NULL THEN p.last_offset
+           CASE WHEN :timestamp::timestamptz IS NULL THEN p.last_offset
                 ELSE coalesce((SELECT s.base_offset - 1 FROM queen.log_segments s
-                                WHERE s.partition_id = p.id AND s.created_at >= $4
+                                WHERE s.partition_id = p.id AND s.created_at >= :timestamp
                                 ORDER BY s.base_offset LIMIT 1), p.last_offset)
            END AS committed
       FROM queen.log_partitions p
-     WHERE p.queue_id = $1 AND ($3::text IS NULL OR p.name = $3)),
+     WHERE p.queue_id = :queue_id AND (:partition::text IS NULL OR p.name = :partition)),
 moved AS (
     INSERT INTO queen.log_consumers AS c (partition_id, consumer_group, committed)
-    SELECT t.id, $2, t.committed FROM target t
+    SELECT t.id, :group, t.committed FROM target t
     ON CONFLICT (partition_id, consumer_group) DO UPDATE
        SET committed = excluded.committed, batch_end = NULL, worker_id = NULL,
            lease_expires_at = NULL, retry_count = 0, not_before = NULL
@@ -94,11 +92,10 @@ SELECT t.name AS partition, m.committed FROM moved m JOIN target t ON t.id = m.p
 -- name: admin_set_subscription_timestamp
 -- Store a new first-contact instant for every subscription of a group on the tenant's queues
 -- (cursors untouched).
--- $1 consumer group, $2 timestamp, $3 tenant
 UPDATE queen.consumer_subscriptions s
-   SET mode = 'timestamp', subscription_from = $2
+   SET mode = 'timestamp', subscription_from = :timestamp
   FROM queen.queues q
- WHERE s.consumer_group = $1 AND q.id = s.queue_id AND q.tenant = $3;
+ WHERE s.consumer_group = :group AND q.id = s.queue_id AND q.tenant = :tenant;
 
 -- name: admin_queue_page
 -- One page of queues by name, with the number of all matching queues. Every filter is
@@ -121,7 +118,7 @@ SELECT id, name, namespace, task, created_at, options::text AS options,
 -- name: admin_partition_stats
 -- Per-partition figures for the resource routes: retained messages, the worst (lowest)
 -- cursor, the largest live leased span, dead letters, failing cursors and retained time span.
--- $1 queue ids or null (every queue of the tenant), $2 tenant
+-- `queue_ids`: null for every queue of the tenant.
 SELECT p.queue_id, q.name AS queue, q.namespace, q.task, p.id, p.name, p.created_at,
        p.last_offset, p.log_start, p.last_write_at,
        greatest(p.last_offset - p.log_start + 1, 0) AS total,
@@ -138,30 +135,29 @@ SELECT p.queue_id, q.name AS queue, q.namespace, q.task, p.id, p.name, p.created
                                  THEN c.batch_end - c.committed END), 0) AS processing,
                count(*) FILTER (WHERE c.retry_count > 0) AS failing
           FROM queen.log_consumers c WHERE c.partition_id = p.id) cur ON true
- WHERE q.tenant = $2 AND ($1::bigint[] IS NULL OR p.queue_id = ANY($1::bigint[]))
+ WHERE q.tenant = :tenant
+   AND (:queue_ids::bigint[] IS NULL OR p.queue_id = ANY(:queue_ids::bigint[]))
  ORDER BY q.name, p.name;
 
 -- name: admin_queue_row
 -- A queue's row by name.
--- $1 queue name, $2 tenant
 SELECT id, name, namespace, task, created_at, options::text AS options
-  FROM queen.queues WHERE tenant = $2 AND name = $1;
+  FROM queen.queues WHERE tenant = :tenant AND name = :name;
 
 -- name: admin_partitions_list
 -- Partitions with their queue, optionally of one queue.
--- $1 queue name or null, $2 limit, $3 offset, $4 tenant
+-- `queue`: null for all.
 SELECT p.id, p.name, q.name AS queue, p.last_offset, p.log_start, p.last_write_at,
        p.created_at
   FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
- WHERE q.tenant = $4 AND ($1::text IS NULL OR q.name = $1)
+ WHERE q.tenant = :tenant AND (:queue::text IS NULL OR q.name = :queue)
  ORDER BY q.name, p.name
- LIMIT $2 OFFSET $3;
+ LIMIT :limit OFFSET :offset;
 
 -- name: admin_overview
 -- Counts for the overview and the metrics routes: of one tenant's queues, or (null) of
 -- every queue.
--- $1 tenant or null
-WITH q AS (SELECT id FROM queen.queues WHERE $1::text IS NULL OR tenant = $1),
+WITH q AS (SELECT id FROM queen.queues WHERE :tenant::text IS NULL OR tenant = :tenant),
 p AS (SELECT p.id, p.last_offset, p.log_start
         FROM queen.log_partitions p JOIN q ON q.id = p.queue_id),
 c AS (SELECT c.consumer_group, c.worker_id, c.lease_expires_at

@@ -4,17 +4,16 @@
 -- name: conflation_policy
 -- Whether the group conflates on any queue a pop addresses: true/false, null when it has no
 -- record on any of them (its first pop has not happened).
--- $1 queue name or null (discovery: $2 namespace / $3 task), $4 consumer group, $5 tenant
+-- `queue`: null for discovery by `namespace` / `task`.
 SELECT bool_or(s.conflation)
   FROM queen.consumer_subscriptions s
   JOIN queen.queues q ON q.id = s.queue_id
- WHERE s.consumer_group = $4::text AND q.tenant = $5::text
-   AND CASE WHEN $1::text IS NOT NULL THEN q.name = $1::text
-            ELSE ($2::text IS NULL OR q.namespace = $2::text)
-                 AND ($3::text IS NULL OR q.task = $3::text) END;
+ WHERE s.consumer_group = :group::text AND q.tenant = :tenant::text
+   AND CASE WHEN :queue::text IS NOT NULL THEN q.name = :queue::text
+            ELSE (:namespace::text IS NULL OR q.namespace = :namespace::text)
+                 AND (:task::text IS NULL OR q.task = :task::text) END;
 
 -- name: conflation_of_queue
 -- The group's stored policy on one queue (false when it has no record).
--- $1 queue id, $2 consumer group
 SELECT coalesce((SELECT s.conflation FROM queen.consumer_subscriptions s
-                  WHERE s.queue_id = $1 AND s.consumer_group = $2::text), false);
+                  WHERE s.queue_id = :queue_id AND s.consumer_group = :group::text), false);

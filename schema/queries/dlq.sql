@@ -1,7 +1,7 @@
 -- Statements of the DLQ and message-inspection routes (core/admin/dlq.py, core/admin/messages.py).
 -- Loaded by core/storage/statements.py. DLQ rows are written by the ack (queen.ack); these
 -- only read, replay and delete them. A statement that finds rows by queue name or by
--- address takes the caller's tenant (its last parameter): a partition of another tenant's
+-- address takes the caller's tenant (`:tenant`): a partition of another tenant's
 -- queue is not found (migration 140).
 
 -- name: dlq_page
@@ -10,26 +10,23 @@
 -- with total and null columns. A row written since version 23 has no payload columns but the
 -- preserved copy of its segment (segment_base, segment_blob), from which the reader extracts
 -- the message.
--- $1 queue name or null, $2 consumer group or null, $3 partition name or null,
--- $4 failed at or after (or null), $5 failed at or before (or null), $6 limit, $7 offset,
--- $8 tenant
 WITH matched AS MATERIALIZED (
     SELECT d.id, d.failed_at
       FROM queen.log_dlq d
       JOIN queen.log_partitions p ON p.id = d.partition_id
       JOIN queen.queues q ON q.id = p.queue_id
-     WHERE q.tenant = $8
-       AND ($1::text IS NULL OR q.name = $1)
-       AND ($2::text IS NULL OR d.consumer_group = $2)
-       AND ($3::text IS NULL OR p.name = $3)
-       AND ($4::timestamptz IS NULL OR d.failed_at >= $4)
-       AND ($5::timestamptz IS NULL OR d.failed_at <= $5)),
+     WHERE q.tenant = :tenant
+       AND (:queue::text IS NULL OR q.name = :queue)
+       AND (:group::text IS NULL OR d.consumer_group = :group)
+       AND (:partition::text IS NULL OR p.name = :partition)
+       AND (:failed_from::timestamptz IS NULL OR d.failed_at >= :failed_from)
+       AND (:failed_to::timestamptz IS NULL OR d.failed_at <= :failed_to)),
 page AS (
     SELECT d.id, d.partition_id, q.name AS queue, p.name AS partition, d.consumer_group,
            d.msg_offset, d.transaction_id, d.message_id, d.trace_id, d.producer_sub,
            d.payload, d.segment_base, ds.blob AS segment_blob, d.error_message,
            d.retry_count, d.created_at, d.failed_at
-      FROM (SELECT id FROM matched ORDER BY failed_at DESC, id DESC LIMIT $6 OFFSET $7) m
+      FROM (SELECT id FROM matched ORDER BY failed_at DESC, id DESC LIMIT :limit OFFSET :offset) m
       JOIN queen.log_dlq d ON d.id = m.id
       JOIN queen.log_partitions p ON p.id = d.partition_id
       JOIN queen.queues q ON q.id = p.queue_id
@@ -43,7 +40,6 @@ SELECT page.*, t.total
 -- name: dlq_lock_newest
 -- The newest DLQ row of a message address (any group), locked for replay, with its queue and
 -- partition. Concurrent replays of one address queue up here; the loser finds no row.
--- $1 partition id, $2 transactionId, $3 tenant
 SELECT d.id, d.partition_id, q.name AS queue, p.name AS partition, d.consumer_group,
        d.msg_offset, d.transaction_id, d.message_id, d.trace_id, d.producer_sub, d.payload,
        d.segment_base, ds.blob AS segment_blob, d.error_message, d.retry_count,
@@ -53,14 +49,13 @@ SELECT d.id, d.partition_id, q.name AS queue, p.name AS partition, d.consumer_gr
   JOIN queen.queues q ON q.id = p.queue_id
   LEFT JOIN queen.log_dlq_segments ds
     ON ds.partition_id = d.partition_id AND ds.base_offset = d.segment_base
- WHERE d.partition_id = $1 AND d.transaction_id = $2 AND q.tenant = $3
+ WHERE d.partition_id = :partition_id AND d.transaction_id = :transaction_id AND q.tenant = :tenant
  ORDER BY d.failed_at DESC, d.id DESC
  LIMIT 1
    FOR UPDATE OF d;
 
 -- name: dlq_rows_for_address
 -- DLQ rows of a message address, newest first (shaped like dlq_lock_newest's row).
--- $1 partition id, $2 transactionId, $3 tenant
 SELECT d.id, d.partition_id, q.name AS queue, p.name AS partition, d.consumer_group,
        d.msg_offset, d.transaction_id, d.message_id, d.trace_id, d.producer_sub, d.payload,
        d.segment_base, ds.blob AS segment_blob, d.error_message, d.retry_count,
@@ -70,99 +65,90 @@ SELECT d.id, d.partition_id, q.name AS queue, p.name AS partition, d.consumer_gr
   JOIN queen.queues q ON q.id = p.queue_id
   LEFT JOIN queen.log_dlq_segments ds
     ON ds.partition_id = d.partition_id AND ds.base_offset = d.segment_base
- WHERE d.partition_id = $1 AND d.transaction_id = $2 AND q.tenant = $3
+ WHERE d.partition_id = :partition_id AND d.transaction_id = :transaction_id AND q.tenant = :tenant
  ORDER BY d.failed_at DESC, d.id DESC;
 
 -- name: dlq_delete
 -- Remove DLQ rows of a partition: one by id, or every row of an address; answers each
 -- removed row with the segment copy it referred to.
--- $1 partition id, $2 DLQ row id or null, $3 transactionId or null
 DELETE FROM queen.log_dlq d
- WHERE d.partition_id = $1
-   AND ($2::bigint IS NULL OR d.id = $2)
-   AND ($3::text IS NULL OR d.transaction_id = $3)
+ WHERE d.partition_id = :partition_id
+   AND (:row_id::bigint IS NULL OR d.id = :row_id)
+   AND (:transaction_id::text IS NULL OR d.transaction_id = :transaction_id)
 RETURNING d.id, d.segment_base;
 
 -- name: dlq_lock_copies
 -- Lock segment copies before deciding whether they are still referenced: an ack adding a
 -- dead letter to a copy holds the same lock until it commits, so the check that follows (a
 -- statement of its own, with a snapshot taken after the lock) sees that dead letter.
--- $1 partition id, $2 base offsets
 SELECT s.base_offset FROM queen.log_dlq_segments s
- WHERE s.partition_id = $1 AND s.base_offset = ANY($2::bigint[])
+ WHERE s.partition_id = :partition_id AND s.base_offset = ANY(:bases::bigint[])
  ORDER BY s.base_offset
    FOR UPDATE;
 
 -- name: dlq_drop_copies
 -- Remove the locked segment copies no dead letter refers to any more.
--- $1 partition id, $2 base offsets
 DELETE FROM queen.log_dlq_segments s
- WHERE s.partition_id = $1 AND s.base_offset = ANY($2::bigint[])
+ WHERE s.partition_id = :partition_id AND s.base_offset = ANY(:bases::bigint[])
    AND NOT EXISTS (SELECT 1 FROM queen.log_dlq d
                     WHERE d.partition_id = s.partition_id AND d.segment_base = s.base_offset);
 
 -- name: message_partition
 -- A partition of the tenant's queues with its queue, by id, for message inspection.
--- $1 partition id, $2 tenant
 SELECT p.id, p.name, p.last_offset, p.log_start, q.id AS queue_id, q.name AS queue,
        q.namespace, q.task, q.options::text AS options
   FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
- WHERE p.id = $1 AND q.tenant = $2;
+ WHERE p.id = :partition_id AND q.tenant = :tenant;
 
 -- name: message_offsets
--- Retained offsets of a transactionId in a partition, through the index, oldest first.
--- $1 partition id, $2 transactionId, $3 first retained offset
+-- Retained offsets (from `log_start` on) of a transactionId in a partition, through the
+-- index, oldest first.
 SELECT msg_offset FROM queen.log_txn_index
- WHERE partition_id = $1 AND txn_key = queen.txn_key($2) AND msg_offset >= $3
+ WHERE partition_id = :partition_id AND txn_key = queen.txn_key(:transaction_id)
+   AND msg_offset >= :log_start
  ORDER BY msg_offset;
 
 -- name: message_segments_newest
 -- Segments of a partition from the newest backwards, below an exclusive base offset bound;
 -- used to find messages whose index rows were pruned and to list recent messages.
--- $1 partition id, $2 exclusive upper bound on base_offset, $3 limit
 SELECT base_offset, last_offset, created_at, blob
   FROM queen.log_segments
- WHERE partition_id = $1 AND base_offset < $2
+ WHERE partition_id = :partition_id AND base_offset < :below
  ORDER BY base_offset DESC
- LIMIT $3;
+ LIMIT :limit;
 
 -- name: message_cursors
 -- Every group's cursor on a partition, with whether its lease is live (database clock).
--- $1 partition id
 SELECT consumer_group, committed, batch_end, worker_id, lease_expires_at, retry_count,
        (worker_id IS NOT NULL AND lease_expires_at > now()) AS lease_live
   FROM queen.log_consumers
- WHERE partition_id = $1
+ WHERE partition_id = :partition_id
  ORDER BY consumer_group;
 
 -- name: message_list_partitions
 -- Partitions whose messages a listing walks, newest writes first.
--- $1 queue or null, $2 partition or null, $3 namespace or null, $4 task or null, $5 limit,
--- $6 tenant
 SELECT p.id, p.name, p.last_offset, p.log_start, q.name AS queue, q.namespace, q.task,
        (q.options ->> 'priority')::integer AS priority
   FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
- WHERE q.tenant = $6
-   AND ($1::text IS NULL OR q.name = $1)
-   AND ($2::text IS NULL OR p.name = $2)
-   AND ($3::text IS NULL OR q.namespace = $3)
-   AND ($4::text IS NULL OR q.task = $4)
+ WHERE q.tenant = :tenant
+   AND (:queue::text IS NULL OR q.name = :queue)
+   AND (:partition::text IS NULL OR p.name = :partition)
+   AND (:namespace::text IS NULL OR q.namespace = :namespace)
+   AND (:task::text IS NULL OR q.task = :task)
    AND p.last_offset >= p.log_start
  ORDER BY p.last_write_at DESC NULLS LAST, p.id
- LIMIT $5;
+ LIMIT :limit;
 
 -- name: dlq_partition_of
 -- The partition of a DLQ row, by the row's own id (null when there is none). Read without a
 -- lock, so that the lock that follows names the partition: on Citus the rows are
 -- distributed by partition, and a row lock searching every shard is refused.
--- $1 DLQ row id
-SELECT partition_id FROM queen.log_dlq WHERE id = $1;
+SELECT partition_id FROM queen.log_dlq WHERE id = :dlq_id;
 
 -- name: dlq_lock_by_id
 -- One DLQ row by its partition and its own id, locked for replay, with its queue and
 -- partition (shaped like dlq_lock_newest's row). A concurrent replay or purge of the same
 -- row waits; the loser finds no row.
--- $1 partition id, $2 DLQ row id, $3 tenant
 SELECT d.id, d.partition_id, q.name AS queue, p.name AS partition, d.consumer_group,
        d.msg_offset, d.transaction_id, d.message_id, d.trace_id, d.producer_sub, d.payload,
        d.segment_base, ds.blob AS segment_blob, d.error_message, d.retry_count,
@@ -172,26 +158,25 @@ SELECT d.id, d.partition_id, q.name AS queue, p.name AS partition, d.consumer_gr
   JOIN queen.queues q ON q.id = p.queue_id
   LEFT JOIN queen.log_dlq_segments ds
     ON ds.partition_id = d.partition_id AND ds.base_offset = d.segment_base
- WHERE d.partition_id = $1 AND d.id = $2 AND q.tenant = $3
+ WHERE d.partition_id = :partition_id AND d.id = :dlq_id AND q.tenant = :tenant
    FOR UPDATE OF d;
 
 -- name: dlq_purge_batch
--- Up to $3 DLQ rows of a queue (of one consumer group, or of all), oldest id first: what
+-- Up to `batch` DLQ rows of a queue (of one consumer group, or of all), oldest id first: what
 -- one pass of a purge deletes (dlq_purge_rows, one partition at a time).
--- $1 queue name, $2 consumer group or null, $3 batch size, $4 tenant
 SELECT x.partition_id, x.id
   FROM queen.log_dlq x
   JOIN queen.log_partitions p ON p.id = x.partition_id
   JOIN queen.queues q ON q.id = p.queue_id
- WHERE q.tenant = $4 AND q.name = $1 AND ($2::text IS NULL OR x.consumer_group = $2)
+ WHERE q.tenant = :tenant AND q.name = :queue
+   AND (:group::text IS NULL OR x.consumer_group = :group)
  ORDER BY x.id
- LIMIT $3;
+ LIMIT :batch;
 
 -- name: dlq_purge_rows
 -- Remove DLQ rows of one partition by id; answers each removed row's partition and the
 -- segment copy it referred to. A row a replay holds is waited for, and skipped when the
 -- replay removed it.
--- $1 partition id, $2 DLQ row ids
 DELETE FROM queen.log_dlq d
- WHERE d.partition_id = $1 AND d.id = ANY($2::bigint[])
+ WHERE d.partition_id = :partition_id AND d.id = ANY(:ids::bigint[])
 RETURNING d.partition_id, d.segment_base;

@@ -4,8 +4,8 @@
 -- name: key_check_insert
 -- Record the key check at the first start with a key (a concurrent first start wins or
 -- loses; the loser then verifies the winner's).
--- $1 key id, $2 the check constant sealed under the key
-INSERT INTO queen.encryption_key (key_id, check_value) VALUES ($1, $2)
+-- `check_value`: the check constant sealed under the key.
+INSERT INTO queen.encryption_key (key_id, check_value) VALUES (:key_id, :check_value)
 ON CONFLICT (singleton) DO NOTHING;
 
 -- name: key_check_read
@@ -13,8 +13,7 @@ ON CONFLICT (singleton) DO NOTHING;
 SELECT key_id, check_value, created_at FROM queen.encryption_key;
 
 -- name: encrypted_queue_names
--- Queues with encryptionEnabled (at most $1 names, for a start-up warning).
--- $1 limit
+-- Queues with encryptionEnabled (at most `limit` names, for a start-up warning).
 SELECT name FROM queen.queues
  WHERE coalesce((options ->> 'encryptionEnabled')::boolean, false)
- ORDER BY name LIMIT $1;
+ ORDER BY name LIMIT :limit;

@@ -2,23 +2,26 @@
 -- schema/functions/80_ephemeral.sql. Loaded by core/storage/statements.py.
 
 -- name: eph_push
--- Pushes to one queue, in order, each all or nothing. $1 queue, $2 each push's partition,
--- $3 each push's count of payloads, $4 the payloads (JSON texts) one push after the other,
--- $5 deployment ceiling on held bytes, $6 wake-up channel
+-- Pushes to one queue, in order, each all or nothing: per push its partition and its count of
+-- payloads (`counts`); the payloads (JSON texts) one push after the other; `cap_bytes` the
+-- deployment's ceiling on held bytes; `channel` the wake-up channel.
 SELECT status, pushed
-  FROM queen.eph_push($1::text, $2::text[], $3::integer[], $4::text[], $5::bigint, $6::text)
+  FROM queen.eph_push(:queue::text, :partitions::text[], :counts::integer[], :payloads::text[],
+                      :cap_bytes::bigint, :channel::text)
  ORDER BY idx;
 
 -- name: eph_pop
--- $1 queue, $2 partition or NULL (every partition), $3 group, $4 batch, $5 autoAck
+-- `partition`: NULL for every partition.
 SELECT epoch, partition, seq, attempts, payload
-  FROM queen.eph_pop($1::text, $2::text, $3::text, $4::integer, $5::boolean);
+  FROM queen.eph_pop(:queue::text, :partition::text, :group::text, :batch::integer,
+                     :auto_ack::boolean);
 
 -- name: eph_ack
--- $1 queue, $2 group, $3 epochs (NULL: unparsable id), $4 partitions, $5 seqs,
--- $6 statuses (completed | failed | retry), $7 wake-up channel
-SELECT outcome FROM queen.eph_ack($1::text, $2::text, $3::bigint[], $4::text[], $5::bigint[],
-                                  $6::text[], $7::text)
+-- Per ack its message's epoch (NULL: an unparsable id), partition and seq, and its status
+-- (completed | failed | retry); `channel` the wake-up channel.
+SELECT outcome FROM queen.eph_ack(:queue::text, :group::text, :epochs::bigint[],
+                                  :partitions::text[], :seqs::bigint[], :statuses::text[],
+                                  :channel::text)
  ORDER BY idx;
 
 -- name: eph_configure
@@ -42,19 +45,19 @@ live AS (
 SELECT updated_at FROM stored;
 
 -- name: eph_reset
--- $1 queue; answers the messages dropped
-SELECT queen.eph_reset($1::text) AS dropped;
+-- Answers the messages dropped.
+SELECT queen.eph_reset(:queue::text) AS dropped;
 
 -- name: eph_delete
--- $1 queue
-SELECT deleted, declared FROM queen.eph_delete($1::text);
+SELECT deleted, declared FROM queen.eph_delete(:queue::text);
 
 -- name: eph_sweep
--- One batch of the sweep: $1 seconds an implicit queue stays empty and untouched before it
--- is collected; $2 wake-up channel; $3 the last queue of the previous batch ('' first);
--- $4 queues per batch. Answers the queues whose leases passed (NULL: another sweep was
--- running) and where the next batch starts (NULL: this one reached the end).
-SELECT woken, last_queue FROM queen.eph_sweep($1::integer, $2::text, $3::text, $4::integer);
+-- One batch of the sweep: `idle_seconds` an implicit queue stays empty and untouched before it
+-- is collected; `channel` the wake-up channel; `after` the last queue of the previous batch
+-- ('' first); `limit` queues per batch. Answers the queues whose leases passed (NULL: another
+-- sweep was running) and where the next batch starts (NULL: this one reached the end).
+SELECT woken, last_queue
+  FROM queen.eph_sweep(:idle_seconds::integer, :channel::text, :after::text, :limit::integer);
 
 -- name: eph_sweeper_claim
 -- Whether this connection is (now) the deployment's one ephemeral sweeper: a session lock,
@@ -62,8 +65,8 @@ SELECT woken, last_queue FROM queen.eph_sweep($1::integer, $2::text, $3::text, $
 SELECT pg_try_advisory_lock(7431, 20) AS claimed;
 
 -- name: eph_window
--- $1 queue: its windowBuffer in force
-SELECT window_ms AS ms, window_count AS count FROM queen.eph_options($1::text);
+-- The queue's windowBuffer in force.
+SELECT window_ms AS ms, window_count AS count FROM queen.eph_options(:queue::text);
 
 -- name: eph_queues
 -- Every ephemeral queue, live or declared, by name: tier, gauges, counts and the options in
@@ -79,21 +82,21 @@ SELECT n.queue, d.queue IS NOT NULL AS declared,
   FROM (SELECT queue FROM queen.eph_queue UNION SELECT queue FROM queen.eph_declared) n
   LEFT JOIN queen.eph_queue e ON e.queue = n.queue
   LEFT JOIN queen.eph_declared d ON d.queue = n.queue
- WHERE $1::text IS NULL OR n.queue = $1::text
+ WHERE :queue::text IS NULL OR n.queue = :queue::text
  ORDER BY n.queue COLLATE "C";
 
 -- name: eph_depth_partitions
--- $1 queue: each ring's length and bytes, by partition name
+-- Each ring's length and bytes, by partition name.
 SELECT p.partition, count(m.seq) AS length, coalesce(sum(m.bytes), 0) AS bytes
   FROM queen.eph_partition p
   LEFT JOIN queen.eph_message m ON m.queue = p.queue AND m.partition = p.partition
- WHERE p.queue = $1::text
+ WHERE p.queue = :queue::text
  GROUP BY p.partition
  ORDER BY p.partition COLLATE "C";
 
 -- name: eph_depth_groups
--- $1 queue: per known group and partition, its backlog (undelivered + awaiting redelivery)
--- and the messages it skipped (evicted before it reached them)
+-- Per known group and partition, its backlog (undelivered + awaiting redelivery) and the
+-- messages it skipped (evicted before it reached them).
 SELECT g.grp AS "group", p.partition,
        (SELECT count(*) FROM queen.eph_message m
          WHERE m.queue = p.queue AND m.partition = p.partition
@@ -106,7 +109,7 @@ SELECT g.grp AS "group", p.partition,
   JOIN queen.eph_partition p ON p.queue = g.queue
   LEFT JOIN queen.eph_cursor c
          ON c.queue = g.queue AND c.partition = p.partition AND c.grp = g.grp
- WHERE g.queue = $1::text
+ WHERE g.queue = :queue::text
  ORDER BY g.grp COLLATE "C", p.partition COLLATE "C";
 
 -- name: eph_totals

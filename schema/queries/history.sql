@@ -5,19 +5,18 @@
 -- up. Loaded by core/storage/statements.py.
 
 -- name: history_process_buckets
--- Per process and bucket of $3 minutes between $1 and $2: the counters the process counted
--- (summed name by name, as JSON text), and its gauges over the minutes of the bucket
--- (average, least, most and last of the per-minute values). Optionally one host ($4) or
--- one pid ($5).
--- $1 from, $2 to, $3 bucket minutes, $4 hostname or null, $5 pid or null
+-- Per process and bucket of `minutes` minutes between `start` and `end`: the counters the
+-- process counted (summed name by name, as JSON text), and its gauges over the minutes of the
+-- bucket (average, least, most and last of the per-minute values). Optionally one host
+-- (`hostname`) or one pid (`pid`).
 WITH picked AS (
     SELECT m.*,
-           date_bin(make_interval(mins => $3::int), m.minute,
+           date_bin(make_interval(mins => :minutes::int), m.minute,
                     timestamptz '2000-01-01 00:00:00+00') AS bucket
       FROM queen.stats_minutes m
-     WHERE m.minute >= date_trunc('minute', $1::timestamptz, 'UTC') AND m.minute <= $2
-       AND ($4::text IS NULL OR regexp_replace(m.process, ':[0-9]+$', '') = $4)
-       AND ($5::bigint IS NULL OR split_part(m.process, ':', -1) = $5::text)),
+     WHERE m.minute >= date_trunc('minute', :start::timestamptz, 'UTC') AND m.minute <= :end
+       AND (:hostname::text IS NULL OR regexp_replace(m.process, ':[0-9]+$', '') = :hostname)
+       AND (:pid::bigint IS NULL OR split_part(m.process, ':', -1) = :pid::text)),
 summed AS (
     SELECT p.process, p.bucket, jsonb_object_agg(e.k, e.total) AS counters
       FROM (SELECT x.process, x.bucket, c.k, sum(c.v::bigint) AS total
@@ -55,13 +54,12 @@ SELECT x.process, min(x.role) AS role, min(x.started_at) AS started_at, x.bucket
  ORDER BY x.process, x.bucket;
 
 -- name: history_processes
--- Every process with a minute row between $1 and $2: its role and start, the first and last
--- minute it flushed in the window, whether its heartbeat is younger than $3 seconds (alive),
--- and what it counted in the window (JSON text).
--- $1 from, $2 to, $3 seconds within which a heartbeat counts as live
+-- Every process with a minute row between `start` and `end`: its role and start, the first and
+-- last minute it flushed in the window, whether its heartbeat is younger than `live_seconds`
+-- seconds (alive), and what it counted in the window (JSON text).
 WITH picked AS (
     SELECT m.* FROM queen.stats_minutes m
-     WHERE m.minute >= date_trunc('minute', $1::timestamptz, 'UTC') AND m.minute <= $2),
+     WHERE m.minute >= date_trunc('minute', :start::timestamptz, 'UTC') AND m.minute <= :end),
 summed AS (
     SELECT e.process, jsonb_object_agg(e.k, e.total) AS counters
       FROM (SELECT x.process, c.k, sum(c.v::bigint) AS total
@@ -70,7 +68,8 @@ summed AS (
      GROUP BY 1)
 SELECT x.process, min(x.role) AS role, min(x.started_at) AS started_at,
        min(x.minute) AS first_minute, max(x.minute) AS last_minute,
-       coalesce(bool_or(h.seen_at > now() - make_interval(secs => $3::float8)), false) AS alive,
+       coalesce(bool_or(h.seen_at > now() - make_interval(secs => :live_seconds::float8)),
+                false) AS alive,
        coalesce(min(s.counters::text), '{}') AS counters,
        min(x.pool_idle_min) AS pool_idle_min, max(x.pool_size) AS pool_open_max
   FROM picked x
@@ -80,14 +79,13 @@ SELECT x.process, min(x.role) AS role, min(x.started_at) AS started_at,
  ORDER BY min(x.started_at), x.process;
 
 -- name: history_queue_buckets
--- Per queue and bucket of $3 minutes between $1 and $2, the queue's sample rows summed:
--- throughput and what retention released (sums), depth and partitions at the bucket's last
--- row, lag (average and largest), parked pops (average). Optionally one queue ($4), one
--- namespace ($5), one task ($6); one tenant's queues ($7), or every tenant's (null: two
--- tenants' queues of one name are two rows).
--- $1 from, $2 to, $3 bucket minutes, $4 queue or null, $5 namespace or null, $6 task or null,
--- $7 tenant or null
-SELECT date_bin(make_interval(mins => $3::int), s.sampled_at,
+-- Per queue and bucket of `minutes` minutes between `start` and `end`, the queue's sample rows
+-- summed: throughput and what retention released (sums), depth and partitions at the bucket's
+-- last row, lag (average and largest), parked pops (average). Optionally one queue (`queue`),
+-- one namespace (`namespace`), one task (`task`); one tenant's queues (`tenant`), or every
+-- tenant's (null: two tenants' queues of one name are two rows). `tenant`: null for every
+-- tenant.
+SELECT date_bin(make_interval(mins => :minutes::int), s.sampled_at,
                 timestamptz '2000-01-01 00:00:00+00') AS bucket,
        s.queue, s.tenant, count(*)::int AS samples,
        sum(s.pushed)::bigint AS pushed, sum(s.delivered)::bigint AS delivered,
@@ -102,10 +100,10 @@ SELECT date_bin(make_interval(mins => $3::int), s.sampled_at,
        sum(s.completed_released)::bigint AS completed_released,
        sum(s.retention_segments)::bigint AS retention_segments
   FROM queen.stats_samples s
- WHERE s.queue_id <> 0 AND s.sampled_at >= $1 AND s.sampled_at <= $2
-   AND ($4::text IS NULL OR s.queue = $4)
-   AND ($5::text IS NULL OR s.namespace = $5)
-   AND ($6::text IS NULL OR s.task = $6)
-   AND ($7::text IS NULL OR s.tenant = $7)
+ WHERE s.queue_id <> 0 AND s.sampled_at >= :start AND s.sampled_at <= :end
+   AND (:queue::text IS NULL OR s.queue = :queue)
+   AND (:namespace::text IS NULL OR s.namespace = :namespace)
+   AND (:task::text IS NULL OR s.task = :task)
+   AND (:tenant::text IS NULL OR s.tenant = :tenant)
  GROUP BY 1, 2, 3
  ORDER BY 1, 3, 2;

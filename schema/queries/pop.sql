@@ -1,6 +1,8 @@
 -- Statements of the read path: pop (claim under a lease), ack, lease extension.
 -- Loaded by core/storage/statements.py. A lease is live iff worker_id IS NOT NULL AND
--- lease_expires_at > now(); every lease decision uses the database clock.
+-- lease_expires_at > now(); every lease decision uses the database clock. Each call with a
+-- `route` has a twin `<name>_here` that differs only in giving the route by a subquery, for a
+-- call with no shard named (`Routed` in core/storage/statements.py pairs them).
 
 -- name: pop_ready
 -- Claim among known candidates and read, in one statement (functions/30_pop.sql says what
@@ -17,12 +19,8 @@ SELECT verdict, queue_id, queue, partition_id, partition, span_start, span_end, 
                        :candidates::bigint[], :conflation, :conflation_width);
 
 -- name: pop_ready_here
--- As pop_ready, with no shard named (route null: one PostgreSQL, or a call over several
--- shards): run where it is received. Citus sends a call of a delegated function to the
--- node of its first argument's shard, for null too, whatever the rest of the statement;
--- a route given by a subquery is no constant it can hash, so the call stays here (and
--- needs no other node: a call without a route on a cluster with a worker down still
--- runs on the others).
+-- As pop_ready, with no shard named (route null): runs where it is received
+-- (`Routed` in core/storage/statements.py says why).
 SELECT verdict, queue_id, queue, partition_id, partition, span_start, span_end, retry_count,
        base_offset, created_at, blob, last_offset, conflation, width,
        extract(epoch FROM due - clock_timestamp())::float8 AS due_in
@@ -47,12 +45,8 @@ SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_fr
                  :scan_missing, :tenants::text[]);
 
 -- name: ack_here
--- As ack, with no shard named (route null: one PostgreSQL, or a call over several
--- shards): run where it is received. Citus sends a call of a delegated function to the
--- node of its first argument's shard, for null too, whatever the rest of the statement;
--- a route given by a subquery is no constant it can hash, so the call stays here (and
--- needs no other node: a call without a route on a cluster with a worker down still
--- runs on the others).
+-- As ack, with no shard named (route null): runs where it is received
+-- (`Routed` in core/storage/statements.py says why).
 SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_from, scan_to,
        conflated
   FROM queen.ack((SELECT :route::bigint),
@@ -79,7 +73,8 @@ SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_fr
                  (string_to_array(:tenants::text, E'\x1f'))[2:]);
 
 -- name: ack_joined_here
--- As ack_joined, with no shard named (see ack_here).
+-- As ack_joined, with no shard named (route null): runs where it is received
+-- (`Routed` in core/storage/statements.py says why).
 SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_from, scan_to,
        conflated
   FROM queen.ack((SELECT :route::bigint),
@@ -117,17 +112,13 @@ SELECT lease_id, lease_expires_at, routes
                            :tenants::text[]);
 
 -- name: extend_leases_here
--- As extend_leases, with no shard named (route null: one PostgreSQL, or a call over several
--- shards): run where it is received. Citus sends a call of a delegated function to the
--- node of its first argument's shard, for null too, whatever the rest of the statement;
--- a route given by a subquery is no constant it can hash, so the call stays here (and
--- needs no other node: a call without a route on a cluster with a worker down still
--- runs on the others).
+-- As extend_leases, with no shard named (route null): runs where it is received
+-- (`Routed` in core/storage/statements.py says why).
 SELECT lease_id, lease_expires_at, routes
   FROM queen.extend_leases((SELECT :route::bigint), :lease_ids::text[], :seconds::float8[],
                            :tenants::text[]);
 
 -- name: link_lease
 -- A lease spans shards: its first shard's row learns the others (functions/35_leases.sql).
--- $1 the first shard's route, $2 lease id, $3 the other shards' routes
-SELECT queen.link_lease($1::bigint, $2, $3::bigint[]);
+-- `route`: the first shard's, `routes`: the other shards'
+SELECT queen.link_lease(:route::bigint, :lease_id, :routes::bigint[]);

@@ -6,51 +6,50 @@
 -- name: ready_scan
 -- A page of a queue's partitions that may hold data for a group: kept messages past the
 -- group's cursor, or no cursor yet (the claim seeds it by the subscription rule), with the
--- seconds until a live lease or a retryDelay lets go of it (null: claimable now).
--- $1 queue id, $2 group, $3 partition ids above this one, $4 page size
+-- seconds until a live lease or a retryDelay lets go of it (null: claimable now); the page
+-- holds partition ids above `after`, at most `limit` of them.
 SELECT p.id AS partition_id, p.name AS partition,
        extract(epoch FROM greatest(CASE WHEN c.worker_id IS NOT NULL
                                         THEN c.lease_expires_at END,
                                    c.not_before) - clock_timestamp())::float8 AS due_in
   FROM queen.log_partitions p
-  LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = $2
- WHERE p.queue_id = $1
-   AND p.id > $3
+  LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = :group
+ WHERE p.queue_id = :queue_id
+   AND p.id > :after
    AND p.last_offset >= p.log_start
    AND (c.partition_id IS NULL OR c.committed < p.last_offset)
  ORDER BY p.id
- LIMIT $4;
+ LIMIT :limit;
 
 -- name: ready_directory
 -- On Citus, the reseed's first step: a page of a queue's partitions from the directory (a
 -- copy on every node), in id order; the broker then asks each shard about its own
--- (`ready_check`). $1 queue id, $2 partition ids above this one, $3 page size
+-- (`ready_check`).
 SELECT partition_id, name AS partition
   FROM queen.partition_directory
- WHERE queue_id = $1 AND partition_id > $2
+ WHERE queue_id = :queue_id AND partition_id > :after
  ORDER BY partition_id
- LIMIT $3;
+ LIMIT :limit;
 
 -- name: ready_check
 -- On Citus, the reseed's second step: which of these partitions (all on one shard) may hold
 -- data for a group, as `ready_scan` says it. A list of ids of one shard is a statement on
 -- that shard (Citus prunes by the list).
--- $1 partition ids, $2 group
 SELECT p.id AS partition_id, p.name AS partition,
        extract(epoch FROM greatest(CASE WHEN c.worker_id IS NOT NULL
                                         THEN c.lease_expires_at END,
                                    c.not_before) - clock_timestamp())::float8 AS due_in
   FROM queen.log_partitions p
-  LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = $2
- WHERE p.id = ANY($1::bigint[])
+  LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = :group
+ WHERE p.id = ANY(:partition_ids::bigint[])
    AND p.last_offset >= p.log_start
    AND (c.partition_id IS NULL OR c.committed < p.last_offset);
 
 -- name: queue_partition_ids
 -- The ids of a queue's partitions, in id order: the storage ceiling's candidates
--- (loadtest/ceiling_sql.py), which has no ready set. $1 queue name, $2 tenant
+-- (loadtest/ceiling_sql.py), which has no ready set.
 SELECT p.id
   FROM queen.log_partitions p
   JOIN queen.queues q ON q.id = p.queue_id
- WHERE q.tenant = $2 AND q.name = $1
+ WHERE q.tenant = :tenant AND q.name = :queue
  ORDER BY p.id;

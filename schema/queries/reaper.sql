@@ -2,17 +2,16 @@
 -- Every time decision uses the database clock (now()), never the reaper host's clock.
 
 -- name: reaper_expire_leases
--- Release up to $1 leases past their expiry and answer the queue and partition of each
+-- Release up to `batch` leases past their expiry and answer the queue and partition of each
 -- released lease. SKIP LOCKED: a row a pop or ack is working on is left to them (they see
 -- the expiry themselves), and two reapers never release the same lease.
 -- The outer WHERE re-checks the expiry, because an extend may have landed in between.
--- $1 batch size
 WITH expired AS (
     SELECT c.partition_id, c.consumer_group
       FROM queen.log_consumers c
      WHERE c.lease_expires_at <= now()
      ORDER BY c.lease_expires_at
-     LIMIT $1
+     LIMIT :batch
        FOR UPDATE SKIP LOCKED)
 UPDATE queen.log_consumers c
    SET batch_end = NULL, worker_id = NULL, lease_expires_at = NULL
@@ -23,17 +22,16 @@ RETURNING (SELECT p.queue_id FROM queen.log_partitions p WHERE p.id = c.partitio
           c.partition_id;
 
 -- name: reaper_due_retries
--- Clear up to $1 not-before times (retryDelay) that have passed and answer the queue and
+-- Clear up to `batch` not-before times (retryDelay) that have passed and answer the queue and
 -- partition of each: those spans are claimable now, and parked pops are woken for them. A
 -- passed not-before time and none mean the same to a claim, so clearing it changes no
 -- outcome. SKIP LOCKED: a row a pop or ack is working on is left to them.
--- $1 batch size
 WITH due AS (
     SELECT c.partition_id, c.consumer_group
       FROM queen.log_consumers c
      WHERE c.not_before <= now()
      ORDER BY c.not_before
-     LIMIT $1
+     LIMIT :batch
        FOR UPDATE SKIP LOCKED)
 UPDATE queen.log_consumers c
    SET not_before = NULL
@@ -45,31 +43,29 @@ RETURNING (SELECT p.queue_id FROM queen.log_partitions p WHERE p.id = c.partitio
 
 -- name: reaper_try_lock
 -- Take a transaction-scoped advisory lock, or answer false at once if another reaper holds it.
--- $1 lock key (bigint)
-SELECT pg_try_advisory_xact_lock($1);
+SELECT pg_try_advisory_xact_lock(:key);
 
 -- name: reaper_prune_txn_index
--- Delete up to $1 transactionId index rows older than their queue's keep horizon:
--- greatest(dedupWindowSeconds, $2) seconds, and answer how many went. The dedup check itself
--- compares created_at with the window, so rows kept longer never cause false duplicates; the
--- floor $2 only keeps ack address resolution an index lookup for recently pushed messages.
--- The plain created_at bound lets the BRIN index (migration 020) skip the young part of the
--- table. Each partition that lost rows has its mark in log_txn_pruned raised past them: acks
--- search its segments below the mark (functions/40_ack.sql), nowhere else.
--- $1 batch size, $2 floor in seconds
+-- Delete up to `batch` transactionId index rows older than their queue's keep horizon:
+-- greatest(dedupWindowSeconds, floor_seconds) seconds, and answer how many went. The dedup check
+-- itself compares created_at with the window, so rows kept longer never cause false duplicates;
+-- the floor only keeps ack address resolution an index lookup for recently pushed messages. The
+-- plain created_at bound lets the BRIN index (migration 020) skip the young part of the table.
+-- Each partition that lost rows has its mark in log_txn_pruned raised past them: acks search its
+-- segments below the mark (functions/40_ack.sql), nowhere else.
 WITH horizon AS (
     SELECT p.id AS partition_id,
            now() - make_interval(secs => greatest(
-               (q.options ->> 'dedupWindowSeconds')::bigint, $2::bigint))
+               (q.options ->> 'dedupWindowSeconds')::bigint, :floor_seconds::bigint))
                AS cutoff
       FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id),
 doomed AS (
     SELECT i.ctid AS row_id
       FROM queen.log_txn_index i
       JOIN horizon h ON h.partition_id = i.partition_id
-     WHERE i.created_at < now() - make_interval(secs => $2::bigint)
+     WHERE i.created_at < now() - make_interval(secs => :floor_seconds::bigint)
        AND i.created_at < h.cutoff
-     LIMIT $1),
+     LIMIT :batch),
 gone AS (
     DELETE FROM queen.log_txn_index t USING doomed d WHERE t.ctid = d.row_id
     RETURNING t.partition_id, t.msg_offset),
@@ -103,42 +99,44 @@ SELECT p.id AS partition_id, p.queue_id,
  ORDER BY p.id;
 
 -- name: reaper_apply_retention
--- Delete up to $4 whole segments of one partition that retention releases, oldest first, and
--- move log_start past them; answers the number of segments deleted, the new log_start, and
--- the messages released by each rule (for the analytics: a segment old enough for the
--- retention cut-off counts there, else for the completed one; messages before the old
--- log_start were released before and are not counted again).
--- A segment goes when it is older than the retention cut-off, or older than the completed
--- cut-off and every group of the partition has committed past its last offset (only when the
--- partition has at least one consumer). Both rules release a prefix of the log (created_at and
--- offsets grow together), so the first remaining offset is the deleted maximum + 1, also when
--- nothing remains. It is computed from the deleted rows rather than from last_offset, which a
--- concurrent append may have moved on.
--- $1 partition id, $2 retention seconds (0 = off), $3 completed retention seconds (0 = off),
--- $4 segment limit
+-- Delete up to `segment_limit` whole segments of one partition that retention releases, oldest
+-- first, and move log_start past them; answers the number of segments deleted, the new
+-- log_start, and the messages released by each rule (for the analytics: a segment old enough for
+-- the retention cut-off counts there, else for the completed one; messages before the old
+-- log_start were released before and are not counted again). A segment goes when it is older
+-- than the retention cut-off, or older than the completed cut-off and every group of the
+-- partition has committed past its last offset (only when the partition has at least one
+-- consumer). Both rules release a prefix of the log (created_at and offsets grow together), so
+-- the first remaining offset is the deleted maximum + 1, also when nothing remains. It is
+-- computed from the deleted rows rather than from last_offset, which a concurrent append may
+-- have moved on. `retention`, `completed_retention`: the partition's two cut-offs in seconds (0
+-- = off).
 WITH floor AS (
-    SELECT min(c.committed) AS committed FROM queen.log_consumers c WHERE c.partition_id = $1),
+    SELECT min(c.committed) AS committed FROM queen.log_consumers c
+     WHERE c.partition_id = :partition_id),
 start_ AS (
-    SELECT p.log_start FROM queen.log_partitions p WHERE p.id = $1),
+    SELECT p.log_start FROM queen.log_partitions p WHERE p.id = :partition_id),
 doomed AS (
     SELECT s.base_offset,
-           ($2::bigint > 0 AND s.created_at < now() - make_interval(secs => $2::bigint))
-               AS by_age
+           (:retention::bigint > 0
+            AND s.created_at < now() - make_interval(secs => :retention::bigint)) AS by_age
       FROM queen.log_segments s CROSS JOIN floor f
-     WHERE s.partition_id = $1
-       AND (($2::bigint > 0 AND s.created_at < now() - make_interval(secs => $2::bigint))
-            OR ($3::bigint > 0 AND s.created_at < now() - make_interval(secs => $3::bigint)
+     WHERE s.partition_id = :partition_id
+       AND ((:retention::bigint > 0
+             AND s.created_at < now() - make_interval(secs => :retention::bigint))
+            OR (:completed_retention::bigint > 0
+                AND s.created_at < now() - make_interval(secs => :completed_retention::bigint)
                 AND f.committed IS NOT NULL AND s.last_offset <= f.committed))
      ORDER BY s.base_offset
-     LIMIT $4),
+     LIMIT :segment_limit),
 deleted AS (
     DELETE FROM queen.log_segments s USING doomed d
-     WHERE s.partition_id = $1 AND s.base_offset = d.base_offset
+     WHERE s.partition_id = :partition_id AND s.base_offset = d.base_offset
     RETURNING s.base_offset, s.last_offset, d.by_age),
 moved AS (
     UPDATE queen.log_partitions p
        SET log_start = greatest(p.log_start, (SELECT max(last_offset) + 1 FROM deleted))
-     WHERE p.id = $1 AND EXISTS (SELECT 1 FROM deleted)
+     WHERE p.id = :partition_id AND EXISTS (SELECT 1 FROM deleted)
     RETURNING p.log_start),
 released AS (
     SELECT d.by_age,
@@ -151,66 +149,62 @@ SELECT (SELECT count(*) FROM deleted) AS segments,
        (SELECT coalesce(sum(n), 0) FROM released WHERE NOT by_age)::bigint AS by_completion;
 
 -- name: citus_reaper_expired
--- On Citus, the reaper's read of every shard: up to $1 cursors whose lease passed its
+-- On Citus, the reaper's read of every shard: up to `batch` cursors whose lease passed its
 -- expiry, oldest first. A read takes no lock and commits nothing: each shard's cursors are
 -- then released by a call on that shard (queen.release_cursors, functions/35_leases.sql).
--- $1 batch size
 SELECT c.partition_id, c.consumer_group
   FROM queen.log_consumers c
  WHERE c.lease_expires_at <= now()
  ORDER BY c.lease_expires_at
- LIMIT $1;
+ LIMIT :batch;
 
 -- name: citus_reaper_due
 -- On Citus, as citus_reaper_expired for retryDelay not-before times that passed.
--- $1 batch size
 SELECT c.partition_id, c.consumer_group
   FROM queen.log_consumers c
  WHERE c.not_before <= now()
  ORDER BY c.not_before
- LIMIT $1;
+ LIMIT :batch;
 
 -- name: release_cursors
--- Release the cursors of one shard the read above found (functions/35_leases.sql).
--- $1 the shard's route, $2 partition ids, $3 groups, $4 not-before times instead of leases
+-- Release the cursors of one shard the read above found (functions/35_leases.sql); with
+-- `retries`, clear their passed not-before times instead of their leases.
 SELECT queue_id, partition_id
-  FROM queen.release_cursors($1::bigint, $2::bigint[], $3::text[], $4::boolean);
+  FROM queen.release_cursors(:route::bigint, :partition_ids::bigint[], :groups::text[],
+                             :retries::boolean);
 
 -- name: forget_leases
--- Drop one shard's lease rows of leases over for $2 seconds (functions/35_leases.sql).
--- $1 the shard's route, $2 seconds
-SELECT queen.forget_leases($1::bigint, $2::integer);
+-- Drop one shard's lease rows of leases over for `after_seconds` (functions/35_leases.sql).
+SELECT queen.forget_leases(:route::bigint, :after_seconds::integer);
 
 -- name: citus_reaper_prunable
--- On Citus, the pruning's read of every shard: up to $1 partitions with index rows older than
+-- On Citus, the pruning's read of every shard: up to `batch` partitions with index rows older than
 -- their queue's keep horizon (as reaper_prune_txn_index says it), each with one past the
 -- highest such offset and its horizon. Each shard's are then pruned by a call on that shard
 -- (queen.prune_keys, functions/10_keys.sql).
--- $1 partitions, $2 floor in seconds
 SELECT i.partition_id, max(i.msg_offset) + 1 AS below,
        now() - make_interval(secs => greatest((q.options ->> 'dedupWindowSeconds')::bigint,
-                                              $2::bigint)) AS cutoff
+                                              :floor_seconds::bigint)) AS cutoff
   FROM queen.log_txn_index i
   JOIN queen.log_partitions p ON p.id = i.partition_id
   JOIN queen.queues q ON q.id = p.queue_id
- WHERE i.created_at < now() - make_interval(secs => $2::bigint)
+ WHERE i.created_at < now() - make_interval(secs => :floor_seconds::bigint)
    AND i.created_at < now() - make_interval(secs => greatest(
-           (q.options ->> 'dedupWindowSeconds')::bigint, $2::bigint))
+           (q.options ->> 'dedupWindowSeconds')::bigint, :floor_seconds::bigint))
  GROUP BY i.partition_id, q.options
- LIMIT $1;
+ LIMIT :batch;
 
 -- name: prune_keys
 -- Prune one shard's partitions the read above found (functions/10_keys.sql); answers the
--- rows deleted. $1 the shard's route, $2 partitions, $3 one past the offsets to prune,
--- $4 their horizons
-SELECT queen.prune_keys($1::bigint, $2::bigint[], $3::bigint[], $4::timestamptz[]);
+-- rows deleted. Per partition, one past the offsets to prune (`belows`) and its horizon.
+SELECT queen.prune_keys(:route::bigint, :partition_ids::bigint[], :belows::bigint[],
+                        :cutoffs::timestamptz[]);
 
 -- name: reaper_try_session_lock
 -- Take a session advisory lock, or answer false at once if another holds it (for a step that
 -- sends its statements autocommitted: on Citus each goes to its shard's node alone).
--- $1 lock key (bigint)
-SELECT pg_try_advisory_lock($1);
+SELECT pg_try_advisory_lock(:key);
 
 -- name: reaper_session_unlock
--- Let go of a session advisory lock. $1 lock key (bigint)
-SELECT pg_advisory_unlock($1);
+-- Let go of a session advisory lock.
+SELECT pg_advisory_unlock(:key);

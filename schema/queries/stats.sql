@@ -13,14 +13,14 @@
 -- cpuUserUs/cpuSystemUs: CPU time used since the process's previous flush).
 -- Answers the counters written and the cluster's request and message totals (as of the
 -- statement's snapshot: without the deltas it adds), for the rates of `/metrics`.
--- $1 partition ids (0 = cluster-wide), $2 names, $3 deltas, $4 process, $5 figures (JSON),
--- $6 role of the process
+-- `partition_ids`: 0 for a cluster-wide counter; `figures`: JSON; `role`: the process's.
 -- (On Citus the counters stay on the coordinator and the directory is a reference table:
 -- Citus refuses an INSERT that reads the directory in its own SELECT or has subqueries in
 -- its RETURNING, so the filter is a CTE of its own and the totals are read beside it.)
 WITH kept AS MATERIALIZED (
     SELECT u.pid, u.name, u.delta
-      FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS u(pid, name, delta)
+      FROM unnest(:partition_ids::bigint[], :names::text[], :deltas::bigint[])
+           AS u(pid, name, delta)
       -- the directory (a copy on every Citus node; one row per partition)
       LEFT JOIN queen.partition_directory d ON d.partition_id = u.pid
      WHERE u.pid = 0 OR d.partition_id IS NOT NULL),
@@ -31,7 +31,7 @@ added AS (
     RETURNING 1),
 beat AS (
     INSERT INTO queen.stats_processes AS s (process, started_at, seen_at, figures)
-    VALUES ($4, now(), now(), $5::jsonb)
+    VALUES (:process, now(), now(), :figures::jsonb)
     ON CONFLICT (process) DO UPDATE SET seen_at = now(), figures = excluded.figures
     RETURNING s.started_at),
 seen AS (
@@ -44,15 +44,16 @@ seen AS (
            (SELECT coalesce(sum(v::int), 0) FROM jsonb_each_text(f -> 'parked') AS e(k, v))::int
                AS parked,
            coalesce((f ->> 'fileBufferPending')::int, 0) AS spool_pending
-      FROM (SELECT $5::jsonb AS f) j),
+      FROM (SELECT :figures::jsonb AS f) j),
 minute_row AS (
     INSERT INTO queen.stats_minutes AS m (
         process, minute, role, started_at, flushes, counters, cpu_user_us, cpu_system_us,
         rss_bytes, rss_bytes_max, pool_max, pool_size, pool_idle_sum, pool_idle_min,
         pool_active_max, parked, parked_max, spool_pending, spool_pending_max)
-    SELECT $4, date_trunc('minute', now(), 'UTC'), $6, (SELECT started_at FROM beat), 1,
+    SELECT :process, date_trunc('minute', now(), 'UTC'), :role, (SELECT started_at FROM beat), 1,
            coalesce((SELECT jsonb_object_agg(u.name, u.delta)
-                       FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS u(pid, name, delta)
+                       FROM unnest(:partition_ids::bigint[], :names::text[], :deltas::bigint[])
+                            AS u(pid, name, delta)
                       WHERE u.pid = 0), '{}'::jsonb),
            g.cpu_user_us, g.cpu_system_us, g.rss_bytes, g.rss_bytes, g.pool_max, g.pool_size,
            g.pool_idle, g.pool_idle, greatest(g.pool_size - g.pool_idle, 0), g.parked, g.parked,
@@ -93,18 +94,16 @@ SELECT (SELECT count(*) FROM added) AS written,
 SELECT name, value FROM queen.stats_counters WHERE partition_id = 0 ORDER BY name;
 
 -- name: stats_live_processes
--- Processes whose heartbeat is younger than $1 seconds, with the database's now.
--- $1 seconds
+-- Processes whose heartbeat is younger than `seconds` seconds, with the database's now.
 SELECT process, started_at, seen_at, figures::text AS figures, now() AS db_now
   FROM queen.stats_processes
- WHERE seen_at > now() - make_interval(secs => $1::float8)
+ WHERE seen_at > now() - make_interval(secs => :seconds::float8)
  ORDER BY process;
 
 -- name: stats_forget_processes
--- Drop heartbeat rows older than $1 seconds (processes that stopped or died).
--- $1 seconds
+-- Drop heartbeat rows older than `seconds` seconds (processes that stopped or died).
 DELETE FROM queen.stats_processes
- WHERE seen_at < now() - make_interval(secs => $1::float8);
+ WHERE seen_at < now() - make_interval(secs => :seconds::float8);
 
 -- name: stats_queue_gauges
 -- Per queue: dead letters, and the pop lag: the age in milliseconds of the oldest message a
@@ -155,8 +154,7 @@ SELECT coalesce(r.application_name, '') AS standby, coalesce(r.state, '') AS sta
 -- name: stats_lock
 -- Serialise sampling passes (the reaper's, `stats/refresh`, several reapers): waits for the
 -- transaction of another pass to end, so the next one reads the baseline it wrote.
--- $1 lock key
-SELECT pg_advisory_xact_lock($1);
+SELECT pg_advisory_xact_lock(:key);
 
 -- name: stats_sample_figures
 -- One sampling pass, first half: reads, per queue, the cumulative counters now (pushed =
@@ -165,14 +163,14 @@ SELECT pg_advisory_xact_lock($1);
 -- flushed per-partition counters), dead letters written since the previous pass, the backlog
 -- of the worst group (depth), the age of the oldest message a group has not consumed (lag),
 -- the partition count and the long-poll pops parked on the queue (live processes'
--- heartbeats, younger than $1 seconds). Positions come from queen.group_positions (a
+-- heartbeats, younger than `live_seconds` seconds). Positions come from queen.group_positions (a
 -- partition a group reads but has not popped counts from where its subscription rule starts
 -- it; one nobody reads counts every retained message in depth).
 -- Only reads: on Citus the log's tables are distributed and the stats tables are the
 -- coordinator's own, and Citus runs no statement that reads the first and writes the second,
 -- so the figures go through the broker to stats_sample_store. Answers one row: the figures
 -- (JSON text, one object per queue) and the partitions whose flushed counters outlive them.
--- $1 seconds within which a heartbeat counts as live
+-- `live_seconds`: within which a heartbeat counts as live.
 -- The coordinator's own tables are read in CTEs of their own, MATERIALIZED: Citus joins their
 -- results to the distributed tables, never the tables themselves.
 WITH prev AS MATERIALIZED (
@@ -228,7 +226,7 @@ dead AS (
 parked AS MATERIALIZED (
     SELECT e.k::bigint AS queue_id, sum(e.v::bigint) AS n
       FROM queen.stats_processes s, jsonb_each_text(s.figures -> 'parked') AS e(k, v)
-     WHERE s.seen_at > now() - make_interval(secs => $1::float8)
+     WHERE s.seen_at > now() - make_interval(secs => :live_seconds::float8)
      GROUP BY 1),
 now_ AS (
     SELECT q.id, q.name, q.namespace, q.task, q.created_at, q.tenant,
@@ -261,11 +259,11 @@ SELECT (SELECT coalesce(jsonb_agg(to_jsonb(n)), '[]'::jsonb) FROM now_ n)::text 
 -- on the very first pass nothing is counted (the history before it is unknown, not a spike),
 -- nor for a figure its baseline does not hold yet (a baseline from before version 130).
 -- Answers the number of queue rows stored.
--- $1 figures (stats_sample_figures' JSON text), $2 partitions whose counters to forget
+-- `figures`: stats_sample_figures' JSON text; `orphans`: partitions whose counters to forget.
 WITH prev AS (
     SELECT max(sampled_at) AS at FROM queen.stats_samples WHERE queue_id = 0),
 now_ AS (
-    SELECT * FROM jsonb_to_recordset($1::text::jsonb) AS n(
+    SELECT * FROM jsonb_to_recordset(:figures::text::jsonb) AS n(
                id bigint, name text, namespace text, task text, created_at timestamptz,
                tenant text, pushed bigint, delivered bigint, acked bigint, failed bigint,
                evicted bigint, retention_released bigint, completed_released bigint,
@@ -336,47 +334,47 @@ forgotten AS (
     DELETE FROM queen.stats_baseline b
      WHERE NOT EXISTS (SELECT 1 FROM now_ n WHERE n.id = b.queue_id)),
 orphans AS (
-    DELETE FROM queen.stats_counters c WHERE c.partition_id = ANY ($2::bigint[]))
+    DELETE FROM queen.stats_counters c WHERE c.partition_id = ANY (:orphans::bigint[]))
 -- (Data-modifying CTEs run to completion whether or not the final SELECT reads them.)
 SELECT count(*) FROM stored WHERE queue_id <> 0;
 
 -- name: stats_trim_samples
--- Delete up to $2 samples older than $1 days (analytics retention, METRICS_RETENTION_DAYS).
--- $1 days, $2 batch size
+-- Delete up to `batch` samples older than `days` days (analytics retention,
+-- METRICS_RETENTION_DAYS).
 DELETE FROM queen.stats_samples s
  USING (SELECT ctid AS row_id FROM queen.stats_samples
-         WHERE sampled_at < now() - make_interval(days => $1::int)
-         LIMIT $2) doomed
+         WHERE sampled_at < now() - make_interval(days => :days::int)
+         LIMIT :batch) doomed
  WHERE s.ctid = doomed.row_id;
 
 -- name: stats_trim_minutes
--- Delete up to $2 per-process minute rows older than $1 days (PROCESS_METRICS_RETENTION_DAYS).
--- $1 days, $2 batch size
+-- Delete up to `batch` per-process minute rows older than `days` days
+-- (PROCESS_METRICS_RETENTION_DAYS).
 DELETE FROM queen.stats_minutes m
  USING (SELECT process, minute FROM queen.stats_minutes
-         WHERE minute < now() - make_interval(days => $1::int)
-         LIMIT $2) doomed
+         WHERE minute < now() - make_interval(days => :days::int)
+         LIMIT :batch) doomed
  WHERE m.process = doomed.process AND m.minute = doomed.minute;
 
 -- name: stats_series
--- The analytics series: per bucket (date_trunc of the unit $1, in UTC) of the passes between
--- $2 and $3, throughput summed over the matching queues' rows, the depth at the bucket's last
--- pass (queues without a row then had none) and the largest lag seen in the bucket.
--- $1 unit (minute|hour|day|week|month), $2 from, $3 to, $4 queue or null, $5 namespace or
--- null, $6 task or null, $7 tenant (its queues' samples only)
+-- The analytics series: per bucket (date_trunc of the unit `unit`, in UTC) of the passes between
+-- `start` and `end`, throughput summed over the matching queues' rows, the depth at the bucket's
+-- last pass (queues without a row then had none) and the largest lag seen in the bucket. `unit`:
+-- minute|hour|day|week|month; `queue`, `namespace`, `task`: null for any; `tenant`: its queues'
+-- samples only.
 WITH passes AS (
-    SELECT date_trunc($1, sampled_at, 'UTC') AS bucket, max(sampled_at) AS last_at
+    SELECT date_trunc(:unit, sampled_at, 'UTC') AS bucket, max(sampled_at) AS last_at
       FROM queen.stats_samples
-     WHERE queue_id = 0 AND sampled_at >= $2 AND sampled_at <= $3
+     WHERE queue_id = 0 AND sampled_at >= :start AND sampled_at <= :end
      GROUP BY 1),
 matched AS (
-    SELECT date_trunc($1, s.sampled_at, 'UTC') AS bucket, s.*
+    SELECT date_trunc(:unit, s.sampled_at, 'UTC') AS bucket, s.*
       FROM queen.stats_samples s
-     WHERE s.queue_id <> 0 AND s.sampled_at >= $2 AND s.sampled_at <= $3
-       AND s.tenant = $7
-       AND ($4::text IS NULL OR s.queue = $4)
-       AND ($5::text IS NULL OR s.namespace = $5)
-       AND ($6::text IS NULL OR s.task = $6))
+     WHERE s.queue_id <> 0 AND s.sampled_at >= :start AND s.sampled_at <= :end
+       AND s.tenant = :tenant
+       AND (:queue::text IS NULL OR s.queue = :queue)
+       AND (:namespace::text IS NULL OR s.namespace = :namespace)
+       AND (:task::text IS NULL OR s.task = :task))
 SELECT p.bucket AS at,
        coalesce(sum(m.pushed), 0)::bigint AS pushed,
        coalesce(sum(m.delivered), 0)::bigint AS delivered,
@@ -400,20 +398,19 @@ SELECT least(clock_timestamp(),
                  AND a.xact_start IS NOT NULL AND a.backend_type = 'client backend'));
 
 -- name: stats_changed_partitions
--- A queue's partitions written at or after $2 (all when null), in creation (id) order after
--- the page cursor $3, at most $4; null rows when the queue does not exist. (A join to a
+-- A queue's partitions written at or after `since` (all when null), in creation (id) order after
+-- the page cursor `after`, at most `limit`; null rows when the queue does not exist. (A join to a
 -- subquery, not a lateral one: Citus refuses a lateral join of a distributed table to a
 -- reference table.)
--- $1 queue name, $2 since or null, $3 after partition id or null, $4 limit, $5 tenant
 SELECT q.id AS queue_id, p.id, p.name, p.last_offset, p.log_start, p.last_write_at
   FROM queen.queues q
   LEFT JOIN (
         SELECT p.* FROM queen.log_partitions p
           JOIN queen.queues pq ON pq.id = p.queue_id
-         WHERE pq.tenant = $5 AND pq.name = $1
-           AND ($2::timestamptz IS NULL OR p.last_write_at >= $2)
-           AND ($3::bigint IS NULL OR p.id > $3)
+         WHERE pq.tenant = :tenant AND pq.name = :queue
+           AND (:since::timestamptz IS NULL OR p.last_write_at >= :since)
+           AND (:after::bigint IS NULL OR p.id > :after)
          ORDER BY p.id
-         LIMIT $4) p ON p.queue_id = q.id
- WHERE q.tenant = $5 AND q.name = $1
+         LIMIT :limit) p ON p.queue_id = q.id
+ WHERE q.tenant = :tenant AND q.name = :queue
  ORDER BY p.id;

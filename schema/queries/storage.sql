@@ -19,13 +19,11 @@ ROLLBACK;
 
 -- name: migration_lock
 -- Serialise migrations across processes (session-level advisory lock).
--- $1 lock key
-SELECT pg_advisory_lock($1);
+SELECT pg_advisory_lock(:key);
 
 -- name: migration_unlock
 -- Release the migration lock.
--- $1 lock key
-SELECT pg_advisory_unlock($1);
+SELECT pg_advisory_unlock(:key);
 
 -- name: migration_ledger
 -- The tables recording applied migrations and the checksums of the function files applied
@@ -44,17 +42,15 @@ SELECT version FROM queen.schema_migrations;
 
 -- name: migration_record
 -- Record one applied migration.
--- $1 version, $2 file name
-INSERT INTO queen.schema_migrations (version, name) VALUES ($1, $2);
+INSERT INTO queen.schema_migrations (version, name) VALUES (:version, :name);
 
 -- name: functions_applied
 -- The function files applied, with the SHA-256 of the text applied.
 SELECT file, checksum FROM queen.schema_functions;
 
 -- name: functions_record
--- Record one applied function file.
--- $1 file name, $2 SHA-256 of its text
-INSERT INTO queen.schema_functions (file, checksum) VALUES ($1, $2)
+-- Record one applied function file with the SHA-256 of its text (`checksum`).
+INSERT INTO queen.schema_functions (file, checksum) VALUES (:file, :checksum)
 ON CONFLICT (file) DO UPDATE SET checksum = excluded.checksum, applied_at = now();
 
 -- name: functions_forget
@@ -64,11 +60,9 @@ DELETE FROM queen.schema_functions;
 -- name: notify_wakeups
 -- Wake parked pops in every broker process: one notification per payload (see
 -- core/engine/wakeup.py for the payload format).
--- $1 channel, $2 payloads
-SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p;
+SELECT pg_notify(:channel, p) FROM unnest(:payloads::text[]) AS p;
 
 -- name: notify_each
 -- One notification per (channel, payload), in the order given (core/engine/listener.py
 -- sends a round's claims before its wake-ups).
--- $1 channels, $2 payloads
-SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) AS n(c, p);
+SELECT pg_notify(c, p) FROM unnest(:channels::text[], :payloads::text[]) AS n(c, p);

@@ -4,50 +4,54 @@
 
 -- name: stream_register
 -- Register a query: its id and fresh | same | reset | conflict (queen.stream_register).
--- $1 name, $2 source queue, $3 sink queue or null, $4 config hash, $5 reset, $6 tenant
-SELECT query_id, outcome FROM queen.stream_register($6, $1, $2, $3, $4, $5);
+-- `sink_queue`: null for none.
+SELECT query_id, outcome
+  FROM queen.stream_register(:tenant, :name, :source_queue, :sink_queue, :config_hash, :reset);
 
 -- name: stream_state_get
 -- A partition's state rows in key byte order, filtered (AND) by keys, a literal key prefix
 -- and a ripeness bound on value.windowEnd.
--- $1 query id, $2 partition id, $3 keys (empty: any), $4 key prefix ('' : any),
--- $5 epoch ms (null: any): rows whose numeric value.windowEnd is at or before it, $6 tenant
+-- `keys`: empty for any; `key_prefix`: '' for any; `ripe_at_or_before`: epoch ms (null: any),
+-- rows whose numeric value.windowEnd is at or before it.
 SELECT s.key, s.value::text AS value, s.updated_at
   FROM queen.stream_state s
- WHERE s.query_id = $1 AND s.partition_id = $2
-   AND EXISTS (SELECT 1 FROM queen.stream_queries q WHERE q.id = $1 AND q.tenant = $6)
-   AND (cardinality($3::text[]) = 0 OR s.key = ANY($3::text[]))
-   AND ($4::text = '' OR (s.key >= $4::text AND left(s.key, length($4::text)) = $4::text))
-   AND ($5::bigint IS NULL
+ WHERE s.query_id = :query_id AND s.partition_id = :partition_id
+   AND EXISTS (SELECT 1 FROM queen.stream_queries q WHERE q.id = :query_id AND q.tenant = :tenant)
+   AND (cardinality(:keys::text[]) = 0 OR s.key = ANY(:keys::text[]))
+   AND (:key_prefix::text = ''
+        OR (s.key >= :key_prefix::text
+            AND left(s.key, length(:key_prefix::text)) = :key_prefix::text))
+   AND (:ripe_at_or_before::bigint IS NULL
         OR (jsonb_typeof(s.value -> 'windowEnd') = 'number'
-            AND (s.value ->> 'windowEnd')::numeric <= $5::bigint))
+            AND (s.value ->> 'windowEnd')::numeric <= :ripe_at_or_before::bigint))
  ORDER BY s.key;
 
 -- name: stream_cycle
 -- One cycle in one statement (see functions/50_streams.sql, queen.stream_cycle, for the arguments).
--- $1 query id, $2 partition id, $3 group, $4 deletes, $5 keys, $6 values (JSON text),
--- $7..$17 the sink pushes as `append` takes them, $18 ack?, $19 lease id, $20 ok?,
--- $21 release lease?, $22 count, $23 transactionId of the last acked message, $24 tenant
+-- The state ops (`deletes`, `keys`, `values` as JSON text); the sink pushes as
+-- `append_partitions` takes them (queues .. encrypted, write.sql); the ack (`ack`: whether
+-- there is one; `ack_transaction_id`: of the last acked message).
 SELECT error, source_queue, ack_count, lease_released, wake_queue, wake_partition,
        state_applied, sink_queue_ids, sink_partition_ids, sink_bases, sink_times
-  FROM queen.stream_cycle($24::text, $1::uuid, $2::bigint, $3::text, $4::boolean[], $5::text[],
-                          $6::text[], $7::text[], $8::text[], $9::text[], $10::text[],
-                          $11::jsonb, $12::integer[], $13::integer[], $14::bytea[],
-                          $15::text[], $16::boolean[], $17::boolean[], $18::boolean,
-                          $19::text, $20::boolean, $21::boolean, $22::bigint, $23::text);
+  FROM queen.stream_cycle(:tenant::text, :query_id::uuid, :partition_id::bigint, :group::text,
+                          :deletes::boolean[], :keys::text[], :values::text[],
+                          :queues::text[], :partitions::text[], :namespaces::text[],
+                          :tasks::text[], :default_options::jsonb, :segments::integer[],
+                          :frames::integer[], :blobs::bytea[], :transaction_ids::text[],
+                          :repeats::boolean[], :encrypted::boolean[], :ack::boolean,
+                          :lease_id::text, :ok::boolean, :release::boolean, :count::bigint,
+                          :ack_transaction_id::text);
 
 -- name: stream_delete_query
 -- Delete a query by name with its state and cycle counters; answers its id (nothing when
 -- absent). The query's advisory lock is taken exclusively first (queen.stream_delete_query),
 -- so no cycle of it is running or starts before the commit (it then finds no query).
--- $1 name, $2 tenant
-SELECT queen.stream_delete_query($2, $1);
+SELECT queen.stream_delete_query(:tenant, :name);
 
 -- name: stream_list
 -- Every query with its partitions: state rows, bytes, cycles and the last cycle's time
 -- (the dashboard). One row per (query, partition); a query without cycles has one row
 -- with a null partition.
--- $1 tenant
 SELECT q.id AS query_id, q.name, q.source_queue, q.sink_queue, q.config_hash, q.created_at,
        p.partition_id, lp.name AS partition, coalesce(p.cycles, 0) AS cycles, p.last_cycle_at,
        coalesce(st.keys, 0) AS state_keys, coalesce(st.bytes, 0) AS state_bytes
@@ -58,5 +62,5 @@ SELECT q.id AS query_id, q.name, q.source_queue, q.sink_queue, q.config_hash, q.
         SELECT count(*) AS keys, sum(pg_column_size(s.value))::bigint AS bytes
           FROM queen.stream_state s
          WHERE s.query_id = q.id AND s.partition_id = p.partition_id) st ON true
- WHERE q.tenant = $1
+ WHERE q.tenant = :tenant
  ORDER BY q.name, lp.name;

@@ -12,13 +12,15 @@ SELECT tenant, requests_per_second, request_burst, messages_per_second, message_
 
 -- name: tenant_quota_set
 -- Store a tenant's quota (replacing its previous one).
--- $1 tenant, $2 .. $12 the limits in the table's column order (NULL: unlimited)
+-- Its parameters are QuotaRow's fields (core/storage/tenants.py); a limit NULL is unlimited.
 INSERT INTO queen.tenant_quotas AS t (tenant, requests_per_second, request_burst,
                                       messages_per_second, message_burst, max_payload_bytes,
                                       max_batch_size, max_queues, max_partitions_per_queue,
                                       max_retention_seconds, max_parked_pops,
                                       max_stored_bytes)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+VALUES (:tenant, :requests_per_second, :request_burst, :messages_per_second, :message_burst,
+        :max_payload_bytes, :max_batch_size, :max_queues, :max_partitions_per_queue,
+        :max_retention_seconds, :max_parked_pops, :max_stored_bytes)
     ON CONFLICT (tenant) DO UPDATE
    SET requests_per_second = excluded.requests_per_second,
        request_burst = excluded.request_burst,
@@ -32,9 +34,8 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 
 -- name: tenant_quota_clear
 -- Remove a tenant's quota (and its usage row); answers whether it had one.
--- $1 tenant
-WITH usage AS (DELETE FROM queen.tenant_usage WHERE tenant = $1)
-DELETE FROM queen.tenant_quotas WHERE tenant = $1 RETURNING tenant;
+WITH usage AS (DELETE FROM queen.tenant_usage WHERE tenant = :tenant)
+DELETE FROM queen.tenant_quotas WHERE tenant = :tenant RETURNING tenant;
 
 -- name: tenant_list
 -- Every tenant with a queue, a KV key, a timer, a stream query or a quota: its queues and
@@ -57,12 +58,11 @@ SELECT n.tenant,
  ORDER BY n.tenant;
 
 -- name: tenant_live_processes
--- How many broker processes serve requests now (a heartbeat younger than $1 seconds, of a
+-- How many broker processes serve requests now (a heartbeat younger than `seconds` seconds, of a
 -- web worker or a Kafka listener; not the reaper or the timer firer: the role each process
 -- flushes, core/upkeep/stats.py): each enforces its share of a tenant's rates.
--- $1 seconds
 SELECT count(*) FROM queen.stats_processes
- WHERE seen_at > now() - make_interval(secs => $1::float8)
+ WHERE seen_at > now() - make_interval(secs => :seconds::float8)
    AND coalesce(figures ->> 'role', 'web') IN ('web', 'kafka');
 
 -- name: tenant_usage
@@ -70,78 +70,76 @@ SELECT count(*) FROM queen.stats_processes
 SELECT tenant, stored_bytes FROM queen.tenant_usage ORDER BY tenant;
 
 -- name: tenant_usage_claim
--- Take the measurement of a tenant's stored bytes when the last one is older than $2
+-- Take the measurement of a tenant's stored bytes when the last one is older than `seconds`
 -- seconds (or there is none): true for the one process that takes it. The row's lock is
 -- held by the caller's transaction until it stores the figure.
--- $1 tenant, $2 seconds
-INSERT INTO queen.tenant_usage AS u (tenant, measured_at) VALUES ($1, now())
+INSERT INTO queen.tenant_usage AS u (tenant, measured_at) VALUES (:tenant, now())
     ON CONFLICT (tenant) DO UPDATE SET measured_at = now()
- WHERE u.measured_at < now() - make_interval(secs => $2::float8)
+ WHERE u.measured_at < now() - make_interval(secs => :seconds::float8)
 RETURNING true;
 
 -- name: tenant_usage_measure
 -- What a tenant stores, in bytes: its queues' segments as stored (compressed; octet_length
 -- of the out-of-line blob reads its size from the TOAST pointer, not the data), their
 -- dead-letter copies and payloads, its KV values and its pending timers' payloads.
--- $1 tenant
 WITH parts AS (
     SELECT p.id FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
-     WHERE q.tenant = $1)
+     WHERE q.tenant = :tenant)
 SELECT (coalesce((SELECT sum(octet_length(s.blob)) FROM queen.log_segments s
                    WHERE s.partition_id IN (SELECT id FROM parts)), 0)
       + coalesce((SELECT sum(octet_length(s.blob)) FROM queen.log_dlq_segments s
                    WHERE s.partition_id IN (SELECT id FROM parts)), 0)
       + coalesce((SELECT sum(octet_length(d.payload)) FROM queen.log_dlq d
                    WHERE d.partition_id IN (SELECT id FROM parts)), 0)
-      + coalesce((SELECT sum(octet_length(k.value)) FROM queen.kv k WHERE k.tenant = $1), 0)
+      + coalesce((SELECT sum(octet_length(k.value)) FROM queen.kv k WHERE k.tenant = :tenant), 0)
       + coalesce((SELECT sum(octet_length(t.payload)) FROM queen.timers t
-                   WHERE t.tenant = $1), 0))::bigint;
+                   WHERE t.tenant = :tenant), 0))::bigint;
 
 -- name: tenant_usage_store
--- Store a measurement. $1 tenant, $2 bytes
-UPDATE queen.tenant_usage SET stored_bytes = $2, measured_at = now() WHERE tenant = $1;
+-- Store a measurement.
+UPDATE queen.tenant_usage SET stored_bytes = :stored_bytes, measured_at = now()
+ WHERE tenant = :tenant;
 
 -- name: tenant_names_lock
 -- Serialise the creation of a limited tenant's queues and partitions (until the caller's
 -- transaction ends): its counts below are then exact across processes.
--- $1 tenant
-SELECT pg_advisory_xact_lock(hashtextextended('queen.tenant-names:' || $1, 0));
+SELECT pg_advisory_xact_lock(hashtextextended('queen.tenant-names:' || :tenant, 0));
 
 -- name: tenant_names
 -- What creating these (queue, partition) pairs would add: per pair, whether the queue and
 -- the partition exist and how many partitions the queue has; and the tenant's queue count
 -- on every row. Partitions are counted in the directory (queen.partition_directory: a copy
 -- on every Citus node).
--- $1 tenant, $2 queue names, $3 partition names (pairs)
+-- `queues`, `partitions`: the pairs.
 SELECT u.queue, u.partition, q.id IS NOT NULL AS queue_exists,
        EXISTS (SELECT 1 FROM queen.partition_directory d
                 WHERE d.queue_id = q.id AND d.name = u.partition) AS partition_exists,
        (SELECT count(*) FROM queen.partition_directory d WHERE d.queue_id = q.id)
            AS partitions,
-       (SELECT count(*) FROM queen.queues x WHERE x.tenant = $1) AS queues
-  FROM unnest($2::text[], $3::text[]) AS u(queue, partition)
-  LEFT JOIN queen.queues q ON q.tenant = $1 AND q.name = u.queue;
+       (SELECT count(*) FROM queen.queues x WHERE x.tenant = :tenant) AS queues
+  FROM unnest(:queues::text[], :partitions::text[]) AS u(queue, partition)
+  LEFT JOIN queen.queues q ON q.tenant = :tenant AND q.name = u.queue;
 
 -- name: tenant_names_create
 -- Create a tenant's queues (default options) under its names lock, so the next count sees
 -- them; what exists already is left as it is. Their partitions follow
 -- (tenant_names_create_partitions).
--- $1 tenant, $2 queue names, $3 namespaces, $4 tasks, $5 default options (jsonb text)
+-- `default_options`: jsonb text.
 INSERT INTO queen.queues (tenant, name, namespace, task, options)
-SELECT $1, u.name, u.namespace, u.task, $5::jsonb
-  FROM unnest($2::text[], $3::text[], $4::text[]) AS u(name, namespace, task)
+SELECT :tenant, u.name, u.namespace, u.task, :default_options::jsonb
+  FROM unnest(:queues::text[], :namespaces::text[], :tasks::text[]) AS u(name, namespace, task)
     ON CONFLICT ON CONSTRAINT queues_tenant_name_key DO NOTHING;
 
 -- name: tenant_names_create_partitions
 -- Create partitions of a tenant's queues under its names lock, as a push creates them
 -- (queen.partition_ids: the directory entry and the head, functions/20_append.sql); what
 -- exists already is left as it is. Answers how many pairs were given.
--- $1 tenants, $2 queue of each partition, $3 partition names (in (queue, partition) order),
--- $4 namespaces, $5 tasks (of a queue created here if it went meanwhile), $6 default options
-SELECT count(*) FROM queen.partition_ids($1::text[], $2::text[], $3::text[], $4::text[],
-                                         $5::text[], $6::jsonb);
+-- Per partition (in (queue, partition) order) its tenant, queue, name, and the namespace and
+-- task of a queue created here if it went meanwhile; `default_options`: jsonb text.
+SELECT count(*) FROM queen.partition_ids(:tenants::text[], :queues::text[], :partitions::text[],
+                                         :namespaces::text[],
+                                         :tasks::text[], :default_options::jsonb);
 
 -- name: tenant_queue_names
 -- Every queue name of a tenant (one at its queue cap: at most that many).
--- $1 tenant
-SELECT name FROM queen.queues WHERE tenant = $1;
+SELECT name FROM queen.queues WHERE tenant = :tenant;

@@ -14,80 +14,79 @@ SELECT status, txn, deliver_at
                           :encrypted::boolean[], :sealed::boolean[], :producer_sub::text);
 
 -- name: timers_encrypted_queues
--- Which of these queues (of tenant $2) exist with encryptionEnabled. $1 queue names
+-- Which of these queues (of `tenant`) exist with encryptionEnabled.
 SELECT name FROM queen.queues
- WHERE tenant = $2 AND name = ANY($1::text[])
+ WHERE tenant = :tenant AND name = ANY(:queues::text[])
    AND coalesce((options ->> 'encryptionEnabled')::boolean, false);
 
 -- name: timers_peek
 -- One timer with its payload, and whether a fire holds its row now (queen.timer_claimed).
--- $1 queue, $2 key, $3 tenant
 SELECT t.queue, t.timer_key, t.partition, t.deliver_at, t.txn, t.message_id, t.payload,
        t.payload_zstd, t.encrypted, t.producer_sub, t.attempts, t.last_error,
        queen.timer_claimed(t.tenant, t.queue, t.timer_key) AS claimed, t.created_at,
        t.updated_at
   FROM queen.timers t
- WHERE t.tenant = $3 AND t.queue = $1 AND t.timer_key = $2;
+ WHERE t.tenant = :tenant AND t.queue = :queue AND t.timer_key = :key;
 
 -- name: timers_page
 -- One queue's timers after a key (exclusive), in byte order, without payloads; one row more
--- than the page tells whether it is truncated. $1 queue, $2 after ('' = from the start),
--- $3 rows to read, $4 tenant
+-- than the page tells whether it is truncated. `after`: '' from the start; `rows`: rows to read.
 SELECT t.queue, t.timer_key, t.partition, t.deliver_at, t.txn, t.message_id,
        NULL::bytea AS payload, t.payload_zstd, t.encrypted, t.producer_sub, t.attempts,
        t.last_error, queen.timer_claimed(t.tenant, t.queue, t.timer_key) AS claimed,
        t.created_at, t.updated_at
   FROM queen.timers t
- WHERE t.tenant = $4 AND t.queue = $1 AND t.timer_key > $2
+ WHERE t.tenant = :tenant AND t.queue = :queue AND t.timer_key > :after
  ORDER BY t.timer_key
- LIMIT $3;
+ LIMIT :rows;
 
 -- name: timers_count
--- One queue's timers whose key starts with a literal prefix. $1 queue, $2 prefix, $3 tenant
+-- One queue's timers whose key starts with a literal prefix.
 SELECT count(*) FROM queen.timers
- WHERE tenant = $3 AND queue = $1 AND timer_key >= $2 AND starts_with(timer_key, $2);
+ WHERE tenant = :tenant AND queue = :queue
+   AND timer_key >= :prefix AND starts_with(timer_key, :prefix);
 
 -- name: timers_queues
 -- Queues with pending timers, after a name (exclusive), for the dashboard: how many, the
--- next due, how many failed at least once. $1 after, $2 rows to read, $3 tenant
+-- next due, how many failed at least once. `rows`: rows to read.
 SELECT queue, count(*) AS pending, min(deliver_at) AS next_due,
        count(*) FILTER (WHERE attempts > 0) AS failing
   FROM queen.timers
- WHERE tenant = $3 AND queue > $1
+ WHERE tenant = :tenant AND queue > :after
  GROUP BY queue
  ORDER BY queue
- LIMIT $2;
+ LIMIT :rows;
 
 -- name: timers_claim
 -- Take due rows for a fire, earliest first; rows another fire holds are skipped, so two
 -- firers never take one timer. Concurrent fires of one firer each take the destination
 -- partitions of one residue of a hash (queue, partition) modulo their number, so they do
--- not queue behind one another's partition locks. $1 at most this many, $2 modulus,
--- $3 residue
+-- not queue behind one another's partition locks. `limit`: at most this many; `shards`:
+-- modulus, `shard`: residue.
 SELECT queue, timer_key, partition, txn, message_id, payload, payload_zstd, sealed,
        producer_sub, attempts, created_at,
        extract(epoch FROM clock_timestamp() - deliver_at)::float8 AS lag_seconds, tenant
   FROM queen.timers
  WHERE fire_at <= clock_timestamp()
-   AND (hashtext(queue || '/' || partition) & 2147483647) % $2 = $3
+   AND (hashtext(queue || '/' || partition) & 2147483647) % :shards = :shard
  ORDER BY fire_at
- LIMIT $1
+ LIMIT :limit
    FOR UPDATE SKIP LOCKED;
 
 -- name: timers_delete
--- Remove fired timers (rows this transaction holds). $1 queues, $2 keys, $3 tenants
+-- Remove fired timers (rows this transaction holds).
 DELETE FROM queen.timers t
- USING unnest($1::text[], $2::text[], $3::text[]) AS d(queue, timer_key, tenant)
+ USING unnest(:queues::text[], :keys::text[], :tenants::text[]) AS d(queue, timer_key, tenant)
  WHERE t.tenant = d.tenant AND t.queue = d.queue AND t.timer_key = d.timer_key;
 
 -- name: timers_failed
 -- Record failed fires: one more attempt, the error, and the backoff before the next.
--- $1 queues, $2 keys, $3 errors, $4 backoff seconds, $5 tenants
 UPDATE queen.timers t
    SET attempts = t.attempts + 1, last_error = d.error,
        fire_at = clock_timestamp() + d.backoff * interval '1 second',
        updated_at = clock_timestamp()
-  FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[], $5::text[])
+  FROM unnest(:queues::text[], :keys::text[], :errors::text[], :backoff_seconds::float8[],
+              :tenants::text[])
        AS d(queue, timer_key, error, backoff, tenant)
  WHERE t.tenant = d.tenant AND t.queue = d.queue AND t.timer_key = d.timer_key;
 
@@ -104,5 +103,5 @@ SELECT extract(epoch FROM min(fire_at) - clock_timestamp())::float8 FROM queen.t
 
 -- name: timers_pending
 -- Pending timers in all (null), or of one tenant, for the metrics.
--- $1 tenant or null
-SELECT count(*) FROM queen.timers WHERE $1::text IS NULL OR tenant = $1;
+-- `tenant`: null for every tenant.
+SELECT count(*) FROM queen.timers WHERE :tenant::text IS NULL OR tenant = :tenant;

@@ -6,52 +6,50 @@
 -- Record a trace of a message of an existing partition, with its names; answers the
 -- trace's created_at (nothing when the partition does not exist). The message's offset
 -- comes from the transactionId index (the newest occurrence; null when not indexed); the
--- worker is the live lease holder of (partition, group), if any.
--- $1 trace id, $2 partition id, $3 transactionId, $4 consumer group, $5 event type,
--- $6 data (JSON bytes), $7 trace names (distinct), $8 tenant
+-- worker is the live lease holder of (partition, group), if any. `data`: JSON bytes;
+-- `names`: distinct.
 WITH t AS (
     INSERT INTO queen.traces (id, partition_id, transaction_id, txn_key, msg_offset,
                               consumer_group, event_type, data, trace_names, worker_id,
                               tenant)
-    SELECT $1, p.id, $3, queen.txn_key($3),
+    SELECT :trace_id, p.id, :transaction_id, queen.txn_key(:transaction_id),
            (SELECT max(i.msg_offset) FROM queen.log_txn_index i
-             WHERE i.partition_id = p.id AND i.txn_key = queen.txn_key($3)),
-           $4, $5, $6, $7::text[],
+             WHERE i.partition_id = p.id AND i.txn_key = queen.txn_key(:transaction_id)),
+           :group, :event_type, :data, :names::text[],
            (SELECT c.worker_id FROM queen.log_consumers c
-             WHERE c.partition_id = p.id AND c.consumer_group = $4
+             WHERE c.partition_id = p.id AND c.consumer_group = :group
                AND c.lease_expires_at > now()),
            q.tenant
       FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
-     WHERE p.id = $2 AND q.tenant = $8
+     WHERE p.id = :partition_id AND q.tenant = :tenant
     RETURNING id, created_at, tenant),
 n AS (
     INSERT INTO queen.trace_names (trace_id, name, created_at, tenant)
     SELECT t.id, u.name, t.created_at, t.tenant
-      FROM t CROSS JOIN unnest($7::text[]) AS u(name))
+      FROM t CROSS JOIN unnest(:names::text[]) AS u(name))
 SELECT created_at FROM t;
 
 -- name: traces_of_message
 -- The traces of one message, oldest first.
--- $1 partition id, $2 transactionId, $3 limit, $4 tenant
 SELECT t.id, t.event_type, t.data, t.consumer_group, t.worker_id, t.created_at,
        t.trace_names
   FROM queen.traces t
- WHERE t.partition_id = $1 AND t.txn_key = queen.txn_key($2) AND t.transaction_id = $2
-   AND t.tenant = $4
+ WHERE t.partition_id = :partition_id AND t.txn_key = queen.txn_key(:transaction_id)
+   AND t.transaction_id = :transaction_id
+   AND t.tenant = :tenant
  ORDER BY t.created_at, t.id
- LIMIT $3;
+ LIMIT :limit;
 
 -- name: traces_by_name
 -- One page of the traces carrying a name, newest first, with their message's address,
 -- queue and partition names (null when the partition is gone) and offset.
--- $1 name, $2 limit, $3 offset, $4 tenant
 SELECT t.id, t.event_type, t.data, t.consumer_group, t.worker_id, t.created_at,
        t.trace_names, t.transaction_id, t.partition_id, q.name AS queue,
        p.name AS partition, t.msg_offset
   FROM (SELECT n.trace_id, n.created_at FROM queen.trace_names n
-         WHERE n.tenant = $4 AND n.name = $1
+         WHERE n.tenant = :tenant AND n.name = :name
          ORDER BY n.created_at DESC, n.trace_id DESC
-         LIMIT $2 OFFSET $3) page
+         LIMIT :limit OFFSET :offset) page
   JOIN queen.traces t ON t.id = page.trace_id
   LEFT JOIN queen.log_partitions p ON p.id = t.partition_id
   LEFT JOIN queen.queues q ON q.id = p.queue_id
@@ -59,41 +57,38 @@ SELECT t.id, t.event_type, t.data, t.consumer_group, t.worker_id, t.created_at,
 
 -- name: traces_count_by_name
 -- The number of traces carrying a name.
--- $1 name, $2 tenant
-SELECT count(*) FROM queen.trace_names WHERE tenant = $2 AND name = $1;
+SELECT count(*) FROM queen.trace_names WHERE tenant = :tenant AND name = :name;
 
 -- name: trace_names_page
 -- One page of the trace names, most recently used first, with how many traces and how
--- many distinct messages carry each, and the total number of names.
--- $1 limit, $2 offset, $3 substring the name must contain, or null, $4 tenant
+-- many distinct messages carry each, and the total number of names; `search`: a substring
+-- the name must contain, or null.
 WITH names AS (
     SELECT n.name, count(*) AS trace_count,
            count(DISTINCT (t.partition_id, t.txn_key)) AS message_count,
            max(n.created_at) AS last_seen
       FROM queen.trace_names n JOIN queen.traces t ON t.id = n.trace_id
-     WHERE n.tenant = $4 AND ($3::text IS NULL OR strpos(n.name, $3) > 0)
+     WHERE n.tenant = :tenant AND (:search::text IS NULL OR strpos(n.name, :search) > 0)
      GROUP BY n.name)
 SELECT name, trace_count, message_count, last_seen, count(*) OVER () AS total
   FROM names
  ORDER BY last_seen DESC, name
- LIMIT $1 OFFSET $2;
+ LIMIT :limit OFFSET :offset;
 
 -- name: traces_delete_partitions
 -- Remove the traces of deleted partitions (with the queue that owned them), and their names.
--- $1 partition ids
 WITH gone AS (
-    DELETE FROM queen.traces WHERE partition_id = ANY($1::bigint[]) RETURNING id)
+    DELETE FROM queen.traces WHERE partition_id = ANY(:partition_ids::bigint[]) RETURNING id)
 DELETE FROM queen.trace_names n USING gone WHERE n.trace_id = gone.id;
 
 -- name: reaper_expire_traces
--- Delete up to $2 traces older than $1 seconds, oldest first, with their names; answers
--- the number of traces deleted.
--- $1 retention in seconds, $2 batch size
+-- Delete up to `batch` traces older than `retention_seconds`, oldest first, with their
+-- names; answers the number of traces deleted.
 WITH doomed AS (
     SELECT t.id FROM queen.traces t
-     WHERE t.created_at < now() - make_interval(secs => $1::bigint)
+     WHERE t.created_at < now() - make_interval(secs => :retention_seconds::bigint)
      ORDER BY t.created_at
-     LIMIT $2),
+     LIMIT :batch),
 gone AS (
     DELETE FROM queen.traces t USING doomed d WHERE t.id = d.id RETURNING t.id),
 names AS (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -73,28 +74,34 @@ def test_a_colon_in_text_a_comment_a_dollar_body_or_a_cast_names_nothing() -> No
     assert sql == text.replace(":f", "$1")
 
 
-def test_a_numbered_statement_is_taken_as_it_is() -> None:
-    assert queries.positional("SELECT $1::text, $2") == ("SELECT $1::text, $2", ())
-
-
-def test_a_statement_that_names_and_numbers_parameters_is_refused() -> None:
-    with pytest.raises(ValueError, match="names its parameters or numbers them"):
-        queries.positional("SELECT :a, $2")
+def test_a_statement_that_numbers_a_parameter_is_refused() -> None:
+    for sql in ("SELECT $1::text", "SELECT :a, $2"):
+        with pytest.raises(ValueError, match="a statement names its parameters; \\$[12] numbers"):
+            queries.positional(sql)
+    assert queries.positional("SELECT '$1', $q$ $1 $q$ -- $1") == (
+        "SELECT '$1', $q$ $1 $q$ -- $1", ())  # a $1 in text, a body or a comment is none
 
 
 def test_a_named_statement_takes_exactly_its_names() -> None:
     statement = queries.Statement.__new__(queries.Statement)
     statement.name, statement.params = "s", ("queue", "group")
-    assert statement._args((), {"group": "g", "queue": "q"}) == ("q", "g")
-    for args, named in (((), {"queue": "q"}), ((), {"queue": "q", "group": "g", "x": 1}),
-                        (("q", "g"), {})):
+    assert statement._args({"group": "g", "queue": "q"}) == ("q", "g")
+    for named in ({"queue": "q"}, {"queue": "q", "group": "g", "x": 1}, {}):
         with pytest.raises(TypeError, match="s takes queue, group parameters"):
-            statement._args(args, named)
+            statement._args(named)
 
 
-def test_a_numbered_statement_takes_positional_arguments_only() -> None:
-    statement = queries.Statement.__new__(queries.Statement)
-    statement.name, statement.params = "s", ()
-    assert statement._args(("q", 1), {}) == ("q", 1)
-    with pytest.raises(TypeError, match="s takes positional parameters"):
-        statement._args((), {"queue": "q"})
+def test_a_routed_call_and_its_twin_differ_only_in_giving_the_route_by_a_subquery() -> None:
+    from core.storage import reads, writes  # noqa: F401 - they bind the routed statements
+    registry = queries.Statement.registry
+    twins = [name.removesuffix("_here") for name in registry if name.endswith("_here")]
+    assert sorted(twins) == ["ack", "ack_joined", "append_partitions", "append_partitions_joined",
+                             "extend_leases", "pop_ready"]
+    for name in twins:
+        routed, here = registry[name].sql, registry[f"{name}_here"].sql
+        call = re.search(r"FROM\s+queen\.[a-z_]+\(", routed)
+        assert call is not None, name
+        first = routed[call.end():].split(",", 1)[0]  # the route: $1
+        assert first == "$1::bigint", name
+        assert " ".join(here.split()) == " ".join(routed.replace(
+            f"{call.group(0)}{first},", f"{call.group(0)}(SELECT {first}),").split()), name

@@ -56,8 +56,8 @@ class FakeAppendConn:
     async def fetch(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
         if "queen.append_partitions(" in sql:
             return [self._append(*args)]
-        assert "log_segments" in sql  # segments_at: (partition id, offsets)
-        _, offsets = args
+        assert "log_segments" in sql  # segments_at: (offsets, partition id)
+        offsets, _ = args
         return [s for s in self.segments
                 if any(s[0] <= o < s[0] + len(segments.unpack(s[2])) for o in offsets)]
 
