@@ -51,7 +51,7 @@ class AckItem:
     error: str | None = None
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)  # shared by the items that end alike (apply_acks)
 class AckOutcome:
     success: bool
     error: str | None = None
@@ -98,8 +98,13 @@ async def apply_acks(conn: Conn, acks: Sequence[GroupAck], *,
     outcomes: list[AckOutcome | None] = [None] * len(acks)
     positions: list[int] = []  # index in `acks` of each item the statement takes
     partition_ids: list[int] = []
+    ids_of: dict[str, int | None] = {}  # a pop's acks name a few partitions
     for index, ack in enumerate(acks):
-        pid = partition_id_of(ack.item.partition_id)
+        text = ack.item.partition_id
+        try:
+            pid = ids_of[text]
+        except KeyError:
+            pid = ids_of[text] = partition_id_of(text)
         if pid is None:
             outcomes[index] = _UNKNOWN_PARTITION
             continue
@@ -120,15 +125,22 @@ async def apply_acks(conn: Conn, acks: Sequence[GroupAck], *,
         if missing:
             inputs.offsets = await _search(conn, inputs, missing)
             rows = await sql.ack(conn, route=route, items=inputs, scan_missing=False)
+        # Most items of a call end alike (applied, the lease kept): they share one outcome.
+        made: dict[tuple[str, str | None, bool | None, bool | None, int | None],
+                   AckOutcome] = {}
         for row in rows:
             if row.outcome == "wake":
                 assert row.queue_id is not None and row.partition_id is not None
                 result.wakes.append((QueueId(row.queue_id), PartitionId(row.partition_id)))
                 continue
             assert row.idx is not None
-            outcomes[positions[row.idx - 1]] = AckOutcome(
-                row.outcome in ("ok", "noop"), row.error, bool(row.lease_released),
-                bool(row.dlq), row.outcome == "noop", row.conflated or 0)
+            shape = (row.outcome, row.error, row.lease_released, row.dlq, row.conflated)
+            outcome = made.get(shape)
+            if outcome is None:
+                outcome = made[shape] = AckOutcome(
+                    row.outcome in ("ok", "noop"), row.error, bool(row.lease_released),
+                    bool(row.dlq), row.outcome == "noop", row.conflated or 0)
+            outcomes[positions[row.idx - 1]] = outcome
     result.outcomes = [o if o is not None else AckOutcome(False, "not processed")
                        for o in outcomes]
     return result
