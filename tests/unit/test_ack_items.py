@@ -4,19 +4,25 @@ of the batch said (each distinct word is parsed once per batch)."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from broker.routes.ack import to_ack_item, to_group_acks
 from broker.wire.ack import decode_ack_batch
 
 
 def test_each_item_keeps_its_own_status_group_lease_and_error() -> None:
-    words = ['"completed"', '"failed"', "true", "false", "null", '"retry"', '"dlq"', '"OK"',
-             '"completed"', "true", '"nonsense"', "false", '" Retry "', '""', "null"]
-    items = ",".join(
-        '{"transactionId":"t%d","partitionId":"%d","status":%s,"leaseId":"%s","error":%s%s}'
-        % (k, 7 + k % 3, word, "L" if k % 2 else "", '"e%d"' % k if k % 4 == 0 else "null",
-           ',"consumerGroup":"own"' if k == 3 else "")
-        for k, word in enumerate(words))
-    body = decode_ack_batch(b'{"consumerGroup":"g","acknowledgments":[%b]}' % items.encode())
+    words: list[Any] = ["completed", "failed", True, False, None, "retry", "dlq", "OK",
+                        "completed", True, "nonsense", False, " Retry ", "", None]
+    items = []
+    for k, word in enumerate(words):
+        item = {"transactionId": f"t{k}", "partitionId": str(7 + k % 3), "status": word,
+                "leaseId": "L" if k % 2 else "", "error": f"e{k}" if k % 4 == 0 else None}
+        if k == 3:
+            item["consumerGroup"] = "own"
+        items.append(item)
+    body = decode_ack_batch(json.dumps(
+        {"consumerGroup": "g", "acknowledgments": items}).encode())
     made = to_group_acks(body.acknowledgments, "g", "tenant-a")
     assert [a.item for a in made] == [to_ack_item(i) for i in body.acknowledgments]
     assert [a.item.status for a in made] == [
