@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+import msgspec
+
 from core import segments
 from core.engine import encryption
 from core.ids import PartitionId, QueueId
@@ -42,8 +44,8 @@ def parse_status(value: object) -> Status:
     return "failed"
 
 
-@dataclass(slots=True)  # not frozen: one per item, and frozen __init__ is slow
-class AckItem:
+# One per item: msgspec builds a Struct in C, about twice as fast as a slots dataclass.
+class AckItem(msgspec.Struct):
     transaction_id: str
     partition_id: str  # as sent by the client; ours are decimal ids
     status: Status
@@ -51,8 +53,7 @@ class AckItem:
     error: str | None = None
 
 
-@dataclass(frozen=True, slots=True)  # shared by the items that end alike (apply_acks)
-class AckOutcome:
+class AckOutcome(msgspec.Struct, frozen=True):  # shared by the items that end alike
     success: bool
     error: str | None = None
     lease_released: bool = False
@@ -61,8 +62,7 @@ class AckOutcome:
     conflated: int = 0  # superseded messages a conflated lease's commit retired (§20.3)
 
 
-@dataclass(slots=True)  # not frozen: one per item
-class GroupAck:
+class GroupAck(msgspec.Struct):  # one per item, as AckItem
     """An ack item with the consumer group it commits for, and the caller's tenant (a
     partition of another tenant's queue is answered as one that does not exist)."""
 
