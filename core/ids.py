@@ -15,7 +15,11 @@ NIL_UUID = "00000000-0000-0000-0000-000000000000"
 
 
 _new = object.__new__
-_set = object.__setattr__
+# UUID's slots written through their descriptors: object.__setattr__ looks the name up
+# first and costs about twice as much.
+_set_int = vars(uuid.UUID)["int"].__set__
+_set_is_safe = vars(uuid.UUID)["is_safe"].__set__
+_UNKNOWN_SAFETY = uuid.SafeUUID.unknown
 _VERSION_7 = 0x7 << 76
 _RFC_VARIANT = 0x2 << 62
 
@@ -24,8 +28,8 @@ def uuid_of_int(value: int) -> uuid.UUID:
     """uuid.UUID(int=value) without its argument parsing: every message is given an id, so
     this is on the path of every push and pop."""
     made = _new(uuid.UUID)
-    _set(made, "int", value)
-    _set(made, "is_safe", uuid.SafeUUID.unknown)
+    _set_int(made, value)
+    _set_is_safe(made, _UNKNOWN_SAFETY)
     return made
 
 
@@ -97,6 +101,18 @@ def uuid7s(count: int) -> list[uuid.UUID]:
         return [first, *(uuid7() for _ in range(count - 1))]  # a borrowed millisecond
     start = last.rand
     last.rand = start + count - 1
+    if (start & _RAND_B_MASK) + count - 1 <= _RAND_B_MASK:
+        # The random part's low 62 bits are the id's low bits: while they do not carry
+        # into the 12 above the variant, counting the random part up counts the id up.
+        base = first.int
+        made = [first]
+        add = made.append
+        for value in range(base + 1, base + count):
+            one = _new(uuid.UUID)
+            _set_int(one, value)
+            _set_is_safe(one, _UNKNOWN_SAFETY)
+            add(one)
+        return made
     head = (last.millis & 0xFFFF_FFFF_FFFF) << 80 | _VERSION_7 | _RFC_VARIANT
     return [first, *(uuid_of_int(head | (r >> 62) << 64 | (r & _RAND_B_MASK))
                      for r in range(start + 1, start + count))]

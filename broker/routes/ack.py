@@ -34,6 +34,25 @@ def to_ack_item(item: AckItemIn | PlainAckItem) -> AckItem:
                    error=item.error)
 
 
+def to_group_acks(items: Sequence[AckItemIn | PlainAckItem], default_group: str,
+                  tenant: str) -> list[GroupAck]:
+    """`to_ack_item` of every item of a batch, with the group it commits for (an item may
+    name its own), in one pass. A pop's acks share their status word: each distinct word
+    is parsed once."""
+    first_of: dict[str | bool | None, AckItem] = {}  # a status word -> its first item
+    out: list[GroupAck] = []
+    add = out.append
+    for item in items:
+        first = first_of.get(item.status)
+        if first is None:
+            ack = first_of[item.status] = to_ack_item(item)
+        else:
+            ack = AckItem(item.transactionId, item.partitionId, first.status,
+                          item.leaseId or None, item.error)
+        add(GroupAck(item.consumerGroup or default_group, ack, tenant))
+    return out
+
+
 def outcome_json(index: int, item: AckItem, outcome: AckOutcome) -> AckResult:
     result = AckResult(index, item.transaction_id, outcome.success, outcome.error,
                        outcome.lease_released, outcome.dlq)
@@ -44,24 +63,23 @@ def outcome_json(index: int, item: AckItem, outcome: AckOutcome) -> AckResult:
     return result
 
 
-async def _apply(request: Request, groups: list[str], items: list[AckItem],
-                 wire: Sequence[AckItemIn | PlainAckItem], tenant: str) -> Response:
+async def _apply(request: Request, acks: list[GroupAck],
+                 wire: Sequence[AckItemIn | PlainAckItem]) -> Response:
     broker = broker_of(request)
-    acks = [GroupAck(group, item, tenant) for group, item in zip(groups, items)]
     if broker.tracing.enabled:
         header = tracing.from_header(request.headers.get("traceparent"))
         contexts = [tracing.parse(i.traceparent) for i in wire if i.traceparent]
-        with broker.tracing.settle(groups[0] if groups else QUEUE_MODE, header, contexts):
+        with broker.tracing.settle(acks[0].group if acks else QUEUE_MODE, header, contexts):
             result = await broker.ack_batch(acks)
     else:  # without a tracer the ack reads nothing for tracing
         result = await broker.ack_batch(acks)
-    return json_response([outcome_json(i, item, outcome)
-                          for i, (item, outcome) in enumerate(zip(items, result.outcomes))])
+    return json_response([outcome_json(i, ack.item, outcome)
+                          for i, (ack, outcome) in enumerate(zip(acks, result.outcomes))])
 
 
 async def ack_one(request: Request, body: AckItemIn, tenant: str) -> Response:
-    return await _apply(request, [body.consumerGroup or QUEUE_MODE], [to_ack_item(body)],
-                        [body], tenant)
+    return await _apply(request, [GroupAck(body.consumerGroup or QUEUE_MODE, to_ack_item(body),
+                                           tenant)], [body])
 
 
 def batch_body(raw: bytes, settings: Settings) -> AckBatchBody | PlainAckBatch:
@@ -71,8 +89,7 @@ def batch_body(raw: bytes, settings: Settings) -> AckBatchBody | PlainAckBatch:
 
 async def ack_batch(request: Request, body: AckBatchBody | PlainAckBatch,
                     tenant: str) -> Response:
-    default_group = body.consumerGroup or QUEUE_MODE
     # An item may name its own group.
-    groups = [item.consumerGroup or default_group for item in body.acknowledgments]
-    return await _apply(request, groups, [to_ack_item(item) for item in body.acknowledgments],
-                        body.acknowledgments, tenant)
+    return await _apply(request, to_group_acks(body.acknowledgments,
+                                               body.consumerGroup or QUEUE_MODE, tenant),
+                        body.acknowledgments)

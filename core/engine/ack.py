@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+import msgspec
+
 from core import segments
 from core.engine import encryption
 from core.ids import PartitionId, QueueId
@@ -42,8 +44,8 @@ def parse_status(value: object) -> Status:
     return "failed"
 
 
-@dataclass(slots=True)  # not frozen: one per item, and frozen __init__ is slow
-class AckItem:
+# One per item: msgspec builds a Struct in C, about twice as fast as a slots dataclass.
+class AckItem(msgspec.Struct):
     transaction_id: str
     partition_id: str  # as sent by the client; ours are decimal ids
     status: Status
@@ -51,8 +53,7 @@ class AckItem:
     error: str | None = None
 
 
-@dataclass(slots=True)
-class AckOutcome:
+class AckOutcome(msgspec.Struct, frozen=True):  # shared by the items that end alike
     success: bool
     error: str | None = None
     lease_released: bool = False
@@ -61,8 +62,7 @@ class AckOutcome:
     conflated: int = 0  # superseded messages a conflated lease's commit retired (§20.3)
 
 
-@dataclass(slots=True)  # not frozen: one per item
-class GroupAck:
+class GroupAck(msgspec.Struct):  # one per item, as AckItem
     """An ack item with the consumer group it commits for, and the caller's tenant (a
     partition of another tenant's queue is answered as one that does not exist)."""
 
@@ -98,8 +98,13 @@ async def apply_acks(conn: Conn, acks: Sequence[GroupAck], *,
     outcomes: list[AckOutcome | None] = [None] * len(acks)
     positions: list[int] = []  # index in `acks` of each item the statement takes
     partition_ids: list[int] = []
+    ids_of: dict[str, int | None] = {}  # a pop's acks name a few partitions
     for index, ack in enumerate(acks):
-        pid = partition_id_of(ack.item.partition_id)
+        text = ack.item.partition_id
+        try:
+            pid = ids_of[text]
+        except KeyError:
+            pid = ids_of[text] = partition_id_of(text)
         if pid is None:
             outcomes[index] = _UNKNOWN_PARTITION
             continue
@@ -120,15 +125,22 @@ async def apply_acks(conn: Conn, acks: Sequence[GroupAck], *,
         if missing:
             inputs.offsets = await _search(conn, inputs, missing)
             rows = await sql.ack(conn, route=route, items=inputs, scan_missing=False)
+        # Most items of a call end alike (applied, the lease kept): they share one outcome.
+        made: dict[tuple[str, str | None, bool | None, bool | None, int | None],
+                   AckOutcome] = {}
         for row in rows:
             if row.outcome == "wake":
                 assert row.queue_id is not None and row.partition_id is not None
                 result.wakes.append((QueueId(row.queue_id), PartitionId(row.partition_id)))
                 continue
             assert row.idx is not None
-            outcomes[positions[row.idx - 1]] = AckOutcome(
-                row.outcome in ("ok", "noop"), row.error, bool(row.lease_released),
-                bool(row.dlq), row.outcome == "noop", row.conflated or 0)
+            shape = (row.outcome, row.error, row.lease_released, row.dlq, row.conflated)
+            outcome = made.get(shape)
+            if outcome is None:
+                outcome = made[shape] = AckOutcome(
+                    row.outcome in ("ok", "noop"), row.error, bool(row.lease_released),
+                    bool(row.dlq), row.outcome == "noop", row.conflated or 0)
+            outcomes[positions[row.idx - 1]] = outcome
     result.outcomes = [o if o is not None else AckOutcome(False, "not processed")
                        for o in outcomes]
     return result

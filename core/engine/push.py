@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from core.engine.coalescer import WriteCoalescer
 from core.engine.directory import DIRECTORY, PartitionName
@@ -18,16 +19,15 @@ from core.errors import QueenError, StorageUnavailable
 from core.storage.database import Database
 
 
-@dataclass(slots=True)  # not frozen: one per message, and frozen __init__ is slow
-class PushItem:
+# One per message: msgspec builds a Struct in C, about twice as fast as a slots dataclass.
+class PushItem(msgspec.Struct):
     queue: str
     partition: str
     message: NewMessage
     tenant: str = ""  # the queue's tenant (core/tenancy); '' is the default tenant
 
 
-@dataclass(slots=True)  # not frozen: one per message, and frozen __init__ is slow
-class PushOutcome:
+class PushOutcome(msgspec.Struct):  # one per message, as PushItem
     """One item's fate: a verdict, the error of the flush that carried it, or `buffered`
     (no verdict, no error: it is in the push spool, fsynced, on its way to the database)."""
 

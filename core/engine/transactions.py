@@ -16,8 +16,10 @@ rider's refusal, so the pushes and acks run in either case.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+import msgspec
 
 from core.engine.ack import AckItem, AckOutcome, GroupAck, apply_acks
 from core.engine.directory import PartitionName
@@ -162,7 +164,7 @@ async def run_transaction(db: Database, ops: list[TxPush | TxAck],
 
 def _fenced(op: TxAck, lent: str | None, tenant: str) -> GroupAck:
     """The op with the lease it is checked against: its own, else the one lent."""
-    item = op.item if op.item.lease_id else replace(op.item, lease_id=lent)
+    item = op.item if op.item.lease_id else msgspec.structs.replace(op.item, lease_id=lent)
     return GroupAck(op.group, item, tenant)
 
 

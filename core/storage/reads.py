@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+import msgspec
+
 from core.storage.joined import joined
 from core.storage.statements import Conn, Routed, Statement
 
@@ -43,8 +45,7 @@ class ScannedPartition:
     due_in: float | None  # seconds until its lease or retryDelay lets go; None: now
 
 
-@dataclass(slots=True)
-class AckRow:
+class AckRow(msgspec.Struct):  # one per acknowledged item: built in C (a Struct, not a dataclass)
     """An item's outcome (ok | noop | refused | missing: search offsets scan_from..scan_to),
     or (outcome `wake`) a partition where a span became claimable again."""
 

@@ -60,3 +60,21 @@ class _Replay:
 
     def take(self, n: int) -> bytes:
         return self.chunk[:n]
+
+
+def test_ids_minted_together_across_a_carry_of_the_low_random_bits(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the random part's low 62 bits overflow into its upper 12 (which sit above the
+    variant bits), the ids minted together are still those minted one by one."""
+    monkeypatch.setattr(ids.time, "time_ns", lambda: 1_700_000_000_000 * 1_000_000)
+    start = (5 << 62) | ((1 << 62) - 4)  # four ids before the low bits carry
+    for minting in ("together", "one by one"):
+        monkeypatch.setattr(ids, "_last", ids._Monotone())
+        ids.uuid7()
+        ids._last.rand = start - 1
+        minted = ids.uuid7s(10) if minting == "together" else [ids.uuid7() for _ in range(10)]
+        if minting == "together":
+            together = minted
+    assert together == minted == sorted(minted)
+    assert {(u.int >> 64) & 0xFFF for u in minted} == {5, 6}  # the upper 12 bits carried
+    assert {(u.version, u.variant) for u in minted} == {(7, "specified in RFC 4122")}
