@@ -40,7 +40,6 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
-import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -87,8 +86,6 @@ from core.timers.service import Timers
 from core.tracing import Tracing
 from core.upkeep import stats
 from core.upkeep.history import History
-
-log = logging.getLogger(__name__)
 
 
 class WritesPaused(ServiceError):
@@ -365,15 +362,11 @@ class Broker:
 
     async def _give_back(self, request: PopRequest, result: PopResult) -> None:
         """Release what a look abandoned by its long poll claimed after the pop answered
-        (core/engine/give_back.py); if that fails, the lease ends on its own."""
+        (core/engine/give_back.py); if that fails, the lease ends on its own (logged by
+        core/engine/longpoll.py)."""
         items = give_back.retry_acks(request, result)
-        if not items:
-            return
-        try:
+        if items:
             await self._acks.apply(items)
-        except ServiceError as exc:
-            log.info("an abandoned claim was not given back (%s); its lease ends on its own",
-                     type(exc).__name__)
 
     async def serve_pop(self, request: PopRequest, pilot: Pilot | None, *,
                         wait: bool = False, timeout_ms: int = 0,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ from core.engine.pop import PopRequest, PopResult
 from core.engine.ready.reader import Reader
 from core.errors import StorageUnavailable
 from core.waiting import first_of
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +148,14 @@ def _settle_abandoned(give_back: GiveBack | None, task: asyncio.Future[PopResult
     if give_back is not None and result.claims:
         giving = asyncio.ensure_future(give_back(result))
         _GIVING_BACK.add(giving)
-        giving.add_done_callback(_GIVING_BACK.discard)
+        giving.add_done_callback(_gave_back)
+
+
+def _gave_back(giving: asyncio.Future[None]) -> None:
+    _GIVING_BACK.discard(giving)
+    if not giving.cancelled() and (exc := giving.exception()) is not None:
+        # The lease ends on its own then, as it did before claims were given back.
+        log.info("an abandoned claim was not given back (%r)", exc)
 
 
 def _is_set(event: asyncio.Event | None) -> bool:
