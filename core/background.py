@@ -4,9 +4,9 @@ the timer firer run alone (`python -m core.timers.firer`).
 A process runs a few parts (the reaper's maintenance loop, the timer firer) until SIGTERM or
 SIGINT, over one Database (waited for: the process may start before PostgreSQL, and a stop
 signal during the wait ends it at once) and one wake-up hub: its notifier announces what the
-parts free, its LISTEN connection carries notifications to them. If a part dies (a bug), the
-TaskGroup cancels the rest and the process exits with the error, to be restarted by its
-supervisor.
+parts free, its LISTEN connection carries the parts' channels to them (not the wake-ups:
+no pop parks here). If a part dies (a bug), the TaskGroup cancels the rest and the process
+exits with the error, to be restarted by its supervisor.
 """
 
 from __future__ import annotations
@@ -45,7 +45,9 @@ async def serve(settings: Settings, parts: list[Part], *, name: str) -> None:
     db = await open_database(settings, stop)
     if db is None:
         return
-    hub = WakeupHub(database_dsn(settings), connect_options(settings, role="wakeup"))
+    # No pop parks here: the wake-ups are announced, not heard (the parts' own channels are).
+    hub = WakeupHub(database_dsn(settings), connect_options(settings, role="wakeup"),
+                    hears_wakeups=False)
     # The process's counts (the firer's, for /metrics), added to the database as a web
     # worker adds its own.
     flusher = stats.CounterFlusher(database_dsn(settings), settings, pool_stats=db.pool_stats,
@@ -54,7 +56,8 @@ async def serve(settings: Settings, parts: list[Part], *, name: str) -> None:
         runs = [await part(db, hub) for part in parts]
         async with asyncio.TaskGroup() as tasks:
             tasks.create_task(hub.announce_forever(), name=f"{name}-notify")
-            tasks.create_task(hub.listen_forever(), name=f"{name}-listen")
+            if hub.listens:
+                tasks.create_task(hub.listen_forever(), name=f"{name}-listen")
             tasks.create_task(flusher.flush_forever(), name=f"{name}-counters")
             running = [tasks.create_task(run(stop), name=f"{name}-part-{n}")
                        for n, run in enumerate(runs)]

@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -55,7 +56,7 @@ from core.admin.traces import Traces
 from core.counters import COUNTERS
 from core.embedded import database_dsn
 from core.engine import ack as acks
-from core.engine import conflation, encryption, transactions
+from core.engine import conflation, encryption, give_back, transactions
 from core.engine import fetch as offset_reads
 from core.engine.autopilot import AutopilotState, Echo, Pilot, PilotLane
 from core.engine.batching.acks import AckFlusher, ExtendFlusher
@@ -352,11 +353,20 @@ class Broker:
             result = await pop_or_wait(self.reader, self._hub, request, wait=wait,
                                        timeout_ms=timeout_ms, backoff=self._backoff,
                                        gone=gone, stop_waiting=self._stop_waiting,
-                                       paused=lambda: switches.pop_paused)
+                                       paused=lambda: switches.pop_paused,
+                                       give_back=functools.partial(self._give_back, request))
         for claim in result.claims:
             COUNTERS.add("delivered", claim.count, claim.partition_id)
         COUNTERS.add("pop_messages", result.count)
         return result
+
+    async def _give_back(self, request: PopRequest, result: PopResult) -> None:
+        """Release what a look abandoned by its long poll claimed after the pop answered
+        (core/engine/give_back.py); if that fails, the lease ends on its own (logged by
+        core/engine/longpoll.py)."""
+        items = give_back.retry_acks(request, result)
+        if items:
+            await self._acks.apply(items)
 
     async def serve_pop(self, request: PopRequest, pilot: Pilot | None, *,
                         wait: bool = False, timeout_ms: int = 0,

@@ -34,6 +34,8 @@ import asyncpg
 from broker.citus import DATABASE, CitusCluster, CitusNotFound
 from loadtest import launch
 from loadtest.cell import Target, measure
+from loadtest.coordinator_profile import PRELOAD, CoordinatorProfile
+from loadtest.coordinator_profile import render as render_profile
 from loadtest.runner import Shape
 
 RESULTS = launch.ROOT / "loadtest" / "results"
@@ -56,6 +58,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--broker-workers", type=int, default=2)
     p.add_argument("--no-baseline", action="store_true", help="skip the one-PostgreSQL run")
     p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--profile-coordinator", action="store_true",
+                   help="also read what the coordinator spends its CPU on, per process and "
+                        "per statement (loads pg_stat_statements on every node: compare "
+                        "CPU figures with runs profiled too)")
 
 
 def shapes(args: argparse.Namespace, run_id: str) -> dict[str, Shape]:
@@ -76,9 +82,10 @@ def shapes(args: argparse.Namespace, run_id: str) -> dict[str, Shape]:
 
 
 @contextmanager
-def citus_cluster(workers: int) -> Iterator[CitusCluster]:
+def citus_cluster(workers: int, *, profiled: bool = False) -> Iterator[CitusCluster]:
     root = Path(tempfile.mkdtemp(prefix="queen-citus-load-"))
-    cluster = CitusCluster.load_or_new(root, workers=workers, shards=SHARDS, settings=DURABLE)
+    settings = {**DURABLE, **({"shared_preload_libraries": PRELOAD} if profiled else {})}
+    cluster = CitusCluster.load_or_new(root, workers=workers, shards=SHARDS, settings=settings)
     try:
         cluster.up()
         yield cluster
@@ -110,12 +117,12 @@ def _per_message(before: dict[str, dict[str, int]], after: dict[str, dict[str, i
                    for k in after[node]} for node in after}
 
 
-def run_on_citus(workers: int, cells: dict[str, Shape], broker_workers: int
-                 ) -> list[dict[str, Any]]:
+def run_on_citus(workers: int, cells: dict[str, Shape], broker_workers: int, *,
+                 profiled: bool = False) -> list[dict[str, Any]]:
     import asyncio
 
     results = []
-    with citus_cluster(workers) as cluster:
+    with citus_cluster(workers, profiled=profiled) as cluster:
         dsn = cluster.dsn()
         with launch.broker(dsn, broker_workers) as srv:
             roots: dict[str, int | None] = {
@@ -123,6 +130,12 @@ def run_on_citus(workers: int, cells: dict[str, Shape], broker_workers: int
                 **{n.name: cluster.postmaster_pid(n) for n in cluster.nodes}}
             for name, shape in cells.items():
                 label = f"{name} citus workers={workers}"
+                profile = None
+                if profiled:
+                    pid = cluster.postmaster_pid(cluster.coordinator)
+                    assert pid is not None
+                    profile = CoordinatorProfile(cluster.coordinator.dsn(DATABASE), pid)
+                    profile.start()
                 before = asyncio.run(_counters(cluster))
                 cell = measure(Target(srv.url, None, roots),
                                replace(shape, queue=f"{shape.queue}-c{workers}"), label)
@@ -130,6 +143,8 @@ def run_on_citus(workers: int, cells: dict[str, Shape], broker_workers: int
                 delivered = sum(int(g.get("delivered") or 0)
                                 for g in cell["gate"]["groups"] if g.get("group") != "fetch")
                 cell["citus_per_message"] = _per_message(before, after, delivered)
+                if profile is not None:
+                    cell["coordinator_profile"] = profile.stop(delivered)
                 cell["workers"] = workers
                 results.append(cell)
     return results
@@ -193,7 +208,8 @@ def command(args: argparse.Namespace) -> int:
         if not args.no_baseline:
             results += run_on_postgres(cells, args.broker_workers)
         for workers in args.workers:
-            results += run_on_citus(workers, cells, args.broker_workers)
+            results += run_on_citus(workers, cells, args.broker_workers,
+                                    profiled=args.profile_coordinator)
     except CitusNotFound as exc:
         print(f"loadtest citus: {exc}", file=sys.stderr)
         return 1
@@ -240,4 +256,6 @@ def text_report(report: dict[str, Any]) -> str:
         for node, counts in per.items():
             lines.append(f"    {node:<12} {counts['single_shard']:>8} "
                          f"{counts['multi_shard']:>8} {counts['two_phase']:>8}")
+        if cell.get("coordinator_profile"):
+            lines += render_profile(cell["coordinator_profile"])
     return "\n".join(lines) + "\n"

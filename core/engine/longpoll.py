@@ -7,8 +7,10 @@ and stops waiting at once when its process starts to shut down.
 from __future__ import annotations
 
 import asyncio
+import functools
+import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +19,8 @@ from core.engine.pop import PopRequest, PopResult
 from core.engine.ready.reader import Reader
 from core.errors import StorageUnavailable
 from core.waiting import first_of
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,14 +36,17 @@ class Backoff:
 
 
 # How long past its deadline a long poll's claim may run before it is abandoned (it answers
-# empty; a claim the server still commits is redelivered when its lease expires).
+# empty; a claim the server still commits is given back: `GiveBack`).
 _STATEMENT_GRACE_S = 3.0
+# Releases what an abandoned look claimed after its pop had answered (the broker's).
+GiveBack = Callable[[PopResult], Awaitable[None]]
 
 
 async def pop_or_wait(reader: Reader, hub: WakeupHub, request: PopRequest, *, wait: bool,
                       timeout_ms: int, backoff: Backoff, gone: asyncio.Event | None = None,
                       stop_waiting: asyncio.Event | None = None,
-                      paused: Callable[[], bool] = lambda: False) -> PopResult:
+                      paused: Callable[[], bool] = lambda: False,
+                      give_back: GiveBack | None = None) -> PopResult:
     """Answer as soon as something is delivered; an empty result at the deadline, when
     `wait` is false, when the client has `gone`, or once `stop_waiting` is set (the process
     is shutting down: a parked pop answers at once rather than when it is cut off).
@@ -51,7 +58,10 @@ async def pop_or_wait(reader: Reader, hub: WakeupHub, request: PopRequest, *, wa
     A parked pop looks again when a mark wakes it, when a candidate it was told to wait for
     becomes due, and at least every `backoff.max_ms`; a look at lanes with nothing ready
     costs no statement (core/engine/ready/reader.py), so looking often is free. Only the
-    last look, at the deadline, settles an empty answer (the reader's `settle`)."""
+    last look, at the deadline, settles an empty answer (the reader's `settle`).
+
+    A look still running well past the deadline is abandoned (the pop answers empty); what
+    it claims once it ends is handed to `give_back`, which releases it at once."""
     deadline = time.monotonic() + timeout_ms / 1000
     interval = backoff.initial_ms / 1000
     # Which queues' wake-ups concern us: None (any) until a named queue's id is known, and
@@ -71,7 +81,7 @@ async def pop_or_wait(reader: Reader, hub: WakeupHub, request: PopRequest, *, wa
                     # driver gives up, past our deadline: answer by the deadline regardless.
                     result = await _abandoned_after(
                         reader.pop(request, gone, settle=final),
-                        max(deadline - time.monotonic(), 0) + _STATEMENT_GRACE_S)
+                        max(deadline - time.monotonic(), 0) + _STATEMENT_GRACE_S, give_back)
                 else:
                     result = await reader.pop(request, gone)
                 unreachable = False
@@ -109,10 +119,12 @@ async def pop_or_wait(reader: Reader, hub: WakeupHub, request: PopRequest, *, wa
             interval = backoff.initial_ms / 1000
 
 
-async def _abandoned_after(claim: Coroutine[Any, Any, PopResult], seconds: float) -> PopResult:
+async def _abandoned_after(claim: Coroutine[Any, Any, PopResult], seconds: float,
+                           give_back: GiveBack | None = None) -> PopResult:
     """`claim`'s result, or TimeoutError after `seconds`, leaving it to finish on its own:
     cancelling it would wait again for the silent server (the rollback and the connection's
-    reset). What it claims then is leased to nobody and delivered again when the lease ends."""
+    reset). What it claims then was answered to nobody: `give_back` releases it (without it,
+    it stays leased until its lease ends, the queue's lease time, 300 s by default)."""
     task = asyncio.ensure_future(claim)
     try:
         done, _ = await asyncio.wait({task}, timeout=seconds)
@@ -121,13 +133,29 @@ async def _abandoned_after(claim: Coroutine[Any, Any, PopResult], seconds: float
         raise
     if task in done:
         return task.result()
-    task.add_done_callback(_drop_outcome)
+    task.add_done_callback(functools.partial(_settle_abandoned, give_back))
     raise TimeoutError
 
 
-def _drop_outcome(task: asyncio.Future[PopResult]) -> None:
-    if not task.cancelled():
-        task.exception()  # retrieved: an abandoned claim's failure is expected, not news
+# Give-backs under way, held so that the event loop does not drop them half done.
+_GIVING_BACK: set[asyncio.Future[None]] = set()
+
+
+def _settle_abandoned(give_back: GiveBack | None, task: asyncio.Future[PopResult]) -> None:
+    if task.cancelled() or task.exception() is not None:
+        return  # retrieved: an abandoned claim's failure is expected, not news
+    result = task.result()
+    if give_back is not None and result.claims:
+        giving = asyncio.ensure_future(give_back(result))
+        _GIVING_BACK.add(giving)
+        giving.add_done_callback(_gave_back)
+
+
+def _gave_back(giving: asyncio.Future[None]) -> None:
+    _GIVING_BACK.discard(giving)
+    if not giving.cancelled() and (exc := giving.exception()) is not None:
+        # The lease ends on its own then, as it did before claims were given back.
+        log.info("an abandoned claim was not given back (%r)", exc)
 
 
 def _is_set(event: asyncio.Event | None) -> bool:

@@ -73,14 +73,21 @@ class ChangedRow:
     last_write_at: datetime | None
 
 
+_KNOWN_PARTITIONS = Statement[int]("stats_known_partitions")
 _FLUSH = Statement("stats_flush", Flushed)
 
 
 async def flush(conn: Conn, *, partition_ids: Sequence[int], names: Sequence[str],
                 deltas: Sequence[int], process: str, figures: str, role: str) -> Flushed:
-    """Add counter deltas, refresh the process's heartbeat and its row of the minute."""
-    row = await _FLUSH.one(conn, partition_ids=list(partition_ids), names=list(names),
-                           deltas=list(deltas), process=process, figures=figures, role=role)
+    """Add counter deltas (those of partitions that do not exist are dropped), refresh the
+    process's heartbeat and its row of the minute. Two statements: the directory is read
+    apart, so that on Citus the write is a plain statement of the coordinator's tables."""
+    asked = sorted({p for p in partition_ids if p})
+    known = set(await _KNOWN_PARTITIONS.values(conn, partition_ids=asked)) if asked else set()
+    kept = [i for i, p in enumerate(partition_ids) if not p or p in known]
+    row = await _FLUSH.one(conn, partition_ids=[partition_ids[i] for i in kept],
+                           names=[names[i] for i in kept], deltas=[deltas[i] for i in kept],
+                           process=process, figures=figures, role=role)
     assert row is not None
     return row
 

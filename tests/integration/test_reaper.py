@@ -15,8 +15,11 @@ import asyncpg
 import httpx
 
 from core.embedded import stop_process
+from core.engine.listener import WakeupHub
+from core.engine.wakeup import CHANNEL as WAKEUP_CHANNEL
 from core.settings import Settings
 from core.storage.database import Database
+from core.timers.firer import CHANNEL as TIMERS_CHANNEL
 from core.upkeep import maintenance
 from tests.support import ROOT, BrokerProcess, create_database, wait_for
 
@@ -201,6 +204,36 @@ async def test_reaper_waits_for_the_database_and_stops_on_sigterm(database_url: 
     assert reaper.poll() is None
     stop_process(reaper, signal.SIGTERM, timeout=10)
     assert reaper.returncode == 0
+
+
+async def test_the_reapers_hub_hears_its_parts_channels_and_not_the_wake_ups(
+        database_url: str) -> None:
+    """No pop parks in the reaper: its LISTEN connection listens to its parts' channels (the
+    timer firer's) only, since a session listening on the wake-up channel costs the
+    database about twice as much per NOTIFY as one reading past it. A wake-up sent before a
+    timer notification, in the same transaction, has not reached the hub when that has."""
+    hub = WakeupHub(database_url, {}, hears_wakeups=False)
+    heard: list[str | None] = []
+    marked: list[int] = []
+    hub.subscribe(TIMERS_CHANNEL, heard.append)
+    hub.on_marks = lambda queue_id, partitions, complete: marked.append(queue_id)
+    listening = asyncio.create_task(hub.listen_forever())
+    conn = await asyncpg.connect(database_url)
+    try:
+        async def ready() -> bool:
+            return hub.listening
+        await wait_for(ready, timeout=15)
+        await conn.execute(f"SELECT pg_notify('{WAKEUP_CHANNEL}', '7:1'),"
+                           f"       pg_notify('{TIMERS_CHANNEL}', '250')")
+
+        async def timer_heard() -> bool:
+            return "250" in heard
+        await wait_for(timer_heard, timeout=15)
+    finally:
+        hub.close()
+        await listening
+        await conn.close()
+    assert marked == []
 
 
 async def test_index_pruning_respects_each_queues_dedup_window(
