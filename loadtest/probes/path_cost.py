@@ -24,10 +24,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import resource
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -171,18 +169,16 @@ def _worker(argv: list[str]) -> int:
 
 
 def _run_in(root: Path, database_url: str, args: argparse.Namespace) -> dict[str, float]:
-    command = [sys.executable, __file__, "--worker", "--database-url", database_url, "--messages", str(args.messages),
-               "--batch", str(args.batch), "--partitions", str(args.partitions),
-               "--pop-batch", str(args.pop_batch), "--chunk", str(args.chunk)]
-    # This file runs as a script, so an older checkout without it can be measured; the
-    # checkout measured comes first on the path (its broker, core and loadtest.corpus).
-    env = {**os.environ, "PYTHONPATH": str(root), "LOG_LEVEL": "warning"}
-    done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True,
-                          check=False, timeout=1800)
-    if done.returncode != 0:
-        raise RuntimeError(f"path_cost worker in {root} failed: {done.stderr[-2000:]}")
-    figures: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
-    return figures
+    # Imported here, in the process that compares: the worker runs with another checkout's
+    # loadtest first on its path, which may not have it.
+    from loadtest.probes.rounds import figures_from_checkout
+
+    return figures_from_checkout(
+        root, __file__,
+        ["--database-url", database_url, "--messages", str(args.messages),
+         "--batch", str(args.batch), "--partitions", str(args.partitions),
+         "--pop-batch", str(args.pop_batch), "--chunk", str(args.chunk)],
+        timeout=1800)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -61,6 +62,22 @@ def in_turn(variants: Sequence[T], round_index: int) -> list[T]:
     """The variants in the order a round runs them: reversed every other round, so none
     always goes first."""
     return list(variants) if round_index % 2 == 0 else list(reversed(variants))
+
+
+def figures_from_checkout(root: Path, script: str, options: Sequence[str], *,
+                          timeout: float) -> dict[str, float]:
+    """Run a probe's worker (`script --worker options`) with checkout `root` first on the
+    path, and read the JSON figures it prints last. The script is this checkout's, so a
+    checkout without it can be measured; its broker, core and loadtest are `root`'s."""
+    command = [sys.executable, script, "--worker", *options]
+    env = {**os.environ, "PYTHONPATH": str(root), "LOG_LEVEL": "warning"}
+    done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True,
+                          check=False, timeout=timeout)
+    if done.returncode != 0:
+        name = Path(script).stem
+        raise RuntimeError(f"{name} worker in {root} failed: {done.stderr[-2000:]}")
+    figures: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return figures
 
 
 def cpu_seconds(pid: int) -> float:

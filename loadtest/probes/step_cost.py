@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -145,17 +143,13 @@ def _worker(argv: list[str]) -> int:
 
 
 def _run_in(root: Path, args: argparse.Namespace) -> dict[str, float]:
-    # This file runs as a script, so a checkout without it can be measured; the checkout
-    # measured comes first on the path (its broker, core and loadtest.corpus).
-    command = [sys.executable, __file__, "--worker", "--calls", str(args.calls),
-               "--repeats", str(args.repeats)]
-    env = {**os.environ, "PYTHONPATH": str(root), "LOG_LEVEL": "warning"}
-    done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True,
-                          check=False, timeout=600)
-    if done.returncode != 0:
-        raise RuntimeError(f"step_cost worker in {root} failed: {done.stderr[-2000:]}")
-    figures: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
-    return figures
+    # Imported here, in the process that compares: the worker runs with another checkout's
+    # loadtest first on its path, which may not have it.
+    from loadtest.probes.rounds import figures_from_checkout
+
+    return figures_from_checkout(root, __file__, ["--calls", str(args.calls),
+                                                  "--repeats", str(args.repeats)],
+                                 timeout=600)
 
 
 def main(argv: list[str] | None = None) -> int:
