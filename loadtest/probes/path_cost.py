@@ -199,10 +199,7 @@ def main(argv: list[str] | None = None) -> int:
                 for path, value in _run_in(root, url, args).items():
                     rounds.add(f"{side} {path} µs/msg", value)
             rounds.end_round()
-    if args.root:
-        for path in (*PATHS, *(f"pg {p}" for p in PATHS)):
-            rounds.ratio(f"{path}: this / other", f"this {path} µs/msg", f"other {path} µs/msg")
-        rounds.detail("other", str(args.root.resolve()))
+    rounds.against_checkout(args.root, [*PATHS, *(f"pg {p}" for p in PATHS)])
     return rounds.finish()
 
 

@@ -134,6 +134,16 @@ class Rounds:
         """Report minuend - subtrahend, round by round."""
         self.ratios.append(Ratio(label, minuend, subtrahend, difference=True))
 
+    def against_checkout(self, other: Path | None, figures: Sequence[str]) -> None:
+        """Report each `this <figure> µs/msg` against `other <figure> µs/msg`, the figures of
+        another checkout measured in the same rounds (none without one)."""
+        if other is None:
+            return
+        for figure in figures:
+            self.ratio(f"{figure}: this / other", f"this {figure} µs/msg",
+                       f"other {figure} µs/msg")
+        self.detail("other", str(other.resolve()))
+
     def detail(self, key: str, value: Any) -> None:
         self.details[key] = value
 

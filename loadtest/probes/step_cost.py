@@ -165,10 +165,7 @@ def main(argv: list[str] | None = None) -> int:
             for step, value in _run_in(root, args).items():
                 rounds.add(f"{side} {step} µs/msg", value)
         rounds.end_round()
-    if args.root:
-        for step in STEPS:
-            rounds.ratio(f"{step}: this / other", f"this {step} µs/msg", f"other {step} µs/msg")
-        rounds.detail("other", str(args.root.resolve()))
+    rounds.against_checkout(args.root, STEPS)
     return rounds.finish()
 
 
