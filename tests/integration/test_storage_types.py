@@ -8,6 +8,7 @@ import importlib
 import pkgutil
 
 import asyncpg
+import msgspec
 import pytest
 
 import core
@@ -42,7 +43,15 @@ async def test_each_row_type_names_the_columns_of_its_statement_in_order(
             continue
         prepared = await db.prepare(statement.sql)
         columns = [a.name for a in prepared.get_attributes()]
-        fields = [f.name for f in dataclasses.fields(statement.row)]
+        fields = _field_names(statement.row)
         if columns != fields:
             mismatched.append((name, columns, fields))
     assert mismatched == []
+
+
+def _field_names(row: type) -> list[str]:
+    """A row type's fields in order: a dataclass, or a msgspec Struct (the rows built once
+    per message are Structs, built in C)."""
+    if isinstance(row, type) and issubclass(row, msgspec.Struct):
+        return list(row.__struct_fields__)
+    return [f.name for f in dataclasses.fields(row)]
