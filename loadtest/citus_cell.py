@@ -4,7 +4,9 @@ PostgreSQL, on the same offered load (docs/scale-out.md reads its figures).
 Each cluster is made afresh (broker/citus.py, durable settings: fsync and synchronous commit
 on), with the broker's log pool spread over its workers; the cells are W2 (batch 10 over 100
 partitions, one group) and W4 (batch 1 over 100 partitions), each at a fixed offered rate so
-that every configuration does the same work. Per cell it reports, per delivered message, the
+that every configuration does the same work, after its partitions and its group's cursors
+were made (loadtest/warm.py: a one-off cost the steady state does not pay; `--no-warm`
+counts it in). Per cell it reports, per delivered message, the
 CPU of the coordinator, of every worker and of the broker (psutil over each process tree),
 and the statements Citus ran on each node (citus_stat_counters: single-shard and
 multi-shard) and the two-phase commits (pg_dist_transaction). The baseline runs the same
@@ -37,6 +39,7 @@ from loadtest.cell import Target, measure
 from loadtest.coordinator_profile import PRELOAD, CoordinatorProfile
 from loadtest.coordinator_profile import render as render_profile
 from loadtest.runner import Shape
+from loadtest.warm import warm
 
 RESULTS = launch.ROOT / "loadtest" / "results"
 # Durable, and no recovery of two-phase commit records during a run: pg_dist_transaction
@@ -58,6 +61,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--broker-workers", type=int, default=2)
     p.add_argument("--no-baseline", action="store_true", help="skip the one-PostgreSQL run")
     p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--no-warm", action="store_true",
+                   help="count the creation of each cell's partitions and cursors in its "
+                        "window (by default they are made before it: loadtest/warm.py)")
     p.add_argument("--profile-coordinator", action="store_true",
                    help="also read what the coordinator spends its CPU on, per process and "
                         "per statement (loads pg_stat_statements on every node: compare "
@@ -118,7 +124,7 @@ def _per_message(before: dict[str, dict[str, int]], after: dict[str, dict[str, i
 
 
 def run_on_citus(workers: int, cells: dict[str, Shape], broker_workers: int, *,
-                 profiled: bool = False) -> list[dict[str, Any]]:
+                 profiled: bool = False, warmed: bool = True) -> list[dict[str, Any]]:
     import asyncio
 
     results = []
@@ -130,6 +136,8 @@ def run_on_citus(workers: int, cells: dict[str, Shape], broker_workers: int, *,
                 **{n.name: cluster.postmaster_pid(n) for n in cluster.nodes}}
             for name, shape in cells.items():
                 label = f"{name} citus workers={workers}"
+                shape = replace(shape, queue=f"{shape.queue}-c{workers}")
+                warm_messages = asyncio.run(warm(srv.url, shape)) if warmed else None
                 profile = None
                 if profiled:
                     pid = cluster.postmaster_pid(cluster.coordinator)
@@ -137,8 +145,8 @@ def run_on_citus(workers: int, cells: dict[str, Shape], broker_workers: int, *,
                     profile = CoordinatorProfile(cluster.coordinator.dsn(DATABASE), pid)
                     profile.start()
                 before = asyncio.run(_counters(cluster))
-                cell = measure(Target(srv.url, None, roots),
-                               replace(shape, queue=f"{shape.queue}-c{workers}"), label)
+                cell = measure(Target(srv.url, None, roots), shape, label)
+                cell["warm_messages"] = warm_messages
                 after = asyncio.run(_counters(cluster))
                 delivered = sum(int(g.get("delivered") or 0)
                                 for g in cell["gate"]["groups"] if g.get("group") != "fetch")
@@ -150,7 +158,8 @@ def run_on_citus(workers: int, cells: dict[str, Shape], broker_workers: int, *,
     return results
 
 
-def run_on_postgres(cells: dict[str, Shape], broker_workers: int) -> list[dict[str, Any]]:
+def run_on_postgres(cells: dict[str, Shape], broker_workers: int, *,
+                    warmed: bool = True) -> list[dict[str, Any]]:
     import asyncio
 
     results = []
@@ -160,9 +169,10 @@ def run_on_postgres(cells: dict[str, Shape], broker_workers: int) -> list[dict[s
             roots = {"broker": srv.proc.pid if srv.proc else None,
                      "postgres": pg.proc.pid if pg.proc else None}
             for name, shape in cells.items():
-                cell = measure(Target(srv.url, url, roots),
-                               replace(shape, queue=f"{shape.queue}-pg"),
-                               f"{name} one PostgreSQL")
+                shape = replace(shape, queue=f"{shape.queue}-pg")
+                warm_messages = asyncio.run(warm(srv.url, shape)) if warmed else None
+                cell = measure(Target(srv.url, url, roots), shape, f"{name} one PostgreSQL")
+                cell["warm_messages"] = warm_messages
                 cell["workers"] = 0
                 results.append(cell)
     return results
@@ -206,10 +216,11 @@ def command(args: argparse.Namespace) -> int:
     results: list[dict[str, Any]] = []
     try:
         if not args.no_baseline:
-            results += run_on_postgres(cells, args.broker_workers)
+            results += run_on_postgres(cells, args.broker_workers, warmed=not args.no_warm)
         for workers in args.workers:
             results += run_on_citus(workers, cells, args.broker_workers,
-                                    profiled=args.profile_coordinator)
+                                    profiled=args.profile_coordinator,
+                                    warmed=not args.no_warm)
     except CitusNotFound as exc:
         print(f"loadtest citus: {exc}", file=sys.stderr)
         return 1

@@ -9,11 +9,14 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+import msgspec
 import pytest
 
 from loadtest.drain import fetch_all
 from loadtest.gate import Bitmaps, check
+from loadtest.httpc import Connection
 from loadtest.runner import Shape, run_cell
+from loadtest.warm import warm
 from loadtest.wire import WIRES
 from tests.support import BrokerProcess
 
@@ -54,3 +57,31 @@ def test_push_pop_ack_cell_delivers_every_message_to_every_group(broker: BrokerP
     for gate in out.gates:
         assert gate.passed, gate
         assert gate.delivered == out.pushed.count()
+
+
+def test_a_warmed_cell_finds_its_partitions_made_and_nothing_left_to_deliver(
+        broker: BrokerProcess) -> None:
+    queue = "smoke-warm-" + uuid.uuid4().hex[:8]
+    shape = Shape(queue=queue, duration=2, connections=4, batch=10, partitions=4,
+                  groups=("g1", "g2"), consumers_per_group=2, pop_batch=50, pop_partitions=2,
+                  wait_ms=500, producer_procs=1, consumer_procs=1, drain_seconds=30)
+    assert asyncio.run(warm(broker.url, shape)) == 8  # 4 partitions, consumed by 2 groups
+    marks = asyncio.run(_high_watermarks(broker.url, queue, shape.partitions))
+    assert marks == [1, 1, 1, 1]
+    out = run_cell(broker.url, shape, {}, "smoke warmed")
+    assert out.pushed.count() > 0
+    for gate in out.gates:  # the warm-up's messages were consumed before the cell began
+        assert gate.passed and gate.unexpected == 0, gate
+        assert gate.delivered == out.pushed.count()
+
+
+async def _high_watermarks(url: str, queue: str, partitions: int) -> list[int]:
+    conn = Connection(url)
+    try:
+        body = msgspec.json.encode({"entries": [
+            {"queue": queue, "partition": f"p{p}", "offset": 0} for p in range(partitions)]})
+        answer = await conn.request("POST", "/api/v1/fetch", body)
+        assert answer.status == 200, answer.body
+        return [e["highWatermark"] for e in msgspec.json.decode(answer.body)["entries"]]
+    finally:
+        await conn.close()
