@@ -35,8 +35,8 @@ from starlette.responses import Response
 
 from broker.state import broker_of
 from broker.tenancy import Tenancy
-from broker.wire.analytics import ProcessQuery, QueueLagPoint, QueueWindowQuery, WindowQuery
-from broker.wire.common import given
+from broker.wire.analytics import ProcessQuery, QueueLagPoint, QueueWindowQuery
+from broker.wire.common import WindowQuery, given
 from broker.wire.http import json_response
 from core.errors import BadRequest
 from core.timefmt import iso

@@ -7,7 +7,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from broker.wire.types import Name
+from broker.wire.types import Name, Timestamp
 
 T = TypeVar("T")
 MAX_AFTER_LIMIT = 1000
@@ -33,6 +33,15 @@ class QueuePath(msgspec.Struct):
     """A path naming a queue (pop, admin and status routes)."""
 
     queue: Name
+
+
+class WindowQuery(msgspec.Struct):
+    """A query bounded by a time window, `from` and `to` (ISO-8601, both optional): what
+    each route's window bounds its own docs say (analytics series, queue creation, a DLQ
+    row's failure, a message's creation)."""
+
+    from_: Timestamp | UnsetType = msgspec.field(default=UNSET, name="from")
+    to: Timestamp | UnsetType = UNSET
 
 
 class Operations(msgspec.Struct, Generic[T]):
