@@ -81,7 +81,8 @@ class LostRequirement(msgspec.Struct, kw_only=True):
 
 
 class KvResults(LostRequirement):
-    """One element per op, in request order (§14.3), or the lost-`required` answer."""
+    """One element per op, in request order (§14.3), or the lost-`required` answer
+    (§14.6: `ok: false`, `reason`, `failedIndex`, `kvReason`, `version`, `value`)."""
 
     results: list[dict[str, Any]] | UnsetType = UNSET
 

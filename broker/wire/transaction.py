@@ -88,7 +88,8 @@ class TransactionAnswer(LostRequirement):
     """Both outcomes (§4.7): success with results, or failure with an error and no results.
     A binary transaction that asked for counts (§7.3, flag 2) gets them instead of results:
     `pushed` (newly stored), `duplicate` and `acked`. A lost `required` KV precondition (§17):
-    success false and the `LostRequirement` fields. A refused ack op (docs/acks.md): `reason`
+    success false, with `ok` false, `reason`, `failedIndex`, `kvReason`, `version` and `value`
+    as a KV batch answers it (§14.6). A refused ack op (docs/acks.md): `reason`
     "ack_rejected" and `error` naming the op; a refused `kv` rider (§14.4): `error` is its
     code, with `reason` and `detail`."""
 
