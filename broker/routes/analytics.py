@@ -26,7 +26,7 @@ totals), as its /metrics scrape does.
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from msgspec import UNSET
@@ -35,10 +35,9 @@ from starlette.responses import Response
 
 from broker.state import broker_of
 from broker.tenancy import Tenancy
-from broker.wire.analytics import ProcessQuery, QueueLagPoint, QueueWindowQuery, WindowQuery
-from broker.wire.common import given
+from broker.wire.analytics import ProcessQuery, QueueLagPoint, QueueWindowQuery
+from broker.wire.common import WindowQuery, given
 from broker.wire.http import json_response
-from core.errors import BadRequest
 from core.timefmt import iso
 from core.upkeep.history import (
     QUANTILES,
@@ -61,11 +60,7 @@ Json = dict[str, Any]
 
 def window_of(query: WindowQuery) -> Window:
     """`from`/`to`, by default the hour up to now; `from` after `to` is refused."""
-    end = query.to.instant if query.to else datetime.now(UTC)
-    start = query.from_.instant if query.from_ else end - _DEFAULT_SPAN
-    if start > end:
-        raise BadRequest("from must not be later than to")
-    return Window(start, end)
+    return Window(*query.closed(_DEFAULT_SPAN))
 
 
 def _range(window: Window) -> Json:

@@ -53,8 +53,7 @@ async def list_dlq(request: Request, query: DlqQuery, tenant: str) -> Response:
     where = dlq.DlqFilter(
         queue=given(query.queue), consumer_group=given(query.consumerGroup),
         partition=given(query.partition),
-        failed_from=query.from_.instant if query.from_ else None,
-        failed_to=query.to.instant if query.to else None)
+        failed_from=query.start, failed_to=query.end)
     rows, total = await broker_of(request).dlq.list_rows(where, limit=query.limit,
                                                          offset=query.offset, tenant=tenant)
     return json_response(DlqPage([row_json(r) for r in rows],

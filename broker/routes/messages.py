@@ -100,8 +100,7 @@ async def list_messages(request: Request, query: MessagesQuery, tenant: str) -> 
         queue=given(query.queue), partition=given(query.partition),
         namespace=given(query.ns) or given(query.namespace), task=given(query.task),
         status=given(query.status),
-        created_from=query.from_.instant if query.from_ else None,
-        created_to=query.to.instant if query.to else None)
+        created_from=query.start, created_to=query.end)
     found, total = await broker_of(request).messages.list(where, limit=query.limit,
                                                           offset=query.offset, tenant=tenant)
     out = []

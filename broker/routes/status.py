@@ -9,7 +9,7 @@ queues' creation time, like `/resources/queues`. `/status/analytics` answers buc
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -28,7 +28,6 @@ from broker.wire.resources import (
 )
 from core.admin import messages
 from core.admin.resources import QueueFilter, Totals
-from core.errors import BadRequest
 from core.timefmt import iso
 from core.upkeep import stats
 
@@ -43,16 +42,8 @@ def queue_filter(query: QueueFilterQuery, *, created: bool) -> QueueFilter:
     """The queues a query selects; `from`/`to` bound their creation time when `created`."""
     return QueueFilter(
         queue=given(query.queue), namespace=given(query.namespace), task=given(query.task),
-        created_from=query.from_.instant if created and query.from_ else None,
-        created_to=query.to.instant if created and query.to else None)
-
-
-def window(query: QueueFilterQuery, span: timedelta) -> tuple[datetime, datetime]:
-    end = query.to.instant if query.to else datetime.now(UTC)
-    start = query.from_.instant if query.from_ else end - span
-    if start > end:
-        raise BadRequest("from must not be later than to")
-    return start, end
+        created_from=query.start if created else None,
+        created_to=query.end if created else None)
 
 
 def _totals_json(t: Totals) -> dict[str, int]:
@@ -63,7 +54,7 @@ def _totals_json(t: Totals) -> dict[str, int]:
 async def status(request: Request, query: StatusQuery, tenant: str) -> Response:
     broker = broker_of(request)
     where = queue_filter(query, created=False)
-    start, end = window(query, _STATUS_SPAN)
+    start, end = query.closed(_STATUS_SPAN)
     parts = await broker.resources.matching_stats(where, tenant=tenant)
     totals = Totals()
     for p in parts:
@@ -133,7 +124,7 @@ async def status_queue_messages(request: Request, path: QueuePath,
 async def analytics(request: Request, query: AnalyticsQuery, tenant: str) -> Response:
     broker = broker_of(request)
     where = queue_filter(query, created=False)
-    start, end = window(query, _DEFAULT_SPAN[query.interval])
+    start, end = query.closed(_DEFAULT_SPAN[query.interval])
     rows = await broker.analytics(stats.SeriesFilter(
         query.interval, start, end, where.queue, where.namespace, where.task, tenant))
     return json_response(Analytics(

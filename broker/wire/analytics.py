@@ -13,12 +13,8 @@ from typing import Annotated
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from broker.wire.types import Name, Text, Timestamp
-
-
-class WindowQuery(msgspec.Struct):
-    from_: Timestamp | UnsetType = msgspec.field(default=UNSET, name="from")
-    to: Timestamp | UnsetType = UNSET
+from broker.wire.common import WindowQuery
+from broker.wire.types import Name, Text
 
 
 class ProcessQuery(WindowQuery):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, TypeVar
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from broker.wire.types import Name
+from broker.wire.types import Name, Timestamp
+from core.errors import BadRequest
 
 T = TypeVar("T")
 MAX_AFTER_LIMIT = 1000
@@ -33,6 +35,34 @@ class QueuePath(msgspec.Struct):
     """A path naming a queue (pop, admin and status routes)."""
 
     queue: Name
+
+
+class WindowQuery(msgspec.Struct):
+    """A query bounded by a time window, `from` and `to` (ISO-8601, both optional): what
+    each route's window bounds its own docs say (analytics series, queue creation, a DLQ
+    row's failure, a message's creation)."""
+
+    from_: Timestamp | UnsetType = msgspec.field(default=UNSET, name="from")
+    to: Timestamp | UnsetType = UNSET
+
+    @property
+    def start(self) -> datetime | None:
+        """`from` as an instant; None when not given (the window is open there)."""
+        return self.from_.instant if self.from_ else None
+
+    @property
+    def end(self) -> datetime | None:
+        """`to` as an instant; None when not given."""
+        return self.to.instant if self.to else None
+
+    def closed(self, span: timedelta) -> tuple[datetime, datetime]:
+        """The window as two instants: `to`, or now; `from`, or `span` before the end. A
+        `from` after `to` is refused."""
+        end = self.end or datetime.now(UTC)
+        start = self.start or end - span
+        if start > end:
+            raise BadRequest("from must not be later than to")
+        return start, end
 
 
 class Operations(msgspec.Struct, Generic[T]):

@@ -67,17 +67,24 @@ class KvBody(Operations[KvOpIn]):
 
 
 
-class KvResults(msgspec.Struct):
-    """One element per op, in request order (§14.3), or the lost-`required` answer
-    (§14.6: `ok: false`, `reason`, `failedIndex`, `kvReason`, `version`, `value`)."""
+class LostRequirement(msgspec.Struct, kw_only=True):
+    """The fields of a lost `required` precondition (§14.6: `ok: false`, `reason`,
+    `failedIndex`, `kvReason`, `version`, `value`), which a KV batch and a transaction with a
+    `kv` rider (§17) answer alike; after the answer's own fields."""
 
-    results: list[dict[str, Any]] | UnsetType = UNSET
     ok: bool | UnsetType = UNSET
     reason: str | UnsetType = UNSET
     failedIndex: int | UnsetType = UNSET
     kvReason: str | UnsetType = UNSET
     version: int | UnsetType = UNSET
     value: Any = UNSET
+
+
+class KvResults(LostRequirement):
+    """One element per op, in request order (§14.3), or the lost-`required` answer
+    (§14.6: `ok: false`, `reason`, `failedIndex`, `kvReason`, `version`, `value`)."""
+
+    results: list[dict[str, Any]] | UnsetType = UNSET
 
 
 # A path route's answer: the bare §14.3 element, or the §14.6 body.

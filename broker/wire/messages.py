@@ -7,8 +7,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from broker.wire.common import Pagination
-from broker.wire.types import Name, Timestamp, TransactionId
+from broker.wire.common import Pagination, WindowQuery
+from broker.wire.types import Name, TransactionId
 from core.admin.messages import LIST_MAX_PER_PARTITION
 
 DLQ_DEFAULT_LIMIT = 100
@@ -19,12 +19,12 @@ MAX_OFFSET = 2**62
 Status = Literal["dead_letter", "completed", "processing", "pending"]
 
 
-class DlqQuery(msgspec.Struct):
+class DlqQuery(WindowQuery):
+    """The window bounds when a row failed."""
+
     queue: Name | UnsetType = UNSET
     consumerGroup: Name | UnsetType = UNSET
     partition: Name | UnsetType = UNSET
-    from_: Timestamp | UnsetType = msgspec.field(default=UNSET, name="from")
-    to: Timestamp | UnsetType = UNSET
     limit: Annotated[int, Meta(ge=1, le=DLQ_MAX_LIMIT)] = DLQ_DEFAULT_LIMIT
     offset: Annotated[int, Meta(ge=0, le=MAX_OFFSET)] = 0
 
@@ -142,15 +142,15 @@ class MessageDeleted(MessageOutcome):
     message: str
 
 
-class MessagesQuery(msgspec.Struct):
+class MessagesQuery(WindowQuery):
+    """The window bounds when a message was created."""
+
     queue: Name | UnsetType = UNSET
     partition: Name | UnsetType = UNSET
     ns: Name | UnsetType = UNSET
     namespace: Name | UnsetType = UNSET
     task: Name | UnsetType = UNSET
     status: Status | UnsetType = UNSET
-    from_: Timestamp | UnsetType = msgspec.field(default=UNSET, name="from")
-    to: Timestamp | UnsetType = UNSET
     limit: Annotated[int, Meta(ge=1, le=LIST_MAX_LIMIT)] = LIST_DEFAULT_LIMIT
     offset: Annotated[int, Meta(ge=0, le=LIST_MAX_PER_PARTITION)] = 0
 

@@ -7,9 +7,9 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from broker.wire.common import Pagination
+from broker.wire.common import Pagination, WindowQuery
 from broker.wire.messages import MAX_OFFSET
-from broker.wire.types import Name, Timestamp
+from broker.wire.types import Name
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 10_000
@@ -20,15 +20,13 @@ class PageQuery(msgspec.Struct):
     offset: Annotated[int, Meta(ge=0, le=MAX_OFFSET)] = 0
 
 
-class QueueFilterQuery(msgspec.Struct):
+class QueueFilterQuery(WindowQuery):
     """Filters of the queue lists and status routes (§6.2, §6.3); `from`/`to` bound the
     queues' creation time on the lists, the throughput window on `/status`."""
 
     queue: Name | UnsetType = UNSET
     namespace: Name | UnsetType = UNSET
     task: Name | UnsetType = UNSET
-    from_: Timestamp | UnsetType = msgspec.field(default=UNSET, name="from")
-    to: Timestamp | UnsetType = UNSET
 
 
 class StatusQuery(QueueFilterQuery):

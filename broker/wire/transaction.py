@@ -8,6 +8,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from broker.wire.ack import AckItemIn
+from broker.wire.kv import LostRequirement
 from broker.wire.push import PushItemIn
 from broker.wire.types import Name, NameOrEmpty, Token, TransactionId, Uuid
 
@@ -83,25 +84,20 @@ class TimerEntry(msgspec.Struct, tag="timer", tag_field="type"):
     timerKey: str
 
 
-class TransactionAnswer(msgspec.Struct):
+class TransactionAnswer(LostRequirement):
     """Both outcomes (§4.7): success with results, or failure with an error and no results.
     A binary transaction that asked for counts (§7.3, flag 2) gets them instead of results:
-    `pushed` (newly stored), `duplicate` and `acked`."""
+    `pushed` (newly stored), `duplicate` and `acked`. A lost `required` KV precondition (§17):
+    success false, with `ok` false, `reason`, `failedIndex`, `kvReason`, `version` and `value`
+    as a KV batch answers it (§14.6). A refused ack op (docs/acks.md): `reason`
+    "ack_rejected" and `error` naming the op; a refused `kv` rider (§14.4): `error` is its
+    code, with `reason` and `detail`."""
 
     transactionId: str
     success: bool
     results: list[PushEntry | AckEntry | KvEntry | TimerEntry]
     error: str | UnsetType = UNSET
-    # A refused ack op (docs/acks.md): `reason` "ack_rejected" and `error` naming the op.
-    # A lost `required` KV precondition (§17): success false, ok false, these fields; a
-    # refused `kv` rider (§14.4): `error` is its code, with `reason` and `detail`.
-    reason: str | UnsetType = UNSET
     detail: str | UnsetType = UNSET
-    ok: bool | UnsetType = UNSET
-    failedIndex: int | UnsetType = UNSET
-    kvReason: str | UnsetType = UNSET
-    version: int | UnsetType = UNSET
-    value: Any = UNSET
     pushed: int | UnsetType = UNSET
     duplicate: int | UnsetType = UNSET
     acked: int | UnsetType = UNSET

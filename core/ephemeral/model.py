@@ -43,12 +43,6 @@ class Options:
     window_ms: int = 0
     window_count: int = 0
 
-    def wire(self) -> dict[str, Any]:
-        return {"maxBytes": self.max_bytes, "maxLength": self.max_length,
-                "policy": self.policy, "ttlSeconds": self.ttl_seconds,
-                "leaseSeconds": self.lease_seconds, "retryLimit": self.retry_limit,
-                "windowBuffer": {"ms": self.window_ms, "count": self.window_count}}
-
 
 DEFAULTS = Options()
 

@@ -11,7 +11,10 @@ fields by position, in the order the dataclass declares them
 (tests/integration/test_storage_types.py prepares every statement and checks the names), so
 no `asyncpg.Record` leaves the storage package; driver errors become core errors here
 (`core/storage/errors.py`). A `Routed` statement calls a function Citus delegates by its
-shard, and is bound with its twin that runs where it is received.
+shard, and is bound with its twin that runs where it is received: a statement whose
+description has a `-- here: <expression>` line is loaded with that twin, `<name>_here`, the
+same SQL with the expression in place of its `:route::bigint` (so each such call is written
+once; the expression itself is SQL, and stays in the queries file).
 """
 
 from __future__ import annotations
@@ -31,6 +34,10 @@ from core.storage.errors import storage_errors
 SCHEMA_DIR: Traversable = files("core") / "schema"
 QUERIES_DIR = SCHEMA_DIR / "queries"
 _HEADER = re.compile(r"^-- name: *([a-z_][a-z0-9_]*) *$", re.MULTILINE)
+# A description line giving the route of a routed statement's twin (`Routed`), and the
+# argument of the routed statement it replaces.
+_HERE = re.compile(r"^-- here: *(.+?) *$", re.MULTILINE)
+_ROUTE = ":route::bigint"
 # What the parameter scan steps over whole: quoted text and identifiers, dollar-quoted
 # bodies and comments (a colon in them names nothing), and `::` casts; then `:name`, and `$n`
 # (refused).
@@ -49,7 +56,8 @@ R = TypeVar("R")
 
 
 def parse(text: str) -> dict[str, str]:
-    """Split a queries file into {name: sql}; a name may appear only once."""
+    """Split a queries file into {name: sql}, with `<name>_here` for a statement that has a
+    `-- here:` line; a name may appear only once."""
     queries: dict[str, str] = {}
     parts = _HEADER.split(text)
     for name, body in zip(parts[1::2], parts[2::2]):
@@ -60,6 +68,13 @@ def parse(text: str) -> dict[str, str]:
         if not sql:
             raise ValueError(f"query {name!r} has no SQL")
         queries[name] = sql
+        here = _HERE.search(body)
+        if here is not None:
+            if sql.count(_ROUTE) != 1:
+                raise ValueError(f"query {name!r} has a twin but not one {_ROUTE} to replace")
+            if f"{name}_here" in queries:
+                raise ValueError(f"query {name}_here is defined twice")
+            queries[f"{name}_here"] = sql.replace(_ROUTE, here.group(1))
     return queries
 
 
@@ -170,7 +185,8 @@ class Routed(Generic[R]):
     subquery, which is no constant Citus can hash, so the call stays where it is received:
     on one PostgreSQL (route None), or for a call over several shards, which then needs no
     other node (a call without a route on a cluster with a worker down still runs on the
-    others). The two statements differ in that alone (tests/unit/test_queries.py checks)."""
+    others). The two statements differ in that alone: the loader derives the twin from the
+    statement's `-- here:` line (`parse`; tests/unit/test_queries.py checks)."""
 
     def __init__(self, name: str, row: type[R]) -> None:
         self.routed = Statement(name, row)

@@ -34,7 +34,6 @@ DECLARE
     v_ids   bigint[];
     v_routes bigint[];
     v_until timestamptz;
-    r       record;
 BEGIN
     IF p_route IS NULL THEN
         FOR i IN 1 .. cardinality(p_leases) LOOP
@@ -42,19 +41,13 @@ BEGIN
             v_tenant := coalesce(p_tenants[i], '');
             -- a value, not arithmetic on a column: Citus evaluates now() once, before
             v_until := now() + make_interval(secs => p_secs[i]);
-            FOR r IN
+            RETURN QUERY
                 UPDATE queen.log_consumers c
                    SET lease_expires_at = greatest(c.lease_expires_at, v_until)
                   FROM queen.partition_directory d JOIN queen.queues q ON q.id = d.queue_id
                  WHERE c.worker_id = v_lease AND c.lease_expires_at > now()
                    AND d.partition_id = c.partition_id AND q.tenant = v_tenant
-                RETURNING c.worker_id, c.lease_expires_at
-            LOOP
-                lease_id := r.worker_id;
-                lease_expires_at := r.lease_expires_at;
-                routes := NULL;
-                RETURN NEXT;
-            END LOOP;
+                RETURNING c.worker_id, c.lease_expires_at, NULL::bigint[];
         END LOOP;
         RETURN;
     END IF;
@@ -73,18 +66,12 @@ BEGIN
         CONTINUE WHEN v_owner IS DISTINCT FROM v_tenant;
         v_until := now() + make_interval(secs => v_secs);
         FOREACH v_pid IN ARRAY v_ids LOOP
-            FOR r IN
+            RETURN QUERY
                 UPDATE queen.log_consumers c
                    SET lease_expires_at = greatest(c.lease_expires_at, v_until)
                  WHERE c.partition_id = v_pid AND c.worker_id = v_lease
                    AND c.lease_expires_at > now()
-                RETURNING c.worker_id, c.lease_expires_at
-            LOOP
-                lease_id := r.worker_id;
-                lease_expires_at := r.lease_expires_at;
-                routes := NULL;
-                RETURN NEXT;
-            END LOOP;
+                RETURNING c.worker_id, c.lease_expires_at, NULL::bigint[];
         END LOOP;
         UPDATE queen.log_leases l
            SET expires_at = greatest(l.expires_at, v_until)

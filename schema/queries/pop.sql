@@ -1,30 +1,20 @@
 -- Statements of the read path: pop (claim under a lease), ack, lease extension.
 -- Loaded by core/storage/statements.py. A lease is live iff worker_id IS NOT NULL AND
 -- lease_expires_at > now(); every lease decision uses the database clock. Each call with a
--- `route` has a twin `<name>_here` that differs only in giving the route by a subquery, for a
--- call with no shard named (`Routed` in core/storage/statements.py pairs them).
+-- `route` has a twin `<name>_here` for a call with no shard named, which the loader derives
+-- from its `-- here:` line: the route given by a subquery instead (`Routed` in
+-- core/storage/statements.py).
 
 -- name: pop_ready
 -- Claim among known candidates and read, in one statement (functions/30_pop.sql says what
 -- each argument means and what the answer holds). `route`: a number of the shard every
 -- candidate lives on (Citus runs the call on its node: core/storage/shards.py); `tenant`:
 -- whose queues it addresses.
+-- here: (SELECT :route::bigint)
 SELECT verdict, queue_id, queue, partition_id, partition, span_start, span_end, retry_count,
        base_offset, created_at, blob, last_offset, conflation, width,
        extract(epoch FROM due - clock_timestamp())::float8 AS due_in
   FROM queen.pop_ready(:route::bigint,
-                       :tenant, :queue, :namespace, :task, :partition, :group, :named,
-                       :seed_mode, :seed_instant::timestamptz, :store_seed, :batch,
-                       :partitions, :auto_ack, :lease_seconds, :lease_fallback, :lease_id,
-                       :candidates::bigint[], :conflation, :conflation_width);
-
--- name: pop_ready_here
--- As pop_ready, with no shard named (route null): runs where it is received
--- (`Routed` in core/storage/statements.py says why).
-SELECT verdict, queue_id, queue, partition_id, partition, span_start, span_end, retry_count,
-       base_offset, created_at, blob, last_offset, conflation, width,
-       extract(epoch FROM due - clock_timestamp())::float8 AS due_in
-  FROM queen.pop_ready((SELECT :route::bigint),
                        :tenant, :queue, :namespace, :task, :partition, :group, :named,
                        :seed_mode, :seed_instant::timestamptz, :store_seed, :batch,
                        :partitions, :auto_ack, :lease_seconds, :lease_fallback, :lease_id,
@@ -37,19 +27,10 @@ SELECT verdict, queue_id, queue, partition_id, partition, span_start, span_end, 
 -- settling with the index. `route`: a number of the shard of every item's partition;
 -- `tenants`: each item's caller's (an item naming another tenant's partition is answered as
 -- one naming a partition without the group's cursor).
+-- here: (SELECT :route::bigint)
 SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_from, scan_to,
        conflated
   FROM queen.ack(:route::bigint,
-                 :groups::text[], :partition_ids::bigint[], :transaction_ids::text[],
-                 :statuses::text[], :lease_ids::text[], :errors::text[], :offsets::bigint[],
-                 :scan_missing, :tenants::text[]);
-
--- name: ack_here
--- As ack, with no shard named (route null): runs where it is received
--- (`Routed` in core/storage/statements.py says why).
-SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_from, scan_to,
-       conflated
-  FROM queen.ack((SELECT :route::bigint),
                  :groups::text[], :partition_ids::bigint[], :transaction_ids::text[],
                  :statuses::text[], :lease_ids::text[], :errors::text[], :offsets::bigint[],
                  :scan_missing, :tenants::text[]);
@@ -61,23 +42,10 @@ SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_fr
 -- unit separator, which no name, transactionId, status, lease id or tenant may contain; a
 -- lease id U+001E is null), null for a column of nulls; partition_ids: decimal,
 -- comma-separated; route, errors, offsets and scan_missing as in `ack`
+-- here: (SELECT :route::bigint)
 SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_from, scan_to,
        conflated
   FROM queen.ack(:route::bigint,
-                 (string_to_array(:groups::text, E'\x1f'))[2:],
-                 string_to_array(:partition_ids::text, ',')::bigint[],
-                 (string_to_array(:transaction_ids::text, E'\x1f'))[2:],
-                 (string_to_array(:statuses::text, E'\x1f'))[2:],
-                 (string_to_array(:lease_ids::text, E'\x1f', E'\x1e'))[2:],
-                 :errors::text[], :offsets::bigint[], :scan_missing,
-                 (string_to_array(:tenants::text, E'\x1f'))[2:]);
-
--- name: ack_joined_here
--- As ack_joined, with no shard named (route null): runs where it is received
--- (`Routed` in core/storage/statements.py says why).
-SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_from, scan_to,
-       conflated
-  FROM queen.ack((SELECT :route::bigint),
                  (string_to_array(:groups::text, E'\x1f'))[2:],
                  string_to_array(:partition_ids::text, ',')::bigint[],
                  (string_to_array(:transaction_ids::text, E'\x1f'))[2:],
@@ -107,15 +75,9 @@ SELECT q.name AS queue, p.name AS partition, x.base_offset, x.created_at, x.blob
 -- expiry; and per lease with parts on other shards, the routes to extend it on next.
 -- `route`: the shard the leases were claimed on (null: search by lease id); `seconds` and
 -- `tenants` (the caller's, whose queues' leases alone are extended): one per lease id.
+-- here: (SELECT :route::bigint)
 SELECT lease_id, lease_expires_at, routes
   FROM queen.extend_leases(:route::bigint, :lease_ids::text[], :seconds::float8[],
-                           :tenants::text[]);
-
--- name: extend_leases_here
--- As extend_leases, with no shard named (route null): runs where it is received
--- (`Routed` in core/storage/statements.py says why).
-SELECT lease_id, lease_expires_at, routes
-  FROM queen.extend_leases((SELECT :route::bigint), :lease_ids::text[], :seconds::float8[],
                            :tenants::text[]);
 
 -- name: link_lease

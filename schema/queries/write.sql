@@ -1,6 +1,7 @@
 -- Statements of the write path and of queue management. Loaded by core/storage/statements.py.
--- Each call with a `route` has a twin `<name>_here` that differs only in giving the route by a
--- subquery, for a call with no shard named (`Routed` in core/storage/statements.py pairs them).
+-- Each call with a `route` has a twin `<name>_here` for a call with no shard named, which the
+-- loader derives from its `-- here:` line: the route given by a subquery instead (`Routed` in
+-- core/storage/statements.py).
 
 -- name: partition_ids
 -- The ids of partitions by name, created with their queue when missing (see
@@ -26,19 +27,9 @@ SELECT q.id AS queue_id, d.partition_id
 -- partition, namespace, task, its count of segments (`segments`), whether its
 -- transactionIds repeat and whether its segments are sealed; per segment its count of frames
 -- (`frames`) and blob; the transactionIds flat; `default_options` as jsonb text.
+-- here: (SELECT :route::bigint)
 SELECT queue_id, partition_id, base_offset, created_at, dup_positions, dup_offsets, encrypted
   FROM queen.append_partitions(:route::bigint, :tenants::text[], :partition_ids::bigint[],
-                               :queues::text[], :partitions::text[], :namespaces::text[],
-                               :tasks::text[], :default_options::jsonb, :segments::integer[],
-                               :frames::integer[], :blobs::bytea[],
-                               :transaction_ids::text[], :repeats::boolean[],
-                               :encrypted::boolean[]);
-
--- name: append_partitions_here
--- As append_partitions, with no shard named (route null): runs where it is received
--- (`Routed` in core/storage/statements.py says why).
-SELECT queue_id, partition_id, base_offset, created_at, dup_positions, dup_offsets, encrypted
-  FROM queen.append_partitions((SELECT :route::bigint), :tenants::text[], :partition_ids::bigint[],
                                :queues::text[], :partitions::text[], :namespaces::text[],
                                :tasks::text[], :default_options::jsonb, :segments::integer[],
                                :frames::integer[], :blobs::bytea[],
@@ -49,19 +40,9 @@ SELECT queue_id, partition_id, base_offset, created_at, dup_positions, dup_offse
 -- append_partitions with the transactionIds sent as one text: each preceded by U+001F
 -- (which no transactionId holds then: core/storage/joined.py), so the driver encodes one
 -- value instead of an array of a flush's hundreds.
+-- here: (SELECT :route::bigint)
 SELECT queue_id, partition_id, base_offset, created_at, dup_positions, dup_offsets, encrypted
   FROM queen.append_partitions(:route::bigint, :tenants::text[], :partition_ids::bigint[],
-                               :queues::text[], :partitions::text[], :namespaces::text[],
-                               :tasks::text[], :default_options::jsonb, :segments::integer[],
-                               :frames::integer[], :blobs::bytea[],
-                               (string_to_array(:transaction_ids::text, E'\x1f'))[2:],
-                               :repeats::boolean[], :encrypted::boolean[]);
-
--- name: append_partitions_joined_here
--- As append_partitions_joined, with no shard named (route null): runs where it is received
--- (`Routed` in core/storage/statements.py says why).
-SELECT queue_id, partition_id, base_offset, created_at, dup_positions, dup_offsets, encrypted
-  FROM queen.append_partitions((SELECT :route::bigint), :tenants::text[], :partition_ids::bigint[],
                                :queues::text[], :partitions::text[], :namespaces::text[],
                                :tasks::text[], :default_options::jsonb, :segments::integer[],
                                :frames::integer[], :blobs::bytea[],

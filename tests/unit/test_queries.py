@@ -33,6 +33,19 @@ def test_parse_rejects_a_name_defined_twice() -> None:
         queries.parse("-- name: dup\nSELECT 1;\n-- name: dup\nSELECT 2;\n")
 
 
+def test_parse_derives_the_twin_of_a_statement_with_a_here_line() -> None:
+    parsed = queries.parse("-- name: call\n-- what it does\n-- here: (SELECT :route::bigint)\n"
+                           "SELECT a FROM queen.f(:route::bigint, :x);\n")
+    assert parsed == {"call": "SELECT a FROM queen.f(:route::bigint, :x);",
+                      "call_here": "SELECT a FROM queen.f((SELECT :route::bigint), :x);"}
+    for sql in ("SELECT queen.f(:x);", "SELECT queen.f(:route::bigint, :route::bigint);"):
+        with pytest.raises(ValueError, match="route"):
+            queries.parse(f"-- name: call\n-- here: (SELECT :route::bigint)\n{sql}\n")
+    with pytest.raises(ValueError, match="call_here is defined twice"):
+        queries.parse("-- name: call_here\nSELECT 1;\n"
+                      "-- name: call\n-- here: (SELECT :route::bigint)\nSELECT queen.f(:route::bigint, 1);\n")
+
+
 def test_parse_rejects_a_statement_without_sql() -> None:
     with pytest.raises(ValueError, match="'empty' has no SQL"):
         queries.parse("-- name: empty\n-- only a comment\n\n-- name: ok\nSELECT 1;\n")
