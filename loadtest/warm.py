@@ -17,11 +17,11 @@ from loadtest.httpc import Connection
 from loadtest.runner import Shape
 
 
-class _Popped(msgspec.Struct):
+class _WarmPop(msgspec.Struct):
     messages: list[msgspec.Raw] = []
 
 
-_POPPED = msgspec.json.Decoder(_Popped)
+_WARM_POP = msgspec.json.Decoder(_WarmPop)
 _MOST_POPS = 10_000  # a bound: each pop takes at least one message until the queue is empty
 
 
@@ -48,7 +48,7 @@ async def warm(url: str, shape: Shape) -> int:
                 if answer.status != 200:
                     raise RuntimeError(
                         f"warm-up pop answered {answer.status}: {answer.body[:200]!r}")
-                got = len(_POPPED.decode(answer.body).messages)
+                got = len(_WARM_POP.decode(answer.body).messages)
                 if not got:
                     break
                 consumed += got
