@@ -10,6 +10,10 @@ from core.engine.push import PushItem
 from core.engine.writes import NewMessage
 from core.ids import uuid7
 
+# A record whose value is its stored payload, byte for byte (the edge then skips
+# `kafka_value`).
+FORM_JSON = record_meta.FORM_JSON
+
 
 def produced(topic: str, partition: str, *, value: bytes | None, timestamp_ms: int,
              key: bytes | None, headers: tuple[tuple[bytes, bytes | None], ...],
