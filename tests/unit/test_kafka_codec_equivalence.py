@@ -12,9 +12,10 @@ import struct
 import crc32c
 import pytest
 
-from broker.kafka.records import BadBatch, OutRecord, decode_batches, encode_batch
+from broker.kafka.records import BadBatch, InRecord, OutRecord, decode_batches, encode_batch
 from core.engine import record_meta
 from core.errors import SegmentError
+from core.kafka.messages import produced
 
 Header = tuple[bytes, bytes | None]
 Record = tuple[int, int, bytes | None, bytes | None, tuple[Header, ...]]
@@ -257,3 +258,31 @@ def test_a_truncated_side_car_is_refused() -> None:
         # Only a cut inside the last header's value goes unnoticed (as it always did: the
         # side-car is the broker's own writing, behind the segment's checks).
         assert got[0] == meta and len(got) == 2 and cut == len(body) - 1
+
+
+# --- records as pushes -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value", [b'{"a": [1, 2]}', b" 42 ", b"null", b"", b"plain text",
+                                   b"1e999", b"[" * 5000 + b"]" * 5000, b'"\xff"',
+                                   b"caf\xc3\xa9 \x01", b"\xff\xfe\x00", None])
+def test_a_produced_record_is_stored_as_stored_payload_says(value: bytes | None) -> None:
+    """The push of a produced record inlines `stored_payload`'s common case (a JSON value):
+    every value still takes the payload and form that `stored_payload` gives it."""
+    record = InRecord(0, 7, b"k", value, ((b"h", None),))
+    [item] = produced("t", "0", [record], transaction_ids=None, producer_sub="me", tenant="x")
+    payload, form = record_meta.stored_payload(value)
+    message = item.message
+    assert (message.payload, message.kafka) == (
+        payload, record_meta.RecordMeta(form, 7, b"k", ((b"h", None),)))
+    assert message.transaction_id == str(message.message_id)
+    assert (item.queue, item.partition, item.tenant, message.producer_sub) == (
+        "t", "0", "x", "me")
+
+
+def test_produced_records_take_the_transaction_ids_given_and_increasing_ids() -> None:
+    records = [InRecord(i, 7, None, b"{}", ()) for i in range(5)]
+    items = produced("t", "0", records, transaction_ids=[f"s{i}" for i in range(5)],
+                     producer_sub=None, tenant="")
+    assert [i.message.transaction_id for i in items] == ["s0", "s1", "s2", "s3", "s4"]
+    ids = [i.message.message_id for i in items]
+    assert ids == sorted(ids) and len(set(ids)) == 5
