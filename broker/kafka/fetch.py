@@ -16,7 +16,7 @@ from typing import Any
 from broker.auth.access import Access
 from broker.kafka import errors
 from broker.kafka.protocol import Request, field_of
-from broker.kafka.records import OutRecord, encode_batch
+from broker.kafka.records import Header, encode_batch
 from broker.kafka.session import Session
 from broker.kafka.topics import known_topics
 from core.kafka import reads
@@ -79,7 +79,7 @@ async def fetch(session: Session, request: Request) -> dict[str, Any]:
 
 
 def _batch(stored: list[reads.Record]) -> bytes:
-    out: list[OutRecord] = []
+    out: list[tuple[int, int, bytes | None, bytes | None, tuple[Header, ...]]] = []
     add = out.append
     created_ms: dict[datetime, int] = {}  # the records of a segment share their append time
     for r in stored:
@@ -88,11 +88,11 @@ def _batch(stored: list[reads.Record]) -> bytes:
             at = created_ms.get(r.created_at)
             if at is None:
                 at = created_ms[r.created_at] = _millis(r.created_at)
-            add(OutRecord(r.offset, at, None, r.payload))
+            add((r.offset, at, None, r.payload, ()))
         elif meta.value_form == FORM_JSON:  # the value is the payload, byte for byte
-            add(OutRecord(r.offset, meta.timestamp_ms, meta.key, r.payload, meta.headers))
+            add((r.offset, meta.timestamp_ms, meta.key, r.payload, meta.headers))
         else:
-            add(OutRecord(r.offset, meta.timestamp_ms, meta.key, kafka_value(r), meta.headers))
+            add((r.offset, meta.timestamp_ms, meta.key, kafka_value(r), meta.headers))
     return encode_batch(out)
 
 

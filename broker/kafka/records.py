@@ -26,6 +26,7 @@ import struct
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import cramjam
 import crc32c
@@ -43,6 +44,8 @@ _AFTER_CRC = 21  # offset of the attributes, where the CRC starts
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 
+Header = tuple[bytes, bytes | None]
+
 
 class BadBatch(Exception):
     """A record batch that cannot be taken: CORRUPT_MESSAGE (or the code given)."""
@@ -57,7 +60,7 @@ class InRecord(msgspec.Struct, frozen=True, gc=False):
     timestamp: int  # ms
     key: bytes | None
     value: bytes | None
-    headers: tuple[tuple[bytes, bytes | None], ...]
+    headers: tuple[Header, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +171,7 @@ def _records(body: bytes, count: int, base_ts: int) -> list[InRecord]:
 
 
 def _fields(body: bytes, pos: int, stop: int, length: int
-            ) -> tuple[bytes | None, bytes | None, tuple[tuple[bytes, bytes | None], ...], int]:
+            ) -> tuple[bytes | None, bytes | None, tuple[Header, ...], int]:
     """A record's key, value and headers from `pos`; no field may run past `stop`, the
     record's end."""
     key, pos = _bytes(body, pos, stop)
@@ -298,39 +301,53 @@ def _varint_bytes(value: int) -> bytes:
     return bytes(out)
 
 
-class OutRecord(msgspec.Struct, frozen=True, gc=False):
+class OutRecord(NamedTuple):
+    """A record to encode. A plain tuple of these five fields does as well (the Fetch
+    answer builds those: cheaper than a class per record)."""
+
     offset: int
     timestamp: int  # ms
     key: bytes | None
     value: bytes | None
-    headers: tuple[tuple[bytes, bytes | None], ...] = ()
+    headers: tuple[Header, ...] = ()
 
 
-def encode_batch(records: Sequence[OutRecord]) -> bytes:
+def encode_batch(records: Sequence[tuple[int, int, bytes | None, bytes | None,
+                                         tuple[Header, ...]]]) -> bytes:
     """One uncompressed v2 batch of consecutive-or-gapped offsets (gaps are offset deltas),
-    CreateTime, no producer. The records' bytes are gathered as parts and joined once."""
-    base_offset = records[0].offset
-    base_ts = records[0].timestamp
+    CreateTime, no producer, from (offset, timestamp, key, value, headers) records. The
+    records' bytes are gathered as parts and joined once; the small varints (deltas,
+    lengths up to 8 KiB) are looked up, not built."""
+    base_offset, base_ts = records[0][0], records[0][1]
     max_ts = base_ts
     parts: list[bytes] = []
     add = parts.append
+    small = _SMALL_VARINTS
     varint = _varint_bytes
-    for r in records:
-        timestamp = r.timestamp
+    for offset, timestamp, key, value, headers in records:
         max_ts = max(max_ts, timestamp)
-        head = b"\x00" + varint(timestamp - base_ts) + varint(r.offset - base_offset)
-        key, value, headers = r.key, r.value, r.headers
-        key_len = _NULL if key is None else varint(len(key))
-        value_len = _NULL if value is None else varint(len(value))
-        size = (len(head) + len(key_len) + len(value_len) + 1
-                + (len(key) if key is not None else 0)
-                + (len(value) if value is not None else 0))
+        delta = timestamp - base_ts
+        ts_delta = small[delta << 1] if 0 <= delta < 8192 else varint(delta)
+        delta = offset - base_offset
+        head = b"\x00" + ts_delta + (small[delta << 1] if 0 <= delta < 8192 else varint(delta))
+        size = len(head) + 1
+        if key is None:
+            key_len = _NULL
+        else:
+            size += len(key)
+            key_len = small[len(key) << 1] if len(key) < 8192 else varint(len(key))
+        if value is None:
+            value_len = _NULL
+        else:
+            size += len(value)
+            value_len = small[len(value) << 1] if len(value) < 8192 else varint(len(value))
+        size += len(key_len) + len(value_len)
         if headers:
             tail = _headers(headers)
             size += len(tail) - 1
         else:
             tail = b"\x00"
-        add(varint(size))
+        add(small[size << 1] if size < 8192 else varint(size))
         add(head)
         add(key_len)
         if key is not None:
@@ -340,13 +357,14 @@ def encode_batch(records: Sequence[OutRecord]) -> bytes:
             add(value)
         add(tail)
     body = b"".join(parts)
-    tail = _TAIL.pack(0, records[-1].offset - base_offset, base_ts, max_ts, -1, -1, -1,
-                      len(records)) + body
-    crc = crc32c.crc32c(tail)
-    return _FRONT.pack(base_offset, len(tail) + 9, 0, 2, crc) + tail
+    tail_head = _TAIL.pack(0, records[-1][0] - base_offset, base_ts, max_ts, -1, -1, -1,
+                           len(records))
+    crc = crc32c.crc32c(body, crc32c.crc32c(tail_head))
+    return b"".join((_FRONT.pack(base_offset, len(tail_head) + len(body) + 9, 0, 2, crc),
+                     tail_head, body))
 
 
-def _headers(headers: tuple[tuple[bytes, bytes | None], ...]) -> bytes:
+def _headers(headers: tuple[Header, ...]) -> bytes:
     parts = [_varint_bytes(len(headers))]
     for name, value in headers:
         parts.append(_varint_bytes(len(name)))
