@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import logging
 import signal
 import socket
@@ -54,6 +53,7 @@ from hypercorn.typing import AppWrapper, LifespanState
 from hypercorn.utils import wrap_app
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from broker.collector import tune_garbage_collector
 from broker.tls.peer import WithClientIdentity, client_identity
 from broker.tls.rotation import CertificateRotation
 from core.env import SettingsError
@@ -186,7 +186,7 @@ async def serve(app: AppWrapper, config: Config, sock: socket.socket, stop: asyn
     starting.result()
     if lifespan_task.done() and (error := lifespan_task.exception()) is not None:
         raise error  # the app could not start (e.g. no database in time): exit, be restarted
-    _tune_garbage_collector()
+    tune_garbage_collector()
 
     context = WorkerContext(None)
     connections: dict[asyncio.Task[None], float] = {}  # each open connection: its accept time
@@ -240,20 +240,6 @@ async def serve(app: AppWrapper, config: Config, sock: socket.socket, stop: asyn
         lifespan_task.cancel()
         await asyncio.gather(lifespan_task, return_exceptions=True)
     return 1 if failed else 0
-
-
-# Requests allocate many short-lived containers that reference counting frees; the cyclic
-# collector's default pace (a collection every 700 net allocations, a full one walking every
-# object every hundred) took 14 % of a busy worker's samples (py-spy --native on W2).
-_GC_THRESHOLDS = (20_000, 20, 20)
-
-
-def _tune_garbage_collector() -> None:
-    """Collect less often, and never walk what start-up built (modules, the app, the pool:
-    alive until the process ends) again: `gc.freeze` moves it out of the generations."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(*_GC_THRESHOLDS)
 
 
 async def _wait_tasks(tasks: set[asyncio.Task[None]], timeout: float) -> None:

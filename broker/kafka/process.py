@@ -25,6 +25,7 @@ import sys
 import uvloop
 
 from broker.auth.gate import Gate
+from broker.collector import tune_garbage_collector
 from broker.kafka.cluster import CLUSTER
 from broker.kafka.groups import COORDINATOR
 from broker.kafka.server import Listener
@@ -94,6 +95,7 @@ async def run(settings: Settings, port: int, stop: asyncio.Event) -> None:
             await within(5.0, election.changed.wait())
         server = await asyncio.start_server(
             listener.serve, sock=sock, ssl=rotation.context if rotation is not None else None)
+        tune_garbage_collector()  # as a web worker does: a produce allocates per record
         log.info("Kafka listener on %s:%d, %s (node %d of cluster %r)", host, bound_port,
                  security_protocol(settings), settings.kafka_node_id, settings.kafka_cluster)
         expiry = asyncio.create_task(COORDINATOR.expire_forever(), name="group-sessions")

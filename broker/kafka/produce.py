@@ -116,16 +116,14 @@ def _sequenced(batches: list[Batch]) -> tuple[int, int, int] | None:
 
 def _items(topic: str, partition: str, batches: list[Batch],
            producer_sub: str | None, tenant: str) -> list[PushItem]:
-    items = []
+    items: list[PushItem] = []
     for batch in batches:
-        idempotent = batch.producer_id >= 0 and batch.base_sequence >= 0
-        for record in batch.records:
-            txid = (f"kafka:{batch.producer_id}:{batch.producer_epoch}:"
-                    f"{batch.base_sequence + record.offset_delta}" if idempotent else None)
-            items.append(produced(topic, partition, value=record.value,
-                                  timestamp_ms=record.timestamp, key=record.key,
-                                  headers=record.headers, transaction_id=txid,
-                                  producer_sub=producer_sub, tenant=tenant))
+        txids = None
+        if batch.producer_id >= 0 and batch.base_sequence >= 0:  # an idempotent producer
+            prefix = f"kafka:{batch.producer_id}:{batch.producer_epoch}:"
+            txids = [f"{prefix}{batch.base_sequence + r.offset_delta}" for r in batch.records]
+        items.extend(produced(topic, partition, batch.records, transaction_ids=txids,
+                              producer_sub=producer_sub, tenant=tenant))
     return items
 
 

@@ -24,20 +24,27 @@ from __future__ import annotations
 import io
 import struct
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import cramjam
 import crc32c
 import lz4.frame
+import msgspec
 import zstandard
 
 CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD = 0, 1, 2, 3, 4
 _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
 _HEAD = struct.Struct(">qiibIhiqqqhii")
+_FRONT = struct.Struct(">qiibI")  # baseOffset .. crc
+_TAIL = struct.Struct(">hiqqqhii")  # attributes .. recordCount
 _AFTER_CRC = 21  # offset of the attributes, where the CRC starts
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+
+Header = tuple[bytes, bytes | None]
 
 
 class BadBatch(Exception):
@@ -48,13 +55,12 @@ class BadBatch(Exception):
         self.code = code
 
 
-@dataclass(frozen=True, slots=True)
-class InRecord:
+class InRecord(msgspec.Struct, frozen=True, gc=False):
     offset_delta: int
     timestamp: int  # ms
     key: bytes | None
     value: bytes | None
-    headers: tuple[tuple[bytes, bytes | None], ...]
+    headers: tuple[Header, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,51 +120,84 @@ def decode_batches(data: bytes, *, max_bytes: int, max_records: int) -> list[Bat
 
 
 def _records(body: bytes, count: int, base_ts: int) -> list[InRecord]:
+    """The records of a batch's (decompressed) body. Written for speed: every produced record
+    passes here, so the one-byte varints that most fields are (attributes, offset delta, key
+    and header counts) are read inline, and fields are sliced from `body` (bytes) directly."""
     out: list[InRecord] = []
-    view = memoryview(body)
+    append = out.append
+    varint = _varint
+    fields = _fields
+    size = len(body)
     pos = 0
     try:
         for expected in range(count):
-            length, pos = _varint(view, pos)
+            length = body[pos]
+            if length < 0x80:
+                length = (length >> 1) ^ -(length & 1)
+                pos += 1
+            else:
+                length, pos = varint(body, pos)
             start = pos
-            if length < 0 or start + length > len(view):
+            stop = start + length
+            if length < 0 or stop > size:
                 raise BadBatch("a record's length runs past its batch")
             pos += 1  # record attributes (unused)
-            ts_delta, pos = _varint(view, pos)
-            offset_delta, pos = _varint(view, pos)
+            ts_delta = body[pos]
+            if ts_delta < 0x80:
+                ts_delta = (ts_delta >> 1) ^ -(ts_delta & 1)
+                pos += 1
+            else:
+                ts_delta, pos = varint(body, pos)
+            offset_delta = body[pos]
+            if offset_delta < 0x80:
+                offset_delta = (offset_delta >> 1) ^ -(offset_delta & 1)
+                pos += 1
+            else:
+                offset_delta, pos = varint(body, pos)
             if offset_delta != expected:
                 raise BadBatch("record offset deltas are not 0, 1, 2, ...")
-            key, pos = _bytes(view, pos)
-            value, pos = _bytes(view, pos)
-            n_headers, pos = _varint(view, pos)
-            if n_headers < 0 or n_headers > length:
-                raise BadBatch("a record declares more headers than it can hold")
-            headers = []
-            for _ in range(n_headers):
-                name, pos = _bytes(view, pos)
-                if name is None:
-                    raise BadBatch("a record header has a null key")
-                header_value, pos = _bytes(view, pos)
-                headers.append((name, header_value))
-            if pos != start + length:
+            key, value, headers, pos = fields(body, pos, stop, length)
+            if pos != stop:
                 raise BadBatch("a record's fields do not add up to its length")
             timestamp = base_ts + ts_delta
             if not _I64_MIN <= timestamp <= _I64_MAX:
                 raise BadBatch("a record's timestamp is outside 64 bits")
-            out.append(InRecord(offset_delta, timestamp, key, value, tuple(headers)))
+            append(InRecord(offset_delta, timestamp, key, value, headers))
     except IndexError:
         raise BadBatch("a record is truncated") from None
-    if pos != len(view):
+    if pos != size:
         raise BadBatch("a record batch has bytes past its last record")
     return out
 
 
-def _varint(view: memoryview, pos: int) -> tuple[int, int]:
-    """A zigzag varint (up to 64 bits)."""
+def _fields(body: bytes, pos: int, stop: int, length: int
+            ) -> tuple[bytes | None, bytes | None, tuple[Header, ...], int]:
+    """A record's key, value and headers from `pos`; no field may run past `stop`, the
+    record's end."""
+    key, pos = _bytes(body, pos, stop)
+    value, pos = _bytes(body, pos, stop)
+    n_headers = body[pos]
+    if n_headers == 0:  # zigzag 0: no headers, the usual case
+        return key, value, (), pos + 1
+    n_headers, pos = _varint(body, pos)
+    if n_headers < 0 or n_headers > length:
+        raise BadBatch("a record declares more headers than it can hold")
+    headers = []
+    for _ in range(n_headers):
+        name, pos = _bytes(body, pos, stop)
+        if name is None:
+            raise BadBatch("a record header has a null key")
+        header_value, pos = _bytes(body, pos, stop)
+        headers.append((name, header_value))
+    return key, value, tuple(headers), pos
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """A zigzag varint (up to 64 bits) at `pos`, and the position after it."""
     shift = 0
     raw = 0
     while True:
-        byte = view[pos]
+        byte = data[pos]
         pos += 1
         raw |= (byte & 0x7F) << shift
         if not byte & 0x80:
@@ -169,13 +208,20 @@ def _varint(view: memoryview, pos: int) -> tuple[int, int]:
     return (raw >> 1) ^ -(raw & 1), pos
 
 
-def _bytes(view: memoryview, pos: int) -> tuple[bytes | None, int]:
-    n, pos = _varint(view, pos)
+def _bytes(data: bytes, pos: int, stop: int) -> tuple[bytes | None, int]:
+    """A length-prefixed field (length -1: null) that must end by `stop`."""
+    n = data[pos]
+    if n < 0x80:
+        n = (n >> 1) ^ -(n & 1)
+        pos += 1
+    else:
+        n, pos = _varint(data, pos)
     if n < 0:
         return None, pos
-    if pos + n > len(view):
+    end = pos + n
+    if end > stop:
         raise BadBatch("a record field runs past its record")
-    return bytes(view[pos:pos + n]), pos + n
+    return data[pos:end], end
 
 
 def _decompress(codec: int, data: bytes, cap: int) -> bytes:
@@ -236,52 +282,96 @@ def _snappy_block(data: bytes, cap: int) -> bytes:
 
 # --- encoding (Fetch answers) ---------------------------------------------------------------
 
-def _put_varint(out: bytearray, value: int) -> None:
+# The zigzag varints of 0 .. 8191 (a record of up to 8 KiB, every small field), looked up
+# instead of built: the encoder writes several per record.
+_SMALL_VARINTS = [bytes([raw]) if raw < 0x80 else bytes([(raw & 0x7F) | 0x80, raw >> 7])
+                  for raw in range(2 * 8192)]
+_NULL = b"\x01"  # varint -1
+
+
+def _varint_bytes(value: int) -> bytes:
     raw = (value << 1) ^ (value >> 63)
+    if raw < 16384:
+        return _SMALL_VARINTS[raw]
+    out = bytearray()
     while raw >= 0x80:
         out.append((raw & 0x7F) | 0x80)
         raw >>= 7
     out.append(raw)
+    return bytes(out)
 
 
-def _put_bytes(out: bytearray, value: bytes | None) -> None:
-    if value is None:
-        _put_varint(out, -1)
-    else:
-        _put_varint(out, len(value))
-        out += value
+class OutRecord(NamedTuple):
+    """A record to encode. A plain tuple of these five fields does as well (the Fetch
+    answer builds those: cheaper than a class per record)."""
 
-
-@dataclass(frozen=True, slots=True)
-class OutRecord:
     offset: int
     timestamp: int  # ms
     key: bytes | None
     value: bytes | None
-    headers: tuple[tuple[bytes, bytes | None], ...] = ()
+    headers: tuple[Header, ...] = ()
 
 
-def encode_batch(records: list[OutRecord]) -> bytes:
+def encode_batch(records: Sequence[tuple[int, int, bytes | None, bytes | None,
+                                         tuple[Header, ...]]]) -> bytes:
     """One uncompressed v2 batch of consecutive-or-gapped offsets (gaps are offset deltas),
-    CreateTime, no producer."""
-    base_offset = records[0].offset
-    base_ts = records[0].timestamp
-    body = bytearray()
-    for r in records:
-        rec = bytearray(b"\x00")
-        _put_varint(rec, r.timestamp - base_ts)
-        _put_varint(rec, r.offset - base_offset)
-        _put_bytes(rec, r.key)
-        _put_bytes(rec, r.value)
-        _put_varint(rec, len(r.headers))
-        for name, value in r.headers:
-            _put_bytes(rec, name)
-            _put_bytes(rec, value)
-        _put_varint(body, len(rec))
-        body += rec
-    tail = struct.pack(">hiqqqhii", 0, records[-1].offset - base_offset, base_ts,
-                       max(r.timestamp for r in records), -1, -1, -1, len(records)) + body
-    crc = crc32c.crc32c(tail)
-    head = struct.pack(">qiibI", base_offset, len(tail) + 9, 0, 2, crc)
-    return head + tail
+    CreateTime, no producer, from (offset, timestamp, key, value, headers) records. The
+    records' bytes are gathered as parts and joined once; the small varints (deltas,
+    lengths up to 8 KiB) are looked up, not built."""
+    base_offset, base_ts = records[0][0], records[0][1]
+    max_ts = base_ts
+    parts: list[bytes] = []
+    add = parts.append
+    small = _SMALL_VARINTS
+    varint = _varint_bytes
+    for offset, timestamp, key, value, headers in records:
+        max_ts = max(max_ts, timestamp)
+        delta = timestamp - base_ts
+        ts_delta = small[delta << 1] if 0 <= delta < 8192 else varint(delta)
+        delta = offset - base_offset
+        head = b"\x00" + ts_delta + (small[delta << 1] if 0 <= delta < 8192 else varint(delta))
+        size = len(head) + 1
+        if key is None:
+            key_len = _NULL
+        else:
+            size += len(key)
+            key_len = small[len(key) << 1] if len(key) < 8192 else varint(len(key))
+        if value is None:
+            value_len = _NULL
+        else:
+            size += len(value)
+            value_len = small[len(value) << 1] if len(value) < 8192 else varint(len(value))
+        size += len(key_len) + len(value_len)
+        if headers:
+            tail = _headers(headers)
+            size += len(tail) - 1
+        else:
+            tail = b"\x00"
+        add(small[size << 1] if size < 8192 else varint(size))
+        add(head)
+        add(key_len)
+        if key is not None:
+            add(key)
+        add(value_len)
+        if value is not None:
+            add(value)
+        add(tail)
+    body = b"".join(parts)
+    tail_head = _TAIL.pack(0, records[-1][0] - base_offset, base_ts, max_ts, -1, -1, -1,
+                           len(records))
+    crc = crc32c.crc32c(body, crc32c.crc32c(tail_head))
+    return b"".join((_FRONT.pack(base_offset, len(tail_head) + len(body) + 9, 0, 2, crc),
+                     tail_head, body))
 
+
+def _headers(headers: tuple[Header, ...]) -> bytes:
+    parts = [_varint_bytes(len(headers))]
+    for name, value in headers:
+        parts.append(_varint_bytes(len(name)))
+        parts.append(name)
+        if value is None:
+            parts.append(_NULL)
+        else:
+            parts.append(_varint_bytes(len(value)))
+            parts.append(value)
+    return b"".join(parts)

@@ -29,7 +29,6 @@ import base64
 import struct
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import msgspec
 import zstandard
@@ -49,9 +48,9 @@ Header = tuple[bytes, bytes | None]
 _local = threading.local()
 
 
-@dataclass(frozen=True, slots=True)
-class RecordMeta:
-    """A Kafka record's own fields, kept beside its frame."""
+class RecordMeta(msgspec.Struct, frozen=True, gc=False):
+    """A Kafka record's own fields, kept beside its frame (one per record produced or read
+    through the Kafka edge: a Struct is built in C)."""
 
     value_form: int
     timestamp_ms: int
@@ -144,38 +143,48 @@ def _decompressor() -> zstandard.ZstdDecompressor:
 def decode(body: bytes) -> list[RecordMeta | None]:
     if body[:4] != _MAGIC:
         raise SegmentError("record metadata has an unknown format")
-    view = memoryview(body)
+    fixed, u32, size = _FIXED.unpack_from, _U32.unpack_from, _FIXED.size
     try:
-        (count,) = _U32.unpack_from(view, 4)
+        (count,) = u32(body, 4)
         pos = 8
         out: list[RecordMeta | None] = []
+        add = out.append
         for _ in range(count):
-            present = view[pos]
-            pos += 1
-            if not present:
-                out.append(None)
+            if not body[pos]:
+                add(None)
+                pos += 1
                 continue
-            form, timestamp, key_len = _FIXED.unpack_from(view, pos)
-            pos += _FIXED.size
+            form, timestamp, key_len = fixed(body, pos + 1)
+            pos += 1 + size
             key = None
             if key_len >= 0:
-                key = bytes(view[pos:pos + key_len])
+                key = body[pos:pos + key_len]
+                if len(key) != key_len:
+                    raise SegmentError("record metadata is malformed: a key is truncated")
                 pos += key_len
-            (n,) = _U32.unpack_from(view, pos)
+            (n,) = u32(body, pos)
             pos += 4
-            headers: list[Header] = []
-            for _ in range(n):
-                (name_len,) = _U32.unpack_from(view, pos)
-                name = bytes(view[pos + 4:pos + 4 + name_len])
-                pos += 4 + name_len
-                (value_len,) = _I32.unpack_from(view, pos)
-                pos += 4
-                value = None
-                if value_len >= 0:
-                    value = bytes(view[pos:pos + value_len])
-                    pos += value_len
-                headers.append((name, value))
-            out.append(RecordMeta(form, timestamp, key, tuple(headers)))
+            if n:
+                headers, pos = _headers(body, pos, n)
+                add(RecordMeta(form, timestamp, key, headers))
+            else:
+                add(RecordMeta(form, timestamp, key))
     except (struct.error, IndexError) as exc:
         raise SegmentError(f"record metadata is malformed: {exc}") from exc
     return out
+
+
+def _headers(body: bytes, pos: int, n: int) -> tuple[tuple[Header, ...], int]:
+    headers: list[Header] = []
+    for _ in range(n):
+        (name_len,) = _U32.unpack_from(body, pos)
+        name = body[pos + 4:pos + 4 + name_len]
+        pos += 4 + name_len
+        (value_len,) = _I32.unpack_from(body, pos)
+        pos += 4
+        value = None
+        if value_len >= 0:
+            value = body[pos:pos + value_len]
+            pos += value_len
+        headers.append((name, value))
+    return tuple(headers), pos

@@ -161,9 +161,9 @@ def _worker(argv: list[str]) -> int:
     for name in ("messages", "batch", "partitions", "pop-batch", "chunk"):
         parser.add_argument(f"--{name}", type=int, required=True)
     args = parser.parse_args(argv)
-    from broker.worker import _tune_garbage_collector
+    from broker.collector import tune_garbage_collector
 
-    _tune_garbage_collector()  # as a web worker runs
+    tune_garbage_collector()  # as a web worker runs
     print(json.dumps(uvloop.run(_measure(args.database_url, args))))
     return 0
 

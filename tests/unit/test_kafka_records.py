@@ -165,18 +165,18 @@ def test_a_request_declaring_a_huge_array_is_refused_before_kio_reads_it() -> No
 def test_a_timestamp_beyond_64_bits_is_refused() -> None:
     """base timestamp + delta past 2^63 would fail the side-car's encoding in the write
     path, failing the flush of every message beside it: refused at decoding instead."""
-    from broker.kafka.records import _put_varint
+    from broker.kafka.records import _varint_bytes
 
     body = bytearray()
     for offset_delta, ts_delta in ((0, 0), (1, 100)):
         record = bytearray(b"\x00")
-        _put_varint(record, ts_delta)
-        _put_varint(record, offset_delta)
-        _put_varint(record, -1)  # null key
-        _put_varint(record, 1)
+        record += _varint_bytes(ts_delta)
+        record += _varint_bytes(offset_delta)
+        record += _varint_bytes(-1)  # null key
+        record += _varint_bytes(1)
         record += b"x"
-        _put_varint(record, 0)  # no headers
-        _put_varint(body, len(record))
+        record += _varint_bytes(0)  # no headers
+        body += _varint_bytes(len(record))
         body += record
     tail = struct.pack(">hiqqqhii", 0, 1, 2**63 - 10, 2**63 - 10, -1, -1, -1, 2) + body
     hostile = struct.pack(">qiibI", 0, len(tail) + 9, 0, 2, crc32c.crc32c(tail)) + tail
