@@ -1,0 +1,114 @@
+"""The ack of a whole delivery: a pop's acks committed without resolving each transactionId.
+
+The common ack acknowledges, `completed` and under the pop's lease, every message a pop of
+one partition delivered. `queen.ack` (schema/functions/40_ack.sql) would resolve each
+transactionId to its offset (a key and an index probe per item) and run its loop over the
+items, to decide what is known beforehand here: the cursor commits the span's end and the
+lease is released. So the process that answered the pop remembers, per lease, the span and
+the transactionIds it delivered (`Deliveries`); an ack request that names exactly those,
+in delivery order, is applied by `queen.ack_spans`, which checks under the cursor's lock
+what only the database knows (the lease is still the live holder's, the cursor has not
+moved since, the span is still retained) and answers what `queen.ack` would.
+
+Why a memory of the answering process rather than a digest stored with the lease: it costs
+the pop no write, and an ack that lands on another process (several web workers behind one
+port), or after the memory let the lease go, takes the general path and gets the same
+answer. A consumer acks over the connection it popped on, so its acks land on the process
+that answered the pop (docs/benchmarks/history.md measured how often).
+
+The delivered ids are kept as the stored bytes, each preceded by U+001F, and compared with
+the request's ids joined the same way: one comparison instead of one per item. A delivery
+whose ids hold U+001F, or repeat one (a queue without deduplication stores an id more than
+once: `queen.ack` then resolves both items to the first occurrence), is not remembered, so
+equal bytes mean the same ids item by item, each once.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from core.engine.ack import AckOutcome, GroupAck
+
+_SEPARATOR = "\x1f"
+# Leases remembered at most (the oldest is forgotten first): a pop of 500 keeps about 20 KB.
+CAPACITY = 512
+# What `queen.ack` answers each item of a whole delivery acknowledged: applied, lease
+# released (the commit reaches the lease's span end), no dead letter, nothing conflated.
+WHOLE = AckOutcome(True, None, lease_released=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """What one pop delivered of one partition under its lease."""
+
+    group: str
+    partition_id: int
+    partition_text: str  # as the pop answer wrote it, as the acks send it back
+    start: int
+    end: int
+    joined_txids: bytes  # each delivered transactionId as stored, preceded by U+001F
+
+
+@dataclass(frozen=True, slots=True)
+class WholeAck:
+    """An ack request that acknowledges exactly the delivery `delivery` of `lease_id`."""
+
+    lease_id: str
+    delivery: Delivery
+
+
+class Deliveries:
+    """The deliveries of the latest pops this process answered, by lease id (at most
+    CAPACITY). Only pops of one partition by the default tenant are remembered: any other
+    ack takes the general path."""
+
+    def __init__(self, capacity: int = CAPACITY) -> None:
+        self._capacity = capacity
+        self._by_lease: OrderedDict[str, Delivery] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._by_lease)
+
+    def remember(self, lease_id: str, *, group: str, partition_id: int, start: int,
+                 end: int, txids: Sequence[bytes]) -> None:
+        """Remember that `lease_id` delivered offsets [start, end] of `partition_id`, whose
+        stored transactionIds are `txids` (one per offset, in order)."""
+        joined = b"".join([b"\x1f" + t for t in txids]) if txids else b""
+        if (len(txids) != end - start + 1 or not txids
+                or joined.count(b"\x1f") != len(txids) or len(set(txids)) != len(txids)):
+            return  # not a whole span, or ids an equal join could not tell apart
+        self._by_lease[lease_id] = Delivery(group, partition_id, str(partition_id), start,
+                                            end, joined)
+        self._by_lease.move_to_end(lease_id)
+        while len(self._by_lease) > self._capacity:
+            self._by_lease.popitem(last=False)
+
+    def forget(self, lease_id: str) -> None:
+        self._by_lease.pop(lease_id, None)
+
+    def match(self, request: Sequence[GroupAck]) -> WholeAck | None:
+        """The delivery `request` acknowledges whole (every item `completed` under its
+        lease, by its group, the default tenant, its ids in delivery order), or None."""
+        if not request:
+            return None
+        lease_id = request[0].item.lease_id
+        if lease_id is None:
+            return None
+        delivery = self._by_lease.get(lease_id)
+        if delivery is None or len(request) != delivery.end - delivery.start + 1:
+            return None
+        group, partition = delivery.group, delivery.partition_text
+        for ack in request:
+            item = ack.item
+            if (item.status != "completed" or item.lease_id != lease_id
+                    or item.partition_id != partition or ack.group != group or ack.tenant):
+                return None
+        try:
+            sent = "".join([_SEPARATOR + a.item.transaction_id for a in request]).encode()
+        except UnicodeEncodeError:  # a lone surrogate: no stored id is one
+            return None
+        if sent != delivery.joined_txids:
+            return None
+        return WholeAck(lease_id, delivery)
