@@ -365,11 +365,10 @@ class Broker:
 
     def remembers(self, request: PopRequest, result: PopResult) -> bool:
         """Whether `delivered` keeps `result` (its acks may then come back whole and skip the
-        per-item resolution: core/engine/ack_spans.py): a leased pop of one partition by the
-        default tenant, on one PostgreSQL, without conflation; any other ack of it takes the
-        general path."""
+        per-item resolution: core/engine/ack_spans.py): a leased pop by the default tenant, on
+        one PostgreSQL, without conflation; any other ack of it takes the general path."""
         return (self._acks.deliveries is not None and result.lease_id is not None
-                and len(result.claims) == 1 and not request.auto_ack and not request.tenant
+                and bool(result.claims) and not request.auto_ack and not request.tenant
                 and not request.conflation and result.conflation is not True)
 
     def delivered(self, request: PopRequest, result: PopResult, txids: list[bytes]) -> None:
@@ -377,10 +376,8 @@ class Broker:
         transactionIds (one per delivered offset, in order)."""
         deliveries = self._acks.deliveries
         assert deliveries is not None and result.lease_id is not None
-        [claim] = result.claims
-        deliveries.remember(result.lease_id, group=request.group,
-                            partition_id=claim.partition_id, start=claim.start,
-                            end=claim.end, txids=txids)
+        deliveries.remember(result.lease_id, group=request.group, spans=[
+            (c.partition_id, c.start, c.end) for c in result.claims], txids=txids)
 
     async def _give_back(self, request: PopRequest, result: PopResult) -> None:
         """Release what a look abandoned by its long poll claimed after the pop answered

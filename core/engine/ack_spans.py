@@ -1,10 +1,10 @@
 """The ack of a whole delivery: a pop's acks committed without resolving each transactionId.
 
-The common ack acknowledges, `completed` and under the pop's lease, every message a pop of
-one partition delivered. `queen.ack` (schema/functions/40_ack.sql) would resolve each
+The common ack acknowledges, `completed` and under the pop's lease, every message a pop
+delivered. `queen.ack` (schema/functions/40_ack.sql) would resolve each
 transactionId to its offset (a key and an index probe per item) and run its loop over the
 items, to decide what is known beforehand here: the cursor commits the span's end and the
-lease is released. So the process that answered the pop remembers, per lease, the span and
+lease is released. So the process that answered the pop remembers, per lease, the spans and
 the transactionIds it delivered (`Deliveries`); an ack request that names exactly those,
 in delivery order, is applied by `queen.ack_spans`, which checks under the cursor's lock
 what only the database knows (the lease is still the live holder's, the cursor has not
@@ -40,15 +40,23 @@ WHOLE = AckOutcome(True, None, lease_released=True)
 
 
 @dataclass(frozen=True, slots=True)
-class Delivery:
-    """What one pop delivered of one partition under its lease."""
+class Span:
+    """The offsets [start, end] of one partition a pop delivered."""
 
-    group: str
     partition_id: int
     partition_text: str  # as the pop answer wrote it, as the acks send it back
     start: int
     end: int
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """What one pop delivered under its lease: its spans, in the answer's order."""
+
+    group: str
+    spans: tuple[Span, ...]
     joined_txids: bytes  # each delivered transactionId as stored, preceded by U+001F
+    count: int  # messages delivered
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +69,8 @@ class WholeAck:
 
 class Deliveries:
     """The deliveries of the latest pops this process answered, by lease id (at most
-    CAPACITY). Only pops of one partition by the default tenant are remembered: any other
-    ack takes the general path."""
+    CAPACITY). Only pops by the default tenant are remembered: any other ack takes the
+    general path."""
 
     def __init__(self, capacity: int = CAPACITY) -> None:
         self._capacity = capacity
@@ -71,16 +79,19 @@ class Deliveries:
     def __len__(self) -> int:
         return len(self._by_lease)
 
-    def remember(self, lease_id: str, *, group: str, partition_id: int, start: int,
-                 end: int, txids: Sequence[bytes]) -> None:
-        """Remember that `lease_id` delivered offsets [start, end] of `partition_id`, whose
-        stored transactionIds are `txids` (one per offset, in order)."""
-        joined = b"".join([b"\x1f" + t for t in txids]) if txids else b""
-        if (len(txids) != end - start + 1 or not txids
-                or joined.count(b"\x1f") != len(txids) or len(set(txids)) != len(txids)):
-            return  # not a whole span, or ids an equal join could not tell apart
-        self._by_lease[lease_id] = Delivery(group, partition_id, str(partition_id), start,
-                                            end, joined)
+    def remember(self, lease_id: str, *, group: str, spans: Sequence[tuple[int, int, int]],
+                 txids: Sequence[bytes]) -> None:
+        """Remember that `lease_id` delivered `spans` ((partition id, start, end) each, in
+        the answer's order), whose stored transactionIds are `txids` (one per offset, in
+        delivery order)."""
+        count = sum(end - start + 1 for _, start, end in spans)
+        joined = b"".join([b"\x1f" + t for t in txids])
+        if (not txids or len(txids) != count or joined.count(b"\x1f") != count
+                or len(set(txids)) != count):
+            return  # not whole spans, or ids an equal join could not tell apart
+        self._by_lease[lease_id] = Delivery(
+            group, tuple(Span(pid, str(pid), start, end) for pid, start, end in spans),
+            joined, count)
         self._by_lease.move_to_end(lease_id)
         while len(self._by_lease) > self._capacity:
             self._by_lease.popitem(last=False)
@@ -90,17 +101,24 @@ class Deliveries:
 
     def match(self, request: Sequence[GroupAck]) -> WholeAck | None:
         """The delivery `request` acknowledges whole (every item `completed` under its
-        lease, by its group, the default tenant, its ids in delivery order), or None."""
+        lease, by its group, the default tenant, its ids and partitions in delivery
+        order), or None."""
         if not request:
             return None
         lease_id = request[0].item.lease_id
         if lease_id is None:
             return None
         delivery = self._by_lease.get(lease_id)
-        if delivery is None or len(request) != delivery.end - delivery.start + 1:
+        if delivery is None or len(request) != delivery.count:
             return None
-        group, partition = delivery.group, delivery.partition_text
+        group = delivery.group
+        spans = iter(delivery.spans)
+        left, partition = 0, ""
         for ack in request:
+            if not left:
+                span = next(spans)
+                left, partition = span.end - span.start + 1, span.partition_text
+            left -= 1
             item = ack.item
             if (item.status != "completed" or item.lease_id != lease_id
                     or item.partition_id != partition or ack.group != group or ack.tenant):

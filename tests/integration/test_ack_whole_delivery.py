@@ -343,3 +343,34 @@ async def test_a_signal_among_the_acks_takes_the_general_path(
     after = await same_after(counted, here, names, None)
     # A dead letter at the head is committed past; a failure or a retry holds the cursor.
     assert after["cursor"]["committed"] == (1 if status == "dlq" else 0)
+
+
+async def test_a_whole_delivery_of_several_partitions_is_one_statement(
+        here: httpx.AsyncClient, there: httpx.AsyncClient, counted: asyncpg.Connection,
+        queue_name: str) -> None:
+    names = (queue_name + "-here", queue_name + "-there")
+    for name in names:
+        await configure(here, name, dedupWindowSeconds=3600, leaseTime=60)
+        for partition in ("p1", "p2"):
+            await push_items(here, name, [f"{partition}-{i}" for i in range(3)],
+                             partition=partition, prefix=partition)
+    bodies = [await pop_json(here, name, batch=4, partitions=2) for name in names]
+    assert bodies[0] is not None and bodies[1] is not None
+    assert len({m["partitionId"] for m in bodies[0]["messages"]}) == 2
+    answers = []
+    for client, body, expected in ((here, bodies[0], (1, 0)), (there, bodies[1], (0, 1))):
+        before = await calls(counted)
+        answers.append(await ack_batch(client, acks_of(body["messages"])))
+        await counted_calls(counted, before, expected)
+    # The twins may deliver their partitions in another order: the answers by id.
+    assert [sorted((a["transactionId"], a["success"], a["error"], a["leaseReleased"],
+                    a["dlq"]) for a in answer) for answer in answers] == [
+        sorted((m["transactionId"], True, None, True, False)
+               for m in bodies[0]["messages"])] * 2
+    for name in names:
+        rows = [await cursor_row(counted, name, partition=p) for p in ("p1", "p2")]
+        assert all(r is not None and r["worker_id"] is None for r in rows)
+        assert sum(r["committed"] + 1 for r in rows if r is not None) == 4
+        assert sum(r["total_consumed"] for r in rows if r is not None) == 4
+        rest = await pop_json(here, name, batch=10, partitions=2)
+        assert rest is not None and len(rest["messages"]) == 2

@@ -96,22 +96,24 @@ class AckFlusher:
             if whole is None:
                 return None
             matched.append(whole)
+        spans = [(m.lease_id, m.delivery.group, span) for m in matched
+                 for span in m.delivery.spans]
         async with self._db.session() as conn:
             rows = await sql.ack_spans(
-                conn, groups=[m.delivery.group for m in matched],
-                partition_ids=[m.delivery.partition_id for m in matched],
-                lease_ids=[m.lease_id for m in matched],
-                starts=[m.delivery.start for m in matched],
-                ends=[m.delivery.end for m in matched],
-                tenants=["" for _ in matched])
+                conn, groups=[group for _, group, _ in spans],
+                partition_ids=[span.partition_id for _, _, span in spans],
+                lease_ids=[lease for lease, _, _ in spans],
+                starts=[span.start for _, _, span in spans],
+                ends=[span.end for _, _, span in spans],
+                tenants=["" for _ in spans])
         if not all(row.applied for row in rows):
             return None
         wakes: Wakes = []
         for row in rows:
-            delivery = matched[row.idx - 1].delivery
             if row.wake:
                 assert row.queue_id is not None
-                wakes.append((QueueId(row.queue_id), PartitionId(delivery.partition_id)))
+                wakes.append((QueueId(row.queue_id),
+                              PartitionId(spans[row.idx - 1][2].partition_id)))
         for whole in matched:  # the leases are released: nothing more to match
             self.deliveries.forget(whole.lease_id)
         self._on_wakes(wakes)
