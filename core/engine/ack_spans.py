@@ -85,7 +85,7 @@ class Deliveries:
         the answer's order), whose stored transactionIds are `txids` (one per offset, in
         delivery order)."""
         count = sum(end - start + 1 for _, start, end in spans)
-        joined = b"".join([b"\x1f" + t for t in txids])
+        joined = b"\x1f" + b"\x1f".join(txids)
         if (not txids or len(txids) != count or joined.count(b"\x1f") != count
                 or len(set(txids)) != count):
             return  # not whole spans, or ids an equal join could not tell apart
