@@ -32,8 +32,10 @@ from dataclasses import dataclass
 from core.engine.ack import AckOutcome, GroupAck
 
 _SEPARATOR = "\x1f"
-# Leases remembered at most (the oldest is forgotten first): a pop of 500 keeps about 20 KB.
+# Leases remembered at most, and the bytes of their ids (the oldest is forgotten first): a
+# pop of 500 keeps about 20 KB; the bytes bound larger pops.
 CAPACITY = 512
+CAPACITY_BYTES = 32 << 20
 # What `queen.ack` answers each item of a whole delivery acknowledged: applied, lease
 # released (the commit reaches the lease's span end), no dead letter, nothing conflated.
 WHOLE = AckOutcome(True, None, lease_released=True)
@@ -72,8 +74,10 @@ class Deliveries:
     CAPACITY). Only pops by the default tenant are remembered: any other ack takes the
     general path."""
 
-    def __init__(self, capacity: int = CAPACITY) -> None:
+    def __init__(self, capacity: int = CAPACITY, capacity_bytes: int = CAPACITY_BYTES) -> None:
         self._capacity = capacity
+        self._capacity_bytes = capacity_bytes
+        self._bytes = 0  # of the remembered deliveries' ids
         self._by_lease: OrderedDict[str, Delivery] = OrderedDict()
 
     def __len__(self) -> int:
@@ -89,15 +93,19 @@ class Deliveries:
         if (not txids or len(txids) != count or joined.count(b"\x1f") != count
                 or len(set(txids)) != count):
             return  # not whole spans, or ids an equal join could not tell apart
+        self.forget(lease_id)
         self._by_lease[lease_id] = Delivery(
             group, tuple(Span(pid, str(pid), start, end) for pid, start, end in spans),
             joined, count)
-        self._by_lease.move_to_end(lease_id)
-        while len(self._by_lease) > self._capacity:
-            self._by_lease.popitem(last=False)
+        self._bytes += len(joined)
+        while len(self._by_lease) > self._capacity or self._bytes > self._capacity_bytes:
+            _, oldest = self._by_lease.popitem(last=False)
+            self._bytes -= len(oldest.joined_txids)
 
     def forget(self, lease_id: str) -> None:
-        self._by_lease.pop(lease_id, None)
+        gone = self._by_lease.pop(lease_id, None)
+        if gone is not None:
+            self._bytes -= len(gone.joined_txids)
 
     def match(self, request: Sequence[GroupAck]) -> WholeAck | None:
         """The delivery `request` acknowledges whole (every item `completed` under its

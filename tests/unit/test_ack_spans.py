@@ -68,3 +68,16 @@ def test_the_oldest_lease_is_forgotten_first_and_a_forgotten_one_matches_nothing
     assert deliveries.match(acks(lease="M")) is not None
     deliveries.forget("M")
     assert deliveries.match(acks(lease="M")) is None
+
+
+def test_the_ids_bytes_bound_what_is_remembered() -> None:
+    one = len(b"".join(b"\x1f" + i.encode() for i in IDS))  # one delivery's joined ids
+    deliveries = Deliveries(capacity=8, capacity_bytes=2 * one)
+    for lease in ("L", "M", "N"):
+        deliveries.remember(lease, group="g", spans=SPANS, txids=[i.encode() for i in IDS])
+    assert len(deliveries) == 2 and deliveries.match(acks()) is None
+    deliveries.forget("M")
+    deliveries.forget("N")
+    deliveries.remember("L", group="g", spans=SPANS, txids=[i.encode() for i in IDS])
+    deliveries.remember("M", group="g", spans=SPANS, txids=[i.encode() for i in IDS])
+    assert len(deliveries) == 2 and deliveries.match(acks()) is not None
