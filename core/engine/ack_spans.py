@@ -13,8 +13,9 @@ moved since, the span is still retained) and answers what `queen.ack` would.
 Why a memory of the answering process rather than a digest stored with the lease: it costs
 the pop no write, and an ack that lands on another process (several web workers behind one
 port), or after the memory let the lease go, takes the general path and gets the same
-answer. A consumer acks over the connection it popped on, so its acks land on the process
-that answered the pop (docs/benchmarks/history.md measured how often).
+answer. In the cost cell's runs (two web workers) every ack landed on the process that
+answered its pop, with the load tool's consumer and with the official client's `consume()`
+(docs/benchmarks/history.md, "The ack of a whole delivery").
 
 The delivered ids are kept as the stored bytes, each preceded by U+001F, and compared with
 the request's ids joined the same way: one comparison instead of one per item. A delivery
