@@ -376,3 +376,29 @@ async def test_a_whole_delivery_of_several_partitions_is_one_statement(
         assert sum(r["total_consumed"] for r in rows if r is not None) == 4
         rest = await pop_json(here, name, batch=10, partitions=2)
         assert rest is not None and len(rest["messages"]) == 2
+
+
+async def test_a_whole_ack_wakes_a_long_poll_parked_on_another_process(
+        here: httpx.AsyncClient, there: httpx.AsyncClient, counted: asyncpg.Connection,
+        queue_name: str) -> None:
+    """The rest of the partition waits behind the lease; once the whole delivery is acked,
+    a pop parked on the other process hears it (the wake-up queen.ack would answer) and
+    takes the rest, long before its timeout."""
+    await configure(here, queue_name, dedupWindowSeconds=3600, leaseTime=60)
+    await push_items(here, queue_name, list(range(6)))
+    body = await pop_json(here, queue_name, batch=4)
+    assert body is not None
+    parked = asyncio.create_task(there.get(f"/api/v1/pop/queue/{queue_name}", params={
+        "batch": "10", "wait": "true", "timeout": "20000"}))
+    await asyncio.sleep(1.0)  # parked by now (the partition is leased for a minute)
+    assert not parked.done()
+    before = await calls(counted)
+    loop = asyncio.get_running_loop()
+    acked_at = loop.time()
+    answers = await ack_batch(here, acks_of(body["messages"]))
+    assert all(a["success"] and a["leaseReleased"] for a in answers)
+    r = await asyncio.wait_for(parked, 30)
+    assert r.status_code == 200, r.text
+    assert [m["data"] for m in r.json()["messages"]] == [4, 5]
+    assert loop.time() - acked_at < 10  # woken, not timed out
+    await counted_calls(counted, before, (1, 0))
