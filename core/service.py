@@ -56,7 +56,7 @@ from core.admin.traces import Traces
 from core.counters import COUNTERS
 from core.embedded import database_dsn
 from core.engine import ack as acks
-from core.engine import conflation, encryption, give_back, transactions
+from core.engine import ack_spans, conflation, encryption, give_back, transactions
 from core.engine import fetch as offset_reads
 from core.engine.autopilot import AutopilotState, Echo, Pilot, PilotLane
 from core.engine.batching.acks import AckFlusher, ExtendFlusher
@@ -147,7 +147,10 @@ class Broker:
         hub.on_marks = self.reader.marked
         hub.on_claimed = self.ready.claimed_elsewhere
         # Acks and lease extensions of concurrent requests: one statement per flush.
-        self._acks = AckFlusher(log, hub.announce)
+        # A pop's acks that come back whole skip the per-item resolution on one PostgreSQL
+        # (core/engine/ack_spans.py): the deliveries this process answered, by lease.
+        self._acks = AckFlusher(log, hub.announce, deliveries=(
+            None if log.shards.distributed else ack_spans.Deliveries()))
         self._extends = ExtendFlusher(log)
         # Tenants' quotas (core/tenancy), read every QUEEN_TENANT_REFRESH_MS; a heartbeat
         # younger than the metrics' liveness window counts a process among those sharing
@@ -359,6 +362,22 @@ class Broker:
             COUNTERS.add("delivered", claim.count, claim.partition_id)
         COUNTERS.add("pop_messages", result.count)
         return result
+
+    def remembers(self, request: PopRequest, result: PopResult) -> bool:
+        """Whether `delivered` keeps `result` (its acks may then come back whole and skip the
+        per-item resolution: core/engine/ack_spans.py): a leased pop by the default tenant, on
+        one PostgreSQL, without conflation; any other ack of it takes the general path."""
+        return (self._acks.deliveries is not None and result.lease_id is not None
+                and bool(result.claims) and not request.auto_ack and not request.tenant
+                and not request.conflation and result.conflation is not True)
+
+    def delivered(self, request: PopRequest, result: PopResult, txids: list[bytes]) -> None:
+        """`result`, which `remembers` accepted, was answered with these stored
+        transactionIds (one per delivered offset, in order)."""
+        deliveries = self._acks.deliveries
+        assert deliveries is not None and result.lease_id is not None
+        deliveries.remember(result.lease_id, group=request.group, spans=[
+            (c.partition_id, c.start, c.end) for c in result.claims], txids=txids)
 
     async def _give_back(self, request: PopRequest, result: PopResult) -> None:
         """Release what a look abandoned by its long poll claimed after the pop answered

@@ -54,9 +54,12 @@ QUEEN_US = {"broker": round(10.6 / 600_000 * 1e6, 1), "postgres": round(3.4 / 60
 QUEEN_US["server"] = round(QUEEN_US["broker"] + QUEEN_US["postgres"], 1)
 CONSUMERS = ("raw", "official")
 # The broker's statements by what they do, recognised by the function they call (the rest:
-# notifications, counters, sweeps, and the few reads of this tool).
+# notifications, counters, sweeps, and the few reads of this tool). `ack_whole`: the acks of
+# whole deliveries (queen.ack_spans, core/engine/ack_spans.py), apart from the general
+# path's so that a run says how many acks took each; the acks' cost is the two summed.
 _KINDS = (("push", "queen.append_partitions("), ("push", "queen.append("),
-          ("pop", "queen.pop_ready("), ("ack", "queen.ack("), ("notify", "pg_notify("))
+          ("pop", "queen.pop_ready("), ("ack_whole", "queen.ack_spans("),
+          ("ack", "queen.ack("), ("notify", "pg_notify("))
 
 
 def statement_kind(query: str) -> str:

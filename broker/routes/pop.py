@@ -17,6 +17,7 @@ from broker.wire.pop import Autopilot, PopAnswer, PopQuery, QueuePartitionPath
 from broker.wire.pop_json import SplicedPopAnswer, messages_array, spliced
 from core import tracing
 from core.errors import BadRequest
+from core.service import Broker
 from core.types import (
     QUEUE_MODE,
     Pilot,
@@ -78,7 +79,7 @@ async def _serve_pop(request: Request, query: PopQuery,
         served.echo.partitions, served.echo.batch, served.echo.wait_ms)
     if query.frames and result.claims and not (conflating or query.conflation):
         return _framed_answer(pop_request, result, echo)
-    answer = _answer(pop_request, result, echo)
+    answer = _answer(pop_request, result, echo, broker)
     if conflating:
         answer.conflation = True
     elif query.conflation:
@@ -88,8 +89,8 @@ async def _serve_pop(request: Request, query: PopQuery,
     return json_response(answer)
 
 
-def _answer(pop_request: PopRequest, result: PopResult,
-            echo: Autopilot | None) -> SplicedPopAnswer:
+def _answer(pop_request: PopRequest, result: PopResult, echo: Autopilot | None,
+            broker: Broker) -> SplicedPopAnswer:
     lease = result.lease_id or ""
     group = pop_request.group
     if result.claims:
@@ -104,8 +105,14 @@ def _answer(pop_request: PopRequest, result: PopResult,
                            partitionsClaimed=0)
     if echo is not None:
         answer.autopilot = echo
-    # The messages' JSON is spliced from their stored frames (broker/wire/pop_json.py).
-    return spliced(answer, messages_array(result, lease_id=lease, group=group))
+    # The messages' JSON is spliced from their stored frames (broker/wire/pop_json.py); a
+    # delivery whose acks may come back whole is remembered with the ids it delivered
+    # (core/engine/ack_spans.py).
+    txids: list[bytes] | None = [] if broker.remembers(pop_request, result) else None
+    messages = messages_array(result, lease_id=lease, group=group, txids=txids)
+    if txids is not None:
+        broker.delivered(pop_request, result, txids)
+    return spliced(answer, messages)
 
 
 def _framed_answer(pop_request: PopRequest, result: PopResult,

@@ -28,8 +28,10 @@ _NEEDS_ESCAPE = re.compile(rb'[\x00-\x1f"\\]')
 _encode = msgspec.json.encode
 
 
-def messages_array(result: PopResult, *, lease_id: str, group: str) -> bytes:
-    """The `messages` array of the JSON answer to `result`'s delivery."""
+def messages_array(result: PopResult, *, lease_id: str, group: str,
+                   txids: list[bytes] | None = None) -> bytes:
+    """The `messages` array of the JSON answer to `result`'s delivery; `txids`, when given,
+    receives each delivered message's stored transactionId, in delivery order."""
     out: list[bytes] = []
     add = out.append
     hexlify, escapes = binascii.hexlify, _NEEDS_ESCAPE.search
@@ -41,6 +43,8 @@ def messages_array(result: PopResult, *, lease_id: str, group: str) -> bytes:
                   + str(claim.partition_id).encode() + b'","partition":'
                   + _encode(str(claim.partition)) + lease_and_group)
         for mid, trace, txid, sub, payload in segments.iter_frame_parts(raw, first, last):
+            if txids is not None:
+                txids.append(txid)
             h = hexlify(mid)
             # One formatting per message: a message costs one piece of the join, not twelve;
             # the transactionId is checked inline as `_string` checks it (most need no

@@ -203,6 +203,30 @@ async def ack(conn: Conn, *, route: int | None, items: AckInputs,
         scan_missing=scan_missing, tenants=texts[3])
 
 
+@dataclass(frozen=True, slots=True)
+class AckSpanRow:
+    """A span of `ack_spans`: applied (all were, or none), its partition's queue, and
+    whether offsets past it are claimable now (a wake-up, as `ack` answers one)."""
+
+    idx: int  # 1-based position of the span
+    applied: bool
+    queue_id: int | None
+    wake: bool
+
+
+_ACK_SPANS = Statement("ack_spans", AckSpanRow)
+
+
+async def ack_spans(conn: Conn, *, groups: Sequence[str], partition_ids: Sequence[int],
+                    lease_ids: Sequence[str], starts: Sequence[int], ends: Sequence[int],
+                    tenants: Sequence[str]) -> list[AckSpanRow]:
+    """Commit whole deliveries, each the offsets [start, end] of a partition its lease
+    holds (schema/functions/40_ack.sql: queen.ack_spans); on one PostgreSQL only."""
+    return await _ACK_SPANS.rows(conn, groups=list(groups), partition_ids=list(partition_ids),
+                                 lease_ids=list(lease_ids), starts=list(starts),
+                                 ends=list(ends), tenants=list(tenants))
+
+
 _SPAN_SEGMENTS = Statement("span_segments", PlacedSegmentRow)
 
 

@@ -448,3 +448,106 @@ BEGIN
     SELECT NULL, 'wake', NULL, NULL, NULL, w.qid, w.pid, NULL, NULL, NULL
       FROM unnest(w_qid, w_pid) AS w(qid, pid);
 END $$;
+
+-- The ack of whole deliveries (core/engine/ack_spans.py): each span is what one pop's lease
+-- delivered of one partition, every message acknowledged `completed` under that lease, in
+-- a call where the process that answered the pop matched the items against the
+-- transactionIds it delivered (in delivery order, each once). What queen.ack would decide
+-- for such items is then known without resolving them: every delivered id's earliest
+-- occurrence above the cursor is its delivered offset (the span starts at the cursor's next
+-- offset and holds each id once), so the cursor commits the span's end and the lease is
+-- released. What the process cannot know is checked here, under the cursors' locks: the
+-- lease is still the live holder's, the cursor has not moved since the pop (committed just
+-- below the span, the lease's span ending where this one does), the span is still retained
+-- (log_start), the queue is the caller's tenant's and the group does not conflate. If any
+-- span fails a check, nothing is written and every span answers `applied` false: the caller
+-- then sends the same items through queen.ack, so a call is applied by one statement or the
+-- other, never partly by each. Not used on Citus (queen.ack's routes).
+--   p_groups, p_partition_ids, p_lease_ids, p_starts, p_ends, p_tenants   one entry per span
+-- Rows: one per span (idx, 1-based; applied; the partition's queue and whether a span past
+-- the committed one is claimable now, for the wake-up queen.ack would answer).
+CREATE OR REPLACE FUNCTION queen.ack_spans(
+    p_groups text[], p_partition_ids bigint[], p_lease_ids text[], p_starts bigint[],
+    p_ends bigint[], p_tenants text[])
+RETURNS TABLE (idx integer, applied boolean, queue_id bigint, wake boolean)
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
+AS $$
+DECLARE
+    v_grp      text;
+    v_pid      bigint;
+    v_lease    text;
+    v_start    bigint;
+    v_end      bigint;
+    v_tenant   text;
+    v_ok       boolean := true;
+    kc         record;
+    kp         record;
+    -- per span, in idx order: its queue and whether something past it is claimable
+    a_qid      bigint[] := array_fill(NULL::bigint, ARRAY[cardinality(p_groups)]);
+    a_wake     boolean[] := array_fill(false, ARRAY[cardinality(p_groups)]);
+    r          record;
+BEGIN
+    -- Check every span under its cursor's lock, in queen.ack's lock order (group, partition),
+    -- so that concurrent acks of either kind cannot deadlock.
+    FOR r IN SELECT u.g, u.p, u.l, u.s, u.e, u.t, u.ord::integer AS item
+               FROM unnest(p_groups, p_partition_ids, p_lease_ids, p_starts, p_ends, p_tenants)
+                    WITH ORDINALITY AS u(g, p, l, s, e, t, ord)
+              ORDER BY u.g, u.p LOOP
+        v_grp := r.g;
+        v_pid := r.p;
+        v_lease := r.l;
+        v_start := r.s;
+        v_end := r.e;
+        v_tenant := r.t;
+        SELECT c.committed, c.batch_end, c.worker_id, c.lease_expires_at INTO kc
+          FROM queen.log_consumers c
+         WHERE c.consumer_group = v_grp AND c.partition_id = v_pid
+           FOR UPDATE;
+        IF NOT FOUND OR kc.worker_id IS DISTINCT FROM v_lease
+           OR NOT coalesce(kc.lease_expires_at > now(), false)
+           OR kc.committed IS DISTINCT FROM v_start - 1
+           OR kc.batch_end IS DISTINCT FROM v_end THEN
+            v_ok := false;
+            EXIT;
+        END IF;
+        SELECT p.queue_id, p.last_offset, p.log_start INTO kp
+          FROM queen.log_partitions p WHERE p.id = v_pid;
+        IF NOT FOUND OR kp.log_start > v_start OR kp.last_offset < v_end
+           OR NOT EXISTS (
+                SELECT 1 FROM queen.queues q
+                  LEFT JOIN queen.consumer_subscriptions sub
+                    ON sub.queue_id = q.id AND sub.consumer_group = v_grp
+                 WHERE q.id = kp.queue_id AND q.tenant = v_tenant
+                   AND NOT coalesce(sub.conflation, false)) THEN
+            v_ok := false;
+            EXIT;
+        END IF;
+        a_qid[r.item] := kp.queue_id;
+        a_wake[r.item] := v_end < kp.last_offset;
+    END LOOP;
+
+    IF v_ok THEN
+        -- As queen.ack writes a completed commit that ends the lease's span.
+        FOR i IN 1 .. cardinality(p_groups) LOOP
+            v_grp := p_groups[i];
+            v_pid := p_partition_ids[i];
+            v_start := p_starts[i];
+            v_end := p_ends[i];
+            UPDATE queen.log_consumers c
+               SET committed = v_end,
+                   retry_count = 0,
+                   batch_end = NULL,
+                   worker_id = NULL,
+                   lease_expires_at = NULL,
+                   total_consumed = c.total_consumed + (v_end - v_start + 1),
+                   last_consumed_at = now(),
+                   not_before = NULL
+             WHERE c.partition_id = v_pid AND c.consumer_group = v_grp;
+        END LOOP;
+    END IF;
+
+    RETURN QUERY
+    SELECT s.i::integer, v_ok, CASE WHEN v_ok THEN a_qid[s.i] END, v_ok AND a_wake[s.i]
+      FROM generate_series(1, cardinality(p_groups)) AS s(i);
+END $$;

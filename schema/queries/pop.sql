@@ -54,6 +54,14 @@ SELECT idx, outcome, error, lease_released, dlq, queue_id, partition_id, scan_fr
                  :errors::text[], :offsets::bigint[], :scan_missing,
                  (string_to_array(:tenants::text, E'\x1f'))[2:]);
 
+-- name: ack_spans
+-- Commit whole deliveries, one per span (functions/40_ack.sql, queen.ack_spans): the group,
+-- partition, lease and offsets [start, end] a pop delivered, and the caller's tenant; all of
+-- them or none (`applied` false: nothing written, the caller sends the items to `ack`).
+SELECT idx, applied, queue_id, wake
+  FROM queen.ack_spans(:groups::text[], :partition_ids::bigint[], :lease_ids::text[],
+                       :starts::bigint[], :ends::bigint[], :tenants::text[]);
+
 -- name: span_segments
 -- Segments overlapping offsets [lo, hi] of a partition, in offset order (the search for an
 -- address the index no longer has), with the names of their queue and partition (what a

@@ -21,6 +21,7 @@ def test_statements_are_told_apart_by_the_function_they_call() -> None:
         "SELECT ... FROM queen.append_partitions((SELECT $1::bigint), $2::text[])") == "push"
     assert cost.statement_kind("SELECT verdict FROM queen.pop_ready($1)") == "pop"
     assert cost.statement_kind("SELECT idx FROM queen.ack($1, $2)") == "ack"
+    assert cost.statement_kind("SELECT idx FROM queen.ack_spans($1, $2)") == "ack_whole"
     assert cost.statement_kind("SELECT pg_notify(c, p) FROM unnest($1)") == "notify"
     assert cost.statement_kind("SELECT 1") == "other"
 

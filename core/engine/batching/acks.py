@@ -14,6 +14,12 @@ partitions delivered spans their shards, and pays that commit in two phases (the
 pops of one partition do not). Extensions go to the shard their lease id names; one that finds nothing
 there (a lease minted before, or elsewhere) searches every shard.
 Transactions (§4.7) are not batched: they carry pushes and a lease check of their own.
+
+A flush whose every request acknowledges a whole delivery this process answered
+(core/engine/ack_spans.py) is applied by `queen.ack_spans` instead, on one PostgreSQL; when
+that statement finds a span it cannot apply (it then writes nothing), or any request is
+not such an ack, the flush takes the general path whole, so each flush is still applied by
+one statement that writes.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from collections.abc import Callable, Hashable, Sequence
 from datetime import datetime
 
 from core.engine import ack as acks
+from core.engine import ack_spans
 from core.engine.batching.batcher import KeyedBatcher
 from core.ids import PartitionId, QueueId
 from core.storage import reads as sql
@@ -37,9 +44,12 @@ class AckFlusher:
     claimable again."""
 
     def __init__(self, db: Database, on_wakes: Callable[[Wakes], None], *,
-                 max_concurrent: int = 2) -> None:
+                 max_concurrent: int = 2,
+                 deliveries: ack_spans.Deliveries | None = None) -> None:
         self._db = db
         self._on_wakes = on_wakes
+        # What this process's pops delivered (None: every ack takes the general path).
+        self.deliveries = deliveries
         self.batcher: KeyedBatcher[AckRequest, acks.AppliedAcks] = KeyedBatcher(
             self._flush, _ack_keys, len, max_concurrent=max_concurrent)
 
@@ -52,6 +62,10 @@ class AckFlusher:
     async def _flush(self, requests: list[AckRequest]) -> list[acks.AppliedAcks]:
         shards = self._db.shards
         if not shards.distributed:
+            if self.deliveries is not None:
+                whole = await self._apply_whole(requests)
+                if whole is not None:
+                    return whole
             return await self._apply(requests, None)
         calls: dict[int, list[int]] = {}  # route (negative: none) -> positions of requests
         for at, request in enumerate(requests):
@@ -70,6 +84,40 @@ class AckFlusher:
 
         await asyncio.gather(*(call(k, v) for k, v in calls.items()))
         return [r if r is not None else acks.AppliedAcks([]) for r in out]
+
+    async def _apply_whole(self, requests: list[AckRequest]
+                           ) -> list[acks.AppliedAcks] | None:
+        """The flush by `queen.ack_spans` when every request acknowledges a whole delivery
+        and the statement applies them all; None: it wrote nothing."""
+        assert self.deliveries is not None
+        matched: list[ack_spans.WholeAck] = []
+        for request in requests:
+            whole = self.deliveries.match(request)
+            if whole is None:
+                return None
+            matched.append(whole)
+        spans = [(m.lease_id, m.delivery.group, span) for m in matched
+                 for span in m.delivery.spans]
+        async with self._db.session() as conn:
+            rows = await sql.ack_spans(
+                conn, groups=[group for _, group, _ in spans],
+                partition_ids=[span.partition_id for _, _, span in spans],
+                lease_ids=[lease for lease, _, _ in spans],
+                starts=[span.start for _, _, span in spans],
+                ends=[span.end for _, _, span in spans],
+                tenants=["" for _ in spans])
+        if not all(row.applied for row in rows):
+            return None
+        wakes: Wakes = []
+        for row in rows:
+            if row.wake:
+                assert row.queue_id is not None
+                wakes.append((QueueId(row.queue_id),
+                              PartitionId(spans[row.idx - 1][2].partition_id)))
+        for whole in matched:  # the leases are released: nothing more to match
+            self.deliveries.forget(whole.lease_id)
+        self._on_wakes(wakes)
+        return [acks.AppliedAcks([ack_spans.WHOLE] * len(request)) for request in requests]
 
     async def _apply(self, requests: list[AckRequest], route: int | None
                      ) -> list[acks.AppliedAcks]:
