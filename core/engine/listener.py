@@ -20,9 +20,12 @@ every `POP_WAIT_MAX_INTERVAL_MS`; a look at nothing ready costs no statement).
 
 Local commits wake local waiters at once and are announced to the other processes by NOTIFY;
 announcements that arrive while one NOTIFY is in flight are merged (with their counts) into
-the next. This process's own notifications are ignored when they come back. Missed
-notifications (e.g. while the LISTEN connection reconnects) are made up by the ready set's
-reseed: a lane seeded under an earlier LISTEN session is not trusted (`session`).
+the next. A NOTIFY costs the database about the same whatever it carries (a transaction, and
+a signal to every listening session), so what nobody waits for does not go alone at once:
+pops' claims (hearsay, `announce_claimed`) ride with the next wake-up, or go by themselves
+after `_CLAIMS_GATHER_SECONDS`. This process's own notifications are ignored when they come
+back. Missed notifications (e.g. while the LISTEN connection reconnects) are made up by the
+ready set's reseed: a lane seeded under an earlier LISTEN session is not trusted (`session`).
 
 Two promises make a 204 mean "nothing deliverable when the pop arrived" across processes
 (core/engine/ready/reader.py): a state change is answered only once its announcement is
@@ -66,6 +69,10 @@ log = logging.getLogger(__name__)
 _RECONNECT_DELAY = 1.0
 _PROBE_SECONDS = 3.0
 _ANNOUNCE_GATHER_SECONDS = 0.005
+# Claims with no wake-up to ride with wait this long for one before they go alone: the others
+# may spend a claim finding one of those partitions taken meanwhile (nothing worse: a pop
+# checks hearsay before it answers nothing), against a NOTIFY per claim otherwise.
+_CLAIMS_GATHER_SECONDS = 0.02
 # A state change waits this long at most for its announcement (the notifier retries on a new
 # connection meanwhile); past it, it is answered anyway: its commit stands.
 _PUBLISH_WAIT_SECONDS = 2.0
@@ -111,6 +118,7 @@ class WakeupHub:
         # Per queue, spans to be announced that this process's pops were woken for, per group.
         self._served: defaultdict[int, Counter[str]] = defaultdict(Counter)
         self._announce_ready = asyncio.Event()
+        self._wake_announced = asyncio.Event()  # ends a claims-only batch's wait for company
         self._stopping = asyncio.Event()
         self._notifier_pid: int | None = None
         self._channels: dict[str, Callable[[str | None], None]] = {}
@@ -131,8 +139,9 @@ class WakeupHub:
         # earliest of their leases ends (time.monotonic()).
         self._claimed: defaultdict[tuple[int, str], dict[int, None]] = defaultdict(dict)
         self._claimed_until: dict[tuple[int, str], float] = {}
-        # Publication: announcements made here, in order, and how many of them are committed
-        # as NOTIFY; state changes awaiting theirs (`published`).
+        # Publication: wake-up announcements made here, in order, and how many of them are
+        # committed as NOTIFY; state changes awaiting theirs (`published`). Claims are not
+        # counted: nothing waits for them.
         self._announced = 0
         self._published = 0
         # Announcements up to this one met a database the notifier could not connect to:
@@ -142,6 +151,7 @@ class WakeupHub:
         self._publish_waiting = 0
         self._publish_wanted = asyncio.Event()  # cuts the notifier's gather short
         self._notifier_done = False  # announce_forever has returned: nothing more is sent
+        self.notify_statements = 0  # NOTIFY statements committed (tests and figures count)
         # Barriers (`heard_through`): the LISTEN connection while it is up (one statement at
         # a time on it), the round in flight.
         self._listen_conn: asyncpg.Connection | None = None
@@ -173,6 +183,7 @@ class WakeupHub:
         """Make `listen_forever` and `announce_forever` return (after a last announcement)."""
         self._stopping.set()
         self._announce_ready.set()
+        self._wake_announced.set()
 
     @contextlib.contextmanager
     def parked(self, queue_ids: Iterable[int] | None, group: str,
@@ -245,8 +256,11 @@ class WakeupHub:
 
     def announce(self, wakes: Iterable[Wake]) -> None:
         """Spans became deliverable (one per (queue, partition or None) listed), after their
-        commit: wake local waiters now, other processes by NOTIFY."""
+        commit: wake local waiters now, other processes by NOTIFY. Nothing listed: nothing
+        to publish (a caller's `published` still waits for the wake-ups announced before)."""
+        named = False
         for queue_id, partition_id in wakes:
+            named = True
             woken = self.wake(queue_id, 1, [] if partition_id is None else [partition_id])
             if woken:
                 served = self._served[queue_id]
@@ -257,14 +271,18 @@ class WakeupHub:
                 self._unnamed[queue_id] += 1  # the others' ready sets reseed that queue
             else:
                 hints[partition_id] = None
+        if not named:
+            return
         self._announced += 1
         self._announce_ready.set()
+        self._wake_announced.set()
 
     def announce_claimed(self, queue_id: int, group: str, partitions: Iterable[int],
                          lease_s: float | None = None) -> None:
         """This process's pops claimed these partitions for `group`, leased for `lease_s`
         seconds (None: unknown): tell the others, in the next announcement
-        (`CLAIMED_CHANNEL`), before any wake-up announced after it."""
+        (`CLAIMED_CHANNEL`), before any wake-up announced after it. Nothing waits for it to
+        be published: it goes with the next wake-up, or alone after `_CLAIMS_GATHER_SECONDS`."""
         key = (queue_id, _token(group))
         claimed = self._claimed[key]
         for p in partitions:
@@ -273,7 +291,6 @@ class WakeupHub:
         if lease_s is not None:
             until = time.monotonic() + lease_s
             self._claimed_until[key] = min(self._claimed_until.get(key, until), until)
-        self._announced += 1
         self._announce_ready.set()
 
     async def publish(self, wakes: Iterable[Wake]) -> None:
@@ -282,7 +299,7 @@ class WakeupHub:
         await self.published()
 
     async def published(self) -> None:
-        """Wait until everything announced so far is committed as NOTIFY, so that another
+        """Wait until every wake-up announced so far is committed as NOTIFY, so that another
         process hears of it before any pop this process's answer leads to: a state change
         awaits this before it is answered. At most `_PUBLISH_WAIT_SECONDS` (the database is
         away: the commit stands and is answered; the others reseed their lanes at the
@@ -439,6 +456,11 @@ class WakeupHub:
                     if self._stopping.is_set():
                         return
                     continue
+                if not self._hints and not self._unnamed and not self._stopping.is_set():
+                    # Claims alone: let them ride with a wake-up announced soon, if any.
+                    self._wake_announced.clear()
+                    await wait_event(self._wake_announced, _CLAIMS_GATHER_SECONDS)
+                    self._announce_ready.clear()
                 upto = self._announced
                 batch = self._take_batch()
                 connecting = conn is None or conn.is_closed()
@@ -450,6 +472,7 @@ class WakeupHub:
                     assert conn is not None
                     channels, payloads = batch.notifications()
                     await notify.notify_each(conn, channels=channels, payloads=payloads)
+                    self.notify_statements += 1
                 except asyncio.CancelledError:
                     raise
                 except (*DRIVER_ERRORS, ServiceError) as exc:

@@ -1,0 +1,172 @@
+"""Wake-up announcements cost few NOTIFY statements and lose no wake-up (core/engine/listener.py).
+
+Every NOTIFY is a transaction on the database (on Citus, the coordinator) and a signal to every
+listening session, whatever it carries. So what gathers while one is in flight goes out as the
+next, and a pop's claim (hearsay nobody waits for) rides with the next wake-up instead of
+costing a NOTIFY of its own.
+
+Two in-process brokers over one database stand for two web workers, each with its own LISTEN
+and NOTIFY connections. B's parked pops look by themselves only every 5 s, so a pop answered
+sooner was woken by A's notification.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import psutil
+import pytest
+
+from core.engine import listener
+from core.engine.ack import AckItem, GroupAck
+from core.engine.pop import PopRequest, PopResult
+from core.engine.push import PushItem
+from core.engine.wakeup import CHANNEL, CLAIMED_CHANNEL, decode_payload
+from core.engine.writes import NewMessage
+from core.service import Broker
+from core.settings import Settings
+from tests.support import wait_for
+
+# Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
+pytestmark = pytest.mark.citus
+
+LOOK_S = 5.0  # how often a parked pop looks by itself
+SETTINGS = Settings(db_pool_size=4, pop_wait_initial_interval_ms=int(LOOK_S * 1000),
+                    pop_wait_max_interval_ms=int(LOOK_S * 1000), metrics_flush_ms=600_000)
+
+
+@pytest.fixture
+async def pair(database_url: str) -> AsyncIterator[tuple[Broker, Broker]]:
+    async with Broker.open(SETTINGS, dsn=database_url, migrate=False) as a, \
+            Broker.open(SETTINGS, dsn=database_url, migrate=False) as b:
+        async def listening() -> bool:
+            return a._hub.listening and b._hub.listening
+        await wait_for(listening)
+        yield a, b
+
+
+async def _push(broker: Broker, queue: str, partitions: list[str]) -> None:
+    outcomes = await broker.push([PushItem(queue, p, NewMessage(uuid.uuid4(), uuid.uuid4().hex,
+                                                                b"{}")) for p in partitions])
+    assert [o.verdict.status for o in outcomes if o.verdict] == ["queued"] * len(partitions)
+
+
+async def _parked(broker: Broker, request: PopRequest) -> asyncio.Task[PopResult]:
+    parked = broker._hub.parked_count
+    task = asyncio.create_task(broker.pop(request, wait=True, timeout_ms=20_000))
+
+    async def settled() -> bool:  # parked after its first (empty) look
+        return broker._hub.parked_count > parked
+    await wait_for(settled)
+    return task
+
+
+async def test_a_burst_of_pushes_costs_fewer_notifies_than_pushes_and_wakes_every_pop_elsewhere(
+        pair: tuple[Broker, Broker], queue_name: str, db: asyncpg.Connection) -> None:
+    """40 concurrent pushes on A, one partition each: B's 6 parked pops are all answered by
+    A's notifications, and A sent fewer NOTIFY statements than pushes (counted by A and by a
+    LISTEN session of our own), which together name every push."""
+    a, b = pair
+    await _push(a, queue_name, ["seed"])
+    request = PopRequest(group="g", batch=1, queue=queue_name, auto_ack=True)
+    assert (await b.pop(request)).count == 1  # B knows the queue, and that it is empty
+    notifier = a._hub._notifier_pid
+    heard: list[tuple[int, int]] = []
+
+    def count(conn: Any, pid: int, channel: str, payload: object) -> None:
+        if pid == notifier:
+            queue_id, n, _, _ = decode_payload(str(payload))
+            heard.append((queue_id, n))
+    await db.add_listener(CHANNEL, count)
+    waiting = [await _parked(b, request) for _ in range(6)]
+    statements = a._hub.notify_statements
+
+    pushes = [f"p{i}" for i in range(40)]
+    await asyncio.gather(*(_push(a, queue_name, [p]) for p in pushes))
+    pushed_at = time.monotonic()
+    results = await asyncio.wait_for(asyncio.gather(*waiting), 10)
+    woken_within = time.monotonic() - pushed_at
+    assert all(r.count == 1 for r in results)
+    assert woken_within < LOOK_S / 2, "a pop waited for its own look, not for a wake-up"
+
+    sent = a._hub.notify_statements - statements
+    assert 1 <= sent < len(pushes)
+
+    async def all_heard() -> bool:  # the wake-ups name every push between them
+        return sum(n for _, n in heard) >= len(pushes)
+    await wait_for(all_heard)
+    assert len(heard) == sent  # one wake-up notification per statement (one queue)
+
+
+async def test_a_claim_rides_with_the_next_wake_up(
+        pair: tuple[Broker, Broker], queue_name: str, db: asyncpg.Connection,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A's pop claims a partition, then A takes a push: one NOTIFY carries both, the claim
+    first (B hears it, and holds the partition back), and B's parked pop is woken for the
+    push. The claim waits for company for 5 s here, so that the test does not depend on how
+    soon the push follows."""
+    monkeypatch.setattr(listener, "_CLAIMS_GATHER_SECONDS", 5.0, raising=False)
+    a, b = pair
+    await _push(a, queue_name, ["seed"])
+    request = PopRequest(group="g", batch=1, queue=queue_name, auto_ack=True)
+    assert (await b.pop(request)).count == 1  # B's lane is seeded
+    await _push(a, queue_name, ["p", "p"])
+    order: list[str] = []
+
+    def note(conn: Any, pid: int, channel: str, payload: object) -> None:
+        if pid == a._hub._notifier_pid:
+            order.append(channel)
+    await db.add_listener(CHANNEL, note)
+    await db.add_listener(CLAIMED_CHANNEL, note)
+    parked = await _parked(b, PopRequest(group="g", batch=1, queue=queue_name, partition="q",
+                                         auto_ack=True))
+    statements = a._hub.notify_statements
+
+    held = await a.pop(PopRequest(group="g", batch=1, queue=queue_name))
+    assert [c.partition for c in held.claims] == ["p"]
+    await _push(a, queue_name, ["q"])
+    assert a._hub.notify_statements == statements + 1  # the claim and the wake-up together
+    result = await asyncio.wait_for(parked, LOOK_S / 2)
+    assert [c.partition for c in result.claims] == ["q"]
+    lane = b.ready.lane(held.claims[0].queue_id, "g")
+
+    async def held_back() -> bool:
+        return held.claims[0].partition_id not in lane.ready_ids
+    await wait_for(held_back)
+
+    async def both_heard() -> bool:
+        return len(order) >= 2
+    await wait_for(both_heard)
+    assert order == [CLAIMED_CHANNEL, CHANNEL]
+
+
+async def test_an_ack_that_frees_nothing_does_not_wait_for_a_claim_in_flight(
+        pair: tuple[Broker, Broker], queue_name: str) -> None:
+    """Nothing waits for a claim's announcement: with A's NOTIFY session held still
+    (SIGSTOP), a claim's NOTIFY cannot complete, and an ack that makes nothing deliverable
+    is still answered at once (it used to wait for the claim, up to 2 s)."""
+    a, _ = pair
+    await _push(a, queue_name, ["p", "q"])
+    first = await a.pop(PopRequest(group="g", batch=1, queue=queue_name, partition="p"))
+    [message] = first.messages()
+    notifier = a._hub._notifier_pid
+    assert notifier is not None
+    if not psutil.pid_exists(notifier):
+        pytest.skip("the database server runs on another host")
+    os.kill(notifier, signal.SIGSTOP)
+    try:
+        second = await a.pop(PopRequest(group="g", batch=1, queue=queue_name, partition="q"))
+        assert second.count == 1  # its claim is announced: the NOTIFY hangs
+        [outcome] = (await asyncio.wait_for(a.ack_batch([GroupAck("g", AckItem(
+            message.frame.transaction_id, str(message.partition_id), "completed",
+            first.lease_id))]), 0.5)).outcomes
+    finally:
+        os.kill(notifier, signal.SIGCONT)
+    assert outcome.success
