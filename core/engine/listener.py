@@ -20,10 +20,8 @@ every `POP_WAIT_MAX_INTERVAL_MS`; a look at nothing ready costs no statement).
 
 Local commits wake local waiters at once and are announced to the other processes by NOTIFY;
 announcements that arrive while one NOTIFY is in flight are merged (with their counts) into
-the next. A NOTIFY costs the database about the same whatever it carries (a transaction, and
-a signal to every listening session), so what nobody waits for does not go alone at once:
-pops' claims (hearsay, `announce_claimed`) ride with the next wake-up, or go by themselves
-after `_CLAIMS_GATHER_SECONDS`. This process's own notifications are ignored when they come
+the next. Pops' claims (hearsay, `announce_claimed`) are announced the same way, but nothing
+waits for them to be published. This process's own notifications are ignored when they come
 back. Missed notifications (e.g. while the LISTEN connection reconnects) are made up by the
 ready set's reseed: a lane seeded under an earlier LISTEN session is not trusted (`session`).
 
@@ -69,10 +67,6 @@ log = logging.getLogger(__name__)
 _RECONNECT_DELAY = 1.0
 _PROBE_SECONDS = 3.0
 _ANNOUNCE_GATHER_SECONDS = 0.005
-# Claims with no wake-up to ride with wait this long for one before they go alone: the others
-# may spend a claim finding one of those partitions taken meanwhile (nothing worse: a pop
-# checks hearsay before it answers nothing), against a NOTIFY per claim otherwise.
-_CLAIMS_GATHER_SECONDS = 0.02
 # A state change waits this long at most for its announcement (the notifier retries on a new
 # connection meanwhile); past it, it is answered anyway: its commit stands.
 _PUBLISH_WAIT_SECONDS = 2.0
@@ -118,7 +112,6 @@ class WakeupHub:
         # Per queue, spans to be announced that this process's pops were woken for, per group.
         self._served: defaultdict[int, Counter[str]] = defaultdict(Counter)
         self._announce_ready = asyncio.Event()
-        self._wake_announced = asyncio.Event()  # ends a claims-only batch's wait for company
         self._stopping = asyncio.Event()
         self._notifier_pid: int | None = None
         self._channels: dict[str, Callable[[str | None], None]] = {}
@@ -183,7 +176,6 @@ class WakeupHub:
         """Make `listen_forever` and `announce_forever` return (after a last announcement)."""
         self._stopping.set()
         self._announce_ready.set()
-        self._wake_announced.set()
 
     @contextlib.contextmanager
     def parked(self, queue_ids: Iterable[int] | None, group: str,
@@ -275,14 +267,14 @@ class WakeupHub:
             return
         self._announced += 1
         self._announce_ready.set()
-        self._wake_announced.set()
 
     def announce_claimed(self, queue_id: int, group: str, partitions: Iterable[int],
                          lease_s: float | None = None) -> None:
         """This process's pops claimed these partitions for `group`, leased for `lease_s`
         seconds (None: unknown): tell the others, in the next announcement
         (`CLAIMED_CHANNEL`), before any wake-up announced after it. Nothing waits for it to
-        be published: it goes with the next wake-up, or alone after `_CLAIMS_GATHER_SECONDS`."""
+        be published (a pop checks hearsay before it answers nothing): an ack or push is not
+        held back by a claim's NOTIFY."""
         key = (queue_id, _token(group))
         claimed = self._claimed[key]
         for p in partitions:
@@ -456,11 +448,6 @@ class WakeupHub:
                     if self._stopping.is_set():
                         return
                     continue
-                if not self._hints and not self._unnamed and not self._stopping.is_set():
-                    # Claims alone: let them ride with a wake-up announced soon, if any.
-                    self._wake_announced.clear()
-                    await wait_event(self._wake_announced, _CLAIMS_GATHER_SECONDS)
-                    self._announce_ready.clear()
                 upto = self._announced
                 batch = self._take_batch()
                 connecting = conn is None or conn.is_closed()

@@ -2,8 +2,7 @@
 
 Every NOTIFY is a transaction on the database (on Citus, the coordinator) and a signal to every
 listening session, whatever it carries. So what gathers while one is in flight goes out as the
-next, and a pop's claim (hearsay nobody waits for) rides with the next wake-up instead of
-costing a NOTIFY of its own.
+next; and a pop's claim is hearsay that nobody waits for, so no answer is held back by it.
 
 Two in-process brokers over one database stand for two web workers, each with its own LISTEN
 and NOTIFY connections. B's parked pops look by themselves only every 5 s, so a pop answered
@@ -24,11 +23,10 @@ import asyncpg
 import psutil
 import pytest
 
-from core.engine import listener
 from core.engine.ack import AckItem, GroupAck
 from core.engine.pop import PopRequest, PopResult
 from core.engine.push import PushItem
-from core.engine.wakeup import CHANNEL, CLAIMED_CHANNEL, decode_payload
+from core.engine.wakeup import CHANNEL, decode_payload
 from core.engine.writes import NewMessage
 from core.service import Broker
 from core.settings import Settings
@@ -103,48 +101,6 @@ async def test_a_burst_of_pushes_costs_fewer_notifies_than_pushes_and_wakes_ever
         return sum(n for _, n in heard) >= len(pushes)
     await wait_for(all_heard)
     assert len(heard) == sent  # one wake-up notification per statement (one queue)
-
-
-async def test_a_claim_rides_with_the_next_wake_up(
-        pair: tuple[Broker, Broker], queue_name: str, db: asyncpg.Connection,
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """A's pop claims a partition, then A takes a push: one NOTIFY carries both, the claim
-    first (B hears it, and holds the partition back), and B's parked pop is woken for the
-    push. The claim waits for company for 5 s here, so that the test does not depend on how
-    soon the push follows."""
-    monkeypatch.setattr(listener, "_CLAIMS_GATHER_SECONDS", 5.0, raising=False)
-    a, b = pair
-    await _push(a, queue_name, ["seed"])
-    request = PopRequest(group="g", batch=1, queue=queue_name, auto_ack=True)
-    assert (await b.pop(request)).count == 1  # B's lane is seeded
-    await _push(a, queue_name, ["p", "p"])
-    order: list[str] = []
-
-    def note(conn: Any, pid: int, channel: str, payload: object) -> None:
-        if pid == a._hub._notifier_pid:
-            order.append(channel)
-    await db.add_listener(CHANNEL, note)
-    await db.add_listener(CLAIMED_CHANNEL, note)
-    parked = await _parked(b, PopRequest(group="g", batch=1, queue=queue_name, partition="q",
-                                         auto_ack=True))
-    statements = a._hub.notify_statements
-
-    held = await a.pop(PopRequest(group="g", batch=1, queue=queue_name))
-    assert [c.partition for c in held.claims] == ["p"]
-    await _push(a, queue_name, ["q"])
-    assert a._hub.notify_statements == statements + 1  # the claim and the wake-up together
-    result = await asyncio.wait_for(parked, LOOK_S / 2)
-    assert [c.partition for c in result.claims] == ["q"]
-    lane = b.ready.lane(held.claims[0].queue_id, "g")
-
-    async def held_back() -> bool:
-        return held.claims[0].partition_id not in lane.ready_ids
-    await wait_for(held_back)
-
-    async def both_heard() -> bool:
-        return len(order) >= 2
-    await wait_for(both_heard)
-    assert order == [CLAIMED_CHANNEL, CHANNEL]
 
 
 async def test_an_ack_that_frees_nothing_does_not_wait_for_a_claim_in_flight(
