@@ -88,14 +88,14 @@ def summarize(out: CellOutcome, shape: Shape, label: str, before: pgstats.PgSnap
               after: pgstats.PgSnapshot | None, wal: int | None, gate: bool) -> dict[str, Any]:
     pushed = out.pushed.count()
     delivered = sum(g.delivered for g in out.gates if g.group != "fetch")
-    passed = all(g.passed for g in out.gates) if gate else True
+    passed = (all(g.passed for g in out.gates) and not out.lost_processes) if gate else True
     reqs = pushed / shape.batch if shape.batch else 0
     server_cpu = sum(v for k, v in out.cpu.items() if k != "generator")
     moved = pushed + delivered
     result: dict[str, Any] = {
         "cell": label,
         "shape": {k: getattr(shape, k) for k in shape.__dataclass_fields__},
-        "gate": {"passed": passed, "checked": gate,
+        "gate": {"passed": passed, "checked": gate, "lost_processes": out.lost_processes,
                  "groups": [_gate(g) for g in out.gates]},
         "uncertain_pushes": out.uncertain,
         "latency_ms": {k: h.summary() for k, h in out.hists.items() if h.total},

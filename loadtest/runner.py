@@ -73,6 +73,9 @@ class CellOutcome:
     gates: list[GateResult] = field(default_factory=list)
     # A phased cell's CPU seconds per role: {"push": {...}, "consume": {...}}
     phase_cpu: dict[str, dict[str, float]] = field(default_factory=dict)
+    # Load processes that gave no result (a producer that died, a consumer that did not
+    # finish its drain): the gate cannot vouch for what they did, so the cell fails.
+    lost_processes: int = 0
 
 
 def _split(total: int, parts: int) -> list[int]:
@@ -214,7 +217,9 @@ def run_cell(url: str, shape: Shape, roots: dict[str, int | None], label: str, *
                          "did not finish the drain\n")
     return CellOutcome(pushed, delivered, uncertain, hists, e2e_by_step, series,
                        sampler.cpu_seconds(), dict(sampler.peak_rss), measured,
-                       sampler.peak_worker_rss, step_log, gates, phase_cpu)
+                       sampler.peak_worker_rss, step_log, gates, phase_cpu,
+                       lost_processes=(n_prod - len(produced))
+                       + (len(cons_split) - len(consumed)))
 
 
 def await_consumers(results: Any, produced: dict[int, Any], consumed: dict[int, Any],

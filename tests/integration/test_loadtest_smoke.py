@@ -12,6 +12,7 @@ import uuid
 import msgspec
 import pytest
 
+from loadtest.cell import summarize
 from loadtest.drain import fetch_all
 from loadtest.gate import Bitmaps, check
 from loadtest.httpc import Connection
@@ -30,6 +31,22 @@ def test_gate_counts_missing_duplicated_and_unexpected_messages() -> None:
     result = check("g", pushed, delivered, uncertain=0)
     assert (result.missing, result.duplicated, result.unexpected) == (2, 1, 1)
     assert result.delivered == 3 and not result.passed
+
+
+def _a_producer_that_dies(*args: object) -> None:
+    raise SystemExit(3)  # gives no result, as a producer killed by the machine would
+
+
+def test_a_cell_whose_producer_dies_fails_its_gate_though_nothing_is_missing(
+        broker: BrokerProcess) -> None:
+    # Nothing was pushed, so nothing is missing: the gate alone would pass. The runner counts
+    # the load process that gave no result, and the cell fails on it.
+    shape = Shape(queue="smoke-dies-" + uuid.uuid4().hex[:8], duration=1, connections=1,
+                  batch=1, partitions=1, producer_procs=1, consumer_procs=0)
+    out = run_cell(broker.url, shape, {}, "smoke dies", producer_fn=_a_producer_that_dies)
+    assert out.pushed.count() == 0 and out.lost_processes == 1
+    cell = summarize(out, shape, "smoke dies", None, None, None, True)
+    assert cell["verdict"] == "FAILURE" and cell["gate"]["lost_processes"] == 1
 
 
 def test_push_only_cell_stores_every_acknowledged_message_once(broker: BrokerProcess) -> None:
