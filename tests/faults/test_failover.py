@@ -365,7 +365,14 @@ async def test_a_commit_in_doubt_is_answered_503_and_its_retry_is_a_duplicate(
                 return await conn.fetchval(  # type: ignore[no-any-return]
                     "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
                     " AND query LIKE '%append_partitions%'")
-            await wait_for(waiting_backend, timeout=30)
+            try:
+                await wait_for(waiting_backend, timeout=30)
+            except AssertionError:  # say what the database was doing instead
+                rows = await conn.fetch(
+                    "SELECT application_name, state, wait_event, left(query, 120) AS q"
+                    " FROM pg_stat_activity WHERE datname = current_database()")
+                raise AssertionError(f"no push waits for the standby; push done: "
+                                     f"{push.done()}; sessions: {[dict(r) for r in rows]}")
             await conn.execute("ALTER SYSTEM RESET synchronous_standby_names")
             # Every waiter, not the first one found: the broker's statistics writer waits there
             # too, and the test is about the push's commit being cut.
