@@ -459,7 +459,8 @@ END $$;
 -- released. What the process cannot know is checked here, under the cursors' locks: the
 -- lease is still the live holder's, the cursor has not moved since the pop (committed just
 -- below the span, the lease's span ending where this one does), the span is still retained
--- (log_start), the queue is the caller's tenant's and the group does not conflate. If any
+-- (log_start), the queue is the caller's tenant's, the group does not conflate and no
+-- (group, partition) is named twice (a delivery acknowledged twice in one flush). If any
 -- span fails a check, nothing is written and every span answers `applied` false: the caller
 -- then sends the same items through queen.ack, so a call is applied by one statement or the
 -- other, never partly by each. Not used on Citus (queen.ack's routes).
@@ -481,6 +482,8 @@ DECLARE
     v_end      bigint;
     v_tenant   text;
     v_ok       boolean := true;
+    v_prev_grp text;          -- the span before, in lock order: a (group, partition) named
+    v_prev_pid bigint;        -- twice (the same delivery acknowledged twice in one flush)
     kc         record;
     kp         record;
     -- per span, in idx order: its queue and whether something past it is claimable
@@ -500,6 +503,13 @@ BEGIN
         v_start := r.s;
         v_end := r.e;
         v_tenant := r.t;
+        -- would pass every check below twice and be counted twice: queen.ack decides that.
+        IF v_grp = v_prev_grp AND v_pid = v_prev_pid THEN
+            v_ok := false;
+            EXIT;
+        END IF;
+        v_prev_grp := v_grp;
+        v_prev_pid := v_pid;
         SELECT c.committed, c.batch_end, c.worker_id, c.lease_expires_at INTO kc
           FROM queen.log_consumers c
          WHERE c.consumer_group = v_grp AND c.partition_id = v_pid
