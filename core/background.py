@@ -46,8 +46,8 @@ async def serve(settings: Settings, parts: list[Part], *, name: str) -> None:
     if db is None:
         return
     # No pop parks here: the wake-ups are announced, not heard (the parts' own channels are).
-    hub = WakeupHub(database_dsn(settings), connect_options(settings, role="wakeup"),
-                    hears_wakeups=False)
+    hub = WakeupHub(db.home_dsn, connect_options(settings, role="wakeup"),
+                    hears_wakeups=False, nodes=db.wake_nodes if db.topology.citus else None)
     # The process's counts (the firer's, for /metrics), added to the database as a web
     # worker adds its own.
     flusher = stats.CounterFlusher(database_dsn(settings), settings, pool_stats=db.pool_stats,

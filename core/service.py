@@ -199,14 +199,16 @@ class Broker:
         tracer = tracing if tracing is not None else Tracing.from_settings(settings)
         db = await Database.open(settings, dsn if dsn is not None else database_dsn(settings),
                                  migrate=migrate)
-        # LISTEN, NOTIFY and the side connections: one node for every broker (on Citus the
-        # coordinator; core/storage/cluster.py says why).
+        # The side connections: one node for every broker (on Citus the coordinator;
+        # core/storage/cluster.py says why); the wake-ups are spread over the workers there
+        # (core/engine/wake_nodes.py).
         target = db.home_dsn
         try:
             encryption.install(settings.encryption_key)
             async with db.session() as conn:
                 await check_key(conn, settings.encryption_key)
-            hub = WakeupHub(target, connect_options(settings, role="wakeup"))
+            hub = WakeupHub(target, connect_options(settings, role="wakeup"),
+                            nodes=db.wake_nodes if db.topology.citus else None)
             broker = cls(settings, db, hub, stop_waiting or asyncio.Event(), tracer)
             switches, spool = broker._switches, await broker._open_spool()
             await broker.tenants.refresh()  # quotas hold from the first request

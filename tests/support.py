@@ -20,6 +20,8 @@ import asyncpg
 import httpx
 
 from core.embedded import EmbeddedPostgres, stop_process
+from core.engine.listener import WakeupHub
+from core.engine.wake_link import WakeLink
 from core.settings import database_url_from_env
 from core.storage.database import Database
 
@@ -207,6 +209,14 @@ async def fetch_records(client: httpx.AsyncClient, queue: str, partition: str = 
         offset = entry["records"][-1]["offset"] + 1
         if offset >= entry["highWatermark"]:
             return {**entry, "records": records}
+
+
+async def wake_link(hub: WakeupHub, conn: asyncpg.Connection, queue: str) -> WakeLink:
+    """The node `hub` sends `queue`'s wake-up notifications to (on Citus, one of the
+    workers: core/engine/wake_nodes.py); `conn` is on the database (the coordinator)."""
+    queue_id = await conn.fetchval("SELECT id FROM queen.queues WHERE name = $1", queue)
+    assert queue_id is not None, queue
+    return hub.link_of(int(queue_id))
 
 
 async def queue_counts(conn: asyncpg.Connection, queue: str) -> dict[str, int]:

@@ -1,9 +1,10 @@
 """Waking parked long polls: in-process events fed by local commits and by LISTEN.
 
 Each web process holds one LISTEN connection (not a pool connection) on `core.engine.wakeup.CHANNEL`
-and one notifier connection, each served by a loop its owner runs as a side task
-(`listen_forever`, `announce_forever`; the reaper runs only the second). Thousands of parked
-pops cost one `asyncio.Event` each and no database connection.
+and one notifier connection per node that carries notifications (core/engine/wake_link.py;
+one node, except on Citus: core/engine/wake_nodes.py), served by two loops its owner runs as
+side tasks (`listen_forever`, `announce_forever`; the reaper runs only the second). Thousands
+of parked pops cost one `asyncio.Event` each and no database connection.
 
 A commit that makes n spans of a queue deliverable wakes at most n parked pops *per consumer
 group* (oldest first), not every pop parked on the queue: with 16 consumers parked, waking
@@ -29,7 +30,7 @@ Two promises make a 204 mean "nothing deliverable when the pop arrived" across p
 (core/engine/ready/reader.py): a state change is answered only once its announcement is
 committed (`published`: the caller awaits it), and before a pop answers nothing, this
 process has heard every notification committed before the pop arrived (`heard_through`: a
-round trip on the LISTEN connection, see `_barrier`).
+round trip on each node's LISTEN connection, see `WakeLink._barrier`).
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
-import asyncpg
-
+from core.engine.wake_link import NodeUnreachable, WakeLink
+from core.engine.wake_nodes import NodeSource, WakeNodes
 from core.engine.wakeup import (
     CHANNEL,
     CLAIMED_CHANNEL,
@@ -58,26 +59,21 @@ from core.engine.wakeup import (
 )
 from core.errors import ServiceError
 from core.parked import leave
-from core.storage import notify
 from core.storage.errors import DRIVER_ERRORS
-from core.storage.hosts import connector_for
-from core.waiting import first_of, wait_event, within
+from core.waiting import first_of, wait_event
 
 log = logging.getLogger(__name__)
-_RECONNECT_DELAY = 1.0
-_PROBE_SECONDS = 3.0
 _ANNOUNCE_GATHER_SECONDS = 0.005
 # A state change waits this long at most for its announcement (the notifier retries on a new
 # connection meanwhile); past it, it is answered anyway: its commit stands.
 _PUBLISH_WAIT_SECONDS = 2.0
 _NOTIFY_RETRY_SECONDS = 0.1
-# A barrier's round trip answers within this, or the barrier has failed (the pop reseeds).
-_BARRIER_SECONDS = 2.0
 ANY_QUEUE = -1  # the waiting line of discovery pops, which any queue's commit may serve
 
 WaitLine = tuple[str, str | None]  # (consumer group, partition name or None for any)
 _token = functools.lru_cache(maxsize=4096)(group_token)
 _Heard = TypeVar("_Heard")  # a notification's payload, decoded
+_Node = TypeVar("_Node")
 
 
 class Waiter:
@@ -93,16 +89,27 @@ class Waiter:
 
 class WakeupHub:
     def __init__(self, dsn: str, connect_options: Mapping[str, Any], *,
-                 hears_wakeups: bool = True) -> None:
-        """`connect_options`: the arguments of its connections (`HostConnector.connect`;
+                 hears_wakeups: bool = True, nodes: NodeSource | None = None) -> None:
+        """`dsn`: the database (on Citus, the coordinator: the channels subscribed are
+        notified there); `nodes`: on Citus, where the worker nodes are listed (the wake-up
+        notifications are spread over them: core/engine/wake_nodes.py).
+        `connect_options`: the arguments of its connections (`HostConnector.connect`;
         core.storage.database.connect_options). `hears_wakeups=False`: a process where no
         pop parks (the reaper) listens to the channels subscribed only (`subscribe`), and
         holds no LISTEN connection without one. The database still signals every listening
         session at each NOTIFY, but a session not listening on its channel reads past it
         without sending it (about half the session's CPU per NOTIFY, measured)."""
-        self._dsn = dsn
-        self._connect_options = dict(connect_options)
         self._hears_wakeups = hears_wakeups
+        wake_channels: dict[str, Callable[[str], None]] = (
+            {CHANNEL: self._on_notification, CLAIMED_CHANNEL: self._on_claimed}
+            if hears_wakeups else {})
+        # The home node's LISTEN session also carries the channels subscribed (`subscribe`
+        # adds them before it connects).
+        self._home_channels = dict(wake_channels)
+        home = WakeLink(dsn, connect_options, self._home_channels,
+                        on_connected=self._home_connected)
+        self._nodes = WakeNodes(home, lambda node_dsn: WakeLink(
+            node_dsn, connect_options, wake_channels, on_connected=self._connected), nodes)
         # queue id (or ANY_QUEUE) -> waiting line -> waiters in arrival order
         self._lines: dict[int, dict[WaitLine, dict[Waiter, None]]] = {}
         # Per queue, to announce: the partitions named (in order, distinct) and how many
@@ -113,14 +120,11 @@ class WakeupHub:
         self._served: defaultdict[int, Counter[str]] = defaultdict(Counter)
         self._announce_ready = asyncio.Event()
         self._stopping = asyncio.Event()
-        self._notifier_pid: int | None = None
         self._channels: dict[str, Callable[[str | None], None]] = {}
-        self.listening = False
-        # LISTEN sessions so far: a new number at each (re)connect, since notifications sent
-        # while it was down are lost (the ready set reseeds lanes seeded under another).
+        # LISTEN sessions so far, over every node: a new number at each (re)connect of any,
+        # since notifications sent while it was down are lost (the ready set reseeds lanes
+        # seeded under another).
         self._session = 0
-        self.listener_pid: int | None = None  # its server process (tests cut it)
-        self._deaf_since = time.monotonic()  # when the LISTEN connection was last lost
         # Who hears every mark (queue id, partitions, whether they are all the partitions
         # concerned): the ready set's reader (core/engine/ready).
         self.on_marks: Callable[[int, Sequence[int], bool], None] = _nobody
@@ -144,28 +148,49 @@ class WakeupHub:
         self._publish_waiting = 0
         self._publish_wanted = asyncio.Event()  # cuts the notifier's gather short
         self._notifier_done = False  # announce_forever has returned: nothing more is sent
-        self.notify_statements = 0  # NOTIFY statements committed (tests and figures count)
-        # Barriers (`heard_through`): the LISTEN connection while it is up (one statement at
-        # a time on it), the round in flight.
-        self._listen_conn: asyncpg.Connection | None = None
-        self._listen_lock = asyncio.Lock()
-        self._heard_at = float("-inf")  # when the last barrier that answered was sent
-        self._barrier_round: asyncio.Future[bool] | None = None
-        self._barrier_round_started = 0.0
+
+    def _listened(self) -> list[WakeLink]:
+        return [link for link in self._nodes.links if link.listens]
+
+    @property
+    def listening(self) -> bool:
+        """Every LISTEN connection is up."""
+        listened = self._listened()
+        return bool(listened) and all(link.listening for link in listened)
+
+    @property
+    def listener_pid(self) -> int | None:
+        """The home node's LISTEN session's server process (tests cut it)."""
+        return self._nodes.home.listener_pid
+
+    def link_of(self, queue_id: int) -> WakeLink:
+        """The node this process sends a queue's notifications to (tests look there)."""
+        return self._nodes.target(queue_id)
+
+    @property
+    def notify_statements(self) -> int:
+        """NOTIFY statements committed, over every node (tests and figures count)."""
+        return sum(link.notify_statements for link in self._nodes.links)
 
     def session(self) -> int | None:
-        """The LISTEN connection's session number; None while it is down."""
+        """The LISTEN connections' session number; None while any of them is down."""
         return self._session if self.listening else None
 
-    def deaf_since(self) -> float:
-        """When (time.monotonic()) the LISTEN connection was last down or lost."""
-        return self._deaf_since
+    def _connected(self) -> None:
+        self._session += 1
+        self.wake_everyone()  # anything missed while disconnected: check once
+
+    def _home_connected(self) -> None:
+        for callback in self._channels.values():
+            callback(None)
+        self._connected()
 
     def subscribe(self, channel: str, callback: Callable[[str | None], None]) -> None:
         """Also LISTEN on `channel` (call before `listen_forever` starts): `callback` gets
         each notification's payload, and None whenever the connection is (re)established,
         since notifications sent while it was down are lost."""
         self._channels[channel] = callback
+        self._home_channels[channel] = callback
 
     @property
     def listens(self) -> bool:
@@ -318,67 +343,24 @@ class WakeupHub:
 
     async def heard_through(self, since: float) -> bool:
         """Whether every notification committed before `since` (time.monotonic()) has been
-        handed to this process's callbacks: a barrier sent after `since` came back (one
-        round at a time, shared by every caller it serves). False while the LISTEN
-        connection is down or the barrier failed: the caller must look in the tables."""
-        while self._heard_at < since:
-            round_ = self._barrier_round
-            if round_ is None or round_.done():
-                self._barrier_round_started = time.monotonic()
-                round_ = self._barrier_round = asyncio.ensure_future(
-                    self._barrier(self._barrier_round_started))
-            started = self._barrier_round_started
-            if not await asyncio.shield(round_):
-                return False
-            if started >= since:
-                return True
-        return True
-
-    async def _barrier(self, started: float) -> bool:
-        """One round trip on the LISTEN connection. A committing session signals every
-        listening session before its own client sees the commit, and an idle session that
-        was signalled sends the notifications it has not sent yet before it answers its
-        next statement (PostgreSQL's postgres.c: ProcessNotifyInterrupt before
-        ReadyForQuery); asyncpg hands them to the callbacks in the order received, before
-        the answer resumes us. So when the answer is here, every notification committed
-        before `started` has reached the callbacks. (A NOTIFY to itself would rely on
-        commit order alone, but would cost an xid and a commit and signal every listening
-        session of the database, per barrier.)"""
-        conn = self._listen_conn
-        if conn is None or not self.listening:
+        handed to this process's callbacks: a barrier sent after `since` came back from
+        every node it listens on (core/engine/wake_link.py). False while a LISTEN connection
+        is down or a barrier failed: the caller must look in the tables."""
+        listened = self._listened()
+        if not listened:
             return False
-        try:
-            async with self._listen_lock:
-                await within(_BARRIER_SECONDS, notify.probe(conn))
-        except (TimeoutError, *DRIVER_ERRORS, ServiceError) as exc:
-            log.info("wake-up barrier failed (%s)", type(exc).__name__)
-            if isinstance(exc, TimeoutError):
-                conn.terminate()  # silent: the listener reconnects
-            return False
-        self._heard_at = max(self._heard_at, started)
-        return True
+        heard = await asyncio.gather(*(link.heard_through(since) for link in listened))
+        return all(heard)
 
-    def _on_claimed(self, conn: Any, pid: int, channel: str, payload: object) -> None:
-        claimed = self._heard(pid, payload, decode_claimed, "claimed")
+    def _on_claimed(self, payload: str) -> None:
+        claimed = _decoded(payload, decode_claimed, "claimed")
         if claimed is not None:
             self.on_claimed(*claimed)
 
-    def _on_notification(self, conn: Any, pid: int, channel: str, payload: object) -> None:
-        wakeup = self._heard(pid, payload, decode_payload, "wake-up")
+    def _on_notification(self, payload: str) -> None:
+        wakeup = _decoded(payload, decode_payload, "wake-up")
         if wakeup is not None:
             self.wake(*wakeup)
-
-    def _heard(self, pid: int, payload: object, decode: Callable[[str], _Heard],
-               what: str) -> _Heard | None:
-        """Another process's notification, decoded; None for a malformed one, and for our
-        own: our pops' claims, and announcements whose local waiters were woken when made."""
-        if pid == self._notifier_pid:
-            return None
-        try:
-            return decode(str(payload))
-        except ValueError:
-            log.warning("ignoring malformed %s payload %r", what, payload)
-            return None
 
     def wake_everyone(self) -> None:
         """Every parked pop checks again (e.g. pops were paused and are not any more)."""
@@ -388,58 +370,31 @@ class WakeupHub:
                     waiter.event.set()
 
     async def listen_forever(self) -> None:
-        """Hold the LISTEN connection (reconnecting after an outage) until `close`."""
-        while not self._stopping.is_set():
-            conn: asyncpg.Connection | None = None
-            try:
-                conn = await connector_for(self._dsn).connect(**self._connect_options)
-                # Told at once when the server goes away (crash, restart), so the reconnect
-                # starts then and not at the next periodic look.
-                lost = asyncio.Event()
-                conn.add_termination_listener(lambda _conn, event=lost: event.set())
-                if self._hears_wakeups:
-                    await conn.add_listener(CHANNEL, self._on_notification)
-                    await conn.add_listener(CLAIMED_CHANNEL, self._on_claimed)
-                for channel, callback in self._channels.items():
-                    await conn.add_listener(channel, _relay(callback))
-                    callback(None)
-                self._session += 1
-                self.listener_pid = conn.get_server_pid()
-                self._listen_conn = conn
-                self.listening = True
-                self.wake_everyone()  # anything missed while disconnected: check once
-                while not self._stopping.is_set() and not conn.is_closed():
-                    await first_of([self._stopping, lost], 5.0)
-                    if not lost.is_set() and not self._stopping.is_set():
-                        # A server that stopped answering (frozen, partitioned, a failover
-                        # in progress) closes nothing: ask, and reconnect if it is silent.
-                        async with self._listen_lock:
-                            await within(_PROBE_SECONDS, notify.probe(conn))
-            except asyncio.CancelledError:
-                raise
-            except (*DRIVER_ERRORS, ServiceError) as exc:
-                log.info("wake-up listener disconnected (%s); reconnecting", type(exc).__name__)
-            finally:
-                if self.listening:
-                    self._deaf_since = time.monotonic()
-                self.listening = False
-                self._listen_conn = None
-                if conn is not None:
-                    with contextlib.suppress(Exception):
-                        await within(2.0, conn.close())
-            await wait_event(self._stopping, _RECONNECT_DELAY)
-
-    def _quick_commit_options(self) -> dict[str, Any]:
-        """Connection options without waiting for a WAL flush at commit: a NOTIFY needs no
-        durability, and would otherwise hold PostgreSQL's global notify lock through one."""
-        return {**self._connect_options, "server_settings": {
-            **self._connect_options.get("server_settings", {}), "synchronous_commit": "off"}}
+        """Hold a LISTEN connection on every node that carries notifications (reconnecting
+        after an outage), and on the workers found later, until `close`."""
+        nodes = self._nodes
+        await nodes.read()
+        listening: dict[WakeLink, asyncio.Task[None]] = {}
+        async with asyncio.TaskGroup() as tasks:
+            while True:
+                for link in nodes.links:
+                    if link.listens and link not in listening:
+                        listening[link] = tasks.create_task(
+                            link.listen_forever(), name="wakeup-listen-node")
+                nodes.changed.clear()
+                await first_of([self._stopping, nodes.changed], 60.0)
+                if self._stopping.is_set():
+                    nodes.close()
+                    return
 
     async def announce_forever(self) -> None:
-        """Send what `announce` gathered, as NOTIFY, until `close` (then once more). A batch
-        whose NOTIFY failed is sent again on a new connection."""
-        conn: asyncpg.Connection | None = None
+        """Send what `announce` gathered, as NOTIFY, until `close` (then once more), each
+        queue's to its node (core/engine/wake_nodes.py). A part whose NOTIFY failed is sent
+        again on a new connection. Also keeps the list of nodes current."""
+        refresh = asyncio.create_task(self._nodes.refresh_forever(self._stopping),
+                                      name="wakeup-nodes")
         try:
+            await self._nodes.read()
             while True:
                 await self._announce_ready.wait()
                 self._announce_ready.clear()
@@ -449,27 +404,15 @@ class WakeupHub:
                         return
                     continue
                 upto = self._announced
-                batch = self._take_batch()
-                connecting = conn is None or conn.is_closed()
-                try:
-                    if connecting:
-                        conn = await connector_for(self._dsn).connect(
-                            **self._quick_commit_options())
-                        self._notifier_pid = conn.get_server_pid()
-                    assert conn is not None
-                    channels, payloads = batch.notifications()
-                    await notify.notify_each(conn, channels=channels, payloads=payloads)
-                    self.notify_statements += 1
-                except asyncio.CancelledError:
-                    raise
-                except (*DRIVER_ERRORS, ServiceError) as exc:
-                    log.info("wake-up notify failed (%s); sending again", type(exc).__name__)
-                    conn = None
-                    self._requeue(batch)
-                    if connecting:
-                        # No connection to the database at all: the others' LISTEN
-                        # connections are lost with it and reseed when they are back, so
-                        # waiting here only delays answers whose commits stand.
+                parts = self._take_batch().split(self._nodes.target)
+                failures = await asyncio.gather(
+                    *(self._send(link, part) for link, part in parts.items()))
+                failed = [f for f in failures if f is not None]
+                if failed:
+                    if all(isinstance(f, NodeUnreachable) for f in failed):
+                        # No connection to a node at all: the others' LISTEN connections
+                        # there are lost with it and reseed when they are back, so waiting
+                        # here only delays answers whose commits stand.
                         self._unreachable_through = max(self._unreachable_through, upto)
                         self._on_published.set()
                         self._on_published = asyncio.Event()
@@ -490,9 +433,22 @@ class WakeupHub:
         finally:
             self._notifier_done = True
             self._on_published.set()  # nobody waits for what will not be sent
-            if conn is not None:
-                with contextlib.suppress(Exception):
-                    await within(2.0, conn.close())
+            refresh.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await refresh
+            for link in self._nodes.links:
+                await link.close_notifier()
+
+    async def _send(self, link: WakeLink, part: _Batch) -> Exception | None:
+        """Send one node's part of a round; put it back and answer the failure if it failed."""
+        channels, payloads = part.notifications()
+        try:
+            await link.send(channels, payloads)
+        except (NodeUnreachable, *DRIVER_ERRORS, ServiceError) as exc:
+            log.info("wake-up notify failed (%s); sending again", type(exc).__name__)
+            self._requeue(part)
+            return exc
+        return None
 
     def _publish(self, upto: int) -> None:
         if upto > self._published:
@@ -543,6 +499,30 @@ class _Batch:
         self.claimed = claimed
         self.claimed_until = claimed_until
 
+    def split(self, node_of: Callable[[int], _Node]) -> dict[_Node, _Batch]:
+        """This round, cut by the node each queue's notifications go to."""
+        parts: dict[_Node, _Batch] = {}
+
+        def part(queue_id: int) -> _Batch:
+            node = node_of(queue_id)
+            found = parts.get(node)
+            if found is None:
+                found = parts[node] = _Batch(defaultdict(dict), Counter(),
+                                             defaultdict(Counter), defaultdict(dict), {})
+            return found
+
+        for queue_id, hints in self.hints.items():
+            part(queue_id).hints[queue_id] = hints
+        for queue_id, n in self.unnamed.items():
+            part(queue_id).unnamed[queue_id] = n
+        for queue_id, served in self.served.items():
+            part(queue_id).served[queue_id] = served
+        for key, pids in self.claimed.items():
+            part(key[0]).claimed[key] = pids
+        for key, until in self.claimed_until.items():
+            part(key[0]).claimed_until[key] = until
+        return parts
+
     def notifications(self) -> tuple[list[str], list[str]]:
         """(channels, payloads) in the order they are sent: the claims first, so that a
         release announced in the same round (an ack after the claim) arrives after them."""
@@ -574,7 +554,10 @@ def _nobody_claimed(queue_id: int, token: str, partitions: Sequence[int],
     pass
 
 
-def _relay(callback: Callable[[str | None], None]) -> Callable[..., None]:
-    def on_notification(conn: Any, pid: int, channel: str, payload: object) -> None:
-        callback(str(payload))
-    return on_notification
+def _decoded(payload: str, decode: Callable[[str], _Heard], what: str) -> _Heard | None:
+    """Another process's notification, decoded; None for a malformed one."""
+    try:
+        return decode(payload)
+    except ValueError:
+        log.warning("ignoring malformed %s payload %r", what, payload)
+        return None

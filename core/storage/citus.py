@@ -52,6 +52,21 @@ async def shard_ranges(conn: Conn) -> list[ShardRange]:
     return await _SHARD_RANGES.rows(conn)
 
 
+@dataclass(frozen=True, slots=True)
+class WorkerNode:
+    node_group: int
+    host: str  # as the coordinator names it
+    port: int
+
+
+_WORKER_NODES = Statement("citus_worker_nodes", WorkerNode)
+
+
+async def worker_nodes(conn: Conn) -> list[WorkerNode]:
+    """The cluster's active worker nodes, one per group, by group."""
+    return await _WORKER_NODES.rows(conn)
+
+
 _LOCAL_GROUP = Statement[None]("citus_local_group")
 
 

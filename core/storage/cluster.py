@@ -7,11 +7,9 @@ coordinator first. On Citus the broker splits its statements in two:
 
 - **home** (the first host, the coordinator): migrations and the distribution set-up, the
   control plane (queue configuration, KV, timers, ephemeral queues, streams, statistics,
-  the Kafka election: their tables live there), and every process's LISTEN and NOTIFY
-  connections. LISTEN/NOTIFY is per node in Citus (a NOTIFY on a worker reaches that
-  worker's listeners only), and every broker announces what it committed with a NOTIFY of
-  its own after the commit (core/engine/listener.py), so all of them listening and
-  notifying on one node is what makes every commit heard everywhere, in commit order.
+  the Kafka election: their tables live there), and the notifications of those (queue
+  switches, ephemeral queues). The wake-up notifications of the log are spread over the
+  worker nodes instead, every process listening on each (core/engine/wake_nodes.py).
 - **log** (the other hosts, or the coordinator when it is the only one named): the log's
   statements (push, claim, ack, lease extension, fetch, the ready set's reseed). Each call
   that carries a route runs on the node of its shard (core/storage/shards.py) and is sent
@@ -36,7 +34,7 @@ from core.storage.hosts import Host, connector_for, dsn_hosts
 @dataclass(frozen=True, slots=True)
 class Topology:
     citus: bool
-    home_dsn: str  # migrations, control, LISTEN/NOTIFY
+    home_dsn: str  # migrations, control, the control plane's notifications
     log_dsns: tuple[str, ...]  # where the log's statements are sent
 
     @classmethod

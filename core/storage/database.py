@@ -27,9 +27,9 @@ import asyncpg
 from core.errors import StorageError, StorageUnavailable
 from core.settings import Settings
 from core.storage import citus, durability
-from core.storage.cluster import SpreadConnector, Topology
+from core.storage.cluster import SpreadConnector, Topology, only_host
 from core.storage.errors import DRIVER_ERRORS, storage_errors, translate
-from core.storage.hosts import connector_for
+from core.storage.hosts import Host, connector_for
 from core.storage.liveness import ServerWatch
 from core.storage.migrations import SchemaChanges, apply_schema
 from core.storage.placement import NodePools
@@ -148,6 +148,19 @@ class Database:
     def home_dsn(self) -> str:
         """Where the side connections of a process go (LISTEN and NOTIFY, the flushers)."""
         return self.topology.home_dsn
+
+    async def wake_nodes(self) -> dict[int, str]:
+        """On Citus, each worker node of the cluster (by group) with a DSN reaching it: the
+        one `DATABASE_URL` names for it, else the home DSN pointed at the host and port the
+        coordinator knows it by. Empty on one PostgreSQL. The wake-up notifications are
+        spread over these nodes (core/engine/wake_nodes.py)."""
+        if not self.topology.citus:
+            return {}
+        async with self.session() as conn:
+            nodes = await citus.worker_nodes(conn)
+        named = self._nodes.dsn_of_group if self._nodes is not None else {}
+        return {n.node_group: named.get(n.node_group)
+                or only_host(self.home_dsn, Host(n.host, n.port)) for n in nodes}
 
     async def close(self, timeout: float = 5.0) -> None:
         """Close the pool's connections politely, or drop them after `timeout` seconds: a

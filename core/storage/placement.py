@@ -50,6 +50,7 @@ class NodePools:
         self._open_pool = open_pool
         self._pools: dict[str, asyncpg.Pool] = {}  # by DSN
         self._by_group: dict[int, asyncpg.Pool] = {}
+        self.dsn_of_group: dict[int, str] = {}  # the DSN of DATABASE_URL found on each node
         self._task: asyncio.Task[None] | None = None
 
     def pool_for(self, route: int | None) -> asyncpg.Pool | None:
@@ -85,6 +86,7 @@ class NodePools:
             self._pools[dsn] = pool
             if group is not None and group not in self._by_group:
                 self._by_group[group] = pool
+                self.dsn_of_group[group] = dsn
 
     def start(self, home_session: Callable[[], contextlib.AbstractAsyncContextManager[Conn]]
               ) -> None:

@@ -31,6 +31,14 @@ SELECT s.shardminvalue::integer AS low, s.shardmaxvalue::integer AS high,
 -- coordinator); core/storage/placement.py matches the nodes of DATABASE_URL by it.
 SELECT groupid FROM pg_dist_local_group;
 
+-- name: citus_worker_nodes
+-- The cluster's worker nodes (one per group, the active primary): where the wake-up
+-- notifications are spread (core/engine/wake_nodes.py), and how the coordinator names them.
+SELECT groupid AS node_group, nodename AS host, nodeport AS port
+  FROM pg_dist_node
+ WHERE groupid > 0 AND isactive AND noderole = 'primary'
+ ORDER BY groupid;
+
 -- name: citus_safe_time
 -- stats_safe_time over every node of the cluster: the log's writes run on the workers, in
 -- transactions the coordinator's pg_stat_activity does not list. citus_stat_activity lists

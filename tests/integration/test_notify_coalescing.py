@@ -1,6 +1,7 @@
 """Wake-up announcements cost few NOTIFY statements and lose no wake-up (core/engine/listener.py).
 
-Every NOTIFY is a transaction on the database (on Citus, the coordinator) and a signal to every
+Every NOTIFY is a transaction on the database (on Citus, the worker its queue's notifications go
+to: core/engine/wake_nodes.py) and a signal to every
 listening session, whatever it carries. So what gathers while one is in flight goes out as the
 next; and a pop's claim is hearsay that nobody waits for, so no answer is held back by it.
 
@@ -30,7 +31,7 @@ from core.engine.wakeup import CHANNEL, decode_payload
 from core.engine.writes import NewMessage
 from core.service import Broker
 from core.settings import Settings
-from tests.support import wait_for
+from tests.support import wait_for, wake_link
 
 # Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
 pytestmark = pytest.mark.citus
@@ -75,14 +76,24 @@ async def test_a_burst_of_pushes_costs_fewer_notifies_than_pushes_and_wakes_ever
     await _push(a, queue_name, ["seed"])
     request = PopRequest(group="g", batch=1, queue=queue_name, auto_ack=True)
     assert (await b.pop(request)).count == 1  # B knows the queue, and that it is empty
-    notifier = a._hub._notifier_pid
+    link = await wake_link(a._hub, db, queue_name)
+    notifier = link.notifier_pid
     heard: list[tuple[int, int]] = []
 
     def count(conn: Any, pid: int, channel: str, payload: object) -> None:
         if pid == notifier:
             queue_id, n, _, _ = decode_payload(str(payload))
             heard.append((queue_id, n))
-    await db.add_listener(CHANNEL, count)
+    node = await asyncpg.connect(link.dsn)  # on Citus, the worker the queue's go to
+    await node.add_listener(CHANNEL, count)
+    try:
+        await _burst(a, b, request, queue_name, heard)
+    finally:
+        await node.close()
+
+
+async def _burst(a: Broker, b: Broker, request: PopRequest, queue_name: str,
+                 heard: list[tuple[int, int]]) -> None:
     waiting = [await _parked(b, request) for _ in range(6)]
     statements = a._hub.notify_statements
 
@@ -104,7 +115,7 @@ async def test_a_burst_of_pushes_costs_fewer_notifies_than_pushes_and_wakes_ever
 
 
 async def test_an_ack_that_frees_nothing_does_not_wait_for_a_claim_in_flight(
-        pair: tuple[Broker, Broker], queue_name: str) -> None:
+        pair: tuple[Broker, Broker], queue_name: str, db: asyncpg.Connection) -> None:
     """Nothing waits for a claim's announcement: with A's NOTIFY session held still
     (SIGSTOP), a claim's NOTIFY cannot complete, and an ack that makes nothing deliverable
     is still answered at once (it used to wait for the claim, up to 2 s)."""
@@ -112,7 +123,7 @@ async def test_an_ack_that_frees_nothing_does_not_wait_for_a_claim_in_flight(
     await _push(a, queue_name, ["p", "q"])
     first = await a.pop(PopRequest(group="g", batch=1, queue=queue_name, partition="p"))
     [message] = first.messages()
-    notifier = a._hub._notifier_pid
+    notifier = (await wake_link(a._hub, db, queue_name)).notifier_pid
     assert notifier is not None
     if not psutil.pid_exists(notifier):
         pytest.skip("the database server runs on another host")

@@ -27,7 +27,7 @@ from core.engine.push import PushItem
 from core.engine.writes import NewMessage
 from core.service import Broker
 from core.settings import Settings
-from tests.support import wait_for
+from tests.support import wait_for, wake_link
 
 # Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
 pytestmark = pytest.mark.citus
@@ -223,11 +223,16 @@ async def test_an_announcement_whose_notify_failed_is_sent_again_before_the_push
     request = PopRequest(group="g", batch=1, queue=queue_name, auto_ack=True)
     assert (await b.pop(request)).count == 1  # B's lane is seeded and trusted
     assert (await b.pop(request)).count == 0
-    notifier = a._hub._notifier_pid
+    link = await wake_link(a._hub, db, queue_name)
+    notifier = link.notifier_pid
     assert notifier is not None
-    assert await db.fetchval("SELECT pg_terminate_backend($1::integer)", notifier)
+    node = await asyncpg.connect(link.dsn)  # on Citus, the worker the queue's go to
+    try:
+        assert await node.fetchval("SELECT pg_terminate_backend($1::integer)", notifier)
+    finally:
+        await node.close()
     await _push(a, queue_name, ["after-cut"])
-    assert a._hub._notifier_pid != notifier  # sent again on a new connection
+    assert link.notifier_pid != notifier  # sent again on a new connection
     result = await b.pop(request)
     assert [c.partition for c in result.claims] == ["after-cut"]
 

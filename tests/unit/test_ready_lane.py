@@ -78,10 +78,10 @@ def test_a_notification_that_cannot_name_every_partition_says_so() -> None:
     there = WakeupHub("postgresql://unused", {})
     heard: list[tuple[int, int, bool]] = []
     there.on_marks = lambda q, pids, complete: heard.append((q, len(pids), complete))
-    there._on_notification(None, 1, "queen_wakeup", payload)
+    there._on_notification(payload)
     assert heard == [(7, MAX_HINTS, False)]  # its lanes of queue 7 reseed before trust
     queue, n, pids, _ = decode_payload(encode_payload(7, 2, [3, 4]))
-    there._on_notification(None, 1, "queen_wakeup", encode_payload(7, 2, [3, 4]))
+    there._on_notification(encode_payload(7, 2, [3, 4]))
     assert heard[-1] == (7, 2, True) and (queue, n, pids) == (7, 2, [3, 4])
 
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import pytest
 
 from core.engine.listener import WakeupHub
+from core.engine.wake_link import WakeLink
 from core.engine.wakeup import decode_payload, encode_payload, group_token
 
 
@@ -54,12 +55,16 @@ async def test_leaving_the_block_unregisters_the_waiter() -> None:
 
 
 async def test_own_notifications_are_ignored_and_others_wake_by_count() -> None:
+    heard: list[str] = []
+    link = WakeLink("postgresql://unused", {}, {}, on_connected=lambda: None)
+    link.notifier_pid = 42
+    relay = link._relay(heard.append)
+    relay(None, 42, "queen_wakeup", "7:2")
+    relay(None, 43, "queen_wakeup", "7:3")
+    assert heard == ["7:3"]
     h = hub()
-    h._notifier_pid = 42
     with h.parked([7], "g") as a, h.parked([7], "g") as b:
-        h._on_notification(None, 42, "queen_wakeup", "7:2")
-        assert not a.event.is_set()
-        h._on_notification(None, 43, "queen_wakeup", "7:2")
+        h._on_notification("7:2")
         assert a.event.is_set() and b.event.is_set()
 
 
@@ -91,7 +96,7 @@ async def test_a_local_commit_tells_the_others_what_its_own_pops_took() -> None:
     assert payload == f"7:1:41:{group_token('g1')}=1"
     with there.parked([7], "g1") as g1, there.parked([7], "g2") as g2, \
             there.parked([7], "g1", "p1") as g1_p1:
-        there._on_notification(None, 43, "queen_wakeup", payload)
+        there._on_notification(payload)
         assert not g1.event.is_set()  # the span went to a g1 pop elsewhere
         assert g2.event.is_set() and g1_p1.event.is_set()  # other lines: woken as before
         # Its ready sets heard of the partition all the same, so g1's waiter finds data the
@@ -102,7 +107,7 @@ async def test_a_local_commit_tells_the_others_what_its_own_pops_took() -> None:
 async def test_served_counts_only_lower_the_count_they_cover() -> None:
     h = hub()
     with h.parked([7], "g") as a, h.parked([7], "g") as b, h.parked([7], "g") as c:
-        h._on_notification(None, 43, "queen_wakeup", f"7:3::{group_token('g')}=1")
+        h._on_notification(f"7:3::{group_token('g')}=1")
         assert [w.event.is_set() for w in (a, b, c)] == [True, True, False]
 
 
@@ -116,7 +121,7 @@ async def test_woken_waiters_look_after_their_ready_sets_heard_the_partitions() 
         woken_when_heard.append(a.event.is_set())
     h.on_marks = on_marks
     with h.parked([7], "g") as a, h.parked([7], "g") as b:
-        h._on_notification(None, 43, "queen_wakeup", "7:1:41")
+        h._on_notification("7:1:41")
         assert a.event.is_set() and not b.event.is_set()
         h.announce([(7, 42)])  # a local commit to partition 42
         assert b.event.is_set()
