@@ -100,22 +100,21 @@ async def dlq_page(conn: Conn, *, tenant: str, queue: str | None, group: str | N
     return [r for r in rows if r.id is not None], total
 
 
-_LOCK_NEWEST = Statement("dlq_lock_newest", DeadLetterRow)
+# A row of the tenant's partition by its id or by its message address (the other None).
+_ROWS = Statement("dlq_rows", DeadLetterRow)
+_LOCK = Statement("dlq_lock", DeadLetterRow)  # the first of _ROWS, locked
 
 
 async def dlq_lock_newest(conn: Conn, *, tenant: str, partition_id: int,
                           transaction_id: str) -> DeadLetterRow | None:
-    return await _LOCK_NEWEST.one(conn, partition_id=partition_id, transaction_id=transaction_id,
-                                  tenant=tenant)
-
-
-_ROWS_FOR_ADDRESS = Statement("dlq_rows_for_address", DeadLetterRow)
+    return await _LOCK.one(conn, partition_id=partition_id, tenant=tenant, dlq_id=None,
+                           transaction_id=transaction_id)
 
 
 async def dlq_rows_for_address(conn: Conn, *, tenant: str, partition_id: int,
                                transaction_id: str) -> list[DeadLetterRow]:
-    return await _ROWS_FOR_ADDRESS.rows(conn, partition_id=partition_id,
-                                        transaction_id=transaction_id, tenant=tenant)
+    return await _ROWS.rows(conn, partition_id=partition_id, tenant=tenant, dlq_id=None,
+                            transaction_id=transaction_id)
 
 
 _DELETE = Statement("dlq_delete", DeletedDeadLetter)
@@ -198,7 +197,6 @@ class PurgedDeadLetter:
 
 
 _PARTITION_OF = Statement[None]("dlq_partition_of")
-_LOCK_BY_ID = Statement("dlq_lock_by_id", DeadLetterRow)
 
 
 async def dlq_lock_by_id(conn: Conn, *, tenant: str, dlq_id: int) -> DeadLetterRow | None:
@@ -207,7 +205,8 @@ async def dlq_lock_by_id(conn: Conn, *, tenant: str, dlq_id: int) -> DeadLetterR
     partition_id = await _PARTITION_OF.value(conn, dlq_id=dlq_id)
     if partition_id is None:
         return None
-    return await _LOCK_BY_ID.one(conn, partition_id=partition_id, dlq_id=dlq_id, tenant=tenant)
+    return await _LOCK.one(conn, partition_id=partition_id, tenant=tenant, dlq_id=dlq_id,
+                           transaction_id=None)
 
 
 _PURGE_BATCH = Statement("dlq_purge_batch", PurgeCandidate)

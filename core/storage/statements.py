@@ -14,7 +14,10 @@ no `asyncpg.Record` leaves the storage package; driver errors become core errors
 shard, and is bound with its twin that runs where it is received: a statement whose
 description has a `-- here: <expression>` line is loaded with that twin, `<name>_here`, the
 same SQL with the expression in place of its `:route::bigint` (so each such call is written
-once; the expression itself is SQL, and stays in the queries file).
+once; the expression itself is SQL, and stays in the queries file). A statement whose
+description has a `-- extends: <name>` line is that earlier statement of its file (without
+its closing `;`) followed by its own lines: a locked first row of a read is written as the
+read and `LIMIT 1 FOR UPDATE`, not as a second copy of the read.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ _HEADER = re.compile(r"^-- name: *([a-z_][a-z0-9_]*) *$", re.MULTILINE)
 # argument of the routed statement it replaces.
 _HERE = re.compile(r"^-- here: *(.+?) *$", re.MULTILINE)
 _ROUTE = ":route::bigint"
+# A description line naming the earlier statement this one continues.
+_EXTENDS = re.compile(r"^-- extends: *([a-z_][a-z0-9_]*) *$", re.MULTILINE)
 # What the parameter scan steps over whole: quoted text and identifiers, dollar-quoted
 # bodies and comments (a colon in them names nothing), and `::` casts; then `:name`, and `$n`
 # (refused).
@@ -57,7 +62,8 @@ R = TypeVar("R")
 
 def parse(text: str) -> dict[str, str]:
     """Split a queries file into {name: sql}, with `<name>_here` for a statement that has a
-    `-- here:` line; a name may appear only once."""
+    `-- here:` line, and a statement with an `-- extends:` line after the SQL it extends; a
+    name may appear only once."""
     queries: dict[str, str] = {}
     parts = _HEADER.split(text)
     for name, body in zip(parts[1::2], parts[2::2]):
@@ -67,6 +73,13 @@ def parse(text: str) -> dict[str, str]:
                         if not line.lstrip().startswith("--")).strip()
         if not sql:
             raise ValueError(f"query {name!r} has no SQL")
+        extends = _EXTENDS.search(body)
+        if extends is not None:
+            base = queries.get(extends.group(1))
+            if base is None:
+                raise ValueError(f"query {name!r} extends {extends.group(1)!r}, "
+                                 "which its file does not define before it")
+            sql = f"{base.removesuffix(';').rstrip()}\n{sql}"
         queries[name] = sql
         here = _HERE.search(body)
         if here is not None:

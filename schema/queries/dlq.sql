@@ -37,9 +37,10 @@ SELECT page.*, t.total
   LEFT JOIN page ON true
  ORDER BY page.failed_at DESC, page.id DESC;
 
--- name: dlq_lock_newest
--- The newest DLQ row of a message address (any group), locked for replay, with its queue and
--- partition. Concurrent replays of one address queue up here; the loser finds no row.
+-- name: dlq_rows
+-- DLQ rows of a partition of the tenant's queues, newest first, with their queue, partition
+-- and preserved segment copy: the row of an id, or the rows of a message address (the other
+-- parameter null).
 SELECT d.id, d.partition_id, q.name AS queue, p.name AS partition, d.consumer_group,
        d.msg_offset, d.transaction_id, d.message_id, d.trace_id, d.producer_sub, d.payload,
        d.segment_base, ds.blob AS segment_blob, d.error_message, d.retry_count,
@@ -49,24 +50,17 @@ SELECT d.id, d.partition_id, q.name AS queue, p.name AS partition, d.consumer_gr
   JOIN queen.queues q ON q.id = p.queue_id
   LEFT JOIN queen.log_dlq_segments ds
     ON ds.partition_id = d.partition_id AND ds.base_offset = d.segment_base
- WHERE d.partition_id = :partition_id AND d.transaction_id = :transaction_id AND q.tenant = :tenant
- ORDER BY d.failed_at DESC, d.id DESC
+ WHERE d.partition_id = :partition_id AND q.tenant = :tenant
+   AND (d.id = :dlq_id OR d.transaction_id = :transaction_id)
+ ORDER BY d.failed_at DESC, d.id DESC;
+
+-- name: dlq_lock
+-- The first of `dlq_rows`, locked for replay: the row of an id, or the newest of an address
+-- (any group). Concurrent replays (or a purge) of one row queue up here; the loser finds no
+-- row.
+-- extends: dlq_rows
  LIMIT 1
    FOR UPDATE OF d;
-
--- name: dlq_rows_for_address
--- DLQ rows of a message address, newest first (shaped like dlq_lock_newest's row).
-SELECT d.id, d.partition_id, q.name AS queue, p.name AS partition, d.consumer_group,
-       d.msg_offset, d.transaction_id, d.message_id, d.trace_id, d.producer_sub, d.payload,
-       d.segment_base, ds.blob AS segment_blob, d.error_message, d.retry_count,
-       d.created_at, d.failed_at
-  FROM queen.log_dlq d
-  JOIN queen.log_partitions p ON p.id = d.partition_id
-  JOIN queen.queues q ON q.id = p.queue_id
-  LEFT JOIN queen.log_dlq_segments ds
-    ON ds.partition_id = d.partition_id AND ds.base_offset = d.segment_base
- WHERE d.partition_id = :partition_id AND d.transaction_id = :transaction_id AND q.tenant = :tenant
- ORDER BY d.failed_at DESC, d.id DESC;
 
 -- name: dlq_delete
 -- Remove DLQ rows of a partition: one by id, or every row of an address; answers each
@@ -141,25 +135,9 @@ SELECT p.id, p.name, p.last_offset, p.log_start, q.name AS queue, q.namespace, q
 
 -- name: dlq_partition_of
 -- The partition of a DLQ row, by the row's own id (null when there is none). Read without a
--- lock, so that the lock that follows names the partition: on Citus the rows are
--- distributed by partition, and a row lock searching every shard is refused.
+-- lock, so that the lock that follows (`dlq_lock`) names the partition: on Citus the rows
+-- are distributed by partition, and a row lock searching every shard is refused.
 SELECT partition_id FROM queen.log_dlq WHERE id = :dlq_id;
-
--- name: dlq_lock_by_id
--- One DLQ row by its partition and its own id, locked for replay, with its queue and
--- partition (shaped like dlq_lock_newest's row). A concurrent replay or purge of the same
--- row waits; the loser finds no row.
-SELECT d.id, d.partition_id, q.name AS queue, p.name AS partition, d.consumer_group,
-       d.msg_offset, d.transaction_id, d.message_id, d.trace_id, d.producer_sub, d.payload,
-       d.segment_base, ds.blob AS segment_blob, d.error_message, d.retry_count,
-       d.created_at, d.failed_at
-  FROM queen.log_dlq d
-  JOIN queen.log_partitions p ON p.id = d.partition_id
-  JOIN queen.queues q ON q.id = p.queue_id
-  LEFT JOIN queen.log_dlq_segments ds
-    ON ds.partition_id = d.partition_id AND ds.base_offset = d.segment_base
- WHERE d.partition_id = :partition_id AND d.id = :dlq_id AND q.tenant = :tenant
-   FOR UPDATE OF d;
 
 -- name: dlq_purge_batch
 -- Up to `batch` DLQ rows of a queue (of one consumer group, or of all), oldest id first: what

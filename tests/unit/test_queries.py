@@ -46,6 +46,23 @@ def test_parse_derives_the_twin_of_a_statement_with_a_here_line() -> None:
                       "-- name: call\n-- here: (SELECT :route::bigint)\nSELECT queen.f(:route::bigint, 1);\n")
 
 
+def test_parse_appends_a_statement_with_an_extends_line_to_the_one_it_names() -> None:
+    parsed = queries.parse("-- name: read\n-- rows\nSELECT a FROM t\n ORDER BY a;\n\n"
+                           "-- name: lock\n-- the first, locked\n-- extends: read\n"
+                           " LIMIT 1\n   FOR UPDATE;\n")
+    assert parsed == {"read": "SELECT a FROM t\n ORDER BY a;",
+                      "lock": "SELECT a FROM t\n ORDER BY a\nLIMIT 1\n   FOR UPDATE;"}
+    for text in ("-- name: lock\n-- extends: read\nLIMIT 1;\n-- name: read\nSELECT 1;\n",
+                 "-- name: lock\n-- extends: nothing\nLIMIT 1;\n"):
+        with pytest.raises(ValueError, match="'lock' extends"):
+            queries.parse(text)
+
+
+def test_the_dlq_lock_is_the_dlq_read_with_a_row_lock() -> None:
+    read, lock = queries.QUERIES["dlq_rows"], queries.QUERIES["dlq_lock"]
+    assert lock == f"{read.removesuffix(';')}\nLIMIT 1\n   FOR UPDATE OF d;"
+
+
 def test_parse_rejects_a_statement_without_sql() -> None:
     with pytest.raises(ValueError, match="'empty' has no SQL"):
         queries.parse("-- name: empty\n-- only a comment\n\n-- name: ok\nSELECT 1;\n")
