@@ -49,9 +49,11 @@ NodeSource = Callable[[], Awaitable[Mapping[int, str]]]
 
 class WakeNodes:
     def __init__(self, home: WakeLink, make_link: Callable[[str], WakeLink],
-                 source: NodeSource | None = None) -> None:
+                 source: NodeSource | None = None, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         """`home`: the coordinator's (or the one server's) link; `make_link(dsn)`: a worker's
         link; `source`: where the workers are listed (None: there are none)."""
+        self._clock = clock
         self.home = home
         self._make_link = make_link
         self._source = source
@@ -67,7 +69,7 @@ class WakeNodes:
 
     def target(self, queue_id: int) -> WakeLink:
         """The node this process sends a queue's notifications to."""
-        now = time.monotonic()
+        now = self._clock()
         usable = [link for group, link in self._workers.items()
                   if self._usable_from[group] <= now]
         return usable[queue_id % len(usable)] if usable else self.home
@@ -83,7 +85,7 @@ class WakeNodes:
             except (QueenError, *DRIVER_ERRORS, OSError, TimeoutError) as exc:
                 log.info("wake-up nodes not read (%s)", type(exc).__name__)
                 return
-            now = time.monotonic()
+            now = self._clock()
             changed = False
             for group in [g for g in self._workers if g not in listed]:
                 self._workers.pop(group).close()

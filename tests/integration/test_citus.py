@@ -21,6 +21,7 @@ import asyncpg
 import httpx
 import pytest
 
+from core.engine.wakeup import CHANNEL, CLAIMED_CHANNEL
 from core.settings import Settings
 from core.storage import stats
 from core.storage.database import Database
@@ -288,13 +289,30 @@ async def test_counters_and_heartbeats_flush_on_the_coordinator(
 async def test_a_push_through_one_worker_wakes_a_pop_parked_on_a_broker_of_the_other(
         url: str) -> None:
     """LISTEN/NOTIFY is per node in Citus: a broker routing from worker 1 commits there, a
-    broker routing from worker 2 has a pop parked. Both listen and notify on the coordinator
-    (core/storage/cluster.py), so the pop is woken within the notification latency."""
+    broker routing from worker 2 has a pop parked. Each queue's notifications go to one
+    worker, and every broker listens on every worker (core/engine/wake_nodes.py), so the
+    pop is woken within the notification latency, and the coordinator, which every broker
+    shares, raises and reads none of the log's notifications."""
     hosts = urlsplit(url).netloc.split(",")
     path = urlsplit(url).path
     assert len(hosts) == 3
     via = {w: f"postgresql://{hosts[0]},{hosts[w]}{path}" for w in (1, 2)}
     queue = "q-" + uuid.uuid4().hex[:10]
+    on_coordinator: list[str] = []
+    coordinator = await asyncpg.connect(f"postgresql://{hosts[0]}{path}")
+    for channel in (CHANNEL, CLAIMED_CHANNEL):
+        await coordinator.add_listener(
+            channel, lambda _c, _pid, name, payload: on_coordinator.append(f"{name} {payload}"))
+    try:
+        await _wake_across_workers(hosts, path, via, queue)
+        await coordinator.execute("SELECT 1")  # brings what was sent before
+    finally:
+        await coordinator.close()
+    assert on_coordinator == []
+
+
+async def _wake_across_workers(hosts: list[str], path: str, via: dict[int, str],
+                               queue: str) -> None:
     with BrokerProcess(via[1], workers=1) as one, BrokerProcess(via[2], workers=1) as two:
         async with httpx.AsyncClient(base_url=one.url, timeout=30) as a, \
                 httpx.AsyncClient(base_url=two.url, timeout=30) as b:

@@ -1,0 +1,85 @@
+"""Which node carries a queue's wake-up notifications (core/engine/wake_nodes.py)."""
+
+from __future__ import annotations
+
+from core.engine import wake_nodes
+from core.engine.wake_link import WakeLink
+from core.engine.wake_nodes import WakeNodes
+
+
+def _link(dsn: str) -> WakeLink:
+    return WakeLink(dsn, {}, {}, on_connected=lambda: None)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _nodes(listed: dict[int, str], clock: Clock | None = None) -> WakeNodes:
+    async def source() -> dict[int, str]:
+        return dict(listed)
+    return WakeNodes(_link("home"), _link, source, clock=clock or Clock())
+
+
+async def test_one_postgresql_has_one_node() -> None:
+    nodes = WakeNodes(_link("home"), _link)
+    await nodes.read()
+    assert {nodes.target(q).dsn for q in range(10)} == {"home"}
+    assert [link.dsn for link in nodes.links] == ["home"]
+
+
+async def test_the_workers_listed_at_start_share_the_queues_at_once() -> None:
+    nodes = _nodes({1: "w1", 2: "w2"})
+    await nodes.read()
+    assert {nodes.target(q).dsn for q in range(10)} == {"w1", "w2"}
+    assert nodes.target(7) is nodes.target(7)  # a queue stays on its node
+    assert [link.dsn for link in nodes.links] == ["home", "w1", "w2"]
+
+
+async def test_a_worker_found_later_is_listened_to_at_once_and_told_only_after_settling(
+        ) -> None:
+    listed = {1: "w1"}
+    clock = Clock()
+    nodes = _nodes(listed, clock)
+    await nodes.read()
+    listed[2] = "w2"
+    await nodes.read()
+    assert nodes.changed.is_set()  # the hub starts listening there now
+    assert "w2" in [link.dsn for link in nodes.links]
+    assert {nodes.target(q).dsn for q in range(10)} == {"w1"}
+    clock.now += wake_nodes.SETTLE_SECONDS - 1
+    assert {nodes.target(q).dsn for q in range(10)} == {"w1"}
+    clock.now += 2
+    assert {nodes.target(q).dsn for q in range(10)} == {"w1", "w2"}
+
+
+async def test_with_no_settled_worker_the_coordinator_carries_them() -> None:
+    listed: dict[int, str] = {}
+    nodes = _nodes(listed)
+    await nodes.read()
+    listed[3] = "w3"
+    await nodes.read()
+    assert nodes.target(5).dsn == "home"
+
+
+async def test_a_worker_gone_from_the_list_is_dropped_and_a_failed_read_changes_nothing(
+        ) -> None:
+    listed = {1: "w1", 2: "w2"}
+    failing = False
+
+    async def source() -> dict[int, str]:
+        if failing:
+            raise OSError("coordinator away")
+        return dict(listed)
+    nodes = WakeNodes(_link("home"), _link, source)
+    await nodes.read()
+    del listed[2]
+    await nodes.read()
+    assert {nodes.target(q).dsn for q in range(10)} == {"w1"}
+    failing = True
+    await nodes.read()
+    assert [link.dsn for link in nodes.links] == ["home", "w1"]
