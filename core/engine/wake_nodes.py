@@ -29,7 +29,6 @@ until it is back (every empty answer looks in the tables first).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -37,6 +36,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from core.engine.wake_link import WakeLink
 from core.errors import QueenError
 from core.storage.errors import DRIVER_ERRORS
+from core.waiting import wait_event
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +107,7 @@ class WakeNodes:
         """Read the workers now and every REFRESH_SECONDS until `stopping` is set."""
         while not stopping.is_set():
             await self.read()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), REFRESH_SECONDS)
+            await wait_event(stopping, REFRESH_SECONDS)
 
     def close(self) -> None:
         for link in self.links:
