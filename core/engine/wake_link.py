@@ -186,6 +186,12 @@ class WakeLink:
         return {**self._connect_options, "server_settings": {
             **self._connect_options.get("server_settings", {}), "synchronous_commit": "off"}}
 
+    def drop_notifier(self) -> None:
+        """Drop the notifier session at once (the node left the cluster)."""
+        conn, self._notifier = self._notifier, None
+        if conn is not None:
+            conn.terminate()
+
     async def close_notifier(self) -> None:
         conn, self._notifier = self._notifier, None
         if conn is not None:

@@ -88,14 +88,14 @@ class WakeNodes:
             now = self._clock()
             changed = False
             for group in [g for g in self._workers if g not in listed]:
-                self._workers.pop(group).close()
+                _drop(self._workers.pop(group))
                 del self._usable_from[group]
                 changed = True
             for group, dsn in listed.items():
                 if group in self._workers and self._workers[group].dsn == dsn:
                     continue
                 if group in self._workers:
-                    self._workers[group].close()
+                    _drop(self._workers[group])
                 self._workers[group] = self._make_link(dsn)
                 self._usable_from[group] = now if not self._read_once else now + SETTLE_SECONDS
                 changed = True
@@ -112,3 +112,8 @@ class WakeNodes:
     def close(self) -> None:
         for link in self.links:
             link.close()
+
+
+def _drop(link: WakeLink) -> None:
+    link.close()
+    link.drop_notifier()
