@@ -384,7 +384,11 @@ class WakeupHub:
                 nodes.changed.clear()
                 await first_of([self._stopping, nodes.changed], 60.0)
                 if self._stopping.is_set():
+                    # Not waiting for them to notice: a session still connecting to a node
+                    # that does not answer would hold the stop for its connect timeout.
                     nodes.close()
+                    for task in listening.values():
+                        task.cancel()
                     return
 
     async def announce_forever(self) -> None:

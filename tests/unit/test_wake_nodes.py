@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from core.engine import wake_nodes
+from core.engine.listener import WakeupHub
 from core.engine.wake_link import WakeLink
 from core.engine.wake_nodes import WakeNodes
 
@@ -83,3 +86,26 @@ async def test_a_worker_gone_from_the_list_is_dropped_and_a_failed_read_changes_
     failing = True
     await nodes.read()
     assert [link.dsn for link in nodes.links] == ["home", "w1"]
+
+
+async def test_a_stop_does_not_wait_for_a_node_that_does_not_answer() -> None:
+    """A worker that accepts connections and never answers (frozen, partitioned): the hub's
+    LISTEN sessions there are still connecting when the process stops, and the stop does
+    not wait for their connect timeout (60 s here)."""
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(3600)
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    dsn = f"postgresql://queen@127.0.0.1:{port}/queen"
+
+    async def source() -> dict[int, str]:
+        return {1: dsn}
+    try:
+        hub = WakeupHub(dsn, {"timeout": 60}, nodes=source)
+        listening = asyncio.create_task(hub.listen_forever())
+        await asyncio.sleep(0.5)
+        assert not hub.listening
+        hub.close()
+        await asyncio.wait_for(listening, 5)
+    finally:
+        server.close()
