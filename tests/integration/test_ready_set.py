@@ -238,17 +238,20 @@ async def test_an_announcement_whose_notify_failed_is_sent_again_before_the_push
 
 
 async def test_a_pop_about_to_answer_nothing_first_hears_what_is_on_its_way(
-        pair: tuple[Broker, Broker], queue_name: str) -> None:
+        pair: tuple[Broker, Broker], queue_name: str, db: asyncpg.Connection) -> None:
     """B's LISTEN session is held still (SIGSTOP) while A's push commits and is announced:
     the notification has not left PostgreSQL when B's pop finds nothing. B's pop waits for
     a round trip on its LISTEN connection before it answers, which brings the notification
-    with it once the session runs again."""
+    with it once the session runs again. (On Citus, the session on the worker the queue's
+    notifications go to: the round trip is made on every node's.)"""
     a, b = pair
     await _push(a, queue_name, ["seed"])
     request = PopRequest(group="g", batch=1, queue=queue_name, auto_ack=True)
     assert (await b.pop(request)).count == 1  # B's lane is seeded and trusted
     assert (await b.pop(request)).count == 0
-    session = b._hub.listener_pid
+    assert (await wake_link(a._hub, db, queue_name)).dsn == \
+        (await wake_link(b._hub, db, queue_name)).dsn
+    session = (await wake_link(b._hub, db, queue_name)).listener_pid
     assert session is not None
     if not psutil.pid_exists(session):
         pytest.skip("the database server runs on another host")
