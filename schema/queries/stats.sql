@@ -259,13 +259,18 @@ SELECT (SELECT coalesce(jsonb_agg(to_jsonb(n)), '[]'::jsonb) FROM now_ n)::text 
 -- (queue_id 0) and one per queue with something to show, moves the baseline, and forgets
 -- baselines of deleted queues and the counters of deleted partitions. Touches only the
 -- coordinator's own stats tables (Citus runs it as plain PostgreSQL).
--- A queue without a baseline counts from zero when it was created after the previous pass;
--- on the very first pass nothing is counted (the history before it is unknown, not a spike),
+-- A queue without a baseline counts from zero when it was created after the first pass kept:
+-- no pass has seen it, so none of its traffic was counted yet. (Not "after the previous
+-- pass": a queue whose creating transaction began before the previous pass and committed
+-- after that pass's snapshot is stamped before it, yet was not seen by it, and its first
+-- traffic was lost.) On the very first pass nothing is counted (the history before it is
+-- unknown, not a spike),
 -- nor for a figure its baseline does not hold yet (a baseline from before version 130).
 -- Answers the number of queue rows stored.
 -- `figures`: stats_sample_figures' JSON text; `orphans`: partitions whose counters to forget.
 WITH prev AS (
-    SELECT max(sampled_at) AS at FROM queen.stats_samples WHERE queue_id = 0),
+    SELECT max(sampled_at) AS at, min(sampled_at) AS first_at
+      FROM queen.stats_samples WHERE queue_id = 0),
 now_ AS (
     SELECT * FROM jsonb_to_recordset(:figures::text::jsonb) AS n(
                id bigint, name text, namespace text, task text, created_at timestamptz,
@@ -276,7 +281,7 @@ now_ AS (
 delta AS (
     SELECT n.*,
            CASE WHEN b.queue_id IS NOT NULL THEN true
-                WHEN prev.at IS NOT NULL AND n.created_at > prev.at THEN true
+                WHEN prev.at IS NOT NULL AND n.created_at > prev.first_at THEN true
                 ELSE false END AS counts,
            b.queue_id IS NOT NULL AS has_baseline,
            coalesce(b.pushed, 0) AS b_pushed, coalesce(b.delivered, 0) AS b_delivered,

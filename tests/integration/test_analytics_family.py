@@ -207,6 +207,8 @@ async def test_queue_series_follow_the_samples(
 
     window = {"from": start.isoformat(), "namespace": ns}
 
+    seen: list[Any] = []
+
     async def sampled() -> dict[str, Any] | None:
         ops = await get(http, "queue-ops", **window)
         retention = await get(http, "retention", **window)
@@ -214,12 +216,17 @@ async def test_queue_series_follow_the_samples(
                     for k in ("pushMessages", "popMessages", "ackSuccess", "ackFailed",
                               "deadLettered", "evicted")}
                 for q in (busy, kept, stale)}
+        seen[:] = [sums, retention["totals"]]
         done = (sums[busy] == {"pushMessages": 10, "popMessages": 4, "ackSuccess": 3,
                                "ackFailed": 1, "deadLettered": 1, "evicted": 0}
                 and sums[stale]["evicted"] == 3 and retention["totals"]["retentionMsgs"] == 5)
         return {"ops": ops, "retention": retention, "sums": sums} if done else None
 
-    got = await wait_for(sampled, timeout=20, interval=0.3)
+    try:
+        got = await wait_for(sampled, timeout=20, interval=0.3)
+    except AssertionError:
+        raise AssertionError(f"the series did not follow the samples; last seen: {seen}"
+                             ) from None
     ops, retention = got["ops"], got["retention"]
     assert ops["queues"] == sorted([busy, kept, stale])
     assert got["sums"][kept]["pushMessages"] == 5

@@ -74,6 +74,25 @@ async def test_a_sampling_pass_stores_the_traffic_since_the_previous_one(
     assert sum(b["deadLettered"] for b in series["buckets"]) == 1
 
 
+async def test_a_queue_stamped_before_the_previous_pass_but_unseen_by_it_counts_from_zero(
+        http: httpx.AsyncClient, db: asyncpg.Connection) -> None:
+    """A queue whose creating transaction began before a pass and committed after that
+    pass's snapshot is stamped (created_at, its transaction's start) before the pass, yet
+    the pass did not see it: the next pass must still count its traffic from zero, not drop
+    it for a history it thinks it missed. The state is made directly: the queue's stamp
+    moved before the previous pass, which saw none of it."""
+    queue = "unseen-" + uuid.uuid4().hex[:8]
+    await refresh(http)  # not the first pass: what came before it is history, not a spike
+    await asyncio.sleep(0.1)
+    await refresh(http)
+    await push_items(http, queue, [1, 2, 3])
+    await db.execute(
+        "UPDATE queen.queues SET created_at = (SELECT max(sampled_at) FROM queen.stats_samples"
+        " WHERE queue_id = 0) - interval '10 milliseconds' WHERE name = $1", queue)
+    await refresh(http)
+    assert (await stored(db, queue))["pushed"] == 3
+
+
 async def analytics(client: httpx.AsyncClient, **params: str) -> dict[str, Any]:
     r = await client.get("/api/v1/status/analytics", params={"interval": "minute", **params})
     assert r.status_code == 200, r.text
