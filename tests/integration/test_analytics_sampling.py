@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import asyncpg
@@ -86,9 +87,10 @@ async def test_a_queue_stamped_before_the_previous_pass_but_unseen_by_it_counts_
     await asyncio.sleep(0.1)
     await refresh(http)
     await push_items(http, queue, [1, 2, 3])
-    await db.execute(
-        "UPDATE queen.queues SET created_at = (SELECT max(sampled_at) FROM queen.stats_samples"
-        " WHERE queue_id = 0) - interval '10 milliseconds' WHERE name = $1", queue)
+    previous = await db.fetchval(
+        "SELECT max(sampled_at) FROM queen.stats_samples WHERE queue_id = 0")
+    await db.execute("UPDATE queen.queues SET created_at = $2 WHERE name = $1", queue,
+                     previous - timedelta(milliseconds=10))
     await refresh(http)
     assert (await stored(db, queue))["pushed"] == 3
 
