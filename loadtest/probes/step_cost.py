@@ -10,6 +10,11 @@ and ack batches of 500):
 * `push decode`: a push body to its items (broker/wire/push.py);
 * `push items`: the items to the core's, their message ids minted (broker/routes/push.py);
 * `push answer`: the answer's JSON from 100 queued outcomes;
+* `push outcomes`: the core's push of those items to one partition, the coalescer answering
+  at once (core/engine/push.py: grouping, submission, an outcome per item);
+* `push flush`: what a flush of them does besides its statement: the segment packed
+  (zstd included), the statement's parameters, the verdicts from its answer
+  (core/engine/writes.py `prepare` and `written`, as a stream cycle calls them);
 * `ack items`: an ack batch body to the core's items (`to_group_acks`, or what the route
   did before it: `to_ack_item` and a `GroupAck` per item);
 * `pop answer`: the JSON pop answer's `messages` of a 500-message delivery from 4 claims of
@@ -35,7 +40,8 @@ from typing import Any
 from loadtest import launch
 from loadtest.probes.rounds import Rounds, arguments, in_turn
 
-STEPS = ("push decode", "push items", "push answer", "ack items", "pop answer")
+STEPS = ("push decode", "push items", "push answer", "push outcomes", "push flush",
+         "ack items", "pop answer")
 
 
 def _timed(step: Callable[[], object], *, calls: int, repeats: int, messages: int) -> float:
@@ -69,6 +75,7 @@ def _push_steps(calls: int, repeats: int) -> dict[str, float]:
     outcomes = [PushOutcome(item, Verdict("queued", item.message.message_id, 17, k, at), None)
                 for k, item in enumerate(made)]
     return {
+        **_core_push_steps(made, calls, repeats),
         "push decode": _timed(lambda: decode_json_push(body), calls=calls, repeats=repeats,
                               messages=100),
         "push items": _timed(lambda: to_push_items(items, None, ""), calls=calls,
@@ -76,6 +83,47 @@ def _push_steps(calls: int, repeats: int) -> dict[str, float]:
         "push answer": _timed(lambda: json_response(answer(outcomes), 201), calls=calls,
                               repeats=repeats, messages=100),
     }
+
+
+def _core_push_steps(items: Any, calls: int, repeats: int) -> dict[str, float]:
+    import asyncio
+    from datetime import UTC, datetime
+    from types import SimpleNamespace
+
+    from core import options
+    from core.engine.directory import PartitionName
+    from core.engine.push import Pusher
+    from core.engine.writes import NewMessage, Verdict, prepare, written
+    from core.storage.writes import append_arguments
+
+    at = datetime(2026, 12, 6, tzinfo=UTC)
+    messages = [item.message for item in items]
+    verdicts = [Verdict("queued", m.message_id, 17, k, at) for k, m in enumerate(messages)]
+    db = SimpleNamespace(shards=SimpleNamespace(distributed=False))
+    pusher = Pusher(db, max_flush_messages=1000, max_pending_messages=10_000,  # type: ignore[arg-type]
+                    max_partitions_per_flush=64, max_concurrent_flushes=4,
+                    on_appended=lambda _: None, answer_within_s=10.0)
+
+    async def submit(key: PartitionName, items: list[NewMessage]) -> list[Verdict]:
+        return verdicts  # the coalescer's answer, at once
+
+    pusher.coalescer.submit = submit  # type: ignore[method-assign]
+    loop = asyncio.new_event_loop()
+    name = PartitionName("q", "p1", "")
+
+    def flush() -> object:
+        work, targets = prepare([(name, messages)])
+        append_arguments(targets, options.DEFAULTS_JSON)
+        return written(work, queue_ids=[1], partition_ids=[17], bases=[0], times=[at])
+
+    try:
+        return {
+            "push outcomes": _timed(lambda: loop.run_until_complete(pusher.push(items)),
+                                    calls=calls, repeats=repeats, messages=100),
+            "push flush": _timed(flush, calls=calls, repeats=repeats, messages=100),
+        }
+    finally:
+        loop.close()
 
 
 def _ack_steps(calls: int, repeats: int) -> dict[str, float]:
