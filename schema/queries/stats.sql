@@ -164,7 +164,8 @@ SELECT pg_advisory_xact_lock(:key);
 -- One sampling pass, first half: reads, per queue, the cumulative counters now (pushed =
 -- offsets allocated, acked = messages cursors consumed, evicted = messages
 -- maxWaitTimeSeconds skipped, delivered/failed and what retention released = the processes'
--- flushed per-partition counters), dead letters written since the previous pass, the backlog
+-- flushed per-partition counters), dead letters written since the previous pass (see
+-- `dead` below), the backlog
 -- of the worst group (depth), the age of the oldest message a group has not consumed (lag),
 -- the partition count and the long-poll pops parked on the queue (live processes'
 -- heartbeats, younger than `live_seconds` seconds). Positions come from queen.group_positions (a
@@ -222,10 +223,21 @@ counted AS (
      GROUP BY p.queue_id),
 counted_partitions AS MATERIALIZED (
     SELECT p.id FROM counters c JOIN queen.log_partitions p ON p.id = c.partition_id),
+-- A dead letter is stamped with its transaction's start, and a transaction that began
+-- before the previous pass may commit after that pass read the table: counted by its stamp
+-- since the previous pass, it would be counted by neither. So the pass reads three counts per
+-- queue: stamped since the previous pass (`since_prev`, what a baseline from before version
+-- 160 counts), since a minute before it (`since_overlap`), and in the minute before this
+-- pass (`recent`, which the baseline keeps). stats_sample_store counts `since_overlap`
+-- minus what the previous pass kept: each dead letter whose transaction took less than a
+-- minute is counted once, by the first pass that sees it.
 dead AS (
-    SELECT p.queue_id, count(*) AS n
+    SELECT p.queue_id,
+           count(*) FILTER (WHERE d.failed_at > prev.at) AS since_prev,
+           count(*) FILTER (WHERE prev.at IS NOT NULL) AS since_overlap,
+           count(*) FILTER (WHERE d.failed_at > now() - interval '1 minute') AS recent
       FROM queen.log_dlq d JOIN queen.log_partitions p ON p.id = d.partition_id, prev
-     WHERE prev.at IS NOT NULL AND d.failed_at > prev.at
+     WHERE d.failed_at > least(prev.at, now()) - interval '1 minute'
      GROUP BY p.queue_id),
 parked AS MATERIALIZED (
     SELECT e.k::bigint AS queue_id, sum(e.v::bigint) AS n
@@ -240,7 +252,9 @@ now_ AS (
            coalesce(co.retention_released, 0)::bigint AS retention_released,
            coalesce(co.completed_released, 0)::bigint AS completed_released,
            coalesce(co.retention_segments, 0)::bigint AS retention_segments,
-           coalesce(de.n, 0)::bigint AS dead, coalesce(pa.depth, 0)::bigint AS depth,
+           coalesce(de.since_prev, 0)::bigint AS dead_since_prev,
+           coalesce(de.since_overlap, 0)::bigint AS dead_since_overlap,
+           coalesce(de.recent, 0)::bigint AS dead_recent, coalesce(pa.depth, 0)::bigint AS depth,
            coalesce(pa.lag, 0)::float8 AS lag, coalesce(pa.partitions, 0)::bigint AS partitions,
            coalesce(pk.n, 0)::bigint AS parked
       FROM queen.queues q
@@ -276,7 +290,8 @@ now_ AS (
                id bigint, name text, namespace text, task text, created_at timestamptz,
                tenant text, pushed bigint, delivered bigint, acked bigint, failed bigint,
                evicted bigint, retention_released bigint, completed_released bigint,
-               retention_segments bigint, dead bigint, depth bigint, lag float8,
+               retention_segments bigint, dead_since_prev bigint,
+               dead_since_overlap bigint, dead_recent bigint, depth bigint, lag float8,
                partitions bigint, parked bigint)),
 delta AS (
     SELECT n.*,
@@ -288,7 +303,10 @@ delta AS (
            coalesce(b.acked, 0) AS b_acked, coalesce(b.failed, 0) AS b_failed,
            b.evicted AS b_evicted, b.retention_released AS b_retention_released,
            b.completed_released AS b_completed_released,
-           b.retention_segments AS b_retention_segments
+           b.retention_segments AS b_retention_segments,
+           -- the dead letters since the previous pass (stats_sample_figures, `dead`)
+           CASE WHEN b.dead_recent IS NULL THEN n.dead_since_prev
+                ELSE greatest(n.dead_since_overlap - b.dead_recent, 0) END AS dead
       FROM now_ n CROSS JOIN prev LEFT JOIN queen.stats_baseline b ON b.queue_id = n.id),
 rows_ AS (
     SELECT id, name, namespace, task, tenant, depth, lag, dead, partitions, parked,
@@ -329,16 +347,18 @@ stored AS (
 moved AS (
     INSERT INTO queen.stats_baseline AS b (queue_id, pushed, delivered, acked, failed,
                                            sampled_at, evicted, retention_released,
-                                           completed_released, retention_segments)
+                                           completed_released, retention_segments,
+                                           dead_recent)
     SELECT id, pushed, delivered, acked, failed, now(), evicted, retention_released,
-           completed_released, retention_segments
+           completed_released, retention_segments, dead_recent
       FROM now_
     ON CONFLICT (queue_id) DO UPDATE
        SET pushed = excluded.pushed, delivered = excluded.delivered, acked = excluded.acked,
            failed = excluded.failed, sampled_at = excluded.sampled_at,
            evicted = excluded.evicted, retention_released = excluded.retention_released,
            completed_released = excluded.completed_released,
-           retention_segments = excluded.retention_segments),
+           retention_segments = excluded.retention_segments,
+           dead_recent = excluded.dead_recent),
 forgotten AS (
     DELETE FROM queen.stats_baseline b
      WHERE NOT EXISTS (SELECT 1 FROM now_ n WHERE n.id = b.queue_id)),

@@ -95,6 +95,37 @@ async def test_a_queue_stamped_before_the_previous_pass_but_unseen_by_it_counts_
     assert (await stored(db, queue))["pushed"] == 3
 
 
+async def test_a_dead_letter_stamped_before_the_previous_pass_but_unseen_by_it_counts_once(
+        http: httpx.AsyncClient, db: asyncpg.Connection) -> None:
+    """A dead letter whose transaction began before a pass and committed after that pass
+    read the table: stamped before the pass, unseen by it. It is counted once, by a later
+    pass (it was counted by none when each pass counted the stamps since the previous
+    one). The state is made directly: the stamp moved before a pass that saw none of it."""
+    queue = "late-dead-" + uuid.uuid4().hex[:8]
+    await push_items(http, queue, [1])
+    popped = await pop_json(http, queue, batch=1)
+    assert popped is not None
+    await refresh(http)  # a pass before the dead letter exists
+    [m] = popped["messages"]
+    r = await http.post("/api/v1/ack/batch", json={"acknowledgments": [{
+        "transactionId": m["transactionId"], "partitionId": m["partitionId"],
+        "leaseId": m["leaseId"], "status": "dlq", "error": "bad"}]})
+    assert r.status_code == 200 and [a["success"] for a in r.json()] == [True], r.text
+    previous = await db.fetchval(
+        "SELECT max(sampled_at) FROM queen.stats_samples WHERE queue_id = 0")
+    assert await db.execute("UPDATE queen.log_dlq SET failed_at = $2 WHERE partition_id = $1",
+                            int(m["partitionId"]), previous - timedelta(milliseconds=10)) \
+        == "UPDATE 1"
+    deadline = time.monotonic() + 15
+    while (dead := (await stored(db, queue))["dead"]) == 0 and time.monotonic() < deadline:
+        await asyncio.sleep(0.5)
+        await refresh(http)
+    assert dead == 1
+    await asyncio.sleep(0.5)
+    await refresh(http)
+    assert (await stored(db, queue))["dead"] == 1  # once
+
+
 async def analytics(client: httpx.AsyncClient, **params: str) -> dict[str, Any]:
     r = await client.get("/api/v1/status/analytics", params={"interval": "minute", **params})
     assert r.status_code == 200, r.text
