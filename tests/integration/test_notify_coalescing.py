@@ -16,7 +16,6 @@ import asyncio
 import os
 import signal
 import time
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -26,12 +25,11 @@ import pytest
 
 from core.engine.ack import AckItem, GroupAck
 from core.engine.pop import PopRequest, PopResult
-from core.engine.push import PushItem
 from core.engine.wakeup import CHANNEL, decode_payload
-from core.engine.writes import NewMessage
 from core.service import Broker
 from core.settings import Settings
 from tests.support import wait_for, wake_link
+from tests.two_brokers import listening_pair, push_partitions
 
 # Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
 pytestmark = pytest.mark.citus
@@ -43,18 +41,8 @@ SETTINGS = Settings(db_pool_size=4, pop_wait_initial_interval_ms=int(LOOK_S * 10
 
 @pytest.fixture
 async def pair(database_url: str) -> AsyncIterator[tuple[Broker, Broker]]:
-    async with Broker.open(SETTINGS, dsn=database_url, migrate=False) as a, \
-            Broker.open(SETTINGS, dsn=database_url, migrate=False) as b:
-        async def listening() -> bool:
-            return a._hub.listening and b._hub.listening
-        await wait_for(listening)
-        yield a, b
-
-
-async def _push(broker: Broker, queue: str, partitions: list[str]) -> None:
-    outcomes = await broker.push([PushItem(queue, p, NewMessage(uuid.uuid4(), uuid.uuid4().hex,
-                                                                b"{}")) for p in partitions])
-    assert [o.verdict.status for o in outcomes if o.verdict] == ["queued"] * len(partitions)
+    async with listening_pair(SETTINGS, database_url) as brokers:
+        yield brokers
 
 
 async def _parked(broker: Broker, request: PopRequest) -> asyncio.Task[PopResult]:
@@ -76,7 +64,7 @@ async def test_a_burst_of_pushes_costs_fewer_notifies_than_pushes_and_wakes_ever
     gather behind the one in flight (left to timing, a NOTIFY faster than the pushes'
     commits may go out once per push)."""
     a, b = pair
-    await _push(a, queue_name, ["seed"])
+    await push_partitions(a, queue_name, ["seed"])
     request = PopRequest(group="g", batch=1, queue=queue_name, auto_ack=True)
     assert (await b.pop(request)).count == 1  # B knows the queue, and that it is empty
     link = await wake_link(a._hub, db, queue_name)
@@ -107,7 +95,7 @@ async def _burst(a: Broker, b: Broker, request: PopRequest, queue_name: str,
     os.kill(notifier, signal.SIGSTOP)
     asyncio.get_running_loop().call_later(0.5, os.kill, notifier, signal.SIGCONT)
     try:
-        await asyncio.gather(*(_push(a, queue_name, [p]) for p in pushes))
+        await asyncio.gather(*(push_partitions(a, queue_name, [p]) for p in pushes))
     finally:
         os.kill(notifier, signal.SIGCONT)
     pushed_at = time.monotonic()
@@ -131,7 +119,7 @@ async def test_an_ack_that_frees_nothing_does_not_wait_for_a_claim_in_flight(
     (SIGSTOP), a claim's NOTIFY cannot complete, and an ack that makes nothing deliverable
     is still answered at once (it used to wait for the claim, up to 2 s)."""
     a, _ = pair
-    await _push(a, queue_name, ["p", "q"])
+    await push_partitions(a, queue_name, ["p", "q"])
     first = await a.pop(PopRequest(group="g", batch=1, queue=queue_name, partition="p"))
     [message] = first.messages()
     notifier = (await wake_link(a._hub, db, queue_name)).notifier_pid

@@ -14,7 +14,6 @@ import asyncio
 import os
 import signal
 import time
-import uuid
 from collections.abc import AsyncIterator
 
 import asyncpg
@@ -23,11 +22,10 @@ import pytest
 
 from core.engine.ack import AckItem, GroupAck
 from core.engine.pop import PopRequest
-from core.engine.push import PushItem
-from core.engine.writes import NewMessage
 from core.service import Broker
 from core.settings import Settings
 from tests.support import wait_for, wake_link
+from tests.two_brokers import listening_pair, push_partitions
 
 # Each test runs on one PostgreSQL and on a Citus cluster (tests/conftest.py).
 pytestmark = pytest.mark.citus
@@ -39,18 +37,8 @@ SETTINGS = Settings(db_pool_size=2, metrics_flush_ms=600_000,
 
 @pytest.fixture
 async def pair(database_url: str) -> AsyncIterator[tuple[Broker, Broker]]:
-    async with Broker.open(SETTINGS, dsn=database_url, migrate=False) as a, \
-            Broker.open(SETTINGS, dsn=database_url, migrate=False) as b:
-        async def listening() -> bool:
-            return a._hub.listening and b._hub.listening
-        await wait_for(listening)
-        yield a, b
-
-
-async def _push(broker: Broker, queue: str, partitions: list[str]) -> None:
-    outcomes = await broker.push([PushItem(queue, p, NewMessage(uuid.uuid4(), uuid.uuid4().hex,
-                                                                b"{}")) for p in partitions])
-    assert [o.verdict.status for o in outcomes if o.verdict] == ["queued"] * len(partitions)
+    async with listening_pair(SETTINGS, database_url) as brokers:
+        yield brokers
 
 
 def _silenced(broker: Broker) -> None:
@@ -61,13 +49,13 @@ def _silenced(broker: Broker) -> None:
 async def test_a_push_on_one_broker_is_popped_on_the_other_at_its_notification(
         pair: tuple[Broker, Broker], queue_name: str) -> None:
     a, b = pair
-    await _push(a, queue_name, ["seed"])
+    await push_partitions(a, queue_name, ["seed"])
     request = PopRequest(group="g", batch=10, queue=queue_name, auto_ack=True)
     assert (await b.pop(request)).count == 1  # B's lane is seeded and trusted
     waiting = asyncio.create_task(b.pop(request, wait=True, timeout_ms=10_000))
     await asyncio.sleep(0.2)  # parked
     started = time.monotonic()
-    await _push(a, queue_name, ["p1"])
+    await push_partitions(a, queue_name, ["p1"])
     result = await waiting
     latency = time.monotonic() - started
     assert [c.partition for c in result.claims] == ["p1"]
@@ -78,7 +66,7 @@ async def test_a_push_on_one_broker_is_popped_on_the_other_at_its_notification(
 async def test_a_caught_up_group_re_polls_without_a_statement(
         pair: tuple[Broker, Broker], queue_name: str) -> None:
     a, b = pair
-    await _push(a, queue_name, [f"p{i}" for i in range(20)])
+    await push_partitions(a, queue_name, [f"p{i}" for i in range(20)])
     request = PopRequest(group="g", batch=100, max_partitions=20, queue=queue_name,
                          auto_ack=True)
     got = 0
@@ -89,7 +77,7 @@ async def test_a_caught_up_group_re_polls_without_a_statement(
     for _ in range(50):
         assert (await b.pop(request)).count == 0
     assert b.reader.statements == statements  # 50 quiet polls, no statement
-    await _push(a, queue_name, ["p3"])
+    await push_partitions(a, queue_name, ["p3"])
     delivered = 0
 
     async def arrived() -> bool:
@@ -103,7 +91,7 @@ async def test_a_caught_up_group_re_polls_without_a_statement(
 async def test_a_lost_notification_is_found_by_the_periodic_reseed(
         pair: tuple[Broker, Broker], queue_name: str) -> None:
     a, b = pair
-    await _push(a, queue_name, ["seed"])
+    await push_partitions(a, queue_name, ["seed"])
     request = PopRequest(group="g", batch=10, queue=queue_name, auto_ack=True)
     assert (await b.pop(request)).count == 1
     # A route is keyed by tenant ('' the default), queue, namespace, task and group.
@@ -111,7 +99,7 @@ async def test_a_lost_notification_is_found_by_the_periodic_reseed(
     lane = b.ready.lane(route.queue_ids[0], "g")
     assert lane.seeded_at is not None
     _silenced(a)
-    await _push(a, queue_name, ["lost"])
+    await push_partitions(a, queue_name, ["lost"])
     pushed = time.monotonic()
     # B cannot know yet (a hint, not the authority)...
     assert (await b.pop(request)).count == 0
@@ -129,13 +117,13 @@ async def test_a_lost_notification_is_found_by_the_periodic_reseed(
 async def test_a_lost_listen_connection_makes_the_lanes_reseed_before_they_are_trusted(
         pair: tuple[Broker, Broker], queue_name: str, db: asyncpg.Connection) -> None:
     a, b = pair
-    await _push(a, queue_name, ["seed"])
+    await push_partitions(a, queue_name, ["seed"])
     request = PopRequest(group="g", batch=10, queue=queue_name, auto_ack=True)
     assert (await b.pop(request)).count == 1
     session = b._hub.session()
     _silenced(a)
     await db.execute("SELECT pg_terminate_backend($1::integer)", b._hub.listener_pid)
-    await _push(a, queue_name, ["missed"])  # announced to nobody while B reconnects
+    await push_partitions(a, queue_name, ["missed"])  # announced to nobody while B reconnects
 
     async def reconnected() -> bool:
         return b._hub.session() not in (None, session)
@@ -154,11 +142,11 @@ async def test_a_partition_claimed_on_one_broker_is_not_tried_by_the_other(
     knows from the tables until when it is leased. Its release (an ack that leaves
     messages behind) is announced and B takes the rest."""
     a, b = pair
-    await _push(a, queue_name, ["seed"])
+    await push_partitions(a, queue_name, ["seed"])
     request = PopRequest(group="g", batch=1, queue=queue_name, auto_ack=True)
     assert (await b.pop(request)).count == 1  # B's lane is seeded
     assert (await b.pop(request)).count == 0  # (and knows "seed" is empty: autoAck took it)
-    await _push(a, queue_name, ["p", "p"])
+    await push_partitions(a, queue_name, ["p", "p"])
     leased = PopRequest(group="g", batch=1, queue=queue_name)
     held = await a.pop(leased)
     assert [c.partition for c in held.claims] == ["p"]
@@ -167,7 +155,7 @@ async def test_a_partition_claimed_on_one_broker_is_not_tried_by_the_other(
     async def dropped() -> bool:
         return held.claims[0].partition_id not in lane.ready_ids
     await wait_for(dropped)
-    await _push(a, queue_name, ["q"])
+    await push_partitions(a, queue_name, ["q"])
 
     async def heard() -> bool:
         return bool(lane.ready_ids)
@@ -199,7 +187,7 @@ async def test_a_lane_holds_at_most_its_cap_and_still_finds_every_partition(
     async with Broker.open(settings, dsn=database_url, migrate=False) as broker:
         broker.ready._lane_cap = 7
         broker.ready._max_lanes = 3
-        await _push(broker, queue_name, [f"p{i}" for i in range(20)])
+        await push_partitions(broker, queue_name, [f"p{i}" for i in range(20)])
         request = PopRequest(group="g", batch=1, queue=queue_name, auto_ack=True)
         got = []
         for _ in range(25):  # non-waiting pops, one partition each
@@ -219,7 +207,7 @@ async def test_an_announcement_whose_notify_failed_is_sent_again_before_the_push
     """A's NOTIFY connection is cut: the push that follows is answered only once its
     announcement went out on a new connection, so B's next pop delivers it."""
     a, b = pair
-    await _push(a, queue_name, ["seed"])
+    await push_partitions(a, queue_name, ["seed"])
     request = PopRequest(group="g", batch=1, queue=queue_name, auto_ack=True)
     assert (await b.pop(request)).count == 1  # B's lane is seeded and trusted
     assert (await b.pop(request)).count == 0
@@ -231,7 +219,7 @@ async def test_an_announcement_whose_notify_failed_is_sent_again_before_the_push
         assert await node.fetchval("SELECT pg_terminate_backend($1::integer)", notifier)
     finally:
         await node.close()
-    await _push(a, queue_name, ["after-cut"])
+    await push_partitions(a, queue_name, ["after-cut"])
     assert link.notifier_pid != notifier  # sent again on a new connection
     result = await b.pop(request)
     assert [c.partition for c in result.claims] == ["after-cut"]
@@ -245,7 +233,7 @@ async def test_a_pop_about_to_answer_nothing_first_hears_what_is_on_its_way(
     with it once the session runs again. (On Citus, the session on the worker the queue's
     notifications go to: the round trip is made on every node's.)"""
     a, b = pair
-    await _push(a, queue_name, ["seed"])
+    await push_partitions(a, queue_name, ["seed"])
     request = PopRequest(group="g", batch=1, queue=queue_name, auto_ack=True)
     assert (await b.pop(request)).count == 1  # B's lane is seeded and trusted
     assert (await b.pop(request)).count == 0
@@ -257,7 +245,7 @@ async def test_a_pop_about_to_answer_nothing_first_hears_what_is_on_its_way(
         pytest.skip("the database server runs on another host")
     os.kill(session, signal.SIGSTOP)
     try:
-        await _push(a, queue_name, ["on-its-way"])
+        await push_partitions(a, queue_name, ["on-its-way"])
         asyncio.get_running_loop().call_later(0.3, os.kill, session, signal.SIGCONT)
         result = await b.pop(request)
     finally:

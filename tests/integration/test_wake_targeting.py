@@ -10,17 +10,15 @@ Their parked pops' looks are set far out (5 s), so every claim seen here is a wa
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator
 
 import pytest
 
 from core.engine.pop import PopRequest, PopResult
-from core.engine.push import PushItem
-from core.engine.writes import NewMessage
 from core.service import Broker
 from core.settings import Settings
 from tests.support import wait_for
+from tests.two_brokers import listening_pair, push_partitions
 
 SETTINGS = Settings(db_pool_size=2, pop_wait_initial_interval_ms=5000,
                     pop_wait_max_interval_ms=5000, metrics_flush_ms=600_000)
@@ -28,22 +26,8 @@ SETTINGS = Settings(db_pool_size=2, pop_wait_initial_interval_ms=5000,
 
 @pytest.fixture
 async def pair(database_url: str) -> AsyncIterator[tuple[Broker, Broker]]:
-    async with Broker.open(SETTINGS, dsn=database_url, migrate=False) as a, \
-            Broker.open(SETTINGS, dsn=database_url, migrate=False) as b:
-        await wait_for(_listening(a, b))
-        yield a, b
-
-
-def _listening(*brokers: Broker):  # type: ignore[no-untyped-def]
-    async def check() -> bool:
-        return all(broker._hub.listening for broker in brokers)
-    return check
-
-
-async def _push(broker: Broker, queue: str, partitions: list[str]) -> None:
-    outcomes = await broker.push([PushItem(queue, p, NewMessage(uuid.uuid4(), uuid.uuid4().hex, b"{}"))
-                                  for p in partitions])
-    assert [o.verdict.status for o in outcomes if o.verdict] == ["queued"] * len(partitions)
+    async with listening_pair(SETTINGS, database_url) as brokers:
+        yield brokers
 
 
 async def _parked(broker: Broker, request: PopRequest) -> asyncio.Task[PopResult]:
@@ -60,7 +44,7 @@ async def _parked(broker: Broker, request: PopRequest) -> asyncio.Task[PopResult
 async def test_a_span_a_local_pop_took_wakes_no_pop_of_its_group_elsewhere(
         pair: tuple[Broker, Broker], queue_name: str) -> None:
     a, b = pair
-    await _push(a, queue_name, ["p0"])  # the queue exists; its message is taken at once
+    await push_partitions(a, queue_name, ["p0"])  # the queue exists; its message is taken at once
     for group in ("g", "h"):
         assert (await a.pop(PopRequest(group=group, batch=10, queue=queue_name))).count == 1
     request = PopRequest(group="g", batch=10, queue=queue_name)
@@ -69,7 +53,7 @@ async def test_a_span_a_local_pop_took_wakes_no_pop_of_its_group_elsewhere(
     other_group = await _parked(b, PopRequest(group="h", batch=10, queue=queue_name))
     h_claims = b.reader.statements
 
-    await _push(a, queue_name, ["p1"])
+    await push_partitions(a, queue_name, ["p1"])
     assert (await asyncio.wait_for(on_a, 10)).count == 1
     result = await asyncio.wait_for(other_group, 10)  # group h is woken on b as before
     assert result.count == 1
@@ -85,11 +69,11 @@ async def test_what_the_local_pop_leaves_still_wakes_the_others(
     """Two spans, and a's waiting pop takes one partition: b's waiter is woken for the
     other."""
     a, b = pair
-    await _push(a, queue_name, ["p0"])
+    await push_partitions(a, queue_name, ["p0"])
     assert (await a.pop(PopRequest(group="g", batch=10, queue=queue_name))).count == 1
     one_partition = PopRequest(group="g", batch=10, max_partitions=1, queue=queue_name)
     on_a, on_b = await _parked(a, one_partition), await _parked(b, one_partition)
-    await _push(a, queue_name, ["p1", "p2"])
+    await push_partitions(a, queue_name, ["p1", "p2"])
     got_a = await asyncio.wait_for(on_a, 10)
     got_b = await asyncio.wait_for(on_b, 10)
     assert {m.partition_id for m in got_a.messages()} != {m.partition_id for m in got_b.messages()}
@@ -103,7 +87,7 @@ async def test_a_local_pop_whose_client_left_does_not_count_as_served(
     message. (A client leaving between the wake and the claim falls back on b's backoff
     re-check; that interleaving is not forced here.)"""
     a, b = pair
-    await _push(a, queue_name, ["p0"])
+    await push_partitions(a, queue_name, ["p0"])
     assert (await a.pop(PopRequest(group="g", batch=10, queue=queue_name))).count == 1
     request = PopRequest(group="g", batch=10, queue=queue_name)
     gone = asyncio.Event()
@@ -115,6 +99,6 @@ async def test_a_local_pop_whose_client_left_does_not_count_as_served(
     await wait_for(settled)
     on_b = await _parked(b, request)
     gone.set()  # the client left; a's pop notices only when woken
-    await _push(a, queue_name, ["p1"])
+    await push_partitions(a, queue_name, ["p1"])
     assert (await asyncio.wait_for(on_a, 10)).claims == []
     assert (await asyncio.wait_for(on_b, 15)).count == 1
