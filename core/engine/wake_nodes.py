@@ -104,10 +104,10 @@ class WakeNodes:
                 self.changed.set()
 
     async def refresh_forever(self, stopping: asyncio.Event) -> None:
-        """Read the workers now and every REFRESH_SECONDS until `stopping` is set."""
-        while not stopping.is_set():
+        """Read the workers again every REFRESH_SECONDS until `stopping` is set (the hub's
+        loops make the first read before they start)."""
+        while not await wait_event(stopping, REFRESH_SECONDS):
             await self.read()
-            await wait_event(stopping, REFRESH_SECONDS)
 
     def close(self) -> None:
         for link in self.links:
