@@ -393,8 +393,9 @@ class WakeupHub:
 
     async def announce_forever(self) -> None:
         """Send what `announce` gathered, as NOTIFY, until `close` (then once more), each
-        queue's to its node (core/engine/wake_nodes.py). A part whose NOTIFY failed is sent
-        again on a new connection. Also keeps the list of nodes current."""
+        queue's to its node (core/engine/wake_nodes.py). A part whose NOTIFY failed or hung
+        is sent again on a new connection, to another node if there is one. Also keeps the
+        list of nodes current."""
         refresh = asyncio.create_task(self._nodes.refresh_forever(self._stopping),
                                       name="wakeup-nodes")
         try:
@@ -448,7 +449,7 @@ class WakeupHub:
         channels, payloads = part.notifications()
         try:
             await link.send(channels, payloads)
-        except (NodeUnreachable, *DRIVER_ERRORS, ServiceError) as exc:
+        except (NodeUnreachable, *DRIVER_ERRORS, ServiceError, TimeoutError) as exc:
             log.info("wake-up notify failed (%s); sending again", type(exc).__name__)
             self._requeue(part)
             return exc

@@ -29,6 +29,14 @@ _RECONNECT_DELAY = 1.0
 _PROBE_SECONDS = 3.0
 # A barrier's round trip answers within this, or the barrier has failed (the pop reseeds).
 _BARRIER_SECONDS = 2.0
+# A NOTIFY commits within this, or the node is taken for silent (a frozen server closes
+# nothing): its part of the round goes to another node (core/engine/wake_nodes.py), well
+# within the 2 s a state change waits for its announcement (core/engine/listener.py).
+SEND_SECONDS = 1.0
+# A node whose send failed takes no notifications for this long, and then only once its
+# LISTEN session has shown it alive since (a node this process does not listen on: the
+# next send tries it again).
+AVOID_SECONDS = 5.0
 
 Notified = Callable[[str], None]  # another process's notification: its payload
 
@@ -54,6 +62,10 @@ class WakeLink:
         self._notifier: asyncpg.Connection | None = None
         self.notifier_pid: int | None = None  # its server process (tests cut it)
         self.notify_statements = 0  # NOTIFY statements committed (tests and figures count)
+        # Health for sending (`sendable`): when a send last failed, when the node last
+        # answered on the LISTEN session (a connect, a probe, a barrier).
+        self._send_failed_at: float | None = None
+        self._alive_at = float("-inf")
         # Barriers (`heard_through`): the LISTEN connection while it is up (one statement at
         # a time on it), the round in flight.
         self._listen_conn: asyncpg.Connection | None = None
@@ -87,6 +99,7 @@ class WakeLink:
                 self.listener_pid = conn.get_server_pid()
                 self._listen_conn = conn
                 self.listening = True
+                self._alive_at = time.monotonic()
                 self._on_connected()
                 while not self._stopping.is_set() and not conn.is_closed():
                     await first_of([self._stopping, lost], 5.0)
@@ -95,6 +108,7 @@ class WakeLink:
                         # in progress) closes nothing: ask, and reconnect if it is silent.
                         async with self._listen_lock:
                             await within(_PROBE_SECONDS, notify.probe(conn))
+                        self._alive_at = time.monotonic()
             except asyncio.CancelledError:
                 raise
             except (*DRIVER_ERRORS, ServiceError, TimeoutError) as exc:
@@ -155,15 +169,34 @@ class WakeLink:
                 conn.terminate()  # silent: the listener reconnects
             return False
         self._heard_at = max(self._heard_at, started)
+        self._alive_at = time.monotonic()
         return True
 
     # -- telling ------------------------------------------------------------------------
 
+    def sendable(self) -> bool:
+        """Whether notifications may go to this node: no send failed, or the last failure
+        is AVOID_SECONDS old and the node has answered on the LISTEN session since."""
+        failed = self._send_failed_at
+        if failed is None:
+            return True
+        if time.monotonic() - failed < AVOID_SECONDS:
+            return False
+        return not self.listens or self._alive_at > failed
+
     async def send(self, channels: Sequence[str], payloads: Sequence[str]) -> None:
         """One notification per (channel, payload), in this order, in one transaction on
         the notifier session (opened if needed). Raises NodeUnreachable if it could not be
-        opened, a driver or service error if the statement failed (the session is dropped:
-        the next send opens another)."""
+        opened, a driver or service error if the statement failed, TimeoutError if it did
+        not commit within SEND_SECONDS (the session is dropped: the next send opens
+        another). A failure makes the node not `sendable` for a while."""
+        try:
+            await self._send(channels, payloads)
+        except BaseException:
+            self._send_failed_at = time.monotonic()
+            raise
+
+    async def _send(self, channels: Sequence[str], payloads: Sequence[str]) -> None:
         conn = self._notifier
         if conn is None or conn.is_closed():
             try:
@@ -173,7 +206,12 @@ class WakeLink:
             self._notifier = conn
             self.notifier_pid = conn.get_server_pid()
         try:
-            await notify.notify_each(conn, channels=channels, payloads=payloads)
+            # Bounded: a frozen server holds the statement for as long as it is frozen, and
+            # every state change of its queues would wait for it. Given up on, it may still
+            # commit when the server wakes: a late wake-up is only an extra look, and a late
+            # claim is checked before a pop answers nothing on it (core/engine/ready/lane.py).
+            await within(SEND_SECONDS, notify.notify_each(
+                conn, channels=channels, payloads=payloads))
         except BaseException:
             self._notifier = None
             conn.terminate()

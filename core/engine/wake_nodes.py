@@ -11,7 +11,7 @@ listens on every worker and on the coordinator. Two rules keep every notificatio
   barrier (`heard_through`) makes a round trip on each. Which worker a queue's
   notifications go to then need not be agreed between processes: wherever one sends them,
   the others hear them. A queue's claims and wake-ups from one process go to one node, so
-  they keep their order.
+  they keep their order (but see below: a node that fails).
 - **A worker found late is told nothing at first.** A worker the cluster lists after this
   process started takes notifications only `SETTLE_SECONDS` after this process found it,
   by which time every other running process has found it and listens there (each reads the
@@ -21,9 +21,15 @@ listens on every worker and on the coordinator. Two rules keep every notificatio
   may notify there before an older process listens there, and that process's parked pops
   then wake at their next periodic look (docs/deploying/citus.md says so).
 
-A worker that is down fails the notifications sent to it (its queues' answers are not held
-for them: `published`), and its LISTEN session is down, so the ready set trusts no lane
-until it is back (every empty answer looks in the tables first).
+A worker that is down or frozen fails the notifications sent to it (a NOTIFY that does not
+commit within a second is given up: core/engine/wake_link.py), and its queues' go to another
+node until its LISTEN session shows it alive again (`WakeLink.sendable`): everyone listens
+there too, so parked pops elsewhere are still woken. Meanwhile that node's LISTEN session is
+down, so the ready set trusts no lane until it is back (every empty answer looks in the
+tables first). Across such a move a queue's claims may arrive after its later wake-ups (one
+given up on may still commit when its node wakes): a pop checks a partition held back on
+hearsay with its claim before it answers nothing (core/engine/ready/lane.py), so a late
+claim costs a statement, not a message.
 """
 
 from __future__ import annotations
@@ -68,11 +74,18 @@ class WakeNodes:
         return [self.home, *self._workers.values()]
 
     def target(self, queue_id: int) -> WakeLink:
-        """The node this process sends a queue's notifications to."""
+        """The node this process sends a queue's notifications to: its settled worker, or
+        while that one's sends fail, another node whose do not (WakeLink.sendable)."""
         now = self._clock()
-        usable = [link for group, link in self._workers.items()
-                  if self._usable_from[group] <= now]
-        return usable[queue_id % len(usable)] if usable else self.home
+        settled = [link for group, link in self._workers.items()
+                   if self._usable_from[group] <= now]
+        chosen = settled[queue_id % len(settled)] if settled else self.home
+        if chosen.sendable():
+            return chosen
+        # The other workers first: the coordinator only when none of them will do.
+        others = ([link for link in settled if link.sendable()]
+                  or [link for link in (self.home,) if link.sendable()])
+        return others[queue_id % len(others)] if others else chosen
 
     async def read(self) -> None:
         """Read the cluster's workers (the first time, or again): links for the new ones,

@@ -136,3 +136,42 @@ async def test_an_ack_that_frees_nothing_does_not_wait_for_a_claim_in_flight(
     finally:
         os.kill(notifier, signal.SIGCONT)
     assert outcome.success
+
+
+async def test_a_notify_session_that_hangs_holds_back_answers_once_and_wake_ups_go_on(
+        pair: tuple[Broker, Broker], queue_name: str, db: asyncpg.Connection) -> None:
+    """A's NOTIFY session for the queue is held still (SIGSTOP) for the whole test, as a
+    frozen server would hold it: a push is answered only once its wake-up is published, and
+    every push used to wait the 2 s cap while the NOTIFY hung. Now a NOTIFY that does not
+    commit within a second is given up and sent again, on a new session or (on Citus)
+    through another worker: of six pushes in a row only the first waits, and a pop parked on
+    B is woken by a push long before its own look."""
+    a, b = pair
+    await push_partitions(a, queue_name, ["seed"])
+    request = PopRequest(group="g", batch=1, queue=queue_name, auto_ack=True)
+    assert (await b.pop(request)).count == 1  # B knows the queue, and that it is empty
+    link = await wake_link(a._hub, db, queue_name)
+    await push_partitions(a, queue_name, ["warm"])  # the notifier session is open
+    assert (await b.pop(request)).count == 1
+    notifier = link.notifier_pid
+    assert notifier is not None
+    if not psutil.pid_exists(notifier):
+        pytest.skip("the database server runs on another host")
+    os.kill(notifier, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        for i in range(6):
+            await push_partitions(a, queue_name, [f"p{i}"])
+        pushing = time.monotonic() - started
+        assert pushing < 6.0, f"six pushes took {pushing:.1f} s: each waited for the NOTIFY"
+        for _ in range(6):
+            assert (await b.pop(request)).count == 1
+
+        waiting = await _parked(b, request)
+        await push_partitions(a, queue_name, ["late"])
+        pushed_at = time.monotonic()
+        result = await asyncio.wait_for(waiting, 10)
+        assert result.count == 1
+        assert time.monotonic() - pushed_at < LOOK_S / 2, "woken by its own look"
+    finally:
+        os.kill(notifier, signal.SIGCONT)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
-from core.engine import wake_nodes
+import pytest
+
+from core.engine import wake_link, wake_nodes
 from core.engine.listener import WakeupHub
-from core.engine.wake_link import WakeLink
+from core.engine.wake_link import NodeUnreachable, WakeLink
 from core.engine.wake_nodes import WakeNodes
 
 
@@ -109,3 +112,40 @@ async def test_a_stop_does_not_wait_for_a_node_that_does_not_answer() -> None:
         await asyncio.wait_for(listening, 5)
     finally:
         server.close()
+
+
+async def test_a_worker_whose_send_failed_hands_its_queues_to_the_others_for_a_while(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A send that fails (here: nothing listens on the worker's port) moves that worker's
+    queues to the other nodes, the others' queues staying where they were; it takes them back
+    once AVOID_SECONDS have passed (a node this process does not listen on) or, for one it
+    listens on, once its LISTEN session has also answered since."""
+    refused = "postgresql://queen@127.0.0.1:1/queen"
+    nodes = _nodes({1: "w1", 2: refused})
+    await nodes.read()
+    before = {q: nodes.target(q).dsn for q in range(10)}
+    assert set(before.values()) == {"w1", refused}
+    broken = nodes.target(next(q for q, dsn in before.items() if dsn == refused))
+    with pytest.raises(NodeUnreachable):
+        await broken.send(["c"], ["p"])
+    assert {q: nodes.target(q).dsn for q in range(10)} == {
+        q: "w1" if dsn == refused else dsn for q, dsn in before.items()}
+
+    monkeypatch.setattr(wake_link, "AVOID_SECONDS", 0.0)
+    assert {q: nodes.target(q).dsn for q in range(10)} == before  # tried again
+
+    listening = WakeLink(refused, {}, {"c": lambda payload: None}, on_connected=lambda: None)
+    with pytest.raises(NodeUnreachable):
+        await listening.send(["c"], ["p"])
+    assert not listening.sendable()  # not heard alive since
+    listening._alive_at = time.monotonic()
+    assert listening.sendable()
+
+
+async def test_with_every_node_failing_a_queue_stays_on_its_own() -> None:
+    refused = "postgresql://queen@127.0.0.1:1/queen"
+    nodes = WakeNodes(_link(refused), _link)
+    await nodes.read()
+    with pytest.raises(NodeUnreachable):
+        await nodes.home.send(["c"], ["p"])
+    assert nodes.target(3) is nodes.home
