@@ -13,6 +13,7 @@ from broker.auth.errors import Forbidden, KeysUnavailable, Unauthenticated
 from broker.state import state_of
 from broker.wire.http import (
     DRAIN_BYTES,
+    BodyEncodingUnsupported,
     BodyIncomplete,
     BodyRefused,
     BodyTimeout,
@@ -45,6 +46,7 @@ STATUS: dict[type[QueenError], int] = {
     QuotaExceeded: 403,
     RateLimited: 429,
     BodyTimeout: 408,
+    BodyEncodingUnsupported: 415,
     BadRequest: 400,
     PayloadTooLarge: 413,
     NotFound: 404,

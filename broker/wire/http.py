@@ -53,6 +53,10 @@ class BodyRefused(PayloadTooLarge):
     """A body over the limit that was not read to its end: the connection must close."""
 
 
+class BodyEncodingUnsupported(BadRequest):
+    """The body is sent compressed (or otherwise encoded), which the broker does not undo."""
+
+
 async def read_body(request: Request, limit: int,
                     timeout: float = BODY_TIMEOUT_SECONDS) -> bytes:
     """The whole body, refusing (413) anything over `limit` bytes without keeping it.
@@ -85,4 +89,10 @@ async def read_body(request: Request, limit: int,
         raise BodyTimeout(f"request body not received within {timeout:g} s") from None
     if refusal is not None:
         raise PayloadTooLarge(refusal)
+    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity") and size:
+        # Read to its end first (above), so the connection stays usable. Decoding it would
+        # let a small compressed body grow past every limit once inflated.
+        raise BodyEncodingUnsupported(
+            f"Content-Encoding {encoding!r} is not supported: send the body uncompressed")
     return b"".join(chunks)

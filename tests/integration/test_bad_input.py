@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from typing import Any
 
@@ -98,6 +99,21 @@ async def test_malformed_json_push_answers_400_bad_body(
     r = await http.post("/api/v1/push", content=raw,
                         headers={"content-type": "application/json"})
     await _assert_error(r, 400, fragment)
+
+
+async def test_a_compressed_body_answers_415_naming_its_encoding_and_the_connection_goes_on(
+        http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
+    """A gzip body used to be read as JSON and refused for its bytes ("invalid UTF-8 at byte
+    1"), which names the wrong problem; the body is still read to its end, so the kept-alive
+    connection serves the next request."""
+    body = gzip.compress(json.dumps({"items": [{"queue": queue_name, "payload": 1}]}).encode())
+    r = await http.post("/api/v1/push", content=body, headers={
+        "content-type": "application/json", "content-encoding": "gzip"})
+    await _assert_error(r, 415, "Content-Encoding 'gzip' is not supported")
+    await _assert_nothing_written(db, queue_name)
+    r = await http.post("/api/v1/push", json={"items": [{"queue": queue_name, "payload": 1}]},
+                        headers={"content-encoding": "identity"})
+    assert r.status_code == 201, r.text
 
 
 async def test_deeply_nested_json_answers_400_not_500(
