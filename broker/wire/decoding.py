@@ -28,6 +28,9 @@ _LENGTH = re.compile(r"^ of length (?P<op>>=|<=) (?P<n>\d+)$")
 _ARTICLE = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
             "object": "an object", "array": "an array", "null": "null"}
 _PATH_TOKEN = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
+# A high surrogate's escape without the low one's after it: msgspec calls that truncation.
+_LONE_HIGH_SURROGATE = re.compile(
+    rb"(?<!\\)(?:\\\\)*(\\u[dD][89abAB][0-9a-fA-F]{2})(?!\\u)")
 
 
 def _decoder(kind: Any) -> msgspec.json.Decoder[Any]:
@@ -63,7 +66,7 @@ def check_document(data: bytes) -> None:
     try:
         _DOCUMENT.decode(data)
     except msgspec.DecodeError as exc:
-        raise ValueError(f"is not valid JSON: {exc}") from None
+        raise ValueError(f"is not valid JSON: {_malformed(exc, data)}") from None
     except RecursionError:
         raise ValueError("is JSON nested too deeply") from None
 
@@ -85,10 +88,20 @@ def decode_body(body: bytes, kind: type[T]) -> T:
     except msgspec.ValidationError as exc:
         raise BadRequest(explain(str(exc), kind)) from None
     except msgspec.DecodeError as exc:
-        raise BadRequest(f"bad body: {exc}") from None
+        raise BadRequest(f"bad body: {_malformed(exc, body)}") from None
     except RecursionError:
         # msgspec walks nested arrays/objects recursively, even inside a Raw payload.
         raise BadRequest("bad body: JSON is nested too deeply") from None
+
+
+def _malformed(exc: msgspec.DecodeError, data: bytes) -> str:
+    """msgspec's reason a document is not JSON, except where it names the wrong problem."""
+    if str(exc) == "Input data was truncated":
+        lone = _LONE_HIGH_SURROGATE.search(data)
+        if lone is not None:
+            return (f"JSON is malformed: the escape {lone.group(1).decode()} at byte "
+                    f"{lone.start(1)} is half of a surrogate pair without its other half")
+    return str(exc)
 
 
 def decode_strings(values: Mapping[str, str], kind: type[T]) -> T:

@@ -93,6 +93,10 @@ async def test_bad_push_body_answers_400_naming_the_problem_and_writes_nothing(
     (b"not json at all", "bad body"),
     (b'{"items": [{"queue": "\xff\xfe"}]}', "bad body"),
     (b"\x00\x01", "bad body"),
+    # msgspec reports a lone high surrogate as truncated input
+    (b'{"items": [{"queue": "q", "payload": "\\ud800"}]}',
+     "the escape \\ud800 at byte 38 is half of a surrogate pair"),
+    (b'{"items": [{"queue": "q", "payload": "\\\\ud800"', "bad body: Input data was truncated"),
 ])
 async def test_malformed_json_push_answers_400_bad_body(
         http: httpx.AsyncClient, raw: bytes, fragment: str) -> None:
