@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,12 +93,12 @@ class Database:
     on `log.session(route)` (see the module docstring)."""
 
     def __init__(self, pool: asyncpg.Pool, settings: Settings,
-                 watch: ServerWatch | None = None, *, topology: Topology | None = None,
+                 watches: Sequence[ServerWatch] = (), *, topology: Topology | None = None,
                  shards: ShardMap | None = None, log_pool: asyncpg.Pool | None = None,
                  nodes: NodePools | None = None) -> None:
         self._pool = pool
         self._acquire_timeout = settings.db_connection_timeout_ms / 1000
-        self._watch = watch
+        self._watches = list(watches)
         self.topology = topology or Topology.single("")
         self.shards = shards or ShardMap()
         self._log_pool = log_pool
@@ -113,7 +113,8 @@ class Database:
     async def open(cls, settings: Settings, dsn: str, *, migrate: bool = True,
                    wait_seconds: float = 30.0) -> Database:
         """Wait for the server (up to `wait_seconds`), apply migrations, open the pool(s),
-        and start the process's watch on the server (core/storage/liveness.py)."""
+        and start the process's watch on each server it sends statements to
+        (core/storage/liveness.py): the coordinator and every worker named on Citus."""
         topology = await read_topology(dsn, settings, wait_seconds)
         conn = await connect_with_retry(topology.home_dsn, settings, wait_seconds)
         try:
@@ -135,10 +136,15 @@ class Database:
             nodes = NodePools(topology.log_dsns, shards,
                               lambda dsn: _create_pool(settings, connector_for(dsn), floor=0))
             await nodes.find_nodes()
-        watch = ServerWatch(topology.home_dsn, settings.db_silence_timeout_ms / 1000,
-                            connect_options(settings, role="watch"))
-        watch.start()
-        db = cls(pool, settings, watch, topology=topology, shards=shards, log_pool=log_pool,
+        # A frozen worker is as silent as a frozen primary: the log's statements routed there
+        # (an ack, a claim) would wait for it as long as it is frozen, past their requests'
+        # deadlines, unless its connections are cut too.
+        watches = [ServerWatch(dsn, settings.db_silence_timeout_ms / 1000,
+                               connect_options(settings, role="watch"))
+                   for dsn in dict.fromkeys((topology.home_dsn, *topology.log_dsns))]
+        for watch in watches:
+            watch.start()
+        db = cls(pool, settings, watches, topology=topology, shards=shards, log_pool=log_pool,
                  nodes=nodes)
         if nodes is not None:
             nodes.start(db.session)
@@ -167,8 +173,8 @@ class Database:
         server that stopped answering (frozen, partitioned, a failover under way) never
         acknowledges a close, and asyncpg's own close waits for it with no limit, which
         kept a stopping broker from ever exiting."""
-        if self._watch is not None:
-            await self._watch.stop()
+        for watch in self._watches:
+            await watch.stop()
         if self._nodes is not None:
             await self._nodes.stop()
         for pool in (self._pool, self._log_pool, *(self._nodes.pools if self._nodes else [])):

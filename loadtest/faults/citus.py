@@ -9,6 +9,11 @@ coordinator, core/storage/cluster.py). Faults:
   postmaster that died (a service manager does): the harness starts it again after
   `pg_downtime`. Meanwhile the partitions whose shards live on that worker answer 503 and
   the others keep serving; `ready_at` is when the worker accepts connections again.
+- `citus_worker_freeze`: SIGSTOP of one worker's postmaster and every backend under it for
+  `FREEZE_SECONDS`, as a hung machine whose sockets stay open: nothing fails, statements
+  there just do not answer. The partitions on it answer 503 once their statements' time is
+  up; the wake-up notifications that worker carried go through another one meanwhile
+  (core/engine/wake_nodes.py), so answers elsewhere are not held for it.
 - `citus_add_worker`: a new worker joins under load and `citus_rebalance_start()` moves
   shards to it online (logical replication; writes to a shard wait only at its cutover);
   the fault lasts until the rebalance is over (`rebalance_s`, `shards_moved`).
@@ -19,6 +24,7 @@ The broker runs with its shipped settings: nothing here shortens a timeout for i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import time
@@ -26,13 +32,15 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import psutil  # type: ignore[import-untyped]
 
 from broker.citus import DATABASE, CitusCluster, CitusNode
 from core.waiting import within
 from loadtest.faults.base import Healer
 from loadtest.faults.servers import ServeInstance
 
-CITUS_FAULTS = ("citus_worker_kill", "citus_add_worker")
+CITUS_FAULTS = ("citus_worker_kill", "citus_worker_freeze", "citus_add_worker")
+FREEZE_SECONDS = 10.0
 SHARDS = 16
 REBALANCE_TIMEOUT_S = 600.0
 
@@ -80,6 +88,38 @@ async def citus_worker_kill(injector: Healer, inst: ServeInstance, nodes: CitusN
     await asyncio.to_thread(nodes.cluster.start, worker, 120.0)
     rec["ready_at"] = time.time()
     return await injector.finish(rec, inst, since=rec["ready_at"])
+
+
+async def citus_worker_freeze(injector: Healer, inst: ServeInstance, nodes: CitusNodes
+                              ) -> dict[str, Any]:
+    worker: CitusNode = injector.rng.choice(nodes.cluster.workers)
+    pid = nodes.cluster.postmaster_pid(worker)
+    rec: dict[str, Any] = {"target": f"{worker.name} node", "pid": pid,
+                           "stopped_s": FREEZE_SECONDS, "injected_at": time.time()}
+    frozen = _tree(pid)
+    for proc in frozen:
+        with contextlib.suppress(psutil.Error):
+            proc.send_signal(signal.SIGSTOP)
+    try:
+        await asyncio.sleep(FREEZE_SECONDS)
+    finally:
+        # The tree again: a backend forked just before the postmaster stopped is resumed too.
+        for proc in {p.pid: p for p in [*frozen, *_tree(pid)]}.values():
+            with contextlib.suppress(psutil.Error):
+                proc.send_signal(signal.SIGCONT)
+    rec["resumed_at"] = time.time()
+    return await injector.finish(rec, inst, since=rec["resumed_at"])
+
+
+def _tree(pid: int | None) -> list[psutil.Process]:
+    """A postmaster and every process under it (its backends and auxiliary processes)."""
+    if pid is None:
+        return []
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return []
 
 
 async def citus_add_worker(injector: Healer, inst: ServeInstance, nodes: CitusNodes

@@ -32,7 +32,8 @@ from loadtest.faults.spool_fault import maintenance_kill
 
 NAMES = ("worker_kill", "reaper_kill", "pg_kill", "pg_immediate", "worker_stop",
          "consumer_kill", "supervisor_kill", "maintenance_kill",
-         "ha_pg_kill", "ha_freeze", "ha_standby_cut", "citus_worker_kill", "citus_add_worker")
+         "ha_pg_kill", "ha_freeze", "ha_standby_cut", "citus_worker_kill", "citus_worker_freeze",
+         "citus_add_worker")
 
 
 class FaultHarness(Harness, Protocol):

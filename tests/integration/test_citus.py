@@ -11,6 +11,8 @@ away: tests/citus_cluster.py). Skipped, with the reason, without QUEEN_CITUS_BIN
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -19,6 +21,7 @@ from urllib.parse import urlsplit
 
 import asyncpg
 import httpx
+import psutil
 import pytest
 
 from core.engine.wakeup import CHANNEL, CLAIMED_CHANNEL
@@ -340,6 +343,75 @@ async def _wake_across_workers(hosts: list[str], path: str, via: dict[int, str],
             assert here > 0, f"no broker connection on worker {worker}"
 
 
+async def _partitions_on(url: str, queue: str, port: int) -> set[str]:
+    """The ids of the queue's partitions whose shard lives on the worker at `port`."""
+    conn = await asyncpg.connect(url)
+    try:
+        return {str(r[0]) for r in await conn.fetch(
+            "SELECT d.partition_id FROM queen.partition_directory d"
+            "  JOIN queen.queues q ON q.id = d.queue_id"
+            "  JOIN pg_dist_shard_placement sp"
+            "    ON sp.shardid = get_shard_id_for_distribution_column("
+            "                    'queen.log_partitions', d.partition_id)"
+            " WHERE q.name = $1 AND sp.nodeport = $2", queue, port)}
+    finally:
+        await conn.close()
+
+
+def _signal_tree(pid: int | None, sig: int) -> None:
+    """Signal a postmaster and every process under it (its backends)."""
+    if pid is None:
+        return
+    with contextlib.suppress(psutil.Error):
+        root = psutil.Process(pid)
+        for proc in [root, *root.children(recursive=True)]:
+            with contextlib.suppress(psutil.Error):
+                proc.send_signal(sig)
+
+
+async def test_an_ack_on_a_frozen_worker_answers_503_within_the_silence_timeout(
+        citus_cluster: TestCluster, url: str, http: httpx.AsyncClient) -> None:
+    """A worker frozen whole (SIGSTOP of its postmaster and backends: its kernel still
+    acknowledges every packet, so no socket timeout fires): an ack of a message on it used
+    to wait for as long as the worker was frozen (the statement timeout, 30 s, is the only
+    bound). Each process now watches every worker as it watches the coordinator, cuts its
+    connections to one silent for DB_SILENCE_TIMEOUT_MS (4 s) and answers 503; once the
+    worker is back, the same ack is applied."""
+    queue = "q-" + uuid.uuid4().hex[:10]
+    names = [f"p{i}" for i in range(PARTITIONS)]
+    r = await http.post("/api/v1/push", json={"items": [
+        {"queue": queue, "partition": n, "payload": n, "transactionId": n} for n in names]})
+    assert r.status_code == 201, r.text
+    worker = citus_cluster.cluster.workers[0]
+    on_it = await _partitions_on(url, queue, worker.port)
+    assert 0 < len(on_it) < PARTITIONS
+    r = await http.get(f"/api/v1/pop/queue/{queue}", params={
+        "wait": "false", "batch": "100", "partitions": str(PARTITIONS)})
+    assert r.status_code == 200, r.text
+    message = next(m for m in r.json()["messages"] if m["partitionId"] in on_it)
+    ack = {"transactionId": message["transactionId"], "partitionId": message["partitionId"],
+           "leaseId": message["leaseId"], "status": "completed"}
+    pid = citus_cluster.cluster.postmaster_pid(worker)
+    frozen_s = 15.0
+    _signal_tree(pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        r = await http.post("/api/v1/ack", json=ack, timeout=60)
+        waited = time.monotonic() - started
+    finally:
+        await asyncio.sleep(max(0.0, frozen_s - (time.monotonic() - started)))
+        _signal_tree(pid, signal.SIGCONT)
+    assert r.status_code == 503 and r.headers.get("Retry-After"), (r.status_code, r.text)
+    assert waited < 10.0, f"the ack waited {waited:.1f} s for the frozen worker"
+    deadline = time.monotonic() + 30
+    while True:  # the worker is back: the same ack is applied
+        r = await http.post("/api/v1/ack", json=ack)
+        if r.status_code != 503 or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.5)
+    assert r.status_code == 200 and [a["success"] for a in r.json()] == [True], r.text
+
+
 async def test_a_dead_worker_fails_only_its_partitions_and_holds_nothing_back_after(
         citus_cluster: TestCluster, url: str, http: httpx.AsyncClient,
         broker: BrokerProcess) -> None:
@@ -354,17 +426,7 @@ async def test_a_dead_worker_fails_only_its_partitions_and_holds_nothing_back_af
         {"queue": queue, "partition": n, "payload": n, "transactionId": n} for n in names]})
     assert r.status_code == 201 and {e["status"] for e in r.json()} == {"queued"}, r.text
     worker = citus_cluster.cluster.workers[0]
-    conn = await asyncpg.connect(url)
-    try:  # which partitions live on the worker to kill
-        on_it = {str(r[0]) for r in await conn.fetch(
-            "SELECT d.partition_id FROM queen.partition_directory d"
-            "  JOIN queen.queues q ON q.id = d.queue_id"
-            "  JOIN pg_dist_shard_placement sp"
-            "    ON sp.shardid = get_shard_id_for_distribution_column("
-            "                    'queen.log_partitions', d.partition_id)"
-            " WHERE q.name = $1 AND sp.nodeport = $2", queue, worker.port)}
-    finally:
-        await conn.close()
+    on_it = await _partitions_on(url, queue, worker.port)  # the worker to kill
     assert 0 < len(on_it) < PARTITIONS
     delivered: dict[str, str] = {}
     statuses = []
