@@ -376,7 +376,7 @@ async def test_an_ack_on_a_frozen_worker_answers_503_within_the_silence_timeout(
     to wait for as long as the worker was frozen (the statement timeout, 30 s, is the only
     bound). Each process now watches every worker as it watches the coordinator, cuts its
     connections to one silent for DB_SILENCE_TIMEOUT_MS (4 s) and answers 503; once the
-    worker is back, the same ack is applied."""
+    worker is back, the ack holds (sent again by the client as after any 503)."""
     queue = "q-" + uuid.uuid4().hex[:10]
     names = [f"p{i}" for i in range(PARTITIONS)]
     r = await http.post("/api/v1/push", json={"items": [
@@ -392,7 +392,7 @@ async def test_an_ack_on_a_frozen_worker_answers_503_within_the_silence_timeout(
     ack = {"transactionId": message["transactionId"], "partitionId": message["partitionId"],
            "leaseId": message["leaseId"], "status": "completed"}
     pid = citus_cluster.cluster.postmaster_pid(worker)
-    frozen_s = 15.0
+    frozen_s = 9.0
     _signal_tree(pid, signal.SIGSTOP)
     try:
         started = time.monotonic()
@@ -402,14 +402,27 @@ async def test_an_ack_on_a_frozen_worker_answers_503_within_the_silence_timeout(
         await asyncio.sleep(max(0.0, frozen_s - (time.monotonic() - started)))
         _signal_tree(pid, signal.SIGCONT)
     assert r.status_code == 503 and r.headers.get("Retry-After"), (r.status_code, r.text)
-    assert waited < 10.0, f"the ack waited {waited:.1f} s for the frozen worker"
+    assert waited < 8.0, f"the ack waited {waited:.1f} s for the frozen worker"
     deadline = time.monotonic() + 30
     while True:  # the worker is back: the same ack is applied
         r = await http.post("/api/v1/ack", json=ack)
         if r.status_code != 503 or time.monotonic() > deadline:
             break
         await asyncio.sleep(0.5)
-    assert r.status_code == 200 and [a["success"] for a in r.json()] == [True], r.text
+    # The ack cut at 503 may still have been applied: the frozen backend had its statement
+    # and ran it when resumed. Then the lease is released and the same ack is refused;
+    # either way the message is acknowledged once.
+    assert r.status_code == 200, r.text
+    [answer] = r.json()
+    assert answer["success"] or answer["error"] == "invalid or expired lease", answer
+    conn = await asyncpg.connect(url)
+    try:
+        committed = await conn.fetchval(
+            "SELECT max(committed) FROM queen.log_consumers WHERE partition_id = $1",
+            int(message["partitionId"]))
+    finally:
+        await conn.close()
+    assert committed == 0  # the partition's one message (offset 0) is acknowledged
 
 
 async def test_a_dead_worker_fails_only_its_partitions_and_holds_nothing_back_after(
