@@ -158,6 +158,7 @@ def _decompressor() -> zstandard.ZstdDecompressor:
 # A present entry's fixed part (value form, timestamp, key length), after its present byte;
 # for readers that walk the side-car's bytes themselves.
 ENTRY_HEAD = _FIXED
+HEADER_COUNT = _U32  # after the key
 
 
 def entries(body: bytes) -> tuple[int, int]:

@@ -52,10 +52,12 @@ def _segment(out: list[KafkaRecord], raw: bytes, side_car: bytes | None, first: 
     end = len(raw)
     pos = segments.past_frames(raw, 0, first) if first else 0
     n_metas = meta_pos = 0
+    metas = b""  # the side-car's bytes; records from `n_metas` on have no entry
     if side_car is not None:
-        n_metas, meta_pos = record_meta.entries(side_car)
+        metas = side_car
+        n_metas, meta_pos = record_meta.entries(metas)
         if first:
-            meta_pos = record_meta.skip_entries(side_car, meta_pos, min(first, n_metas))
+            meta_pos = record_meta.skip_entries(metas, meta_pos, min(first, n_metas))
     index = first
     at = base_offset + first
     head = segments.FRAME_LENGTH_AND_FLAGS.unpack_from
@@ -63,6 +65,7 @@ def _segment(out: list[KafkaRecord], raw: bytes, side_car: bytes | None, first: 
     trace_flag, producer_flag = segments.FLAG_TRACE, segments.FLAG_PRODUCER
     entry = record_meta.ENTRY_HEAD.unpack_from
     entry_size = record_meta.ENTRY_HEAD.size
+    u32 = record_meta.HEADER_COUNT.unpack_from
     json_form = record_meta.FORM_JSON
     add = out.append
     try:
@@ -77,28 +80,31 @@ def _segment(out: list[KafkaRecord], raw: bytes, side_car: bytes | None, first: 
                 field += 2 + (raw[field] | raw[field + 1] << 8)
             if stop > end or field > stop:
                 raise SegmentError("frame runs past the end of the segment")
-            payload = raw[field:stop] if field < stop else _NULL_PAYLOAD
-            size = stop - field if field < stop else 4
+            if field < stop:
+                payload = raw[field:stop]
+                size = stop - field
+            else:  # b"": the null payload
+                payload = _NULL_PAYLOAD
+                size = 4
             if out and used + size > max_bytes:
                 return used, True
             used += size
-            if index < n_metas and side_car is not None:
-                if side_car[meta_pos]:
-                    form, timestamp, key_len = entry(side_car, meta_pos + 1)
+            if index < n_metas:
+                if metas[meta_pos]:
+                    form, timestamp, key_len = entry(metas, meta_pos + 1)
                     meta_pos += 1 + entry_size
                     key = None
                     if key_len >= 0:
-                        key = side_car[meta_pos:meta_pos + key_len]
+                        key = metas[meta_pos:meta_pos + key_len]
                         if len(key) != key_len:
                             raise SegmentError("record metadata is malformed: a key is "
                                                "truncated")
                         meta_pos += key_len
-                    n_headers = (side_car[meta_pos] | side_car[meta_pos + 1] << 8
-                                 | side_car[meta_pos + 2] << 16 | side_car[meta_pos + 3] << 24)
+                    n_headers = u32(metas, meta_pos)[0]
                     meta_pos += 4
                     headers: tuple[Header, ...] = ()
                     if n_headers:
-                        headers, meta_pos = record_meta.read_headers(side_car, meta_pos,
+                        headers, meta_pos = record_meta.read_headers(metas, meta_pos,
                                                                      n_headers)
                     add((at, timestamp, key,
                          payload if form == json_form else record_meta.value_of(payload, form),
