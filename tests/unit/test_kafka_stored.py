@@ -36,7 +36,9 @@ def _message(rng: random.Random, i: int) -> NewMessage:
     payload, form = record_meta.stored_payload(value)
     headers = tuple((rng.randbytes(rng.choice([1, 5])), rng.choice([None, b"", b"hv"]))
                     for _ in range(rng.choice([0, 0, 1, 3])))
-    meta = record_meta.RecordMeta(form, rng.randrange(0, 2**41),
+    # timestamps near each other (small deltas, some going back) or anywhere (long varints)
+    timestamp = rng.choice([rng.randrange(0, 2**41), 1_796_000_000_000 + rng.randrange(-5, 9000)])
+    meta = record_meta.RecordMeta(form, timestamp,
                                   rng.choice([None, b"", b"key-%d" % i]), headers)
     return NewMessage(uuid7(), f"t{i}", payload, trace, sub, kafka=meta)
 
