@@ -29,6 +29,9 @@ ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _U32 = struct.Struct("<I")
 _U16 = struct.Struct("<H")
 _HEAD = struct.Struct("<IB16s")  # body_len, flags, message id
+# A frame's length and flags, without its message id: for readers that step over the id.
+FRAME_LENGTH_AND_FLAGS = struct.Struct("<IB")
+FRAME_HEAD_SIZE = _HEAD.size
 
 # Level 1 is what the official client uses for its own frames: most of the ratio for a
 # fraction of the CPU, which matters because compression runs on the event loop.
@@ -171,6 +174,7 @@ def frame_range(raw: bytes, skip: int, count: int) -> bytes:
 
 
 def _past_frames(raw: bytes, pos: int, count: int) -> int:
+    """Where the frame `count` frames after the one at `pos` starts."""
     try:
         for _ in range(count):
             pos += 4 + _U32.unpack_from(raw, pos)[0]
@@ -179,6 +183,9 @@ def _past_frames(raw: bytes, pos: int, count: int) -> int:
     if pos > len(raw):
         raise SegmentError("frame runs past the end of the segment")
     return pos
+
+
+past_frames = _past_frames
 
 
 def decompress(blob: bytes) -> bytes:

@@ -16,11 +16,10 @@ from typing import Any
 from broker.auth.access import Access
 from broker.kafka import errors
 from broker.kafka.protocol import Request, field_of
-from broker.kafka.records import Header, encode_batch
+from broker.kafka.records import encode_batch
 from broker.kafka.session import Session
 from broker.kafka.topics import known_topics
 from core.kafka import reads
-from core.kafka.messages import FORM_JSON, kafka_value
 
 _CODES = {reads.UNKNOWN_TOPIC_OR_PARTITION: errors.UNKNOWN_TOPIC_OR_PARTITION,
           reads.OFFSET_OUT_OF_RANGE: errors.OFFSET_OUT_OF_RANGE}
@@ -71,29 +70,11 @@ async def fetch(session: Session, request: Request) -> dict[str, Any]:
                 answer.update(high_watermark=result.high_watermark,
                               last_stable_offset=result.high_watermark,
                               log_start_offset=result.log_start,
-                              records=_batch(result.records) if result.records else b"")
+                              records=encode_batch(result.records) if result.records else b"")
         by_topic.setdefault(name, []).append(answer)
     return {"throttle_time": 0, "error_code": errors.NONE, "session_id": 0,
             "responses": [{"topic": name, "partitions": parts}
                           for name, parts in by_topic.items()]}
-
-
-def _batch(stored: list[reads.Record]) -> bytes:
-    out: list[tuple[int, int, bytes | None, bytes | None, tuple[Header, ...]]] = []
-    add = out.append
-    created_ms: dict[datetime, int] = {}  # the records of a segment share their append time
-    for r in stored:
-        meta = r.meta
-        if meta is None:
-            at = created_ms.get(r.created_at)
-            if at is None:
-                at = created_ms[r.created_at] = _millis(r.created_at)
-            add((r.offset, at, None, r.payload, ()))
-        elif meta.value_form == FORM_JSON:  # the value is the payload, byte for byte
-            add((r.offset, meta.timestamp_ms, meta.key, r.payload, meta.headers))
-        else:
-            add((r.offset, meta.timestamp_ms, meta.key, kafka_value(r), meta.headers))
-    return encode_batch(out)
 
 
 def _millis(at: datetime) -> int:

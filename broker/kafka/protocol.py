@@ -17,12 +17,11 @@ fields it does not know and bytes past its body are stepped over (`guard`).
 from __future__ import annotations
 
 import dataclasses
-import io
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import IO, Any, cast
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
@@ -129,21 +128,47 @@ def read_request(data: bytes) -> Request:
 def response_bytes(request: Request, values: Mapping[str, Any]) -> bytes:
     """The response frame (with its length) answering `request`, built from `values`
     (field names as in Kafka's schemas; see `build`)."""
+    return b"".join(response_parts(request, values))
+
+
+def response_parts(request: Request, values: Mapping[str, Any]) -> list[bytes]:
+    """`response_bytes` as the parts that make it, for a writer that sends them as they
+    are (`StreamWriter.writelines`)."""
     schema = load_response_schema(request.api_key, request.api_version)
-    return encode(schema, request.correlation_id, build(schema, values))
+    return encode_parts(schema, request.correlation_id, build(schema, values))
 
 
 def encode(schema: type[Any], correlation_id: int, body: Any) -> bytes:
-    """The response frame: its length is written in place once the body is there, so a
-    Fetch answer's megabytes are not copied once more to put four bytes before them."""
-    out = io.BytesIO()
-    out.write(_FRAME_AND_ID.pack(0, correlation_id))
+    """The response frame: its length, correlation id and body."""
+    return b"".join(encode_parts(schema, correlation_id, body))
+
+
+class _Parts:
+    """What kio writes, kept as the objects it wrote: a Fetch answer's record batches
+    (megabytes) are sent from where they were built, not copied into a response buffer
+    first (fresh memory of that size is faulted in page by page)."""
+
+    __slots__ = ("parts", "size")
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = [b""]  # the length and correlation id, once known
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        self.parts.append(data)
+        self.size += len(data)
+        return len(data)
+
+
+def encode_parts(schema: type[Any], correlation_id: int, body: Any) -> list[bytes]:
+    """The response frame as parts: its length (known once the body is written) and
+    correlation id first."""
+    out = _Parts()
     if schema.__flexible__ and schema.__api_key__ != API_VERSIONS:
         out.write(b"\x00")  # response header v1: no tagged fields
-    entity_writer(schema)(out, body)
-    with out.getbuffer() as view:
-        _FRAME.pack_into(view, 0, len(view) - _FRAME.size)
-    return out.getvalue()
+    entity_writer(schema)(cast("IO[bytes]", out), body)  # kio calls only `write`
+    out.parts[0] = _FRAME_AND_ID.pack(out.size + 4, correlation_id)
+    return out.parts
 
 
 def build(schema: type[Any], values: Mapping[str, Any]) -> Any:

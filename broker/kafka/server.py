@@ -159,7 +159,7 @@ class Listener:
                 await writer.drain()
                 raise Unreadable(str(failed)) from None
             if answer is not None:
-                writer.write(answer)
+                writer.writelines(answer)
                 await writer.drain()
 
     async def _bare_sasl(self, session: Session, message: bytes,
@@ -173,7 +173,7 @@ class Listener:
         writer.write(protocol.frame(b""))
         await writer.drain()
 
-    async def answer(self, session: Session, request: Request) -> bytes | None:
+    async def answer(self, session: Session, request: Request) -> list[bytes] | None:
         handler = self.handlers[request.api_key]
         if request.api_key not in BEFORE_AUTH:
             # The tenant's request rate (docs/security/tenants.md): a Kafka client is
@@ -188,6 +188,6 @@ class Listener:
             return None
         if request.api_key == protocol.API_VERSIONS and request.body is None:
             from kio.schema.api_versions.v0.response import ApiVersionsResponse
-            return protocol.encode(ApiVersionsResponse, request.correlation_id,
-                                   protocol.build(ApiVersionsResponse, values))
-        return protocol.response_bytes(request, values)
+            return protocol.encode_parts(ApiVersionsResponse, request.correlation_id,
+                                         protocol.build(ApiVersionsResponse, values))
+        return protocol.response_parts(request, values)

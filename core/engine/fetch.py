@@ -88,33 +88,8 @@ async def fetch_entry(db: Database, *, queue: str, partition: str, offset: int,
                       max_bytes: int, tenant: str = "") -> FetchResult:
     """Records of one partition of a queue of `tenant` from `offset`, up to `max_bytes` of
     payload (at least one)."""
-    result = FetchResult(queue, partition)
-    name = PartitionName(queue, partition, tenant)
-    async with db.session() as conn:
-        for _ in range(2):  # a remembered id may be stale: then once more, looked up
-            found = await DIRECTORY.look_up(conn, name)
-            if found is None:
-                result.error = UNKNOWN_TOPIC_OR_PARTITION
-                return result
-            result.queue_id, partition_id = found
-            if partition_id is None:  # queue exists, partition never written: empty log
-                return result
-            head = await sql.fetch_head(conn, partition_id=partition_id)
-            if head is not None and (head.tenant, head.queue, head.partition) == (
-                    tenant, queue, partition):
-                break
-            DIRECTORY.forget(name)
-        else:
-            return result  # deleted as it was read: an empty log
-        result.high_watermark = head.last_offset + 1
-        result.log_start = head.log_start
-        if offset < result.log_start:
-            result.error = OFFSET_OUT_OF_RANGE
-            return result
-        if offset >= result.high_watermark or max_bytes <= 0:
-            return result
-        rows = await sql.fetch_segments(conn, partition_id=partition_id, offset=offset,
-                                        limit=_SEGMENT_LIMIT)
+    result, rows = await read_segments(db, queue=queue, partition=partition, offset=offset,
+                                       max_bytes=max_bytes, tenant=tenant)
     used = 0
     records = result.records
     try:
@@ -140,3 +115,40 @@ async def fetch_entry(db: Database, *, queue: str, partition: str, offset: int,
     except UnicodeDecodeError as exc:
         raise SegmentError(f"malformed frame: {exc}") from exc
     return result
+
+
+async def read_segments(db: Database, *, queue: str, partition: str, offset: int,
+                        max_bytes: int, tenant: str = "") -> tuple[FetchResult,
+                                                                   list[sql.RangeRow]]:
+    """A partition's bounds (a FetchResult with no records yet, or its error) and the
+    stored segments that hold offsets from `offset` on (none when nothing is to be read):
+    what `fetch_entry` decodes into Records, and the Kafka edge into its records
+    (core/kafka/stored.py)."""
+    result = FetchResult(queue, partition)
+    name = PartitionName(queue, partition, tenant)
+    async with db.session() as conn:
+        for _ in range(2):  # a remembered id may be stale: then once more, looked up
+            found = await DIRECTORY.look_up(conn, name)
+            if found is None:
+                result.error = UNKNOWN_TOPIC_OR_PARTITION
+                return result, []
+            result.queue_id, partition_id = found
+            if partition_id is None:  # queue exists, partition never written: empty log
+                return result, []
+            head = await sql.fetch_head(conn, partition_id=partition_id)
+            if head is not None and (head.tenant, head.queue, head.partition) == (
+                    tenant, queue, partition):
+                break
+            DIRECTORY.forget(name)
+        else:
+            return result, []  # deleted as it was read: an empty log
+        result.high_watermark = head.last_offset + 1
+        result.log_start = head.log_start
+        if offset < result.log_start:
+            result.error = OFFSET_OUT_OF_RANGE
+            return result, []
+        if offset >= result.high_watermark or max_bytes <= 0:
+            return result, []
+        rows = await sql.fetch_segments(conn, partition_id=partition_id, offset=offset,
+                                        limit=_SEGMENT_LIMIT)
+    return result, rows

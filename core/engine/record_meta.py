@@ -77,15 +77,22 @@ def stored_payload(value: bytes | None) -> tuple[bytes, int]:
 def kafka_value(payload: bytes, meta: RecordMeta | None) -> bytes | None:
     """The Kafka value of a stored message: the original bytes of a Kafka record; the JSON
     payload text of a message pushed by a Queen client."""
-    if meta is None or meta.value_form == FORM_JSON:
+    if meta is None:
         return payload
-    if meta.value_form == FORM_NULL:
+    return value_of(payload, meta.value_form)
+
+
+def value_of(payload: bytes, form: int) -> bytes | None:
+    """The Kafka value that `payload` stores in `form`."""
+    if form == FORM_JSON:
+        return payload
+    if form == FORM_NULL:
         return None
     try:
         text = _STRING_DECODER.decode(payload)
     except msgspec.DecodeError as exc:
         raise SegmentError(f"record metadata does not match its payload: {exc}") from exc
-    if meta.value_form == FORM_TEXT:
+    if form == FORM_TEXT:
         return text.encode("utf-8")
     return base64.b64decode(text)
 
@@ -117,6 +124,14 @@ def encode(metas: Sequence[RecordMeta | None]) -> bytes:
 def split(blob: bytes) -> tuple[bytes, list[RecordMeta | None] | None]:
     """A stored (opened) segment blob's decompressed frames and its side-car's entries
     (None when it has none)."""
+    raw, body = split_raw(blob)
+    return raw, None if body is None else decode(body)
+
+
+def split_raw(blob: bytes) -> tuple[bytes, bytes | None]:
+    """A stored (opened) segment blob's decompressed frames and its side-car's bytes, not
+    decoded (None when it has none; `decode` reads them, `core/kafka/stored.py` walks
+    them beside the frames)."""
     reader = _decompressor().decompressobj()
     try:
         raw = reader.decompress(blob)
@@ -128,7 +143,7 @@ def split(blob: bytes) -> tuple[bytes, list[RecordMeta | None] | None]:
     magic, size = _SKIP_HEAD.unpack_from(rest)
     if magic != SKIPPABLE_MAGIC:
         return raw, None
-    return raw, decode(rest[_SKIP_HEAD.size:_SKIP_HEAD.size + size])
+    return raw, rest[_SKIP_HEAD.size:_SKIP_HEAD.size + size]
 
 
 def _decompressor() -> zstandard.ZstdDecompressor:
@@ -140,13 +155,45 @@ def _decompressor() -> zstandard.ZstdDecompressor:
     return d
 
 
-def decode(body: bytes) -> list[RecordMeta | None]:
+# A present entry's fixed part (value form, timestamp, key length), after its present byte;
+# for readers that walk the side-car's bytes themselves.
+ENTRY_HEAD = _FIXED
+HEADER_COUNT = _U32  # after the key
+
+
+def entries(body: bytes) -> tuple[int, int]:
+    """A side-car's entry count and where its first entry starts."""
     if body[:4] != _MAGIC:
         raise SegmentError("record metadata has an unknown format")
+    try:
+        return _U32.unpack_from(body, 4)[0], 8
+    except struct.error as exc:
+        raise SegmentError(f"record metadata is malformed: {exc}") from exc
+
+
+def skip_entries(body: bytes, pos: int, n: int) -> int:
+    """Where the entry `n` entries after the one at `pos` starts."""
+    try:
+        for _ in range(n):
+            if not body[pos]:
+                pos += 1
+                continue
+            key_len = _FIXED.unpack_from(body, pos + 1)[2]
+            pos += 1 + _FIXED.size + max(0, key_len)
+            (headers,) = _U32.unpack_from(body, pos)
+            pos += 4
+            for _ in range(headers):
+                pos += 4 + _U32.unpack_from(body, pos)[0]
+                pos += 4 + max(0, _I32.unpack_from(body, pos)[0])
+    except (struct.error, IndexError) as exc:
+        raise SegmentError(f"record metadata is malformed: {exc}") from exc
+    return pos
+
+
+def decode(body: bytes) -> list[RecordMeta | None]:
+    count, pos = entries(body)
     fixed, u32, size = _FIXED.unpack_from, _U32.unpack_from, _FIXED.size
     try:
-        (count,) = u32(body, 4)
-        pos = 8
         out: list[RecordMeta | None] = []
         add = out.append
         for _ in range(count):
@@ -165,7 +212,7 @@ def decode(body: bytes) -> list[RecordMeta | None]:
             (n,) = u32(body, pos)
             pos += 4
             if n:
-                headers, pos = _headers(body, pos, n)
+                headers, pos = read_headers(body, pos, n)
                 add(RecordMeta(form, timestamp, key, headers))
             else:
                 add(RecordMeta(form, timestamp, key))
@@ -174,7 +221,8 @@ def decode(body: bytes) -> list[RecordMeta | None]:
     return out
 
 
-def _headers(body: bytes, pos: int, n: int) -> tuple[tuple[Header, ...], int]:
+def read_headers(body: bytes, pos: int, n: int) -> tuple[tuple[Header, ...], int]:
+    """`n` headers of an entry from `pos`, and the position after them."""
     headers: list[Header] = []
     for _ in range(n):
         (name_len,) = _U32.unpack_from(body, pos)

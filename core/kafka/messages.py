@@ -10,13 +10,11 @@ from typing import Protocol
 import msgspec
 
 from core.engine import record_meta
-from core.engine.fetch import Record
 from core.engine.push import PushItem
 from core.engine.writes import NewMessage
 from core.ids import uuid7s
 
-# A record whose value is its stored payload, byte for byte (the edge then skips
-# `kafka_value`).
+# A record whose value is its stored payload, byte for byte.
 FORM_JSON = record_meta.FORM_JSON
 
 
@@ -67,9 +65,3 @@ def produced(topic: str, partition: str, records: Sequence[ProducedRecord], *,
             record_meta.RecordMeta(form, record.timestamp, record.key, record.headers)),
             tenant))
     return out
-
-
-def kafka_value(record: Record) -> bytes | None:
-    """The value a record read back had when it was produced (a Queen client's message: its
-    JSON payload text)."""
-    return record_meta.kafka_value(record.payload, record.meta)

@@ -77,13 +77,13 @@ class Kafka:
             return await sql.declare(conn, tenant=tenant, queue=name, partitions=partitions)
 
     async def read(self, entries: Sequence[reads.FetchEntry], *, max_bytes: int,
-                   min_bytes: int, max_wait_ms: int) -> list[reads.FetchResult]:
+                   min_bytes: int, max_wait_ms: int) -> list[reads.PartitionRead]:
         return await reads.read(self._db, self._hub, self._stop_waiting, entries,
                                 max_bytes=max_bytes, min_bytes=min_bytes,
                                 max_wait_ms=max_wait_ms)
 
     async def bounds(self, queue: str, partition: str, *,
-                     tenant: str = "") -> reads.FetchResult:
+                     tenant: str = "") -> reads.PartitionRead:
         """The partition's log start and high watermark (no records)."""
         return await reads.read_partition(self._db, reads.FetchEntry(queue, partition, 0, 0,
                                                                      tenant))
