@@ -155,10 +155,13 @@ class Listener:
             try:
                 answer = await self.answer(session, request)
             except sasl.SaslFailed as failed:
-                writer.write(protocol.response_bytes(request, failed.answer))
-                await writer.drain()
+                if not writer.is_closing():
+                    writer.write(protocol.response_bytes(request, failed.answer))
+                    await writer.drain()
                 raise Unreadable(str(failed)) from None
             if answer is not None:
+                if writer.is_closing():
+                    return  # the client went away (a reset) while it was being answered
                 writer.writelines(answer)
                 await writer.drain()
 
@@ -170,8 +173,9 @@ class Listener:
             await self.authenticator.bare(session, message)
         except sasl.SaslFailed as failed:
             raise Unreadable(str(failed)) from None
-        writer.write(protocol.frame(b""))
-        await writer.drain()
+        if not writer.is_closing():
+            writer.write(protocol.frame(b""))
+            await writer.drain()
 
     async def answer(self, session: Session, request: Request) -> list[bytes] | None:
         handler = self.handlers[request.api_key]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.client import AIOKafkaClient
 
 from tests.kafka.listener import KafkaListener
 from tests.support import free_port
@@ -35,6 +36,23 @@ async def _settle(a: AIOKafkaConsumer, b: AIOKafkaConsumer | None, total: int) -
                 return
 
 
+async def _each_lists_the_other(hosts: list[KafkaListener]) -> None:
+    """Until every host's Metadata lists every host. A host lists the others it has seen
+    lately; a client that first asked one that had not yet seen the other keeps only that
+    host, and once it stops has nowhere left to ask (aiokafka does not go back to its
+    bootstrap servers): the test would then wait for nothing."""
+    async with asyncio.timeout(30):
+        for host in hosts:
+            while True:
+                client = AIOKafkaClient(bootstrap_servers=host.bootstrap)
+                await client.bootstrap()
+                listed = {b.nodeId for b in client.cluster.brokers()}
+                await client.close()
+                if len(listed) == len(hosts):
+                    break
+                await asyncio.sleep(0.2)
+
+
 async def test_one_group_across_two_hosts_and_a_coordinator_failover(
         database_url: str, tmp_path: Path) -> None:
     cluster, topic, group = f"c-{uuid.uuid4().hex[:6]}", f"h-{uuid.uuid4().hex[:8]}", \
@@ -42,6 +60,7 @@ async def test_one_group_across_two_hosts_and_a_coordinator_failover(
     first = _host(database_url, cluster, 1, tmp_path / "one.log").start()
     second = _host(database_url, cluster, 2, tmp_path / "two.log").start()
     try:
+        await _each_lists_the_other([first, second])
         admin = AIOKafkaAdminClient(bootstrap_servers=second.bootstrap)
         await admin.start()
         await admin.create_topics([NewTopic(topic, 4, 1)])
