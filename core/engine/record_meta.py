@@ -155,12 +155,6 @@ def _decompressor() -> zstandard.ZstdDecompressor:
     return d
 
 
-# A present entry's fixed part (value form, timestamp, key length), after its present byte;
-# for readers that walk the side-car's bytes themselves.
-ENTRY_HEAD = _FIXED
-HEADER_COUNT = _U32  # after the key
-
-
 def entries(body: bytes) -> tuple[int, int]:
     """A side-car's entry count and where its first entry starts."""
     if body[:4] != _MAGIC:
@@ -192,7 +186,6 @@ def skip_entries(body: bytes, pos: int, n: int) -> int:
 
 def decode(body: bytes) -> list[RecordMeta | None]:
     count, pos = entries(body)
-    fixed, u32, size = _FIXED.unpack_from, _U32.unpack_from, _FIXED.size
     try:
         out: list[RecordMeta | None] = []
         add = out.append
@@ -201,24 +194,33 @@ def decode(body: bytes) -> list[RecordMeta | None]:
                 add(None)
                 pos += 1
                 continue
-            form, timestamp, key_len = fixed(body, pos + 1)
-            pos += 1 + size
-            key = None
-            if key_len >= 0:
-                key = body[pos:pos + key_len]
-                if len(key) != key_len:
-                    raise SegmentError("record metadata is malformed: a key is truncated")
-                pos += key_len
-            (n,) = u32(body, pos)
-            pos += 4
-            if n:
-                headers, pos = read_headers(body, pos, n)
-                add(RecordMeta(form, timestamp, key, headers))
-            else:
-                add(RecordMeta(form, timestamp, key))
+            form, timestamp, key, headers, pos = read_entry(body, pos)
+            add(RecordMeta(form, timestamp, key, headers) if headers
+                else RecordMeta(form, timestamp, key))
     except (struct.error, IndexError) as exc:
         raise SegmentError(f"record metadata is malformed: {exc}") from exc
     return out
+
+
+def read_entry(body: bytes, pos: int
+               ) -> tuple[int, int, bytes | None, tuple[Header, ...], int]:
+    """A present entry from its present byte at `pos`: its value form, timestamp, key and
+    headers, and where the next entry starts. Raises struct.error or IndexError on
+    truncated bytes (the callers turn those into SegmentError)."""
+    form, timestamp, key_len = _FIXED.unpack_from(body, pos + 1)
+    pos += 1 + _FIXED.size
+    key = None
+    if key_len >= 0:
+        key = body[pos:pos + key_len]
+        if len(key) != key_len:
+            raise SegmentError("record metadata is malformed: a key is truncated")
+        pos += key_len
+    (n,) = _U32.unpack_from(body, pos)
+    pos += 4
+    if not n:
+        return form, timestamp, key, (), pos
+    headers, pos = read_headers(body, pos, n)
+    return form, timestamp, key, headers, pos
 
 
 def read_headers(body: bytes, pos: int, n: int) -> tuple[tuple[Header, ...], int]:

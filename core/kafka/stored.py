@@ -18,8 +18,7 @@ from core.engine import encryption, record_meta
 from core.errors import SegmentError
 from core.storage.reads import RangeRow
 
-Header = tuple[bytes, bytes | None]
-KafkaRecord = tuple[int, int, bytes | None, bytes | None, tuple[Header, ...]]
+KafkaRecord = tuple[int, int, bytes | None, bytes | None, tuple[record_meta.Header, ...]]
 
 _NULL_PAYLOAD = b"null"  # the stored b"" reads as JSON null, as HTTP reads give it
 
@@ -63,9 +62,7 @@ def _segment(out: list[KafkaRecord], raw: bytes, side_car: bytes | None, first: 
     head = segments.FRAME_LENGTH_AND_FLAGS.unpack_from
     head_size = segments.FRAME_HEAD_SIZE
     trace_flag, producer_flag = segments.FLAG_TRACE, segments.FLAG_PRODUCER
-    entry = record_meta.ENTRY_HEAD.unpack_from
-    entry_size = record_meta.ENTRY_HEAD.size
-    u32 = record_meta.HEADER_COUNT.unpack_from
+    read_entry = record_meta.read_entry
     json_form = record_meta.FORM_JSON
     add = out.append
     try:
@@ -91,21 +88,7 @@ def _segment(out: list[KafkaRecord], raw: bytes, side_car: bytes | None, first: 
             used += size
             if index < n_metas:
                 if metas[meta_pos]:
-                    form, timestamp, key_len = entry(metas, meta_pos + 1)
-                    meta_pos += 1 + entry_size
-                    key = None
-                    if key_len >= 0:
-                        key = metas[meta_pos:meta_pos + key_len]
-                        if len(key) != key_len:
-                            raise SegmentError("record metadata is malformed: a key is "
-                                               "truncated")
-                        meta_pos += key_len
-                    n_headers = u32(metas, meta_pos)[0]
-                    meta_pos += 4
-                    headers: tuple[Header, ...] = ()
-                    if n_headers:
-                        headers, meta_pos = record_meta.read_headers(metas, meta_pos,
-                                                                     n_headers)
+                    form, timestamp, key, headers, meta_pos = read_entry(metas, meta_pos)
                     add((at, timestamp, key,
                          payload if form == json_form else record_meta.value_of(payload, form),
                          headers))
