@@ -155,15 +155,10 @@ class Listener:
             try:
                 answer = await self.answer(session, request)
             except sasl.SaslFailed as failed:
-                if not writer.is_closing():
-                    writer.write(protocol.response_bytes(request, failed.answer))
-                    await writer.drain()
+                await _send(writer, [protocol.response_bytes(request, failed.answer)])
                 raise Unreadable(str(failed)) from None
-            if answer is not None:
-                if writer.is_closing():
-                    return  # the client went away (a reset) while it was being answered
-                writer.writelines(answer)
-                await writer.drain()
+            if answer is not None and not await _send(writer, answer):
+                return
 
     async def _bare_sasl(self, session: Session, message: bytes,
                          writer: asyncio.StreamWriter) -> None:
@@ -173,9 +168,7 @@ class Listener:
             await self.authenticator.bare(session, message)
         except sasl.SaslFailed as failed:
             raise Unreadable(str(failed)) from None
-        if not writer.is_closing():
-            writer.write(protocol.frame(b""))
-            await writer.drain()
+        await _send(writer, [protocol.frame(b"")])
 
     async def answer(self, session: Session, request: Request) -> list[bytes] | None:
         handler = self.handlers[request.api_key]
@@ -195,3 +188,13 @@ class Listener:
             return protocol.encode_parts(ApiVersionsResponse, request.correlation_id,
                                          protocol.build(ApiVersionsResponse, values))
         return protocol.response_parts(request, values)
+
+
+async def _send(writer: asyncio.StreamWriter, parts: list[bytes]) -> bool:
+    """Write an answer's parts; False, writing nothing, when the client already went away (a
+    reset while it was answered: uvloop's transport refuses the write with RuntimeError)."""
+    if writer.is_closing():
+        return False
+    writer.writelines(parts)
+    await writer.drain()
+    return True

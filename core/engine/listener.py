@@ -449,7 +449,7 @@ class WakeupHub:
         channels, payloads = part.notifications()
         try:
             await link.send(channels, payloads)
-        except (NodeUnreachable, *DRIVER_ERRORS, ServiceError, TimeoutError) as exc:
+        except (NodeUnreachable, *DRIVER_ERRORS, ServiceError) as exc:  # timeouts included
             log.info("wake-up notify failed (%s); sending again", type(exc).__name__)
             self._requeue(part)
             return exc
