@@ -43,6 +43,7 @@ import signal
 import socket
 import sys
 from collections.abc import Sequence
+from typing import cast
 
 import uvloop
 from hypercorn.asyncio.lifespan import Lifespan
@@ -54,6 +55,7 @@ from hypercorn.utils import wrap_app
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from broker.collector import tune_garbage_collector
+from broker.one_write import OneWriteWriter
 from broker.tls.peer import WithClientIdentity, client_identity
 from broker.tls.rotation import CertificateRotation
 from core.env import SettingsError
@@ -198,7 +200,9 @@ async def serve(app: AppWrapper, config: Config, sock: socket.socket, stop: asyn
         task.add_done_callback(lambda done: connections.pop(done, None))
         identity = client_identity(writer.get_extra_info("ssl_object"))
         served = app if identity is None else WithClientIdentity(app, identity)
-        await TCPServer(served, loop, config, context, state, reader, writer)
+        # TCPServer uses only the writer's methods OneWriteWriter has (broker/one_write.py).
+        one_write = cast(asyncio.StreamWriter, OneWriteWriter(writer))
+        await TCPServer(served, loop, config, context, state, reader, one_write)
 
     tls = rotation.context if rotation is not None else None
     server = await asyncio.start_server(
