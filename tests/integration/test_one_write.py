@@ -28,8 +28,9 @@ def _exchange(sock: socket.socket, request: bytes) -> tuple[bytes, bytes]:
         assert chunk, f"connection closed mid-head: {data!r}"
         data += chunk
     head, _, body = data.partition(b"\r\n\r\n")
-    length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                  if line.lower().startswith(b"content-length:"))
+    length = 0 if request.startswith(b"HEAD ") else next(
+        (int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+         if line.lower().startswith(b"content-length:")), 0)
     while len(body) < length:
         chunk = sock.recv(65536)
         assert chunk, "connection closed mid-body"
@@ -54,9 +55,12 @@ def test_each_answer_arrives_as_one_segment_and_an_interim_100_is_not_held(
             _exchange(sock, _request("POST", "/api/v1/push", push)),
             _exchange(sock, _request("GET", f"/api/v1/pop/queue/{queue_name}?batch=20")),
             _exchange(sock, _request("GET", "/api/v1/no-such-route")),
+            # No body: the head leaves with the answer's (empty) end.
+            _exchange(sock, _request("GET", f"/api/v1/pop/queue/{queue_name}?wait=false")),
+            _exchange(sock, _request("HEAD", "/health")),
         ]
         statuses = [head.split(b" ", 2)[1] for head, _ in answers]
-        assert statuses == [b"200", b"201", b"200", b"404"], answers
+        assert statuses == [b"200", b"201", b"200", b"404", b"204", b"200"], answers
         assert len(json.loads(answers[2][1])["messages"]) == 20
         # Four answers, four segments: before, each answer was two (head, then body).
         assert _data_segments_in(sock) == len(answers)
