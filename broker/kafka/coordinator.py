@@ -10,6 +10,13 @@ A rebalance completes once every member known before it has joined again, or whe
 longest rebalance timeout of the members passes (those that did not rejoin are dropped). A
 group's first rebalance waits `initial_delay` for more members, as Kafka's
 group.initial.rebalance.delay.ms does, so members starting together share one generation.
+
+Static membership (KIP-345): a member that names a group instance id keeps its place across
+a restart. Joining again under that id with no member id replaces the old member (which is
+fenced: its next request answers FENCED_INSTANCE_ID) and, in a stable group whose protocol
+stays the same, takes over its assignment without a rebalance, so one consumer's restart
+does not stop the others. A static member leaves only by its session running out (or an
+explicit LeaveGroup naming it), not by closing its connection.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ class Member:
     rebalance_timeout: float
     protocol_type: str
     protocols: list[tuple[str, bytes]]
+    instance_id: str | None = None  # its group instance id, when static
     assignment: bytes = b""
     last_seen: float = field(default_factory=time.monotonic)
     joining: asyncio.Future[JoinResult] | None = None
@@ -50,7 +58,8 @@ class JoinResult:
     protocol: str | None = None
     leader: str = ""
     member_id: str = ""
-    members: tuple[tuple[str, bytes], ...] = ()  # for the leader: every member's metadata
+    # For the leader: every member's id, group instance id and metadata.
+    members: tuple[tuple[str, str | None, bytes], ...] = ()
 
 
 @dataclass(eq=False)
@@ -63,6 +72,7 @@ class Group:
     leader: str | None = None
     members: dict[str, Member] = field(default_factory=dict)
     pending: set[str] = field(default_factory=set)  # ids handed out, not joined yet
+    instances: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     rebalance: asyncio.TimerHandle | None = None
     first: bool = True
 
@@ -86,15 +96,26 @@ class Coordinator:
 
     async def join(self, name: str, *, member_id: str, client_id: str, client_host: str,
                    session_timeout: float, rebalance_timeout: float, protocol_type: str,
-                   protocols: list[tuple[str, bytes]], require_known_id: bool) -> JoinResult:
+                   protocols: list[tuple[str, bytes]], require_known_id: bool,
+                   instance_id: str | None = None) -> JoinResult:
         group = self.group(name)
         if not protocols or (group.members and protocol_type != group.protocol_type):
             return JoinResult(errors.INCONSISTENT_GROUP_PROTOCOL)
         if group.members and not self._common_protocol(group, protocols):
             return JoinResult(errors.INCONSISTENT_GROUP_PROTOCOL)
+        if instance_id is not None and member_id != "":
+            code = self._check_instance(group, member_id, instance_id)
+            if code != errors.NONE:
+                return JoinResult(code, member_id=member_id)
         if member_id == "":
             member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
-            if require_known_id:  # KIP-394: the client joins again with this id
+            if instance_id is not None and instance_id in group.instances:
+                return await self._replace_static(group, instance_id, member_id, client_id,
+                                                  client_host, session_timeout,
+                                                  rebalance_timeout, protocols)
+            # KIP-394: the client joins again with this id (a static member needs not: its
+            # instance id already says who it is).
+            if require_known_id and instance_id is None:
                 group.pending.add(member_id)
                 return JoinResult(errors.MEMBER_ID_REQUIRED, member_id=member_id)
         elif member_id not in group.members and member_id not in group.pending:
@@ -104,7 +125,9 @@ class Coordinator:
         if member is None:
             member = group.members[member_id] = Member(
                 member_id, client_id, client_host, session_timeout, rebalance_timeout,
-                protocol_type, protocols)
+                protocol_type, protocols, instance_id)
+            if instance_id is not None:
+                group.instances[instance_id] = member_id
         else:
             member.protocols = protocols
             member.session_timeout, member.rebalance_timeout = session_timeout, rebalance_timeout
@@ -116,6 +139,51 @@ class Coordinator:
         self._prepare(group)
         self._maybe_complete_join(group)
         return await member.joining
+
+    async def _replace_static(self, group: Group, instance_id: str, member_id: str,
+                              client_id: str, client_host: str, session_timeout: float,
+                              rebalance_timeout: float,
+                              protocols: list[tuple[str, bytes]]) -> JoinResult:
+        """A static member joins again (e.g. restarted): it takes the old member's place
+        under a new member id, and the old id is fenced. A stable or completing group whose
+        protocol this member still offers with the same metadata goes on in its generation
+        (no rebalance); otherwise the group rebalances with the member in it."""
+        old = group.members.pop(group.instances[instance_id])
+        if old.joining is not None and not old.joining.done():
+            old.joining.set_result(JoinResult(errors.FENCED_INSTANCE_ID))
+        if old.syncing is not None and not old.syncing.done():
+            old.syncing.set_result((errors.FENCED_INSTANCE_ID, b""))
+        member = group.members[member_id] = Member(
+            member_id, client_id, client_host, session_timeout, rebalance_timeout,
+            old.protocol_type, protocols, instance_id, assignment=old.assignment)
+        group.instances[instance_id] = member_id
+        if group.leader == old.member_id:
+            group.leader = member_id
+        same = (group.protocol is not None
+                and dict(protocols).get(group.protocol) == dict(old.protocols).get(group.protocol))
+        if group.state in (STABLE, COMPLETING) and same:
+            leader = member_id == group.leader
+            return JoinResult(errors.NONE, group.generation, group.protocol, group.leader or "",
+                              member_id, self._everyone(group) if leader else ())
+        member.joining = asyncio.get_running_loop().create_future()
+        self._prepare(group)
+        self._maybe_complete_join(group)
+        return await member.joining
+
+    @staticmethod
+    def _everyone(group: Group) -> tuple[tuple[str, str | None, bytes], ...]:
+        assert group.protocol is not None
+        return tuple((m.member_id, m.instance_id, dict(m.protocols)[group.protocol])
+                     for m in group.members.values())
+
+    @staticmethod
+    def _check_instance(group: Group, member_id: str, instance_id: str) -> int:
+        """A request naming a group instance id must come from the member that holds it:
+        one that another member replaced is fenced."""
+        holder = group.instances.get(instance_id)
+        if holder is None:
+            return errors.UNKNOWN_MEMBER_ID
+        return errors.NONE if holder == member_id else errors.FENCED_INSTANCE_ID
 
     def _common_protocol(self, group: Group, protocols: list[tuple[str, bytes]]) -> bool:
         names = {p for p, _ in protocols}
@@ -165,8 +233,7 @@ class Coordinator:
         group.protocol = next(p for p, _ in leader.protocols if all(
             p in {q for q, _ in m.protocols} for m in group.members.values()))
         group.state = COMPLETING
-        everyone = tuple((m.member_id, dict(m.protocols)[group.protocol])
-                         for m in group.members.values())
+        everyone = self._everyone(group)
         for member in group.members.values():
             member.assignment = b""
             member.last_seen = time.monotonic()
@@ -178,7 +245,12 @@ class Coordinator:
 
     # --- SyncGroup, Heartbeat, LeaveGroup ------------------------------------------------
 
-    def _check(self, group: Group | None, member_id: str, generation: int) -> int:
+    def _check(self, group: Group | None, member_id: str, generation: int,
+               instance_id: str | None = None) -> int:
+        if group is not None and instance_id is not None:
+            code = self._check_instance(group, member_id, instance_id)
+            if code != errors.NONE:
+                return code
         if group is None or member_id not in group.members:
             return errors.UNKNOWN_MEMBER_ID
         if generation != group.generation:
@@ -186,9 +258,10 @@ class Coordinator:
         return errors.NONE
 
     async def sync(self, name: str, *, member_id: str, generation: int,
-                   assignments: dict[str, bytes]) -> tuple[int, bytes]:
+                   assignments: dict[str, bytes],
+                   instance_id: str | None = None) -> tuple[int, bytes]:
         group = self.groups.get(name)
-        code = self._check(group, member_id, generation)
+        code = self._check(group, member_id, generation, instance_id)
         if code != errors.NONE:
             return code, b""
         assert group is not None
@@ -208,17 +281,27 @@ class Coordinator:
                     other.syncing.set_result((errors.NONE, other.assignment))
         return await member.syncing
 
-    def heartbeat(self, name: str, *, member_id: str, generation: int) -> int:
+    def heartbeat(self, name: str, *, member_id: str, generation: int,
+                  instance_id: str | None = None) -> int:
         group = self.groups.get(name)
-        code = self._check(group, member_id, generation)
+        code = self._check(group, member_id, generation, instance_id)
         if code != errors.NONE:
             return code
         assert group is not None
         group.members[member_id].last_seen = time.monotonic()
         return errors.REBALANCE_IN_PROGRESS if group.state == PREPARING else errors.NONE
 
-    def leave(self, name: str, member_id: str) -> int:
+    def leave(self, name: str, member_id: str, instance_id: str | None = None) -> int:
+        """A member leaves; a static one may be named by its instance id alone (member id
+        empty), as an operator's tool does."""
         group = self.groups.get(name)
+        if group is not None and instance_id is not None:
+            holder = group.instances.get(instance_id)
+            if holder is None:
+                return errors.UNKNOWN_MEMBER_ID
+            if member_id not in ("", holder):
+                return errors.FENCED_INSTANCE_ID
+            member_id = holder
         if group is None or member_id not in group.members:
             return errors.UNKNOWN_MEMBER_ID
         self._remove(group, member_id)
@@ -226,6 +309,8 @@ class Coordinator:
 
     def _remove(self, group: Group, member_id: str) -> None:
         member = group.members.pop(member_id)
+        if member.instance_id is not None:
+            group.instances.pop(member.instance_id, None)
         if member.joining is not None and not member.joining.done():
             member.joining.set_result(JoinResult(errors.UNKNOWN_MEMBER_ID))
         if member.syncing is not None and not member.syncing.done():
@@ -239,7 +324,8 @@ class Coordinator:
         self._prepare(group)
         self._maybe_complete_join(group)
 
-    def validate_commit(self, name: str, member_id: str, generation: int) -> int:
+    def validate_commit(self, name: str, member_id: str, generation: int,
+                        instance_id: str | None = None) -> int:
         """OffsetCommit's membership rule: a commit outside any generation (generation -1,
         no member: a consumer that assigns its own partitions) is taken while the group
         has no members; a member commits in its current generation."""
@@ -247,7 +333,7 @@ class Coordinator:
         if generation < 0 and member_id == "":
             return errors.NONE if group is None or not group.members else \
                 errors.UNKNOWN_MEMBER_ID
-        code = self._check(group, member_id, generation)
+        code = self._check(group, member_id, generation, instance_id)
         if code == errors.NONE and group is not None and group.state == PREPARING:
             return errors.REBALANCE_IN_PROGRESS
         return code

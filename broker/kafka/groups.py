@@ -3,8 +3,8 @@
 group and a Queen group of one name are one group), DescribeGroups, ListGroups and
 DeleteGroups.
 
-Kafka's committed metadata string is not kept (OffsetFetch answers it empty), and static
-membership (a group instance id) is refused with INVALID_REQUEST.
+Kafka's committed metadata string is not kept (OffsetFetch answers it empty). Static
+membership (a group instance id, KIP-345) is served: broker/kafka/coordinator.py.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from core.tenancy.scoped import belongs, unscoped
 COORDINATOR = Coordinator()  # the process's groups (the event loop is its only user)
 _GROUP_KEY = 0
 MAX_REBALANCE_SECONDS = 300.0
+_MAX_INSTANCE_ID = 249
 
 
 def legal_group(name: str | None) -> bool:
@@ -35,6 +36,12 @@ def legal_group(name: str | None) -> bool:
     except (ValueError, TypeError):
         return False
     return True
+
+
+def legal_instance(instance_id: str) -> bool:
+    """A group instance id as Kafka takes one: 1 to 249 characters of [a-zA-Z0-9._-]."""
+    return 0 < len(instance_id) <= _MAX_INSTANCE_ID and all(
+        c.isascii() and (c.isalnum() or c in "._-") for c in instance_id)
 
 
 def _seconds(value: Any) -> float:
@@ -67,7 +74,8 @@ async def join_group(session: Session, request: Request) -> dict[str, Any]:
         code = errors.NOT_COORDINATOR if legal_group(body.group_id) else errors.INVALID_GROUP_ID
         return {"throttle_time": 0, "error_code": code, "generation_id": -1,
                 "member_id": body.member_id, "leader": "", "members": []}
-    if field_of(body, "group_instance_id") is not None:
+    instance_id = field_of(body, "group_instance_id")
+    if instance_id is not None and not legal_instance(instance_id):
         return {"throttle_time": 0, "error_code": errors.INVALID_REQUEST, "generation_id": -1,
                 "member_id": body.member_id, "leader": "", "members": []}
     if not session.may(Access.READ_ONLY):
@@ -85,23 +93,22 @@ async def join_group(session: Session, request: Request) -> dict[str, Any]:
         client_host=session.peer, session_timeout=session_timeout,
         rebalance_timeout=rebalance, protocol_type=body.protocol_type,
         protocols=[(p.name, bytes(p.metadata)) for p in body.protocols],
-        require_known_id=request.api_version >= 4)
+        require_known_id=request.api_version >= 4, instance_id=instance_id)
     return {"throttle_time": 0, "error_code": result.error, "generation_id": result.generation,
             "protocol_name": result.protocol or "", "protocol_type": body.protocol_type,
             "leader": result.leader, "member_id": result.member_id,
-            "members": [{"member_id": m, "group_instance_id": None, "metadata": meta}
-                        for m, meta in result.members]}
+            "members": [{"member_id": m, "group_instance_id": instance, "metadata": meta}
+                        for m, instance, meta in result.members]}
 
 
 async def sync_group(session: Session, request: Request) -> dict[str, Any]:
     body = request.body
-    if field_of(body, "group_instance_id") is not None:
-        return {"throttle_time": 0, "error_code": errors.INVALID_REQUEST, "assignment": b""}
     if not CLUSTER.coordinates():
         return {"throttle_time": 0, "error_code": errors.NOT_COORDINATOR, "assignment": b""}
     code, assignment = await COORDINATOR.sync(
         session.group_key(body.group_id), member_id=body.member_id, generation=body.generation_id,
-        assignments={a.member_id: bytes(a.assignment) for a in body.assignments})
+        assignments={a.member_id: bytes(a.assignment) for a in body.assignments},
+        instance_id=field_of(body, "group_instance_id"))
     return {"throttle_time": 0, "error_code": code, "assignment": assignment,
             "protocol_type": field_of(body, "protocol_type"),
             "protocol_name": field_of(body, "protocol_name")}
@@ -110,7 +117,8 @@ async def sync_group(session: Session, request: Request) -> dict[str, Any]:
 async def heartbeat(session: Session, request: Request) -> dict[str, Any]:
     body = request.body
     code = (COORDINATOR.heartbeat(session.group_key(body.group_id), member_id=body.member_id,
-                                  generation=body.generation_id)
+                                  generation=body.generation_id,
+                                  instance_id=field_of(body, "group_instance_id"))
             if CLUSTER.coordinates() else errors.NOT_COORDINATOR)
     return {"throttle_time": 0, "error_code": code}
 
@@ -125,7 +133,7 @@ async def leave_group(session: Session, request: Request) -> dict[str, Any]:
                 "error_code": COORDINATOR.leave(session.group_key(body.group_id), single)}
     members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                 "error_code": COORDINATOR.leave(session.group_key(body.group_id),
-                                                m.member_id)}
+                                                m.member_id, m.group_instance_id)}
                for m in body.members]
     return {"throttle_time": 0, "error_code": errors.NONE, "members": members}
 
@@ -135,12 +143,10 @@ async def offset_commit(session: Session, request: Request) -> dict[str, Any]:
     generation = field_of(body, "generation_id_or_member_epoch",
                           field_of(body, "generation_id", -1))
     code = (COORDINATOR.validate_commit(session.group_key(body.group_id), body.member_id,
-                                        generation)
+                                        generation, field_of(body, "group_instance_id"))
             if legal_group(body.group_id) else errors.INVALID_GROUP_ID)
     if code == errors.NONE and not CLUSTER.coordinates():
         code = errors.NOT_COORDINATOR
-    if code == errors.NONE and field_of(body, "group_instance_id") is not None:
-        code = errors.INVALID_REQUEST
     if code == errors.NONE and not session.may(Access.READ_WRITE):  # as an ack or a seek
         code = errors.GROUP_AUTHORIZATION_FAILED
     topics = await known_topics(session, [t.name for t in body.topics]) if code == 0 else {}
@@ -233,7 +239,7 @@ async def describe_groups(session: Session, request: Request) -> dict[str, Any]:
             "error_code": errors.NONE, "group_id": name, "group_state": group.state,
             "protocol_type": group.described_protocol_type(),
             "protocol_data": group.protocol or "", "authorized_operations": NO_OPERATIONS,
-            "members": [{"member_id": m.member_id, "group_instance_id": None,
+            "members": [{"member_id": m.member_id, "group_instance_id": m.instance_id,
                          "client_id": m.client_id, "client_host": m.client_host,
                          "member_metadata": dict(m.protocols).get(group.protocol or "", b""),
                          "member_assignment": m.assignment}

@@ -1,15 +1,19 @@
 """confluent-kafka (librdkafka) against the Kafka listener: produce with keys, headers,
 timestamps and each codec, consume, a consumer group that commits and resumes, topic
-listings and a pattern subscription, and the KIP-848 protocol declined clearly."""
+listings and a pattern subscription, the KIP-848 protocol declined clearly, and static
+members (a group instance id) that keep their partitions across a restart."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 import uuid
+from collections.abc import Callable
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.kafka.listener import KafkaListener
 
@@ -181,3 +185,100 @@ async def test_group_protocol_consumer_fails_clearly(kafka: KafkaListener) -> No
     code, text = found
     assert code == KafkaError._FATAL, text
     assert "ConsumerGroupHeartbeat" in text and "not supported" in text, text
+
+
+class _StaticMember:
+    """A librdkafka consumer with a group instance id (static membership, KIP-345), polling
+    on a thread of its own: what it got, its assignments and the errors it saw."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str, instance: str) -> None:
+        self.values: list[bytes] = []
+        self.assignments: list[list[int]] = []
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._consumer = Consumer({
+            "bootstrap.servers": bootstrap, "group.id": group, "group.instance.id": instance,
+            "auto.offset.reset": "earliest", "enable.auto.commit": True,
+            "auto.commit.interval.ms": 200, "session.timeout.ms": 10000,
+            "heartbeat.interval.ms": 300})
+        self._consumer.subscribe([topic], on_assign=self._assigned)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _assigned(self, _consumer: object, partitions: list[TopicPartition]) -> None:
+        self.assignments.append(sorted(p.partition for p in partitions))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            message = self._consumer.poll(0.1)
+            if message is None:
+                continue
+            if message.error():
+                self.errors.append(message.error().str())
+            else:
+                self.values.append(message.value())
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self._consumer.close()  # a static member sends no LeaveGroup: its place is kept
+
+
+async def _until(predicate: Callable[[], bool], seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, f"not within {seconds} s: {what}"
+        await asyncio.sleep(0.1)
+
+
+async def test_static_members_keep_their_partitions_across_a_restart_and_are_fenced(
+        kafka: KafkaListener) -> None:
+    topic, group = _topic(), f"cks-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    for created in admin.create_topics([NewTopic(topic, num_partitions=4)]).values():
+        await asyncio.to_thread(created.result, 10)
+
+    def produce(first: int) -> None:
+        producer = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 5})
+        for n in range(first, first + 40):
+            producer.produce(topic, value=str(n).encode(), partition=n % 4)
+        assert producer.flush(20) == 0
+
+    def got(*members: _StaticMember) -> set[bytes]:
+        return {v for m in members for v in m.values}
+
+    a = _StaticMember(kafka.bootstrap, topic, group, "a")
+    b = _StaticMember(kafka.bootstrap, topic, group, "b")
+    members = [a, b]
+    try:
+        await asyncio.to_thread(produce, 0)
+        await _until(lambda: len(got(a, b)) == 40 and a.assignments[-1:] != [[]]
+                     and b.assignments[-1:] != [[]], 30, "both members share the 40 messages")
+        assert a.errors == b.errors == []
+        assert sorted(a.assignments[-1] + b.assignments[-1]) == [0, 1, 2, 3]
+        settled_a = list(a.assignments)
+        b_partitions = b.assignments[-1]
+
+        # "b" restarts under its instance id: it gets its partitions back, "a" is not
+        # disturbed (no new assignment), and the messages after it are read once.
+        await asyncio.to_thread(b.close)
+        restarted = _StaticMember(kafka.bootstrap, topic, group, "b")
+        members.append(restarted)
+        await _until(lambda: bool(restarted.assignments), 20, "the restarted member's partitions")
+        assert restarted.assignments == [b_partitions]
+        await asyncio.to_thread(produce, 40)
+        await _until(lambda: len(got(a, b, restarted)) == 80, 20, "the 40 messages after it")
+        assert a.assignments == settled_a
+        assert restarted.errors == [] and a.errors == []
+
+        # A second consumer under the same instance id takes the place; the one it
+        # replaced is fenced.
+        twin = _StaticMember(kafka.bootstrap, topic, group, "b")
+        members.append(twin)
+        await _until(lambda: bool(twin.assignments), 20, "the twin's partitions")
+        await _until(lambda: any("fenced" in e.lower() for e in restarted.errors), 20,
+                     f"the replaced member learns it is fenced: {restarted.errors}")
+    finally:
+        for member in members:
+            if not member._stop.is_set():
+                await asyncio.to_thread(member.close)

@@ -62,7 +62,7 @@ async def test_a_silent_member_is_dropped_and_the_rest_rebalance() -> None:
     assert b.member_id not in group.members
     rejoined = await _join(c, a.member_id)
     assert rejoined.error == errors.NONE and rejoined.generation == 2
-    assert [m for m, _ in rejoined.members] == [a.member_id]
+    assert [m for m, _, _ in rejoined.members] == [a.member_id]
 
 
 async def test_leaving_empties_the_group_which_is_then_forgotten() -> None:
@@ -100,3 +100,65 @@ async def test_a_coordinator_that_steps_down_releases_its_waiting_members() -> N
     c.reset()
     assert (await asyncio.wait_for(waiting, 1)).error == errors.NOT_COORDINATOR
     assert c.groups == {}
+
+
+async def _join_static(c: Coordinator, instance: str, member: str = "") -> JoinResult:
+    return await c.join("g", member_id=member, client_id="c", client_host="h",
+                        session_timeout=10, rebalance_timeout=2.0, protocol_type="consumer",
+                        protocols=[("range", instance.encode())], require_known_id=True,
+                        instance_id=instance)
+
+
+async def test_a_static_member_rejoining_takes_its_place_without_a_rebalance() -> None:
+    c = Coordinator(initial_delay=0.05)
+    a, b = await asyncio.gather(_join_static(c, "a"), _join_static(c, "b"))
+    assert a.error == b.error == errors.NONE  # no MEMBER_ID_REQUIRED round for static members
+    leader = a if a.member_id == a.leader else b
+    assert sorted(i for _, i, _ in leader.members) == ["a", "b"]
+    assignments = {a.member_id: b"A", b.member_id: b"B"}
+    await asyncio.gather(*(c.sync("g", member_id=m.member_id, generation=1,
+                                  assignments=assignments, instance_id=i)
+                           for m, i in ((a, "a"), (b, "b"))))
+    # "b" restarts: a new member id, the same generation and assignment, "a" undisturbed.
+    again = await _join_static(c, "b")
+    assert again.error == errors.NONE and again.member_id != b.member_id
+    assert again.generation == 1
+    assert await c.sync("g", member_id=again.member_id, generation=1, assignments={},
+                        instance_id="b") == (errors.NONE, b"B")
+    assert c.heartbeat("g", member_id=a.member_id, generation=1, instance_id="a") == errors.NONE
+    assert c.groups["g"].state == STABLE
+    # The replaced member is fenced, whatever it sends.
+    assert c.heartbeat("g", member_id=b.member_id, generation=1, instance_id="b") == \
+        errors.FENCED_INSTANCE_ID
+    assert c.validate_commit("g", b.member_id, 1, "b") == errors.FENCED_INSTANCE_ID
+    assert (await _join_static(c, "b", b.member_id)).error == errors.FENCED_INSTANCE_ID
+    assert c.leave("g", b.member_id, "b") == errors.FENCED_INSTANCE_ID
+    # Leaving by instance id alone removes the member that holds it, and the group rebalances.
+    assert c.leave("g", "", "b") == errors.NONE
+    assert c.heartbeat("g", member_id=a.member_id, generation=1, instance_id="a") == \
+        errors.REBALANCE_IN_PROGRESS
+    assert c.heartbeat("g", member_id=again.member_id, generation=1, instance_id="b") == \
+        errors.UNKNOWN_MEMBER_ID
+
+
+async def test_a_static_member_whose_metadata_changed_rejoins_through_a_rebalance() -> None:
+    c = Coordinator(initial_delay=0.05)
+    first = await _join_static(c, "a")
+    await c.sync("g", member_id=first.member_id, generation=1,
+                 assignments={first.member_id: b"all"}, instance_id="a")
+    changed = await c.join("g", member_id="", client_id="c", client_host="h",
+                           session_timeout=10, rebalance_timeout=2.0, protocol_type="consumer",
+                           protocols=[("range", b"other topics")], require_known_id=True,
+                           instance_id="a")
+    assert changed.error == errors.NONE and changed.generation == 2
+    assert [(m, i) for m, i, _ in changed.members] == [(changed.member_id, "a")]
+
+
+async def test_a_static_member_whose_session_ran_out_is_removed_with_its_instance_id() -> None:
+    c = Coordinator(initial_delay=0.05)
+    first = await _join_static(c, "a")
+    c.groups["g"].members[first.member_id].last_seen = time.monotonic() - 60
+    c.expire(time.monotonic())
+    assert c.groups.get("g") is None or "a" not in c.groups["g"].instances
+    fresh = await _join_static(c, "a")  # a new member, in a new generation
+    assert fresh.error == errors.NONE and fresh.member_id != first.member_id
