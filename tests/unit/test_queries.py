@@ -58,16 +58,17 @@ def test_parse_appends_a_statement_with_an_extends_line_to_the_one_it_names() ->
             queries.parse(text)
 
 
-def test_a_part_is_extended_by_later_statements_and_not_loaded_itself() -> None:
-    parsed = queries.parse("-- name: head\n-- part\n-- shared\nSELECT a FROM t\n WHERE a > 0\n\n"
-                           "-- name: some\n-- extends: head\n   AND a < :top;\n\n"
+def test_a_part_is_not_loaded_itself_only_in_the_statements_that_extend_it() -> None:
+    head = "-- name: head\n-- part\n-- shared\nSELECT a FROM t\n WHERE a > 0\n\n"
+    parsed = queries.parse(head + "-- name: some\n-- extends: head\n   AND a < :top;\n\n"
                            "-- name: listed\n-- extends: head\n   AND a = ANY(:ids);\n")
-    assert parsed == {"some": "SELECT a FROM t\n WHERE a > 0\nAND a < :top;",
-                      "listed": "SELECT a FROM t\n WHERE a > 0\nAND a = ANY(:ids);"}
-    with pytest.raises(ValueError, match="part 'head' is extended by no statement"):
-        queries.parse("-- name: head\n-- part\nSELECT a FROM t\n\n-- name: x\nSELECT 1;\n")
-    with pytest.raises(ValueError, match="'head' is defined twice"):
-        queries.parse("-- name: head\n-- part\nSELECT 1\n-- name: head\nSELECT 2;\n")
+    assert list(parsed) == ["some", "listed"]
+    assert parsed["some"] == "SELECT a FROM t\n WHERE a > 0\nAND a < :top;"
+    assert parsed["listed"] == "SELECT a FROM t\n WHERE a > 0\nAND a = ANY(:ids);"
+    for text, refusal in ((head, "part 'head' is extended by no statement"),
+                          (head + "-- name: head\nSELECT 2;\n", "'head' is defined twice")):
+        with pytest.raises(ValueError, match=refusal):
+            queries.parse(text)
 
 
 def test_the_ready_scan_and_check_share_the_ready_partitions_head() -> None:
