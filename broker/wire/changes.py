@@ -8,9 +8,9 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
 from broker.wire.types import Name, Timestamp
+from core.admin.changes import MAX_PAGE
 
 MAX_ENTRIES = 1024  # as for fetch
-MAX_PAGE = 1000
 
 
 class ChangedEntryIn(msgspec.Struct):

@@ -22,6 +22,7 @@ from core.storage import writes as sql
 from core.storage.statements import Conn
 
 _MAX_REMEMBERED = 200_000
+Ids = sql.PartitionIds  # a partition's (queue id, partition id), as `partition_ids` answers
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -29,12 +30,6 @@ class PartitionName:
     queue: str
     partition: str
     tenant: str = ""  # the queue's tenant (core/tenancy); '' is the default tenant
-
-
-@dataclass(frozen=True, slots=True)
-class Ids:
-    queue_id: int
-    partition_id: int
 
 
 class Directory:
@@ -67,7 +62,7 @@ class Directory:
             namespaces=[d[0] for d in derived], tasks=[d[1] for d in derived],
             default_options=options.DEFAULTS_JSON)
         for name, row in zip(wanted, rows):
-            self.remember(name, Ids(row.queue_id, row.partition_id))
+            self.remember(name, row)
 
     async def look_up(self, conn: Conn, name: PartitionName) -> tuple[int, int | None] | None:
         """(queue id, partition id or None when the queue has no such partition), or None

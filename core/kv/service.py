@@ -19,6 +19,7 @@ from core.kv.engine import Applied, Element, apply_ops
 from core.kv.locks import LockService
 from core.kv.ops import KvLimits, KvOp, operations_of, parse_ops
 from core.kv.rider import KvRider
+from core.pages import KeyPage, key_page
 from core.storage import kv as store
 from core.storage.database import Database
 from core.tenancy.service import Tenants
@@ -37,13 +38,6 @@ class KvAnswer:
 
     results: list[Element]
     failure: Element | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class KvNamespacePage:
-    rows: list[store.KvNamespaceRow]
-    truncated: bool
-    next_after: str | None
 
 
 @contextlib.contextmanager
@@ -136,15 +130,14 @@ class KvService:
             raise Refused("kv_bad_request", "kv_bad_body", "kv must be an array")
         return KvRider(parse_ops(raw, KvLimits.rider()), tenant)
 
-    async def namespaces(self, *, after: str, limit: int, tenant: str = "") -> KvNamespacePage:
+    async def namespaces(self, *, after: str, limit: int, tenant: str = ""
+                         ) -> KeyPage[store.KvNamespaceRow]:
         with _unavailable_as_kv():
             async with self._db.session() as conn:
                 rows = await store.namespaces(conn, tenant=tenant, after=after,
                                               limit=limit + 1,
                                               horizon_seconds=EXPIRING_SOON_SECONDS)
-        truncated = len(rows) > limit
-        rows = rows[:limit]
-        return KvNamespacePage(rows, truncated, rows[-1].ns if truncated and rows else None)
+        return key_page(rows, limit, lambda r: r.ns)
 
 
 def _may_lose(op: KvOp) -> bool:

@@ -17,7 +17,10 @@ same SQL with the expression in place of its `:route::bigint` (so each such call
 once; the expression itself is SQL, and stays in the queries file). A statement whose
 description has a `-- extends: <name>` line is that earlier statement of its file (without
 its closing `;`) followed by its own lines: a locked first row of a read is written as the
-read and `LIMIT 1 FOR UPDATE`, not as a second copy of the read.
+read and `LIMIT 1 FOR UPDATE`, not as a second copy of the read. A block whose description
+has a `-- part` line is no statement of its own, only the head that later statements of its
+file extend: two statements that differ in their last conditions share their head this way
+(the part is not loaded, and one that no statement extends is refused).
 """
 
 from __future__ import annotations
@@ -41,8 +44,10 @@ _HEADER = re.compile(r"^-- name: *([a-z_][a-z0-9_]*) *$", re.MULTILINE)
 # argument of the routed statement it replaces.
 _HERE = re.compile(r"^-- here: *(.+?) *$", re.MULTILINE)
 _ROUTE = ":route::bigint"
-# A description line naming the earlier statement this one continues.
+# A description line naming the earlier statement (or part) this one continues.
 _EXTENDS = re.compile(r"^-- extends: *([a-z_][a-z0-9_]*) *$", re.MULTILINE)
+# A description line making its block a part: extended by later statements, never run alone.
+_PART = re.compile(r"^-- part *$", re.MULTILINE)
 # What the parameter scan steps over whole: quoted text and identifiers, dollar-quoted
 # bodies and comments (a colon in them names nothing), and `::` casts; then `:name`, and `$n`
 # (refused).
@@ -62,12 +67,14 @@ R = TypeVar("R")
 
 def parse(text: str) -> dict[str, str]:
     """Split a queries file into {name: sql}, with `<name>_here` for a statement that has a
-    `-- here:` line, and a statement with an `-- extends:` line after the SQL it extends; a
-    name may appear only once."""
+    `-- here:` line, and a statement with an `-- extends:` line after the SQL (of a statement
+    or a `-- part`) it extends; a name may appear only once."""
     queries: dict[str, str] = {}
-    parts = _HEADER.split(text)
-    for name, body in zip(parts[1::2], parts[2::2]):
-        if name in queries:
+    heads: dict[str, str] = {}  # the parts, by name
+    unextended: set[str] = set()
+    blocks = _HEADER.split(text)
+    for name, body in zip(blocks[1::2], blocks[2::2]):
+        if name in queries or name in heads:
             raise ValueError(f"query {name!r} is defined twice")
         sql = "\n".join(line for line in body.strip().splitlines()
                         if not line.lstrip().startswith("--")).strip()
@@ -75,11 +82,16 @@ def parse(text: str) -> dict[str, str]:
             raise ValueError(f"query {name!r} has no SQL")
         extends = _EXTENDS.search(body)
         if extends is not None:
-            base = queries.get(extends.group(1))
+            base = queries.get(extends.group(1), heads.get(extends.group(1)))
             if base is None:
                 raise ValueError(f"query {name!r} extends {extends.group(1)!r}, "
                                  "which its file does not define before it")
+            unextended.discard(extends.group(1))
             sql = f"{base.removesuffix(';').rstrip()}\n{sql}"
+        if _PART.search(body) is not None:
+            heads[name] = sql
+            unextended.add(name)
+            continue
         queries[name] = sql
         here = _HERE.search(body)
         if here is not None:
@@ -88,6 +100,8 @@ def parse(text: str) -> dict[str, str]:
             if f"{name}_here" in queries:
                 raise ValueError(f"query {name}_here is defined twice")
             queries[f"{name}_here"] = sql.replace(_ROUTE, here.group(1))
+    if unextended:
+        raise ValueError(f"part {min(unextended)!r} is extended by no statement")
     return queries
 
 

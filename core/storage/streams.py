@@ -21,7 +21,7 @@ class CycleNeedsWritePath(Exception):
     built for the other encryption setting. Run the cycle in a transaction instead."""
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class RegisterRow:
     query_id: uuid.UUID
     outcome: str  # fresh | same | reset | conflict

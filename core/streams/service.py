@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from core import options
 from core.counters import COUNTERS
@@ -31,12 +30,6 @@ from core.storage import streams as sql
 from core.storage.database import Database
 from core.streams.cycle import Cycle, CycleResult, SinkResult, derived_transaction_ids
 from core.tenancy.service import Tenants
-
-
-@dataclass(frozen=True, slots=True)
-class Registration:
-    query_id: uuid.UUID
-    outcome: str  # fresh | same | reset | conflict
 
 
 class _Refused(Exception):
@@ -61,12 +54,11 @@ class Streams:
         self._tenants = tenants  # quotas: a cycle's sink pushes are the tenant's writes
 
     async def register(self, *, name: str, source_queue: str, sink_queue: str | None,
-                       config_hash: str, reset: bool, tenant: str = "") -> Registration:
+                       config_hash: str, reset: bool, tenant: str = "") -> sql.RegisterRow:
         async with self._db.session() as conn:
-            row = await sql.register(conn, tenant=tenant, name=name, source_queue=source_queue,
-                                     sink_queue=sink_queue, config_hash=config_hash,
-                                     reset=reset)
-        return Registration(row.query_id, row.outcome)
+            return await sql.register(conn, tenant=tenant, name=name,
+                                      source_queue=source_queue, sink_queue=sink_queue,
+                                      config_hash=config_hash, reset=reset)
 
     async def state_get(self, *, query_id: str, partition_id: str, keys: Sequence[str],
                         key_prefix: str, ripe_at_or_before: int | None,

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 from core.counters import COUNTERS
 from core.errors import CodedUnavailable, Refused, ServiceError, StorageUnavailable
+from core.pages import KeyPage, key_page
 from core.settings import Settings
 from core.storage import notify
 from core.storage import timers as sql
@@ -27,20 +27,6 @@ from core.timers.rider import TimerRider
 
 MAX_PREFIX_BYTES = 128
 TimerRow = sql.TimerRow  # what peek and list answer (the edge imports no storage module)
-
-
-@dataclass(slots=True)
-class TimerPage:
-    rows: list[TimerRow]
-    truncated: bool
-    next_after: str | None
-
-
-@dataclass(slots=True)
-class QueuePage:
-    rows: list[sql.QueueTimers]
-    truncated: bool
-    next_after: str | None
 
 
 @contextmanager
@@ -129,14 +115,13 @@ class Timers:
             async with self._db.session() as conn:
                 return await sql.peek(conn, tenant=tenant, queue=queue, key=key)
 
-    async def page(self, queue: str, *, after: str, limit: int, tenant: str = "") -> TimerPage:
+    async def page(self, queue: str, *, after: str, limit: int, tenant: str = ""
+                   ) -> KeyPage[TimerRow]:
         with _unavailable():
             async with self._db.session() as conn:
                 rows = await sql.page(conn, tenant=tenant, queue=queue, after=after,
                                       rows=limit + 1)
-        truncated = len(rows) > limit
-        rows = rows[:limit]
-        return TimerPage(rows, truncated, rows[-1].timer_key if truncated else None)
+        return key_page(rows, limit, lambda r: r.timer_key)
 
     async def count(self, queue: str, prefix: str, *, tenant: str = "") -> int:
         if not prefix or len(prefix.encode()) > MAX_PREFIX_BYTES or "\x00" in prefix:
@@ -146,12 +131,11 @@ class Timers:
             async with self._db.session() as conn:
                 return await sql.count(conn, tenant=tenant, queue=queue, prefix=prefix)
 
-    async def queues(self, *, after: str, limit: int, tenant: str = "") -> QueuePage:
+    async def queues(self, *, after: str, limit: int, tenant: str = ""
+                     ) -> KeyPage[sql.QueueTimers]:
         """The tenant's queues with pending timers (the dashboard's list), in byte order of
         name."""
         with _unavailable():
             async with self._db.session() as conn:
                 rows = await sql.queues(conn, tenant=tenant, after=after, rows=limit + 1)
-        truncated = len(rows) > limit
-        rows = rows[:limit]
-        return QueuePage(rows, truncated, rows[-1].queue if truncated else None)
+        return key_page(rows, limit, lambda r: r.queue)

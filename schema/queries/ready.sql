@@ -3,21 +3,27 @@
 -- lane's first use, a LISTEN reconnect, a notification that could not name every partition)
 -- and as a periodic floor.
 
--- name: ready_scan
--- A page of a queue's partitions that may hold data for a group: kept messages past the
--- group's cursor, or no cursor yet (the claim seeds it by the subscription rule), with the
--- seconds until a live lease or a retryDelay lets go of it (null: claimable now); the page
--- holds partition ids above `after`, at most `limit` of them.
+-- name: ready_partitions
+-- part
+-- The partitions that may hold data for a group: kept messages past the group's cursor, or
+-- no cursor yet (the claim seeds it by the subscription rule), with the seconds until a live
+-- lease or a retryDelay lets go of it (null: claimable now). The two statements below say
+-- which partitions they look at.
 SELECT p.id AS partition_id, p.name AS partition,
        extract(epoch FROM greatest(CASE WHEN c.worker_id IS NOT NULL
                                         THEN c.lease_expires_at END,
                                    c.not_before) - clock_timestamp())::float8 AS due_in
   FROM queen.log_partitions p
   LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = :group
- WHERE p.queue_id = :queue_id
-   AND p.id > :after
-   AND p.last_offset >= p.log_start
+ WHERE p.last_offset >= p.log_start
    AND (c.partition_id IS NULL OR c.committed < p.last_offset)
+
+-- name: ready_scan
+-- A page of a queue's `ready_partitions`: partition ids above `after`, at most `limit` of
+-- them.
+-- extends: ready_partitions
+   AND p.queue_id = :queue_id
+   AND p.id > :after
  ORDER BY p.id
  LIMIT :limit;
 
@@ -32,18 +38,11 @@ SELECT partition_id, name AS partition
  LIMIT :limit;
 
 -- name: ready_check
--- On Citus, the reseed's second step: which of these partitions (all on one shard) may hold
--- data for a group, as `ready_scan` says it. A list of ids of one shard is a statement on
--- that shard (Citus prunes by the list).
-SELECT p.id AS partition_id, p.name AS partition,
-       extract(epoch FROM greatest(CASE WHEN c.worker_id IS NOT NULL
-                                        THEN c.lease_expires_at END,
-                                   c.not_before) - clock_timestamp())::float8 AS due_in
-  FROM queen.log_partitions p
-  LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = :group
- WHERE p.id = ANY(:partition_ids::bigint[])
-   AND p.last_offset >= p.log_start
-   AND (c.partition_id IS NULL OR c.committed < p.last_offset);
+-- On Citus, the reseed's second step: which of these partitions (all on one shard) are
+-- `ready_partitions`. A list of ids of one shard is a statement on that shard (Citus prunes
+-- by the list).
+-- extends: ready_partitions
+   AND p.id = ANY(:partition_ids::bigint[]);
 
 -- name: queue_partition_ids
 -- The ids of a queue's partitions, in id order: the storage ceiling's candidates

@@ -58,6 +58,27 @@ def test_parse_appends_a_statement_with_an_extends_line_to_the_one_it_names() ->
             queries.parse(text)
 
 
+def test_a_part_is_not_loaded_itself_only_in_the_statements_that_extend_it() -> None:
+    head = "-- name: head\n-- part\n-- shared\nSELECT a FROM t\n WHERE a > 0\n\n"
+    parsed = queries.parse(head + "-- name: some\n-- extends: head\n   AND a < :top;\n\n"
+                           "-- name: listed\n-- extends: head\n   AND a = ANY(:ids);\n")
+    assert list(parsed) == ["some", "listed"]
+    assert parsed["some"] == "SELECT a FROM t\n WHERE a > 0\nAND a < :top;"
+    assert parsed["listed"] == "SELECT a FROM t\n WHERE a > 0\nAND a = ANY(:ids);"
+    for text, refusal in ((head, "part 'head' is extended by no statement"),
+                          (head + "-- name: head\nSELECT 2;\n", "'head' is defined twice")):
+        with pytest.raises(ValueError, match=refusal):
+            queries.parse(text)
+
+
+def test_the_ready_scan_and_check_share_the_ready_partitions_head() -> None:
+    scan, check = queries.QUERIES["ready_scan"], queries.QUERIES["ready_check"]
+    head = "c.committed < p.last_offset)\n"
+    assert "ready_partitions" not in queries.QUERIES
+    assert scan.split(head)[0] == check.split(head)[0]
+    assert check.split(head)[1] == "AND p.id = ANY(:partition_ids::bigint[]);"
+
+
 def test_the_dlq_lock_is_the_dlq_read_with_a_row_lock() -> None:
     read, lock = queries.QUERIES["dlq_rows"], queries.QUERIES["dlq_lock"]
     assert lock == f"{read.removesuffix(';')}\nLIMIT 1\n   FOR UPDATE OF d;"
