@@ -106,10 +106,10 @@ END $$;
 -- `committed = start - 1` on the new copy once the move let writes through: the cursor went
 -- back and acknowledged messages were delivered again (tests/integration/test_citus.py).
 -- Taking that lock first makes the reads wait for the move as the writes do, and then read
--- the copy the writes go to. On one PostgreSQL (no Citus) it does nothing.
+-- the copy the writes go to. On one PostgreSQL (no Citus), or for a null id, it does nothing.
 CREATE OR REPLACE FUNCTION queen.hold_placement(p_partition_id bigint)
 RETURNS void
-LANGUAGE plpgsql
+LANGUAGE plpgsql STRICT
 AS $$
 BEGIN
     IF to_regprocedure('pg_catalog.lock_shard_metadata(integer, bigint[])') IS NULL THEN
