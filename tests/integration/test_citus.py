@@ -477,24 +477,19 @@ async def test_calls_on_a_node_a_shard_move_has_not_committed_on_yet_read_the_co
     """A shard move's two-phase commit reaches the nodes one by one. Here the move from the
     source worker to the target has committed on the coordinator and the target, not yet on
     the source (its sessions of the move are stopped; a loaded machine does this for a
-    moment). Pops and acks go through the target, then a pop and an ack arrive at the source
-    (a broker's placement map names the old node for up to 30 s). The source still believes
-    the shard is its own, and Citus makes writes wait for a move, not reads: the claim read
-    the cursor from the old copy, waited at its write, then wrote `committed = start - 1` on
-    the new copy, so the cursor went back and acknowledged messages were delivered again (a
-    fault run's redelivered_after_ack); the ack, read under a lease the old copy still held,
-    was accepted and moved the cursor back too. Each now takes the shard's placement lock
-    before it reads (queen.hold_placement): it waits for the move there, then reads the copy
-    it writes: the pop delivers what follows the acknowledged messages, the ack is refused."""
+    moment). Pops, acks and a push go through the target, then a pop, an ack and a push
+    arrive at the source (a broker's placement map names the old node for up to 30 s). The
+    source still believes the shard is its own, and Citus makes writes wait for a move, not
+    reads: the claim read the cursor from the old copy, waited at its write, then wrote
+    `committed = start - 1` on the new copy, so the cursor went back and acknowledged
+    messages were delivered again (a fault run's redelivered_after_ack); the ack, read under
+    a lease the old copy still held, was accepted and moved the cursor back too; the push
+    read the partition's head from the old copy and wrote an offset the new copy had given
+    out (503, duplicate key). Each now takes the shard's placement lock before it reads
+    (queen.hold_placement): it waits for the move there, then reads the copy it writes."""
     url = await citus_cluster.database()
     queue = "q-" + uuid.uuid4().hex[:10]
     names = [f"p{i}" for i in range(2 * SHARDS)]  # two of them share a shard
-    with BrokerProcess(url, workers=1) as broker:
-        async with httpx.AsyncClient(base_url=broker.url, timeout=30) as client:
-            r = await client.post("/api/v1/push", json={"items": [
-                {"queue": queue, "partition": n, "payload": i, "transactionId": f"{n}-{i}"}
-                for n in names for i in range(6)]})
-            assert r.status_code == 201, r.text
     cluster = citus_cluster.cluster
     database = _database(url)
     coordinator = await asyncpg.connect(cluster.coordinator.dsn(database))
@@ -502,7 +497,18 @@ async def test_calls_on_a_node_a_shard_move_has_not_committed_on_yet_read_the_co
     conns = [coordinator, mover]
     stopped: list[psutil.Process] = []
     commit: asyncio.Future[str] | None = None
+    brokers = contextlib.ExitStack()
     try:
+        # A broker per worker, each sending the log's calls to that worker only.
+        via = {w.port: brokers.enter_context(BrokerProcess(
+            f"postgresql://postgres@127.0.0.1:{cluster.coordinator.port},"
+            f"127.0.0.1:{w.port}/{database}", workers=1)) for w in cluster.workers}
+        clients = {port: brokers.enter_context(contextlib.closing(
+            httpx.Client(base_url=b.url, timeout=60))) for port, b in via.items()}
+        r = next(iter(clients.values())).post("/api/v1/push", json={"items": [
+            {"queue": queue, "partition": n, "payload": i, "transactionId": f"{n}-{i}"}
+            for n in names for i in range(6)]})
+        assert r.status_code == 201, r.text
         by_shard: dict[int, list[tuple[int, str]]] = {}
         for row in await coordinator.fetch(
                 "SELECT get_shard_id_for_distribution_column('queen.log_partitions',"
@@ -564,26 +570,33 @@ async def test_calls_on_a_node_a_shard_move_has_not_committed_on_yet_read_the_co
         assert await _ack_through(on_target, route, popped, f"{p_name}-3", "a1") == "ok"
         assert await _ack_through(on_target, route, acked, f"{a_name}-1", "b0") == "ok"
         assert await _claim(on_target, route, acked, "b1") == (2, 3)
+        assert _push_one(clients[target.port], queue, p_name, "via-target") == "queued"
         # Through the source, which cannot write before the move commits there: a pop of
-        # the first partition, an ack of the second under lease b0.
+        # the first partition, an ack of the second under lease b0, a push to the first.
         late_pop = asyncio.ensure_future(_claim(late_pop_conn, route, popped, "a2"))
         late_ack = asyncio.ensure_future(
             _ack_through(late_ack_conn, route, acked, f"{a_name}-0", "b0"))
+        late_push = asyncio.ensure_future(asyncio.to_thread(
+            _push_one, clients[source.port], queue, p_name, "via-source"))
 
-        async def both_wait() -> bool:
+        async def all_wait() -> bool:
             return bool(await on_source.fetchval(
-                "SELECT count(*) = 2 FROM pg_stat_activity"
-                " WHERE pid = ANY($1::integer[]) AND wait_event_type = 'Lock'",
+                "SELECT count(*) = 3 FROM pg_stat_activity"
+                " WHERE wait_event_type = 'Lock' AND (pid = ANY($1::integer[])"
+                "       OR query LIKE '%queen.append_partitions(%')",
                 [late_pop_conn.get_server_pid(), late_ack_conn.get_server_pid()]))
-        await wait_for(both_wait, timeout=30)
+        await wait_for(all_wait, timeout=30)
         for process in stopped:  # the move commits on the source
             process.send_signal(signal.SIGCONT)
         stopped.clear()
         await within(30, commit)
-        answers = (await within(30, late_pop), await within(30, late_ack))
+        answers = (await within(30, late_pop), await within(30, late_ack),
+                   await within(30, late_push))
         cursors = [await coordinator.fetchval(
             "SELECT committed FROM queen.log_consumers WHERE partition_id = $1", partition)
             for partition in (popped, acked)]
+        head = await coordinator.fetchval(
+            "SELECT last_offset FROM queen.log_partitions WHERE id = $1", popped)
     finally:
         for process in stopped:
             with contextlib.suppress(psutil.Error):
@@ -595,8 +608,17 @@ async def test_calls_on_a_node_a_shard_move_has_not_committed_on_yet_read_the_co
                 await within(30, commit)
         for conn in conns:
             conn.terminate()
-    assert answers == ((4, 5), "refused")
+        brokers.close()
+    assert answers == ((4, 5), "refused", "queued")
     assert cursors == [3, 1]
+    assert head == 7  # offsets 0-5, then the push through the target, then this one
+
+
+def _push_one(client: httpx.Client, queue: str, partition: str, txid: str) -> str:
+    """Push one message; answer its status, or the HTTP status and text of a failure."""
+    r = client.post("/api/v1/push", json={"items": [
+        {"queue": queue, "partition": partition, "payload": txid, "transactionId": txid}]})
+    return str(r.json()[0]["status"]) if r.status_code == 201 else f"{r.status_code} {r.text}"
 
 
 async def _claim(conn: asyncpg.Connection, route: int | None, pid: int,
