@@ -96,7 +96,7 @@ END $$;
 
 -- Keep the placement of a partition's shard fixed until the transaction ends: called before
 -- a call first reads a partition's rows to decide what it writes there (a claim's cursor, an
--- ack's, an append's head). Citus fixes a shard's placement for the statements that write
+-- ack's, the reaper's release of a lease, an append's head). Citus fixes a shard's placement for the statements that write
 -- it (each takes the shard's placement lock, in share mode, before it looks the placement
 -- up) but not for those that only read it, SELECT ... FOR UPDATE included. During a shard
 -- move a read could then be served by the old copy after writes had gone to the new one: on
@@ -116,7 +116,8 @@ BEGIN
         RETURN;
     END IF;
     -- ShareLock (5): the mode of Citus's writes, which only a move's or split's
-    -- ExclusiveLock conflicts with. Colocated shards share the lock.
-    PERFORM pg_catalog.lock_shard_metadata(5, ARRAY[pg_catalog.get_shard_id_for_distribution_column(
-        'queen.log_partitions', p_partition_id)]);
+    -- ExclusiveLock conflicts with. Colocated shards share the lock. Citus lets the
+    -- tables' owner take it: the broker's role, which applies the schema.
+    PERFORM pg_catalog.lock_shard_metadata(5, ARRAY[
+        pg_catalog.get_shard_id_for_distribution_column('queen.log_partitions', p_partition_id)]);
 END $$;
