@@ -172,6 +172,9 @@ BEGIN
                                            ARRAY[p_namespaces[i]], ARRAY[p_tasks[i]],
                                            p_options) x;
             END IF;
+            -- On Citus, before the head is read: the offsets it hands out are written on
+            -- the copy it was read from (90_distribution.sql, queen.hold_placement).
+            PERFORM queen.hold_placement(v_pid);
             SELECT p.queue_id, p.name, p.last_offset, p.last_write_at INTO l
               FROM queen.log_partitions p WHERE p.id = v_pid FOR UPDATE;
             IF FOUND AND l.name = v_name THEN

@@ -107,6 +107,7 @@ BEGIN
         -- deadlock, 40P01). Created ahead of the walk, so no lock is taken out of order.
         FOR v_pid IN SELECT u.id FROM unnest(p_candidates, p_fresh) AS u(id, fresh)
                       WHERE u.fresh ORDER BY u.id LOOP
+            PERFORM queen.hold_placement(v_pid);  -- reads below, then writes (90_distribution)
             SELECT p.queue_id, p.last_offset, p.log_start INTO h
               FROM queen.log_partitions p WHERE p.id = v_pid;
             CONTINUE WHEN NOT FOUND;
@@ -128,6 +129,9 @@ BEGIN
 
     FOREACH v_pid IN ARRAY p_candidates LOOP
         EXIT WHEN v_budget <= 0 OR cardinality(v_ids) >= p_wanted;
+        -- On Citus, before the cursor is read: the UPDATE below must write the copy the
+        -- read saw (a shard move in between: 90_distribution.sql, queen.hold_placement).
+        PERFORM queen.hold_placement(v_pid);
         SELECT p.id, p.last_offset, p.log_start, q.delay_seconds, q.lease_seconds,
                q.max_wait_seconds, q.min_pop_wait_ms, q.conflation
           INTO c

@@ -123,6 +123,7 @@ BEGIN
     FOR i IN 1 .. cardinality(p_partitions) LOOP
         v_pid := p_partitions[i];
         v_group := p_groups[i];
+        PERFORM queen.hold_placement(v_pid);  -- read, then written (90_distribution.sql)
         IF p_due THEN
             PERFORM 1 FROM queen.log_consumers c
              WHERE c.partition_id = v_pid AND c.consumer_group = v_group

@@ -164,6 +164,9 @@ BEGIN
               ORDER BY u.g, u.p LOOP
         v_pid := r.p;
         v_grp := r.g;
+        -- On Citus, before the first read: the cursor is read and written on one copy of
+        -- its shard, a move in between or not (90_distribution.sql, queen.hold_placement).
+        PERFORM queen.hold_placement(v_pid);
         PERFORM 1 FROM queen.log_consumers c
          WHERE c.consumer_group = v_grp AND c.partition_id = v_pid
            FOR UPDATE;

@@ -93,3 +93,31 @@ BEGIN
         END IF;
     END LOOP;
 END $$;
+
+-- Keep the placement of a partition's shard fixed until the transaction ends: called before
+-- a call first reads a partition's rows to decide what it writes there (a claim's cursor, an
+-- ack's, the reaper's release of a lease, an append's head). Citus fixes a shard's placement for the statements that write
+-- it (each takes the shard's placement lock, in share mode, before it looks the placement
+-- up) but not for those that only read it, SELECT ... FOR UPDATE included. During a shard
+-- move a read could then be served by the old copy after writes had gone to the new one: on
+-- a node the move's commit had not reached yet (its two-phase commit reaches the nodes one
+-- by one; a broker sends a call to the node its map names, the old one for up to 30 s), a
+-- claim read a cursor the new copy had already moved past, locked that old row, and wrote
+-- `committed = start - 1` on the new copy once the move let writes through: the cursor went
+-- back and acknowledged messages were delivered again (tests/integration/test_citus.py).
+-- Taking that lock first makes the reads wait for the move as the writes do, and then read
+-- the copy the writes go to. On one PostgreSQL (no Citus), or for a null id, it does nothing.
+CREATE OR REPLACE FUNCTION queen.hold_placement(p_partition_id bigint)
+RETURNS void
+LANGUAGE plpgsql STRICT
+AS $$
+BEGIN
+    IF to_regprocedure('pg_catalog.lock_shard_metadata(integer, bigint[])') IS NULL THEN
+        RETURN;
+    END IF;
+    -- ShareLock (5): the mode of Citus's writes, which only a move's or split's
+    -- ExclusiveLock conflicts with. Colocated shards share the lock. Citus lets the
+    -- tables' owner take it: the broker's role, which applies the schema.
+    PERFORM pg_catalog.lock_shard_metadata(5, ARRAY[
+        pg_catalog.get_shard_id_for_distribution_column('queen.log_partitions', p_partition_id)]);
+END $$;

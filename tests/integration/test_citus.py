@@ -26,13 +26,14 @@ import pytest
 
 from core.engine.wakeup import CHANNEL, CLAIMED_CHANNEL
 from core.settings import Settings
-from core.storage import stats
+from core.storage import reads, stats
 from core.storage.database import Database
 from core.storage.shards import ShardMap
 from core.storage.statements import Statement
 from core.upkeep import maintenance
-from tests.citus_cluster import SKIP_REASON, TestCluster, citus_bin
-from tests.support import BrokerProcess, pop_json, push_items
+from core.waiting import within
+from tests.citus_cluster import SHARDS, SKIP_REASON, TestCluster, citus_bin
+from tests.support import BrokerProcess, pop_json, push_items, wait_for
 
 pytestmark = pytest.mark.skipif(citus_bin() is None, reason=SKIP_REASON)
 
@@ -469,3 +470,227 @@ async def test_a_dead_worker_fails_only_its_partitions_and_holds_nothing_back_af
     assert broker.log_path is not None
     logged = broker.log_path.read_text(errors="replace")
     assert "Traceback" not in logged, logged[-3000:]
+
+
+async def test_calls_on_a_node_a_shard_move_has_not_committed_on_yet_read_the_copy_they_write(
+        citus_cluster: TestCluster) -> None:
+    """A shard move's two-phase commit reaches the nodes one by one. Here the move from the
+    source worker to the target has committed on the coordinator and the target, not yet on
+    the source (its sessions of the move are stopped; a loaded machine does this for a
+    moment). Pops, acks and a push go through the target, then a pop, an ack, a push and
+    the reaper's release of an expired lease arrive at the source (a broker's placement map
+    names the old node for up to 30 s). The source still believes the shard is its own, and
+    Citus makes writes wait for a move, not reads: the claim read the cursor from the old
+    copy, waited at its write, then wrote `committed = start - 1` on the new copy, so the
+    cursor went back and acknowledged messages were delivered again (a fault run's
+    redelivered_after_ack); the ack, read under a lease the old copy still held, was
+    accepted and moved the cursor back too; the push read the partition's head from the old
+    copy and wrote an offset the new copy had given out (503, duplicate key); the release
+    found the old copy's lease expired and ended the live one of the new copy. Each now
+    takes the shard's placement lock before it reads (queen.hold_placement): it waits for
+    the move there, then reads the copy it writes."""
+    url = await citus_cluster.database()
+    queue = "q-" + uuid.uuid4().hex[:10]
+    names = [f"p{i}" for i in range(3 * SHARDS)]  # three of them share a shard
+    cluster = citus_cluster.cluster
+    database = _database(url)
+    coordinator = await asyncpg.connect(cluster.coordinator.dsn(database))
+    mover = await asyncpg.connect(cluster.coordinator.dsn(database))
+    conns = [coordinator, mover]
+    stopped: list[psutil.Process] = []
+    commit: asyncio.Future[str] | None = None
+    brokers = contextlib.ExitStack()
+    try:
+        # A broker per worker, each sending the log's calls to that worker only.
+        via = {w.port: brokers.enter_context(BrokerProcess(
+            f"postgresql://postgres@127.0.0.1:{cluster.coordinator.port},"
+            f"127.0.0.1:{w.port}/{database}", workers=1)) for w in cluster.workers}
+        clients = {port: brokers.enter_context(contextlib.closing(
+            httpx.Client(base_url=b.url, timeout=60))) for port, b in via.items()}
+        r = next(iter(clients.values())).post("/api/v1/push", json={"items": [
+            {"queue": queue, "partition": n, "payload": i, "transactionId": f"{n}-{i}"}
+            for n in names for i in range(6)]})
+        assert r.status_code == 201, r.text
+        by_shard: dict[int, list[tuple[int, str]]] = {}
+        for row in await coordinator.fetch(
+                "SELECT get_shard_id_for_distribution_column('queen.log_partitions',"
+                "       d.partition_id) AS shard, d.partition_id, d.name"
+                "  FROM queen.partition_directory d JOIN queen.queues q ON q.id = d.queue_id"
+                " WHERE q.name = $1 ORDER BY d.partition_id", queue):
+            by_shard.setdefault(row["shard"], []).append((row["partition_id"], row["name"]))
+        shard, [(popped, p_name), (acked, a_name), (released, _), *_] = next(
+            (k, v) for k, v in by_shard.items() if len(v) >= 3)
+        route = (await ShardMap.read(coordinator)).route_of(popped)
+        port = await coordinator.fetchval(
+            "SELECT nodeport FROM pg_dist_shard_placement WHERE shardid = $1", shard)
+        source = next(w for w in cluster.workers if w.port == port)
+        target = next(w for w in cluster.workers if w.port != port)
+        on_source = await asyncpg.connect(source.dsn(database))
+        on_target = await asyncpg.connect(target.dsn(database))
+        late_pop_conn = await asyncpg.connect(source.dsn(database))
+        late_ack_conn = await asyncpg.connect(source.dsn(database))
+        late_release_conn = await asyncpg.connect(source.dsn(database))
+        conns += [on_source, on_target, late_pop_conn, late_ack_conn, late_release_conn]
+        late_pids = [c.get_server_pid() for c in conns[-3:]]
+        # Before the move: the first partition delivered and acknowledged up to offset 1,
+        # the second delivered up to offset 1 under lease b0, the third under lease c0,
+        # expired since.
+        assert await _claim(on_source, route, popped, "a0") == (0, 1)
+        assert await _ack_through(on_source, route, popped, f"{p_name}-1", "a0") == "ok"
+        assert await _claim(on_source, route, acked, "b0") == (0, 1)
+        assert await _claim(on_source, route, released, "c0") == (0, 1)
+        await coordinator.execute(
+            "UPDATE queen.log_consumers SET lease_expires_at = now() - interval '1 second'"
+            " WHERE partition_id = $1", released)
+
+        # The move, done but not committed; its commit then held after every worker
+        # prepared (the coordinator waits there for a synchronous standby that never comes).
+        await mover.execute("BEGIN")
+        await mover.execute(
+            "SELECT citus_move_shard_placement($1, '127.0.0.1', $2, '127.0.0.1', $3,"
+            " shard_transfer_mode => 'block_writes')", shard, source.port, target.port)
+        gpid = await mover.fetchval("SELECT citus_backend_gpid()")
+        await coordinator.execute("ALTER SYSTEM SET synchronous_standby_names = 'queen_nobody'")
+        await coordinator.execute("SELECT pg_reload_conf()")
+        await _commits_wait_for_a_standby(cluster.coordinator.dsn(database), coordinator)
+        commit = asyncio.ensure_future(mover.execute("COMMIT"))
+        await wait_for(lambda: _prepared(on_source), timeout=30)
+        # The source's sessions of the move (those COMMIT PREPARED would reach) stop.
+        for row in await on_source.fetch(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = $1",
+                f"citus_internal gpid={gpid}"):
+            stopped.append(psutil.Process(row["pid"]))
+            stopped[-1].send_signal(signal.SIGSTOP)
+        assert stopped
+        await coordinator.execute("ALTER SYSTEM RESET synchronous_standby_names")
+        await coordinator.execute("SELECT pg_reload_conf()")
+
+        async def committed_but_on_the_source() -> bool:
+            placed = await coordinator.fetchval(
+                "SELECT nodeport FROM pg_dist_shard_placement WHERE shardid = $1", shard)
+            return placed == target.port and not await _prepared(on_target)
+        await wait_for(committed_but_on_the_source, timeout=30)
+        assert not commit.done() and await _prepared(on_source)
+
+        # Through the target, applied on the new copy: the first partition delivered and
+        # acknowledged up to offset 3; the second acknowledged up to 1 (lease b0 ends) and
+        # delivered up to 3 under lease b1.
+        assert await _claim(on_target, route, popped, "a1") == (2, 3)
+        assert await _ack_through(on_target, route, popped, f"{p_name}-3", "a1") == "ok"
+        assert await _ack_through(on_target, route, acked, f"{a_name}-1", "b0") == "ok"
+        assert await _claim(on_target, route, acked, "b1") == (2, 3)
+        assert await _claim(on_target, route, released, "c1") == (0, 1)
+        assert _push_one(clients[target.port], queue, p_name, "via-target") == "queued"
+        # Through the source, which cannot write before the move commits there: a pop of
+        # the first partition, an ack of the second under lease b0, a push to the first,
+        # the reaper's release of the third's expired lease (c0's, on the old copy).
+        late_pop = asyncio.ensure_future(_claim(late_pop_conn, route, popped, "a2"))
+        late_ack = asyncio.ensure_future(
+            _ack_through(late_ack_conn, route, acked, f"{a_name}-0", "b0"))
+        late_push = asyncio.ensure_future(asyncio.to_thread(
+            _push_one, clients[source.port], queue, p_name, "via-source"))
+        late_release = asyncio.ensure_future(late_release_conn.fetch(
+            "SELECT * FROM queen.release_cursors($1, $2::bigint[], $3::text[], false)",
+            route, [released], ["g1"]))
+
+        async def all_wait() -> bool:
+            return bool(await on_source.fetchval(
+                "SELECT count(*) = 4 FROM pg_stat_activity"
+                " WHERE wait_event_type = 'Lock' AND (pid = ANY($1::integer[])"
+                "       OR query LIKE '%queen.append_partitions(%')", late_pids))
+        await wait_for(all_wait, timeout=30)
+        for process in stopped:  # the move commits on the source
+            process.send_signal(signal.SIGCONT)
+        stopped.clear()
+        await within(30, commit)
+        answers = (await within(30, late_pop), await within(30, late_ack),
+                   await within(30, late_push), len(await within(30, late_release)))
+        cursors = [await coordinator.fetchval(
+            "SELECT committed FROM queen.log_consumers WHERE partition_id = $1", partition)
+            for partition in (popped, acked)]
+        head = await coordinator.fetchval(
+            "SELECT last_offset FROM queen.log_partitions WHERE id = $1", popped)
+        holder = await coordinator.fetchval(
+            "SELECT worker_id FROM queen.log_consumers WHERE partition_id = $1", released)
+    finally:
+        for process in stopped:
+            with contextlib.suppress(psutil.Error):
+                process.send_signal(signal.SIGCONT)
+        await coordinator.execute("ALTER SYSTEM RESET synchronous_standby_names")
+        await coordinator.execute("SELECT pg_reload_conf()")
+        if commit is not None:
+            with contextlib.suppress(Exception):
+                await within(30, commit)
+        for conn in conns:
+            conn.terminate()
+        brokers.close()
+    assert answers == ((4, 5), "refused", "queued", 0)
+    assert cursors == [3, 1]
+    assert head == 7  # offsets 0-5, then the push through the target, then this one
+    assert holder == "c1"  # the live lease is kept
+
+
+def _push_one(client: httpx.Client, queue: str, partition: str, txid: str) -> str:
+    """Push one message; answer its status, or the HTTP status and text of a failure."""
+    r = client.post("/api/v1/push", json={"items": [
+        {"queue": queue, "partition": partition, "payload": txid, "transactionId": txid}]})
+    return str(r.json()[0]["status"]) if r.status_code == 201 else f"{r.status_code} {r.text}"
+
+
+async def _claim(conn: asyncpg.Connection, route: int | None, pid: int,
+                 lease: str) -> tuple[int, int] | None:
+    """A pop of two messages of the partition by group g1, sent to `conn`'s node as a
+    broker sends it: the span delivered, if any."""
+    rows = await reads.pop_ready(
+        conn, route=route, tenant="", queue=None, namespace=None, task=None, partition=None,
+        group="g1", named=True, seed_mode="all", seed_instant=None, store_seed=True,
+        batch=2, partitions=1, auto_ack=False, lease_seconds=60, lease_fallback=60,
+        lease_id=lease, candidates=[pid])
+    spans = {(r.span_start, r.span_end) for r in rows if r.verdict == "took"}
+    assert len(spans) <= 1, spans
+    for start, end in spans:
+        assert start is not None and end is not None
+        return start, end
+    return None
+
+
+async def _ack_through(conn: asyncpg.Connection, route: int | None, pid: int, txid: str,
+                       lease: str) -> str:
+    """A completed ack of one message by group g1 under `lease`, sent to `conn`'s node."""
+    rows = await reads.ack(conn, route=route, items=reads.AckInputs(
+        groups=["g1"], partition_ids=[pid], transaction_ids=[txid], statuses=["completed"],
+        lease_ids=[lease], errors=None, tenants=[""]), scan_missing=False)
+    return next(r.outcome for r in rows if r.idx == 1)
+
+
+async def _prepared(conn: asyncpg.Connection) -> bool:
+    """Whether the node holds a prepared transaction of this database."""
+    return bool(await conn.fetchval(
+        "SELECT count(*) FROM pg_prepared_xacts WHERE database = current_database()"))
+
+
+async def _commits_wait_for_a_standby(dsn: str, conn: asyncpg.Connection) -> None:
+    """Until a commit on the coordinator waits for the synchronous standby: whether commits
+    wait is read from the checkpointer's copy of synchronous_standby_names, which it updates
+    when it gets to the reload. The probe's commit that waits is cancelled (and kept)."""
+    probe = await asyncpg.connect(dsn)
+    try:
+        async def a_commit_waits() -> bool:
+            # A commit that wrote WAL (a temporary table's catalog rows) waits; one that
+            # wrote none never does.
+            commit = asyncio.ensure_future(probe.execute(
+                "BEGIN; CREATE TEMPORARY TABLE sync_probe (a int) ON COMMIT DROP; COMMIT"))
+            deadline = time.monotonic() + 1.0
+            while not commit.done() and time.monotonic() < deadline:
+                if await conn.fetchval("SELECT wait_event = 'SyncRep' FROM pg_stat_activity"
+                                       " WHERE pid = $1", probe.get_server_pid()):
+                    await conn.execute("SELECT pg_cancel_backend($1::integer)",
+                                       probe.get_server_pid())
+                    await commit
+                    return True
+                await asyncio.sleep(0.02)
+            await commit
+            return False
+        await wait_for(a_commit_waits, timeout=30)
+    finally:
+        await probe.close()
