@@ -1,5 +1,5 @@
 """aiokafka against the Kafka listener: every codec, keys, headers, timestamps; a long-poll
-Fetch woken by a push."""
+Fetch woken by a push; a static group member."""
 
 from __future__ import annotations
 
@@ -84,3 +84,39 @@ async def test_a_parked_fetch_is_woken_by_a_push(kafka: KafkaListener) -> None:
             await consumer.stop()
     finally:
         await producer.stop()
+
+
+async def test_a_static_member_consumes_and_commits(kafka: KafkaListener) -> None:
+    """aiokafka's static membership (group_instance_id: JoinGroup v5, SyncGroup, heartbeats
+    and commits that name the instance)."""
+    topic, group = _topic(), f"aks-{uuid.uuid4().hex[:8]}"
+
+    async def produce(values: range) -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap)
+        await producer.start()
+        try:
+            for i in values:
+                await producer.send_and_wait(topic, str(i).encode())
+        finally:
+            await producer.stop()
+
+    async def read(count: int) -> list[bytes]:
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=kafka.bootstrap, group_id=group,
+                                    group_instance_id="instance-1", enable_auto_commit=False,
+                                    auto_offset_reset="earliest", session_timeout_ms=10000)
+        await consumer.start()
+        got: list[bytes] = []
+        try:
+            async with asyncio.timeout(20):
+                while len(got) < count:
+                    for records in (await consumer.getmany(timeout_ms=500)).values():
+                        got.extend(r.value for r in records if r.value is not None)
+            await consumer.commit()
+            return got
+        finally:
+            await consumer.stop()
+
+    await produce(range(10))
+    assert await read(10) == [str(i).encode() for i in range(10)]
+    await produce(range(10, 12))  # the same instance, started again, resumes at its commit
+    assert await read(2) == [b"10", b"11"]
