@@ -131,6 +131,9 @@ BEGIN
     PERFORM pg_advisory_xact_lock_shared(hashtextextended('queen.stream:' || p_query::text, 0));
     PERFORM pg_advisory_xact_lock(hashtextextended(
         'queen.stream:' || p_query::text || ':' || p_partition::text, 0));
+    -- On Citus, before the source cursor is read: the ack below writes the copy the read
+    -- saw (a shard move in between: 90_distribution.sql, queen.hold_placement).
+    PERFORM queen.hold_placement(p_partition);
 
     SELECT q.source_queue INTO v_source FROM queen.stream_queries q
      WHERE q.id = p_query AND q.tenant = p_tenant;
