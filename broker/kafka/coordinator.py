@@ -214,8 +214,16 @@ class Coordinator:
         group.first = False
         for member_id, member in list(group.members.items()):
             if member.joining is None or member.joining.done():
-                del group.members[member_id]  # did not rejoin in time
+                self._drop(group, member_id)  # did not rejoin in time
         self._complete_join(group)
+
+    @staticmethod
+    def _drop(group: Group, member_id: str) -> Member:
+        """Take a member out of the group, with its instance id (a static member's)."""
+        member = group.members.pop(member_id)
+        if member.instance_id is not None:
+            group.instances.pop(member.instance_id, None)
+        return member
 
     def _complete_join(self, group: Group) -> None:
         if group.rebalance is not None:
@@ -308,9 +316,7 @@ class Coordinator:
         return errors.NONE
 
     def _remove(self, group: Group, member_id: str) -> None:
-        member = group.members.pop(member_id)
-        if member.instance_id is not None:
-            group.instances.pop(member.instance_id, None)
+        member = self._drop(group, member_id)
         if member.joining is not None and not member.joining.done():
             member.joining.set_result(JoinResult(errors.UNKNOWN_MEMBER_ID))
         if member.syncing is not None and not member.syncing.done():

@@ -162,3 +162,19 @@ async def test_a_static_member_whose_session_ran_out_is_removed_with_its_instanc
     assert c.groups.get("g") is None or "a" not in c.groups["g"].instances
     fresh = await _join_static(c, "a")  # a new member, in a new generation
     assert fresh.error == errors.NONE and fresh.member_id != first.member_id
+
+
+async def test_a_static_member_dropped_by_a_rebalance_timeout_can_join_again() -> None:
+    """A member that does not rejoin within the rebalance timeout is dropped with its
+    instance id: joining again under it later makes a new member, not a replacement of a
+    member that is gone."""
+    c = Coordinator(initial_delay=0.05)
+    a, b = await asyncio.gather(_join_static(c, "a"), _join_static(c, "b"))
+    joining = asyncio.create_task(_join(c))  # a third member starts a rebalance
+    await asyncio.sleep(0.01)
+    again = await _join_static(c, "a", a.member_id)  # "a" rejoins, "b" never does
+    await joining
+    assert again.error == errors.NONE and b.member_id not in c.groups["g"].members
+    assert "b" not in c.groups["g"].instances
+    back = await _join_static(c, "b")
+    assert back.error == errors.NONE and back.member_id != b.member_id
