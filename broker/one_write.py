@@ -67,6 +67,11 @@ class OneWriteWriter:
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return self._writer.get_extra_info(name, default)
 
+    def __getattr__(self, name: str) -> Any:
+        # Whatever else a later hypercorn asks of its writer is the real writer's (only the
+        # writes above need the held head).
+        return getattr(self._writer, name)
+
     def _send_held(self) -> None:
         head, self._head = self._head, None
         if head is not None and not self._writer.is_closing():
