@@ -392,3 +392,34 @@ def core_reader(db: Database) -> Reader:
 async def core_pop(db: Database, request: PopRequest) -> PopResult:
     """One pop by a process that starts now: it seeds its lane, then claims."""
     return await core_reader(db).pop(request)
+
+
+async def commits_wait_for_a_standby(dsn: str, conn: asyncpg.Connection) -> None:
+    """Until a commit on `dsn`'s server waits for the synchronous standby, after
+    `synchronous_standby_names` was set and reloaded. A backend applies a reload itself, but
+    whether commits wait is read from the checkpointer's copy of that setting, which the
+    checkpointer updates when it gets to the reload: until then a commit is answered at once
+    (on a loaded machine, the request a test sends next). A probe's commit that waits is
+    cancelled (PostgreSQL keeps it); `conn` watches it."""
+    probe = await asyncpg.connect(dsn)
+    try:
+        pid = probe.get_server_pid()
+
+        async def a_commit_waits() -> bool:
+            # A commit that wrote WAL (a temporary table's catalog rows): one that wrote
+            # none never waits for a standby.
+            commit = asyncio.ensure_future(probe.execute(
+                "BEGIN; CREATE TEMPORARY TABLE sync_probe (a int) ON COMMIT DROP; COMMIT"))
+            deadline = time.monotonic() + 1.0
+            while not commit.done() and time.monotonic() < deadline:
+                if await conn.fetchval("SELECT wait_event = 'SyncRep' FROM pg_stat_activity"
+                                       " WHERE pid = $1", pid):
+                    await conn.execute("SELECT pg_cancel_backend($1::integer)", pid)
+                    await commit
+                    return True
+                await asyncio.sleep(0.02)
+            await commit
+            return False
+        await wait_for(a_commit_waits, timeout=30)
+    finally:
+        await probe.close()

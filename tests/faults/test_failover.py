@@ -31,6 +31,7 @@ import pytest
 from core.embedded import BIN_DIR, SYSTEM_USER, EmbeddedPostgres, stop_process
 from tests.support import (
     BrokerProcess,
+    commits_wait_for_a_standby,
     create_database,
     fetch_records,
     restart_embedded,
@@ -343,36 +344,6 @@ async def test_a_read_only_server_answering_a_write_is_an_outage_not_an_error(
         assert _status(await _push(client, "ro", "w2")) == "queued"
 
 
-async def _commits_wait_for_a_standby(url: str, conn: asyncpg.Connection) -> None:
-    """Until a commit waits for the synchronous standby, after `synchronous_standby_names` was
-    set and reloaded. A backend applies a reload itself, but whether commits wait is read from
-    the checkpointer's copy of that setting, which the checkpointer updates when it gets to
-    the reload: until then a commit is answered at once (on a loaded machine, the request the
-    test sends next). A probe's commit that waits is cancelled (PostgreSQL keeps it)."""
-    probe = await asyncpg.connect(url)
-    try:
-        pid = probe.get_server_pid()
-
-        async def a_commit_waits() -> bool:
-            # A commit that wrote WAL (a temporary table's catalog rows): one that wrote
-            # none never waits for a standby.
-            commit = asyncio.ensure_future(probe.execute(
-                "BEGIN; CREATE TEMPORARY TABLE sync_probe (a int) ON COMMIT DROP; COMMIT"))
-            deadline = time.monotonic() + 1.0
-            while not commit.done() and time.monotonic() < deadline:
-                if await conn.fetchval("SELECT wait_event = 'SyncRep' FROM pg_stat_activity"
-                                       " WHERE pid = $1", pid):
-                    await conn.execute("SELECT pg_cancel_backend($1)", pid)
-                    await commit
-                    return True
-                await asyncio.sleep(0.02)
-            await commit
-            return False
-        await wait_for(a_commit_waits, timeout=30)
-    finally:
-        await probe.close()
-
-
 async def test_a_commit_in_doubt_is_answered_503_and_its_retry_is_a_duplicate(
         pair_dirs: tuple[Path, Path], client: httpx.AsyncClient) -> None:
     """The commit is written locally, then waits for a synchronous standby that never
@@ -386,7 +357,7 @@ async def test_a_commit_in_doubt_is_answered_503_and_its_retry_is_a_duplicate(
             await conn.execute("ALTER SYSTEM SET synchronous_standby_names = 'nobody'")
             await conn.execute("SELECT pg_reload_conf()")
 
-            await _commits_wait_for_a_standby(url, conn)
+            await commits_wait_for_a_standby(url, conn)
             push = asyncio.ensure_future(_push(client, "doubt", "x1"))
 
             async def waiting_backend() -> int | None:  # the push's commit, not another's
@@ -436,7 +407,7 @@ async def test_a_commit_kept_without_its_standby_is_not_answered_queued(
             await conn.execute("ALTER SYSTEM SET synchronous_standby_names = 'nobody'")
             await conn.execute("SELECT pg_reload_conf()")
 
-            await _commits_wait_for_a_standby(url, conn)
+            await commits_wait_for_a_standby(url, conn)
             if path == "push":
                 answer = asyncio.ensure_future(_push(client, "kept", "x1"))
                 commit = "query LIKE '%append_partitions%'"

@@ -33,7 +33,13 @@ from core.storage.statements import Statement
 from core.upkeep import maintenance
 from core.waiting import within
 from tests.citus_cluster import SHARDS, SKIP_REASON, TestCluster, citus_bin
-from tests.support import BrokerProcess, pop_json, push_items, wait_for
+from tests.support import (
+    BrokerProcess,
+    commits_wait_for_a_standby,
+    pop_json,
+    push_items,
+    wait_for,
+)
 
 pytestmark = pytest.mark.skipif(citus_bin() is None, reason=SKIP_REASON)
 
@@ -552,7 +558,7 @@ async def test_calls_on_a_node_a_shard_move_has_not_committed_on_yet_read_the_co
         gpid = await mover.fetchval("SELECT citus_backend_gpid()")
         await coordinator.execute("ALTER SYSTEM SET synchronous_standby_names = 'queen_nobody'")
         await coordinator.execute("SELECT pg_reload_conf()")
-        await _commits_wait_for_a_standby(cluster.coordinator.dsn(database), coordinator)
+        await commits_wait_for_a_standby(cluster.coordinator.dsn(database), coordinator)
         commit = asyncio.ensure_future(mover.execute("COMMIT"))
         await wait_for(lambda: _prepared(on_source), timeout=30)
         # The source's sessions of the move (those COMMIT PREPARED would reach) stop.
@@ -667,30 +673,3 @@ async def _prepared(conn: asyncpg.Connection) -> bool:
     """Whether the node holds a prepared transaction of this database."""
     return bool(await conn.fetchval(
         "SELECT count(*) FROM pg_prepared_xacts WHERE database = current_database()"))
-
-
-async def _commits_wait_for_a_standby(dsn: str, conn: asyncpg.Connection) -> None:
-    """Until a commit on the coordinator waits for the synchronous standby: whether commits
-    wait is read from the checkpointer's copy of synchronous_standby_names, which it updates
-    when it gets to the reload. The probe's commit that waits is cancelled (and kept)."""
-    probe = await asyncpg.connect(dsn)
-    try:
-        async def a_commit_waits() -> bool:
-            # A commit that wrote WAL (a temporary table's catalog rows) waits; one that
-            # wrote none never does.
-            commit = asyncio.ensure_future(probe.execute(
-                "BEGIN; CREATE TEMPORARY TABLE sync_probe (a int) ON COMMIT DROP; COMMIT"))
-            deadline = time.monotonic() + 1.0
-            while not commit.done() and time.monotonic() < deadline:
-                if await conn.fetchval("SELECT wait_event = 'SyncRep' FROM pg_stat_activity"
-                                       " WHERE pid = $1", probe.get_server_pid()):
-                    await conn.execute("SELECT pg_cancel_backend($1::integer)",
-                                       probe.get_server_pid())
-                    await commit
-                    return True
-                await asyncio.sleep(0.02)
-            await commit
-            return False
-        await wait_for(a_commit_waits, timeout=30)
-    finally:
-        await probe.close()
