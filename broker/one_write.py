@@ -26,7 +26,8 @@ _HEAD_END = b"\r\n\r\n"
 
 def is_final_head(data: bytes) -> bool:
     """Whether `data` is exactly an HTTP/1.1 response head with a final status (≥ 200)."""
-    return (data.startswith(_STATUS_LINE) and data[len(_STATUS_LINE):][:1] != b"1"
+    status = len(_STATUS_LINE)
+    return (data.startswith(_STATUS_LINE) and data[status:status + 1] != b"1"
             and data.endswith(_HEAD_END))
 
 

@@ -135,10 +135,7 @@ class Coordinator:
                 member.joining.set_result(JoinResult(errors.UNKNOWN_MEMBER_ID))
         member.last_seen = time.monotonic()
         group.protocol_type = protocol_type
-        member.joining = asyncio.get_running_loop().create_future()
-        self._prepare(group)
-        self._maybe_complete_join(group)
-        return await member.joining
+        return await self._rebalance_with(group, member)
 
     async def _replace_static(self, group: Group, instance_id: str, member_id: str,
                               client_id: str, client_host: str, session_timeout: float,
@@ -165,6 +162,11 @@ class Coordinator:
             leader = member_id == group.leader
             return JoinResult(errors.NONE, group.generation, group.protocol, group.leader or "",
                               member_id, self._everyone(group) if leader else ())
+        return await self._rebalance_with(group, member)
+
+    async def _rebalance_with(self, group: Group, member: Member) -> JoinResult:
+        """The member waits in a rebalance (started now, unless one is under way) for the
+        generation it ends with."""
         member.joining = asyncio.get_running_loop().create_future()
         self._prepare(group)
         self._maybe_complete_join(group)
