@@ -105,9 +105,23 @@ _ROWS = Statement("dlq_rows", DeadLetterRow)
 _LOCK = Statement("dlq_lock", DeadLetterRow)  # the first of _ROWS, locked
 
 
-async def dlq_lock_newest(conn: Conn, *, tenant: str, partition_id: int,
-                          transaction_id: str) -> DeadLetterRow | None:
-    return await _LOCK.one(conn, partition_id=partition_id, tenant=tenant, dlq_id=None,
+_HOLD = Statement[None]("dlq_hold_placement")
+
+
+async def dlq_lock_newest(conn: Conn, *, tenant: str, partition_id: int, transaction_id: str,
+                          hold: bool) -> DeadLetterRow | None:
+    """The newest row of an address, locked. `hold` (on Citus): the shard's placement is
+    held first (`dlq_hold_placement`), so the row is read and locked on the copy the
+    transaction then writes; without Citus that is a statement for nothing."""
+    return await _lock(conn, tenant=tenant, partition_id=partition_id, dlq_id=None,
+                       transaction_id=transaction_id, hold=hold)
+
+
+async def _lock(conn: Conn, *, tenant: str, partition_id: int, dlq_id: int | None,
+                transaction_id: str | None, hold: bool) -> DeadLetterRow | None:
+    if hold:
+        await _HOLD.value(conn, partition_id=partition_id)
+    return await _LOCK.one(conn, partition_id=partition_id, tenant=tenant, dlq_id=dlq_id,
                            transaction_id=transaction_id)
 
 
@@ -199,14 +213,17 @@ class PurgedDeadLetter:
 _PARTITION_OF = Statement[None]("dlq_partition_of")
 
 
-async def dlq_lock_by_id(conn: Conn, *, tenant: str, dlq_id: int) -> DeadLetterRow | None:
+async def dlq_lock_by_id(conn: Conn, *, tenant: str, dlq_id: int,
+                         hold: bool) -> DeadLetterRow | None:
     """The row of that id, locked (None: there is none, or it is another tenant's). The
-    partition is read first, so that the lock names it (one shard on Citus)."""
+    partition is read first, so that the lock names it (one shard on Citus), and with
+    `hold` its shard's placement is held before the lock (`dlq_lock_newest`); the lock reads
+    the row again, on the copy held."""
     partition_id = await _PARTITION_OF.value(conn, dlq_id=dlq_id)
     if partition_id is None:
         return None
-    return await _LOCK.one(conn, partition_id=partition_id, tenant=tenant, dlq_id=dlq_id,
-                           transaction_id=None)
+    return await _lock(conn, tenant=tenant, partition_id=partition_id, dlq_id=dlq_id,
+                       transaction_id=None, hold=hold)
 
 
 _PURGE_BATCH = Statement("dlq_purge_batch", PurgeCandidate)

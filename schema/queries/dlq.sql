@@ -57,10 +57,20 @@ SELECT d.id, d.partition_id, q.name AS queue, p.name AS partition, d.consumer_gr
 -- name: dlq_lock
 -- The first of `dlq_rows`, locked for replay: the row of an id, or the newest of an address
 -- (any group). Concurrent replays (or a purge) of one row queue up here; the loser finds no
--- row.
+-- row (on Citus, with the placement held first: `dlq_hold_placement`).
 -- extends: dlq_rows
  LIMIT 1
    FOR UPDATE OF d;
+
+-- name: dlq_hold_placement
+-- Before a replay locks a dead letter (`dlq_lock`) on Citus: keep the placement of the
+-- letter's shard fixed until the transaction ends (queen.hold_placement). Citus makes a
+-- shard move wait for writes, not for reads: a row locked on the old copy while a move
+-- blocked writes was deleted by one replay on the new copy after the cutover, and another
+-- replay, waiting for that lock on the old copy, then found the row unchanged there and
+-- replayed the letter again. A statement of its own: Citus picks a statement's placement
+-- before it runs it.
+SELECT queen.hold_placement(:partition_id);
 
 -- name: dlq_delete
 -- Remove DLQ rows of a partition: one by id, or every row of an address; answers each
@@ -136,7 +146,8 @@ SELECT p.id, p.name, p.last_offset, p.log_start, q.name AS queue, q.namespace, q
 -- name: dlq_partition_of
 -- The partition of a DLQ row, by the row's own id (null when there is none). Read without a
 -- lock, so that the lock that follows (`dlq_lock`) names the partition: on Citus the rows
--- are distributed by partition, and a row lock searching every shard is refused.
+-- are distributed by partition, and a row lock searching every shard is refused. (A row's
+-- partition never changes; the lock reads the row again, after the placement is held.)
 SELECT partition_id FROM queen.log_dlq WHERE id = :dlq_id;
 
 -- name: dlq_purge_batch

@@ -15,7 +15,7 @@ import contextlib
 import signal
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -24,12 +24,18 @@ import httpx
 import psutil
 import pytest
 
-from core.engine.wakeup import CHANNEL, CLAIMED_CHANNEL
+from core.admin.dlq import DeadLetters, ReplayedLetter
+from core.engine.directory import PartitionName
+from core.engine.wakeup import CHANNEL, CLAIMED_CHANNEL, Wake
+from core.engine.writes import NewMessage, append
+from core.ids import PartitionId, uuid7
 from core.settings import Settings
 from core.storage import reads, stats
 from core.storage.database import Database
 from core.storage.shards import ShardMap
 from core.storage.statements import Statement
+from core.tenancy.service import Tenants
+from core.tenancy.settings import TenancySettings
 from core.upkeep import maintenance
 from core.waiting import within
 from tests.citus_cluster import SHARDS, SKIP_REASON, TestCluster, citus_bin
@@ -636,6 +642,86 @@ async def test_calls_on_a_node_a_shard_move_has_not_committed_on_yet_read_the_co
     assert holder == "c1"  # the live lease is kept
 
 
+async def test_two_replays_of_a_dead_letter_during_a_shard_move_replay_it_once(
+        citus_cluster: TestCluster) -> None:
+    """Two replays of one dead letter by its row id, and two of another by its message
+    address, while a block_writes move of their shard has not committed (on any node: the
+    replays run on the coordinator). Citus makes writes wait for a move,
+    not reads: each replay locked the row on the old copy (the second waiting for the
+    first's lock there), then appended and deleted on the new copy once the move committed;
+    the old copy's row was never deleted, so the second found it unchanged and replayed the
+    letter again (two messages from one dead letter). A replay now takes the shard's
+    placement lock before it reads the row (queen.hold_placement): it reads the copy it
+    deletes from, and the second finds the row gone."""
+    url = await citus_cluster.database()
+    cluster = citus_cluster.cluster
+    database = _database(url)
+    coordinator = await asyncpg.connect(cluster.coordinator.dsn(database))
+    mover = await asyncpg.connect(cluster.coordinator.dsn(database))
+    core = await Database.open(Settings(db_pool_size=6), url, migrate=False)
+    dlq = DeadLetters(core, _no_wakes, Tenants(core, TenancySettings(), live_seconds=10))
+    commit: asyncio.Future[str] | None = None
+    replays: asyncio.Future[list[ReplayedLetter | None]] | None = None
+    try:
+        [appended] = await append(coordinator, [(PartitionName("q-" + uuid.uuid4().hex[:10],
+                                                               "p"), [
+            NewMessage(uuid7(), f"m{i}", b"%d" % i) for i in range(2)])])
+        pid = appended.partition_id
+        route = (await ShardMap.read(coordinator)).route_of(pid)
+        for i in range(2):  # both dead-lettered
+            assert await _claim(coordinator, route, pid, f"l{i}", batch=1) == (i, i)
+            assert await _ack_through(coordinator, route, pid, f"m{i}", f"l{i}",
+                                      status="dlq") == "ok"
+        by_id = await coordinator.fetchval(
+            "SELECT id FROM queen.log_dlq WHERE transaction_id = 'm0'")
+        shard, port = await coordinator.fetchrow(
+            "SELECT shardid, nodeport FROM pg_dist_shard_placement WHERE shardid ="
+            " get_shard_id_for_distribution_column('queen.log_partitions', $1::bigint)", pid)
+        target = next(w for w in cluster.workers if w.port != port)
+
+        await mover.execute("BEGIN")  # the move, done, its commit to come
+        await mover.execute(
+            "SELECT citus_move_shard_placement($1, '127.0.0.1', $2, '127.0.0.1', $3,"
+            " shard_transfer_mode => 'block_writes')", shard, port, target.port)
+        replays = asyncio.gather(*(
+            [dlq.replay_id(by_id) for _ in range(2)]
+            + [dlq.replay(PartitionId(pid), "m1") for _ in range(2)]))
+        nodes = [await asyncpg.connect(n.dsn(database)) for n in cluster.nodes]
+
+        # Every replay waits at a lock: the move's on the coordinator (a write, or the
+        # hold), or, without the hold, the first replay's row lock on the old copy.
+        async def all_wait() -> bool:
+            return sum([await n.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                "   AND datname = current_database()") for n in nodes]) == 4
+        try:
+            await wait_for(all_wait, timeout=30)
+        finally:
+            for n in nodes:
+                await n.close()
+        commit = asyncio.ensure_future(mover.execute("COMMIT"))
+        await within(30, commit)
+        replayed = await within(30, replays)
+        head = await coordinator.fetchval(
+            "SELECT last_offset FROM queen.log_partitions WHERE id = $1", pid)
+        left = await coordinator.fetchval("SELECT count(*) FROM queen.log_dlq")
+    finally:
+        for pending in (commit, replays):
+            if pending is not None:
+                with contextlib.suppress(Exception):
+                    await within(30, pending)
+        for conn in (coordinator, mover):
+            conn.terminate()
+        await core.close()
+    assert [r is not None for r in replayed].count(True) == 2, replayed  # once each
+    assert {r.original_transaction_id for r in replayed if r is not None} == {"m0", "m1"}
+    assert (head, left) == (3, 0)  # offsets 0-1, then one replay of each
+
+
+async def _no_wakes(wakes: Iterable[Wake]) -> None:
+    pass
+
+
 def _push_one(client: httpx.Client, queue: str, partition: str, txid: str) -> str:
     """Push one message; answer its status, or the HTTP status and text of a failure."""
     r = client.post("/api/v1/push", json={"items": [
@@ -644,13 +730,13 @@ def _push_one(client: httpx.Client, queue: str, partition: str, txid: str) -> st
 
 
 async def _claim(conn: asyncpg.Connection, route: int | None, pid: int,
-                 lease: str) -> tuple[int, int] | None:
-    """A pop of two messages of the partition by group g1, sent to `conn`'s node as a
+                 lease: str, *, batch: int = 2) -> tuple[int, int] | None:
+    """A pop of `batch` messages of the partition by group g1, sent to `conn`'s node as a
     broker sends it: the span delivered, if any."""
     rows = await reads.pop_ready(
         conn, route=route, tenant="", queue=None, namespace=None, task=None, partition=None,
         group="g1", named=True, seed_mode="all", seed_instant=None, store_seed=True,
-        batch=2, partitions=1, auto_ack=False, lease_seconds=60, lease_fallback=60,
+        batch=batch, partitions=1, auto_ack=False, lease_seconds=60, lease_fallback=60,
         lease_id=lease, candidates=[pid])
     spans = {(r.span_start, r.span_end) for r in rows if r.verdict == "took"}
     assert len(spans) <= 1, spans
@@ -661,10 +747,10 @@ async def _claim(conn: asyncpg.Connection, route: int | None, pid: int,
 
 
 async def _ack_through(conn: asyncpg.Connection, route: int | None, pid: int, txid: str,
-                       lease: str) -> str:
-    """A completed ack of one message by group g1 under `lease`, sent to `conn`'s node."""
+                       lease: str, *, status: str = "completed") -> str:
+    """An ack of one message by group g1 under `lease`, sent to `conn`'s node."""
     rows = await reads.ack(conn, route=route, items=reads.AckInputs(
-        groups=["g1"], partition_ids=[pid], transaction_ids=[txid], statuses=["completed"],
+        groups=["g1"], partition_ids=[pid], transaction_ids=[txid], statuses=[status],
         lease_ids=[lease], errors=None, tenants=[""]), scan_missing=False)
     return next(r.outcome for r in rows if r.idx == 1)
 
