@@ -70,3 +70,22 @@ def test_a_probe_runs_and_writes_its_result(tmp_path: Path) -> None:
     assert "1000 msgs segment / plain read one" in result["compared"]
     assert "1000 msgs message / plain stored bytes" in result["details"]
     assert written.with_suffix(".txt").read_text() in done.stdout
+
+
+def test_path_cost_counts_its_reading_of_the_server_as_the_servers_not_the_brokers() -> None:
+    # The server's reading (psutil over /proc) runs in the measuring process: counted inside
+    # that process's window, it was charged to the request measured. Here a reading that
+    # burns 40 ms of CPU around no work at all must leave the window's own CPU near zero.
+    import time
+
+    from loadtest.probes.path_cost import Window
+
+    def costly_reading() -> float:
+        started = time.process_time()
+        while time.process_time() - started < 0.04:
+            pass
+        return 0.0
+
+    own, by_server = Window(costly_reading, own_cpu=time.process_time).close()
+    assert own < 0.02, f"the server's reading was counted as this process's: {own:.3f} s"
+    assert by_server == 0.0
