@@ -54,6 +54,7 @@ from hypercorn.typing import AppWrapper, LifespanState
 from hypercorn.utils import wrap_app
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from broker import malformed
 from broker.collector import tune_garbage_collector
 from broker.one_write import OneWriteWriter
 from broker.tls.peer import WithClientIdentity, client_identity
@@ -189,6 +190,7 @@ async def serve(app: AppWrapper, config: Config, sock: socket.socket, stop: asyn
     if lifespan_task.done() and (error := lifespan_task.exception()) is not None:
         raise error  # the app could not start (e.g. no database in time): exit, be restarted
     tune_garbage_collector()
+    malformed.install()  # refusals of malformed HTTP/1.1 requests say what was wrong
 
     context = WorkerContext(None)
     connections: dict[asyncio.Task[None], float] = {}  # each open connection: its accept time
