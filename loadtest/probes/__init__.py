@@ -29,6 +29,7 @@ PROBES = {
     "wakeup": "long-poll wake-up latency across worker processes (a running broker)",
     "lag_cost": "the lag statements on a wide queue (optionally against another revision's)",
     "tenant_fairness": "a quiet tenant's latency beside a tenant pushing over its rate limit",
+    "http_stack": "hypercorn, starlette and the null app alone: server CPU per request",
 }
 
 

@@ -89,3 +89,23 @@ def test_path_cost_counts_its_reading_of_the_server_as_the_servers_not_the_broke
     own, by_server = Window(costly_reading, own_cpu=time.process_time).close()
     assert own < 0.02, f"the server's reading was counted as this process's: {own:.3f} s"
     assert by_server == 0.0
+
+
+@pytest.mark.timeout(120)
+def test_the_http_stack_probe_measures_each_variant_across_connections(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CI-sized: one round, two sizes, each client thread's requests over three connections
+    (the probe opens a new one before hypercorn's keep-alive limit closes the old)."""
+    from loadtest.probes import http_stack
+
+    monkeypatch.setattr(http_stack, "PER_CONNECTION", 50)
+    status = http_stack.main(["--rounds", "1", "--sizes", "1", "10", "--requests", "300",
+                              "--connections", "2", "--out", str(tmp_path)])
+    assert status == 0
+    [written] = tmp_path.glob("probe-http_stack-*.json")
+    result = json.loads(written.read_text())
+    assert set(result["figures"]) == {f"{v} {s} µs/request" for v in http_stack.VARIANTS
+                                      for s in (1, 10)}
+    assert all(values[0] > 0 for values in result["figures"].values())
+    assert {"starlette / asgi, 10 messages", "null / asgi, 1 messages"} <= set(
+        result["compared"])
