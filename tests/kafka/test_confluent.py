@@ -1,7 +1,8 @@
 """confluent-kafka (librdkafka) against the Kafka listener: produce with keys, headers,
 timestamps and each codec, consume, a consumer group that commits and resumes, topic
 listings and a pattern subscription, the KIP-848 protocol declined clearly, and static
-members (a group instance id) that keep their partitions across a restart."""
+members (a group instance id) that keep their partitions across a restart, and
+cooperative rebalancing (KIP-429), which moves only the partitions that change hands."""
 
 from __future__ import annotations
 
@@ -187,26 +188,36 @@ async def test_group_protocol_consumer_fails_clearly(kafka: KafkaListener) -> No
     assert "ConsumerGroupHeartbeat" in text and "not supported" in text, text
 
 
-class _StaticMember:
-    """A librdkafka consumer with a group instance id (static membership, KIP-345), polling
-    on a thread of its own: what it got, its assignments and the errors it saw."""
+class _Member:
+    """A librdkafka consumer of a group, polling on a thread of its own: what it got, the
+    partitions each rebalance gave and took, and the errors it saw. `config` adds to (or
+    overrides) its settings: a group instance id, an assignment strategy."""
 
-    def __init__(self, bootstrap: str, topic: str, group: str, instance: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, group: str, **config: object) -> None:
         self.values: list[bytes] = []
         self.assignments: list[list[int]] = []
+        self.revocations: list[list[int]] = []
+        self.owned: set[int] = set()
         self.errors: list[str] = []
         self._stop = threading.Event()
         self._consumer = Consumer({
-            "bootstrap.servers": bootstrap, "group.id": group, "group.instance.id": instance,
+            "bootstrap.servers": bootstrap, "group.id": group,
             "auto.offset.reset": "earliest", "enable.auto.commit": True,
             "auto.commit.interval.ms": 200, "session.timeout.ms": 10000,
-            "heartbeat.interval.ms": 300})
-        self._consumer.subscribe([topic], on_assign=self._assigned)
+            "heartbeat.interval.ms": 300, **config})
+        self._consumer.subscribe([topic], on_assign=self._assigned, on_revoke=self._revoked)
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _assigned(self, _consumer: object, partitions: list[TopicPartition]) -> None:
-        self.assignments.append(sorted(p.partition for p in partitions))
+        given = sorted(p.partition for p in partitions)
+        self.assignments.append(given)
+        self.owned.update(given)
+
+    def _revoked(self, _consumer: object, partitions: list[TopicPartition]) -> None:
+        taken = sorted(p.partition for p in partitions)
+        self.revocations.append(taken)
+        self.owned.difference_update(taken)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -222,6 +233,11 @@ class _StaticMember:
         self._stop.set()
         self._thread.join(10)
         self._consumer.close()  # a static member sends no LeaveGroup: its place is kept
+
+
+def _static(bootstrap: str, topic: str, group: str, instance: str) -> _Member:
+    """A static member (KIP-345): a group instance id of its own."""
+    return _Member(bootstrap, topic, group, **{"group.instance.id": instance})
 
 
 async def _until(predicate: Callable[[], bool], seconds: float, what: str) -> None:
@@ -244,11 +260,11 @@ async def test_static_members_keep_their_partitions_across_a_restart_and_are_fen
             producer.produce(topic, value=str(n).encode(), partition=n % 4)
         assert producer.flush(20) == 0
 
-    def got(*members: _StaticMember) -> set[bytes]:
+    def got(*members: _Member) -> set[bytes]:
         return {v for m in members for v in m.values}
 
-    a = _StaticMember(kafka.bootstrap, topic, group, "a")
-    b = _StaticMember(kafka.bootstrap, topic, group, "b")
+    a = _static(kafka.bootstrap, topic, group, "a")
+    b = _static(kafka.bootstrap, topic, group, "b")
     members = [a, b]
     try:
         await asyncio.to_thread(produce, 0)
@@ -262,7 +278,7 @@ async def test_static_members_keep_their_partitions_across_a_restart_and_are_fen
         # "b" restarts under its instance id: it gets its partitions back, "a" is not
         # disturbed (no new assignment), and the messages after it are read once.
         await asyncio.to_thread(b.close)
-        restarted = _StaticMember(kafka.bootstrap, topic, group, "b")
+        restarted = _static(kafka.bootstrap, topic, group, "b")
         members.append(restarted)
         await _until(lambda: bool(restarted.assignments), 20, "the restarted member's partitions")
         assert restarted.assignments == [b_partitions]
@@ -273,11 +289,59 @@ async def test_static_members_keep_their_partitions_across_a_restart_and_are_fen
 
         # A second consumer under the same instance id takes the place; the one it
         # replaced is fenced.
-        twin = _StaticMember(kafka.bootstrap, topic, group, "b")
+        twin = _static(kafka.bootstrap, topic, group, "b")
         members.append(twin)
         await _until(lambda: bool(twin.assignments), 20, "the twin's partitions")
         await _until(lambda: any("fenced" in e.lower() for e in restarted.errors), 20,
                      f"the replaced member learns it is fenced: {restarted.errors}")
+    finally:
+        for member in members:
+            if not member._stop.is_set():
+                await asyncio.to_thread(member.close)
+
+
+async def test_cooperative_members_move_only_the_partitions_that_change_hands(
+        kafka: KafkaListener) -> None:
+    # librdkafka's cooperative-sticky assignor (KIP-429): a member that joins takes
+    # partitions from the others without their giving up the rest, in two rounds of
+    # JoinGroup and SyncGroup, and a member that leaves hands its own back the same way.
+    topic, group = _topic(), f"ckc-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    for created in admin.create_topics([NewTopic(topic, num_partitions=4)]).values():
+        await asyncio.to_thread(created.result, 10)
+
+    def produce(first: int) -> None:
+        producer = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 5})
+        for n in range(first, first + 40):
+            producer.produce(topic, value=str(n).encode(), partition=n % 4)
+        assert producer.flush(20) == 0
+
+    cooperative = {"partition.assignment.strategy": "cooperative-sticky"}
+    a = _Member(kafka.bootstrap, topic, group, **cooperative)
+    members = [a]
+    try:
+        await asyncio.to_thread(produce, 0)
+        await _until(lambda: len(a.values) == 40 and a.owned == {0, 1, 2, 3}, 30,
+                     f"the first member reads all 40: {len(a.values)}, {a.owned}")
+        await asyncio.sleep(0.5)  # past an auto-commit of what it read
+
+        b = _Member(kafka.bootstrap, topic, group, **cooperative)
+        members.append(b)
+        await _until(lambda: len(a.owned) == 2 and len(b.owned) == 2, 30,
+                     f"the two members share the four partitions: {a.owned}, {b.owned}")
+        assert a.owned | b.owned == {0, 1, 2, 3}
+        # Incremental: "a" gave up only what "b" took, never all it had.
+        assert [sorted(b.owned)] == [r for r in a.revocations if r], a.revocations
+        await asyncio.to_thread(produce, 40)
+        await _until(lambda: len(a.values) + len(b.values) == 80, 20, "the next 40, once each")
+
+        await asyncio.to_thread(b.close)  # leaves the group: its partitions go back to "a"
+        await _until(lambda: a.owned == {0, 1, 2, 3}, 30, f"all back with the first: {a.owned}")
+        await asyncio.to_thread(produce, 80)
+        await _until(lambda: len(a.values) + len(b.values) == 120, 20, "the last 40")
+        values = a.values + b.values
+        assert sorted(values, key=int) == [str(n).encode() for n in range(120)]
+        assert a.errors == b.errors == []
     finally:
         for member in members:
             if not member._stop.is_set():
