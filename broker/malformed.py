@@ -50,7 +50,9 @@ def refusal_text(status: int, reason: str | None, max_head_bytes: int) -> str:
     """What the answer's `error` says about a request h11 refused with `status`."""
     if status == 431:
         return f"request head larger than {max_head_bytes} bytes"
-    return f"malformed HTTP/1.1 request: {reason or 'refused by the HTTP parser'}"
+    # Not "HTTP/1.1" in the text: a client that looks for the status line by that string
+    # would find a second one in the body.
+    return f"malformed HTTP request: {reason or 'refused by the HTTP parser'}"
 
 
 class NamingH11Protocol(H11Protocol):

@@ -42,7 +42,7 @@ def _cpu() -> float:
     return used.ru_utime + used.ru_stime
 
 
-class Window:
+class CpuWindow:
     """CPU seconds of this process and of the PostgreSQL server over one stretch of requests.
 
     The server's reading walks /proc with psutil, in this process: a few milliseconds of
@@ -137,7 +137,7 @@ async def _measure(url: str, args: argparse.Namespace) -> dict[str, float]:
         status, answer = await _call(app, "POST", "/api/v1/push", bodies[0])  # warm-up
         assert status == 201, answer[:300]
         for i in range(1, len(bodies), args.chunk):
-            window = Window(server_cpu)
+            window = CpuWindow(server_cpu)
             for body in bodies[i:i + args.chunk]:
                 status, answer = await _call(app, "POST", "/api/v1/push", body)
                 assert status == 201, answer[:300]
@@ -146,7 +146,7 @@ async def _measure(url: str, args: argparse.Namespace) -> dict[str, float]:
             server["push"] += by_server
         query = b"batch=%d&partitions=4&wait=false&consumerGroup=g" % args.pop_batch
         while True:
-            window = Window(server_cpu)
+            window = CpuWindow(server_cpu)
             status, answer = await _call(app, "GET", "/api/v1/pop/queue/q", query=query)
             popped, by_server = window.close()
             server["pop"] += by_server
@@ -158,7 +158,7 @@ async def _measure(url: str, args: argparse.Namespace) -> dict[str, float]:
             acks = json.dumps({"consumerGroup": "g", "acknowledgments": [
                 {"transactionId": m["transactionId"], "partitionId": m["partitionId"],
                  "status": "completed", "leaseId": m["leaseId"]} for m in messages]}).encode()
-            window = Window(server_cpu)
+            window = CpuWindow(server_cpu)
             status, answer = await _call(app, "POST", "/api/v1/ack/batch", acks)
             acked, by_server = window.close()
             samples["ack"].append((acked, len(messages)))

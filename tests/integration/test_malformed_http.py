@@ -49,6 +49,8 @@ def test_a_malformed_head_is_refused_naming_the_fault(
     assert headers["content-type"] == "application/json"
     error = json.loads(body)["error"]
     assert words.lower() in error.lower(), error
+    # One status line: a client that finds answers by "HTTP/1.1 " must not find one here.
+    assert b"HTTP/1.1 " not in body
 
 
 def test_a_bad_chunk_in_a_push_body_is_refused_naming_it_and_writes_nothing(

@@ -78,7 +78,7 @@ def test_path_cost_counts_its_reading_of_the_server_as_the_servers_not_the_broke
     # burns 40 ms of CPU around no work at all must leave the window's own CPU near zero.
     import time
 
-    from loadtest.probes.path_cost import Window
+    from loadtest.probes.path_cost import CpuWindow
 
     def costly_reading() -> float:
         started = time.process_time()
@@ -86,7 +86,7 @@ def test_path_cost_counts_its_reading_of_the_server_as_the_servers_not_the_broke
             pass
         return 0.0
 
-    own, by_server = Window(costly_reading, own_cpu=time.process_time).close()
+    own, by_server = CpuWindow(costly_reading, own_cpu=time.process_time).close()
     assert own < 0.02, f"the server's reading was counted as this process's: {own:.3f} s"
     assert by_server == 0.0
 
