@@ -28,7 +28,7 @@ from hypercorn.protocol.h11 import H11Protocol
 # The words of h11's refusal kept in the answer: enough to name the fault, not an echo of a
 # large malformed head.
 MAX_REASON_CHARS = 200
-_BYTES_REPR = re.compile(r"bytearray\(b'(.*?)'\)")
+_BYTES_REPR = re.compile(r"""bytearray\(b(['"])(.*?)\1\)""")
 
 
 class RememberingConnection(h11.Connection):
@@ -41,7 +41,7 @@ class RememberingConnection(h11.Connection):
             return super().next_event()
         except h11.RemoteProtocolError as exc:
             # h11 quotes the offending bytes as a Python repr (bytearray(b'...')).
-            words = _BYTES_REPR.sub(r"'\1'", str(exc)) or type(exc).__name__
+            words = _BYTES_REPR.sub(r"'\2'", str(exc)) or type(exc).__name__
             self.refusal = words[:MAX_REASON_CHARS]
             raise
 
