@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 import asyncpg
@@ -34,6 +35,8 @@ from core.storage import reads, stats
 from core.storage.database import Database
 from core.storage.shards import ShardMap
 from core.storage.statements import Statement
+from core.streams.cycle import Cycle, CycleAck, CyclePush, CycleResult, StateOp
+from core.streams.service import Streams
 from core.tenancy.service import Tenants
 from core.tenancy.settings import TenancySettings
 from core.upkeep import maintenance
@@ -716,6 +719,125 @@ async def test_two_replays_of_a_dead_letter_during_a_shard_move_replay_it_once(
     assert [r is not None for r in replayed].count(True) == 2, replayed  # once each
     assert {r.original_transaction_id for r in replayed if r is not None} == {"m0", "m1"}
     assert (head, left) == (3, 0)  # offsets 0-1, then one replay of each
+
+
+async def test_a_stream_cycle_during_a_shard_move_reads_the_cursor_it_writes(
+        citus_cluster: TestCluster) -> None:
+    """A stream cycle that acknowledges part of its leased batch (keeping the lease) while a
+    block_writes move of the source partition's shard has not committed, on the coordinator
+    where cycles run. Its commit waits (a sink push meets a locked sink head) while its lease
+    runs out and the stream's next runner claims the partition and commits a cycle of its
+    own. Citus makes writes wait for a move, not reads: the cycle read the cursor and locked
+    it on the old copy, so the runner claimed on the new copy the messages the cycle was
+    acknowledging, and both cycles applied them (the runner's ack counted from the cursor
+    the first cycle wrote). A cycle now takes the shard's placement lock before it reads the
+    cursor (queen.hold_placement): it waits for the move, then holds the row the runner's
+    claim must wait for, which then starts after the acknowledged messages."""
+    url = await citus_cluster.database()
+    cluster = citus_cluster.cluster
+    database = _database(url)
+    coordinator = await asyncpg.connect(cluster.coordinator.dsn(database))
+    mover = await asyncpg.connect(cluster.coordinator.dsn(database))
+    sink_holder = await asyncpg.connect(cluster.coordinator.dsn(database))
+    runner = await asyncpg.connect(cluster.coordinator.dsn(database))
+    nodes: list[asyncpg.Connection] = []
+    core = await Database.open(Settings(db_pool_size=6), url, migrate=False)
+    streams = Streams(core, _no_wakes, lambda: None,
+                      Tenants(core, TenancySettings(), live_seconds=10))
+    pending: list[asyncio.Future[Any]] = []
+    try:
+        source, sink_queue = "q-" + uuid.uuid4().hex[:10], "s-" + uuid.uuid4().hex[:10]
+        [appended] = await append(coordinator, [(PartitionName(source, "p"), [
+            NewMessage(uuid7(), f"m{i}", b"%d" % i) for i in range(6)])])
+        pid = appended.partition_id
+        heads = await append(coordinator, [(PartitionName(sink_queue, f"s{i}"), [
+            NewMessage(uuid7(), "first", b"0")]) for i in range(3)])
+        shard_of = "get_shard_id_for_distribution_column('queen.log_partitions', $1::bigint)"
+        shard, port = await coordinator.fetchrow(
+            f"SELECT shardid, nodeport FROM pg_dist_shard_placement WHERE shardid = {shard_of}",
+            pid)
+        # A sink partition on another shard: its head, locked, holds the cycle's commit back.
+        sink_shards = [await coordinator.fetchval(f"SELECT {shard_of}", h.partition_id)
+                       for h in heads]
+        sink = next(i for i, s in enumerate(sink_shards) if s != shard)
+        target = next(w for w in cluster.workers if w.port != port)
+        registered = await streams.register(name="totals", source_queue=source,
+                                            sink_queue=sink_queue, config_hash="h",
+                                            reset=False)
+        query = str(registered.query_id)
+        route = (await ShardMap.read(coordinator)).route_of(pid)
+        assert await _claim(coordinator, route, pid, "l1") == (0, 1)
+        await sink_holder.execute("BEGIN")
+        await sink_holder.execute(
+            "SELECT 1 FROM queen.log_partitions WHERE id = $1 FOR UPDATE",
+            heads[sink].partition_id)
+        sink_port = await coordinator.fetchval(
+            f"SELECT nodeport FROM pg_dist_shard_placement WHERE shardid = {shard_of}",
+            heads[sink].partition_id)
+        on_sink_node = next(i for i, n in enumerate(cluster.nodes) if n.port == sink_port)
+        nodes = [await asyncpg.connect(n.dsn(database)) for n in cluster.nodes]
+
+        async def lock_waits() -> list[int]:  # per node
+            return [await n.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                "   AND datname = current_database()") for n in nodes]
+
+        await mover.execute("BEGIN")  # the move, done, its commit to come
+        await mover.execute(
+            "SELECT citus_move_shard_placement($1, '127.0.0.1', $2, '127.0.0.1', $3,"
+            " shard_transfer_mode => 'block_writes')", shard, port, target.port)
+        # Messages 0-1 acknowledged, the lease kept; one sink push, one state op.
+        first = asyncio.ensure_future(streams.cycle(Cycle(
+            query, str(pid), "g1", [StateOp(False, "total", "1")],
+            [CyclePush(sink_queue, f"s{sink}", b"1")],
+            CycleAck("l1", True, False, 2, "m1"))))
+        pending.append(first)
+        # It waits: for the move at the hold (without the hold: at the sink's head, the
+        # cursor read on the old copy); once the move commits, at the sink's head.
+        async def the_cycle_waits() -> bool:
+            return sum(await lock_waits()) == 1
+        await wait_for(the_cycle_waits, timeout=30)
+        await within(30, mover.execute("COMMIT"))
+
+        async def at_the_sink() -> bool:  # it has read the cursor
+            waits = await lock_waits()
+            return sum(waits) == waits[on_sink_node] == 1
+        await wait_for(at_the_sink, timeout=30)
+
+        async def next_runner() -> tuple[tuple[int, int] | None, CycleResult]:
+            await runner.execute(  # the first cycle's lease runs out
+                "UPDATE queen.log_consumers SET lease_expires_at = now() - interval '1 second'"
+                " WHERE partition_id = $1", pid)
+            span = await _claim(runner, route, pid, "l2", batch=4)
+            done = await streams.cycle(Cycle(query, str(pid), "g1",
+                                             [StateOp(False, "total", "2")], [],
+                                             CycleAck("l2", True, True, 0, None)))
+            return span, done
+
+        second = asyncio.ensure_future(next_runner())
+        pending.append(second)
+        # The runner done, or waiting: for the cycle's row lock, or (its claim done) for
+        # the cycle's turn on the partition.
+        async def the_runner_waits() -> bool:
+            return second.done() or sum(await lock_waits()) >= 2
+        await wait_for(the_runner_waits, timeout=30)
+        await sink_holder.execute("ROLLBACK")
+        cycled = await within(30, first)
+        claimed, cycled_next = await within(30, second)
+        committed = await coordinator.fetchval(
+            "SELECT committed FROM queen.log_consumers WHERE partition_id = $1", pid)
+    finally:
+        for future in pending:
+            with contextlib.suppress(Exception):
+                await within(30, future)
+        for conn in (coordinator, mover, sink_holder, runner, *nodes):
+            conn.terminate()
+        await core.close()
+    assert (cycled.success, cycled.ack_count) == (True, 2), cycled
+    # The runner's claim starts after the acknowledged messages; its cycle acknowledges
+    # the four it was given, up to offset 5.
+    assert (claimed, cycled_next.success, cycled_next.ack_count, committed) == (
+        (2, 5), True, 4, 5), cycled_next
 
 
 async def _no_wakes(wakes: Iterable[Wake]) -> None:
