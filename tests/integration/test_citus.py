@@ -492,8 +492,8 @@ async def test_calls_on_a_node_a_shard_move_has_not_committed_on_yet_read_the_co
     """A shard move's two-phase commit reaches the nodes one by one. Here the move from the
     source worker to the target has committed on the coordinator and the target, not yet on
     the source (its sessions of the move are stopped; a loaded machine does this for a
-    moment). Pops, acks and a push go through the target, then a pop, an ack, a push and
-    the reaper's release of an expired lease arrive at the source (a broker's placement map
+    moment). Pops, acks and a push go through the target, then a pop, an ack, a push, the
+    reaper's release of an expired lease and an extension arrive at the source (a broker's map
     names the old node for up to 30 s). The source still believes the shard is its own, and
     Citus makes writes wait for a move, not reads: the claim read the cursor from the old
     copy, waited at its write, then wrote `committed = start - 1` on the new copy, so the
@@ -501,12 +501,14 @@ async def test_calls_on_a_node_a_shard_move_has_not_committed_on_yet_read_the_co
     redelivered_after_ack); the ack, read under a lease the old copy still held, was
     accepted and moved the cursor back too; the push read the partition's head from the old
     copy and wrote an offset the new copy had given out (503, duplicate key); the release
-    found the old copy's lease expired and ended the live one of the new copy. Each now
+    found the old copy's lease expired and ended the live one of the new copy; the
+    extension of a lease read the lease's row from the old copy, without the other shard
+    its pop linked on the new copy, so the lease's part there was not extended. Each now
     takes the shard's placement lock before it reads (queen.hold_placement): it waits for
     the move there, then reads the copy it writes."""
     url = await citus_cluster.database()
     queue = "q-" + uuid.uuid4().hex[:10]
-    names = [f"p{i}" for i in range(3 * SHARDS)]  # three of them share a shard
+    names = [f"p{i}" for i in range(4 * SHARDS)]  # four of them share a shard
     cluster = citus_cluster.cluster
     database = _database(url)
     coordinator = await asyncpg.connect(cluster.coordinator.dsn(database))
@@ -533,9 +535,11 @@ async def test_calls_on_a_node_a_shard_move_has_not_committed_on_yet_read_the_co
                 "  FROM queen.partition_directory d JOIN queen.queues q ON q.id = d.queue_id"
                 " WHERE q.name = $1 ORDER BY d.partition_id", queue):
             by_shard.setdefault(row["shard"], []).append((row["partition_id"], row["name"]))
-        shard, [(popped, p_name), (acked, a_name), (released, _), *_] = next(
-            (k, v) for k, v in by_shard.items() if len(v) >= 3)
-        route = (await ShardMap.read(coordinator)).route_of(popped)
+        shard, [(popped, p_name), (acked, a_name), (released, _), (spanned, _), *_] = next(
+            (k, v) for k, v in by_shard.items() if len(v) >= 4)
+        [(elsewhere, _), *_] = next(v for k, v in by_shard.items() if k != shard)
+        shards = await ShardMap.read(coordinator)
+        route, route_elsewhere = shards.route_of(popped), shards.route_of(elsewhere)
         port = await coordinator.fetchval(
             "SELECT nodeport FROM pg_dist_shard_placement WHERE shardid = $1", shard)
         source = next(w for w in cluster.workers if w.port == port)
@@ -545,8 +549,10 @@ async def test_calls_on_a_node_a_shard_move_has_not_committed_on_yet_read_the_co
         late_pop_conn = await asyncpg.connect(source.dsn(database))
         late_ack_conn = await asyncpg.connect(source.dsn(database))
         late_release_conn = await asyncpg.connect(source.dsn(database))
-        conns += [on_source, on_target, late_pop_conn, late_ack_conn, late_release_conn]
-        late_pids = [c.get_server_pid() for c in conns[-3:]]
+        late_extend_conn = await asyncpg.connect(source.dsn(database))
+        conns += [on_source, on_target, late_pop_conn, late_ack_conn, late_release_conn,
+                  late_extend_conn]
+        late_pids = [c.get_server_pid() for c in conns[-4:]]
         # Before the move: the first partition delivered and acknowledged up to offset 1,
         # the second delivered up to offset 1 under lease b0, the third under lease c0,
         # expired since.
@@ -554,6 +560,10 @@ async def test_calls_on_a_node_a_shard_move_has_not_committed_on_yet_read_the_co
         assert await _ack_through(on_source, route, popped, f"{p_name}-1", "a0") == "ok"
         assert await _claim(on_source, route, acked, "b0") == (0, 1)
         assert await _claim(on_source, route, released, "c0") == (0, 1)
+        # A pop under lease e0 that claimed the fourth partition and one on another shard;
+        # its link of the two (a write) waits for the move, and lands on the new copy below.
+        assert await _claim(on_source, route, spanned, "e0") == (0, 1)
+        assert await _claim(coordinator, route_elsewhere, elsewhere, "e0") == (0, 1)
         await coordinator.execute(
             "UPDATE queen.log_consumers SET lease_expires_at = now() - interval '1 second'"
             " WHERE partition_id = $1", released)
@@ -596,9 +606,12 @@ async def test_calls_on_a_node_a_shard_move_has_not_committed_on_yet_read_the_co
         assert await _claim(on_target, route, acked, "b1") == (2, 3)
         assert await _claim(on_target, route, released, "c1") == (0, 1)
         assert _push_one(clients[target.port], queue, p_name, "via-target") == "queued"
+        await on_target.execute("SELECT queen.link_lease($1, 'e0', $2::bigint[])",
+                                route, [route_elsewhere])
         # Through the source, which cannot write before the move commits there: a pop of
         # the first partition, an ack of the second under lease b0, a push to the first,
-        # the reaper's release of the third's expired lease (c0's, on the old copy).
+        # the reaper's release of the third's expired lease (c0's, on the old copy), an
+        # extension of lease e0.
         late_pop = asyncio.ensure_future(_claim(late_pop_conn, route, popped, "a2"))
         late_ack = asyncio.ensure_future(
             _ack_through(late_ack_conn, route, acked, f"{a_name}-0", "b0"))
@@ -607,10 +620,13 @@ async def test_calls_on_a_node_a_shard_move_has_not_committed_on_yet_read_the_co
         late_release = asyncio.ensure_future(late_release_conn.fetch(
             "SELECT * FROM queen.release_cursors($1, $2::bigint[], $3::text[], false)",
             route, [released], ["g1"]))
+        late_extend = asyncio.ensure_future(late_extend_conn.fetch(
+            "SELECT * FROM queen.extend_leases($1, ARRAY['e0'], ARRAY[60::float8],"
+            " ARRAY[''])", route))
 
         async def all_wait() -> bool:
             return bool(await on_source.fetchval(
-                "SELECT count(*) = 4 FROM pg_stat_activity"
+                "SELECT count(*) = 5 FROM pg_stat_activity"
                 " WHERE wait_event_type = 'Lock' AND (pid = ANY($1::integer[])"
                 "       OR query LIKE '%queen.append_partitions(%')", late_pids))
         await wait_for(all_wait, timeout=30)
@@ -619,7 +635,8 @@ async def test_calls_on_a_node_a_shard_move_has_not_committed_on_yet_read_the_co
         stopped.clear()
         await within(30, commit)
         answers = (await within(30, late_pop), await within(30, late_ack),
-                   await within(30, late_push), len(await within(30, late_release)))
+                   await within(30, late_push), len(await within(30, late_release)),
+                   [r["routes"] for r in await within(30, late_extend) if r["routes"]])
         cursors = [await coordinator.fetchval(
             "SELECT committed FROM queen.log_consumers WHERE partition_id = $1", partition)
             for partition in (popped, acked)]
@@ -639,7 +656,8 @@ async def test_calls_on_a_node_a_shard_move_has_not_committed_on_yet_read_the_co
         for conn in conns:
             conn.terminate()
         brokers.close()
-    assert answers == ((4, 5), "refused", "queued", 0)
+    # The extension names the lease's other shard, where the broker extends it next.
+    assert answers == ((4, 5), "refused", "queued", 0, [[route_elsewhere]])
     assert cursors == [3, 1]
     assert head == 7  # offsets 0-5, then the push through the target, then this one
     assert holder == "c1"  # the live lease is kept
