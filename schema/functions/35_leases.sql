@@ -51,6 +51,11 @@ BEGIN
         END LOOP;
         RETURN;
     END IF;
+    -- On Citus, before the lease rows are read: the row names the cursors written below and
+    -- the other shards the caller extends next, which a read of the old copy during a shard
+    -- move would miss (those its pop linked on the new one: 90_distribution.sql). A route
+    -- falls in its shard as a partition id does.
+    PERFORM queen.hold_placement(p_route);
     FOR i IN 1 .. cardinality(p_leases) LOOP
         v_lease := p_leases[i];
         v_secs := p_secs[i];

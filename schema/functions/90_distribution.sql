@@ -96,8 +96,10 @@ END $$;
 
 -- Keep the placement of a partition's shard fixed until the transaction ends: called before
 -- a call first reads a partition's rows to decide what it writes there (a claim's cursor, an
--- ack's, the reaper's release of a lease, an append's head, a replayed dead letter: schema/
--- queries/dlq.sql). Citus fixes a shard's placement for the statements that write
+-- ack's, a stream cycle's, the reaper's release of a lease, an append's head, a lease
+-- extension's lease rows (by their route, which falls in the shard as a partition id does),
+-- a replayed dead letter: schema/queries/dlq.sql). Citus fixes a shard's placement for the
+-- statements that write
 -- it (each takes the shard's placement lock, in share mode, before it looks the placement
 -- up) but not for those that only read it, SELECT ... FOR UPDATE included. During a shard
 -- move a read could then be served by the old copy after writes had gone to the new one: on

@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 import asyncpg
@@ -34,6 +35,8 @@ from core.storage import reads, stats
 from core.storage.database import Database
 from core.storage.shards import ShardMap
 from core.storage.statements import Statement
+from core.streams.cycle import Cycle, CycleAck, CyclePush, CycleResult, StateOp
+from core.streams.service import Streams
 from core.tenancy.service import Tenants
 from core.tenancy.settings import TenancySettings
 from core.upkeep import maintenance
@@ -489,8 +492,8 @@ async def test_calls_on_a_node_a_shard_move_has_not_committed_on_yet_read_the_co
     """A shard move's two-phase commit reaches the nodes one by one. Here the move from the
     source worker to the target has committed on the coordinator and the target, not yet on
     the source (its sessions of the move are stopped; a loaded machine does this for a
-    moment). Pops, acks and a push go through the target, then a pop, an ack, a push and
-    the reaper's release of an expired lease arrive at the source (a broker's placement map
+    moment). Pops, acks and a push go through the target, then a pop, an ack, a push, the
+    reaper's release of an expired lease and an extension arrive at the source (a broker's map
     names the old node for up to 30 s). The source still believes the shard is its own, and
     Citus makes writes wait for a move, not reads: the claim read the cursor from the old
     copy, waited at its write, then wrote `committed = start - 1` on the new copy, so the
@@ -498,12 +501,14 @@ async def test_calls_on_a_node_a_shard_move_has_not_committed_on_yet_read_the_co
     redelivered_after_ack); the ack, read under a lease the old copy still held, was
     accepted and moved the cursor back too; the push read the partition's head from the old
     copy and wrote an offset the new copy had given out (503, duplicate key); the release
-    found the old copy's lease expired and ended the live one of the new copy. Each now
+    found the old copy's lease expired and ended the live one of the new copy; the
+    extension of a lease read the lease's row from the old copy, without the other shard
+    its pop linked on the new copy, so the lease's part there was not extended. Each now
     takes the shard's placement lock before it reads (queen.hold_placement): it waits for
     the move there, then reads the copy it writes."""
     url = await citus_cluster.database()
     queue = "q-" + uuid.uuid4().hex[:10]
-    names = [f"p{i}" for i in range(3 * SHARDS)]  # three of them share a shard
+    names = [f"p{i}" for i in range(4 * SHARDS)]  # four of them share a shard
     cluster = citus_cluster.cluster
     database = _database(url)
     coordinator = await asyncpg.connect(cluster.coordinator.dsn(database))
@@ -530,9 +535,11 @@ async def test_calls_on_a_node_a_shard_move_has_not_committed_on_yet_read_the_co
                 "  FROM queen.partition_directory d JOIN queen.queues q ON q.id = d.queue_id"
                 " WHERE q.name = $1 ORDER BY d.partition_id", queue):
             by_shard.setdefault(row["shard"], []).append((row["partition_id"], row["name"]))
-        shard, [(popped, p_name), (acked, a_name), (released, _), *_] = next(
-            (k, v) for k, v in by_shard.items() if len(v) >= 3)
-        route = (await ShardMap.read(coordinator)).route_of(popped)
+        shard, [(popped, p_name), (acked, a_name), (released, _), (spanned, _), *_] = next(
+            (k, v) for k, v in by_shard.items() if len(v) >= 4)
+        [(elsewhere, _), *_] = next(v for k, v in by_shard.items() if k != shard)
+        shards = await ShardMap.read(coordinator)
+        route, route_elsewhere = shards.route_of(popped), shards.route_of(elsewhere)
         port = await coordinator.fetchval(
             "SELECT nodeport FROM pg_dist_shard_placement WHERE shardid = $1", shard)
         source = next(w for w in cluster.workers if w.port == port)
@@ -542,8 +549,10 @@ async def test_calls_on_a_node_a_shard_move_has_not_committed_on_yet_read_the_co
         late_pop_conn = await asyncpg.connect(source.dsn(database))
         late_ack_conn = await asyncpg.connect(source.dsn(database))
         late_release_conn = await asyncpg.connect(source.dsn(database))
-        conns += [on_source, on_target, late_pop_conn, late_ack_conn, late_release_conn]
-        late_pids = [c.get_server_pid() for c in conns[-3:]]
+        late_extend_conn = await asyncpg.connect(source.dsn(database))
+        conns += [on_source, on_target, late_pop_conn, late_ack_conn, late_release_conn,
+                  late_extend_conn]
+        late_pids = [c.get_server_pid() for c in conns[-4:]]
         # Before the move: the first partition delivered and acknowledged up to offset 1,
         # the second delivered up to offset 1 under lease b0, the third under lease c0,
         # expired since.
@@ -551,6 +560,10 @@ async def test_calls_on_a_node_a_shard_move_has_not_committed_on_yet_read_the_co
         assert await _ack_through(on_source, route, popped, f"{p_name}-1", "a0") == "ok"
         assert await _claim(on_source, route, acked, "b0") == (0, 1)
         assert await _claim(on_source, route, released, "c0") == (0, 1)
+        # A pop under lease e0 that claimed the fourth partition and one on another shard;
+        # its link of the two (a write) waits for the move, and lands on the new copy below.
+        assert await _claim(on_source, route, spanned, "e0") == (0, 1)
+        assert await _claim(coordinator, route_elsewhere, elsewhere, "e0") == (0, 1)
         await coordinator.execute(
             "UPDATE queen.log_consumers SET lease_expires_at = now() - interval '1 second'"
             " WHERE partition_id = $1", released)
@@ -593,9 +606,12 @@ async def test_calls_on_a_node_a_shard_move_has_not_committed_on_yet_read_the_co
         assert await _claim(on_target, route, acked, "b1") == (2, 3)
         assert await _claim(on_target, route, released, "c1") == (0, 1)
         assert _push_one(clients[target.port], queue, p_name, "via-target") == "queued"
+        await on_target.execute("SELECT queen.link_lease($1, 'e0', $2::bigint[])",
+                                route, [route_elsewhere])
         # Through the source, which cannot write before the move commits there: a pop of
         # the first partition, an ack of the second under lease b0, a push to the first,
-        # the reaper's release of the third's expired lease (c0's, on the old copy).
+        # the reaper's release of the third's expired lease (c0's, on the old copy), an
+        # extension of lease e0.
         late_pop = asyncio.ensure_future(_claim(late_pop_conn, route, popped, "a2"))
         late_ack = asyncio.ensure_future(
             _ack_through(late_ack_conn, route, acked, f"{a_name}-0", "b0"))
@@ -604,10 +620,13 @@ async def test_calls_on_a_node_a_shard_move_has_not_committed_on_yet_read_the_co
         late_release = asyncio.ensure_future(late_release_conn.fetch(
             "SELECT * FROM queen.release_cursors($1, $2::bigint[], $3::text[], false)",
             route, [released], ["g1"]))
+        late_extend = asyncio.ensure_future(late_extend_conn.fetch(
+            "SELECT * FROM queen.extend_leases($1, ARRAY['e0'], ARRAY[60::float8],"
+            " ARRAY[''])", route))
 
         async def all_wait() -> bool:
             return bool(await on_source.fetchval(
-                "SELECT count(*) = 4 FROM pg_stat_activity"
+                "SELECT count(*) = 5 FROM pg_stat_activity"
                 " WHERE wait_event_type = 'Lock' AND (pid = ANY($1::integer[])"
                 "       OR query LIKE '%queen.append_partitions(%')", late_pids))
         await wait_for(all_wait, timeout=30)
@@ -616,7 +635,8 @@ async def test_calls_on_a_node_a_shard_move_has_not_committed_on_yet_read_the_co
         stopped.clear()
         await within(30, commit)
         answers = (await within(30, late_pop), await within(30, late_ack),
-                   await within(30, late_push), len(await within(30, late_release)))
+                   await within(30, late_push), len(await within(30, late_release)),
+                   [r["routes"] for r in await within(30, late_extend) if r["routes"]])
         cursors = [await coordinator.fetchval(
             "SELECT committed FROM queen.log_consumers WHERE partition_id = $1", partition)
             for partition in (popped, acked)]
@@ -636,7 +656,8 @@ async def test_calls_on_a_node_a_shard_move_has_not_committed_on_yet_read_the_co
         for conn in conns:
             conn.terminate()
         brokers.close()
-    assert answers == ((4, 5), "refused", "queued", 0)
+    # The extension names the lease's other shard, where the broker extends it next.
+    assert answers == ((4, 5), "refused", "queued", 0, [[route_elsewhere]])
     assert cursors == [3, 1]
     assert head == 7  # offsets 0-5, then the push through the target, then this one
     assert holder == "c1"  # the live lease is kept
@@ -716,6 +737,125 @@ async def test_two_replays_of_a_dead_letter_during_a_shard_move_replay_it_once(
     assert [r is not None for r in replayed].count(True) == 2, replayed  # once each
     assert {r.original_transaction_id for r in replayed if r is not None} == {"m0", "m1"}
     assert (head, left) == (3, 0)  # offsets 0-1, then one replay of each
+
+
+async def test_a_stream_cycle_during_a_shard_move_reads_the_cursor_it_writes(
+        citus_cluster: TestCluster) -> None:
+    """A stream cycle that acknowledges part of its leased batch (keeping the lease) while a
+    block_writes move of the source partition's shard has not committed, on the coordinator
+    where cycles run. Its commit waits (a sink push meets a locked sink head) while its lease
+    runs out and the stream's next runner claims the partition and commits a cycle of its
+    own. Citus makes writes wait for a move, not reads: the cycle read the cursor and locked
+    it on the old copy, so the runner claimed on the new copy the messages the cycle was
+    acknowledging, and both cycles applied them (the runner's ack counted from the cursor
+    the first cycle wrote). A cycle now takes the shard's placement lock before it reads the
+    cursor (queen.hold_placement): it waits for the move, then holds the row the runner's
+    claim must wait for, which then starts after the acknowledged messages."""
+    url = await citus_cluster.database()
+    cluster = citus_cluster.cluster
+    database = _database(url)
+    coordinator = await asyncpg.connect(cluster.coordinator.dsn(database))
+    mover = await asyncpg.connect(cluster.coordinator.dsn(database))
+    sink_holder = await asyncpg.connect(cluster.coordinator.dsn(database))
+    runner = await asyncpg.connect(cluster.coordinator.dsn(database))
+    nodes: list[asyncpg.Connection] = []
+    core = await Database.open(Settings(db_pool_size=6), url, migrate=False)
+    streams = Streams(core, _no_wakes, lambda: None,
+                      Tenants(core, TenancySettings(), live_seconds=10))
+    pending: list[asyncio.Future[Any]] = []
+    try:
+        source, sink_queue = "q-" + uuid.uuid4().hex[:10], "s-" + uuid.uuid4().hex[:10]
+        [appended] = await append(coordinator, [(PartitionName(source, "p"), [
+            NewMessage(uuid7(), f"m{i}", b"%d" % i) for i in range(6)])])
+        pid = appended.partition_id
+        heads = await append(coordinator, [(PartitionName(sink_queue, f"s{i}"), [
+            NewMessage(uuid7(), "first", b"0")]) for i in range(3)])
+        shard_of = "get_shard_id_for_distribution_column('queen.log_partitions', $1::bigint)"
+        shard, port = await coordinator.fetchrow(
+            f"SELECT shardid, nodeport FROM pg_dist_shard_placement WHERE shardid = {shard_of}",
+            pid)
+        # A sink partition on another shard: its head, locked, holds the cycle's commit back.
+        sink_shards = [await coordinator.fetchval(f"SELECT {shard_of}", h.partition_id)
+                       for h in heads]
+        sink = next(i for i, s in enumerate(sink_shards) if s != shard)
+        target = next(w for w in cluster.workers if w.port != port)
+        registered = await streams.register(name="totals", source_queue=source,
+                                            sink_queue=sink_queue, config_hash="h",
+                                            reset=False)
+        query = str(registered.query_id)
+        route = (await ShardMap.read(coordinator)).route_of(pid)
+        assert await _claim(coordinator, route, pid, "l1") == (0, 1)
+        await sink_holder.execute("BEGIN")
+        await sink_holder.execute(
+            "SELECT 1 FROM queen.log_partitions WHERE id = $1 FOR UPDATE",
+            heads[sink].partition_id)
+        sink_port = await coordinator.fetchval(
+            f"SELECT nodeport FROM pg_dist_shard_placement WHERE shardid = {shard_of}",
+            heads[sink].partition_id)
+        on_sink_node = next(i for i, n in enumerate(cluster.nodes) if n.port == sink_port)
+        nodes = [await asyncpg.connect(n.dsn(database)) for n in cluster.nodes]
+
+        async def lock_waits() -> list[int]:  # per node
+            return [await n.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                "   AND datname = current_database()") for n in nodes]
+
+        await mover.execute("BEGIN")  # the move, done, its commit to come
+        await mover.execute(
+            "SELECT citus_move_shard_placement($1, '127.0.0.1', $2, '127.0.0.1', $3,"
+            " shard_transfer_mode => 'block_writes')", shard, port, target.port)
+        # Messages 0-1 acknowledged, the lease kept; one sink push, one state op.
+        first = asyncio.ensure_future(streams.cycle(Cycle(
+            query, str(pid), "g1", [StateOp(False, "total", "1")],
+            [CyclePush(sink_queue, f"s{sink}", b"1")],
+            CycleAck("l1", True, False, 2, "m1"))))
+        pending.append(first)
+        # It waits: for the move at the hold (without the hold: at the sink's head, the
+        # cursor read on the old copy); once the move commits, at the sink's head.
+        async def the_cycle_waits() -> bool:
+            return sum(await lock_waits()) == 1
+        await wait_for(the_cycle_waits, timeout=30)
+        await within(30, mover.execute("COMMIT"))
+
+        async def at_the_sink() -> bool:  # it has read the cursor
+            waits = await lock_waits()
+            return sum(waits) == waits[on_sink_node] == 1
+        await wait_for(at_the_sink, timeout=30)
+
+        async def next_runner() -> tuple[tuple[int, int] | None, CycleResult]:
+            await runner.execute(  # the first cycle's lease runs out
+                "UPDATE queen.log_consumers SET lease_expires_at = now() - interval '1 second'"
+                " WHERE partition_id = $1", pid)
+            span = await _claim(runner, route, pid, "l2", batch=4)
+            done = await streams.cycle(Cycle(query, str(pid), "g1",
+                                             [StateOp(False, "total", "2")], [],
+                                             CycleAck("l2", True, True, 0, None)))
+            return span, done
+
+        second = asyncio.ensure_future(next_runner())
+        pending.append(second)
+        # The runner done, or waiting: for the cycle's row lock, or (its claim done) for
+        # the cycle's turn on the partition.
+        async def the_runner_waits() -> bool:
+            return second.done() or sum(await lock_waits()) >= 2
+        await wait_for(the_runner_waits, timeout=30)
+        await sink_holder.execute("ROLLBACK")
+        cycled = await within(30, first)
+        claimed, cycled_next = await within(30, second)
+        committed = await coordinator.fetchval(
+            "SELECT committed FROM queen.log_consumers WHERE partition_id = $1", pid)
+    finally:
+        for future in pending:
+            with contextlib.suppress(Exception):
+                await within(30, future)
+        for conn in (coordinator, mover, sink_holder, runner, *nodes):
+            conn.terminate()
+        await core.close()
+    assert (cycled.success, cycled.ack_count) == (True, 2), cycled
+    # The runner's claim starts after the acknowledged messages; its cycle acknowledges
+    # the four it was given, up to offset 5.
+    assert (claimed, cycled_next.success, cycled_next.ack_count, committed) == (
+        (2, 5), True, 4, 5), cycled_next
 
 
 async def _no_wakes(wakes: Iterable[Wake]) -> None:
