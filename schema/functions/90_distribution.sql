@@ -99,9 +99,9 @@ END $$;
 -- ack's, a stream cycle's, the reaper's release of a lease, an append's head, a lease
 -- extension's lease rows (by their route, which falls in the shard as a partition id does),
 -- a replayed dead letter: schema/queries/dlq.sql). Citus fixes a shard's placement for the
--- statements that write
--- it (each takes the shard's placement lock, in share mode, before it looks the placement
--- up) but not for those that only read it, SELECT ... FOR UPDATE included. During a shard
+-- statements that write it (each takes the shard's placement lock, in share mode, before it
+-- looks the placement up) but not for those that only read it, SELECT ... FOR UPDATE
+-- included. During a shard
 -- move a read could then be served by the old copy after writes had gone to the new one: on
 -- a node the move's commit had not reached yet (its two-phase commit reaches the nodes one
 -- by one; a broker sends a call to the node its map names, the old one for up to 30 s), a
