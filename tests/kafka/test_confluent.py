@@ -247,18 +247,24 @@ async def _until(predicate: Callable[[], bool], seconds: float, what: str) -> No
         await asyncio.sleep(0.1)
 
 
-async def test_static_members_keep_their_partitions_across_a_restart_and_are_fenced(
-        kafka: KafkaListener) -> None:
-    topic, group = _topic(), f"cks-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+async def _four_partitions(bootstrap: str, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
     for created in admin.create_topics([NewTopic(topic, num_partitions=4)]).values():
         await asyncio.to_thread(created.result, 10)
 
-    def produce(first: int) -> None:
-        producer = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 5})
-        for n in range(first, first + 40):
-            producer.produce(topic, value=str(n).encode(), partition=n % 4)
-        assert producer.flush(20) == 0
+
+def _produce_forty(bootstrap: str, topic: str, first: int) -> None:
+    """Messages `first` to `first + 39`, as their numbers' text, spread over 4 partitions."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for n in range(first, first + 40):
+        producer.produce(topic, value=str(n).encode(), partition=n % 4)
+    assert producer.flush(20) == 0
+
+
+async def test_static_members_keep_their_partitions_across_a_restart_and_are_fenced(
+        kafka: KafkaListener) -> None:
+    topic, group = _topic(), f"cks-{uuid.uuid4().hex[:8]}"
+    await _four_partitions(kafka.bootstrap, topic)
 
     def got(*members: _Member) -> set[bytes]:
         return {v for m in members for v in m.values}
@@ -267,7 +273,7 @@ async def test_static_members_keep_their_partitions_across_a_restart_and_are_fen
     b = _static(kafka.bootstrap, topic, group, "b")
     members = [a, b]
     try:
-        await asyncio.to_thread(produce, 0)
+        await asyncio.to_thread(_produce_forty, kafka.bootstrap, topic, 0)
         await _until(lambda: len(got(a, b)) == 40 and a.assignments[-1:] != [[]]
                      and b.assignments[-1:] != [[]], 30, "both members share the 40 messages")
         assert a.errors == b.errors == []
@@ -282,7 +288,7 @@ async def test_static_members_keep_their_partitions_across_a_restart_and_are_fen
         members.append(restarted)
         await _until(lambda: bool(restarted.assignments), 20, "the restarted member's partitions")
         assert restarted.assignments == [b_partitions]
-        await asyncio.to_thread(produce, 40)
+        await asyncio.to_thread(_produce_forty, kafka.bootstrap, topic, 40)
         await _until(lambda: len(got(a, b, restarted)) == 80, 20, "the 40 messages after it")
         assert a.assignments == settled_a
         assert restarted.errors == [] and a.errors == []
@@ -306,21 +312,13 @@ async def test_cooperative_members_move_only_the_partitions_that_change_hands(
     # partitions from the others without their giving up the rest, in two rounds of
     # JoinGroup and SyncGroup, and a member that leaves hands its own back the same way.
     topic, group = _topic(), f"ckc-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
-    for created in admin.create_topics([NewTopic(topic, num_partitions=4)]).values():
-        await asyncio.to_thread(created.result, 10)
-
-    def produce(first: int) -> None:
-        producer = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 5})
-        for n in range(first, first + 40):
-            producer.produce(topic, value=str(n).encode(), partition=n % 4)
-        assert producer.flush(20) == 0
+    await _four_partitions(kafka.bootstrap, topic)
 
     cooperative = {"partition.assignment.strategy": "cooperative-sticky"}
     a = _Member(kafka.bootstrap, topic, group, **cooperative)
     members = [a]
     try:
-        await asyncio.to_thread(produce, 0)
+        await asyncio.to_thread(_produce_forty, kafka.bootstrap, topic, 0)
         await _until(lambda: len(a.values) == 40 and a.owned == {0, 1, 2, 3}, 30,
                      f"the first member reads all 40: {len(a.values)}, {a.owned}")
         await asyncio.sleep(0.5)  # past an auto-commit of what it read
@@ -332,12 +330,12 @@ async def test_cooperative_members_move_only_the_partitions_that_change_hands(
         assert a.owned | b.owned == {0, 1, 2, 3}
         # Incremental: "a" gave up only what "b" took, never all it had.
         assert [sorted(b.owned)] == [r for r in a.revocations if r], a.revocations
-        await asyncio.to_thread(produce, 40)
+        await asyncio.to_thread(_produce_forty, kafka.bootstrap, topic, 40)
         await _until(lambda: len(a.values) + len(b.values) == 80, 20, "the next 40, once each")
 
         await asyncio.to_thread(b.close)  # leaves the group: its partitions go back to "a"
         await _until(lambda: a.owned == {0, 1, 2, 3}, 30, f"all back with the first: {a.owned}")
-        await asyncio.to_thread(produce, 80)
+        await asyncio.to_thread(_produce_forty, kafka.bootstrap, topic, 80)
         await _until(lambda: len(a.values) + len(b.values) == 120, 20, "the last 40")
         values = a.values + b.values
         assert sorted(values, key=int) == [str(n).encode() for n in range(120)]
