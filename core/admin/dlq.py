@@ -114,9 +114,12 @@ class DeadLetters:
         self._db = db
         self._publish = publish
         self._tenants = tenants  # quotas: a replay elsewhere may create a queue
-        # On Citus a replay holds the placement of the letter's shard before it reads the
-        # letter (core/storage/dead_letters.py); one PostgreSQL has no placement to hold.
-        self._hold = db.shards.distributed
+
+    def _hold(self) -> bool:
+        """Whether a replay holds the placement of the letter's shard before it reads the
+        letter (core/storage/dead_letters.py): on Citus, as the shard map says now; one
+        PostgreSQL has no placement to hold."""
+        return self._db.shards.distributed
 
     async def list_rows(self, where: DlqFilter, *, limit: int, offset: int,
                         tenant: str = "") -> tuple[list[DlqRow], int]:
@@ -143,7 +146,7 @@ class DeadLetters:
         delete that row, atomically; None when the address has no dead letter."""
         async with self._db.transaction() as conn:
             row = await sql.dlq_lock_newest(conn, tenant=tenant, partition_id=partition_id,
-                                            transaction_id=transaction_id, hold=self._hold)
+                                            transaction_id=transaction_id, hold=self._hold())
             if row is None:
                 return None
             replayed, wake = await _replay(conn, dead_letter(row), None, None, tenant)
@@ -159,7 +162,7 @@ class DeadLetters:
             await self._tenants.admit_names(tenant, [(queue, partition)])
         async with self._db.transaction() as conn:
             row = await sql.dlq_lock_by_id(conn, tenant=tenant, dlq_id=dlq_id,
-                                           hold=self._hold)
+                                           hold=self._hold())
             if row is None:
                 return None
             replayed, wake = await _replay(conn, dead_letter(row), queue, partition, tenant)
