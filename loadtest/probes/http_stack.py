@@ -13,9 +13,9 @@ measures their CPU per request with nothing of the broker behind them, for push 
 
 Each variant is `hypercorn --worker-class uvloop --workers 1` in a process of its own. A
 client of raw keep-alive sockets (`--connections` threads, requests built beforehand,
-answers read by their Content-Length) sends `--requests` requests; the figure is the
-server's CPU (psutil over its process tree, read outside the requests) divided by the
-requests: µs per request. A connection carries at most 900 requests (hypercorn closes one
+answers read by their Content-Length; a failed request fails the run) sends `--requests`
+requests; the figure is the server's CPU (psutil over its process tree, read outside the
+requests) divided by the requests: µs per request. A connection carries at most 900 requests (hypercorn closes one
 after 1000), then the client opens another. Same-run ratios: each variant against `asgi`.
 """
 
@@ -24,9 +24,9 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 from loadtest.corpus import build_corpus, payload
 from loadtest.launch import ROOT, free_port
@@ -57,8 +57,8 @@ def send_all(port: int, request: bytes, count: int) -> None:
     """Send `request` `count` times on keep-alive connections, one answer at a time."""
     sent = 0
     while sent < count:
-        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
-            reader = sock.makefile("rb")
+        with (socket.create_connection(("127.0.0.1", port), timeout=30) as sock,
+              sock.makefile("rb") as reader):
             for _ in range(min(PER_CONNECTION, count - sent)):
                 sock.sendall(request)
                 length = 0
@@ -69,6 +69,15 @@ def send_all(port: int, request: bytes, count: int) -> None:
                         length = int(line[15:])
                 reader.read(length)
                 sent += 1
+
+
+def send_concurrently(port: int, request: bytes, per: int, connections: int) -> None:
+    """`send_all` on `connections` threads at once, `per` requests each. A thread's failure
+    is raised here: a figure divided by requests that were never answered would be wrong."""
+    with ThreadPoolExecutor(connections) as pool:
+        sent = [pool.submit(send_all, port, request, per) for _ in range(connections)]
+        for done in sent:
+            done.result()
 
 
 class Served:
@@ -95,13 +104,8 @@ class Served:
         """µs of the server's CPU per request, over `requests` sent on `connections`."""
         send_all(self.port, request, 20)  # warm: imports, first allocations
         per = requests // connections
-        threads = [threading.Thread(target=send_all, args=(self.port, request, per))
-                   for _ in range(connections)]
         before = cpu_seconds(self.proc.pid)
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        send_concurrently(self.port, request, per, connections)
         return (cpu_seconds(self.proc.pid) - before) / (per * connections) * 1e6
 
     def close(self) -> None:

@@ -109,3 +109,35 @@ def test_the_http_stack_probe_measures_each_variant_across_connections(
     assert all(values[0] > 0 for values in result["figures"].values())
     assert {"starlette / asgi, 10 messages", "null / asgi, 1 messages"} <= set(
         result["compared"])
+
+
+def test_the_http_stack_probe_fails_when_a_client_thread_fails() -> None:
+    """A server that closes every connection at once answers nothing: the probe must say
+    so, not divide the CPU it read by requests that were never answered."""
+    import socket
+    import threading
+
+    from loadtest.probes import http_stack
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def close_each() -> None:
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            conn.close()
+
+    closer = threading.Thread(target=close_each, daemon=True)
+    closer.start()
+    try:
+        with pytest.raises(ConnectionError):  # closed, or reset, by the server
+            http_stack.send_concurrently(listener.getsockname()[1],
+                                         http_stack.push_request(1), 3, 2)
+    finally:
+        stop.set()
+        closer.join(5)
+        listener.close()
