@@ -5,7 +5,9 @@ line without a colon, a chunk size that is not hexadecimal, a Content-Length tha
 number, no Host header, a head larger than `h11_max_incomplete_size`) with 400 or 431, an
 empty body and `Connection: close`. The status is right; the client learns nothing of what
 was wrong. `NamingH11Protocol` keeps hypercorn's answer, status and close, and adds the
-broker's error body (`{"error": "..."}`) with h11's own words for the fault.
+broker's error body (`{"error": "..."}`) with h11's own words for the fault. It also
+refuses what h11 accepts but a proxy in front could read otherwise: a request framed by both
+Content-Length and Transfer-Encoding.
 
 `install()` makes hypercorn's connections use it; `broker/worker.py` calls it once, before
 it serves. It relies on two things of hypercorn's HTTP/1.1 protocol class: the h11
@@ -38,12 +40,30 @@ class RememberingConnection(h11.Connection):
 
     def next_event(self) -> Any:
         try:
-            return super().next_event()
+            event = super().next_event()
+            if isinstance(event, h11.Request):
+                refuse_ambiguous_framing(event)
+            return event
         except h11.RemoteProtocolError as exc:
             # h11 quotes the offending bytes as a Python repr (bytearray(b'...')).
             words = _BYTES_REPR.sub(r"'\2'", str(exc)) or type(exc).__name__
             self.refusal = words[:MAX_REASON_CHARS]
             raise
+
+
+def refuse_ambiguous_framing(request: h11.Request) -> None:
+    """Refuse a request that carries both Content-Length and Transfer-Encoding.
+
+    h11 reads such a body as chunked and keeps the connection open. A proxy in front that
+    trusts Content-Length instead would see a different end of the body, and what follows
+    it on the connection as a request of its own (request smuggling). RFC 9112 §6.3 lets a
+    server refuse such a request and requires it to close the connection either way;
+    hypercorn closes after a refusal.
+    """
+    names = {name for name, _ in request.headers}
+    if b"content-length" in names and b"transfer-encoding" in names:
+        raise h11.RemoteProtocolError(
+            "both Content-Length and Transfer-Encoding: send one", error_status_hint=400)
 
 
 def refusal_text(status: int, reason: str | None, max_head_bytes: int) -> str:

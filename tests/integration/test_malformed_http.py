@@ -69,3 +69,25 @@ def test_a_bad_chunk_in_a_push_body_is_refused_naming_it_and_writes_nothing(
         assert popped.status_code == 204, popped.text
         # The broker goes on serving well-formed requests.
         assert http.get("/health").status_code == 200
+
+
+def test_a_push_framed_both_by_length_and_by_chunks_is_refused_and_writes_nothing(
+        broker: BrokerProcess, queue_name: str) -> None:
+    # A proxy that trusts Content-Length would end this body where the server, reading it
+    # as chunked, does not: the bytes after it would be smuggled in as a second request.
+    # The broker refuses the request, closes, and writes neither push.
+    item = json.dumps({"items": [{"queue": queue_name, "payload": {"n": 1}}]}).encode()
+    chunked = f"{len(item):x}\r\n".encode() + item + b"\r\n0\r\n\r\n"
+    smuggled = (_push_head(queue_name, f"Content-Length: {len(item)}\r\n") + item)
+    request = (_push_head(queue_name, f"Content-Length: {len(chunked)}\r\n"
+                                      "Transfer-Encoding: chunked\r\n")
+               + chunked + smuggled)
+    got, headers, body = _answer(broker.port, request)
+    assert got == 400, body
+    assert headers["connection"] == "close"
+    error = json.loads(body)["error"]
+    assert "Content-Length" in error and "Transfer-Encoding" in error, error
+    assert body.count(b"{") == 1, "one answer only: the smuggled request is not served"
+    with httpx.Client(base_url=broker.url, timeout=10) as http:
+        popped = http.get(f"/api/v1/pop/queue/{queue_name}", params={"wait": "false"})
+        assert popped.status_code == 204, popped.text
