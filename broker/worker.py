@@ -47,7 +47,6 @@ from typing import cast
 
 import uvloop
 from hypercorn.asyncio.lifespan import Lifespan
-from hypercorn.asyncio.tcp_server import TCPServer
 from hypercorn.asyncio.worker_context import WorkerContext
 from hypercorn.config import Config
 from hypercorn.typing import AppWrapper, LifespanState
@@ -56,6 +55,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from broker import malformed
 from broker.collector import tune_garbage_collector
+from broker.connection import PromptTCPServer
+from broker.descriptors import raise_open_files_limit
 from broker.one_write import OneWriteWriter
 from broker.tls.peer import WithClientIdentity, client_identity
 from broker.tls.rotation import CertificateRotation
@@ -202,9 +203,9 @@ async def serve(app: AppWrapper, config: Config, sock: socket.socket, stop: asyn
         task.add_done_callback(lambda done: connections.pop(done, None))
         identity = client_identity(writer.get_extra_info("ssl_object"))
         served = app if identity is None else WithClientIdentity(app, identity)
-        # TCPServer uses only the writer's methods OneWriteWriter has (broker/one_write.py).
+        # The server uses only the writer's methods OneWriteWriter has (broker/one_write.py).
         one_write = cast(asyncio.StreamWriter, OneWriteWriter(writer))
-        await TCPServer(served, loop, config, context, state, reader, one_write)
+        await PromptTCPServer(served, loop, config, context, state, reader, one_write)
 
     tls = rotation.context if rotation is not None else None
     server = await asyncio.start_server(
@@ -261,6 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     settings = from_env_or_exit("queen-broker worker")
     configure_logging(settings.log_level)
+    raise_open_files_limit()  # each connection is a descriptor
     try:
         return uvloop.run(run(settings, args.fd))
     except SettingsError as exc:  # the TLS files changed for the worse since the check

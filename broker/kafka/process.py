@@ -26,6 +26,7 @@ import uvloop
 
 from broker.auth.gate import Gate
 from broker.collector import tune_garbage_collector
+from broker.descriptors import raise_open_files_limit
 from broker.kafka.cluster import CLUSTER
 from broker.kafka.groups import COORDINATOR
 from broker.kafka.server import Listener
@@ -127,6 +128,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     settings = from_env_or_exit("queen-kafka")
     configure_logging(settings.log_level)
+    raise_open_files_limit()  # each Kafka connection is a descriptor
     port = args.port if args.port is not None else settings.kafka_port
     if port is None:
         print("queen-kafka: set QUEEN_KAFKA_PORT or --port", file=sys.stderr)
