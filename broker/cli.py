@@ -113,7 +113,7 @@ def postgres(print_dsn: bool, **options: Any) -> None:
     """Run the embedded PostgreSQL in the foreground (for a Procfile)."""
     from core.embedded import EmbeddedPostgres
 
-    embedded = EmbeddedPostgres(_settings(options).data_dir)
+    embedded = EmbeddedPostgres.for_broker(_settings(options))
     if print_dsn:
         click.echo(embedded.dsn)
         return

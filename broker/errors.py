@@ -84,7 +84,10 @@ def error_response(exc: QueenError) -> Response:
     # A JWKS outage is logged once per failed fetch (broker.auth.jwks), not per request.
     if (status >= 500 or isinstance(exc, StorageError)) and not isinstance(
             exc, KeysUnavailable):
-        log.warning("%s: %s", type(exc).__name__, exc.message)
+        # The driver's own words say why (connection refused, "too many clients already",
+        # a timeout): the answer keeps them from the client, the log keeps them.
+        cause = f" ({exc.__cause__})" if exc.__cause__ is not None else ""
+        log.warning("%s: %s%s", type(exc).__name__, exc.message, cause)
     if isinstance(exc, Limited):  # a tenant's quota: Queen's proxy's shape
         return json_response({"error": exc.message, "code": exc.code}, status,
                              headers=headers)

@@ -246,7 +246,7 @@ def worker_command(fd: int) -> list[str]:
 def web_command(settings: Settings) -> list[str]:
     """`queen-broker web` for this interpreter: the socket and the web workers, supervised."""
     return [sys.executable, "-m", "broker.cli", "web", "--host", settings.host,
-            "--port", str(settings.port), "--workers", str(worker_count(settings))]
+            "--port", str(settings.port), "--workers", str(settings.web_workers)]
 
 
 def reaper_command() -> list[str]:
@@ -256,10 +256,6 @@ def reaper_command() -> list[str]:
 def kafka_command() -> list[str]:
     """The Kafka listener (broker/kafka), when QUEEN_KAFKA_PORT is set."""
     return [sys.executable, "-m", "broker.kafka"]
-
-
-def worker_count(settings: Settings) -> int:
-    return settings.workers or os.cpu_count() or 1
 
 
 def serve(settings: Settings, *, with_reaper: bool = True, web_only: bool = False) -> int:
@@ -279,7 +275,7 @@ def serve(settings: Settings, *, with_reaper: bool = True, web_only: bool = Fals
     try:
         check_tracing(settings)  # a missing `otel` extra stops us here, said once
         if settings.database_url is None and not web_only:
-            embedded = EmbeddedPostgres(settings.data_dir)
+            embedded = EmbeddedPostgres.for_broker(settings)
             log.info("starting embedded PostgreSQL in %s", embedded.pgdata)
             postgres = Child("postgres", embedded.spawn, DATABASE, signal.SIGINT,
                              stop_timeout=30, ready=embedded.is_ready)
@@ -296,7 +292,7 @@ def serve(settings: Settings, *, with_reaper: bool = True, web_only: bool = Fals
         listener = bind_listener(settings)
         fd = listener.fileno()
         stop_timeout = drain_seconds(settings) + 10
-        for n in range(1, worker_count(settings) + 1):
+        for n in range(1, settings.web_workers + 1):
             supervisor.children.append(Child(
                 f"web worker {n}", _spawner(worker_command(fd), env, pass_fds=(fd,),
                                             ignore_hangup=reloads), WEB,
@@ -314,7 +310,7 @@ def serve(settings: Settings, *, with_reaper: bool = True, web_only: bool = Fals
                 child.start(now)
         host, port = listener.getsockname()[:2]
         log.info("queen broker serving on %s://%s:%d (%d web workers)", settings.scheme, host,
-                 port, worker_count(settings))
+                 port, settings.web_workers)
         if settings.tls.enabled:
             log.info("TLS certificate: %s", describe(settings.tls.cert_file))
         for warning in exposure_warnings(settings.auth, host):

@@ -45,8 +45,28 @@ DEFAULT_SERVER_SETTINGS = {
 _MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux, leave room
 
 
+# Connections a broker opens besides its web workers' pools (the reaper's, the Kafka
+# listener's, the CLI's), and room for psql or a second broker sharing the database.
+CONNECTION_HEADROOM = 50
+
+
+def max_connections_for(settings: Settings) -> int:
+    """What the embedded server must admit so that no web worker's pool is refused a
+    connection under load (PostgreSQL's "too many clients", answered as a 503 though the
+    database is up): every worker's DB_POOL_SIZE and the headroom, and never fewer than
+    the default. 300 fits 12 workers; a 32-core machine's 32 workers need 690."""
+    needed = settings.web_workers * settings.db_pool_size + CONNECTION_HEADROOM
+    return max(int(DEFAULT_SERVER_SETTINGS["max_connections"]), needed)
+
+
 class EmbeddedPostgres:
     """One PostgreSQL cluster kept under `<data_dir>/pg`, reached through a Unix socket."""
+
+    @classmethod
+    def for_broker(cls, settings: Settings) -> EmbeddedPostgres:
+        """The data directory's cluster, sized for the broker `settings` describe."""
+        return cls(settings.data_dir,
+                   settings={"max_connections": str(max_connections_for(settings))})
 
     def __init__(self, data_dir: Path, *, settings: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir.expanduser().resolve()

@@ -17,7 +17,7 @@ import sys
 from core.embedded import EmbeddedPostgres, running_postmaster, stop_process
 from core.engine.key_check import verify_encryption_key
 from core.settings import Settings
-from core.storage.database import migrate
+from core.storage.database import admitted_connections, migrate
 
 log = logging.getLogger("queen.migrate")
 # An external server gets this long to answer (it may be starting next to us, under a
@@ -30,7 +30,7 @@ def run(settings: Settings) -> int:
     if settings.database_url is not None:
         return _migrate(settings, settings.database_url, EXTERNAL_WAIT_SECONDS,
                         hint="check DATABASE_URL / PG_* and that the server is up")
-    embedded = EmbeddedPostgres(settings.data_dir)
+    embedded = EmbeddedPostgres.for_broker(settings)
     proc: subprocess.Popen[bytes] | None = None
     try:
         if not embedded.is_ready():
@@ -58,10 +58,27 @@ def run(settings: Settings) -> int:
 
 
 async def prepare_database(settings: Settings, dsn: str) -> None:
-    """`serve`'s start-up step before its workers: apply the schema, then check
-    QUEEN_ENCRYPTION_KEY against the database (core/engine/key_check.py)."""
+    """`serve`'s start-up step before its workers: apply the schema, check
+    QUEEN_ENCRYPTION_KEY against the database (core/engine/key_check.py), and warn when the
+    workers' pools can ask for more connections than the server admits."""
     await migrate(settings, dsn)
     await verify_encryption_key(settings, dsn)
+    if (warning := pool_warning(settings, await admitted_connections(settings, dsn))):
+        log.warning("%s", warning)
+
+
+def pool_warning(settings: Settings, admitted: int) -> str | None:
+    """What to say when the web workers' pools together exceed what the server admits:
+    under load the server refuses the extra connections ("too many clients") and requests
+    answer 503 although the database is up. None when they fit."""
+    wanted = settings.web_workers * settings.db_pool_size
+    if wanted <= admitted:
+        return None
+    return (f"the {settings.web_workers} web workers may open {wanted} database connections "
+            f"(WORKERS x DB_POOL_SIZE {settings.db_pool_size}), more than the {admitted} the "
+            f"database admits (max_connections less its reserved slots), and other brokers "
+            f"and processes need some too: under load, requests will answer 503. Lower "
+            f"DB_POOL_SIZE or WORKERS, or raise max_connections")
 
 
 def _migrate(settings: Settings, dsn: str, wait_seconds: float, *, hint: str) -> int:

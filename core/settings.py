@@ -312,6 +312,11 @@ class Settings:
         return self.database_url is None
 
     @property
+    def web_workers(self) -> int:
+        """Web worker processes: WORKERS, or one per CPU."""
+        return self.workers or os.cpu_count() or 1
+
+    @property
     def scheme(self) -> str:
         """How clients reach the HTTP listener: `https` with TLS on."""
         return "https" if self.tls.enabled else "http"

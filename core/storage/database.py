@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 _PING = Statement[None]("ping")
 _ROLLBACK = Statement[None]("rollback")
+_ADMITTED = Statement[None]("admitted_connections")
 
 
 # On a Citus node (core/storage/cluster.py), every connection of the broker:
@@ -279,6 +280,15 @@ async def connect_with_retry(dsn: str, settings: Settings, wait_seconds: float, 
             log.info("database not ready (%s); retrying", type(exc).__name__)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+
+async def admitted_connections(settings: Settings, dsn: str) -> int:
+    """How many connections the server at `dsn` admits to roles that are not superusers."""
+    conn = await connect_with_retry(dsn, settings, 30.0)
+    try:
+        return int(await _ADMITTED.value(conn))
+    finally:
+        await conn.close()
 
 
 async def migrate(settings: Settings, dsn: str, *, wait_seconds: float = 30.0

@@ -66,3 +66,10 @@ SELECT pg_notify(:channel, p) FROM unnest(:payloads::text[]) AS p;
 -- One notification per (channel, payload), in the order given (core/engine/listener.py
 -- sends a round's claims before its wake-ups).
 SELECT pg_notify(c, p) FROM unnest(:channels::text[], :payloads::text[]) AS n(c, p);
+
+-- name: admitted_connections
+-- How many connections the server admits to roles that are not superusers: max_connections
+-- less the slots it reserves (reserved_connections exists from PostgreSQL 16).
+SELECT current_setting('max_connections')::int
+       - current_setting('superuser_reserved_connections')::int
+       - coalesce(current_setting('reserved_connections', true)::int, 0);

@@ -3,13 +3,15 @@ data directory (it starts the embedded PostgreSQL it needs, or fails in one line
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 from pathlib import Path
 
+import asyncpg
 import psutil
 
-from core.embedded import EmbeddedPostgres
+from core.embedded import CONNECTION_HEADROOM, EmbeddedPostgres
 from tests.served import Served
 from tests.support import PYTHON, ROOT, server_data_dir
 from tests.tokens import AUTH_ENV
@@ -86,3 +88,35 @@ def test_migrate_that_cannot_start_the_database_says_what_to_run(tmp_path: Path)
     assert "could not be started" in done.stderr
     assert "queen-broker postgres --data-dir" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def _number(dsn: str, query: str) -> int:
+    async def read() -> int:
+        conn = await asyncpg.connect(dsn)
+        try:
+            return int(await conn.fetchval(query))
+        finally:
+            await conn.close()
+    return asyncio.run(read())
+
+
+def test_serve_sizes_the_embedded_database_for_its_workers_pools(tmp_path: Path) -> None:
+    # 2 workers x 200 connections: more than the embedded server's default of 300, which
+    # refused the pools' extra connections under load ("too many clients": 503s).
+    with server_data_dir("queen-sized-") as data, Served(
+            tmp_path / "serve.log", workers=2,
+            env={**_embedded_env(), "QUEEN_DATA_DIR": str(data), "DB_POOL_SIZE": "200"}):
+        assert (_number(EmbeddedPostgres(data).dsn, "SHOW max_connections")
+                == 2 * 200 + CONNECTION_HEADROOM)
+
+
+def test_serve_warns_when_the_pools_exceed_what_the_database_admits(
+        database_url: str, tmp_path: Path) -> None:
+    with Served(tmp_path / "serve.log", workers=1,
+                env={"DATABASE_URL": database_url, "DB_POOL_SIZE": "1000"}) as served:
+        log = served.log()
+    admitted = _number(database_url, "SELECT current_setting('max_connections')::int"
+                       " - current_setting('superuser_reserved_connections')::int"
+                       " - current_setting('reserved_connections')::int")
+    assert (f"may open 1000 database connections (WORKERS x DB_POOL_SIZE 1000), more than the "
+            f"{admitted} the database admits") in log

@@ -35,3 +35,16 @@ def test_statement_timeout_is_a_storage_error_not_an_outage() -> None:
 def test_our_own_bugs_pass_through_storage_errors_untouched() -> None:
     with pytest.raises(KeyError), storage_errors():
         raise KeyError("bug")
+
+
+def test_the_log_of_a_503_names_what_the_database_said(
+        caplog: pytest.LogCaptureFixture) -> None:
+    from broker.errors import error_response
+
+    with pytest.raises(StorageUnavailable) as info, storage_errors():
+        raise asyncpg.TooManyConnectionsError("sorry, too many clients already")
+    with caplog.at_level("WARNING", logger="broker.errors"):
+        answer = error_response(info.value)
+    assert answer.status_code == 503
+    assert b"too many clients" not in answer.body  # the client's text stays the same
+    assert "(sorry, too many clients already)" in caplog.text
