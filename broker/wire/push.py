@@ -10,7 +10,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from broker.wire.bulk_checks import each_distinct, transaction_ids_pass
-from broker.wire.decoding import decode_body
+from broker.wire.decoding import decode_body, may_hold_a_long_integer
 from broker.wire.types import (
     Name,
     NameOrEmpty,
@@ -101,6 +101,8 @@ def decode_json_push(raw: bytes) -> Sequence[PushItemIn | PlainPushItem]:
 
 
 def _plain_items(raw: bytes) -> list[PlainPushItem] | None:
+    if may_hold_a_long_integer(raw):
+        return None  # decode_body tells a long integer from a string of digits
     if not raw.isascii():
         try:
             raw.decode("utf-8")  # as decode_body checks it (payloads are kept raw)

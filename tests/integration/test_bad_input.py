@@ -105,6 +105,33 @@ async def test_malformed_json_push_answers_400_bad_body(
     await _assert_error(r, 400, fragment)
 
 
+async def test_an_integer_longer_than_python_decodes_is_refused_and_nothing_written(
+        http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
+    """Python's json.loads (the official client's pops) refuses an integer of more than 4300
+    digits, and with it the whole answer: stored, it would stop every pop of its partition
+    for such a consumer. Refused at the push, the push's other items with it."""
+    body = (b'{"items": [{"queue": "%s", "payload": {"n": 1}}, {"queue": "%s", "payload": '
+            b'{"n": %s}}]}' % (queue_name.encode(), queue_name.encode(), b"7" * 4301))
+    r = await http.post("/api/v1/push", content=body,
+                        headers={"content-type": "application/json"})
+    await _assert_error(r, 400, "an integer of more than 4300 digits")
+    await _assert_nothing_written(db, queue_name)
+
+
+async def test_integers_python_decodes_and_strings_of_digits_are_stored(
+        http: httpx.AsyncClient, queue_name: str) -> None:
+    longest, digits = "9" * 4300, "5" * 9000  # a number at the limit; a string, no number
+    body = (b'{"items": [{"queue": "%s", "payload": {"n": %s, "s": "%s"}}]}'
+            % (queue_name.encode(), longest.encode(), digits.encode()))
+    r = await http.post("/api/v1/push", content=body,
+                        headers={"content-type": "application/json"})
+    assert r.status_code == 201, r.text
+    popped = await http.get(f"/api/v1/pop/queue/{queue_name}", params={"wait": "false"})
+    assert popped.status_code == 200, popped.text
+    data = json.loads(popped.content)["messages"][0]["data"]
+    assert data == {"n": int(longest), "s": digits}
+
+
 async def test_a_compressed_body_answers_415_naming_its_encoding_and_the_connection_goes_on(
         http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
     """A gzip body used to be read as JSON and refused for its bytes ("invalid UTF-8 at byte
