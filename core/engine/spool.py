@@ -71,6 +71,7 @@ from core.engine.spool_format import (
     write_field,
 )
 from core.errors import QueenError, ServiceError, StorageUnavailable
+from core.logs import RepeatedFailure
 from core.waiting import wait_event
 
 log = logging.getLogger(__name__)
@@ -325,6 +326,14 @@ class Spool:
         self.database_down = False
         self.failed = 0  # records this worker refused because the spool could not take them
         self.last_waiting = 0  # records waiting, as last counted (for the metrics)
+        # What fails here fails again 10 times a second (the drain loop) or at every push
+        # until an operator acts (EMFILE, a full disk, permissions): logged when it starts,
+        # about once a minute while it lasts, and when it clears. One each, so that one
+        # path working again does not restart another's series.
+        self._unreadable = RepeatedFailure(log)  # `busy`
+        self._uncounted = RepeatedFailure(log)  # `waiting`
+        self._undrained = RepeatedFailure(log)  # the drain loop
+        self._unwritable = RepeatedFailure(log)  # refused appends
 
     # --- the push path -----------------------------------------------------------------------
 
@@ -334,14 +343,17 @@ class Spool:
         worker is never overtaken by a later push written directly.) A spool directory
         that cannot be read counts as empty: pushes go to the database, which answers."""
         try:
-            return self._busy()
+            busy = self._busy()
         except OSError as exc:
-            log.warning("push spool directory unreadable (%s)", exc)
+            self._unreadable.failed(logging.WARNING, "push spool directory unreadable (%s); "
+                                    "pushes go to the database", exc)
             if self._probe is not None:
                 with contextlib.suppress(OSError):
                     os.close(self._probe[1])
                 self._probe = None
             return False
+        self._unreadable.cleared("push spool directory readable again")
+        return busy
 
     def _busy(self) -> bool:
         if self._probe is not None:
@@ -394,6 +406,7 @@ class Spool:
             except (OSError, SpoolUnavailable) as exc:
                 self._refuse(group, exc)
                 continue
+            self._unwritable.cleared("push spool takes pushes again")
             for append in group:
                 if not append.future.done():
                     append.future.set_result(None)
@@ -407,7 +420,8 @@ class Spool:
             error = SpoolUnavailable(f"the push spool cannot be written: {reason}")
         count = sum(a.count for a in group)
         self.failed += count
-        log.warning("push spool refused %d records: %s", count, error.message)
+        self._unwritable.failed(logging.WARNING, "push spool refused %d records: %s", count,
+                                error.message)
         for append in group:
             if not append.future.done():
                 append.future.set_exception(error)
@@ -446,9 +460,12 @@ class Spool:
             except StorageUnavailable:
                 self.database_down = True
             except QueenError as exc:
-                log.warning("push spool drain failed (%s); retrying", exc.message)
+                self._undrained.failed(logging.WARNING, "push spool drain failed (%s); "
+                                       "retrying", exc.message)
             except OSError as exc:
-                log.error("push spool drain failed: %s", exc)
+                self._undrained.failed(logging.ERROR, "push spool drain failed: %s", exc)
+            else:
+                self._undrained.cleared("push spool drain works again")
 
     def _unsettled(self) -> bool:
         """Anything for the drainer besides confirmed records: older files to delete, or
@@ -491,8 +508,11 @@ class Spool:
         try:
             self.last_waiting = await asyncio.to_thread(self.files.waiting_records)
         except OSError as exc:
-            log.warning("push spool directory unreadable (%s)", exc)
+            self._uncounted.failed(logging.WARNING, "push spool directory unreadable (%s); "
+                                   "its records are not counted", exc)
             self.last_waiting = 0
+        else:
+            self._uncounted.cleared("push spool directory counted again")
         return self.last_waiting
 
     async def close(self) -> None:

@@ -5,11 +5,14 @@ when the client goes away.
 from __future__ import annotations
 
 import asyncio
+import json
+import resource
 import statistics
 import time
 import uuid
 
 import asyncpg
+import h11
 import httpx
 
 from tests.support import BrokerProcess, configure, cursor_row, pop_json, push_items
@@ -177,3 +180,59 @@ async def test_parked_pop_of_the_group_is_woken_when_a_failed_ack_releases_the_s
         assert r.status_code == 200
         assert r.json()["messages"][0]["data"] == "work"
         assert time.monotonic() - released < 0.4
+
+
+async def _raw_get(port: int, target: str) -> tuple[int, bytes, float]:
+    """One GET on its own connection, without a client library's pool: answers the status,
+    the body and the seconds from sending the request to the end of the answer."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    conn = h11.Connection(h11.CLIENT)
+    writer.write(conn.send(h11.Request(method="GET", target=target, headers=[("Host", "q")])))
+    sent = time.monotonic()
+    status, body = 0, b""
+    try:
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                conn.receive_data(await reader.read(65536))
+            elif isinstance(event, h11.Response):
+                status = event.status_code
+            elif isinstance(event, h11.Data):
+                body += event.data
+            elif isinstance(event, (h11.EndOfMessage, h11.ConnectionClosed)):
+                return status, body, time.monotonic() - sent
+    finally:
+        writer.close()
+
+
+async def test_500_parked_polls_get_every_push_once_and_the_rest_answer_at_their_timeout(
+        broker: BrokerProcess, queue_name: str) -> None:
+    """500 long polls parked on their own connections (both workers), then 200 pushes of one
+    message each to 200 partitions: every message reaches exactly one poll, the 300 others
+    answer 204 at their timeout (not before, and not held long after), nothing else. The same
+    held at 2,000 polls and 1,000 pushes (figures in the commit that added this test)."""
+    polls, pushes, timeout_ms = 500, 200, 4000
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 4 * polls:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4 * polls), hard))
+    target = f"/api/v1/pop/queue/{queue_name}?wait=true&timeout={timeout_ms}&batch=1"
+    async with asyncio.timeout(timeout_ms / 1000 + 30):
+        parked = [asyncio.create_task(_raw_get(broker.port, target)) for _ in range(polls)]
+        await asyncio.sleep(1.0)  # connected and parked
+        sent = [f"m{i}" for i in range(pushes)]
+        limits = httpx.Limits(max_connections=20)
+        async with httpx.AsyncClient(base_url=broker.url, timeout=30, limits=limits) as http:
+            async def push(i: int) -> None:
+                r = await http.post("/api/v1/push", json={"items": [
+                    {"queue": queue_name, "partition": f"p{i}", "payload": {"i": i},
+                     "transactionId": sent[i]}]})
+                assert r.status_code == 201 and r.json()[0]["status"] == "queued", r.text
+            await asyncio.gather(*(push(i) for i in range(pushes)))
+        answers = await asyncio.gather(*parked)
+    delivered = [m["transactionId"] for status, body, _ in answers if status == 200
+                 for m in json.loads(body)["messages"]]
+    assert sorted(delivered) == sorted(sent)  # none lost, none twice
+    waited = [seconds for status, _, seconds in answers if status == 204]
+    assert len(waited) == polls - pushes, sorted({status for status, _, _ in answers})
+    # The broker's clock starts when it reads the request, a little after it was sent.
+    assert timeout_ms / 1000 - 0.1 <= min(waited) and max(waited) <= timeout_ms / 1000 + 3

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import logging
 import os
 import uuid
 from pathlib import Path
@@ -24,6 +25,7 @@ from core.engine.spool_format import (
     read_header,
     scan,
 )
+from core.logs import RepeatedFailure
 
 
 def _record(n: int, size: int = 10) -> SpoolRecord:
@@ -202,3 +204,63 @@ def test_with_an_encryption_key_no_payload_is_spooled_in_plain_text(tmp_path: Pa
     finally:
         encryption.install(None)
     assert secret in encode_record(record)  # without a key the spool keeps the JSON as sent
+
+
+async def test_an_unusable_spool_directory_is_logged_when_it_starts_and_when_it_clears(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # A file where the spool directory should be: every look at it fails (as it does with
+    # EMFILE, or a directory it may not read). The drain loop looks every 10 ms here and the
+    # push path at every push: that was two log lines per loop turn and one per push.
+    spool = _spool(tmp_path)
+    spool.settings.directory.write_bytes(b"")
+    caplog.set_level(logging.INFO, logger="core.engine.spool")
+
+    async def healthy() -> bool:
+        return True
+
+    async def replay(batch: list[SpoolRecord]) -> None:
+        raise AssertionError("nothing to replay")
+
+    async def run_for(seconds: float) -> None:
+        loop = asyncio.create_task(spool.run_forever(replay, paused=lambda: False,
+                                                     healthy=healthy))
+        for _ in range(int(seconds / 0.002)):
+            assert not spool.busy()  # unreadable counts as empty: pushes go to the database
+            await asyncio.sleep(0.002)
+        spool.stop()
+        await loop
+        spool._stopping.clear()
+
+    await run_for(1.0)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 3, lines  # busy, the drain loop, the count: once each
+    assert any("unreadable" in line and "pushes go to the database" in line
+               for line in lines), lines
+    assert any("drain failed" in line for line in lines), lines
+    caplog.clear()
+
+    spool.settings.directory.unlink()
+    await run_for(0.3)  # usable again: one line each that it cleared, then quiet
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 3 and all("again" in line for line in lines), lines
+    await spool.close()
+
+
+def test_a_repeated_failure_is_logged_again_once_a_minute_with_its_count(
+        caplog: pytest.LogCaptureFixture) -> None:
+    now = [0.0]
+    failure = RepeatedFailure(logging.getLogger("t"), clock=lambda: now[0])
+    caplog.set_level(logging.INFO, logger="t")
+    for n in range(1201):  # 2 minutes, every 100 ms
+        now[0] = n / 10
+        failure.failed(logging.ERROR, "drain failed: %s", "EMFILE")
+    failure.cleared("drain works")
+    failure.cleared("drain works")
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
+        (logging.ERROR, "drain failed: EMFILE"),
+        (logging.ERROR, "drain failed: EMFILE (600 times in the last 60 s)"),
+        (logging.ERROR, "drain failed: EMFILE (600 times in the last 60 s)"),
+        (logging.INFO, "drain works (after failing 1201 times)")]
+    caplog.clear()
+    failure.failed(logging.ERROR, "drain failed: %s", "EACCES")  # a new series
+    assert [r.getMessage() for r in caplog.records] == ["drain failed: EACCES"]
