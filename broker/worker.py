@@ -53,7 +53,7 @@ from hypercorn.typing import AppWrapper, LifespanState
 from hypercorn.utils import wrap_app
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from broker import malformed
+from broker import malformed, stalled_h2
 from broker.collector import tune_garbage_collector
 from broker.connection import PromptTCPServer
 from broker.descriptors import raise_open_files_limit
@@ -192,6 +192,7 @@ async def serve(app: AppWrapper, config: Config, sock: socket.socket, stop: asyn
         raise error  # the app could not start (e.g. no database in time): exit, be restarted
     tune_garbage_collector()
     malformed.install()  # refusals of malformed HTTP/1.1 requests say what was wrong
+    stalled_h2.install()  # an HTTP/2 answer the client never lets through is reset
 
     context = WorkerContext(None)
     connections: dict[asyncio.Task[None], float] = {}  # each open connection: its accept time
