@@ -97,6 +97,12 @@ def decode_values(raw: bytes, code: str, reason: str,
         raise Refused(code, reason, "the body is not a JSON document") from None
 
 
+def _refuse_long_integers(doc: bytes, error: type[Exception], prefix: str) -> None:
+    """Raise `error(prefix + why)` when `doc` holds an integer too long to store."""
+    if (refusal := long_integer_refusal(doc)) is not None:
+        raise error(prefix + refusal)
+
+
 def check_document(data: bytes) -> None:
     """One JSON document in UTF-8, as a payload must be (the rule `decode_body` applies to
     payloads inside a JSON body); raises ValueError with the reason."""
@@ -111,8 +117,7 @@ def check_document(data: bytes) -> None:
         raise ValueError(f"is not valid JSON: {_malformed(exc, data)}") from None
     except RecursionError:
         raise ValueError("is JSON nested too deeply") from None
-    if (refusal := long_integer_refusal(data)) is not None:
-        raise ValueError(f"holds {refusal}")
+    _refuse_long_integers(data, ValueError, "holds ")
 
 
 def decode_body(body: bytes, kind: type[T]) -> T:
@@ -135,9 +140,7 @@ def decode_body(body: bytes, kind: type[T]) -> T:
     except RecursionError:
         # msgspec walks nested arrays/objects recursively, even inside a Raw payload.
         raise BadRequest("bad body: JSON is nested too deeply") from None
-    # A payload is kept raw, so msgspec skipped its numbers.
-    if (refusal := long_integer_refusal(body)) is not None:
-        raise BadRequest(f"bad body: {refusal}")
+    _refuse_long_integers(body, BadRequest, "bad body: ")  # a raw payload's numbers
     return value
 
 
