@@ -87,3 +87,18 @@ def test_a_worker_raises_its_open_files_limit_to_the_hard_limit(database_url: st
         assert got_soft == (hard if hard != resource.RLIM_INFINITY else 1 << 20)
     finally:
         broker.stop()
+
+
+def test_a_request_whose_client_half_closes_is_answered_then_the_connection_closes(
+        broker: BrokerProcess) -> None:
+    # A client that shuts its sending side after its requests (two, pipelined) gets both
+    # answers, then the close, not the keep-alive timeout's 75 s of an open connection.
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=20) as sock:
+        sock.sendall(REQUEST + REQUEST)
+        sock.shutdown(socket.SHUT_WR)
+        started, received = time.monotonic(), b""
+        while chunk := sock.recv(65536):
+            received += chunk
+        closed_after = time.monotonic() - started
+    assert received.count(b"HTTP/1.1 200") == 2, received
+    assert closed_after < 5, f"closed after {closed_after:.1f} s"
