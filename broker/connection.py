@@ -10,13 +10,13 @@ file descriptor: at a few hundred such connections a second a worker runs out of
 descriptors, refuses every new connection, and cannot open a database connection or a spool
 file either.
 
-`PromptTCPServer` stops the idle timer once nothing more can be read. A request still
-running (a client may half-close after sending it) is answered; hypercorn then closes the
-connection, since h11 knows the client's side is closed.
+`PromptTCPServer` stops the idle timer once nothing more can be read, and keeps it stopped
+after that: hypercorn starts it again after each answer. A request still running (a client
+may half-close its side right after sending it) is answered, then the connection closes.
+Measured before: a client that half-closed after its request waited the whole timeout.
 
-It also keeps the timer stopped after that. A client that resets the connection while its
-answer is being written (it closes without reading a large answer) ends the read loop with
-an error h11 never hears of; the answer's last write then completes h11's exchange, and
+A client that resets the connection while its answer is being written (it closes without
+reading a large answer) ends the read loop with an error h11 never hears of; the answer's last write then completes h11's exchange, and
 hypercorn, taking the connection for a reusable one, started the idle timer again after the
 read loop had stopped it. The connection, its request and (through the reset's traceback,
 which kept hypercorn's write frame and its data) the whole answer stayed for
