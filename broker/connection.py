@@ -25,10 +25,11 @@ clients of a 5 MB answer a round left 20 to 40 MB more in the workers every roun
 
 Writes: hypercorn waits for each write to drain for as long as the client keeps the socket
 open, and the keep-alive timer does not run while a request is active; an answer the client
-never reads held its request, its answer and the connection without bound. A write that
-cannot drain for KEEP_ALIVE_TIMEOUT_SECONDS (the time the broker lets a connection sit
-without progress, as for HTTP/2 in broker/stalled_h2.py) aborts the connection: the request
-sees the client gone and everything is freed.
+never reads held its request, its answer and the connection without bound. A write whose
+bytes make no progress towards the client for KEEP_ALIVE_TIMEOUT_SECONDS (the time the
+broker lets a connection sit without progress, as for HTTP/2 in broker/stalled_h2.py)
+aborts the connection: the request sees the client gone and everything is freed. A client
+that reads slowly is waited for as long as it reads.
 """
 
 from __future__ import annotations
@@ -72,18 +73,24 @@ class PromptTCPServer(TCPServer):
         # passed through, with their locals.
         transport = self.writer.transport
         try:
-            if transport.get_write_buffer_size() == 0:
-                # Nothing waits to be sent, so this cannot block (it raises if the
-                # connection is lost): no timer for the common, small answer.
-                await self.writer.drain()
-            else:
-                await within(float(self.config.keep_alive_timeout), self.writer.drain())
-        except TimeoutError:
-            transport.abort()  # the client has not read for that long: give the answer up
+            while True:
+                pending = transport.get_write_buffer_size()
+                if pending == 0:
+                    # Nothing waits to be sent, so this cannot block (it raises if the
+                    # connection is lost): no timer for the common, small answer.
+                    await self.writer.drain()
+                    return
+                try:
+                    await within(float(self.config.keep_alive_timeout), self.writer.drain())
+                    return
+                except TimeoutError:
+                    # A slow client that reads is waited for (a large answer over a slow
+                    # link); one that read nothing for that long is given up.
+                    if transport.get_write_buffer_size() >= pending:
+                        transport.abort()
+                        break
         except (ConnectionError, RuntimeError):
             pass
-        else:
-            return
         await self.protocol.handle(Closed())
 
     async def _read_data(self) -> None:

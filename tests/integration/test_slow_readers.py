@@ -124,3 +124,40 @@ def test_an_answer_never_read_is_given_up_after_the_keep_alive_timeout(
             pass
     assert received < length, "the whole answer was kept and sent"
     assert httpx.get(stall_broker.url + "/health", timeout=5).status_code == 200
+
+
+
+
+def test_a_client_that_reads_slowly_gets_its_whole_answer(
+        stall_broker: BrokerProcess, queue_name: str) -> None:
+    # About 15 MB read at about 3 MB/s: what the kernel's buffers cannot hold (several MB
+    # on loopback) takes longer than the broker's stall bound to leave, but it keeps
+    # moving, so the broker keeps sending.
+    with httpx.Client(base_url=stall_broker.url, timeout=60) as http:
+        for start in range(0, BATCH, 100):
+            assert http.post("/api/v1/push", json={"items": [
+                {"queue": queue_name, "payload": {"blob": "y" * 30_000},
+                 "transactionId": f"s-{i}"} for i in range(start, start + 100)]}
+            ).status_code == 201
+    with socket.create_connection(("127.0.0.1", stall_broker.port), timeout=10) as sock:
+        sock.sendall(f"GET /api/v1/pop/queue/{queue_name}?batch={BATCH}&leaseSeconds=30 "
+                     "HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        started, data, length = time.monotonic(), b"", None
+        while length is None or len(data) < length:
+            time.sleep(0.1)
+            try:
+                chunk = sock.recv(300_000)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            data += chunk
+            head, sep, _ = data.partition(b"\r\n\r\n")
+            if sep and length is None:
+                length = len(head) + 4 + next(
+                    int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:"))
+        took = time.monotonic() - started
+    assert length is not None and len(data) == length, \
+        f"{len(data)} of {length} bytes after {took:.1f} s"
+    assert took > STALL_SECONDS, f"read in {took:.1f} s: not slower than the bound"
