@@ -287,6 +287,17 @@ class Settings:
         "queen", "QUEEN_KAFKA_CLUSTER",
         "The name of the Kafka cluster the listener belongs to (its hosts elect one group "
         "coordinator).", check=lambda name, value: value.strip() or "queen")
+    # A Fetch's answer is built whole in memory (a few times its size while it is read and
+    # encoded), so what a client may ask is capped here, as Kafka's broker caps it.
+    kafka_fetch_max_bytes: int = KAFKA.setting(
+        55 * 1024 * 1024, "QUEEN_KAFKA_FETCH_MAX_BYTES",
+        "Most record bytes one Fetch answers, whatever the client asks (Kafka's "
+        "`fetch.max.bytes`); a first record larger than that is still answered alone.",
+        low=1024, high=2**31 - 1)
+    kafka_idle_seconds: int = KAFKA.setting(
+        600, "QUEEN_KAFKA_IDLE_SECONDS",
+        "Seconds a Kafka connection may make no progress (no request sent, or an answer not "
+        "read) before it is closed (Kafka's `connections.max.idle.ms`).", low=1, high=86_400)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:

@@ -52,8 +52,13 @@ async def fetch(session: Session, request: Request) -> dict[str, Any]:
             slots.append((t.topic, p.partition, len(entries)))
             entries.append(reads.FetchEntry(t.topic, str(p.partition), p.fetch_offset,
                                            max(0, p.partition_max_bytes), session.tenant))
+    # Whatever the client asks (0 or less: no limit of its own), one answer is capped as
+    # Kafka's fetch.max.bytes caps it: the answer is built whole in memory. The first record
+    # found comes back even when larger (core/kafka/stored.py), so a consumer always makes
+    # progress.
+    cap = session.broker.settings.kafka_fetch_max_bytes
     results = await session.broker.kafka.read(
-        entries, max_bytes=max(0, body.max_bytes if body.max_bytes > 0 else 2**31 - 1),
+        entries, max_bytes=min(cap, body.max_bytes) if body.max_bytes > 0 else cap,
         min_bytes=max(0, body.min_bytes),
         max_wait_ms=min(MAX_WAIT_MS, max(0, int(body.max_wait.total_seconds() * 1000))))
     by_topic: dict[str, list[dict[str, Any]]] = {}

@@ -83,7 +83,8 @@ async def run(settings: Settings, port: int, stop: asyncio.Event) -> None:
     async with Broker.open(settings, stop_waiting=stop_waiting, role="kafka") as broker:
         advertised = advertised_address(settings)
         listener = Listener(broker, advertised=advertised, node_id=settings.kafka_node_id,
-                            max_request_bytes=settings.max_body_bytes, gate=gate)
+                            max_request_bytes=settings.max_body_bytes, gate=gate,
+                            idle_seconds=settings.kafka_idle_seconds)
         host, bound_port = sock.getsockname()[:2]
         if advertised is None:
             advertised = (socket.getfqdn() if host in ("0.0.0.0", "::") else host, bound_port)

@@ -5,7 +5,8 @@ next is read (clients that pipeline just wait in the socket). A frame longer tha
 limit, a request that does not decode, an unknown API key or version: the connection is
 closed with nothing more sent, and the reason logged; the process serves on. A handler's
 unexpected error closes only its connection too. After a SaslHandshake v0 the next frame is
-not a request but the bare PLAIN message (sasl.py).
+not a request but the bare PLAIN message (sasl.py). A connection that sends no request, or
+reads none of its answer, for the idle time (QUEEN_KAFKA_IDLE_SECONDS) is closed.
 """
 
 from __future__ import annotations
@@ -33,11 +34,13 @@ from broker.kafka.session import Session
 from broker.tls.peer import client_identity
 from core.errors import QueenError
 from core.service import Broker
+from core.waiting import within
 
 log = logging.getLogger("queen.kafka")
 
 Handler = Callable[[Session, Request], Awaitable[dict[str, Any] | None]]
-# A connection that sends nothing for this long is closed (Kafka's connections.max.idle.ms).
+# A connection that sends nothing, or does not read its answer, for this long is closed
+# (Kafka's connections.max.idle.ms; QUEEN_KAFKA_IDLE_SECONDS of the process).
 IDLE_SECONDS = 600.0
 # The rest of a frame whose length arrived must follow within this.
 FRAME_SECONDS = 60.0
@@ -81,8 +84,10 @@ class Listener:
     """Serves connections for one process's broker."""
 
     def __init__(self, broker: Broker, *, advertised: tuple[str, int] | None,
-                 max_request_bytes: int, gate: Gate | None = None, node_id: int = 0) -> None:
+                 max_request_bytes: int, gate: Gate | None = None, node_id: int = 0,
+                 idle_seconds: float = IDLE_SECONDS) -> None:
         self.broker = broker
+        self.idle_seconds = idle_seconds
         self.node_id = node_id
         self.advertised = advertised
         self.max_request_bytes = max_request_bytes
@@ -135,30 +140,38 @@ class Listener:
         while not self.stopping:
             self.between_requests.add(task)
             try:
-                async with asyncio.timeout(IDLE_SECONDS):
+                async with asyncio.timeout(self.idle_seconds):
                     head = await reader.readexactly(4)
             finally:
                 self.between_requests.discard(task)
             size = protocol.frame_length(head)
             if size < 0 or size > self.max_request_bytes:
                 raise Unreadable(f"a frame of {size} bytes (limit {self.max_request_bytes})")
-            async with asyncio.timeout(FRAME_SECONDS):
-                data = await reader.readexactly(size)
-            if session.bare_sasl_next:
-                await self._bare_sasl(session, data, writer)
-                continue
-            request = protocol.read_request(data)
-            if not session.authenticated and request.api_key not in BEFORE_AUTH:
-                raise Unreadable(f"API key {request.api_key} before authentication")
-            if session.expires is not None and time.time() >= session.expires:
-                raise Unreadable("the connection's token expired")
-            try:
-                answer = await self.answer(session, request)
-            except sasl.SaslFailed as failed:
-                await _send(writer, [protocol.response_bytes(request, failed.answer)])
-                raise Unreadable(str(failed)) from None
-            if answer is not None and not await _send(writer, answer):
+            if not await self._request(session, reader, writer, size):
                 return
+
+    async def _request(self, session: Session, reader: asyncio.StreamReader,
+                       writer: asyncio.StreamWriter, size: int) -> bool:
+        """Read a request of `size` bytes and answer it; False when the client went away.
+        Apart from the loop so that the request and its answer (up to a Fetch's cap) are
+        freed once answered, not held while the connection waits for the next request: a
+        reset there also kept them, in the traceback of the error the reader keeps."""
+        async with asyncio.timeout(FRAME_SECONDS):
+            data = await reader.readexactly(size)
+        if session.bare_sasl_next:
+            await self._bare_sasl(session, data, writer)
+            return True
+        request = protocol.read_request(data)
+        if not session.authenticated and request.api_key not in BEFORE_AUTH:
+            raise Unreadable(f"API key {request.api_key} before authentication")
+        if session.expires is not None and time.time() >= session.expires:
+            raise Unreadable("the connection's token expired")
+        try:
+            answer = await self.answer(session, request)
+        except sasl.SaslFailed as failed:
+            await self._send(writer, [protocol.response_bytes(request, failed.answer)])
+            raise Unreadable(str(failed)) from None
+        return answer is None or await self._send(writer, answer)
 
     async def _bare_sasl(self, session: Session, message: bytes,
                          writer: asyncio.StreamWriter) -> None:
@@ -168,7 +181,7 @@ class Listener:
             await self.authenticator.bare(session, message)
         except sasl.SaslFailed as failed:
             raise Unreadable(str(failed)) from None
-        await _send(writer, [protocol.frame(b"")])
+        await self._send(writer, [protocol.frame(b"")])
 
     async def answer(self, session: Session, request: Request) -> list[bytes] | None:
         handler = self.handlers[request.api_key]
@@ -190,11 +203,35 @@ class Listener:
         return protocol.response_parts(request, values)
 
 
-async def _send(writer: asyncio.StreamWriter, parts: list[bytes]) -> bool:
-    """Write an answer's parts; False, writing nothing, when the client already went away (a
-    reset while it was answered: uvloop's transport refuses the write with RuntimeError)."""
-    if writer.is_closing():
+    async def _send(self, writer: asyncio.StreamWriter, parts: list[bytes]) -> bool:
+        """Write an answer's parts; False, writing nothing, when the client already went away
+        (a reset while it was answered: uvloop's transport refuses the write with
+        RuntimeError); False too when it goes away while the answer is written, or reads
+        none of it for the idle time (then the connection is aborted: otherwise a client
+        that sends a Fetch and never reads held the answer and the connection for ever)."""
+        if writer.is_closing():
+            return False
+        writer.writelines(parts)
+        return await _drained(writer, self.idle_seconds)
+
+
+async def _drained(writer: asyncio.StreamWriter, stall_seconds: float) -> bool:
+    """Wait until what was written has gone to the socket; False, with the connection
+    aborted, if none of it went for `stall_seconds`, or if the client went away. Apart from
+    the callers, whose frames hold the answer: the error that ends a drain is the one the
+    connection's reader keeps, and its traceback keeps every frame it passed through with
+    their locals, until the cyclic collector runs (rarely, broker/collector.py)."""
+    transport = writer.transport
+    try:
+        while True:
+            waiting = transport.get_write_buffer_size()
+            try:
+                await within(stall_seconds, writer.drain())
+                return True
+            except TimeoutError:
+                if transport.get_write_buffer_size() >= waiting:
+                    transport.abort()  # no progress for that long: give the answer up
+                    return False
+                # the client reads, slowly: its answer may take as long as it needs
+    except (ConnectionError, RuntimeError):
         return False
-    writer.writelines(parts)
-    await writer.drain()
-    return True

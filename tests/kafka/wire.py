@@ -104,3 +104,14 @@ def decode(key: int, version: int, answer: bytes) -> tuple[int, Any]:
     body, size = entity_reader(schema)(answer, at)
     assert at + size == len(answer), "bytes past the answer's body"
     return correlation, body
+
+
+def fetch_v4(topic: str, partitions: list[int], *, max_bytes: int, partition_max_bytes: int,
+             offset: int = 0, max_wait_ms: int = 0, min_bytes: int = 0) -> bytes:
+    """A Fetch v4 of `partitions` of `topic` from `offset`, with these byte limits."""
+    body = (struct.pack(">iiiib", -1, max_wait_ms, min_bytes, max_bytes, 0)
+            + struct.pack(">i", 1) + struct.pack(">h", len(topic)) + topic.encode()
+            + struct.pack(">i", len(partitions))
+            + b"".join(struct.pack(">iqi", p, offset, partition_max_bytes)
+                       for p in partitions))
+    return request(1, 4, body)
