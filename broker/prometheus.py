@@ -151,6 +151,12 @@ def _families(scrape: Scrape) -> Iterator[Metric]:
                  sum(p.pool_idle for p in processes))
     yield _labelled("queen_process_resident_memory_bytes", "Resident memory of each web worker.",
                     "process", ((p.process, p.rss_bytes) for p in processes))
+    yield _labelled("queen_process_open_fds", "Files (connections among them) each web "
+                    "worker holds open.", "process",
+                    ((p.process, p.open_files) for p in processes))
+    yield _labelled("queen_process_max_fds", "Files each web worker may hold open (its soft "
+                    "limit).", "process",
+                    ((p.process, p.max_open_files) for p in processes if p.max_open_files))
     starts = GaugeMetricFamily("queen_process_start_time_seconds",
                                "Start of each live broker process, in Unix seconds.",
                                labels=["process", "role"])

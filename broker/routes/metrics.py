@@ -30,7 +30,12 @@ from broker.wire.http import json_response
 from core.ephemeral import Totals as EphemeralTotals
 from core.errors import ServiceError
 from core.service import Broker
-from core.upkeep.stats import ClusterFigures, ProcessFigures, resident_memory_bytes
+from core.upkeep.stats import (
+    ClusterFigures,
+    ProcessFigures,
+    open_files,
+    resident_memory_bytes,
+)
 
 _STARTED = time.monotonic()  # per worker process; module import happens at app start
 
@@ -39,10 +44,11 @@ def _local(broker: Broker) -> ProcessFigures:
     pool = broker.pool_stats()
     assert broker.flusher is not None
     uptime = time.monotonic() - _STARTED
+    files, max_files = open_files()
     return ProcessFigures(
         process=broker.flusher.process, uptime_seconds=uptime, role=broker.flusher.role,
         started_at=time.time() - uptime, pool_size=pool.size, pool_idle=pool.idle, pool_max=pool.max_size,
-        rss_bytes=resident_memory_bytes())
+        rss_bytes=resident_memory_bytes(), open_files=files, max_open_files=max_files)
 
 
 async def _figures(broker: Broker, tenant: str | None) -> ClusterFigures | None:

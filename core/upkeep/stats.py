@@ -21,6 +21,7 @@ import asyncio
 import json
 import logging
 import os
+import resource
 import socket
 import time
 from collections import deque
@@ -84,6 +85,17 @@ def resident_memory_bytes() -> int:
         return 0
 
 
+def open_files() -> tuple[int, int]:
+    """How many files (connections among them) this process holds open, and how many it
+    may (its soft limit); 0 where it cannot be read."""
+    try:
+        held = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        held = 0
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return held, (0 if soft == resource.RLIM_INFINITY else soft)
+
+
 def _cpu_us() -> tuple[int, int]:
     """CPU time this process has used so far, user and system, in microseconds."""
     times = os.times()
@@ -102,6 +114,8 @@ class ProcessFigures:
     pool_idle: int = 0
     pool_max: int = 0
     rss_bytes: int = 0
+    open_files: int = 0
+    max_open_files: int = 0  # 0: unknown
     parked: dict[int, int] = field(default_factory=dict)  # queue id (-1 = any) -> waiting
     maintenance: bool = False
     file_buffer_pending: int = 0
@@ -116,6 +130,7 @@ def _process_figures(row: sql.ProcessRow) -> ProcessFigures:
         role=str(raw.get("role", "web")), started_at=row.started_at.timestamp(),
         pool_size=int(raw.get("poolSize", 0)), pool_idle=int(raw.get("poolIdle", 0)),
         pool_max=int(raw.get("poolMax", 0)), rss_bytes=int(raw.get("rssBytes", 0)),
+        open_files=int(raw.get("openFiles", 0)), max_open_files=int(raw.get("maxOpenFiles", 0)),
         parked={int(k): int(v) for k, v in raw.get("parked", {}).items()},
         maintenance=bool(raw.get("maintenance", False)),
         file_buffer_pending=int(raw.get("fileBufferPending", 0)),
@@ -173,9 +188,11 @@ class CounterFlusher:
             figures = self._figures()
             pool = self._pool_stats()
             cpu = _cpu_us()
+            files, max_files = open_files()
             heartbeat = json.dumps({
                 "poolSize": pool.size, "poolIdle": pool.idle, "poolMax": pool.max_size,
                 "rssBytes": resident_memory_bytes(),
+                "openFiles": files, "maxOpenFiles": max_files,
                 "parked": {str(k): v for k, v in self._parked().items()},
                 "maintenance": figures.maintenance,
                 "fileBufferPending": figures.file_buffer_pending,

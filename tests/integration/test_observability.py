@@ -163,6 +163,10 @@ async def test_prometheus_counters_add_up_the_traffic_of_both_workers(
     assert len(processes) == 2
     assert all(value(sample, "queen_process_resident_memory_bytes", process=p) > 1e6
                for p in processes)
+    # Each worker holds a listening socket, connections and its pool's: some files, and
+    # fewer than it may open.
+    assert all(10 < value(sample, "queen_process_open_fds", process=p)
+               < value(sample, "queen_process_max_fds", process=p) for p in processes)
     assert value(sample, "queen_db_pool_size") >= 2
     assert value(sample, "queen_db_pool_active") + value(sample, "queen_db_pool_idle") >= 2
     assert value(sample, "queen_uptime_seconds") > 0
