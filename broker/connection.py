@@ -34,6 +34,11 @@ that reads slowly is waited for as long as it reads.
 
 from __future__ import annotations
 
+import fcntl
+import struct
+import termios
+from typing import Any
+
 from hypercorn.asyncio.tcp_server import TCPServer
 from hypercorn.events import Closed, Event, RawData, Updated
 
@@ -72,6 +77,7 @@ class PromptTCPServer(TCPServer):
         # is also kept by the connection's reader, and its traceback keeps every frame it
         # passed through, with their locals.
         transport = self.writer.transport
+        sock = self.writer.get_extra_info("socket")
         try:
             while True:
                 pending = transport.get_write_buffer_size()
@@ -80,13 +86,17 @@ class PromptTCPServer(TCPServer):
                     # connection is lost): no timer for the common, small answer.
                     await self.writer.drain()
                     return
+                queued = unsent_bytes(sock)
                 try:
                     await within(float(self.config.keep_alive_timeout), self.writer.drain())
                     return
                 except TimeoutError:
                     # A slow client that reads is waited for (a large answer over a slow
-                    # link); one that read nothing for that long is given up.
-                    if transport.get_write_buffer_size() >= pending:
+                    # link); one that read nothing for that long is given up. What it read
+                    # shows in the kernel's queue first: the socket takes more from the
+                    # transport's buffer only once a good part of its own has gone.
+                    if (transport.get_write_buffer_size() + unsent_bytes(sock)
+                            >= pending + queued):
                         transport.abort()
                         break
         except (ConnectionError, RuntimeError):
@@ -97,3 +107,12 @@ class PromptTCPServer(TCPServer):
         await super()._read_data()
         self.reading_ended = True
         await self.idle_task.stop()
+
+
+def unsent_bytes(sock: Any) -> int:
+    """Bytes written to `sock` that the client has not yet acknowledged (0 if unknown)."""
+    try:
+        answer = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0")
+    except (OSError, AttributeError, ValueError):
+        return 0
+    return int(struct.unpack("I", answer)[0])

@@ -161,3 +161,21 @@ def test_a_client_that_reads_slowly_gets_its_whole_answer(
     assert length is not None and len(data) == length, \
         f"{len(data)} of {length} bytes after {took:.1f} s"
     assert took > STALL_SECONDS, f"read in {took:.1f} s: not slower than the bound"
+
+
+def test_a_client_that_reads_through_a_small_buffer_keeps_its_connection(
+        stall_broker: BrokerProcess, queue_name: str) -> None:
+    # A 4 KB receive buffer read steadily: the transport's part of the answer waits until
+    # the kernel's queue has drained a good part (tens of seconds at this pace), but the
+    # queue itself moves. The broker gave the answer up at its stall bound: the client
+    # then got what the kernel held and lost the rest.
+    _fill(stall_broker, queue_name, partitions=1)
+    workers = _workers(stall_broker)
+    sock, _ = _pop_unread(stall_broker, queue_name, lease=30)
+    with sock:
+        port = sock.getsockname()[1]
+        started = time.monotonic()
+        while time.monotonic() - started < 3 * STALL_SECONDS:
+            assert sock.recv(65536)
+            time.sleep(0.02)
+        assert _served(workers, {port}) == 1, "the connection of a reading client was dropped"
