@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from broker.auth.gate import Gate
+from broker.connection import unsent_bytes
 from broker.kafka import (
     consumer_protocol,
     errors,
@@ -222,14 +223,16 @@ async def _drained(writer: asyncio.StreamWriter, stall_seconds: float) -> bool:
     connection's reader keeps, and its traceback keeps every frame it passed through with
     their locals, until the cyclic collector runs (rarely, broker/collector.py)."""
     transport = writer.transport
+    sock = writer.get_extra_info("socket")
     try:
         while True:
-            waiting = transport.get_write_buffer_size()
+            # What the client reads shows in the kernel's queue first (broker/connection.py)
+            waiting = transport.get_write_buffer_size() + unsent_bytes(sock)
             try:
                 await within(stall_seconds, writer.drain())
                 return True
             except TimeoutError:
-                if transport.get_write_buffer_size() >= waiting:
+                if transport.get_write_buffer_size() + unsent_bytes(sock) >= waiting:
                     transport.abort()  # no progress for that long: give the answer up
                     return False
                 # the client reads, slowly: its answer may take as long as it needs

@@ -104,3 +104,26 @@ async def test_a_connection_that_sends_nothing_is_closed_after_the_idle_time(
         assert time.monotonic() - started >= _IDLE * 0.9
     finally:
         writer.close()
+
+
+async def test_a_client_reading_slowly_through_a_small_buffer_keeps_its_connection(
+        bounded: KafkaListener) -> None:
+    # It drains the kernel's queue steadily, while the socket takes nothing more from the
+    # listener's buffer for longer than the idle time: that is progress, not a stall.
+    topic = await _topic(bounded, [os.urandom(8 << 20)], partitions=1)
+    assert bounded.proc is not None
+    client = socket.socket()
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    client.settimeout(5)
+    client.connect(("127.0.0.1", bounded.port))
+    try:
+        client.sendall(fetch_v4(topic, [0], max_bytes=2**31 - 1,
+                                partition_max_bytes=2**31 - 1))
+        port = client.getsockname()[1]
+        started = time.monotonic()
+        while time.monotonic() - started < 3 * _IDLE:
+            assert client.recv(65536)
+            await asyncio.sleep(0.02)
+        assert _connections_from(bounded.proc.pid, port) == ["ESTABLISHED"]
+    finally:
+        client.close()
