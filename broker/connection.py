@@ -77,7 +77,6 @@ class PromptTCPServer(TCPServer):
         # is also kept by the connection's reader, and its traceback keeps every frame it
         # passed through, with their locals.
         transport = self.writer.transport
-        sock = self.writer.get_extra_info("socket")
         try:
             while True:
                 pending = transport.get_write_buffer_size()
@@ -86,6 +85,7 @@ class PromptTCPServer(TCPServer):
                     # connection is lost): no timer for the common, small answer.
                     await self.writer.drain()
                     return
+                sock = self.writer.get_extra_info("socket")
                 queued = unsent_bytes(sock)
                 try:
                     await within(float(self.config.keep_alive_timeout), self.writer.drain())

@@ -72,6 +72,15 @@ def _rss(workers: list[psutil.Process]) -> int:
     return sum(worker.memory_info().rss for worker in workers)
 
 
+def _stalled_pop(broker: BrokerProcess, queue: str
+                 ) -> tuple[list[psutil.Process], socket.socket, int]:
+    """A partition of BATCH messages and a pop of them whose answer is not read past its
+    head: the broker's workers, the client's socket and the answer's length."""
+    _fill(broker, queue, partitions=1)
+    sock, length = _pop_unread(broker, queue, lease=30)
+    return _workers(broker), sock, length
+
+
 @pytest.fixture(scope="module")
 def stall_broker(database_url: str) -> Iterator[BrokerProcess]:
     with BrokerProcess(database_url, workers=1,
@@ -107,9 +116,7 @@ def test_clients_that_close_without_reading_leave_nothing_behind(
 
 def test_an_answer_never_read_is_given_up_after_the_keep_alive_timeout(
         stall_broker: BrokerProcess, queue_name: str) -> None:
-    _fill(stall_broker, queue_name, partitions=1)
-    workers = _workers(stall_broker)
-    sock, length = _pop_unread(stall_broker, queue_name, lease=30)
+    workers, sock, length = _stalled_pop(stall_broker, queue_name)
     with sock:
         port = sock.getsockname()[1]
         started = time.monotonic()
@@ -124,8 +131,6 @@ def test_an_answer_never_read_is_given_up_after_the_keep_alive_timeout(
             pass
     assert received < length, "the whole answer was kept and sent"
     assert httpx.get(stall_broker.url + "/health", timeout=5).status_code == 200
-
-
 
 
 def test_a_client_that_reads_slowly_gets_its_whole_answer(
@@ -169,9 +174,7 @@ def test_a_client_that_reads_through_a_small_buffer_keeps_its_connection(
     # the kernel's queue has drained a good part (tens of seconds at this pace), but the
     # queue itself moves. The broker gave the answer up at its stall bound: the client
     # then got what the kernel held and lost the rest.
-    _fill(stall_broker, queue_name, partitions=1)
-    workers = _workers(stall_broker)
-    sock, _ = _pop_unread(stall_broker, queue_name, lease=30)
+    workers, sock, _ = _stalled_pop(stall_broker, queue_name)
     with sock:
         port = sock.getsockname()[1]
         started = time.monotonic()
