@@ -22,7 +22,8 @@ from core.storage.database import Database
 
 UNKNOWN_TOPIC_OR_PARTITION = "UNKNOWN_TOPIC_OR_PARTITION"
 OFFSET_OUT_OF_RANGE = "OFFSET_OUT_OF_RANGE"
-# Segments read per entry per call; the byte budget usually stops the read long before.
+# Segments read per entry per call, at most; the byte budget usually stops the read sooner
+# (schema/queries/read.sql: fetch_segments).
 _SEGMENT_LIMIT = 64
 _FIRST_POLL_DELAY = 0.05
 _MAX_POLL_DELAY = 0.5
@@ -150,5 +151,5 @@ async def read_segments(db: Database, *, queue: str, partition: str, offset: int
         if offset >= result.high_watermark or max_bytes <= 0:
             return result, []
         rows = await sql.fetch_segments(conn, partition_id=partition_id, offset=offset,
-                                        limit=_SEGMENT_LIMIT)
+                                        limit=_SEGMENT_LIMIT, max_bytes=max_bytes)
     return result, rows

@@ -266,7 +266,7 @@ async def fetch_head(conn: Conn, *, partition_id: int) -> PartitionHead | None:
 _FETCH_SEGMENTS = Statement("fetch_segments", RangeRow)
 
 
-async def fetch_segments(conn: Conn, *, partition_id: int, offset: int,
-                         limit: int) -> list[RangeRow]:
+async def fetch_segments(conn: Conn, *, partition_id: int, offset: int, limit: int,
+                         max_bytes: int) -> list[RangeRow]:
     return await _FETCH_SEGMENTS.rows(conn, partition_id=partition_id, offset=offset,
-                                      limit=limit)
+                                      limit=limit, max_bytes=max_bytes)
