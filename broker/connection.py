@@ -73,40 +73,47 @@ class PromptTCPServer(TCPServer):
         return True
 
     async def _drain(self) -> None:
-        # Apart from protocol_send, whose frame holds the data: the error that ends a drain
-        # is also kept by the connection's reader, and its traceback keeps every frame it
-        # passed through, with their locals.
-        transport = self.writer.transport
-        try:
-            while True:
-                pending = transport.get_write_buffer_size()
-                if pending == 0:
-                    # Nothing waits to be sent, so this cannot block (it raises if the
-                    # connection is lost): no timer for the common, small answer.
-                    await self.writer.drain()
-                    return
-                sock = self.writer.get_extra_info("socket")
-                queued = unsent_bytes(sock)
-                try:
-                    await within(float(self.config.keep_alive_timeout), self.writer.drain())
-                    return
-                except TimeoutError:
-                    # A slow client that reads is waited for (a large answer over a slow
-                    # link); one that read nothing for that long is given up. What it read
-                    # shows in the kernel's queue first: the socket takes more from the
-                    # transport's buffer only once a good part of its own has gone.
-                    if (transport.get_write_buffer_size() + unsent_bytes(sock)
-                            >= pending + queued):
-                        transport.abort()
-                        break
-        except (ConnectionError, RuntimeError):
-            pass
-        await self.protocol.handle(Closed())
+        # Apart from protocol_send, whose frame holds the data (see `drained`).
+        if not await drained(self.writer, float(self.config.keep_alive_timeout)):
+            await self.protocol.handle(Closed())
 
     async def _read_data(self) -> None:
         await super()._read_data()
         self.reading_ended = True
         await self.idle_task.stop()
+
+
+async def drained(writer: Any, stall_seconds: float) -> bool:
+    """Wait until what was written to `writer` has gone to the socket; False, with the
+    connection aborted, if none of it moved for `stall_seconds`, or if the client went
+    away. A slow client that reads is waited for as long as it reads (a large answer over
+    a slow link). What it reads shows in the kernel's queue first: the socket takes more
+    from the transport's buffer only once a good part of its own has gone.
+
+    Apart from the callers, whose frames hold the answer: the error that ends a drain is
+    also kept by the connection's reader, and its traceback keeps every frame it passed
+    through, with their locals, until the cyclic collector runs. Used by the HTTP
+    connections above and the Kafka listener (broker/kafka/server.py)."""
+    transport = writer.transport
+    try:
+        while True:
+            waiting = transport.get_write_buffer_size()
+            if waiting == 0:
+                # Nothing waits to be sent, so this cannot block (it raises if the
+                # connection is lost): no timer for the common, small answer.
+                await writer.drain()
+                return True
+            sock = writer.get_extra_info("socket")
+            waiting += unsent_bytes(sock)
+            try:
+                await within(stall_seconds, writer.drain())
+                return True
+            except TimeoutError:
+                if transport.get_write_buffer_size() + unsent_bytes(sock) >= waiting:
+                    transport.abort()  # nothing moved for that long: give the answer up
+                    return False
+    except (ConnectionError, RuntimeError):
+        return False
 
 
 def unsent_bytes(sock: Any) -> int:

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from broker.auth.gate import Gate
-from broker.connection import unsent_bytes
+from broker.connection import drained
 from broker.kafka import (
     consumer_protocol,
     errors,
@@ -35,7 +35,6 @@ from broker.kafka.session import Session
 from broker.tls.peer import client_identity
 from core.errors import QueenError
 from core.service import Broker
-from core.waiting import within
 
 log = logging.getLogger("queen.kafka")
 
@@ -213,28 +212,5 @@ class Listener:
         if writer.is_closing():
             return False
         writer.writelines(parts)
-        return await _drained(writer, self.idle_seconds)
+        return await drained(writer, self.idle_seconds)
 
-
-async def _drained(writer: asyncio.StreamWriter, stall_seconds: float) -> bool:
-    """Wait until what was written has gone to the socket; False, with the connection
-    aborted, if none of it went for `stall_seconds`, or if the client went away. Apart from
-    the callers, whose frames hold the answer: the error that ends a drain is the one the
-    connection's reader keeps, and its traceback keeps every frame it passed through with
-    their locals, until the cyclic collector runs (rarely, broker/collector.py)."""
-    transport = writer.transport
-    sock = writer.get_extra_info("socket")
-    try:
-        while True:
-            # What the client reads shows in the kernel's queue first (broker/connection.py)
-            waiting = transport.get_write_buffer_size() + unsent_bytes(sock)
-            try:
-                await within(stall_seconds, writer.drain())
-                return True
-            except TimeoutError:
-                if transport.get_write_buffer_size() + unsent_bytes(sock) >= waiting:
-                    transport.abort()  # no progress for that long: give the answer up
-                    return False
-                # the client reads, slowly: its answer may take as long as it needs
-    except (ConnectionError, RuntimeError):
-        return False
