@@ -107,10 +107,11 @@ def test_clients_that_close_without_reading_leave_nothing_behind(
             time.sleep(0.05)
         assert _served(workers, ports) == 0, "connections of gone clients are still held"
         rss.append(_rss(workers))
-    # Memory may settle over the first rounds (allocator pools); later rounds must not add
-    # an answer per client (they added 20-40 MB a round).
+    # Memory may settle over the first rounds (allocator pools), and the allocator may
+    # still take an answer's size or two in a step (seen: 9 to 13 MB once, then flat);
+    # the fault kept an answer per client, every round: 16 answers (about 80 MB) here.
     growth = rss[-1] - rss[1]
-    assert growth < 2 * answer, f"{growth / 2**20:.0f} MB more over {rounds - 2} rounds " \
+    assert growth < 4 * answer, f"{growth / 2**20:.0f} MB more over {rounds - 2} rounds " \
                                 f"({[round(r / 2**20) for r in rss]} MB)"
 
 
