@@ -24,6 +24,9 @@ from core.errors import BadRequest
 # A pop's lease length when neither the request (leaseSeconds) nor the queue (leaseTime)
 # gives one above 0 (§4.2).
 POP_LEASE_FALLBACK_SECONDS = 60
+# A pop answer's byte budget unless QUEEN_POP_MAX_BYTES says otherwise (core/settings.py
+# says why this much).
+POP_MAX_BYTES = 64 * 1024 * 1024
 
 
 class EffectiveOptions(msgspec.Struct, frozen=True, rename="camel"):

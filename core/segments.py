@@ -146,6 +146,17 @@ def unpack_client_frame(blob: bytes, *, max_size: int, exact_size: int | None = 
         raise BadRequest(f"does not decompress: {exc}") from None
 
 
+def content_size(blob: bytes) -> int:
+    """The size a segment's frames have decompressed, as its first zstd frame's header
+    declares it; the blob's own size when it does not say (what the append records in
+    log_segments.raw_bytes: schema/functions/20_append.sql)."""
+    try:
+        size = zstandard.frame_content_size(blob)
+    except zstandard.ZstdError:
+        return len(blob)
+    return size if size >= 0 else len(blob)
+
+
 def is_one_zstd_frame(blob: bytes) -> bool:
     """Whether `blob` is exactly one whole zstd frame: what a reader that decodes a single
     frame (the official client's framed pop) gets in full. Walks the block headers only."""

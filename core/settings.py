@@ -24,6 +24,7 @@ from core.env import (
     declarations,
     read_fields,
 )
+from core.options import POP_MAX_BYTES
 from core.storage.hosts import dsn_hosts
 from core.tenancy.settings import TenancySettings, tenancy_settings_from_env
 from core.tls import TlsSettings, tls_settings_from_env
@@ -149,6 +150,16 @@ class Settings:
         1000, "POP_WAIT_MAX_INTERVAL_MS",
         "Longest interval, in milliseconds, between a parked long poll's looks at its ready "
         "set (a look at nothing ready costs no statement).", low=1)
+    # A worker builds a pop's whole answer in memory, a few times its size (the segments,
+    # decompressed, then the JSON or framed bytes), and a batch may be 10000 messages of up to
+    # MAX_BODY_BYTES each. 64 MiB: four of the largest pushes' worth, so a batch of large
+    # messages still delivers several per pop, at a few hundred MB of a worker's memory at
+    # worst per concurrent pop (Kafka's fetch.max.bytes is 50 MiB).
+    pop_max_bytes: int = POPS.setting(
+        POP_MAX_BYTES, "QUEEN_POP_MAX_BYTES",
+        "Most message bytes (uncompressed) one pop answers; what does not fit stays for the "
+        "next pop, neither leased nor committed. A first message larger than that is still "
+        "delivered, alone.", low=1024, high=2**40)
     # The ready set (core/engine/ready): a floor against a notification lost with no sign
     # of it.
     ready_reseed_interval_ms: int = POPS.setting(

@@ -122,7 +122,8 @@ async def pop_ack_loop(dsn: str, *, queue: str, group: str = "lsql", batch: int 
                     named=True, seed_mode="all", seed_instant=None, store_seed=True,
                     batch=batch, partitions=1, auto_ack=False, lease_seconds=0,
                     lease_fallback=options.POP_LEASE_FALLBACK_SECONDS, lease_id=lease,
-                    candidates=random.sample(partition_ids, min(4, len(partition_ids))))
+                    candidates=random.sample(partition_ids, min(4, len(partition_ids))),
+                    max_bytes=options.POP_MAX_BYTES)
                 pids: list[int] = []
                 txids: list[str] = []
                 for r in rows:

@@ -13,7 +13,7 @@ may be renamed or split), so it is read from the first of these sources that ans
    `track = all`, loadtest/launch.py), for a broker without those counters: statements that
    call one of CLAIM_FUNCTIONS count one claim run each; statements, top-level or nested in a
    function, that call one of READ_FUNCTIONS count a run that took something
-   (queen.pop_ready calls queen.pop_read only when it claimed). Found nothing = claim runs -
+   (queen.pop_ready reads segments only when it claimed). Found nothing = claim runs -
    reads.
 
 Any other statement calling a `queen.*pop*` or `queen.*claim*` function (not one of the

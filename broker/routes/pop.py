@@ -45,7 +45,8 @@ def _pop_request(request: Request, query: PopQuery, *, tenant: str, queue: str |
         lease_seconds=query.leaseSeconds,
         subscription_mode=query.subscriptionMode or settings.default_subscription_mode,
         subscription_from=query.subscriptionFrom or "", conflation=query.conflation,
-        conflation_width=conflation_width(partitions, batch), tenant=tenant), pilot
+        conflation_width=conflation_width(partitions, batch), tenant=tenant,
+        max_bytes=settings.pop_max_bytes), pilot
 
 
 async def _serve_pop(request: Request, query: PopQuery,

@@ -24,7 +24,7 @@ from core.engine import encryption, fanout
 from core.engine.directory import DIRECTORY, PartitionName
 from core.errors import StorageDeadlock
 from core.ids import LeaseId, PartitionId, QueueId, uuid7
-from core.options import POP_LEASE_FALLBACK_SECONDS
+from core.options import POP_LEASE_FALLBACK_SECONDS, POP_MAX_BYTES
 from core.storage import reads as sql
 from core.storage.database import Database
 from core.timefmt import parse_iso
@@ -56,6 +56,9 @@ class PopRequest:
     conflation: bool = False
     conflation_width: int = 1
     tenant: str = ""  # whose queues it addresses (core/tenancy); '' is the default tenant
+    # The answer's byte budget (QUEEN_POP_MAX_BYTES): what the segments delivered may hold,
+    # uncompressed; the first message goes out whatever its size (schema/functions/30_pop.sql).
+    max_bytes: int = POP_MAX_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +109,8 @@ class PopResult:
     width: int | None = None  # partitions it wanted; None: unknown (no claim was tried)
     # Its last check met a database outage: the answer asks nothing more of the database.
     unreachable: bool = False
+    # The byte budget cut the delivery: the pop has all it may carry (asks for no more).
+    full: bool = False
 
     @property
     def partitions_claimed(self) -> int:
@@ -114,6 +119,18 @@ class PopResult:
     @property
     def count(self) -> int:
         return sum(c.count for c in self.claims)
+
+    def bytes_counted(self) -> int:
+        """The bytes of the delivered messages as the claim counts them against the budget
+        (schema/functions/30_pop.sql): each segment's frames' size, the share delivered."""
+        total = 0
+        for claim in self.claims:
+            for seg in claim.segments:
+                frames = seg.last_offset - seg.base_offset + 1
+                delivered = (min(claim.end, seg.last_offset)
+                             - max(claim.start, seg.base_offset) + 1)
+                total += segments.content_size(seg.blob) * delivered // frames
+        return total
 
     def spans(self) -> Iterator[tuple[Claim, StoredSegment, bytes, int, int]]:
         """Per stored segment of each claim, in delivery order: the claim, the segment, its
@@ -210,8 +227,8 @@ async def claim(db: Database, request: PopRequest, candidates: Sequence[int],
                 partitions=width, auto_ack=request.auto_ack,
                 lease_seconds=request.lease_seconds,
                 lease_fallback=POP_LEASE_FALLBACK_SECONDS, lease_id=lease_id or "",
-                candidates=candidates, conflation=request.conflation,
-                conflation_width=request.conflation_width)
+                candidates=candidates, max_bytes=request.max_bytes,
+                conflation=request.conflation, conflation_width=request.conflation_width)
 
     for _ in range(_DEADLOCK_ATTEMPTS - 1):
         with contextlib.suppress(StorageDeadlock):
@@ -231,6 +248,9 @@ def _claimed(lease_id: LeaseId | None, rows: Sequence[sql.ReadyRow]) -> Claimed:
             if row.queue_id not in result.queue_ids:
                 result.queue_ids.append(QueueId(row.queue_id))
             continue
+        if row.verdict == "full":
+            result.full = True
+            continue
         assert row.partition_id is not None
         if row.verdict != "took" or row.partition_id not in claims:
             answer.verdicts.append(CandidateVerdict(
@@ -249,6 +269,10 @@ def _claimed(lease_id: LeaseId | None, rows: Sequence[sql.ReadyRow]) -> Claimed:
             result.claims.append(claim)
         assert row.base_offset is not None and row.created_at is not None
         assert row.blob is not None and row.last_offset is not None
+        assert row.span_end is not None
+        # A span the byte budget cut ends at its last row's span_end or, cut between
+        # segments, with its last segment (schema/functions/30_pop.sql).
+        claim.end = min(row.span_end, row.last_offset)
         blob = encryption.opened(row.blob, claim.queue, claim.partition)
         claim.segments.append(StoredSegment(row.base_offset, row.created_at, blob,
                                             row.last_offset))

@@ -17,7 +17,8 @@ from core.storage.statements import Conn, Routed, Statement
 class ReadyRow:
     """A row of `pop_ready` (migration 093 lists the verdicts): a segment of a delivered
     span (`took`), why another candidate gave nothing and in how many seconds it may
-    (`empty`, `leased`, `later`, `busy`), or an addressed queue (`queue`)."""
+    (`empty`, `leased`, `later`, `busy`), an addressed queue (`queue`), or that the byte
+    budget cut the delivery (`full`, schema/functions/30_pop.sql)."""
 
     verdict: str
     queue_id: int
@@ -129,16 +130,18 @@ async def pop_ready(conn: Conn, *, route: int | None, tenant: str, queue: str | 
                     seed_mode: str, seed_instant: datetime | None, store_seed: bool,
                     batch: int, partitions: int, auto_ack: bool, lease_seconds: int,
                     lease_fallback: int, lease_id: str, candidates: Sequence[int],
-                    conflation: bool = False, conflation_width: int = 1) -> list[ReadyRow]:
+                    max_bytes: int, conflation: bool = False,
+                    conflation_width: int = 1) -> list[ReadyRow]:
     """Claim among candidates and read, in one statement (schema/functions/30_pop.sql);
-    `route`: the shard of every candidate (core/storage/shards.py), None on one PostgreSQL."""
+    `route`: the shard of every candidate (core/storage/shards.py), None on one PostgreSQL;
+    `max_bytes`: the answer's byte budget (the first message goes out whatever its size)."""
     return await _POP_READY.on(route).rows(
         conn, route=route, tenant=tenant, queue=queue, namespace=namespace, task=task,
         partition=partition, group=group, named=named, seed_mode=seed_mode,
         seed_instant=seed_instant, store_seed=store_seed, batch=batch, partitions=partitions,
         auto_ack=auto_ack, lease_seconds=lease_seconds, lease_fallback=lease_fallback,
         lease_id=lease_id, candidates=list(candidates), conflation=conflation,
-        conflation_width=conflation_width)
+        conflation_width=conflation_width, max_bytes=max_bytes)
 
 
 _READY_SCAN = Statement("ready_scan", ScannedPartition)

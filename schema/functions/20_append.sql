@@ -97,6 +97,40 @@ BEGIN
     END LOOP;
 END $$;
 
+-- The content size the header of a blob's first zstd frame declares (RFC 8878, 3.1.1.1),
+-- or null: not a zstd frame, or one that does not say. A segment is one such frame
+-- (core/segments.py writes the size; a client-built one must declare it, §7.2), sometimes
+-- followed by a skippable frame of Kafka record metadata, which is not counted. Read from
+-- the header's first bytes, so the append learns its segments' uncompressed size
+-- (log_segments.raw_bytes) without decompressing anything.
+CREATE OR REPLACE FUNCTION queen.zstd_content_size(p_blob bytea)
+RETURNS bigint
+LANGUAGE plpgsql IMMUTABLE STRICT
+AS $$
+DECLARE
+    v_fhd  integer;
+    v_at   integer;
+    v_len  integer;
+    v_size bigint := 0;
+BEGIN
+    IF octet_length(p_blob) < 6 OR substring(p_blob FROM 1 FOR 4) <> '\x28b52ffd'::bytea THEN
+        RETURN NULL;
+    END IF;
+    v_fhd := get_byte(p_blob, 4);  -- the frame header descriptor
+    -- The window descriptor (absent in a single-segment frame), then the dictionary id.
+    v_at := 5 + CASE WHEN v_fhd & 32 = 0 THEN 1 ELSE 0 END
+              + (ARRAY[0, 1, 2, 4])[(v_fhd & 3) + 1];
+    v_len := (ARRAY[CASE WHEN v_fhd & 32 = 0 THEN 0 ELSE 1 END, 2, 4, 8])[(v_fhd >> 6) + 1];
+    IF v_len = 0 OR v_at + v_len > octet_length(p_blob)
+       OR (v_len = 8 AND get_byte(p_blob, v_at + 7) >= 128) THEN
+        RETURN NULL;
+    END IF;
+    FOR i IN REVERSE v_len - 1 .. 0 LOOP  -- little-endian
+        v_size := v_size * 256 + get_byte(p_blob, v_at + i);
+    END LOOP;
+    RETURN v_size + CASE WHEN v_len = 2 THEN 256 ELSE 0 END;
+END $$;
+
 -- Append segments to partitions, or report duplicates and write nothing for that partition.
 --   p_route       on Citus, a number of the shard every partition here lives on: Citus runs
 --                 the call on that shard's node (core/storage/shards.py); ignored otherwise
@@ -251,9 +285,13 @@ BEGIN
             FOR s IN v_seg .. v_seg + p_segments[i] - 1 LOOP
                 v_count := p_frames[s];
                 v_blob := p_blobs[s];
+                -- Its frames' size, for a pop's byte budget (30_pop.sql); a sealed blob's
+                -- header is ciphertext, so its stored size stands for it.
                 INSERT INTO queen.log_segments
-                    (partition_id, base_offset, last_offset, message_count, created_at, blob)
-                VALUES (v_pid, v_next, v_next + v_count - 1, v_count, v_now, v_blob);
+                    (partition_id, base_offset, last_offset, message_count, created_at, blob,
+                     raw_bytes)
+                VALUES (v_pid, v_next, v_next + v_count - 1, v_count, v_now, v_blob,
+                        CASE WHEN NOT encrypted THEN queen.zstd_content_size(v_blob) END);
                 v_next := v_next + v_count;
             END LOOP;
             INSERT INTO queen.log_txn_index (partition_id, msg_offset, created_at, txn_key)

@@ -44,8 +44,7 @@
 --   policy and the width used.
 --
 -- Types: queen.pop_queue (migration 025, 082: an addressed queue as the claim needs it),
--- queen.pop_row (025: a segment of a delivered span), queen.ready_answer (093: a row of
--- queen.pop_ready's answer).
+-- queen.ready_answer (093: a row of queen.pop_ready's answer).
 --
 -- Every statement below that reads or writes a partition's rows names one partition id (a
 -- loop over the candidates, not a join of the list with the tables): on Citus the call runs
@@ -249,45 +248,6 @@ BEGIN
     RETURN QUERY SELECT * FROM unnest(v_ids, v_starts, v_ends);
 END $$;
 
--- The answer of a pop: per delivered span (in claim order), the segments overlapping it.
-CREATE OR REPLACE FUNCTION queen.pop_read(p_group text, p_ids bigint[], p_starts bigint[],
-                               p_ends bigint[])
-RETURNS SETOF queen.pop_row
-LANGUAGE plpgsql STABLE
-SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
-AS $$
-DECLARE
-    v_pid bigint;
-    v_lo  bigint;
-    v_hi  bigint;
-BEGIN
-    FOR i IN 1 .. cardinality(p_ids) LOOP  -- one span at a time (see the top of this file)
-        v_pid := p_ids[i];
-        v_lo := p_starts[i];
-        v_hi := p_ends[i];
-        RETURN QUERY
-        SELECT p.queue_id, q.name, p.id, p.name, v_lo, v_hi, x.retry_count,
-               s.base_offset, s.created_at, s.blob, s.last_offset
-          FROM queen.log_partitions p
-          JOIN queen.queues q ON q.id = p.queue_id
-          -- the cursor by its primary key (see the UPDATE in pop_claim)
-          CROSS JOIN LATERAL (SELECT y.retry_count FROM queen.log_consumers y
-                               WHERE y.partition_id = v_pid AND y.consumer_group = p_group
-                               LIMIT 1) x
-          CROSS JOIN LATERAL (
-                SELECT y.base_offset, y.created_at, y.blob, y.last_offset
-                  FROM queen.log_segments y
-                 WHERE y.partition_id = v_pid
-                   AND y.base_offset <= v_hi
-                   AND y.base_offset >= coalesce((SELECT max(z.base_offset)
-                                                    FROM queen.log_segments z
-                                                   WHERE z.partition_id = v_pid
-                                                     AND z.base_offset <= v_lo), v_lo)) s
-         WHERE p.id = v_pid
-         ORDER BY s.base_offset;
-    END LOOP;
-END $$;
-
 -- Claim among known candidates and read (see the top of this file).
 --   p_route               on Citus, a number of the shard every candidate lives on: Citus
 --                         runs the call on that shard's node (core/storage/shards.py); null:
@@ -308,16 +268,36 @@ END $$;
 --                         none: the statement only looks up (and registers) the queues
 --   p_conflation          the policy this pop declares (stored if the group has none yet)
 --   p_conflation_width    partitions a conflating pop claims
+--   p_max_bytes           the answer's byte budget (QUEEN_POP_MAX_BYTES, see below)
 -- Rows (queen.ready_answer, by verdict): `took` per segment of each delivered span (in claim
 -- order); `empty` / `leased` / `later` / `busy` per other candidate (see migration 093);
--- `queue` per addressed queue. Nothing at all for an unknown queue.
+-- `full` once, when the byte budget cut the delivery (partition_id: where); `queue` per
+-- addressed queue. Nothing at all for an unknown queue.
+--
+-- The byte budget: a pop's batch may be 10000 messages of up to 16 MiB each, and a web
+-- worker builds the whole answer in memory (a few times its size), so the segments are read
+-- in claim order while their bytes fit in p_max_bytes. A segment's bytes are its frames'
+-- uncompressed size where the append recorded it (log_segments.raw_bytes, migration 161),
+-- else its stored size (octet_length reads it from the TOAST pointer); a segment delivered
+-- in part counts that share of its bytes (its messages taken at their average size). At the
+-- segment that does not fit, the delivery stops: that segment gives the share of its
+-- messages that fits (at their average size; at least one when nothing came before, so a
+-- message larger than the budget goes out alone), and the spans are cut there. The cursor
+-- of a span cut short is moved back in the same transaction (a lease ends at the cut, or
+-- autoAck commits only up to it), and a claimed span left out entirely is released, so
+-- what the budget left out is neither leased nor committed: the cut partitions are answered
+-- `busy` (ready for the next pop). Only the segments delivered are read (the loop stops at
+-- the cut). Took rows give the span's end as the claim made it; the end of what a span
+-- delivers is the smaller of its last row's span_end and last_offset (the cut
+-- segment's row carries the cut offset as span_end; a span cut between segments ends with
+-- its last segment).
 CREATE OR REPLACE FUNCTION queen.pop_ready(
     p_route bigint, p_tenant text, p_queue text, p_namespace text, p_task text,
     p_partition text, p_group text,
     p_named boolean, p_seed_mode text, p_seed_instant timestamptz, p_store_seed boolean,
     p_batch integer, p_partitions integer, p_auto_ack boolean, p_lease_seconds integer,
     p_lease_fallback integer, p_lease_id text, p_candidates bigint[], p_conflation boolean,
-    p_conflation_width integer)
+    p_conflation_width integer, p_max_bytes bigint)
 RETURNS SETOF queen.ready_answer
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
@@ -341,6 +321,19 @@ DECLARE
     v_got_hi  bigint[] := '{}';
     v_pid     bigint;
     v_fresh1  boolean;
+    v_lo      bigint;
+    v_hi      bigint;
+    v_count   bigint;
+    v_bytes   bigint;
+    v_used    bigint := 0;   -- the answer's bytes so far (see the byte budget above)
+    v_kept    bigint := 0;   -- messages in it so far
+    v_take    bigint;
+    v_cut     integer := 0;  -- the span the budget cut (0: none)
+    v_cut_end bigint;        -- its last delivered offset (below its first: none)
+    v_due     timestamptz;
+    v_due_of  bigint;
+    v_row     queen.ready_answer;
+    sg        record;       -- a segment of a delivered span
     v_until   timestamptz;
     v_expiry  timestamptz;
     r         record;
@@ -457,16 +450,97 @@ BEGIN
                                p_auto_ack, p_lease_id) k;
     END IF;
 
-    IF cardinality(v_got_ids) > 0 THEN
-        RETURN QUERY SELECT 'took'::text, k.queue_id, k.queue, k.partition_id, k.partition,
-                            k.span_start, k.span_end, k.retry_count, k.base_offset,
-                            k.created_at, k.blob, k.last_offset, k.queue_id = ANY(v_conf_qids),
-                            v_wanted,
-                            -- when its lease ends (none with autoAck)
-                            CASE WHEN NOT p_auto_ack THEN
-                                 (SELECT now() + make_interval(secs => q.lease_seconds)
-                                    FROM unnest(v_queues) q WHERE q.id = k.queue_id) END
-                       FROM queen.pop_read(p_group, v_got_ids, v_got_lo, v_got_hi) k;
+    -- The answer: per delivered span (in claim order), the segments overlapping it, while
+    -- they fit in the byte budget (see above).
+    FOR i IN 1 .. cardinality(v_got_ids) LOOP  -- one span at a time (see the top of this file)
+        v_pid := v_got_ids[i];
+        v_lo := v_got_lo[i];
+        v_hi := v_got_hi[i];
+        FOR sg IN
+            SELECT p.queue_id, q.name AS queue, p.name AS partition, x.retry_count,
+                   s.base_offset, s.created_at, s.blob, s.last_offset,
+                   s.last_offset - s.base_offset + 1 AS frames, s.bytes
+              FROM queen.log_partitions p
+              JOIN queen.queues q ON q.id = p.queue_id
+              -- the cursor by its primary key (see the UPDATE in pop_claim)
+              CROSS JOIN LATERAL (SELECT y.retry_count FROM queen.log_consumers y
+                                   WHERE y.partition_id = v_pid AND y.consumer_group = p_group
+                                   LIMIT 1) x
+              CROSS JOIN LATERAL (
+                    SELECT y.base_offset, y.created_at, y.blob, y.last_offset,
+                           coalesce(y.raw_bytes, octet_length(y.blob)) AS bytes
+                      FROM queen.log_segments y
+                     WHERE y.partition_id = v_pid
+                       AND y.base_offset <= v_hi
+                       AND y.base_offset >= coalesce((SELECT max(z.base_offset)
+                                                        FROM queen.log_segments z
+                                                       WHERE z.partition_id = v_pid
+                                                         AND z.base_offset <= v_lo), v_lo)) s
+             WHERE p.id = v_pid
+             ORDER BY s.base_offset
+        LOOP
+            v_count := least(v_hi, sg.last_offset) - greatest(v_lo, sg.base_offset) + 1;
+            v_bytes := sg.bytes * v_count / sg.frames;
+            IF v_used + v_bytes > p_max_bytes THEN
+                -- The budget trips here: the share of this segment's messages that fits.
+                v_take := least((p_max_bytes - v_used) * sg.frames / greatest(sg.bytes, 1),
+                                v_count - 1);
+                IF v_kept = 0 THEN  -- the pop's first message goes out whatever its size
+                    v_take := greatest(v_take, 1);
+                END IF;
+                v_cut := i;
+                v_cut_end := greatest(v_lo, sg.base_offset) + v_take - 1;
+                EXIT WHEN v_take <= 0;
+            END IF;
+            v_used := v_used + v_bytes;
+            v_kept := v_kept + v_count;
+            IF v_due_of IS DISTINCT FROM sg.queue_id THEN  -- when its lease ends (none with autoAck)
+                v_due_of := sg.queue_id;
+                v_due := CASE WHEN NOT p_auto_ack THEN
+                              (SELECT now() + make_interval(secs => q.lease_seconds)
+                                 FROM unnest(v_queues) q WHERE q.id = sg.queue_id) END;
+            END IF;
+            v_row := ROW('took', sg.queue_id, sg.queue, v_pid, sg.partition, v_lo,
+                         CASE WHEN v_cut > 0 THEN v_cut_end ELSE v_hi END, sg.retry_count,
+                         sg.base_offset, sg.created_at, sg.blob, sg.last_offset,
+                         sg.queue_id = ANY(v_conf_qids), v_wanted, v_due);
+            RETURN NEXT v_row;
+            EXIT WHEN v_cut > 0;
+        END LOOP;
+        IF v_cut > 0 THEN
+            RETURN NEXT ROW('full', sg.queue_id, NULL::text, v_pid, NULL::text, NULL::bigint,
+                            NULL::bigint, NULL::integer, NULL::bigint, NULL::timestamptz,
+                            NULL::bytea, NULL::bigint, NULL::boolean, v_wanted,
+                            NULL::timestamptz)::queen.ready_answer;
+            EXIT;
+        END IF;
+    END LOOP;
+    IF v_cut > 0 THEN
+        -- What the budget left out goes back: the cut span ends at the cut, the spans after
+        -- it are released (a lease) or uncommitted (autoAck), in this transaction.
+        FOR i IN v_cut .. cardinality(v_got_ids) LOOP
+            v_pid := v_got_ids[i];  -- plain variables (see queen.pop_claim)
+            v_lo := v_got_lo[i];
+            v_hi := v_got_hi[i];
+            -- the last offset it keeps (below v_lo: none)
+            v_take := CASE WHEN i = v_cut THEN greatest(v_cut_end, v_lo - 1) ELSE v_lo - 1 END;
+            IF p_auto_ack THEN
+                UPDATE queen.log_consumers x
+                   SET committed = v_take,
+                       total_consumed = x.total_consumed - (v_hi - v_take)
+                 WHERE x.partition_id = v_pid AND x.consumer_group = p_group;
+            ELSIF v_take >= v_lo THEN
+                UPDATE queen.log_consumers x SET batch_end = v_take
+                 WHERE x.partition_id = v_pid AND x.consumer_group = p_group;
+            ELSE
+                UPDATE queen.log_consumers x
+                   SET batch_end = NULL, worker_id = NULL, lease_expires_at = NULL
+                 WHERE x.partition_id = v_pid AND x.consumer_group = p_group;
+            END IF;
+        END LOOP;
+        -- The spans delivered: those before the cut, and the cut one if it kept anything.
+        v_got_ids := v_got_ids[1 : v_cut - CASE WHEN v_cut_end >= v_got_lo[v_cut] THEN 0
+                                                ELSE 1 END];
     END IF;
 
     -- Why every other candidate gave nothing, and until when (the process defers it).

@@ -9,7 +9,7 @@
 -- Claim among known candidates and read, in one statement (functions/30_pop.sql says what
 -- each argument means and what the answer holds). `route`: a number of the shard every
 -- candidate lives on (Citus runs the call on its node: core/storage/shards.py); `tenant`:
--- whose queues it addresses.
+-- whose queues it addresses; `max_bytes`: the answer's byte budget.
 -- here: (SELECT :route::bigint)
 SELECT verdict, queue_id, queue, partition_id, partition, span_start, span_end, retry_count,
        base_offset, created_at, blob, last_offset, conflation, width,
@@ -18,7 +18,8 @@ SELECT verdict, queue_id, queue, partition_id, partition, span_start, span_end, 
                        :tenant, :queue, :namespace, :task, :partition, :group, :named,
                        :seed_mode, :seed_instant::timestamptz, :store_seed, :batch,
                        :partitions, :auto_ack, :lease_seconds, :lease_fallback, :lease_id,
-                       :candidates::bigint[], :conflation, :conflation_width);
+                       :candidates::bigint[], :conflation, :conflation_width,
+                       :max_bytes::bigint);
 
 -- name: ack
 -- Apply acks in one statement, one array element per item (functions/40_ack.sql says what

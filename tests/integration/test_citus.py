@@ -30,6 +30,7 @@ from core.engine.directory import PartitionName
 from core.engine.wakeup import CHANNEL, CLAIMED_CHANNEL, Wake
 from core.engine.writes import NewMessage, append
 from core.ids import PartitionId, uuid7
+from core.options import POP_MAX_BYTES
 from core.settings import Settings
 from core.storage import reads, stats
 from core.storage.database import Database
@@ -877,7 +878,7 @@ async def _claim(conn: asyncpg.Connection, route: int | None, pid: int,
         conn, route=route, tenant="", queue=None, namespace=None, task=None, partition=None,
         group="g1", named=True, seed_mode="all", seed_instant=None, store_seed=True,
         batch=batch, partitions=1, auto_ack=False, lease_seconds=60, lease_fallback=60,
-        lease_id=lease, candidates=[pid])
+        lease_id=lease, candidates=[pid], max_bytes=POP_MAX_BYTES)
     spans = {(r.span_start, r.span_end) for r in rows if r.verdict == "took"}
     assert len(spans) <= 1, spans
     for start, end in spans:

@@ -7,7 +7,8 @@ and claims them in one statement (core/engine/pop.py `claim`) that answers per c
 took, empty, leased until, held by the clock until, busy. Each candidate is checked back in
 by that answer. A pop that found nothing goes on with the next candidates until none is
 left; one that delivered something sends at most one more statement (under the same lease)
-to fill its width or batch. A lane with nothing ready answers at once, with no statement:
+to fill its width or batch, with what its byte budget has left, and none once the budget
+stopped a statement (`PopResult.full`: the partitions it left out are ready again). A lane with nothing ready answers at once, with no statement:
 a quiet re-poll of a caught-up group costs nothing.
 
 On Citus a statement's candidates are partitions of one shard: a pop's candidates are claimed
@@ -235,7 +236,7 @@ class Reader:
             while failure is None:
                 got = 0 if total is None else len(total.claims)
                 budget = request.batch - (0 if total is None else total.count)
-                if total is not None and (got >= width or budget <= 0
+                if total is not None and (got >= width or budget <= 0 or total.full
                                           or statements >= _STATEMENTS_ONCE_DELIVERED):
                     break
                 wanted = max(width - got, 1)
@@ -273,13 +274,19 @@ class Reader:
                     later = [p for _, rest in groups[at + 1:] for p in rest]
                     got = 0 if total is None else len(total.claims)
                     budget = request.batch - (0 if total is None else total.count)
-                    if total is not None and (got >= width or budget <= 0):
+                    if total is not None and (got >= width or budget <= 0 or total.full):
                         _give_back(in_route, group + later)
                         break
                     wanted = max(width - got, 1)
+                    # A later statement may add only what the byte budget has left (it
+                    # still delivers one message at least: the answer may pass the budget
+                    # by one message's bytes).
+                    max_bytes = request.max_bytes if total is None else max(
+                        request.max_bytes - total.bytes_counted(), 1)
                     try:
-                        answer = await self._statement(replace(request, batch=budget), group,
-                                                       lease_id, wanted, lanes)
+                        answer = await self._statement(
+                            replace(request, batch=budget, max_bytes=max_bytes), group,
+                            lease_id, wanted, lanes)
                     except StorageUnavailable as exc:
                         failure = exc  # (the statement gave its candidates back)
                         continue
@@ -288,7 +295,7 @@ class Reader:
                         raise
                     self._learn(_key(request), answer)
                     satisfied = (len(answer.result.claims) >= wanted
-                                 or answer.result.count >= budget)
+                                 or answer.result.count >= budget or answer.result.full)
                     # What it took stays out until the pop is over: its second statement
                     # must not try a partition it just claimed (with autoAck it is ready
                     # again at once).
@@ -301,6 +308,7 @@ class Reader:
                             lease_id = total.lease_id
                         else:
                             total.claims.extend(answer.result.claims)
+                            total.full = total.full or answer.result.full
                 statements += 1
             if lease_id is not None and len(lease_shards) > 1:
                 await self._link_lease(lease_id, list(lease_shards))
