@@ -73,7 +73,7 @@ from core.engine.writes import Appended, NewMessage
 from core.ephemeral import Ephemeral
 from core.ephemeral.sweeper import Sweeper as EphemeralSweeper
 from core.ephemeral.waiters import CHANNEL as EPHEMERAL_CHANNEL
-from core.errors import ServiceError, StorageUnavailable
+from core.errors import ServiceError, StorageReadOnly, StorageUnavailable
 from core.kafka.service import Kafka
 from core.kv.service import KvService
 from core.settings import Settings
@@ -276,8 +276,9 @@ class Broker:
         `core.engine.writes.NewMessage.packed`); one outcome per item, in order, each answered
         once its flush committed, or once it is fsynced in the spool (`buffered`): while
         push maintenance is on, while the database is unreachable (an item whose write
-        failed for that reason is spooled then), and while this worker's spool still holds
-        older messages. Raises SpoolUnavailable when the spool cannot take them, and a
+        failed for that reason is spooled then; one whose partition alone could not be
+        written is answered as an outage: `_partitions_alone_failed`), and while the spool
+        still holds older messages. Raises SpoolUnavailable when the spool cannot take them, and a
         `Limited` error (nothing written) when the items' tenant's quota refuses them."""
         await self._admit_items(items)
         spool = self._spool
@@ -287,6 +288,9 @@ class Broker:
         await self._hub.published()
         unwritten = [i for i, o in enumerate(outcomes)
                      if isinstance(o.error, StorageUnavailable)]
+        if unwritten and await self._partitions_alone_failed(outcomes, unwritten):
+            _count_queued(outcomes)
+            return outcomes  # answered as an outage of those items: the client retries them
         if unwritten:
             spool.database_down = True
             try:
@@ -297,6 +301,20 @@ class Broker:
                 outcomes[i] = outcome
         _count_queued(outcomes)
         return outcomes
+
+    async def _partitions_alone_failed(self, outcomes: Sequence[PushOutcome],
+                                       unwritten: Sequence[int]) -> bool:
+        """Whether the writes that failed as an outage failed for their partitions alone: a
+        write stalled behind its partition's lock, or a Citus node that is down, while the
+        database answers. Those items are then answered as an outage (503, or `failed` beside
+        written ones) rather than spooled: the spool's drain replays in order, so a spooled
+        write to such a partition would hold every push after it, to any partition, behind
+        it. A read-only answer (a failover under way) concerns the whole database."""
+        if any(isinstance(outcomes[i].error, StorageReadOnly) for i in unwritten):
+            return False
+        if any(o.verdict is not None for o in outcomes):
+            return True  # others of this push were written just now
+        return await self._db.ping()
 
     async def _admit_items(self, items: Sequence[PushItem], *, throttle: bool = False) -> None:
         """The quota checks of pushed items, per tenant (the edge sends one tenant's); with

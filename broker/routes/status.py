@@ -59,8 +59,7 @@ async def status(request: Request, query: StatusQuery, tenant: str) -> Response:
     totals = Totals()
     for p in parts:
         totals.add(p)
-    buckets = await broker.analytics(stats.SeriesFilter(
-        "hour", start, end, where.queue, where.namespace, where.task, tenant))
+    buckets = await broker.analytics(stats.SeriesFilter("hour", start, end, where, tenant))
     row = await broker.resources.overview(tenant=tenant)
     return json_response({
         "queues": len(totals.queues), "partitions": totals.partitions,
@@ -125,8 +124,8 @@ async def analytics(request: Request, query: AnalyticsQuery, tenant: str) -> Res
     broker = broker_of(request)
     where = queue_filter(query, created=False)
     start, end = query.closed(_DEFAULT_SPAN[query.interval])
-    rows = await broker.analytics(stats.SeriesFilter(
-        query.interval, start, end, where.queue, where.namespace, where.task, tenant))
+    rows = await broker.analytics(stats.SeriesFilter(query.interval, start, end, where,
+                                                     tenant))
     return json_response(Analytics(
         query.interval, iso(start), iso(end), where.queue, where.namespace, where.task,
         broker.settings.stats_sample_interval_ms,

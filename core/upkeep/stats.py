@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from core.admin.resources import QueueFilter
 from core.counters import COUNTERS, Counters
 from core.engine.listener import ANY_QUEUE
 from core.errors import ServiceError
@@ -320,14 +321,15 @@ class SeriesFilter:
     unit: str
     start: datetime
     end: datetime
-    queue: str | None = None
-    namespace: str | None = None
-    task: str | None = None
+    # Whose samples count: the queues the status and analytics routes select, by name
+    # (`start` and `end` bound the samples; the queues' creation bounds are not asked for).
+    queues: QueueFilter
     tenant: str = ""  # whose queues' samples (core/tenancy)
 
 
 async def series(db: Database, where: SeriesFilter) -> list[SeriesRow]:
+    queues = where.queues
     async with db.session() as conn:
         return await sql.series(conn, tenant=where.tenant, unit=where.unit, start=where.start,
-                                end=where.end, queue=where.queue, namespace=where.namespace,
-                                task=where.task)
+                                end=where.end, queue=queues.queue,
+                                namespace=queues.namespace, task=queues.task)

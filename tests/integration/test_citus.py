@@ -488,6 +488,53 @@ async def test_a_dead_worker_fails_only_its_partitions_and_holds_nothing_back_af
     assert "Traceback" not in logged, logged[-3000:]
 
 
+async def test_pushes_to_the_live_worker_go_on_while_another_worker_is_dead(
+        citus_cluster: TestCluster, url: str, http: httpx.AsyncClient) -> None:
+    """kill -9 of a worker's postmaster: a push's items for partitions on the dead worker fail
+    (`failed`, to be sent again), the others are written; later pushes to the live worker's
+    partitions are written and delivered at once. Before, the failed items went to the push
+    spool and the broker took the database for down, so every later push, to any node, was
+    spooled behind them and delivered only once the dead worker was back."""
+    queue = "q-" + uuid.uuid4().hex[:10]
+    names = [f"p{i}" for i in range(PARTITIONS)]
+
+    async def push(partitions: Iterable[str], round_: int) -> list[dict[str, Any]]:
+        r = await http.post("/api/v1/push", json={"items": [
+            {"queue": queue, "partition": n, "payload": n, "transactionId": f"{n}-{round_}"}
+            for n in partitions]})
+        assert r.status_code == 201, r.text
+        return list(r.json())
+
+    assert {e["status"] for e in await push(names, 0)} == {"queued"}
+    worker = citus_cluster.cluster.workers[0]
+    dead_ids = await _partitions_on(url, queue, worker.port)
+    assert 0 < len(dead_ids) < PARTITIONS
+    r = await http.get(f"/api/v1/pop/queue/{queue}", params={
+        "wait": "false", "batch": "100", "partitions": str(PARTITIONS), "autoAck": "true"})
+    assert r.status_code == 200 and len(r.json()["messages"]) == PARTITIONS, r.text
+    by_id = {m["partitionId"]: m["data"] for m in r.json()["messages"]}
+    live = [n for pid, n in by_id.items() if pid not in dead_ids]
+    citus_cluster.cluster.kill(worker)
+    try:
+        first = await push(names, 1)
+        failed = {e["transactionId"] for e in first if e["status"] == "failed"}
+        assert failed == {f"{by_id[pid]}-1" for pid in dead_ids}, first
+        assert {e["status"] for e in first if e["transactionId"] not in failed} == {"queued"}
+        second = await push(live, 2)
+        assert {e["status"] for e in second} == {"queued"}, second  # before: `buffered`
+        got: set[str] = set()
+        deadline = time.monotonic() + 10
+        while len(got) < 2 * len(live) and time.monotonic() < deadline:
+            r = await http.get(f"/api/v1/pop/queue/{queue}", params={
+                "wait": "false", "batch": "100", "partitions": str(PARTITIONS),
+                "autoAck": "true"})
+            if r.status_code == 200:
+                got |= {f'{m["data"]}-{m["transactionId"][-1]}' for m in r.json()["messages"]}
+        assert got == {f"{n}-{k}" for n in live for k in (1, 2)}
+    finally:
+        citus_cluster.cluster.start(worker)
+
+
 async def test_calls_on_a_node_a_shard_move_has_not_committed_on_yet_read_the_copy_they_write(
         citus_cluster: TestCluster) -> None:
     """A shard move's two-phase commit reaches the nodes one by one. Here the move from the

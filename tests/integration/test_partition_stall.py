@@ -1,0 +1,90 @@
+"""One partition whose writes cannot go through must not hold back the others.
+
+A push whose write to one partition stalls past PUSH_ANSWER_TIMEOUT_MS (its partition row is
+locked by a transaction that does not end: an operator's session left open, a stuck
+migration) is answered as an outage. While the database itself answers, that outage is the
+partition's alone: the push is answered 503 with Retry-After (nothing acknowledged, the
+client retries it, a dedup duplicate if the stalled write commits meanwhile), and pushes to
+other partitions are written and delivered as before. Only a database that does not answer
+sends pushes to the push spool (test_outage_and_restart.py), whose drain replays in order, so
+a spooled push to the stalled partition would hold every push after it behind that lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pytest
+
+from tests.support import BrokerProcess
+
+ANSWER_TIMEOUT_MS = 1500
+
+
+@pytest.fixture
+def stall_broker(own_database: str, tmp_path: Path) -> Iterator[BrokerProcess]:
+    env = {"PUSH_ANSWER_TIMEOUT_MS": str(ANSWER_TIMEOUT_MS),
+           "FILE_BUFFER_DIR": str(tmp_path / "spool")}
+    with BrokerProcess(own_database, workers=1, env=env) as proc:
+        yield proc
+
+
+@pytest.fixture
+async def client(stall_broker: BrokerProcess) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=stall_broker.url, timeout=30) as c:
+        yield c
+
+
+async def _push(client: httpx.AsyncClient, queue: str, txid: str) -> httpx.Response:
+    return await client.post("/api/v1/push", json={"items": [
+        {"queue": queue, "partition": "p", "transactionId": txid, "payload": {"t": txid}}]})
+
+
+async def _pop_all(client: httpx.AsyncClient, queue: str) -> list[str]:
+    r = await client.get(f"/api/v1/pop/queue/{queue}",
+                         params={"batch": "10", "wait": "false", "autoAck": "true"})
+    assert r.status_code in (200, 204), r.text
+    return [] if r.status_code == 204 else [m["transactionId"] for m in r.json()["messages"]]
+
+
+async def test_a_stalled_partition_answers_503_and_the_others_go_on(
+        client: httpx.AsyncClient, own_database: str) -> None:
+    stuck, free = "stuck-q", "free-q"
+    for queue in (stuck, free):  # both partitions exist before the lock
+        r = await _push(client, queue, f"{queue}-0")
+        assert r.status_code == 201 and r.json()[0]["status"] == "queued", r.text
+        assert await _pop_all(client, queue) == [f"{queue}-0"]
+    holder = await asyncpg.connect(own_database)
+    locked = holder.transaction()
+    await locked.start()
+    try:
+        await holder.execute(
+            "SELECT 1 FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
+            " WHERE q.name = $1 AND p.name = 'p' FOR UPDATE", stuck)
+        started = time.monotonic()
+        r = await _push(client, stuck, "stuck-1")
+        took = time.monotonic() - started
+        # Not acknowledged (before: 201 `buffered`, so the spool held every later push).
+        assert r.status_code == 503, r.text
+        assert r.headers.get("Retry-After"), r.headers
+        assert took < ANSWER_TIMEOUT_MS / 1000 + 3, took
+        # The other partition is written and delivered while the lock is held.
+        for i in (1, 2):
+            r = await _push(client, free, f"{free}-{i}")
+            assert r.status_code == 201 and r.json()[0]["status"] == "queued", r.text
+        assert await _pop_all(client, free) == [f"{free}-1", f"{free}-2"]
+    finally:
+        await locked.rollback()
+        await holder.close()
+    # The client's retry after the lock: stored once, whether or not the stalled write
+    # committed when the lock went.
+    r = await _push(client, stuck, "stuck-1")
+    assert r.status_code == 201 and r.json()[0]["status"] in ("queued", "duplicate"), r.text
+    await asyncio.sleep(0.2)
+    assert await _pop_all(client, stuck) == ["stuck-1"]
+    assert await _pop_all(client, stuck) == []
