@@ -618,3 +618,23 @@ BEGIN
                         NULL::bytea, NULL::bigint, q.conflation, v_wanted, NULL::timestamptz
                    FROM unnest(v_queues) q;
 END $$;
+
+-- queen.pop_ready as brokers of the version before the byte budget call it (without
+-- p_max_bytes): during a rolling upgrade they keep popping, within the default budget
+-- (QUEEN_POP_MAX_BYTES, 64 MiB), until they are replaced (docs/operating/upgrades.md).
+CREATE OR REPLACE FUNCTION queen.pop_ready(
+    p_route bigint, p_tenant text, p_queue text, p_namespace text, p_task text,
+    p_partition text, p_group text,
+    p_named boolean, p_seed_mode text, p_seed_instant timestamptz, p_store_seed boolean,
+    p_batch integer, p_partitions integer, p_auto_ack boolean, p_lease_seconds integer,
+    p_lease_fallback integer, p_lease_id text, p_candidates bigint[], p_conflation boolean,
+    p_conflation_width integer)
+RETURNS SETOF queen.ready_answer
+LANGUAGE sql
+AS $$
+    SELECT * FROM queen.pop_ready(p_route, p_tenant, p_queue, p_namespace, p_task,
+                                  p_partition, p_group, p_named, p_seed_mode, p_seed_instant,
+                                  p_store_seed, p_batch, p_partitions, p_auto_ack,
+                                  p_lease_seconds, p_lease_fallback, p_lease_id, p_candidates,
+                                  p_conflation, p_conflation_width, 64 * 1024 * 1024)
+$$;

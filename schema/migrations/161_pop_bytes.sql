@@ -5,11 +5,8 @@
 -- (encryptionEnabled): the pop counts its stored size instead.
 ALTER TABLE queen.log_segments ADD COLUMN raw_bytes bigint;
 
--- queen.pop_ready takes the budget last; queen.pop_read, which read the spans' segments for
--- it, goes (pop_ready reads them itself, counting their bytes). The functions layer creates
--- the new signature.
-DROP FUNCTION IF EXISTS queen.pop_ready(bigint, text, text, text, text, text, text, boolean,
-                                        text, timestamptz, boolean, integer, integer,
-                                        boolean, integer, integer, text, bigint[], boolean,
-                                        integer);
+-- queen.pop_ready gains the budget as a last argument (a new signature beside the old one,
+-- which now calls it, so brokers of the previous version keep popping during a rolling
+-- upgrade); queen.pop_read, which read the spans' segments for the old one, goes (pop_ready
+-- reads them itself, counting their bytes).
 DROP FUNCTION IF EXISTS queen.pop_read(text, bigint[], bigint[], bigint[]);

@@ -167,3 +167,28 @@ async def test_the_budget_counts_bytes_uncompressed(
     assert raw > COUNT * SIZE > BUDGET > 100 * stored
     got = await _pop(client, queue_name, framed=False, auto_ack=True)
     assert 5 <= len(got) < COUNT and _data_bytes(got) <= BUDGET
+
+
+async def test_the_previous_versions_call_still_pops_during_a_rolling_upgrade(
+        client: httpx.AsyncClient, database_url: str, deployment: str) -> None:
+    """A broker of the version before the budget calls queen.pop_ready without its last
+    argument until it is replaced (docs/operating/upgrades.md): that signature still claims
+    and answers the segments. (On one PostgreSQL: the call's route is then null.)"""
+    if deployment == "citus":
+        pytest.skip("the signature is the same on Citus; the call here has no route")
+    queue = "upgrade-" + os.urandom(4).hex()
+    r = await client.post("/api/v1/push", json={"items": [
+        {"queue": queue, "payload": {"n": n}} for n in range(3)]})
+    assert r.status_code == 201, r.text
+    partition_id = int(r.json()[0]["partition_id"])
+    conn = await asyncpg.connect(database_url)
+    try:
+        rows = await conn.fetch(
+            "SELECT verdict, span_start, span_end FROM queen.pop_ready("
+            "NULL, '', $1, NULL, NULL, NULL, '__QUEUE_MODE__', false, 'all', NULL, false,"
+            " 10, 1, true, 0, 300, '', $2::bigint[], false, 1)",
+            queue, [partition_id])
+    finally:
+        await conn.close()
+    took = [r for r in rows if r["verdict"] == "took"]
+    assert took and (took[0]["span_start"], took[0]["span_end"]) == (0, 2), rows

@@ -69,19 +69,39 @@ def test_migrations_define_no_function_and_drop_old_ones_only_if_they_exist() ->
     assert found == []
 
 
+def _arity(statement: str, name_end: int) -> int:
+    """How many arguments the function defined by `statement` takes (a view: 0)."""
+    rest = statement[name_end:].lstrip()
+    if not rest.startswith("("):
+        return 0
+    depth, commas, body = 0, 0, ""
+    for char in rest:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0:
+            break
+        if depth == 1 and char == ",":
+            commas += 1
+        body += char
+    return commas + 1 if body.strip("( \n") else 0
+
+
 def test_function_files_only_create_or_replace_functions_each_defined_once() -> None:
-    defined: dict[str, str] = {}
+    """Each signature once: a second signature of a name (another number of arguments) is
+    the one way to keep the previous version's calls working during a rolling upgrade."""
+    defined: dict[tuple[str, int], str] = {}
     other = []
     for path in function_files():
         for statement in _statements(path):
             match = _DEFINED.match(statement)
             if match is None:
                 other.append(f"{path.name}: {statement[:60]}")
-            elif match.group(2) in defined:
-                other.append(f"{path.name}: {match.group(2)} again (first in "
-                             f"{defined[match.group(2)]})")
+                continue
+            signature = (match.group(2), _arity(statement, match.end()))
+            if signature in defined:
+                other.append(f"{path.name}: {signature} again (first in "
+                             f"{defined[signature]})")
             else:
-                defined[match.group(2)] = path.name
+                defined[signature] = path.name
     assert other == []
     assert len(defined) > 20  # the parsing found the functions
 
