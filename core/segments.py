@@ -36,6 +36,13 @@ FRAME_HEAD_SIZE = _HEAD.size
 # Level 1 is what the official client uses for its own frames: most of the ratio for a
 # fraction of the CPU, which matters because compression runs on the event loop.
 ZSTD_LEVEL = 1
+# The payload bytes the write path packs into one segment before it starts another
+# (core/engine/writes.py `segments_of`). A flush merges whatever waited for its partition
+# (up to COALESCER_MAX_FLUSH_MESSAGES), and a reader always takes a whole segment: a pop of
+# one message reads and decompresses all of it. 1 MiB is many small messages' worth (a push
+# of 100 corpus messages is about 110 KB, one segment as before) and bounds what a pop reads
+# beyond what it delivers; a larger message is a segment of its own.
+SEGMENT_TARGET_BYTES = 1 << 20
 _local = threading.local()
 
 

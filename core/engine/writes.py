@@ -104,9 +104,12 @@ def first_occurrences(items: Sequence[NewMessage]) -> list[int]:
 
 def segments_of(messages: Sequence[NewMessage]) -> list[sql.AppendSegment]:
     """The segments that store `messages` in order: a client-built blob as it came when
-    all its messages are here, consecutive and unchanged; everything else packed here."""
+    all its messages are here, consecutive and unchanged; everything else packed here, in
+    segments of about SEGMENT_TARGET_BYTES of payload (core/segments.py)."""
     out: list[sql.AppendSegment] = []
     plain: list[NewMessage] = []
+    plain_bytes = 0
+    target = segments.SEGMENT_TARGET_BYTES
     i = 0
     while i < len(messages):
         packed = messages[i].packed
@@ -116,11 +119,16 @@ def segments_of(messages: Sequence[NewMessage]) -> list[sql.AppendSegment]:
                     m.packed is packed and m.producer_sub is None for m in run):
                 if plain:
                     out.append(_pack(plain))
-                    plain = []
+                    plain, plain_bytes = [], 0
                 out.append(sql.AppendSegment(packed.blob, [m.transaction_id for m in run]))
                 i += packed.count
                 continue
+        size = len(messages[i].payload)
+        if plain and plain_bytes + size > target:
+            out.append(_pack(plain))
+            plain, plain_bytes = [], 0
         plain.append(messages[i])
+        plain_bytes += size
         i += 1
     if plain:
         out.append(_pack(plain))

@@ -160,8 +160,8 @@ async def test_the_budget_counts_bytes_uncompressed(
         {"queue": queue_name, "partition": "p", "payload": {"b": "x" * SIZE},
          "transactionId": f"p-{i}"} for i in range(COUNT)]})
     assert r.status_code == 201, r.text
-    [(raw, stored)] = await db.fetch(
-        "SELECT s.raw_bytes, octet_length(s.blob) FROM queen.log_segments s"
+    (raw, stored) = await db.fetchrow(
+        "SELECT sum(s.raw_bytes), sum(octet_length(s.blob)) FROM queen.log_segments s"
         " JOIN queen.log_partitions p ON p.id = s.partition_id"
         " JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = $1", queue_name)
     assert raw > COUNT * SIZE > BUDGET > 100 * stored

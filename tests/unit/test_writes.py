@@ -218,3 +218,25 @@ async def test_transaction_ids_go_as_one_text_unless_one_holds_the_separator() -
     assert conn.forms[0] == "joined" and conn.forms[1:] == ["array"] * (len(conn.forms) - 1)
     assert conn.statements[0] == ["a", "", "b"]
     assert conn.statements[-1] == ["x\x1fy", "z\x1e"]
+
+
+def test_a_large_flush_is_stored_as_segments_of_bounded_size_in_order() -> None:
+    """A flush merges whatever pushes waited for the partition (up to 5000 messages), so large
+    messages pushed together made one segment of any size: each pop of the partition, even of
+    one message, then read and decompressed all of it (and PostgreSQL refuses a value over
+    1 GB). Packed messages go into segments of about SEGMENT_TARGET_BYTES each; a message
+    larger than that stands alone."""
+    from core.engine.writes import segments_of
+
+    big = segments.SEGMENT_TARGET_BYTES // 3 + 1
+    sizes = [big, big, big, 10, big, 3 * segments.SEGMENT_TARGET_BYTES, 10, 10]
+    messages = [NewMessage(uuid.uuid4(), f"t{i}", b'"' + b"x" * (n - 2) + b'"')
+                for i, n in enumerate(sizes)]
+    built = segments_of(messages)
+    assert [t for s in built for t in s.transaction_ids] == [m.transaction_id for m in messages]
+    stored = [segments.unpack(s.blob) for s in built]
+    assert [f.payload for frames in stored for f in frames] == [m.payload for m in messages]
+    for frames in stored:  # each within the target, or a single message
+        assert (len(frames) == 1
+                or sum(len(f.payload) for f in frames) <= segments.SEGMENT_TARGET_BYTES)
+    assert [len(frames) for frames in stored] == [2, 3, 1, 2]  # [B, B] [B, 10, B] [3T] [10, 10]
