@@ -132,6 +132,7 @@ class Broker:
             max_pending_messages=settings.max_pending_messages,
             max_partitions_per_flush=settings.max_partitions_per_flush,
             max_concurrent_flushes=settings.max_concurrent_flushes,
+            max_flush_bytes=settings.max_flush_bytes,
             answer_within_s=settings.push_answer_timeout_ms / 1000,
             on_appended=self._appended)
         self._backoff = Backoff(settings.pop_wait_initial_interval_ms,

@@ -116,6 +116,11 @@ class Settings:
     max_concurrent_flushes: int = COALESCER.setting(
         4, "COALESCER_MAX_CONCURRENT_FLUSHES", "Such statements in flight per web worker.",
         low=1, high=1000)
+    # Four of the largest pushes (MAX_BODY_BYTES); PostgreSQL refuses a value over 1 GB.
+    max_flush_bytes: int = COALESCER.setting(
+        64 * 1024 * 1024, "COALESCER_MAX_FLUSH_BYTES",
+        "Payload bytes one such statement writes at most (a larger push alone).",
+        low=1024, high=512 * 1024 * 1024)
     # A frozen primary (a failover under way) would otherwise hold the push until the
     # driver's timeout, behind earlier flushes stuck the same way.
     push_answer_timeout_ms: int = REQUESTS.setting(

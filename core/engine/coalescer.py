@@ -17,6 +17,12 @@ A request's future resolves only after its flush committed (or failed: then ever
 that partition's flush gets the error; nothing is retried behind the caller's back). The
 number of messages held (waiting or in flight) is bounded; past the bound `submit` raises
 `Overloaded`.
+
+A call also carries at most `max_flush_bytes` of the requests' sizes (the payload bytes a
+push gives with `submit`), whole requests, a larger one alone: large pushes that waited
+together must not make one statement of any size (PostgreSQL refuses a value over 1 GB, and
+the worker holds the statement's parameters in memory while it runs). Keys that do not fit
+stay ready for the next call.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ FlushManyFn = Callable[[list[tuple[Key, list[Item]]]],
 class _Request(Generic[Item, Result]):
     items: list[Item]
     future: asyncio.Future[list[Result]]
+    size: int = 0  # its payload bytes, against max_flush_bytes
 
 
 @dataclass(slots=True)
@@ -62,7 +69,7 @@ class WriteCoalescer(Generic[Key, Item, Result]):
 
     def __init__(self, flush: FlushManyFn[Key, Item, Result], *, max_flush_items: int,
                  max_pending_items: int, max_keys_per_flush: int = 64,
-                 max_concurrent_flushes: int = 4,
+                 max_concurrent_flushes: int = 4, max_flush_bytes: int = 64 * 1024 * 1024,
                  on_flushed: Callable[[Key], None] | None = None,
                  group_of: Callable[[Key], int] | None = None) -> None:
         self._flush = flush
@@ -70,6 +77,7 @@ class WriteCoalescer(Generic[Key, Item, Result]):
         self._max_pending_items = max_pending_items
         self._max_keys = max_keys_per_flush
         self._max_concurrent = max_concurrent_flushes
+        self._max_bytes = max_flush_bytes
         self._on_flushed = on_flushed
         self._group_of = group_of
         self._lanes: dict[Key, _Lane[Item, Result]] = {}
@@ -84,8 +92,9 @@ class WriteCoalescer(Generic[Key, Item, Result]):
     def pending_items(self) -> int:
         return self._pending_items
 
-    async def submit(self, key: Key, items: list[Item]) -> list[Result]:
-        """Queue `items` for partition `key`; answer their results once committed.
+    async def submit(self, key: Key, items: list[Item], *, size: int = 0) -> list[Result]:
+        """Queue `items` (of `size` payload bytes) for partition `key`; answer their results
+        once committed.
 
         Raises Overloaded when the backlog is full (nothing was queued), the flush's error
         when the write failed. Cancelling the caller does not cancel the write: once queued,
@@ -102,7 +111,7 @@ class WriteCoalescer(Generic[Key, Item, Result]):
         lane = self._lanes.get(key)
         if lane is None:
             lane = self._lanes[key] = _Lane()
-        lane.waiting.append(_Request(items, future))
+        lane.waiting.append(_Request(items, future, size))
         self._pending_items += len(items)
         if not lane.busy:
             self._ready[key] = None
@@ -112,11 +121,16 @@ class WriteCoalescer(Generic[Key, Item, Result]):
     def _dispatch(self) -> None:
         while self._ready and len(self._running) < self._max_concurrent:
             batch: list[tuple[Key, list[_Request[Item, Result]]]] = []
+            room = self._max_bytes
             for key in self._batch_keys():
-                del self._ready[key]
                 lane = self._lanes[key]
+                if batch and lane.waiting[0].size > room:
+                    break  # the call is full: the key waits for the next one
+                del self._ready[key]
                 lane.busy = True
-                batch.append((key, self._take(lane)))
+                requests = self._take(lane, room)
+                room -= sum(r.size for r in requests)
+                batch.append((key, requests))
             task = asyncio.create_task(self._run(batch), name="coalescer-flush")
             self._running.add(task)
             task.add_done_callback(self._running.discard)
@@ -180,14 +194,17 @@ class WriteCoalescer(Generic[Key, Item, Result]):
                 chosen.append(key)
         return chosen
 
-    def _take(self, lane: _Lane[Item, Result]) -> list[_Request[Item, Result]]:
-        """Whole requests, oldest first, up to max_flush_items (always at least one)."""
+    def _take(self, lane: _Lane[Item, Result], room: int) -> list[_Request[Item, Result]]:
+        """Whole requests, oldest first, up to max_flush_items and `room` bytes (always at
+        least one)."""
         batch = [lane.waiting.popleft()]
-        count = len(batch[0].items)
-        while lane.waiting and count + len(lane.waiting[0].items) <= self._max_flush_items:
+        count, size = len(batch[0].items), batch[0].size
+        while lane.waiting and count + len(lane.waiting[0].items) <= self._max_flush_items \
+                and size + lane.waiting[0].size <= room:
             request = lane.waiting.popleft()
             batch.append(request)
             count += len(request.items)
+            size += request.size
         return batch
 
     async def close(self) -> None:

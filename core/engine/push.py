@@ -46,7 +46,7 @@ class Pusher:
 
     def __init__(self, db: Database, *, max_flush_messages: int, max_pending_messages: int,
                  max_partitions_per_flush: int, max_concurrent_flushes: int,
-                 on_appended: Callable[[Appended], None],
+                 max_flush_bytes: int, on_appended: Callable[[Appended], None],
                  answer_within_s: float | None = None) -> None:
         self._db = db
         self._shards = db.shards
@@ -55,7 +55,7 @@ class Pusher:
         self.coalescer: WriteCoalescer[PartitionName, NewMessage, Verdict] = WriteCoalescer(
             self._flush, max_flush_items=max_flush_messages,
             max_pending_items=max_pending_messages, max_keys_per_flush=max_partitions_per_flush,
-            max_concurrent_flushes=max_concurrent_flushes,
+            max_concurrent_flushes=max_concurrent_flushes, max_flush_bytes=max_flush_bytes,
             group_of=self._shard_of if db.shards.distributed else None)
 
     def _shard_of(self, name: PartitionName) -> int:
@@ -99,8 +99,9 @@ class Pusher:
                 # The write goes on if we stop waiting (the coalescer's promise): what commits
                 # later is a dedup duplicate of the client's retry or of the spool's replay.
                 async with asyncio.timeout(self._answer_within_s):
+                    messages = [items[i].message for i in indexes]
                     verdicts = await self.coalescer.submit(
-                        name, [items[i].message for i in indexes])
+                        name, messages, size=sum(len(m.payload) for m in messages))
             except TimeoutError:
                 for i in indexes:
                     outcomes[i] = PushOutcome(items[i], None, StorageUnavailable())

@@ -102,9 +102,11 @@ def _core_push_steps(items: Any, calls: int, repeats: int) -> dict[str, float]:
     db = SimpleNamespace(shards=SimpleNamespace(distributed=False))
     pusher = Pusher(db, max_flush_messages=1000, max_pending_messages=10_000,  # type: ignore[arg-type]
                     max_partitions_per_flush=64, max_concurrent_flushes=4,
-                    on_appended=lambda _: None, answer_within_s=10.0)
+                    max_flush_bytes=64 << 20, on_appended=lambda _: None,
+                    answer_within_s=10.0)
 
-    async def submit(key: PartitionName, items: list[NewMessage]) -> list[Verdict]:
+    async def submit(key: PartitionName, items: list[NewMessage], *, size: int = 0
+                     ) -> list[Verdict]:
         return verdicts  # the coalescer's answer, at once
 
     pusher.coalescer.submit = submit  # type: ignore[method-assign]

@@ -121,6 +121,29 @@ async def test_flush_takes_whole_requests_up_to_the_item_limit() -> None:
         [0], [1, 1, 2, 2], [3, 3, 4, 4], list(range(7))]
 
 
+async def test_a_statement_takes_whole_requests_up_to_the_byte_limit() -> None:
+    """Large pushes that waited together went out as one statement of any size (PostgreSQL
+    refuses a value over 1 GB, and the worker builds the whole statement in memory): a
+    statement now carries up to `max_flush_bytes` of payload, a larger request alone, and
+    the keys that do not fit wait for the next one."""
+    flush = FakeFlush()
+    co = WriteCoalescer(one_by_one(flush), max_flush_items=1000, max_pending_items=10_000,
+                        max_flush_bytes=100, max_concurrent_flushes=1)
+    blocker = asyncio.create_task(co.submit("p", [0], size=1))
+    await _settle()
+    tasks = [asyncio.create_task(co.submit("p", [i], size=40)) for i in range(1, 4)]
+    tasks += [asyncio.create_task(co.submit(k, [i], size=60)) for i, k in ((4, "a"), (5, "b"))]
+    tasks.append(asyncio.create_task(co.submit("c", [6], size=500)))  # over it on its own
+    await _settle()
+    flush.gate.set()
+    await asyncio.gather(blocker, *tasks)
+    # One key a call here: a and b (60 each) do not fit together, c is alone, and p, ready
+    # again last, goes out in two calls of 80 and 40.
+    assert co.calls == 6
+    assert flush.calls == [("p", [0]), ("a", [4]), ("b", [5]), ("c", [6]), ("p", [1, 2]),
+                           ("p", [3])]
+
+
 async def test_a_failing_flush_fails_every_request_in_it_and_the_next_flush_still_runs() -> None:
     flush = FakeFlush()
     boom = RuntimeError("disk on fire")
