@@ -307,15 +307,17 @@ class Broker:
                                        unwritten: Sequence[int]) -> bool:
         """Whether the writes that failed as an outage failed for their partitions alone: a
         write stalled behind its partition's lock, or a Citus node that is down, while the
-        database answers. Those items are then answered as an outage (503, or `failed` beside
-        written ones) rather than spooled: the spool's drain replays in order, so a spooled
-        write to such a partition would hold every push after it, to any partition, behind
-        it. A read-only answer (a failover under way) concerns the whole database."""
+        database commits other writes. Those items are then answered as an outage (503, or
+        `failed` beside written ones) rather than spooled: the spool's drain replays in
+        order, so a spooled write to such a partition would hold every push after it, to any
+        partition, behind it. A read-only answer (a failover under way), and commits that
+        stall everywhere (a slow disk, a synchronous standby gone), concern the whole
+        database: those writes are spooled."""
         if any(isinstance(outcomes[i].error, StorageReadOnly) for i in unwritten):
             return False
         if any(o.verdict is not None for o in outcomes):
             return True  # others of this push were written just now
-        return await self._db.ping()
+        return await self._db.ping(commit=True)
 
     async def _admit_items(self, items: Sequence[PushItem], *, throttle: bool = False) -> None:
         """The quota checks of pushed items, per tenant (the edge sends one tenant's); with

@@ -40,6 +40,7 @@ from core.waiting import within
 log = logging.getLogger(__name__)
 
 _PING = Statement[None]("ping")
+_COMMIT_PROBE = Statement[None]("commit_probe")
 _ROLLBACK = Statement[None]("rollback")
 _ADMITTED = Statement[None]("admitted_connections")
 
@@ -211,11 +212,14 @@ class Database:
             return self._pool
         return self._routes.pool_for(route) or self._pool
 
-    async def ping(self, timeout: float = 2.0) -> bool:
+    async def ping(self, timeout: float = 2.0, *, commit: bool = False) -> bool:
+        """Whether the database answers within `timeout`; with `commit`, whether a write
+        commits within it (a server can answer reads while its commits stall: a slow disk, a
+        synchronous standby gone)."""
         try:
             async with asyncio.timeout(timeout):
                 async with self.session() as conn:
-                    await _PING.value(conn)
+                    await (_COMMIT_PROBE if commit else _PING).value(conn)
             return True
         except (StorageUnavailable, StorageError, TimeoutError):
             return False

@@ -5,6 +5,13 @@
 -- Is the server answering?
 SELECT 1;
 
+-- name: commit_probe
+-- Does a write commit? A transactional message (a WAL record, no table) makes this
+-- statement's commit wait for its flush and for synchronous standbys, as a push's does: a
+-- server that answers reads while its commits stall fails this one (core/service.py, a push
+-- that failed as an outage). Logical decoding sees it under the prefix `queen.probe`.
+SELECT pg_logical_emit_message(true, 'queen.probe', '')::text;
+
 -- name: silence_probe
 -- Does the server this process is connected to still answer? (core/storage/liveness.py)
 SELECT 1;

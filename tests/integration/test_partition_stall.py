@@ -5,14 +5,16 @@ locked by a transaction that does not end: an operator's session left open, a st
 migration) is answered as an outage. While the database itself answers, that outage is the
 partition's alone: the push is answered 503 with Retry-After (nothing acknowledged, the
 client retries it, a dedup duplicate if the stalled write commits meanwhile), and pushes to
-other partitions are written and delivered as before. Only a database that does not answer
-sends pushes to the push spool (test_outage_and_restart.py), whose drain replays in order, so
-a spooled push to the stalled partition would hold every push after it behind that lock.
+other partitions are written and delivered as before. Only a database that does not answer,
+or whose commits stall everywhere, sends pushes to the push spool (test_outage_and_restart.py),
+whose drain replays in order, so a spooled push to the stalled partition would hold every
+push after it behind that lock.
 """
 
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -21,7 +23,8 @@ import asyncpg
 import httpx
 import pytest
 
-from tests.support import BrokerProcess
+from core.embedded import stop_process
+from tests.support import BrokerProcess, create_database, server_data_dir, start_embedded
 
 ANSWER_TIMEOUT_MS = 1500
 
@@ -88,3 +91,45 @@ async def test_a_stalled_partition_answers_503_and_the_others_go_on(
     await asyncio.sleep(0.2)
     assert await _pop_all(client, stuck) == ["stuck-1"]
     assert await _pop_all(client, stuck) == []
+
+
+async def test_commits_that_stall_everywhere_still_go_to_the_spool(tmp_path: Path) -> None:
+    """A server that answers reads while no commit completes (here: a synchronous standby
+    that does not exist, as after losing the only one; a stalled disk looks the same) is
+    down for writes as a whole: the push is spooled (`buffered`) rather than refused, and
+    stored once when commits complete again. (A read-only ping answered; a commit probe
+    does not.)"""
+    with server_data_dir("queen-stall-") as data:
+        pg, proc = start_embedded(Path(data), synchronous_commit="on")
+        try:
+            url = await create_database(pg.dsn)
+            env = {"PUSH_ANSWER_TIMEOUT_MS": str(ANSWER_TIMEOUT_MS),
+                   "FILE_BUFFER_DIR": str(tmp_path / "spool")}
+            admin = await asyncpg.connect(pg.dsn)
+            try:
+                with BrokerProcess(url, workers=1, env=env) as broker:
+                    async with httpx.AsyncClient(base_url=broker.url, timeout=30) as client:
+                        r = await _push(client, "sync-q", "s-0")
+                        assert r.status_code == 201 and r.json()[0]["status"] == "queued"
+                        await admin.execute(
+                            "ALTER SYSTEM SET synchronous_standby_names = 'nobody'")
+                        await admin.execute("SELECT pg_reload_conf()")
+                        await asyncio.sleep(0.5)
+                        r = await _push(client, "sync-q", "s-1")
+                        # Before: 503 (the read-only ping answered).
+                        assert r.status_code == 201, r.text
+                        assert r.json()[0]["status"] == "buffered", r.text
+                        await admin.execute("ALTER SYSTEM RESET synchronous_standby_names")
+                        await admin.execute("SELECT pg_reload_conf()")
+                        got: list[str] = []
+                        deadline = time.monotonic() + 20
+                        while len(got) < 2 and time.monotonic() < deadline:
+                            got += await _pop_all(client, "sync-q")
+                            await asyncio.sleep(0.2)
+                        assert got == ["s-0", "s-1"]
+                        await asyncio.sleep(0.5)
+                        assert await _pop_all(client, "sync-q") == []
+            finally:
+                await admin.close()
+        finally:
+            stop_process(proc, signal.SIGINT)
