@@ -30,6 +30,7 @@ PROBES = {
     "lag_cost": "the lag statements on a wide queue (optionally against another revision's)",
     "tenant_fairness": "a quiet tenant's latency beside a tenant pushing over its rate limit",
     "http_stack": "hypercorn, starlette and the null app alone: server CPU per request",
+    "large_messages": "pops of large messages: broker CPU per pop, worker RSS (against --root)",
 }
 
 

@@ -111,6 +111,30 @@ def test_the_http_stack_probe_measures_each_variant_across_connections(
         result["compared"])
 
 
+@pytest.mark.timeout(120)
+def test_the_large_messages_probe_measures_both_checkouts(tmp_path: Path) -> None:
+    """CI-sized: one round, this checkout on both sides (`--root` itself), small messages;
+    every phase's figures for each side, their ratios, and every message delivered."""
+    from loadtest.probes import large_messages
+
+    status = large_messages.main([
+        "--rounds", "1", "--root", str(ROOT), "--small", "3", "--small-bytes", "50000",
+        "--large", "2", "--large-bytes", "400000", "--passes", "1", "--out", str(tmp_path)])
+    assert status == 0
+    [written] = tmp_path.glob("probe-large_messages-*.json")
+    result = json.loads(written.read_text())
+    assert set(result["figures"]) == {f"{side} {figure}" for side in ("this", "other")
+                                      for figure in large_messages.FIGURES}
+    medians = result["medians"]
+    for side in ("this", "other"):
+        assert medians[f"{side} batch first answer messages"] == 5  # far below the budget
+        assert medians[f"{side} batch pops"] == 1
+        assert medians[f"{side} segments"] >= 1
+        assert medians[f"{side} single pops peak RSS MB"] > 10
+    assert result["compared"]["segments: this / other"]["median"] == 1.0  # the same code
+    assert "large pop CPU ms: this / other" in result["compared"]
+
+
 def test_the_http_stack_probe_fails_when_a_client_thread_fails() -> None:
     """A server that closes every connection at once answers nothing: the probe must say
     so, not divide the CPU it read by requests that were never answered."""
