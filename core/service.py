@@ -165,7 +165,7 @@ class Broker:
         self.traces = Traces(db)
         self.ephemeral = Ephemeral(  # ephemeral queues (§19, core/ephemeral)
             db, cap_bytes=settings.ephemeral_max_bytes, stop_waiting=stop_waiting,
-            tenants=self.tenants)
+            tenants=self.tenants, pop_max_bytes=settings.pop_max_bytes)
         self.kv = KvService(db, max_keys=settings.kv_max_keys, tenants=self.tenants)
         # timers (core/timers); fired by their own process
         self.timers = Timers(db, settings, self.tenants)
