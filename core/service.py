@@ -158,7 +158,8 @@ class Broker:
         # a tenant's rates.
         self.tenants = Tenants(db, settings.tenancy, live_seconds=(
             stats.LIVE_INTERVALS * settings.metrics_flush_ms / 1000 + 2))
-        self.dlq = DeadLetters(db, hub.publish, self.tenants)
+        self.dlq = DeadLetters(db, hub.publish, self.tenants,
+                               list_max_bytes=settings.list_max_bytes)
         self.groups = ConsumerGroups(db, hub.publish)
         self.resources = Resources(db)
         self.messages = Messages(db)
