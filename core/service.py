@@ -158,14 +158,15 @@ class Broker:
         # a tenant's rates.
         self.tenants = Tenants(db, settings.tenancy, live_seconds=(
             stats.LIVE_INTERVALS * settings.metrics_flush_ms / 1000 + 2))
-        self.dlq = DeadLetters(db, hub.publish, self.tenants)
+        self.dlq = DeadLetters(db, hub.publish, self.tenants,
+                               list_max_bytes=settings.list_max_bytes)
         self.groups = ConsumerGroups(db, hub.publish)
         self.resources = Resources(db)
         self.messages = Messages(db)
         self.traces = Traces(db)
         self.ephemeral = Ephemeral(  # ephemeral queues (§19, core/ephemeral)
             db, cap_bytes=settings.ephemeral_max_bytes, stop_waiting=stop_waiting,
-            tenants=self.tenants)
+            tenants=self.tenants, pop_max_bytes=settings.pop_max_bytes)
         self.kv = KvService(db, max_keys=settings.kv_max_keys, tenants=self.tenants)
         # timers (core/timers); fired by their own process
         self.timers = Timers(db, settings, self.tenants)

@@ -53,6 +53,10 @@ class DlqPage(msgspec.Struct):
     messages: list[DlqMessage]
     pagination: Pagination
     total: int
+    # The byte budget (QUEEN_LIST_MAX_BYTES) ended the page before `limit`; the next page
+    # starts at `nextOffset` (offset + the rows answered), not at offset + limit.
+    truncated: bool
+    nextOffset: int
 
 
 class MessagePath(msgspec.Struct):

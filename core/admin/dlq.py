@@ -110,10 +110,12 @@ class DeadLetters:
     Every call is of one tenant's queues: another tenant's dead letters, partitions and
     row ids are not found."""
 
-    def __init__(self, db: Database, publish: Publish, tenants: Tenants) -> None:
+    def __init__(self, db: Database, publish: Publish, tenants: Tenants, *,
+                 list_max_bytes: int) -> None:
         self._db = db
         self._publish = publish
         self._tenants = tenants  # quotas: a replay elsewhere may create a queue
+        self._list_max_bytes = list_max_bytes  # a page's payloads (QUEEN_LIST_MAX_BYTES)
 
     def _hold(self) -> bool:
         """Whether a replay holds the placement of the letter's shard before it reads the
@@ -123,13 +125,26 @@ class DeadLetters:
 
     async def list_rows(self, where: DlqFilter, *, limit: int, offset: int,
                         tenant: str = "") -> tuple[list[DlqRow], int]:
-        """One page of matching rows, newest first, and the number of all matching rows."""
+        """One page of matching rows, newest first, and the number of all matching rows.
+
+        The page ends early where its bytes pass the budget, its first row kept: the
+        statement counts the bytes stored (the rows left out are never read), and here the
+        payloads as they go out (a compressed segment copy may hold more than it stores)."""
         async with self._db.session() as conn:
             rows, total = await sql.dlq_page(
                 conn, tenant=tenant, queue=where.queue, group=where.consumer_group,
                 partition=where.partition, failed_from=where.failed_from,
-                failed_to=where.failed_to, limit=limit, offset=offset)
-        return [dead_letter(r) for r in rows], total
+                failed_to=where.failed_to, limit=limit, offset=offset,
+                max_bytes=self._list_max_bytes)
+        page: list[DlqRow] = []
+        held = 0
+        for r in rows:
+            row = dead_letter(r)
+            held += len(row.payload)
+            if page and held > self._list_max_bytes:
+                break
+            page.append(row)
+        return page, total
 
     async def rows_for_address(self, partition_id: PartitionId, transaction_id: str, *,
                                tenant: str = "") -> list[DlqRow]:

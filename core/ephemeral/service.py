@@ -43,6 +43,7 @@ class Popped:
     partition: str
     attempts: int
     payload: str  # JSON text as pushed
+    bytes: int  # the payload's, as UTF-8 (what the answer's budget counts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,10 +109,13 @@ class _PushLine:
 
 class Ephemeral:
     def __init__(self, db: Database, *, cap_bytes: int, stop_waiting: asyncio.Event,
-                 tenants: Tenants) -> None:
+                 tenants: Tenants, pop_max_bytes: int) -> None:
         self._db = db
         self._tenants = tenants  # quotas: the message rate of pushes, parked pops
         self._cap_bytes = cap_bytes
+        # A pop's answer, long poll and window included, keeps within this many payload
+        # bytes (at least one message): QUEEN_POP_MAX_BYTES, as the log's pops.
+        self._pop_max_bytes = pop_max_bytes
         self._stop_waiting = stop_waiting
         self.waiters = Waiters()
         self._push_lines: dict[str, _PushLine] = {}
@@ -179,12 +183,15 @@ class Ephemeral:
                 del self._push_lines[queue]
 
     async def _pop_once(self, queue: str, partition: str | None, group: str, batch: int,
-                        auto_ack: bool) -> list[Popped]:
+                        auto_ack: bool, spent: int = 0) -> list[Popped]:
+        """One call; `spent`: the payload bytes the answer already holds (a long poll's
+        earlier calls), so that the whole answer keeps within the budget."""
         async with self._db.session() as conn:
             rows = await store.pop(conn, queue=queue, partition=partition, group=group,
-                                   batch=batch, auto_ack=auto_ack)
+                                   batch=batch, auto_ack=auto_ack,
+                                   max_bytes=self._pop_max_bytes, spent=spent)
         return [Popped(model.message_id(r.epoch, r.partition, r.seq), r.partition,
-                       r.attempts, r.payload) for r in rows]
+                       r.attempts, r.payload, r.bytes) for r in rows]
 
     async def pop(self, *, queue: str, partition: str | None, group: str, batch: int,
                   auto_ack: bool, wait: bool, timeout_ms: int,
@@ -206,7 +213,8 @@ class Ephemeral:
         # Parked before the first look: a commit between that look and the wait must wake it.
         with self.waiters.parked(queue, group) as event:
             got = await self._pop_once(queue, partition, group, batch, auto_ack)
-            if len(got) >= batch:
+            held = sum(m.bytes for m in got)
+            if len(got) >= batch or held >= self._pop_max_bytes:
                 self.waiters.pass_on(queue, group)  # there may be more
                 return got
             async with self._db.session() as conn:
@@ -233,14 +241,18 @@ class Ephemeral:
                     return got
                 event.clear()
                 more = await self._pop_once(queue, partition, group, batch - len(got),
-                                            auto_ack)
+                                            auto_ack, held)
+                held += sum(m.bytes for m in more)
                 if more and first_at is None:
                     if not windowed:
-                        if len(more) >= batch:
+                        if len(more) >= batch or held >= self._pop_max_bytes:
                             self.waiters.pass_on(queue, group)
                         return more
                     first_at = time.monotonic()
                 got += more
+                if held >= self._pop_max_bytes:  # a window that gathered its budget's worth
+                    self.waiters.pass_on(queue, group)
+                    return got
 
     async def ack(self, *, queue: str, group: str, acks: Sequence[tuple[str, str | None]],
                   tenant: str = "") -> list[str]:

@@ -90,12 +90,13 @@ _PAGE = Statement("dlq_page", DlqPageRow)
 
 async def dlq_page(conn: Conn, *, tenant: str, queue: str | None, group: str | None,
                    partition: str | None, failed_from: datetime | None,
-                   failed_to: datetime | None, limit: int,
-                   offset: int) -> tuple[list[DeadLetterRow], int]:
-    """One page of matching rows, newest first, and the number of all matching rows."""
+                   failed_to: datetime | None, limit: int, offset: int,
+                   max_bytes: int) -> tuple[list[DeadLetterRow], int]:
+    """One page of matching rows, newest first, ended early where their stored bytes pass
+    `max_bytes` (the first row kept), and the number of all matching rows."""
     rows = await _PAGE.rows(conn, queue=queue, group=group, partition=partition,
                             failed_from=failed_from, failed_to=failed_to, limit=limit,
-                            offset=offset, tenant=tenant)
+                            offset=offset, max_bytes=max_bytes, tenant=tenant)
     total = rows[0].total if rows else 0
     return [r for r in rows if r.id is not None], total
 

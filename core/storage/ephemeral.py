@@ -25,6 +25,7 @@ class PoppedRow:
     seq: int
     attempts: int
     payload: str
+    bytes: int  # the payload's, as UTF-8
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,9 +106,9 @@ _POP = Statement("eph_pop", PoppedRow)
 
 
 async def pop(conn: Conn, *, queue: str, partition: str | None, group: str, batch: int,
-              auto_ack: bool) -> list[PoppedRow]:
+              auto_ack: bool, max_bytes: int, spent: int) -> list[PoppedRow]:
     return await _POP.rows(conn, queue=queue, partition=partition, group=group, batch=batch,
-                           auto_ack=auto_ack)
+                           auto_ack=auto_ack, max_bytes=max_bytes, spent=spent)
 
 
 _ACK = Statement[None]("eph_ack")

@@ -302,9 +302,16 @@ END $$;
 -- redeliveries first (in seq order), then from its cursor ring by ring in partition name
 -- byte order. Leases what it delivers unless p_auto_ack. p_partition NULL: every existing
 -- partition; named: created if needed. Creates the queue.
+-- The answer keeps within a byte budget (QUEEN_POP_MAX_BYTES, as the log's pops): its
+-- payloads' bytes and p_spent (what earlier calls of the same long poll gathered) stay
+-- within p_max_bytes, except that an answer's first message goes out whatever its size. What
+-- does not fit is chosen neither as redelivery nor past the cursor, so it is neither leased
+-- nor freed, and the next pop gets it at once: the budget cuts the redeliveries and each
+-- ring's run at a prefix, and no later ring is read once one was cut.
 CREATE OR REPLACE FUNCTION queen.eph_pop(p_queue text, p_partition text, p_group text, p_batch integer,
-                              p_auto_ack boolean)
-RETURNS TABLE (epoch bigint, partition text, seq bigint, attempts integer, payload text)
+                              p_auto_ack boolean, p_max_bytes bigint, p_spent bigint)
+RETURNS TABLE (epoch bigint, partition text, seq bigint, attempts integer, payload text,
+               bytes integer)
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan SET enable_seqscan = off
 SET enable_hashjoin = off SET enable_mergejoin = off SET enable_bitmapscan = off AS $$
@@ -320,6 +327,10 @@ DECLARE
     touched text[];
     room integer;
     ring record;
+    spent bigint := p_spent;  -- the answer's bytes so far, with the earlier calls'
+    kept integer;
+    seen integer;
+    kept_bytes bigint;
 BEGIN
     PERFORM queen.eph_lock(p_queue, true);
     o := queen.eph_options(p_queue);
@@ -336,20 +347,34 @@ BEGIN
     THEN
         INSERT INTO queen.eph_group (queue, grp) VALUES (p_queue, p_group) ON CONFLICT DO NOTHING;
     END IF;
-    -- Redeliveries: passed leases of this group.
-    SELECT array_agg(l.partition ORDER BY l.seq), array_agg(l.seq ORDER BY l.seq),
-           array_agg(l.attempts + 1 ORDER BY l.seq)
-      INTO r_parts, r_seqs, r_attempts
-      FROM (SELECT l.partition, l.seq, l.attempts FROM queen.eph_lease l
-             WHERE l.queue = p_queue AND l.grp = p_group AND l.expires_at <= now()
-               AND (p_partition IS NULL OR l.partition = p_partition)
-             ORDER BY l.seq LIMIT p_batch) l;
+    -- Redeliveries: passed leases of this group, the prefix that fits the budget (`upto`:
+    -- the bytes up to and with each one).
+    SELECT array_agg(l.partition ORDER BY l.seq) FILTER (WHERE l.fits),
+           array_agg(l.seq ORDER BY l.seq) FILTER (WHERE l.fits),
+           array_agg(l.attempts + 1 ORDER BY l.seq) FILTER (WHERE l.fits),
+           count(*) FILTER (WHERE l.fits), count(*),
+           coalesce(sum(l.bytes) FILTER (WHERE l.fits), 0)
+      INTO r_parts, r_seqs, r_attempts, kept, seen, kept_bytes
+      FROM (SELECT l.*, (spent = 0 AND l.k = 1) OR spent + l.upto <= p_max_bytes AS fits
+              FROM (SELECT l.partition, l.seq, l.attempts, m.bytes,
+                           sum(m.bytes) OVER (ORDER BY l.seq) AS upto,
+                           row_number() OVER (ORDER BY l.seq) AS k
+                      FROM (SELECT l.partition, l.seq, l.attempts FROM queen.eph_lease l
+                             WHERE l.queue = p_queue AND l.grp = p_group
+                               AND l.expires_at <= now()
+                               AND (p_partition IS NULL OR l.partition = p_partition)
+                             ORDER BY l.seq LIMIT p_batch) l
+                      CROSS JOIN LATERAL (
+                          SELECT coalesce((SELECT m.bytes FROM queen.eph_message m
+                                            WHERE m.queue = p_queue AND m.partition = l.partition
+                                              AND m.seq = l.seq), 0) AS bytes) m) l) l;
+    spent := spent + kept_bytes;
     -- Fresh messages past the cursor, ring by ring in name order until the batch is full
     -- (one ring at a time: asking every ring for a whole batch would read up to
-    -- partitions x batch rows to keep batch of them).
+    -- partitions x batch rows to keep batch of them), or the budget cut a run.
     f_parts := '{}';
     f_seqs := '{}';
-    room := p_batch - coalesce(array_length(r_seqs, 1), 0);
+    room := CASE WHEN kept < seen THEN 0 ELSE p_batch - kept END;
     FOR ring IN
         SELECT r.name, r.after FROM (
             SELECT p.partition AS name, p.last_seq,
@@ -362,13 +387,23 @@ BEGIN
          ORDER BY r.name COLLATE "C"
     LOOP
         EXIT WHEN room <= 0;
-        SELECT f_seqs || coalesce(array_agg(m.seq ORDER BY m.seq), '{}')
-          INTO f_seqs
-          FROM (SELECT m.seq FROM queen.eph_message m
-                 WHERE m.queue = p_queue AND m.partition = ring.name AND m.seq > ring.after
-                 ORDER BY m.seq LIMIT room) m;
+        SELECT f_seqs || coalesce(array_agg(m.seq ORDER BY m.seq) FILTER (WHERE m.fits), '{}'),
+               count(*) FILTER (WHERE m.fits), count(*),
+               coalesce(sum(m.bytes) FILTER (WHERE m.fits), 0)
+          INTO f_seqs, kept, seen, kept_bytes
+          FROM (SELECT m.seq, m.bytes,
+                       (spent = 0 AND m.k = 1) OR spent + m.upto <= p_max_bytes AS fits
+                  FROM (SELECT m.seq, m.bytes, sum(m.bytes) OVER (ORDER BY m.seq) AS upto,
+                               row_number() OVER (ORDER BY m.seq) AS k
+                          FROM (SELECT m.seq, m.bytes FROM queen.eph_message m
+                                 WHERE m.queue = p_queue AND m.partition = ring.name
+                                   AND m.seq > ring.after
+                                 ORDER BY m.seq LIMIT room) m) m) m;
         f_parts := f_parts || array_fill(ring.name, ARRAY[cardinality(f_seqs) - cardinality(f_parts)]);
-        room := p_batch - coalesce(array_length(r_seqs, 1), 0) - cardinality(f_seqs);
+        spent := spent + kept_bytes;
+        room := CASE WHEN kept < seen THEN 0
+                     ELSE p_batch - coalesce(array_length(r_seqs, 1), 0) - cardinality(f_seqs)
+                END;
     END LOOP;
     IF cardinality(f_seqs) = 0 THEN
         f_seqs := NULL;
@@ -402,13 +437,13 @@ BEGIN
     UPDATE queen.eph_queue SET touched_at = now() WHERE queue = p_queue;
     -- Read the payloads before the messages can be freed.
     RETURN QUERY
-        SELECT v_epoch, t.p, t.s, t.a, m.payload
+        SELECT v_epoch, t.p, t.s, t.a, m.payload, m.bytes
           FROM unnest(coalesce(r_parts, '{}') || coalesce(f_parts, '{}'),
                       coalesce(r_seqs, '{}') || coalesce(f_seqs, '{}'),
                       coalesce(r_attempts, '{}') || array_fill(1, ARRAY[coalesce(array_length(f_seqs, 1), 0)]))
                WITH ORDINALITY AS t(p, s, a, i)
           CROSS JOIN LATERAL (
-              SELECT m.payload FROM queen.eph_message m
+              SELECT m.payload, m.bytes FROM queen.eph_message m
                WHERE m.queue = p_queue AND m.partition = t.p AND m.seq = t.s) m
          ORDER BY t.i;
     -- Leased messages stay held; only an autoAck pop can free what it delivered.
@@ -417,6 +452,19 @@ BEGIN
         PERFORM queen.eph_free(p_queue, touched);
     END IF;
 END $$;
+
+-- queen.eph_pop as brokers of the version before the byte budget call it: during a rolling
+-- upgrade they keep popping, within the default budget (QUEEN_POP_MAX_BYTES, 64 MiB), until
+-- they are replaced (docs/operating/upgrades.md).
+CREATE OR REPLACE FUNCTION queen.eph_pop(p_queue text, p_partition text, p_group text, p_batch integer,
+                              p_auto_ack boolean)
+RETURNS TABLE (epoch bigint, partition text, seq bigint, attempts integer, payload text)
+LANGUAGE sql
+AS $$
+    SELECT p.epoch, p.partition, p.seq, p.attempts, p.payload
+      FROM queen.eph_pop(p_queue, p_partition, p_group, p_batch, p_auto_ack,
+                         64 * 1024 * 1024, 0) p
+$$;
 
 -- Ack (§19.5), items in order. p_epochs[i] NULL: unparsable id. Statuses are normalised by
 -- the caller to completed | failed | retry. Notifies `p_channel` when something became

@@ -10,6 +10,10 @@
 -- with total and null columns. A row written since version 23 has no payload columns but the
 -- preserved copy of its segment (segment_base, segment_blob), from which the reader extracts
 -- the message.
+-- The page stops where the stored bytes of its rows (the payload, or the segment copy) pass
+-- `max_bytes` (QUEEN_LIST_MAX_BYTES), its first row kept whatever its size: the answer says
+-- so and where to go on (routes/dlq.py). octet_length reads a stored value's size from its
+-- TOAST pointer: the rows left out are never read.
 WITH matched AS MATERIALIZED (
     SELECT d.id, d.failed_at
       FROM queen.log_dlq d
@@ -21,12 +25,25 @@ WITH matched AS MATERIALIZED (
        AND (:partition::text IS NULL OR p.name = :partition)
        AND (:failed_from::timestamptz IS NULL OR d.failed_at >= :failed_from)
        AND (:failed_to::timestamptz IS NULL OR d.failed_at <= :failed_to)),
+sized AS (
+    SELECT m.id, m.failed_at,
+           coalesce(octet_length(d.payload), octet_length(ds.blob), 0) AS size
+      FROM (SELECT id, failed_at FROM matched
+             ORDER BY failed_at DESC, id DESC LIMIT :limit OFFSET :offset) m
+      JOIN queen.log_dlq d ON d.id = m.id
+      LEFT JOIN queen.log_dlq_segments ds
+        ON ds.partition_id = d.partition_id AND ds.base_offset = d.segment_base),
+kept AS (
+    SELECT s.id FROM (
+        SELECT id, row_number() OVER w AS k, sum(size) OVER w AS upto
+          FROM sized WINDOW w AS (ORDER BY failed_at DESC, id DESC)) s
+     WHERE s.k = 1 OR s.upto <= :max_bytes::bigint),
 page AS (
     SELECT d.id, d.partition_id, q.name AS queue, p.name AS partition, d.consumer_group,
            d.msg_offset, d.transaction_id, d.message_id, d.trace_id, d.producer_sub,
            d.payload, d.segment_base, ds.blob AS segment_blob, d.error_message,
            d.retry_count, d.created_at, d.failed_at
-      FROM (SELECT id FROM matched ORDER BY failed_at DESC, id DESC LIMIT :limit OFFSET :offset) m
+      FROM kept m
       JOIN queen.log_dlq d ON d.id = m.id
       JOIN queen.log_partitions p ON p.id = d.partition_id
       JOIN queen.queues q ON q.id = p.queue_id

@@ -11,10 +11,11 @@ SELECT status, pushed
  ORDER BY idx;
 
 -- name: eph_pop
--- `partition`: NULL for every partition.
-SELECT epoch, partition, seq, attempts, payload
+-- `partition`: NULL for every partition; `max_bytes`: the answer's budget, of which `spent`
+-- went to earlier calls of the same long poll.
+SELECT epoch, partition, seq, attempts, payload, bytes
   FROM queen.eph_pop(:queue::text, :partition::text, :group::text, :batch::integer,
-                     :auto_ack::boolean);
+                     :auto_ack::boolean, :max_bytes::bigint, :spent::bigint);
 
 -- name: eph_ack
 -- Per ack its message's epoch (NULL: an unparsable id), partition and seq, and its status

@@ -736,7 +736,8 @@ async def test_two_replays_of_a_dead_letter_during_a_shard_move_replay_it_once(
     coordinator = await asyncpg.connect(cluster.coordinator.dsn(database))
     mover = await asyncpg.connect(cluster.coordinator.dsn(database))
     core = await Database.open(Settings(db_pool_size=6), url, migrate=False)
-    dlq = DeadLetters(core, _no_wakes, Tenants(core, TenancySettings(), live_seconds=10))
+    dlq = DeadLetters(core, _no_wakes, Tenants(core, TenancySettings(), live_seconds=10),
+                      list_max_bytes=64 << 20)
     commit: asyncio.Future[str] | None = None
     replays: asyncio.Future[list[ReplayedLetter | None]] | None = None
     try:

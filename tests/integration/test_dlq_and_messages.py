@@ -64,7 +64,8 @@ async def test_dlq_listing_filters_pages_counts_and_orders_newest_first(
     r = await http.get("/api/v1/dlq", params={"queue": queue_name, "partition": "B"})
     assert [m["data"] for m in r.json()["messages"]] == [[1, "two"]]
     r = await http.get("/api/v1/dlq", params={"queue": queue_name, "offset": 50})
-    assert r.json() == {"messages": [], "pagination": {"limit": 100, "offset": 50}, "total": 6}
+    assert r.json() == {"messages": [], "pagination": {"limit": 100, "offset": 50}, "total": 6,
+                        "truncated": False, "nextOffset": 50}
     # Half a second before a3 failed (a2 failed a second before it): taken from the row, not
     # from the clock now, so the time the listings above took does not move it.
     failed_a3 = await db.fetchval("SELECT failed_at FROM queen.log_dlq"
