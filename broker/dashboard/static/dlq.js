@@ -25,7 +25,9 @@ view("dlq", {
         ["Payload", (r) => h("code", {}, preview(r.data, 60)), "payload"],
         ["", (r) => dlqActions(r)],
       ], rows, { key: (r) => r.id, empty: "No dead letter." }),
-      pager(answer.total, PAGE, offset),
+      // A page the broker cut at its byte budget holds fewer rows: the next one starts
+      // after them, not a whole PAGE on.
+      pager(answer.total, answer.truncated ? Math.max(rows.length, 1) : PAGE, offset),
     ];
     const shown = rows.find((r) => r.id === open);
     if (shown) {
