@@ -162,8 +162,8 @@ class Broker:
                                list_max_bytes=settings.list_max_bytes)
         self.groups = ConsumerGroups(db, hub.publish)
         self.resources = Resources(db)
-        self.messages = Messages(db)
-        self.traces = Traces(db)
+        self.messages = Messages(db, list_max_bytes=settings.list_max_bytes)
+        self.traces = Traces(db, list_max_bytes=settings.list_max_bytes)
         self.ephemeral = Ephemeral(  # ephemeral queues (§19, core/ephemeral)
             db, cap_bytes=settings.ephemeral_max_bytes, stop_waiting=stop_waiting,
             tenants=self.tenants, pop_max_bytes=settings.pop_max_bytes)

@@ -123,12 +123,17 @@ class Settings:
         low=1024, high=512 * 1024 * 1024)
     # The listings that answer stored payloads page by limit and offset; a page of large
     # messages (the DLQ's limit is 10 000, a message up to MAX_BODY_BYTES) must not be built
-    # whole in a worker's memory. 64 MiB, as a pop's answer.
+    # whole in a worker's memory, nor a listing's walk hold every segment it examines.
+    # 64 MiB, as a pop's answer.
     list_max_bytes: int = REQUESTS.setting(
         64 * 1024 * 1024, "QUEEN_LIST_MAX_BYTES",
-        "Most payload bytes one page of `GET /api/v1/dlq` answers; the page ends early "
-        "(`truncated`, `nextOffset`) where they pass it, its first row kept whatever its "
-        "size.", low=1024, high=2**40)
+        "Most payload bytes one page of `GET /api/v1/dlq`, `GET /api/v1/messages` (each "
+        "payload counted twice: it goes out as `data` and `payload`) or "
+        "`GET /api/v1/traces/by-name/{name}` (traces' data and messages' payloads) answers; "
+        "the page ends "
+        "early (`truncated`, `nextOffset`) where they pass it, its first row kept whatever "
+        "its size. Also the stored bytes a message listing or lookup reads at once.",
+        low=1024, high=2**40)
     # A frozen primary (a failover under way) would otherwise hold the push until the
     # driver's timeout, behind earlier flushes stuck the same way.
     push_answer_timeout_ms: int = REQUESTS.setting(

@@ -101,10 +101,14 @@ async def list_messages(request: Request, query: MessagesQuery, tenant: str) -> 
         namespace=given(query.ns) or given(query.namespace), task=given(query.task),
         status=given(query.status),
         created_from=query.start, created_to=query.end)
-    found, total = await broker_of(request).messages.list(where, limit=query.limit,
-                                                          offset=query.offset, tenant=tenant)
+    broker = broker_of(request)
+    # Each payload goes out twice (`data` and `payload`): the page's payloads are held to
+    # half the budget, so that the answer keeps within it.
+    page = await broker.messages.list(where, limit=query.limit, offset=query.offset,
+                                      payload_bytes=broker.settings.list_max_bytes // 2,
+                                      tenant=tenant)
     out = []
-    for m in found:
+    for m in page.rows:
         v = m.view
         data = msgspec.Raw(v.payload)
         out.append(ListedMessage(
@@ -116,6 +120,7 @@ async def list_messages(request: Request, query: MessagesQuery, tenant: str) -> 
             traceId=str(v.trace_id) if v.trace_id else None, producerSub=v.producer_sub,
             queuePriority=m.priority, createdAt=iso(v.created_at),
             leaseExpiresAt=iso_or_none(v.lease_expires_at), data=data, payload=data))
-    groups = [g for m in found for g in m.view.groups]
-    return json_response(MessageList(out, _mode(groups), total,
-                                     Pagination(query.limit, query.offset)))
+    groups = [g for m in page.rows for g in m.view.groups]
+    return json_response(MessageList(out, _mode(groups), page.total,
+                                     Pagination(query.limit, query.offset), page.truncated,
+                                     page.next_offset))

@@ -64,16 +64,17 @@ async def of_message(request: Request, path: TracePath, tenant: str) -> Response
 
 async def by_name(request: Request, path: TraceNamePath, query: TracePageQuery,
                   tenant: str) -> Response:
-    found, total = await broker_of(request).traces.by_name(path.name, limit=query.limit,
-                                                            offset=query.offset, tenant=tenant)
+    page = await broker_of(request).traces.by_name(path.name, limit=query.limit,
+                                                   offset=query.offset, tenant=tenant)
     out = [NamedTraceOut(
         str(t.row.id), t.row.event_type, msgspec.Raw(t.row.data), t.row.consumer_group,
         t.row.worker_id, iso(t.row.created_at), t.row.trace_names,
         transaction_id=t.row.transaction_id, partition_id=str(t.row.partition_id),
         queue_name=t.row.queue, partition_name=t.row.partition,
         message_payload=None if t.message_payload is None else msgspec.Raw(t.message_payload))
-        for t in found]
-    return json_response(NamedTraces(out, total, Pagination(query.limit, query.offset)))
+        for t in page.traces]
+    return json_response(NamedTraces(out, page.total, Pagination(query.limit, query.offset),
+                                     page.truncated, page.next_offset))
 
 
 async def names(request: Request, query: TraceNamesQuery, tenant: str) -> Response:

@@ -156,7 +156,10 @@ class MessagesQuery(WindowQuery):
     task: Name | UnsetType = UNSET
     status: Status | UnsetType = UNSET
     limit: Annotated[int, Meta(ge=1, le=LIST_MAX_LIMIT)] = LIST_DEFAULT_LIMIT
-    offset: Annotated[int, Meta(ge=0, le=LIST_MAX_PER_PARTITION)] = 0
+    # Up to the last row a page within the old bound could answer (offset 1000, limit
+    # 1000): a page the byte budget cut answers a `nextOffset` below that, which must be
+    # accepted.
+    offset: Annotated[int, Meta(ge=0, le=LIST_MAX_PER_PARTITION + LIST_MAX_LIMIT - 1)] = 0
 
 
 class BusStatus(msgspec.Struct):
@@ -191,6 +194,11 @@ class MessageList(msgspec.Struct):
     mode: Mode
     total: int
     pagination: Pagination
+    # The byte budget (QUEEN_LIST_MAX_BYTES, each payload counted twice: it goes out as
+    # `data` and `payload`) ended the page before `limit`; the next page starts at
+    # `nextOffset` (offset + the rows the page took), not at offset + limit.
+    truncated: bool
+    nextOffset: int
 
 
 class DlqIdPath(msgspec.Struct):

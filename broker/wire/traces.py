@@ -85,6 +85,11 @@ class NamedTraces(msgspec.Struct):
     traces: list[NamedTraceOut]
     total: int
     pagination: Pagination
+    # The byte budget (QUEEN_LIST_MAX_BYTES: traces' data and messages' payloads) ended the
+    # page before `limit`; the next page starts at `nextOffset` (offset + the traces
+    # answered), not at offset + limit. Named as in the other listings' answers.
+    truncated: bool
+    nextOffset: int
 
 
 class TraceNameOut(msgspec.Struct):

@@ -7,6 +7,7 @@ is processing, a dead letter of that group makes it dead_letter, anything else i
 
 from __future__ import annotations
 
+import heapq
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -18,6 +19,7 @@ from core.engine import encryption
 from core.ids import PartitionId
 from core.storage import dead_letters as sql
 from core.storage.database import Database
+from core.storage.reads import RangeRow
 from core.storage.statements import Conn
 from core.storage.writes import segments_at
 
@@ -98,8 +100,8 @@ def _frames(part: sql.MessagePartition | sql.ListedPartition, blob: bytes
     return segments.unpack(encryption.opened(blob, part.queue, part.name))
 
 
-async def _find_frame(conn: Conn, part: sql.MessagePartition,
-                      transaction_id: str) -> _Found | None:
+async def _find_frame(conn: Conn, part: sql.MessagePartition, transaction_id: str,
+                      segment_bytes: int) -> _Found | None:
     partition_id = part.id
     offsets = await sql.message_offsets(conn, partition_id=partition_id,
                                         transaction_id=transaction_id,
@@ -113,7 +115,7 @@ async def _find_frame(conn: Conn, part: sql.MessagePartition,
     bound, scanned = part.last_offset + 1, 0
     while scanned < FALLBACK_SEGMENTS:
         rows = await sql.message_segments_newest(conn, partition_id=partition_id, below=bound,
-                                                 limit=_SEGMENT_PAGE)
+                                                 limit=_SEGMENT_PAGE, max_bytes=segment_bytes)
         if not rows:
             return None
         for seg in rows:
@@ -127,7 +129,7 @@ async def _find_frame(conn: Conn, part: sql.MessagePartition,
 
 
 async def get_message(db: Database, partition_id: PartitionId, transaction_id: str, *,
-                      tenant: str = "") -> MessageView | None:
+                      segment_bytes: int, tenant: str = "") -> MessageView | None:
     """A message by address with its derived status; None when neither the log nor the DLQ
     has it (or the partition is of another tenant's queue)."""
     async with db.session() as conn:
@@ -136,7 +138,7 @@ async def get_message(db: Database, partition_id: PartitionId, transaction_id: s
             return None
         dead = [dead_letter(r) for r in await sql.dlq_rows_for_address(
             conn, tenant=tenant, partition_id=partition_id, transaction_id=transaction_id)]
-        found = await _find_frame(conn, part, transaction_id)
+        found = await _find_frame(conn, part, transaction_id, segment_bytes)
         cursors = await sql.message_cursors(conn, partition_id=partition_id)
     common: dict[str, Any] = {
         "partition_id": part.id, "partition": part.name, "queue": part.queue,
@@ -191,6 +193,22 @@ class MessageListing:
     view: MessageView
     priority: int
     consumed_by: int
+    # The listing collects without payloads (a walk may examine 100 000 messages of up to
+    # 16 MiB) and reads those of the page it answers: the payload's size, and the segment
+    # that holds it with that segment's stored size.
+    size: int = 0
+    segment_base: int = 0
+    segment_size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class MessagePage:
+    rows: list[MessageListing]
+    # Without a status or time filter every retained message of the matching partitions;
+    # with one the matches among the messages examined.
+    total: int
+    truncated: bool  # the byte budget ended the page before `limit`
+    next_offset: int  # where the next page starts: offset + the rows the page took
 
 
 # A listing decodes segments; these bound the work one request may cause.
@@ -198,15 +216,23 @@ LIST_MAX_PARTITIONS = 100
 LIST_MAX_PER_PARTITION = 1000
 
 
+def _newest(m: MessageListing) -> tuple[datetime, int]:
+    return m.view.created_at, m.view.offset or 0
+
+
 async def list_messages(db: Database, where: ListFilter, *, limit: int, offset: int,
-                        tenant: str = "") -> tuple[list[MessageListing], int]:
+                        segment_bytes: int, payload_bytes: int | None,
+                        tenant: str = "") -> MessagePage:
     """Recent messages (newest first) of the matching partitions, with derived status.
 
-    Answers (page, total). Without a status filter `total` counts every retained message of
-    the matching partitions; with one it counts the matches among the messages examined."""
+    The walk reads segments a byte-bounded page at a time (`segment_bytes`) and holds no
+    payload, only the newest offset + limit messages examined so far. With `payload_bytes`
+    the page ends early where its payloads pass it (its first row kept whatever its size)
+    and only the payloads of the rows it keeps are read; with None it answers none."""
     want = min(limit + offset, LIST_MAX_PER_PARTITION)
+    keep = offset + limit
     found: list[MessageListing] = []
-    retained = 0
+    matched = retained = 0
     async with db.session() as conn:
         parts = await sql.message_list_partitions(
             conn, tenant=tenant, queue=where.queue, partition=where.partition, namespace=where.namespace,
@@ -214,10 +240,12 @@ async def list_messages(db: Database, where: ListFilter, *, limit: int, offset: 
         for part in parts:
             retained += part.last_offset - part.log_start + 1
             cursors = await sql.message_cursors(conn, partition_id=part.id)
+            mine: list[MessageListing] = []
             taken, bound = 0, part.last_offset + 1
             while taken < want:
                 rows = await sql.message_segments_newest(conn, partition_id=part.id,
-                                                         below=bound, limit=_SEGMENT_PAGE)
+                                                         below=bound, limit=_SEGMENT_PAGE,
+                                                         max_bytes=segment_bytes)
                 if not rows:
                     break
                 for seg in rows:
@@ -231,26 +259,78 @@ async def list_messages(db: Database, where: ListFilter, *, limit: int, offset: 
                         at = seg.base_offset + i
                         if at < part.log_start or taken >= want:
                             continue
-                        listed = _listed(part, cursors, at, frames[i], seg.created_at)
+                        listed = _listed(part, cursors, at, frames[i], seg)
                         if where.status and listed.view.status != where.status:
                             continue
                         taken += 1
-                        found.append(listed)
+                        mine.append(listed)
+                    del frames  # this segment's payloads: not kept
                     if taken >= want:
                         break
                 bound = rows[-1].base_offset
-    found.sort(key=lambda m: (m.view.created_at, m.view.offset or 0), reverse=True)
-    total = len(found) if (where.status or where.created_from or where.created_to) else retained
-    return found[offset:offset + limit], total
+            matched += len(mine)
+            # Only the newest `keep` of all can be on this page or before it. nlargest is
+            # sorted(..., reverse=True)[:keep], ties in the order examined, as before.
+            found = heapq.nlargest(keep, [*found, *mine], key=_newest)
+        page = found[offset:]
+        if payload_bytes is None:
+            kept = answered = page
+        else:
+            kept = _within(page, payload_bytes)
+            answered = await _with_payloads(conn, kept, segment_bytes)
+    total = matched if (where.status or where.created_from or where.created_to) else retained
+    return MessagePage(answered, total, len(kept) < len(page), offset + len(kept))
+
+
+def _within(page: list[MessageListing], max_bytes: int) -> list[MessageListing]:
+    """The rows of the page up to where their payloads pass `max_bytes`, the first kept."""
+    kept: list[MessageListing] = []
+    held = 0
+    for m in page:
+        held += m.size
+        if kept and held > max_bytes:
+            break
+        kept.append(m)
+    return kept
+
+
+async def _with_payloads(conn: Conn, rows: list[MessageListing],
+                         segment_bytes: int) -> list[MessageListing]:
+    """The rows with their payloads, read from their segments a batch at a time (a batch's
+    stored bytes within `segment_bytes`, at least one segment each). A row whose segment
+    retention removed since the walk read it is left out (it is no longer stored)."""
+    holders: dict[tuple[int, int], list[MessageListing]] = {}
+    for m in rows:
+        holders.setdefault((m.view.partition_id, m.segment_base), []).append(m)
+    filled: set[int] = set()
+    batch: list[tuple[int, int]] = []
+    held = 0
+    for key in [*holders, None]:
+        size = 0 if key is None else holders[key][0].segment_size
+        if batch and (key is None or key[0] != batch[0][0] or held + size > segment_bytes):
+            first = holders[batch[0]][0].view
+            for seg in await segments_at(conn, partition_id=first.partition_id,
+                                         offsets=[base for _, base in batch]):
+                frames = segments.unpack(
+                    encryption.opened(seg.blob, first.queue, first.partition))
+                for m in holders.get((first.partition_id, seg.base_offset), []):
+                    assert m.view.offset is not None  # a listed message is in the log
+                    m.view.payload = frames[m.view.offset - seg.base_offset].payload
+                    filled.add(id(m))
+            batch, held = [], 0
+        if key is not None:
+            batch.append(key)
+            held += size
+    return [m for m in rows if id(m) in filled]
 
 
 def _listed(part: sql.ListedPartition, cursors: list[sql.CursorState], at: int,
-            f: segments.Frame, created_at: datetime) -> MessageListing:
+            f: segments.Frame, seg: RangeRow) -> MessageListing:
     view = MessageView(
         partition_id=part.id, partition=part.name, queue=part.queue, namespace=part.namespace,
         task=part.task, options={}, transaction_id=f.transaction_id, offset=at,
         message_id=f.message_id, trace_id=f.trace_id, producer_sub=f.producer_sub,
-        payload=f.payload, created_at=created_at)
+        payload=b"", created_at=seg.created_at)
     for c in cursors:
         view.groups.append(GroupView(
             c.consumer_group, group_status(at, c, set()), c.committed, c.lease_live,
@@ -260,20 +340,27 @@ def _listed(part: sql.ListedPartition, cursors: list[sql.CursorState], at: int,
         view.lease_expires_at = next(
             g.lease_expires_at for g in view.groups if g.status == "processing")
     done = sum(1 for g in view.groups if g.status == "completed")
-    return MessageListing(view, part.priority, done)
+    return MessageListing(view, part.priority, done, len(f.payload), seg.base_offset,
+                          len(seg.blob))
 
 
 class Messages:
     """Message inspection (§5.3, §5.4) as the core service offers it."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, list_max_bytes: int) -> None:
         self._db = db
+        # The stored bytes a page of segments read at once may hold (QUEEN_LIST_MAX_BYTES).
+        self._segment_bytes = list_max_bytes
 
     async def get(self, partition_id: PartitionId, transaction_id: str, *,
                   tenant: str = "") -> MessageView | None:
-        return await get_message(self._db, partition_id, transaction_id, tenant=tenant)
+        return await get_message(self._db, partition_id, transaction_id, tenant=tenant,
+                                 segment_bytes=self._segment_bytes)
 
     async def list(self, where: ListFilter, *, limit: int, offset: int,
-                   tenant: str = "") -> tuple[list[MessageListing], int]:
+                   payload_bytes: int | None, tenant: str = "") -> MessagePage:
+        """A page of recent messages; with `payload_bytes` their payloads, the page ended
+        early where they pass it; with None no payload (nor any cut)."""
         return await list_messages(self._db, where, limit=limit, offset=offset,
-                                   tenant=tenant)
+                                   segment_bytes=self._segment_bytes,
+                                   payload_bytes=payload_bytes, tenant=tenant)

@@ -58,14 +58,25 @@ class NamedTrace:
 
 
 @dataclass(frozen=True, slots=True)
+class NamedTracePage:
+    traces: list[NamedTrace]
+    total: int  # traces carrying the name, all pages
+    truncated: bool  # the byte budget ended the page before `limit`
+    next_offset: int  # where the next page starts: offset + the traces answered
+
+
+@dataclass(frozen=True, slots=True)
 class NamePage:
     names: list[sql.TraceNameRow]
     total: int
 
 
 class Traces:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, list_max_bytes: int) -> None:
         self._db = db
+        # The bytes of traces' data and messages' payloads one page of `by_name` answers
+        # (QUEEN_LIST_MAX_BYTES): either may be 16 MiB, and a page holds up to 1000 traces.
+        self._list_max_bytes = list_max_bytes
 
     async def record(self, trace: NewTrace, *, tenant: str = "") -> Recorded:
         """Store a trace; NotFound when its partition does not exist (among the tenant's)."""
@@ -89,15 +100,19 @@ class Traces:
                                         limit=MESSAGE_TRACES_LIMIT)
 
     async def by_name(self, name: str, *, limit: int, offset: int,
-                      tenant: str = "") -> tuple[list[NamedTrace], int]:
+                      tenant: str = "") -> NamedTracePage:
         """One page of the tenant's traces carrying `name`, newest first, and their total
-        number."""
+        number. The page ends early where its traces' data and their messages' payloads
+        pass the budget, its first trace kept whatever its size: the statement cuts by the
+        data (the traces left out are not read), `_payloads` by both as it reads them."""
         async with self._db.session() as conn:
             rows = await sql.by_name(conn, tenant=tenant, name=name, limit=limit,
-                                     offset=offset)
+                                     offset=offset, max_bytes=self._list_max_bytes)
             total = await sql.count_by_name(conn, tenant=tenant, name=name)
-            payloads = await _payloads(conn, rows)
-        return [NamedTrace(r, payloads.get((r.partition_id, r.msg_offset))) for r in rows], total
+            found = await _payloads(conn, rows, self._list_max_bytes)
+        # Short of `limit` with traces left after it: the budget ended the page.
+        truncated = len(found) < min(limit, total - offset)
+        return NamedTracePage(found, total, truncated, offset + len(found))
 
     async def names(self, *, limit: int, offset: int, search: str | None,
                     tenant: str = "") -> NamePage:
@@ -107,23 +122,36 @@ class Traces:
         return NamePage(rows, rows[0].total if rows else 0)
 
 
-async def _payloads(conn: Conn, rows: Sequence[sql.NamedTraceRow]
-                    ) -> dict[tuple[int, int | None], bytes]:
-    """The stored payload at each trace's (partition, offset), reading each segment once
-    (decrypted when the segment is sealed: encryption at rest)."""
+async def _payloads(conn: Conn, rows: Sequence[sql.NamedTraceRow],
+                    max_bytes: int) -> list[NamedTrace]:
+    """The traces with the stored payload at each one's (partition, offset) (decrypted when
+    the segment is sealed: encryption at rest), in order, up to where their data and
+    payloads pass `max_bytes`, the first kept. Segments are read one at a time as the page
+    reaches them, each once: what follows the cut is never read."""
     wanted: dict[int, set[int]] = {}
-    names: dict[int, tuple[str, str]] = {}
     for r in rows:
         if r.msg_offset is not None and r.queue is not None and r.partition is not None:
             wanted.setdefault(r.partition_id, set()).add(r.msg_offset)
-            names[r.partition_id] = (r.queue, r.partition)
-    found: dict[tuple[int, int | None], bytes] = {}
-    for partition_id, offsets in wanted.items():
-        queue, partition = names[partition_id]
-        for seg in await writes.segments_at(conn, partition_id=partition_id,
-                                            offsets=sorted(offsets)):
-            frames = segments.unpack(encryption.opened(seg.blob, queue, partition))
-            for at in offsets:
-                if 0 <= at - seg.base_offset < len(frames):
-                    found[(partition_id, at)] = frames[at - seg.base_offset].payload
-    return found
+    found: dict[tuple[int, int], bytes] = {}
+    read: set[tuple[int, int]] = set()  # (partition, offset) looked up, found or not
+    out: list[NamedTrace] = []
+    held = 0
+    for r in rows:
+        at = r.msg_offset
+        if at is not None and r.queue is not None and r.partition is not None \
+                and (r.partition_id, at) not in read:
+            for seg in await writes.segments_at(conn, partition_id=r.partition_id,
+                                                offsets=[at]):
+                frames = segments.unpack(encryption.opened(seg.blob, r.queue, r.partition))
+                # Every offset of the page this segment holds: it is read once.
+                for o in wanted[r.partition_id]:
+                    if 0 <= o - seg.base_offset < len(frames):
+                        found[(r.partition_id, o)] = frames[o - seg.base_offset].payload
+                        read.add((r.partition_id, o))
+            read.add((r.partition_id, at))
+        payload = None if at is None else found.get((r.partition_id, at))
+        held += len(r.data) + (0 if payload is None else len(payload))
+        if out and held > max_bytes:
+            break
+        out.append(NamedTrace(r, payload))
+    return out

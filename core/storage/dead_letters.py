@@ -177,9 +177,12 @@ async def message_offsets(conn: Conn, *, partition_id: int, transaction_id: str,
 _SEGMENTS_NEWEST = Statement("message_segments_newest", RangeRow)
 
 
-async def message_segments_newest(conn: Conn, *, partition_id: int, below: int,
-                                  limit: int) -> list[RangeRow]:
-    return await _SEGMENTS_NEWEST.rows(conn, partition_id=partition_id, below=below, limit=limit)
+async def message_segments_newest(conn: Conn, *, partition_id: int, below: int, limit: int,
+                                  max_bytes: int) -> list[RangeRow]:
+    """Up to `limit` segments below `below`, newest first, ended early where their stored
+    bytes pass `max_bytes` (the first kept)."""
+    return await _SEGMENTS_NEWEST.rows(conn, partition_id=partition_id, below=below,
+                                       limit=limit, max_bytes=max_bytes)
 
 
 _CURSORS = Statement("message_cursors", CursorState)

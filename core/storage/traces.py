@@ -69,9 +69,12 @@ async def of_message(conn: Conn, *, tenant: str, partition_id: int, transaction_
 _BY_NAME = Statement("traces_by_name", NamedTraceRow)
 
 
-async def by_name(conn: Conn, *, tenant: str, name: str, limit: int,
-                  offset: int) -> list[NamedTraceRow]:
-    return await _BY_NAME.rows(conn, name=name, limit=limit, offset=offset, tenant=tenant)
+async def by_name(conn: Conn, *, tenant: str, name: str, limit: int, offset: int,
+                  max_bytes: int) -> list[NamedTraceRow]:
+    """A page of the traces of a name, ended early where their data pass `max_bytes` (the
+    first kept)."""
+    return await _BY_NAME.rows(conn, name=name, limit=limit, offset=offset,
+                               max_bytes=max_bytes, tenant=tenant)
 
 
 _COUNT_BY_NAME = Statement[None]("traces_count_by_name")

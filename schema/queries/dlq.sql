@@ -132,11 +132,25 @@ SELECT msg_offset FROM queen.log_txn_index
 -- name: message_segments_newest
 -- Segments of a partition from the newest backwards, below an exclusive base offset bound;
 -- used to find messages whose index rows were pruned and to list recent messages.
-SELECT base_offset, last_offset, created_at, blob
-  FROM queen.log_segments
- WHERE partition_id = :partition_id AND base_offset < :below
- ORDER BY base_offset DESC
- LIMIT :limit;
+-- At most `limit` segments, and fewer where their stored bytes pass `max_bytes`
+-- (QUEEN_LIST_MAX_BYTES), the first kept whatever its size: a segment may hold a 16 MiB
+-- message, and a page of them must not be held whole. octet_length reads a stored value's
+-- size from its TOAST pointer: the segments left out are never read.
+WITH newest AS (
+    SELECT base_offset, octet_length(blob) AS size
+      FROM queen.log_segments
+     WHERE partition_id = :partition_id AND base_offset < :below
+     ORDER BY base_offset DESC
+     LIMIT :limit),
+kept AS (
+    SELECT n.base_offset FROM (
+        SELECT base_offset, row_number() OVER w AS k, sum(size) OVER w AS upto
+          FROM newest WINDOW w AS (ORDER BY base_offset DESC)) n
+     WHERE n.k = 1 OR n.upto <= :max_bytes::bigint)
+SELECT s.base_offset, s.last_offset, s.created_at, s.blob
+  FROM kept k
+  JOIN queen.log_segments s ON s.partition_id = :partition_id AND s.base_offset = k.base_offset
+ ORDER BY s.base_offset DESC;
 
 -- name: message_cursors
 -- Every group's cursor on a partition, with whether its lease is live (database clock).

@@ -43,17 +43,30 @@ SELECT t.id, t.event_type, t.data, t.consumer_group, t.worker_id, t.created_at,
 -- name: traces_by_name
 -- One page of the traces carrying a name, newest first, with their message's address,
 -- queue and partition names (null when the partition is gone) and offset.
+-- The page stops where the bytes of its traces' data pass `max_bytes`
+-- (QUEEN_LIST_MAX_BYTES; a trace's data may be 16 MiB), its first trace kept whatever its
+-- size; core/admin/traces.py cuts it further by the messages' payloads. octet_length reads
+-- a stored value's size from its TOAST pointer: the traces left out are never read.
+WITH page AS (
+    SELECT n.trace_id, n.created_at FROM queen.trace_names n
+     WHERE n.tenant = :tenant AND n.name = :name
+     ORDER BY n.created_at DESC, n.trace_id DESC
+     LIMIT :limit OFFSET :offset),
+kept AS (
+    SELECT s.trace_id, s.created_at FROM (
+        SELECT page.trace_id, page.created_at, row_number() OVER w AS k,
+               sum(octet_length(t.data)) OVER w AS upto
+          FROM page JOIN queen.traces t ON t.id = page.trace_id
+        WINDOW w AS (ORDER BY page.created_at DESC, page.trace_id DESC)) s
+     WHERE s.k = 1 OR s.upto <= :max_bytes::bigint)
 SELECT t.id, t.event_type, t.data, t.consumer_group, t.worker_id, t.created_at,
        t.trace_names, t.transaction_id, t.partition_id, q.name AS queue,
        p.name AS partition, t.msg_offset
-  FROM (SELECT n.trace_id, n.created_at FROM queen.trace_names n
-         WHERE n.tenant = :tenant AND n.name = :name
-         ORDER BY n.created_at DESC, n.trace_id DESC
-         LIMIT :limit OFFSET :offset) page
-  JOIN queen.traces t ON t.id = page.trace_id
+  FROM kept
+  JOIN queen.traces t ON t.id = kept.trace_id
   LEFT JOIN queen.log_partitions p ON p.id = t.partition_id
   LEFT JOIN queen.queues q ON q.id = p.queue_id
- ORDER BY page.created_at DESC, page.trace_id DESC;
+ ORDER BY kept.created_at DESC, kept.trace_id DESC;
 
 -- name: traces_count_by_name
 -- The number of traces carrying a name.

@@ -35,7 +35,9 @@ view("traces", {
       return [section(`Traces named ${name}`,
         h("p", {}, h("span", { "data-field": "total" }, fmtInt(answer.total)), " trace(s)."),
         traceRows(answer.traces, true)),
-      pager(answer.total, PAGE, offset)];
+      // A page the broker cut at its byte budget holds fewer traces: the next one starts
+      // after them, not a whole PAGE on.
+      pager(answer.total, answer.truncated ? Math.max(answer.traces.length, 1) : PAGE, offset)];
     }
     const answer = await Api.get("/api/v1/traces/names", { limit: PAGE, offset, search });
     return [section("Trace names", table([
