@@ -28,7 +28,13 @@ from core.settings import Settings
 from core.storage.database import Database
 from tests.citus_cluster import SKIP_REASON, TestCluster, citus_bin
 from tests.served import Served
-from tests.support import BrokerProcess, create_database, external_database_url, start_embedded
+from tests.support import (
+    ANSWER_BUDGET,
+    BrokerProcess,
+    create_database,
+    external_database_url,
+    start_embedded,
+)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -101,6 +107,21 @@ def auth_broker(database_url: str) -> Iterator[BrokerProcess]:
 
     with BrokerProcess(database_url, workers=2, reaper=False, env=AUTH_ENV) as proc:
         yield proc
+
+
+@pytest.fixture(scope="session")
+def budget_broker(database_url: str) -> Iterator[BrokerProcess]:
+    """A broker whose answers keep within ANSWER_BUDGET (1 MiB): pops and listing pages."""
+    budget = str(ANSWER_BUDGET)
+    with BrokerProcess(database_url, workers=1, env={
+            "QUEEN_POP_MAX_BYTES": budget, "QUEEN_LIST_MAX_BYTES": budget}) as proc:
+        yield proc
+
+
+@pytest.fixture
+async def budget_client(budget_broker: BrokerProcess) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=budget_broker.url, timeout=60) as client:
+        yield client
 
 
 @pytest.fixture

@@ -38,6 +38,9 @@ FAST_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes"
 # different tests never drain each other's files, and a broker restarted on the same
 # database finds what its predecessor left.
 TEST_SPOOL_DIR = str(Path(tempfile.gettempdir()) / "queen-test-spool")
+# The byte budgets of `budget_broker` (tests/conftest.py): a pop's answer
+# (QUEEN_POP_MAX_BYTES) and a listing's page (QUEEN_LIST_MAX_BYTES).
+ANSWER_BUDGET = 1024 * 1024
 
 
 def external_database_url() -> str | None:

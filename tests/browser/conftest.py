@@ -59,3 +59,24 @@ async def snap(page: Any, name: str) -> None:
     if os.environ.get("DASHBOARD_SCREENSHOTS") == "1":
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         await page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+
+
+async def walk_pages(page: Any, url: str, pages: int) -> list[str]:
+    """Open the view at `url` and follow its pager's "next" until it is disabled (at most
+    `pages` pages): the transactionId of every row shown, in order."""
+    from playwright.async_api import expect
+
+    seen: list[str] = []
+    await page.goto(url)
+    for _ in range(pages):
+        await page.wait_for_selector("#view[data-loads]:not([data-loads='0'])")
+        rows = page.locator("tr[data-key] [data-field='transactionId']")
+        await expect(rows.first).to_be_visible()
+        seen += await rows.all_inner_texts()
+        following = page.locator("[data-page='next']")
+        if await following.is_disabled():
+            break
+        loads = await page.locator("#view").get_attribute("data-loads")
+        await following.click()
+        await page.wait_for_selector(f"#view:not([data-loads='{loads}'])")
+    return seen

@@ -5,34 +5,26 @@ a whole page and skipped the traces the cut page left out."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.support import BrokerProcess
+from tests.browser.conftest import walk_pages
+from tests.support import ANSWER_BUDGET, BrokerProcess
 
 playwright_api = pytest.importorskip(
     "playwright.async_api",
     reason="browser tests need the playwright package (pip install -e '.[test]')")
 expect = playwright_api.expect
 
-BUDGET = 1024 * 1024
+BUDGET = ANSWER_BUDGET
 SIZE = 300_000  # three traces a page under the budget
 
 
-@pytest.fixture(scope="module")
-def budget_broker(database_url: str) -> Iterator[BrokerProcess]:
-    with BrokerProcess(database_url, workers=1,
-                       env={"QUEEN_LIST_MAX_BYTES": str(BUDGET)}) as proc:
-        yield proc
-
-
 @pytest.fixture
-async def http(budget_broker: BrokerProcess) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=budget_broker.url, timeout=60) as client:
-        yield client
+def http(budget_client: httpx.AsyncClient) -> httpx.AsyncClient:
+    return budget_client  # the session's broker with 1 MiB budgets (tests/conftest.py)
 
 
 async def _traces(http: httpx.AsyncClient, queue: str, name: str, count: int) -> None:
@@ -55,19 +47,7 @@ async def test_next_page_starts_after_the_traces_a_cut_page_shows(
     assert first["truncated"] and 0 < len(first["traces"]) < 7, first
     page = await browser.new_page()
     try:
-        seen: list[str] = []
-        await page.goto(f"{budget_broker.url}/#/traces?name={name}")
-        for _ in range(7):
-            await page.wait_for_selector("#view[data-loads]:not([data-loads='0'])")
-            rows = page.locator("tr[data-key] [data-field='transactionId']")
-            await expect(rows.first).to_be_visible()
-            seen += await rows.all_inner_texts()
-            following = page.locator("[data-page='next']")
-            if await following.is_disabled():
-                break
-            loads = await page.locator("#view").get_attribute("data-loads")
-            await following.click()
-            await page.wait_for_selector(f"#view:not([data-loads='{loads}'])")
+        seen = await walk_pages(page, f"{budget_broker.url}/#/traces?name={name}", 7)
         assert sorted(seen) == [f"t-{i}" for i in range(7)], seen
     finally:
         await page.close()

@@ -8,33 +8,24 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import asyncpg
 import httpx
 import pytest
 
-from tests.support import BrokerProcess, pop_json, push_items
+from tests.support import ANSWER_BUDGET, pop_json, push_items
 
 pytestmark = pytest.mark.citus
 
-BUDGET = 1024 * 1024
+BUDGET = ANSWER_BUDGET
 SIZE = 100_000  # a payload's bytes (incompressible): about ten rows fit in the budget
 COUNT = 24
 
 
-@pytest.fixture(scope="module")
-def budget_broker(database_url: str) -> Iterator[BrokerProcess]:
-    with BrokerProcess(database_url, workers=1,
-                       env={"QUEEN_LIST_MAX_BYTES": str(BUDGET)}) as proc:
-        yield proc
-
-
 @pytest.fixture
-async def client(budget_broker: BrokerProcess) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=budget_broker.url, timeout=60) as c:
-        yield c
+def client(budget_client: httpx.AsyncClient) -> httpx.AsyncClient:
+    return budget_client  # the session's broker with 1 MiB budgets (tests/conftest.py)
 
 
 async def _dead_letters(client: httpx.AsyncClient, queue: str, count: int, size: int) -> None:

@@ -12,32 +12,23 @@ import base64
 import json
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import asyncpg
 import httpx
 import pytest
 
-from tests.support import BrokerProcess
+from tests.support import ANSWER_BUDGET
 
 EPH = "/api/v1/ephemeral"
-BUDGET = 1024 * 1024
+BUDGET = ANSWER_BUDGET
 SIZE = 100_000  # a payload's bytes: ten fit in the budget
 COUNT = 24
 
 
-@pytest.fixture(scope="module")
-def budget_broker(database_url: str) -> Iterator[BrokerProcess]:
-    with BrokerProcess(database_url, workers=1,
-                       env={"QUEEN_POP_MAX_BYTES": str(BUDGET)}) as proc:
-        yield proc
-
-
 @pytest.fixture
-async def client(budget_broker: BrokerProcess) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=budget_broker.url, timeout=60) as c:
-        yield c
+def client(budget_client: httpx.AsyncClient) -> httpx.AsyncClient:
+    return budget_client  # the session's broker with 1 MiB budgets (tests/conftest.py)
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import asyncpg
@@ -19,26 +18,18 @@ import httpx
 import pytest
 from queen.http.pop_frames import decode_pop_frames
 
-from tests.support import BrokerProcess, cursor_row
+from tests.support import ANSWER_BUDGET, cursor_row
 
 pytestmark = pytest.mark.citus
 
-BUDGET = 1024 * 1024
+BUDGET = ANSWER_BUDGET
 SIZE = 100_000  # a payload's bytes (incompressible text): about ten fit in the budget
 COUNT = 24
 
 
-@pytest.fixture(scope="module")
-def budget_broker(database_url: str) -> Iterator[BrokerProcess]:
-    with BrokerProcess(database_url, workers=1,
-                       env={"QUEEN_POP_MAX_BYTES": str(BUDGET)}) as proc:
-        yield proc
-
-
 @pytest.fixture
-async def client(budget_broker: BrokerProcess) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=budget_broker.url, timeout=60) as c:
-        yield c
+def client(budget_client: httpx.AsyncClient) -> httpx.AsyncClient:
+    return budget_client  # the session's broker with 1 MiB budgets (tests/conftest.py)
 
 
 def _payload(size: int) -> dict[str, str]:

@@ -11,32 +11,23 @@ import base64
 import json
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.support import BrokerProcess
+from tests.support import ANSWER_BUDGET
 
 pytestmark = pytest.mark.citus
 
-BUDGET = 1024 * 1024
+BUDGET = ANSWER_BUDGET
 SIZE = 100_000  # a payload's or a trace's bytes (incompressible)
 COUNT = 16
 
 
-@pytest.fixture(scope="module")
-def budget_broker(database_url: str) -> Iterator[BrokerProcess]:
-    with BrokerProcess(database_url, workers=1,
-                       env={"QUEEN_LIST_MAX_BYTES": str(BUDGET)}) as proc:
-        yield proc
-
-
 @pytest.fixture
-async def client(budget_broker: BrokerProcess) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=budget_broker.url, timeout=60) as c:
-        yield c
+def client(budget_client: httpx.AsyncClient) -> httpx.AsyncClient:
+    return budget_client  # the session's broker with 1 MiB budgets (tests/conftest.py)
 
 
 def _blob(size: int) -> str:
