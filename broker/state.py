@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from starlette.requests import Request
 
+from broker.answer_memory import AnswerMemory
 from broker.auth.gate import Gate
 from core.service import Broker
 from core.settings import Settings
@@ -16,6 +17,11 @@ class BrokerState:
     settings: Settings
     broker: Broker
     gate: Gate  # admits callers at each route's access level (JWT auth, §9)
+    answers: AnswerMemory = field(init=False)  # pop answers in the making (its module)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "answers",
+                           AnswerMemory(self.settings.worker_answer_max_bytes))
 
 
 def state_of(request: Request) -> BrokerState:

@@ -183,3 +183,36 @@ def test_a_client_that_reads_through_a_small_buffer_keeps_its_connection(
             assert sock.recv(65536)
             time.sleep(0.02)
         assert _served(workers, {port}) == 1, "the connection of a reading client was dropped"
+
+
+@pytest.fixture(scope="module")
+def one_answer_broker(database_url: str) -> Iterator[BrokerProcess]:
+    """A worker that builds and sends one pop answer at a time (any answer is larger than
+    its QUEEN_WORKER_ANSWER_MAX_BYTES, so it goes alone)."""
+    with BrokerProcess(database_url, workers=1,
+                       env={"QUEEN_WORKER_ANSWER_MAX_BYTES": "1024"}) as proc:
+        yield proc
+
+
+def test_answers_past_the_workers_bound_wait_for_the_one_being_sent(
+        one_answer_broker: BrokerProcess, queue_name: str) -> None:
+    """Each pop keeps within its own budget, but a worker building and sending many answers
+    at once held them all: slow consumers of large messages could take its memory together.
+    Past QUEEN_WORKER_ANSWER_MAX_BYTES a pop that delivered waits until the answers being
+    sent are out (or their clients gone) before its own is built. Before, the second pop
+    below was answered at once beside the first, unread one."""
+    _fill(one_answer_broker, queue_name, partitions=1)
+    _fill(one_answer_broker, queue_name + "-b", partitions=1)
+    first, _ = _pop_unread(one_answer_broker, queue_name, lease=30)
+    second = socket.create_connection(("127.0.0.1", one_answer_broker.port), timeout=2)
+    try:
+        second.sendall(f"GET /api/v1/pop/queue/{queue_name}-b?batch={BATCH} "
+                       "HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        with pytest.raises(TimeoutError):
+            second.recv(1)  # the first answer is still being sent
+        first.close()  # its client goes: its bytes are released
+        second.settimeout(10)
+        assert second.recv(12) == b"HTTP/1.1 200"
+    finally:
+        first.close()
+        second.close()
