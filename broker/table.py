@@ -152,7 +152,8 @@ ENDPOINTS: list[Endpoint] = [
     Endpoint("GET", "/api/v1/traces/{partitionId}/{transactionId:path}", traces.of_message,
              "The traces of one message, oldest first",
              {200: traces_wire.MessageTraces, 404: ErrorBody},
-             path_params=traces_wire.TracePath, access=READ_ONLY),
+             path_params=traces_wire.TracePath, query=traces_wire.TraceMessageQuery,
+             access=READ_ONLY),
     # Consumer groups (§6.1)
     Endpoint("GET", _GROUPS, groups.list_groups, "List consumer groups per queue",
              {200: list[groups_wire.GroupSummaryOut]}, access=READ_ONLY),

@@ -128,11 +128,11 @@ class Settings:
     list_max_bytes: int = REQUESTS.setting(
         64 * 1024 * 1024, "QUEEN_LIST_MAX_BYTES",
         "Most payload bytes one page of `GET /api/v1/dlq`, `GET /api/v1/messages` (each "
-        "payload counted twice: it goes out as `data` and `payload`) or "
-        "`GET /api/v1/traces/by-name/{name}` (traces' data and messages' payloads) answers; "
-        "the page ends "
-        "early (`truncated`, `nextOffset`) where they pass it, its first row kept whatever "
-        "its size. Also the stored bytes a message listing or lookup reads at once.",
+        "payload counted twice: it goes out as `data` and `payload`), "
+        "`GET /api/v1/traces/by-name/{name}` (traces' data and messages' payloads) or "
+        "`GET /api/v1/traces/{partitionId}/{transactionId}` (traces' data) answers; the page "
+        "ends early (`truncated`, `nextOffset`) where they pass it, its first row kept "
+        "whatever its size. Also the stored bytes a message listing or lookup reads at once.",
         low=1024, high=2**40)
     # A frozen primary (a failover under way) would otherwise hold the push until the
     # driver's timeout, behind earlier flushes stuck the same way.

@@ -14,6 +14,7 @@ from broker.wire.traces import (
     NamedTraceOut,
     NamedTraces,
     TraceBody,
+    TraceMessageQuery,
     TraceNameOut,
     TraceNamePath,
     TraceNames,
@@ -52,14 +53,16 @@ def _out(row: Trace) -> TraceOut:
                     row.worker_id, iso(row.created_at), row.trace_names)
 
 
-async def of_message(request: Request, path: TracePath, tenant: str) -> Response:
+async def of_message(request: Request, path: TracePath, query: TraceMessageQuery,
+                     tenant: str) -> Response:
     raw = path.partitionId
     # Not one of our partition ids: a message nobody traced (a path, not a body field).
     if not (raw.isascii() and raw.isdigit()) or len(raw) > PARTITION_KEY_DIGITS:
-        return json_response(MessageTraces([]))
-    rows = await broker_of(request).traces.of_message(PartitionId(int(raw)),
-                                                      path.transactionId, tenant=tenant)
-    return json_response(MessageTraces([_out(r) for r in rows]))
+        return json_response(MessageTraces([], False, query.offset))
+    page = await broker_of(request).traces.of_message(
+        PartitionId(int(raw)), path.transactionId, offset=query.offset, tenant=tenant)
+    return json_response(MessageTraces([_out(r) for r in page.traces], page.truncated,
+                                       page.next_offset))
 
 
 async def by_name(request: Request, path: TraceNamePath, query: TracePageQuery,

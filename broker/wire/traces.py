@@ -18,6 +18,8 @@ from broker.wire.types import NameOrEmpty, PartitionKey, Token, TransactionId
 MAX_TRACE_NAMES = 64
 TRACES_MAX_LIMIT = 1000
 MAX_OFFSET = 2**62
+# Where a page starts (each lookup's `offset`).
+TraceOffset = Annotated[int, Meta(ge=0, le=MAX_OFFSET)]
 
 
 class TraceBody(msgspec.Struct):
@@ -48,14 +50,18 @@ class TraceNamePath(msgspec.Struct):
     name: Token
 
 
+class TraceMessageQuery(msgspec.Struct):
+    offset: TraceOffset = 0
+
+
 class TracePageQuery(msgspec.Struct):
     limit: Annotated[int, Meta(ge=1, le=TRACES_MAX_LIMIT)] = 100
-    offset: Annotated[int, Meta(ge=0, le=MAX_OFFSET)] = 0
+    offset: TraceOffset = 0
 
 
 class TraceNamesQuery(msgspec.Struct):
     limit: Annotated[int, Meta(ge=1, le=TRACES_MAX_LIMIT)] = 50
-    offset: Annotated[int, Meta(ge=0, le=MAX_OFFSET)] = 0
+    offset: TraceOffset = 0
     search: Token | None = None  # names containing this text
 
 
@@ -71,6 +77,10 @@ class TraceOut(msgspec.Struct):
 
 class MessageTraces(msgspec.Struct):
     traces: list[TraceOut]
+    # Traces of the message follow this page (the byte budget, QUEEN_LIST_MAX_BYTES of their
+    # data, or the 1000 a page holds ended it); they start at `nextOffset`.
+    truncated: bool
+    nextOffset: int
 
 
 class NamedTraceOut(TraceOut):

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Generic, TypeVar
 
 from core import segments
 from core.engine import encryption
@@ -30,9 +31,11 @@ Trace = sql.TraceRow
 NamedTraceRow = sql.NamedTraceRow
 TraceName = sql.TraceNameRow
 
-# The most traces one message answers (a consumer tracing in a loop must not make the
-# lookup unbounded).
+# The most traces one page of a message's answers (a consumer tracing in a loop must not
+# make the lookup unbounded); the rest follow from `nextOffset`.
 MESSAGE_TRACES_LIMIT = 1000
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,11 +61,18 @@ class NamedTrace:
 
 
 @dataclass(frozen=True, slots=True)
-class NamedTracePage:
-    traces: list[NamedTrace]
-    total: int  # traces carrying the name, all pages
-    truncated: bool  # the byte budget ended the page before `limit`
+class TracePage(Generic[T]):
+    traces: list[T]
+    total: int  # traces of the name or message, all pages
+    truncated: bool  # the page ended before the traces its caller asked for (`_page`)
     next_offset: int  # where the next page starts: offset + the traces answered
+
+
+def _page(found: list[T], total: int, offset: int, limit: int | None) -> TracePage[T]:
+    """A page starting at `offset` of `total` traces; with no `limit` (the caller asked for
+    all of them), every trace after the page makes it truncated."""
+    wanted = total - offset if limit is None else min(limit, total - offset)
+    return TracePage(found, total, len(found) < wanted, offset + len(found))
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +84,7 @@ class NamePage:
 class Traces:
     def __init__(self, db: Database, *, list_max_bytes: int) -> None:
         self._db = db
-        # The bytes of traces' data and messages' payloads one page of `by_name` answers
+        # The bytes of traces' data (and, by name, messages' payloads) one page answers
         # (QUEEN_LIST_MAX_BYTES): either may be 16 MiB, and a page holds up to 1000 traces.
         self._list_max_bytes = list_max_bytes
 
@@ -92,15 +102,22 @@ class Traces:
         return Recorded(trace_id, created)
 
     async def of_message(self, partition_id: PartitionId, transaction_id: str, *,
-                         tenant: str = "") -> list[sql.TraceRow]:
-        """A message's traces, oldest first (an unknown message has none)."""
+                         offset: int = 0, tenant: str = "") -> TracePage[Trace]:
+        """A page of a message's traces from `offset`, oldest first (an unknown message has
+        none): up to MESSAGE_TRACES_LIMIT, ended early where their data pass the budget (the
+        first kept; the statement cuts, the traces left out are not read). The caller gives
+        no limit: the page is truncated whenever traces follow it."""
         async with self._db.session() as conn:
-            return await sql.of_message(conn, tenant=tenant, partition_id=partition_id,
+            rows = await sql.of_message(conn, tenant=tenant, partition_id=partition_id,
                                         transaction_id=transaction_id,
-                                        limit=MESSAGE_TRACES_LIMIT)
+                                        limit=MESSAGE_TRACES_LIMIT, offset=offset,
+                                        max_bytes=self._list_max_bytes)
+            total = await sql.count_of_message(conn, tenant=tenant, partition_id=partition_id,
+                                               transaction_id=transaction_id)
+        return _page(rows, total, offset, None)
 
     async def by_name(self, name: str, *, limit: int, offset: int,
-                      tenant: str = "") -> NamedTracePage:
+                      tenant: str = "") -> TracePage[NamedTrace]:
         """One page of the tenant's traces carrying `name`, newest first, and their total
         number. The page ends early where its traces' data and their messages' payloads
         pass the budget, its first trace kept whatever its size: the statement cuts by the
@@ -111,8 +128,7 @@ class Traces:
             total = await sql.count_by_name(conn, tenant=tenant, name=name)
             found = await _payloads(conn, rows, self._list_max_bytes)
         # Short of `limit` with traces left after it: the budget ended the page.
-        truncated = len(found) < min(limit, total - offset)
-        return NamedTracePage(found, total, truncated, offset + len(found))
+        return _page(found, total, offset, limit)
 
     async def names(self, *, limit: int, offset: int, search: str | None,
                     tenant: str = "") -> NamePage:

@@ -61,9 +61,21 @@ _OF_MESSAGE = Statement("traces_of_message", TraceRow)
 
 
 async def of_message(conn: Conn, *, tenant: str, partition_id: int, transaction_id: str,
-                     limit: int) -> list[TraceRow]:
+                     limit: int, offset: int, max_bytes: int) -> list[TraceRow]:
+    """A page of a message's traces, ended early where their data pass `max_bytes` (the
+    first kept)."""
     return await _OF_MESSAGE.rows(conn, partition_id=partition_id, transaction_id=transaction_id,
-                                  limit=limit, tenant=tenant)
+                                  limit=limit, offset=offset, max_bytes=max_bytes,
+                                  tenant=tenant)
+
+
+_COUNT_OF_MESSAGE = Statement[None]("traces_count_of_message")
+
+
+async def count_of_message(conn: Conn, *, tenant: str, partition_id: int,
+                           transaction_id: str) -> int:
+    return int(await _COUNT_OF_MESSAGE.value(conn, partition_id=partition_id,
+                                              transaction_id=transaction_id, tenant=tenant))
 
 
 _BY_NAME = Statement("traces_by_name", NamedTraceRow)

@@ -30,15 +30,33 @@ n AS (
 SELECT created_at FROM t;
 
 -- name: traces_of_message
--- The traces of one message, oldest first.
+-- One page of the traces of one message, oldest first, that stops where the bytes of their
+-- data pass `max_bytes` (QUEEN_LIST_MAX_BYTES), its first trace kept whatever its size, as
+-- traces_by_name's: the sizes come from the TOAST pointers, and only the traces kept are
+-- joined back for their data.
+WITH page AS (
+    SELECT t.id, t.created_at, octet_length(t.data) AS size FROM queen.traces t
+     WHERE t.partition_id = :partition_id AND t.txn_key = queen.txn_key(:transaction_id)
+       AND t.transaction_id = :transaction_id
+       AND t.tenant = :tenant
+     ORDER BY t.created_at, t.id
+     LIMIT :limit OFFSET :offset),
+kept AS (
+    SELECT s.id, s.created_at FROM (
+        SELECT page.id, page.created_at, row_number() OVER w AS k, sum(page.size) OVER w AS upto
+          FROM page WINDOW w AS (ORDER BY page.created_at, page.id)) s
+     WHERE s.k = 1 OR s.upto <= :max_bytes::bigint)
 SELECT t.id, t.event_type, t.data, t.consumer_group, t.worker_id, t.created_at,
        t.trace_names
-  FROM queen.traces t
+  FROM kept JOIN queen.traces t ON t.id = kept.id
+ ORDER BY kept.created_at, kept.id;
+
+-- name: traces_count_of_message
+-- The number of traces of one message (all pages).
+SELECT count(*) FROM queen.traces t
  WHERE t.partition_id = :partition_id AND t.txn_key = queen.txn_key(:transaction_id)
    AND t.transaction_id = :transaction_id
-   AND t.tenant = :tenant
- ORDER BY t.created_at, t.id
- LIMIT :limit;
+   AND t.tenant = :tenant;
 
 -- name: traces_by_name
 -- One page of the traces carrying a name, newest first, with their message's address,

@@ -61,16 +61,16 @@ async def snap(page: Any, name: str) -> None:
         await page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
 
 
-async def walk_pages(page: Any, url: str, pages: int) -> list[str]:
+async def walk_pages(page: Any, url: str, pages: int, field: str = "transactionId") -> list[str]:
     """Open the view at `url` and follow its pager's "next" until it is disabled (at most
-    `pages` pages): the transactionId of every row shown, in order."""
+    `pages` pages): the cell `field` of every row shown, in order."""
     from playwright.async_api import expect
 
     seen: list[str] = []
     await page.goto(url)
     for _ in range(pages):
         await page.wait_for_selector("#view[data-loads]:not([data-loads='0'])")
-        rows = page.locator("tr[data-key] [data-field='transactionId']")
+        rows = page.locator(f"tr[data-key] [data-field='{field}']")
         await expect(rows.first).to_be_visible()
         seen += await rows.all_inner_texts()
         following = page.locator("[data-page='next']")

@@ -1,6 +1,7 @@
-"""The traces view's pager over pages of traces by name the broker cut at its byte budget
-(`QUEEN_LIST_MAX_BYTES`): "next" starts right after the traces shown. Before, it moved on by
-a whole page and skipped the traces the cut page left out."""
+"""The traces view's pagers over pages of traces the broker cut at its byte budget
+(`QUEEN_LIST_MAX_BYTES`): by name, "next" starts right after the traces shown (before, it
+moved on by a whole page and skipped the traces the cut page left out); of one message,
+"next" goes on at the answer's `nextOffset` (before, that view had no pager)."""
 
 from __future__ import annotations
 
@@ -49,5 +50,28 @@ async def test_next_page_starts_after_the_traces_a_cut_page_shows(
     try:
         seen = await walk_pages(page, f"{budget_broker.url}/#/traces?name={name}", 7)
         assert sorted(seen) == [f"t-{i}" for i in range(7)], seen
+    finally:
+        await page.close()
+
+
+async def test_next_goes_on_to_the_traces_of_a_message_a_cut_page_leaves_out(
+        browser: Any, budget_broker: BrokerProcess, http: httpx.AsyncClient) -> None:
+    queue = "tracepages-" + uuid.uuid4().hex[:8]
+    r = await http.post("/api/v1/push", json={"items": [
+        {"queue": queue, "transactionId": "t-0", "payload": 0}]})
+    assert r.status_code == 201, r.text
+    pid = r.json()[0]["partition_id"]
+    for i in range(7):  # told apart by their event type, oldest first
+        t = await http.post("/api/v1/traces", json={
+            "transactionId": "t-0", "partitionId": pid, "eventType": f"e-{i}",
+            "data": {"b": "x" * SIZE}})
+        assert t.status_code == 201, t.text
+    first = (await http.get(f"/api/v1/traces/{pid}/t-0")).json()
+    assert first["truncated"] and 0 < len(first["traces"]) < 7, first
+    page = await browser.new_page()
+    try:
+        seen = await walk_pages(page, f"{budget_broker.url}/#/traces?pid={pid}&tx=t-0", 7,
+                                field="event")
+        assert seen == [f"e-{i}" for i in range(7)], seen
     finally:
         await page.close()

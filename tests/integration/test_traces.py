@@ -58,6 +58,7 @@ async def test_a_trace_is_recorded_and_found_by_message_with_its_worker(
     found = (await http.get(f"/api/v1/traces/{msg['partitionId']}/{msg['transactionId']}")).json()
     traces = found["traces"]
     assert [t["data"] for t in traces] == [{"step": 1, "z": [1, 2]}, "plain text"]
+    assert found["truncated"] is False and found["nextOffset"] == 2
     assert traces[0]["id"] == body["traceId"]
     assert traces[0]["event_type"] == "step" and traces[1]["event_type"] == "info"
     assert traces[0]["trace_names"] == [name] and traces[1]["trace_names"] == []
@@ -67,7 +68,7 @@ async def test_a_trace_is_recorded_and_found_by_message_with_its_worker(
     assert all(t["created_at"].endswith("Z") for t in traces)
     # Another message of the same partition has none.
     other = await http.get(f"/api/v1/traces/{msg['partitionId']}/nobody")
-    assert other.json() == {"traces": []}
+    assert other.json() == {"traces": [], "truncated": False, "nextOffset": 0}
 
 
 async def test_lookup_by_name_spans_messages_with_their_payload_and_pages(

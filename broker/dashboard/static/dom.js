@@ -111,6 +111,25 @@ function pager(total, limit, offset, paramName = "offset") {
   return bar;
 }
 
+// Paging on by the broker's cursor (a key, or an offset where pages differ in size and
+// have no total): "‹ first", where this page starts, and "next ›" to `next` (null when
+// nothing follows).
+function cursorPager(paramName, at, next, range) {
+  return h("div", { class: "pager" },
+    h("button", { type: "button", disabled: !at, "data-page": "first",
+      onclick: () => setParams({ [paramName]: "" }) }, "‹ first"),
+    h("span", { "data-field": "range" }, range),
+    h("button", { type: "button", disabled: next == null, "data-page": "next",
+      onclick: () => setParams({ [paramName]: next }) }, "next ›"));
+}
+
+// A keyset page's pager (`after` = the last key of the page before; `nextAfter` when the
+// answer is truncated).
+function keysetPager(answer, after) {
+  return cursorPager("after", after, answer.truncated ? answer.nextAfter : null,
+    after ? `after ${after}` : "from the start");
+}
+
 function intParam(params, name, fallback, max = 1e15) {
   const value = Number.parseInt(params[name], 10);
   return Number.isFinite(value) && value >= 0 ? Math.min(value, max) : fallback;

@@ -10,23 +10,13 @@ view("kv", {
   async load(ctx) {
     const after = ctx.params.after || "";
     const answer = await Api.get("/api/v1/resources/kv-namespaces", { after, limit: KV_PAGE });
-    const bar = h("div", { class: "pager" });
-    bar.append(h("button", {
-      type: "button", disabled: !after, "data-page": "first",
-      onclick: () => setParams({ after: "" }),
-    }, "« first"));
-    bar.append(h("span", { "data-field": "range" },
-      after ? `after ${after}` : "from the start"));
-    bar.append(h("button", {
-      type: "button", disabled: !answer.truncated, "data-page": "next",
-      onclick: () => setParams({ after: answer.nextAfter }),
-    }, "next ›"));
     return [section("Namespaces", table([
       ["Namespace", (n) => n.ns, "ns"],
       ["Keys", (n) => fmtInt(n.keys), "keys"],
       ["Value bytes", (n) => fmtInt(n.bytes), "bytes"],
       ["Expiring within 5 min", (n) => fmtInt(n.expiringSoon), "expiring"],
     ], answer.rows, { key: (n) => n.ns,
-      empty: after ? "No namespace after this one." : "No live key in any namespace." })), bar];
+      empty: after ? "No namespace after this one." : "No live key in any namespace." })),
+    keysetPager(answer, after)];
   },
 });

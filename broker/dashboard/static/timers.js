@@ -2,15 +2,6 @@
 // next due, how many failing), then one queue's timers by key with the API's keyset paging
 // (`after` = the last key of the page before; `nextAfter` when truncated).
 
-function keysetPager(answer, after) {
-  return h("div", { class: "pager" },
-    h("button", { type: "button", disabled: !after, "data-page": "first",
-      onclick: () => setParams({ after: "" }) }, "‹ first"),
-    h("span", { "data-field": "range" }, after ? `after ${after}` : "from the start"),
-    h("button", { type: "button", disabled: !answer.truncated, "data-page": "next",
-      onclick: () => setParams({ after: answer.nextAfter }) }, "next ›"));
-}
-
 view("timers", {
   title: "Timers",
   async load(ctx) {

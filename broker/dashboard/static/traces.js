@@ -1,6 +1,6 @@
 // Traces (wire-protocol §6.4): the trace names (searched and paged by the broker), the
 // traces carrying one name (newest first, with their message), and the traces of one
-// message (oldest first).
+// message (oldest first, paged on by the broker's `nextOffset`).
 
 function traceRows(traces, withMessage) {
   return table([
@@ -27,8 +27,13 @@ view("traces", {
     const { name, pid, tx, search } = ctx.params;
     const offset = intParam(ctx.params, "offset", 0);
     if (pid && tx) {
-      const answer = await Api.get(`/api/v1/traces/${seg(pid)}/${seg(tx)}`);
-      return section(`Traces of message ${tx}`, traceRows(answer.traces, false));
+      const answer = await Api.get(`/api/v1/traces/${seg(pid)}/${seg(tx)}`, { offset });
+      const shown = answer.traces.length;
+      // No total here: a page the broker cut (its byte budget, or the 1000 a page holds)
+      // says where the rest start.
+      return [section(`Traces of message ${tx}`, traceRows(answer.traces, false)),
+        cursorPager("offset", offset, answer.truncated ? answer.nextOffset : null,
+          shown ? `${fmtInt(offset + 1)}–${fmtInt(offset + shown)}` : "none")];
     }
     if (name) {
       const answer = await Api.get(`/api/v1/traces/by-name/${seg(name)}`, { limit: PAGE, offset });
