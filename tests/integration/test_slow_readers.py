@@ -216,3 +216,33 @@ def test_answers_past_the_workers_bound_wait_for_the_one_being_sent(
     finally:
         first.close()
         second.close()
+
+
+def test_ephemeral_answers_wait_for_the_one_being_sent_too(
+        one_answer_broker: BrokerProcess, queue_name: str) -> None:
+    """The same bound holds an ephemeral pop's answer (before: answered at once)."""
+    queues = [f"{queue_name}-e1", f"{queue_name}-e2"]
+    with httpx.Client(base_url=one_answer_broker.url, timeout=60) as http:
+        for queue in queues:
+            r = http.post("/api/v1/ephemeral/push", json={
+                "queue": queue, "messages": [{"payload": PAYLOAD} for _ in range(BATCH)]})
+            assert r.status_code == 201, r.text
+    first = socket.socket()
+    first.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    first.settimeout(10)
+    first.connect(("127.0.0.1", one_answer_broker.port))
+    second = socket.create_connection(("127.0.0.1", one_answer_broker.port), timeout=2)
+    try:
+        first.sendall(f"GET /api/v1/ephemeral/pop?queue={queues[0]}&batch={BATCH} "
+                      "HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        assert first.recv(12) == b"HTTP/1.1 200"  # its body is not read
+        second.sendall(f"GET /api/v1/ephemeral/pop?queue={queues[1]}&batch={BATCH} "
+                       "HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        with pytest.raises(TimeoutError):
+            second.recv(1)
+        first.close()
+        second.settimeout(10)
+        assert second.recv(12) == b"HTTP/1.1 200"
+    finally:
+        first.close()
+        second.close()
