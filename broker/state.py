@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from starlette.requests import Request
 
@@ -17,11 +17,7 @@ class BrokerState:
     settings: Settings
     broker: Broker
     gate: Gate  # admits callers at each route's access level (JWT auth, §9)
-    answers: AnswerMemory = field(init=False)  # pop answers in the making (its module)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "answers",
-                           AnswerMemory(self.settings.worker_answer_max_bytes))
+    answers: AnswerMemory  # pop answers in the making (broker/answer_memory.py)
 
 
 def state_of(request: Request) -> BrokerState:

@@ -54,13 +54,11 @@ async def list_dlq(request: Request, query: DlqQuery, tenant: str) -> Response:
         queue=given(query.queue), consumer_group=given(query.consumerGroup),
         partition=given(query.partition),
         failed_from=query.start, failed_to=query.end)
-    rows, total = await broker_of(request).dlq.list_rows(where, limit=query.limit,
-                                                         offset=query.offset, tenant=tenant)
-    # Short of `limit` with rows left after it: the byte budget ended the page.
-    truncated = len(rows) < min(query.limit, total - query.offset)
-    return json_response(DlqPage([row_json(r) for r in rows],
-                                 Pagination(query.limit, query.offset), total, truncated,
-                                 query.offset + len(rows)))
+    page = await broker_of(request).dlq.list_rows(where, limit=query.limit,
+                                                  offset=query.offset, tenant=tenant)
+    return json_response(DlqPage([row_json(r) for r in page.rows],
+                                 Pagination(query.limit, query.offset), page.total,
+                                 page.truncated, page.next_offset))
 
 
 async def replay(request: Request, path: DlqIdPath, body: DlqReplayBody,

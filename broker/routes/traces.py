@@ -61,7 +61,7 @@ async def of_message(request: Request, path: TracePath, query: TraceMessageQuery
         return json_response(MessageTraces([], False, query.offset))
     page = await broker_of(request).traces.of_message(
         PartitionId(int(raw)), path.transactionId, offset=query.offset, tenant=tenant)
-    return json_response(MessageTraces([_out(r) for r in page.traces], page.truncated,
+    return json_response(MessageTraces([_out(r) for r in page.rows], page.truncated,
                                        page.next_offset))
 
 
@@ -75,7 +75,7 @@ async def by_name(request: Request, path: TraceNamePath, query: TracePageQuery,
         transaction_id=t.row.transaction_id, partition_id=str(t.row.partition_id),
         queue_name=t.row.queue, partition_name=t.row.partition,
         message_payload=None if t.message_payload is None else msgspec.Raw(t.message_payload))
-        for t in page.traces]
+        for t in page.rows]
     return json_response(NamedTraces(out, page.total, Pagination(query.limit, query.offset),
                                      page.truncated, page.next_offset))
 

@@ -20,6 +20,7 @@ from core.engine.directory import PartitionName
 from core.engine.wakeup import Publish, Wake
 from core.engine.writes import NewMessage, append
 from core.ids import NIL_UUID, PartitionId, uuid7
+from core.pages import OffsetPage, offset_page, within_bytes
 from core.storage import dead_letters as sql
 from core.storage.database import Database
 from core.storage.statements import Conn
@@ -124,8 +125,8 @@ class DeadLetters:
         return self._db.shards.distributed
 
     async def list_rows(self, where: DlqFilter, *, limit: int, offset: int,
-                        tenant: str = "") -> tuple[list[DlqRow], int]:
-        """One page of matching rows, newest first, and the number of all matching rows.
+                        tenant: str = "") -> OffsetPage[DlqRow]:
+        """One page of matching rows, newest first, with the number of all matching rows.
 
         The page ends early where its bytes pass the budget, its first row kept: the
         statement counts the bytes stored (the rows left out are never read), and here the
@@ -136,15 +137,9 @@ class DeadLetters:
                 partition=where.partition, failed_from=where.failed_from,
                 failed_to=where.failed_to, limit=limit, offset=offset,
                 max_bytes=self._list_max_bytes)
-        page: list[DlqRow] = []
-        held = 0
-        for r in rows:
-            row = dead_letter(r)
-            held += len(row.payload)
-            if page and held > self._list_max_bytes:
-                break
-            page.append(row)
-        return page, total
+        page = within_bytes((dead_letter(r) for r in rows), lambda row: len(row.payload),
+                            self._list_max_bytes)
+        return offset_page(page, total, offset, min(limit, total - offset))
 
     async def rows_for_address(self, partition_id: PartitionId, transaction_id: str, *,
                                tenant: str = "") -> list[DlqRow]:

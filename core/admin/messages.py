@@ -17,6 +17,7 @@ from core import options, segments
 from core.admin.dlq import DlqRow, dead_letter
 from core.engine import encryption
 from core.ids import PartitionId
+from core.pages import OffsetPage, offset_page, within_bytes
 from core.storage import dead_letters as sql
 from core.storage.database import Database
 from core.storage.reads import RangeRow
@@ -201,16 +202,6 @@ class MessageListing:
     segment_size: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class MessagePage:
-    rows: list[MessageListing]
-    # Without a status or time filter every retained message of the matching partitions;
-    # with one the matches among the messages examined.
-    total: int
-    truncated: bool  # the byte budget ended the page before `limit`
-    next_offset: int  # where the next page starts: offset + the rows the page took
-
-
 # A listing decodes segments; these bound the work one request may cause.
 LIST_MAX_PARTITIONS = 100
 LIST_MAX_PER_PARTITION = 1000
@@ -222,8 +213,10 @@ def _newest(m: MessageListing) -> tuple[datetime, int]:
 
 async def list_messages(db: Database, where: ListFilter, *, limit: int, offset: int,
                         segment_bytes: int, payload_bytes: int | None,
-                        tenant: str = "") -> MessagePage:
+                        tenant: str = "") -> OffsetPage[MessageListing]:
     """Recent messages (newest first) of the matching partitions, with derived status.
+    Without a status or time filter `total` counts every retained message of the matching
+    partitions; with one, the matches among the messages examined.
 
     The walk reads segments a byte-bounded page at a time (`segment_bytes`) and holds no
     payload, only the newest offset + limit messages examined so far. With `payload_bytes`
@@ -276,22 +269,12 @@ async def list_messages(db: Database, where: ListFilter, *, limit: int, offset: 
         if payload_bytes is None:
             kept = answered = page
         else:
-            kept = _within(page, payload_bytes)
+            kept = within_bytes(page, lambda m: m.size, payload_bytes)
             answered = await _with_payloads(conn, kept, segment_bytes)
     total = matched if (where.status or where.created_from or where.created_to) else retained
-    return MessagePage(answered, total, len(kept) < len(page), offset + len(kept))
-
-
-def _within(page: list[MessageListing], max_bytes: int) -> list[MessageListing]:
-    """The rows of the page up to where their payloads pass `max_bytes`, the first kept."""
-    kept: list[MessageListing] = []
-    held = 0
-    for m in page:
-        held += m.size
-        if kept and held > max_bytes:
-            break
-        kept.append(m)
-    return kept
+    # (next_offset counts the rows kept: one whose segment went since is answered by none.)
+    cut = offset_page(kept, total, offset, len(page))
+    return OffsetPage(answered, total, cut.truncated, cut.next_offset)
 
 
 async def _with_payloads(conn: Conn, rows: list[MessageListing],
@@ -358,7 +341,7 @@ class Messages:
                                  segment_bytes=self._segment_bytes)
 
     async def list(self, where: ListFilter, *, limit: int, offset: int,
-                   payload_bytes: int | None, tenant: str = "") -> MessagePage:
+                   payload_bytes: int | None, tenant: str = "") -> OffsetPage[MessageListing]:
         """A page of recent messages; with `payload_bytes` their payloads, the page ended
         early where they pass it; with None no payload (nor any cut)."""
         return await list_messages(self._db, where, limit=limit, offset=offset,

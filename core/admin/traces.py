@@ -15,12 +15,13 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Generic, TypeVar
+from typing import TypeVar
 
 from core import segments
 from core.engine import encryption
 from core.errors import NotFound
 from core.ids import PartitionId, uuid7
+from core.pages import OffsetPage, offset_page
 from core.storage import traces as sql
 from core.storage import writes
 from core.storage.database import Database
@@ -60,19 +61,11 @@ class NamedTrace:
     message_payload: bytes | None  # JSON bytes of the message, when it is still stored
 
 
-@dataclass(frozen=True, slots=True)
-class TracePage(Generic[T]):
-    traces: list[T]
-    total: int  # traces of the name or message, all pages
-    truncated: bool  # the page ended before the traces its caller asked for (`_page`)
-    next_offset: int  # where the next page starts: offset + the traces answered
-
-
-def _page(found: list[T], total: int, offset: int, limit: int | None) -> TracePage[T]:
+def _page(found: list[T], total: int, offset: int, limit: int | None) -> OffsetPage[T]:
     """A page starting at `offset` of `total` traces; with no `limit` (the caller asked for
     all of them), every trace after the page makes it truncated."""
-    wanted = total - offset if limit is None else min(limit, total - offset)
-    return TracePage(found, total, len(found) < wanted, offset + len(found))
+    return offset_page(found, total, offset,
+                       total - offset if limit is None else min(limit, total - offset))
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +95,7 @@ class Traces:
         return Recorded(trace_id, created)
 
     async def of_message(self, partition_id: PartitionId, transaction_id: str, *,
-                         offset: int = 0, tenant: str = "") -> TracePage[Trace]:
+                         offset: int = 0, tenant: str = "") -> OffsetPage[Trace]:
         """A page of a message's traces from `offset`, oldest first (an unknown message has
         none): up to MESSAGE_TRACES_LIMIT, ended early where their data pass the budget (the
         first kept; the statement cuts, the traces left out are not read). The caller gives
@@ -117,7 +110,7 @@ class Traces:
         return _page(rows, total, offset, None)
 
     async def by_name(self, name: str, *, limit: int, offset: int,
-                      tenant: str = "") -> TracePage[NamedTrace]:
+                      tenant: str = "") -> OffsetPage[NamedTrace]:
         """One page of the tenant's traces carrying `name`, newest first, and their total
         number. The page ends early where its traces' data and their messages' payloads
         pass the budget, its first trace kept whatever its size: the statement cuts by the

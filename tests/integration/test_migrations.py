@@ -66,8 +66,8 @@ async def test_rows_of_version_20_are_migrated_and_used_by_todays_broker(
             for f in frames])
         assert [o.success for o in result.outcomes] == [True, True, True]
         # The old dead letter is read with its own payload.
-        [letter], total = await broker.dlq.list_rows(DlqFilter(queue="legacy"), limit=10,
-                                                     offset=0)
+        page = await broker.dlq.list_rows(DlqFilter(queue="legacy"), limit=10, offset=0)
+        [letter], total = page.rows, page.total
         assert total == 1 and letter.payload == b'{"was":"dead"}'
         assert (letter.transaction_id, letter.error_message) == ("dead-1", "boom")
 

@@ -113,7 +113,7 @@ async def test_a_producer_sub_flows_to_the_pop_the_dead_letter_and_the_message_d
     result = await broker.ack_batch([GroupAck("g", AckItem(
         "signed-1", str(message.partition_id), "dlq", popped.lease_id, "poison"))])
     assert result.outcomes[0].dlq
-    [letter], _ = await broker.dlq.list_rows(DlqFilter(queue=queue_name), limit=5, offset=0)
+    [letter] = (await broker.dlq.list_rows(DlqFilter(queue=queue_name), limit=5, offset=0)).rows
     assert (letter.producer_sub, letter.payload) == ("svc-billing", b'{"x":1}')
     view = await broker.messages.get(PartitionId(message.partition_id), "signed-1")
     assert view is not None and view.producer_sub == "svc-billing"

@@ -42,12 +42,16 @@ def _fill(broker: BrokerProcess, queue: str, partitions: int) -> None:
 def _pop_unread(broker: BrokerProcess, queue: str, lease: int) -> tuple[socket.socket, int]:
     """A connection whose pop answer (200) is not read past its head; and the answer's
     length."""
+    return _get_unread(broker, f"/api/v1/pop/queue/{queue}?batch={BATCH}&leaseSeconds={lease}")
+
+
+def _get_unread(broker: BrokerProcess, target: str) -> tuple[socket.socket, int]:
+    """A connection whose GET answer (200) is not read past its head; and its length."""
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.settimeout(10)
     sock.connect(("127.0.0.1", broker.port))
-    sock.sendall(f"GET /api/v1/pop/queue/{queue}?batch={BATCH}&leaseSeconds={lease} "
-                 "HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    sock.sendall(f"GET {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
     head = b""
     while b"\r\n\r\n" not in head:
         head += sock.recv(1)  # byte by byte: nothing of the body is read
@@ -194,6 +198,23 @@ def one_answer_broker(database_url: str) -> Iterator[BrokerProcess]:
         yield proc
 
 
+def _waits_for_the_unread_one(broker: BrokerProcess, first: str, second: str) -> None:
+    """GET `first` and leave its answer unread; GET `second`: no answer while the first is
+    unread, a 200 once its client goes."""
+    unread, _ = _get_unread(broker, first)
+    waiting = socket.create_connection(("127.0.0.1", broker.port), timeout=2)
+    try:
+        waiting.sendall(f"GET {second} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        with pytest.raises(TimeoutError):
+            waiting.recv(1)  # the first answer is still being sent
+        unread.close()  # its client goes: its bytes are released
+        waiting.settimeout(10)
+        assert waiting.recv(12) == b"HTTP/1.1 200"
+    finally:
+        unread.close()
+        waiting.close()
+
+
 def test_answers_past_the_workers_bound_wait_for_the_one_being_sent(
         one_answer_broker: BrokerProcess, queue_name: str) -> None:
     """Each pop keeps within its own budget, but a worker building and sending many answers
@@ -203,19 +224,8 @@ def test_answers_past_the_workers_bound_wait_for_the_one_being_sent(
     below was answered at once beside the first, unread one."""
     _fill(one_answer_broker, queue_name, partitions=1)
     _fill(one_answer_broker, queue_name + "-b", partitions=1)
-    first, _ = _pop_unread(one_answer_broker, queue_name, lease=30)
-    second = socket.create_connection(("127.0.0.1", one_answer_broker.port), timeout=2)
-    try:
-        second.sendall(f"GET /api/v1/pop/queue/{queue_name}-b?batch={BATCH} "
-                       "HTTP/1.1\r\nHost: x\r\n\r\n".encode())
-        with pytest.raises(TimeoutError):
-            second.recv(1)  # the first answer is still being sent
-        first.close()  # its client goes: its bytes are released
-        second.settimeout(10)
-        assert second.recv(12) == b"HTTP/1.1 200"
-    finally:
-        first.close()
-        second.close()
+    _waits_for_the_unread_one(one_answer_broker, f"/api/v1/pop/queue/{queue_name}?batch={BATCH}",
+                              f"/api/v1/pop/queue/{queue_name}-b?batch={BATCH}")
 
 
 def test_ephemeral_answers_wait_for_the_one_being_sent_too(
@@ -227,22 +237,5 @@ def test_ephemeral_answers_wait_for_the_one_being_sent_too(
             r = http.post("/api/v1/ephemeral/push", json={
                 "queue": queue, "messages": [{"payload": PAYLOAD} for _ in range(BATCH)]})
             assert r.status_code == 201, r.text
-    first = socket.socket()
-    first.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    first.settimeout(10)
-    first.connect(("127.0.0.1", one_answer_broker.port))
-    second = socket.create_connection(("127.0.0.1", one_answer_broker.port), timeout=2)
-    try:
-        first.sendall(f"GET /api/v1/ephemeral/pop?queue={queues[0]}&batch={BATCH} "
-                      "HTTP/1.1\r\nHost: x\r\n\r\n".encode())
-        assert first.recv(12) == b"HTTP/1.1 200"  # its body is not read
-        second.sendall(f"GET /api/v1/ephemeral/pop?queue={queues[1]}&batch={BATCH} "
-                       "HTTP/1.1\r\nHost: x\r\n\r\n".encode())
-        with pytest.raises(TimeoutError):
-            second.recv(1)
-        first.close()
-        second.settimeout(10)
-        assert second.recv(12) == b"HTTP/1.1 200"
-    finally:
-        first.close()
-        second.close()
+    _waits_for_the_unread_one(
+        one_answer_broker, *(f"/api/v1/ephemeral/pop?queue={q}&batch={BATCH}" for q in queues))
