@@ -26,24 +26,30 @@ from starlette.types import Receive, Scope, Send
 
 class AnswerMemory:
     """Bytes held by the answers being built or sent, at most `limit` (one larger answer
-    alone)."""
+    alone). A release never waits: it runs in a response's `finally`, where a cancelled
+    send must still give the bytes back."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.held = 0
-        self._freed = asyncio.Condition()
+        self._waiting: list[asyncio.Future[None]] = []
 
     async def hold(self, size: int) -> None:
         """Wait until `size` bytes fit (or nothing is held), then hold them."""
-        async with self._freed:
-            await self._freed.wait_for(
-                lambda: self.held == 0 or self.held + size <= self.limit)
-            self.held += size
+        while self.held and self.held + size > self.limit:
+            freed = asyncio.get_running_loop().create_future()
+            self._waiting.append(freed)
+            try:
+                await freed
+            finally:
+                self._waiting.remove(freed)
+        self.held += size
 
-    async def release(self, size: int) -> None:
-        async with self._freed:
-            self.held -= size
-            self._freed.notify_all()
+    def release(self, size: int) -> None:
+        self.held -= size
+        for freed in self._waiting:  # each looks again whether it fits now
+            if not freed.done():
+                freed.set_result(None)
 
     @contextlib.asynccontextmanager
     async def held_while_built(self, size: int) -> AsyncIterator[None]:
@@ -53,7 +59,7 @@ class AnswerMemory:
         try:
             yield
         except BaseException:
-            await self.release(size)
+            self.release(size)
             raise
 
 
@@ -70,4 +76,4 @@ class ReleasingResponse(Response):
         try:
             await self._inner(scope, receive, send)
         finally:
-            await self._memory.release(self._size)
+            self._memory.release(self._size)

@@ -20,7 +20,7 @@ async def test_a_hold_past_the_limit_waits_for_a_release() -> None:
     waiting = asyncio.create_task(memory.hold(500))
     await _settle()
     assert not waiting.done() and memory.held == 600
-    await memory.release(600)
+    memory.release(600)
     await asyncio.wait_for(waiting, 1)
     assert memory.held == 500
 
@@ -31,7 +31,7 @@ async def test_an_answer_larger_than_the_limit_goes_alone() -> None:
     waiting = asyncio.create_task(memory.hold(1))
     await _settle()
     assert not waiting.done()
-    await memory.release(5000)
+    memory.release(5000)
     await asyncio.wait_for(waiting, 1)
 
 
@@ -42,3 +42,16 @@ async def test_a_build_that_fails_releases_what_it_held() -> None:
             assert memory.held == 700
             raise RuntimeError("the answer could not be built")
     assert memory.held == 0
+
+
+async def test_a_hold_cancelled_while_waiting_holds_nothing_and_leaves_no_waiter() -> None:
+    """A client that goes while its pop waits for room: nothing held, nothing left behind."""
+    memory = AnswerMemory(1000)
+    await memory.hold(900)
+    waiting = asyncio.create_task(memory.hold(500))
+    await _settle()
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    memory.release(900)
+    assert memory.held == 0 and not memory._waiting
