@@ -318,7 +318,7 @@ class Broker:
             return False
         if any(o.verdict is not None for o in outcomes):
             return True  # others of this push were written just now
-        return await self._db.ping(commit=True)
+        return await self._db.commits()
 
     async def _admit_items(self, items: Sequence[PushItem], *, throttle: bool = False) -> None:
         """The quota checks of pushed items, per tenant (the edge sends one tenant's); with

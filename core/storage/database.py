@@ -24,6 +24,7 @@ from typing import Any
 
 import asyncpg
 
+from core.counters import COUNTERS
 from core.errors import StorageError, StorageUnavailable
 from core.settings import Settings
 from core.storage import citus, durability
@@ -40,6 +41,7 @@ from core.waiting import within
 log = logging.getLogger(__name__)
 
 _PING = Statement[None]("ping")
+COMMIT_PROBE_FRESH_S = 1.0  # how long `Database.commits` answers from its last probe
 _COMMIT_PROBE = Statement[None]("commit_probe")
 _ROLLBACK = Statement[None]("rollback")
 _ADMITTED = Statement[None]("admitted_connections")
@@ -108,6 +110,8 @@ class Database:
         # (the coordinator's, when there is a `log`) only closes them.
         self._nodes = nodes
         self._routes = nodes if log_pool is None else None
+        self._commit_probe: asyncio.Future[bool] | None = None  # see `commits`
+        self._commit_probe_at = 0.0
         self.log = self if log_pool is None else Database(
             log_pool, settings, topology=self.topology, shards=self.shards, nodes=nodes)
 
@@ -211,6 +215,19 @@ class Database:
         if self._routes is None:
             return self._pool
         return self._routes.pool_for(route) or self._pool
+
+    async def commits(self) -> bool:
+        """Whether a write commits within 2 s (`ping(commit=True)`), asked once for every
+        caller of the moment: its answer serves for COMMIT_PROBE_FRESH_S after it was asked.
+        Producers retrying into a stalled partition each fail as an outage and each would
+        otherwise make a probe commit, a WAL flush on the primary."""
+        probe = self._commit_probe
+        if probe is None or (probe.done()
+                             and time.monotonic() - self._commit_probe_at > COMMIT_PROBE_FRESH_S):
+            self._commit_probe_at = time.monotonic()
+            COUNTERS.add("commit_probes")
+            probe = self._commit_probe = asyncio.ensure_future(self.ping(commit=True))
+        return await asyncio.shield(probe)  # a caller that goes does not end it for the rest
 
     async def ping(self, timeout: float = 2.0, *, commit: bool = False) -> bool:
         """Whether the database answers within `timeout`; with `commit`, whether a write

@@ -133,3 +133,35 @@ async def test_commits_that_stall_everywhere_still_go_to_the_spool(tmp_path: Pat
                 await admin.close()
         finally:
             stop_process(proc, signal.SIGINT)
+
+
+async def _commit_probes(client: httpx.AsyncClient) -> int:
+    r = await client.get("/metrics/prometheus")
+    assert r.status_code == 200, r.text
+    return int(next(float(line.split()[-1]) for line in r.text.splitlines()
+                    if line.startswith("queen_cluster_commit_probes_total ")))
+
+
+async def test_pushes_stalled_together_share_one_commit_probe(
+        client: httpx.AsyncClient, own_database: str) -> None:
+    """Each push that fails as an outage asks whether the database still commits, with a
+    write of its own. Producers retrying into a stalled partition must not turn into as
+    many probe commits (each a WAL flush on the primary): the pushes failing together share
+    one probe, and its answer serves for a moment. Before, 40 stalled pushes made 40."""
+    stuck = "probe-q"
+    r = await _push(client, stuck, "p-0")
+    assert r.status_code == 201, r.text
+    before = await _commit_probes(client)
+    holder = await asyncpg.connect(own_database)
+    locked = holder.transaction()
+    await locked.start()
+    try:
+        await holder.execute(
+            "SELECT 1 FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
+            " WHERE q.name = $1 AND p.name = 'p' FOR UPDATE", stuck)
+        answers = await asyncio.gather(*(_push(client, stuck, f"p-{i}") for i in range(1, 41)))
+        assert {a.status_code for a in answers} == {503}
+    finally:
+        await locked.rollback()
+        await holder.close()
+    assert await _commit_probes(client) - before <= 2  # one a second at most
