@@ -12,7 +12,6 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
 from broker import errors
-from broker.answer_memory import AnswerMemory
 from broker.auth.gate import Gate
 from broker.cors import Cors
 from broker.endpoint import starlette_routes
@@ -43,8 +42,7 @@ def create_app(settings: Settings, *, draining: asyncio.Event | None = None,
         gate = await Gate.start(settings.auth)
         try:
             async with Broker.open(settings, stop_waiting=drain, tracing=tracing) as broker:
-                app.state.broker = BrokerState(settings, broker, gate,
-                                               AnswerMemory(settings.worker_answer_max_bytes))
+                app.state.broker = BrokerState(settings, broker, gate)
                 yield
         finally:
             await gate.close()

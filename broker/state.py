@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 from starlette.requests import Request
 
-from broker.answer_memory import AnswerMemory
 from broker.auth.gate import Gate
 from core.service import Broker
 from core.settings import Settings
@@ -17,7 +16,6 @@ class BrokerState:
     settings: Settings
     broker: Broker
     gate: Gate  # admits callers at each route's access level (JWT auth, §9)
-    answers: AnswerMemory  # pop answers in the making (broker/answer_memory.py)
 
 
 def state_of(request: Request) -> BrokerState:

@@ -178,13 +178,6 @@ class Settings:
         "Most message bytes (uncompressed) one pop answers; what does not fit stays for the "
         "next pop, neither leased nor committed. A first message larger than that is still "
         "delivered, alone.", low=1024, high=2**40)
-    # Answers are built a few at a time under it (broker/answer_memory.py): four answers of
-    # the default pop budget, at a few times their size each in a worker's memory.
-    worker_answer_max_bytes: int = POPS.setting(
-        256 * 1024 * 1024, "QUEEN_WORKER_ANSWER_MAX_BYTES",
-        "Most message bytes (uncompressed) of the pop answers one web worker builds and sends "
-        "at once; a pop past it waits for others to be sent (one larger answer goes alone).",
-        low=1024, high=2**40)
     # The ready set (core/engine/ready): a floor against a notification lost with no sign
     # of it.
     ready_reseed_interval_ms: int = POPS.setting(

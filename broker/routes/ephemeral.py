@@ -16,7 +16,6 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from broker.answer_memory import ReleasingResponse
 from broker.errors import error_response
 from broker.routes.pop import _watch_disconnect
 from broker.state import broker_of, state_of
@@ -83,15 +82,9 @@ async def eph_pop(request: Request, query: wire.EphPopQuery, tenant: str) -> Res
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
-    # Built and sent within the worker's bound on answers in the making, as the log's pops
-    # (broker/answer_memory.py).
-    answers, size = state_of(request).answers, sum(m.bytes for m in popped)
-    async with answers.held_while_built(size):
-        response = json_response(wire.EphPopAnswer(query.queue, [
-            wire.EphPoppedMessage(m.id, m.partition, m.attempts,
-                                  msgspec.Raw(m.payload.encode()))
-            for m in popped]))
-    return ReleasingResponse(response, answers, size)
+    return json_response(wire.EphPopAnswer(query.queue, [
+        wire.EphPoppedMessage(m.id, m.partition, m.attempts, msgspec.Raw(m.payload.encode()))
+        for m in popped]))
 
 
 @_answering

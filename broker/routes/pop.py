@@ -8,7 +8,6 @@ import contextlib
 from starlette.requests import Request
 from starlette.responses import Response
 
-from broker.answer_memory import ReleasingResponse
 from broker.state import broker_of, state_of
 from broker.wire import framed_pop
 from broker.wire.binary import FRAMED_POP_MEDIA_TYPE
@@ -79,21 +78,16 @@ async def _serve_pop(request: Request, query: PopQuery,
         return no_content()
     echo = None if served.echo is None else Autopilot(
         served.echo.partitions, served.echo.batch, served.echo.wait_ms)
-    # The worker's answers in the making are bounded together (broker/answer_memory.py).
-    answers, size = state_of(request).answers, result.bytes_counted()
-    async with answers.held_while_built(size):
-        if query.frames and result.claims and not (conflating or query.conflation):
-            response = _framed_answer(pop_request, result, echo)
-        else:
-            answer = _answer(pop_request, result, echo, broker)
-            if conflating:
-                answer.conflation = True
-            elif query.conflation:
-                answer.conflationConflict = True
-            if not result.claims and broker.pops_paused:
-                answer.paused = True
-            response = json_response(answer)
-    return ReleasingResponse(response, answers, size)
+    if query.frames and result.claims and not (conflating or query.conflation):
+        return _framed_answer(pop_request, result, echo)
+    answer = _answer(pop_request, result, echo, broker)
+    if conflating:
+        answer.conflation = True
+    elif query.conflation:
+        answer.conflationConflict = True
+    if not result.claims and broker.pops_paused:
+        answer.paused = True
+    return json_response(answer)
 
 
 def _answer(pop_request: PopRequest, result: PopResult, echo: Autopilot | None,
