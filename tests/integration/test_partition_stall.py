@@ -14,6 +14,7 @@ push after it behind that lock.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -48,6 +49,23 @@ async def _push(client: httpx.AsyncClient, queue: str, txid: str) -> httpx.Respo
         {"queue": queue, "partition": "p", "transactionId": txid, "payload": {"t": txid}}]})
 
 
+@contextlib.asynccontextmanager
+async def _locked(url: str, queue: str) -> AsyncIterator[None]:
+    """Partition `p` of `queue` locked by a transaction held open for the block, as by a
+    session nobody ends."""
+    holder = await asyncpg.connect(url)
+    locked = holder.transaction()
+    await locked.start()
+    try:
+        await holder.execute(
+            "SELECT 1 FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
+            " WHERE q.name = $1 AND p.name = 'p' FOR UPDATE", queue)
+        yield
+    finally:
+        await locked.rollback()
+        await holder.close()
+
+
 async def _pop_all(client: httpx.AsyncClient, queue: str) -> list[str]:
     r = await client.get(f"/api/v1/pop/queue/{queue}",
                          params={"batch": "10", "wait": "false", "autoAck": "true"})
@@ -62,13 +80,7 @@ async def test_a_stalled_partition_answers_503_and_the_others_go_on(
         r = await _push(client, queue, f"{queue}-0")
         assert r.status_code == 201 and r.json()[0]["status"] == "queued", r.text
         assert await _pop_all(client, queue) == [f"{queue}-0"]
-    holder = await asyncpg.connect(own_database)
-    locked = holder.transaction()
-    await locked.start()
-    try:
-        await holder.execute(
-            "SELECT 1 FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
-            " WHERE q.name = $1 AND p.name = 'p' FOR UPDATE", stuck)
+    async with _locked(own_database, stuck):
         started = time.monotonic()
         r = await _push(client, stuck, "stuck-1")
         took = time.monotonic() - started
@@ -81,9 +93,6 @@ async def test_a_stalled_partition_answers_503_and_the_others_go_on(
             r = await _push(client, free, f"{free}-{i}")
             assert r.status_code == 201 and r.json()[0]["status"] == "queued", r.text
         assert await _pop_all(client, free) == [f"{free}-1", f"{free}-2"]
-    finally:
-        await locked.rollback()
-        await holder.close()
     # The client's retry after the lock: stored once, whether or not the stalled write
     # committed when the lock went.
     r = await _push(client, stuck, "stuck-1")
@@ -152,16 +161,7 @@ async def test_pushes_stalled_together_share_one_commit_probe(
     r = await _push(client, stuck, "p-0")
     assert r.status_code == 201, r.text
     before = await _commit_probes(client)
-    holder = await asyncpg.connect(own_database)
-    locked = holder.transaction()
-    await locked.start()
-    try:
-        await holder.execute(
-            "SELECT 1 FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id"
-            " WHERE q.name = $1 AND p.name = 'p' FOR UPDATE", stuck)
+    async with _locked(own_database, stuck):
         answers = await asyncio.gather(*(_push(client, stuck, f"p-{i}") for i in range(1, 41)))
         assert {a.status_code for a in answers} == {503}
-    finally:
-        await locked.rollback()
-        await holder.close()
     assert await _commit_probes(client) - before <= 2  # one a second at most
