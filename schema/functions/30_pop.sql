@@ -321,6 +321,9 @@ DECLARE
     v_got_hi  bigint[] := '{}';
     v_pid     bigint;
     v_fresh1  boolean;
+    v_qof     bigint[];      -- each of v_ids' queue
+    v_qid1    bigint;
+    v_reached integer;       -- how many of v_ids the claim walked (see below)
     v_lo      bigint;
     v_hi      bigint;
     v_count   bigint;
@@ -426,10 +429,12 @@ BEGIN
     -- windowBuffer holds a partition written to less than that long ago (answered below).
     v_ids := '{}';
     v_fresh := '{}';
+    v_qof := '{}';
     FOREACH v_pid IN ARRAY v_cands LOOP
         SELECT NOT EXISTS (SELECT 1 FROM queen.log_consumers x
-                            WHERE x.partition_id = v_pid AND x.consumer_group = p_group)
-          INTO v_fresh1
+                            WHERE x.partition_id = v_pid AND x.consumer_group = p_group),
+               p.queue_id
+          INTO v_fresh1, v_qid1
           FROM queen.log_partitions p JOIN unnest(v_queues) q ON q.id = p.queue_id
          WHERE p.id = v_pid
            AND p.last_offset >= p.log_start
@@ -438,6 +443,7 @@ BEGIN
         CONTINUE WHEN NOT FOUND;
         v_ids := v_ids || v_pid;
         v_fresh := v_fresh || v_fresh1;
+        v_qof := v_qof || v_qid1;
     END LOOP;
     IF cardinality(v_ids) = 0 THEN
         v_ids := NULL;
@@ -448,6 +454,16 @@ BEGIN
           INTO v_got_ids, v_got_lo, v_got_hi
           FROM queen.pop_claim(v_queues, v_ids, v_fresh, p_group, v_wanted, p_batch,
                                p_auto_ack, p_lease_id) k;
+    END IF;
+    -- The claim walks v_ids in order and stops once it has what it wanted (v_wanted
+    -- partitions, or p_batch messages): the candidates after the last one it took were
+    -- never reached. They are answered `busy` below without reading their rows (two
+    -- statements each otherwise, most of a small pop's cost), which the process files as
+    -- ready, as it files any `busy` candidate of a pop that got what it wanted.
+    v_reached := coalesce(cardinality(v_ids), 0);
+    IF cardinality(v_got_ids) > 0 AND (cardinality(v_got_ids) >= v_wanted
+            OR (SELECT sum(h - l + 1) FROM unnest(v_got_lo, v_got_hi) AS g(l, h)) >= p_batch) THEN
+        v_reached := array_position(v_ids, v_got_ids[cardinality(v_got_ids)]);
     END IF;
 
     -- The answer: per delivered span (in claim order), the segments overlapping it, while
@@ -545,7 +561,7 @@ BEGIN
 
     -- Why every other candidate gave nothing, and until when (the process defers it).
     FOREACH v_pid IN ARRAY v_cands LOOP
-        CONTINUE WHEN v_pid = ANY(v_got_ids);
+        CONTINUE WHEN v_pid = ANY(v_got_ids) OR v_pid = ANY(v_ids[v_reached + 1 :]);
         SELECT p.queue_id, p.name, p.last_offset, p.log_start, p.last_write_at, q.id AS qid,
                q.window_buffer, q.delay_seconds, q.min_pop_wait_ms, x.committed, x.worker_id,
                x.lease_expires_at, x.not_before, h.created_at AS head_at
@@ -600,6 +616,10 @@ BEGIN
                    NULL::integer, NULL::bigint, NULL::timestamptz, NULL::bytea, NULL::bigint,
                    NULL::boolean, v_wanted, v_until;
     END LOOP;
+    RETURN QUERY SELECT 'busy'::text, u.q, NULL::text, u.p, NULL::text, NULL::bigint,
+                        NULL::bigint, NULL::integer, NULL::bigint, NULL::timestamptz,
+                        NULL::bytea, NULL::bigint, NULL::boolean, v_wanted, NULL::timestamptz
+                   FROM unnest(v_ids[v_reached + 1 :], v_qof[v_reached + 1 :]) AS u(p, q);
 
     IF p_route IS NOT NULL AND NOT p_auto_ack AND cardinality(v_got_ids) > 0 THEN
         -- Where this lease's partitions are (migration 150): one row on this shard, which a
