@@ -86,35 +86,48 @@ END $$;
 -- from inlining it, which would compute it once per reference); a subquery without a FROM
 -- there would be one Citus cannot plan.
 CREATE OR REPLACE VIEW queen.group_positions AS
-SELECT z.consumer_group, z.queue_id, z.partition_id, z.partition, z.last_offset, z.log_start,
-       z.has_cursor, z.committed,
-       greatest(z.last_offset - greatest(z.committed, z.log_start - 1), 0) AS offset_lag,
-       z.batch_end, z.worker_id, z.lease_expires_at, z.retry_count, z.total_consumed,
-       z.last_consumed_at, z.evicted
-  FROM (SELECT r.consumer_group, p.queue_id, p.id AS partition_id, p.name AS partition,
-               p.last_offset, p.log_start,
-               c.partition_id IS NOT NULL AS has_cursor,
-               coalesce(c.committed, CASE
-                   WHEN r.mode IN ('new', 'timestamp') AND r.subscription_from IS NOT NULL
-                       THEN queen.offset_before(p.id, p.log_start, p.last_offset,
-                                                p.last_write_at, r.subscription_from)
-                   ELSE p.log_start - 1 END) AS committed,
-               c.batch_end, c.worker_id, c.lease_expires_at,
-               coalesce(c.retry_count, 0) AS retry_count,
-               coalesce(c.total_consumed, 0) AS total_consumed,
-               c.last_consumed_at,
-               coalesce(c.evicted, 0) AS evicted
-          FROM (SELECT s.queue_id, s.consumer_group, s.mode, s.subscription_from
-                  FROM queen.consumer_subscriptions s
-                UNION ALL
-                SELECT DISTINCT x.queue_id, x.consumer_group, NULL::text, NULL::timestamptz
-                  FROM (SELECT xp.queue_id, xc.consumer_group
-                          FROM queen.log_consumers xc
-                          JOIN queen.log_partitions xp ON xp.id = xc.partition_id) x
-                 WHERE NOT EXISTS (SELECT 1 FROM queen.consumer_subscriptions xs
-                                    WHERE xs.queue_id = x.queue_id
-                                      AND xs.consumer_group = x.consumer_group)) r
-          JOIN queen.log_partitions p ON p.queue_id = r.queue_id
-          LEFT JOIN queen.log_consumers c
-            ON c.partition_id = p.id AND c.consumer_group = r.consumer_group
-        OFFSET 0) z;
+SELECT y.consumer_group, y.queue_id, y.partition_id, y.partition, y.last_offset, y.log_start,
+       y.has_cursor, y.committed,
+       greatest(y.last_offset - greatest(y.committed, y.log_start - 1), 0) AS offset_lag,
+       y.batch_end, y.worker_id, y.lease_expires_at, y.retry_count, y.total_consumed,
+       y.last_consumed_at, y.evicted
+  FROM (SELECT z.consumer_group, z.queue_id, z.partition_id, z.partition, z.last_offset,
+               z.log_start, z.has_cursor,
+               coalesce(z.cursor_at, CASE
+                   WHEN z.mode IN ('new', 'timestamp') AND z.subscription_from IS NOT NULL
+                       THEN queen.offset_before(z.partition_id, z.log_start, z.last_offset,
+                                                z.last_write_at, z.subscription_from)
+                   ELSE z.log_start - 1 END) AS committed,
+               z.batch_end, z.worker_id, z.lease_expires_at, z.retry_count,
+               z.total_consumed, z.last_consumed_at, z.evicted
+          -- The seed is taken over the rows below, not inside them: on Citus those rows
+          -- are computed on the shards, where queen.offset_before's read of log_segments
+          -- would be a distributed query nested in a shard's query (refused, XX000); here
+          -- it runs where the statement was sent, as queen.written_at does.
+          FROM (SELECT r.consumer_group, p.queue_id, p.id AS partition_id,
+                       p.name AS partition, p.last_offset, p.log_start, p.last_write_at,
+                       r.mode, r.subscription_from,
+                       c.partition_id IS NOT NULL AS has_cursor,
+                       c.committed AS cursor_at,
+                       c.batch_end, c.worker_id, c.lease_expires_at,
+                       coalesce(c.retry_count, 0) AS retry_count,
+                       coalesce(c.total_consumed, 0) AS total_consumed,
+                       c.last_consumed_at,
+                       coalesce(c.evicted, 0) AS evicted
+                  FROM (SELECT s.queue_id, s.consumer_group, s.mode, s.subscription_from
+                          FROM queen.consumer_subscriptions s
+                        UNION ALL
+                        SELECT DISTINCT x.queue_id, x.consumer_group, NULL::text,
+                               NULL::timestamptz
+                          FROM (SELECT xp.queue_id, xc.consumer_group
+                                  FROM queen.log_consumers xc
+                                  JOIN queen.log_partitions xp
+                                    ON xp.id = xc.partition_id) x
+                         WHERE NOT EXISTS (SELECT 1 FROM queen.consumer_subscriptions xs
+                                            WHERE xs.queue_id = x.queue_id
+                                              AND xs.consumer_group = x.consumer_group)) r
+                  JOIN queen.log_partitions p ON p.queue_id = r.queue_id
+                  LEFT JOIN queen.log_consumers c
+                    ON c.partition_id = p.id AND c.consumer_group = r.consumer_group
+                OFFSET 0) z
+        OFFSET 0) y;

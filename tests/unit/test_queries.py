@@ -73,7 +73,7 @@ def test_a_part_is_not_loaded_itself_only_in_the_statements_that_extend_it() -> 
 
 def test_the_ready_scan_and_check_share_the_ready_partitions_head() -> None:
     scan, check = queries.QUERIES["ready_scan"], queries.QUERIES["ready_check"]
-    head = "c.committed < p.last_offset)\n"
+    head = "OR p.last_write_at >= s.subscription_from))\n"
     assert "ready_partitions" not in queries.QUERIES
     assert scan.split(head)[0] == check.split(head)[0]
     assert check.split(head)[1] == "AND p.id = ANY(:partition_ids::bigint[]);"
