@@ -27,6 +27,7 @@ from core.embedded import stop_process
 from core.settings import Settings
 from core.storage.database import Database
 from tests.citus_cluster import SKIP_REASON, TestCluster, citus_bin
+from tests.kept import Kept
 from tests.served import Served
 from tests.support import (
     ANSWER_BUDGET,
@@ -53,13 +54,23 @@ LONG_VARIANT_REASON = ("a long module's Citus variant: QUEEN_CITUS_VARIANTS=all 
 
 
 @pytest.fixture(scope="session")
+def kept() -> Iterator[Kept]:
+    store = Kept()
+    try:
+        yield store
+    finally:
+        for deployment in list(store.stacks):  # an external server's: nothing stops it
+            store.close(deployment)
+
+
+@pytest.fixture(scope="session")
 def deployment(request: pytest.FixtureRequest) -> str:
     """`postgres` (one server), or `citus` in the second run of a module marked `citus`."""
     return str(getattr(request, "param", "postgres"))
 
 
 @pytest.fixture(scope="session")
-def citus_cluster() -> Iterator[TestCluster]:
+def citus_cluster(kept: Kept) -> Iterator[TestCluster]:
     """This test process's Citus cluster (started at its first use)."""
     bin_dir = citus_bin()
     if bin_dir is None:
@@ -68,11 +79,14 @@ def citus_cluster() -> Iterator[TestCluster]:
     try:
         yield cluster.start()
     finally:
-        cluster.close()
+        try:
+            kept.close("citus")  # its brokers and listener first
+        finally:
+            cluster.close()
 
 
 @pytest.fixture(scope="session")
-def pg_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def pg_server_url(tmp_path_factory: pytest.TempPathFactory, kept: Kept) -> Iterator[str]:
     external = external_database_url()
     if external:
         yield external
@@ -83,39 +97,46 @@ def pg_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         yield pg.dsn
     finally:
-        stop_process(proc, signal.SIGINT)
+        try:
+            kept.close("postgres")  # its brokers and listener first
+        finally:
+            stop_process(proc, signal.SIGINT)
 
 
 @pytest.fixture(scope="session")
-async def database_url(request: pytest.FixtureRequest, deployment: str) -> str:
-    if deployment == "citus":
-        cluster: TestCluster = request.getfixturevalue("citus_cluster")
-        return await cluster.database()
-    return await create_database(request.getfixturevalue("pg_server_url"))
+async def database_url(request: pytest.FixtureRequest, deployment: str, kept: Kept) -> str:
+    key = (deployment, "database_url")
+    if key not in kept.values:
+        if deployment == "citus":
+            cluster: TestCluster = request.getfixturevalue("citus_cluster")
+            kept.values[key] = await cluster.database()
+        else:
+            kept.values[key] = await create_database(request.getfixturevalue("pg_server_url"))
+    return str(kept.values[key])
 
 
 @pytest.fixture(scope="session")
-def broker(database_url: str) -> Iterator[BrokerProcess]:
-    with BrokerProcess(database_url, workers=2, reaper=False) as proc:
-        yield proc
+def broker(database_url: str, deployment: str, kept: Kept) -> BrokerProcess:
+    return kept.enter(deployment, "broker",
+                      lambda: BrokerProcess(database_url, workers=2, reaper=False))
 
 
 @pytest.fixture(scope="session")
-def auth_broker(database_url: str) -> Iterator[BrokerProcess]:
+def auth_broker(database_url: str, deployment: str, kept: Kept) -> BrokerProcess:
     """A broker with auth on (HS256, issuer and audience checked; tests.tokens.AUTH_ENV)."""
     from tests.tokens import AUTH_ENV
 
-    with BrokerProcess(database_url, workers=2, reaper=False, env=AUTH_ENV) as proc:
-        yield proc
+    return kept.enter(deployment, "auth_broker", lambda: BrokerProcess(
+        database_url, workers=2, reaper=False, env=AUTH_ENV))
 
 
 @pytest.fixture(scope="session")
-def budget_broker(database_url: str) -> Iterator[BrokerProcess]:
+def budget_broker(database_url: str, deployment: str, kept: Kept) -> BrokerProcess:
     """A broker whose answers keep within ANSWER_BUDGET (1 MiB): pops and listing pages."""
     budget = str(ANSWER_BUDGET)
-    with BrokerProcess(database_url, workers=1, env={
-            "QUEEN_POP_MAX_BYTES": budget, "QUEEN_LIST_MAX_BYTES": budget}) as proc:
-        yield proc
+    return kept.enter(deployment, "budget_broker", lambda: BrokerProcess(
+        database_url, workers=1, env={
+            "QUEEN_POP_MAX_BYTES": budget, "QUEEN_LIST_MAX_BYTES": budget}))
 
 
 @pytest.fixture
