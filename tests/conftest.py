@@ -49,6 +49,37 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("deployment", ["postgres", citus], indirect=True, scope="session")
 
 
+# The modules that took 25 s or more in CI (two workers), longest first: they start first.
+# pytest-xdist hands whole files (`--dist loadfile`) to whichever worker is free; by default
+# it orders them by their number of tests, so these (a few tests each) came last, and the
+# suite ended with one worker still in a long fault run while the other had finished
+# (`--no-loadscope-reorder` in pyproject.toml keeps this order instead).
+START_FIRST = (
+    "tests/faults/test_ha_freeze.py",
+    "tests/integration/test_doc_blocks.py",
+    "tests/faults/test_ledger_under_faults.py",
+    "tests/fuzz/test_openapi_fuzz.py",
+    "tests/faults/test_failover.py",
+    "tests/integration/test_citus.py",
+    "tests/integration/test_official_client_consume.py",
+    "tests/integration/test_pop_after_answer.py",
+    "tests/integration/test_ack_whole_delivery.py",
+    "tests/faults/test_model.py",
+    "tests/faults/test_ha_smoke.py",
+    "tests/integration/test_supervision.py",
+    "tests/integration/test_loadtest_smoke.py",
+    "tests/kafka/test_groups.py",
+    "tests/unit/test_probes.py",
+)
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own reordering by fixture parameter
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The START_FIRST modules first; a stable sort, so each module keeps its order."""
+    rank = {path: i for i, path in enumerate(START_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+
+
 LONG_VARIANT_REASON = ("a long module's Citus variant: QUEEN_CITUS_VARIANTS=all runs it "
                        "(QUEEN_CITUS_VARIANTS=all python -m pytest -m citus runs them all)")
 
