@@ -27,6 +27,7 @@ from core.embedded import stop_process
 from core.settings import Settings
 from core.storage.database import Database
 from tests.citus_cluster import SKIP_REASON, TestCluster, citus_bin
+from tests.kept import Kept
 from tests.served import Served
 from tests.support import (
     ANSWER_BUDGET,
@@ -48,8 +49,49 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("deployment", ["postgres", citus], indirect=True, scope="session")
 
 
+# The modules that took 25 s or more in CI (two workers), longest first: they start first.
+# pytest-xdist hands whole files (`--dist loadfile`) to whichever worker is free; by default
+# it orders them by their number of tests, so these (a few tests each) came last, and the
+# suite ended with one worker still in a long fault run while the other had finished
+# (`--no-loadscope-reorder` in pyproject.toml keeps this order instead).
+START_FIRST = (
+    "tests/faults/test_ha_freeze.py",
+    "tests/integration/test_doc_blocks.py",
+    "tests/faults/test_ledger_under_faults.py",
+    "tests/fuzz/test_openapi_fuzz.py",
+    "tests/faults/test_failover.py",
+    "tests/integration/test_citus.py",
+    "tests/integration/test_official_client_consume.py",
+    "tests/integration/test_pop_after_answer.py",
+    "tests/integration/test_ack_whole_delivery.py",
+    "tests/faults/test_model.py",
+    "tests/faults/test_ha_smoke.py",
+    "tests/integration/test_supervision.py",
+    "tests/integration/test_loadtest_smoke.py",
+    "tests/kafka/test_groups.py",
+    "tests/unit/test_probes.py",
+)
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own reordering by fixture parameter
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The START_FIRST modules first; a stable sort, so each module keeps its order."""
+    rank = {path: i for i, path in enumerate(START_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+
+
 LONG_VARIANT_REASON = ("a long module's Citus variant: QUEEN_CITUS_VARIANTS=all runs it "
                        "(QUEEN_CITUS_VARIANTS=all python -m pytest -m citus runs them all)")
+
+
+@pytest.fixture(scope="session")
+def kept() -> Iterator[Kept]:
+    store = Kept()
+    try:
+        yield store
+    finally:
+        for deployment in list(store.stacks):  # an external server's: nothing stops it
+            store.close(deployment)
 
 
 @pytest.fixture(scope="session")
@@ -59,7 +101,7 @@ def deployment(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
-def citus_cluster() -> Iterator[TestCluster]:
+def citus_cluster(kept: Kept) -> Iterator[TestCluster]:
     """This test process's Citus cluster (started at its first use)."""
     bin_dir = citus_bin()
     if bin_dir is None:
@@ -68,11 +110,14 @@ def citus_cluster() -> Iterator[TestCluster]:
     try:
         yield cluster.start()
     finally:
-        cluster.close()
+        try:
+            kept.close("citus")  # its brokers and listener first
+        finally:
+            cluster.close()
 
 
 @pytest.fixture(scope="session")
-def pg_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def pg_server_url(tmp_path_factory: pytest.TempPathFactory, kept: Kept) -> Iterator[str]:
     external = external_database_url()
     if external:
         yield external
@@ -83,39 +128,46 @@ def pg_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         yield pg.dsn
     finally:
-        stop_process(proc, signal.SIGINT)
+        try:
+            kept.close("postgres")  # its brokers and listener first
+        finally:
+            stop_process(proc, signal.SIGINT)
 
 
 @pytest.fixture(scope="session")
-async def database_url(request: pytest.FixtureRequest, deployment: str) -> str:
-    if deployment == "citus":
-        cluster: TestCluster = request.getfixturevalue("citus_cluster")
-        return await cluster.database()
-    return await create_database(request.getfixturevalue("pg_server_url"))
+async def database_url(request: pytest.FixtureRequest, deployment: str, kept: Kept) -> str:
+    key = (deployment, "database_url")
+    if key not in kept.values:
+        if deployment == "citus":
+            cluster: TestCluster = request.getfixturevalue("citus_cluster")
+            kept.values[key] = await cluster.database()
+        else:
+            kept.values[key] = await create_database(request.getfixturevalue("pg_server_url"))
+    return str(kept.values[key])
 
 
 @pytest.fixture(scope="session")
-def broker(database_url: str) -> Iterator[BrokerProcess]:
-    with BrokerProcess(database_url, workers=2, reaper=False) as proc:
-        yield proc
+def broker(database_url: str, deployment: str, kept: Kept) -> BrokerProcess:
+    return kept.enter(deployment, "broker",
+                      lambda: BrokerProcess(database_url, workers=2, reaper=False))
 
 
 @pytest.fixture(scope="session")
-def auth_broker(database_url: str) -> Iterator[BrokerProcess]:
+def auth_broker(database_url: str, deployment: str, kept: Kept) -> BrokerProcess:
     """A broker with auth on (HS256, issuer and audience checked; tests.tokens.AUTH_ENV)."""
     from tests.tokens import AUTH_ENV
 
-    with BrokerProcess(database_url, workers=2, reaper=False, env=AUTH_ENV) as proc:
-        yield proc
+    return kept.enter(deployment, "auth_broker", lambda: BrokerProcess(
+        database_url, workers=2, reaper=False, env=AUTH_ENV))
 
 
 @pytest.fixture(scope="session")
-def budget_broker(database_url: str) -> Iterator[BrokerProcess]:
+def budget_broker(database_url: str, deployment: str, kept: Kept) -> BrokerProcess:
     """A broker whose answers keep within ANSWER_BUDGET (1 MiB): pops and listing pages."""
     budget = str(ANSWER_BUDGET)
-    with BrokerProcess(database_url, workers=1, env={
-            "QUEEN_POP_MAX_BYTES": budget, "QUEEN_LIST_MAX_BYTES": budget}) as proc:
-        yield proc
+    return kept.enter(deployment, "budget_broker", lambda: BrokerProcess(
+        database_url, workers=1, env={
+            "QUEEN_POP_MAX_BYTES": budget, "QUEEN_LIST_MAX_BYTES": budget}))
 
 
 @pytest.fixture
