@@ -123,14 +123,33 @@ async def test_a_message_larger_than_the_budget_is_delivered_alone(
     assert await _pop(client, queue_name, framed=framed, auto_ack=False) == []
 
 
+async def _on_two_shards(db: asyncpg.Connection, deployment: str, queue: str) -> bool:
+    if deployment != "citus":
+        return False
+    return bool(await db.fetchval(
+        "SELECT count(DISTINCT get_shard_id_for_distribution_column("
+        "'queen.log_partitions', p.id)) > 1 FROM queen.log_partitions p"
+        " JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = $1", queue))
+
+
 async def test_a_partition_the_budget_left_out_is_released_for_the_next_pop(
-        client: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
+        client: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str,
+        deployment: str) -> None:
     """A pop of two partitions whose messages do not fit together: it delivers one, the
     other's claim is undone (no lease held on it), and a second pop, without any ack, gets
     it at once."""
     for partition in ("a", "b"):
         await _push(client, queue_name, 1, BUDGET * 2 // 3, per_push=1, partition=partition)
     first = await _pop(client, queue_name, framed=False, auto_ack=False, partitions="2")
+    if await _on_two_shards(db, deployment, queue_name):
+        # Citus placed them on two shards: the pop claims them in a statement per shard,
+        # and a later statement still delivers one message, so the answer passes the
+        # budget by that one message at most (docs/guide/consuming.md) and is full.
+        assert len(first) == 2 and _data_bytes(first[:1]) <= BUDGET
+        await _ack(client, first)
+        assert await _pop(client, queue_name, framed=False, auto_ack=False,
+                          partitions="2") == []
+        return
     assert len(first) == 1
     other = "b" if first[0]["partition"] == "a" else "a"
     row = await cursor_row(db, queue_name, "g", other)
