@@ -15,33 +15,26 @@
 -- before that instant has nothing for the group. Counting it ready made a new group's first
 -- pop claim every partition of the queue, eight at a time, to deliver nothing (41 s for
 -- 20,000 partitions).
--- The queue's own clock counts too: a windowBuffer holds a partition until that long after
--- its last write, delayedProcessing until that long after the group's next message was
--- written (queen.pop_claim). Found ready, such a partition was claimed at every reseed to
--- be answered `later`: a lane past its cap reseeds before each pop that finds nothing, so
--- every empty pop of a delayed queue of 5,000 partitions claimed them all (2 s a pop).
+-- A windowBuffer holds a partition until that long after its last write: it gets that due,
+-- as a lease gets its own. Found ready, it was claimed at every reseed to be answered
+-- `later`, and a lane past its cap reseeds before each pop that finds nothing: every empty
+-- pop of such a queue of 5,000 partitions claimed them all (2 s a pop). (delayedProcessing
+-- would need the group's next segment, a lookup Citus plans on every node, failing with one
+-- down: left to the claim.)
 SELECT p.id AS partition_id, p.name AS partition,
        extract(epoch FROM greatest(CASE WHEN c.worker_id IS NOT NULL
                                         THEN c.lease_expires_at END,
                                    c.not_before,
-                                   CASE WHEN k.window_s > 0
-                                        THEN p.last_write_at
-                                             + make_interval(secs => k.window_s) END,
-                                   h.created_at + make_interval(secs => k.delay_s))
+                                   CASE WHEN (q.options ->> 'windowBuffer')::integer > 0
+                                        THEN p.last_write_at + make_interval(
+                                             secs => (q.options ->> 'windowBuffer')::integer)
+                                        END)
                           - clock_timestamp())::float8 AS due_in
   FROM queen.log_partitions p
   JOIN queen.queues q ON q.id = p.queue_id
-  CROSS JOIN LATERAL (
-        SELECT coalesce((q.options ->> 'windowBuffer')::integer, 0) AS window_s,
-               coalesce((q.options ->> 'delayedProcessing')::integer, 0) AS delay_s) k
   LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = :group
   LEFT JOIN queen.consumer_subscriptions s
     ON s.queue_id = p.queue_id AND s.consumer_group = :group
-  LEFT JOIN LATERAL (
-        SELECT y.created_at FROM queen.log_segments y
-         WHERE k.delay_s > 0 AND y.partition_id = p.id
-           AND y.base_offset <= greatest(coalesce(c.committed + 1, p.log_start), p.log_start)
-         ORDER BY y.base_offset DESC LIMIT 1) h ON true
  WHERE p.last_offset >= p.log_start
    AND (c.committed < p.last_offset
         OR c.partition_id IS NULL
