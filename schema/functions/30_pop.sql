@@ -460,9 +460,12 @@ BEGIN
     -- never reached. They are answered `busy` below without reading their rows (two
     -- statements each otherwise, most of a small pop's cost), which the process files as
     -- ready, as it files any `busy` candidate of a pop that got what it wanted.
+    -- (Two tests: the first, the common case, is an expression that runs no query.)
     v_reached := coalesce(cardinality(v_ids), 0);
-    IF cardinality(v_got_ids) > 0 AND (cardinality(v_got_ids) >= v_wanted
-            OR (SELECT sum(h - l + 1) FROM unnest(v_got_lo, v_got_hi) AS g(l, h)) >= p_batch) THEN
+    IF cardinality(v_got_ids) >= v_wanted THEN
+        v_reached := array_position(v_ids, v_got_ids[cardinality(v_got_ids)]);
+    ELSIF cardinality(v_got_ids) > 0
+          AND (SELECT sum(h - l + 1) FROM unnest(v_got_lo, v_got_hi) AS g(l, h)) >= p_batch THEN
         v_reached := array_position(v_ids, v_got_ids[cardinality(v_got_ids)]);
     END IF;
 

@@ -7,8 +7,8 @@
 -- part
 -- The partitions that may hold data for a group: kept messages past the group's cursor, or
 -- no cursor yet and something the claim's first contact would deliver, with the seconds
--- until a live lease or a retryDelay lets go of it (null: claimable now). The two statements
--- below say which partitions they look at.
+-- until a live lease, a retryDelay or a windowBuffer lets go of it (null or not above 0:
+-- claimable now). The two statements below say which partitions they look at.
 -- First contact seeds the cursor by the group's subscription (queen.pop_claim): from the
 -- oldest message, or, for a group that subscribed `new` or from a timestamp, after the
 -- segments written before its instant. So without a cursor, a partition last written
@@ -25,10 +25,8 @@ SELECT p.id AS partition_id, p.name AS partition,
        extract(epoch FROM greatest(CASE WHEN c.worker_id IS NOT NULL
                                         THEN c.lease_expires_at END,
                                    c.not_before,
-                                   CASE WHEN (q.options ->> 'windowBuffer')::integer > 0
-                                        THEN p.last_write_at + make_interval(
-                                             secs => (q.options ->> 'windowBuffer')::integer)
-                                        END)
+                                   p.last_write_at + make_interval(
+                                       secs => (q.options ->> 'windowBuffer')::integer))
                           - clock_timestamp())::float8 AS due_in
   FROM queen.log_partitions p
   JOIN queen.queues q ON q.id = p.queue_id

@@ -26,35 +26,24 @@ async def _one_message_in_each(client: httpx.AsyncClient, queue: str, count: int
     return ids
 
 
-async def _pop_ready(conn: asyncpg.Connection, queue: str, candidates: list[int], *,
-                     batch: int, partitions: int) -> tuple[list[asyncpg.Record], int]:
+async def _claim(conn: asyncpg.Connection, queue: str, candidates: list[int], *,
+                 batch: int, partitions: int) -> tuple[list[asyncpg.Record], int]:
     """The claim statement's rows, and the index scans of queen.log_partitions it made
     (counted inside its transaction, which is rolled back)."""
     scans = ("SELECT coalesce(sum(idx_scan), 0) FROM pg_stat_xact_user_tables"
              " WHERE schemaname = 'queen' AND relname = 'log_partitions'")
-    async with conn.transaction():
+    transaction = conn.transaction()
+    await transaction.start()
+    try:
         before = await conn.fetchval(scans)
         rows = await conn.fetch(
             "SELECT verdict, queue_id, partition_id FROM queen.pop_ready("
             "NULL, '', $1, NULL, NULL, NULL, 'reach', true, 'all', NULL, false,"
             " $2, $3, false, 0, 300, 'lease-1', $4::bigint[], false, 1)",
             queue, batch, partitions, candidates)
-        read = await conn.fetchval(scans) - before
-        raise _RollBack(rows, read)
-
-
-class _RollBack(Exception):
-    def __init__(self, rows: list[asyncpg.Record], read: int) -> None:
-        self.rows, self.read = rows, read
-
-
-async def _claim(conn: asyncpg.Connection, queue: str, candidates: list[int], *,
-                 batch: int, partitions: int) -> tuple[list[asyncpg.Record], int]:
-    try:
-        await _pop_ready(conn, queue, candidates, batch=batch, partitions=partitions)
-    except _RollBack as answer:
-        return answer.rows, answer.read
-    raise AssertionError("unreachable")
+        return rows, await conn.fetchval(scans) - before
+    finally:
+        await transaction.rollback()
 
 
 async def test_a_pop_of_one_reads_none_of_the_candidates_it_did_not_reach(

@@ -12,7 +12,6 @@ where its read of the segments was refused, and listing the consumer groups fail
 from __future__ import annotations
 
 import datetime as dt
-import uuid
 
 import asyncpg
 import httpx
@@ -21,10 +20,6 @@ import pytest
 pytestmark = pytest.mark.citus
 
 PARTITIONS = 300
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 async def _one_message_in_each(http: httpx.AsyncClient, queue: str) -> None:
@@ -52,8 +47,8 @@ async def _pop(http: httpx.AsyncClient, queue: str, group: str,
 
 
 async def test_a_new_group_s_first_pop_claims_none_of_the_old_partitions(
-        http: httpx.AsyncClient, db: asyncpg.Connection) -> None:
-    queue = unique("subscribe-new")
+        http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
+    queue = queue_name
     await _one_message_in_each(http, queue)
     assert await _pop(http, queue, "late", subscriptionMode="new") == []
     # Before: a cursor in every partition (each was claimed to find nothing).
@@ -71,8 +66,8 @@ async def test_a_new_group_s_first_pop_claims_none_of_the_old_partitions(
 
 
 async def test_a_group_subscribed_from_a_timestamp_gets_only_what_came_after_it(
-        http: httpx.AsyncClient, db: asyncpg.Connection) -> None:
-    queue = unique("subscribe-from")
+        http: httpx.AsyncClient, db: asyncpg.Connection, queue_name: str) -> None:
+    queue = queue_name
     await _one_message_in_each(http, queue)
     since = dt.datetime.now(dt.UTC).isoformat()
     r = await http.post("/api/v1/push", json={"items": [
@@ -84,8 +79,8 @@ async def test_a_group_subscribed_from_a_timestamp_gets_only_what_came_after_it(
 
 
 async def test_the_groups_list_a_new_group_s_lag_on_partitions_it_has_not_read(
-        http: httpx.AsyncClient) -> None:
-    queue = unique("subscribe-lag")
+        http: httpx.AsyncClient, queue_name: str) -> None:
+    queue = queue_name
     await _one_message_in_each(http, queue)
     assert await _pop(http, queue, "lagging", subscriptionMode="new") == []
     r = await http.post("/api/v1/push", json={"items": [
