@@ -44,6 +44,15 @@ class ScannedPartition:
     partition_id: int
     partition: str
     due_in: float | None  # seconds until its lease or retryDelay lets go; None: now
+    delayed: bool  # its queue's delayedProcessing also holds it: see `ready_heads`
+
+
+@dataclass(frozen=True, slots=True)
+class HeadDue:
+    """When the group's next message of a delayedProcessing partition is old enough."""
+
+    partition_id: int
+    due_in: float  # seconds from now; not above 0: now
 
 
 class AckRow(msgspec.Struct):  # one per acknowledged item: built in C (a Struct, not a dataclass)
@@ -170,6 +179,18 @@ async def ready_check(conn: Conn, *, partition_ids: Sequence[int],
                       group: str) -> list[ScannedPartition]:
     """Which of these partitions of one shard may hold data for the group (second step)."""
     return await _READY_CHECK.rows(conn, partition_ids=list(partition_ids), group=group)
+
+
+_READY_HEADS = Statement("ready_heads", HeadDue)
+_READY_HEADS_ON_SHARD = Statement("ready_heads_on_shard", HeadDue)
+
+
+async def ready_heads(conn: Conn, *, partition_ids: Sequence[int], group: str,
+                      on_shard: bool) -> list[HeadDue]:
+    """The dues of these delayedProcessing partitions; `on_shard`: on Citus, all of one
+    shard."""
+    statement = _READY_HEADS_ON_SHARD if on_shard else _READY_HEADS
+    return await statement.rows(conn, partition_ids=list(partition_ids), group=group)
 
 
 _QUEUE_PARTITION_IDS = Statement[None]("queue_partition_ids")

@@ -1,13 +1,15 @@
-"""A queue whose windowBuffer holds its partitions back: its empty pops claim none of them
-(schema/queries/ready.sql, `ready_partitions`).
+"""A queue whose windowBuffer or delayedProcessing holds its partitions back: its empty pops
+claim none of them (schema/queries/ready.sql, `ready_partitions` and `ready_heads`).
 The ready set's seed scan counted such a partition ready; a claim answered it `later` and
 the lane deferred it, but a lane holding more partitions than its cap reseeds before it
 answers nothing, and each reseed marked them all ready again: every empty pop of such a
-queue of 5,000 partitions made 1,875 claim statements and took 2 s. The scan now gives
-them their due, as it gives a lease's. (delayedProcessing still walks them: its due needs a
-lookup of the group's next segment that Citus would plan on every node.)"""
+queue of 5,000 partitions made 1,875 claim statements and took 2 s. The reseed now gives
+them their due, as it gives a lease's."""
 
 from __future__ import annotations
+
+import asyncio
+import time
 
 import httpx
 import pytest
@@ -23,15 +25,19 @@ PARTITIONS = 60
 CAP = 16  # the lane's cap, far below the queue's partitions: every empty pop reseeds
 
 
-async def test_a_window_buffered_queue_s_empty_pops_claim_none_of_its_partitions(
-        http: httpx.AsyncClient, core_db: Database, queue_name: str) -> None:
-    r = await http.post("/api/v1/configure", json={
-        "queue": queue_name, "options": {"windowBuffer": 600}})
+async def _held_back(http: httpx.AsyncClient, queue: str, options: dict[str, int]) -> None:
+    r = await http.post("/api/v1/configure", json={"queue": queue, "options": options})
     assert r.status_code in (200, 201), r.text
     r = await http.post("/api/v1/push", json={"items": [
-        {"queue": queue_name, "partition": f"p{n}", "payload": {"n": n}}
+        {"queue": queue, "partition": f"p{n}", "payload": {"n": n}}
         for n in range(PARTITIONS)]})
     assert r.status_code == 201, r.text
+
+
+@pytest.mark.parametrize("option", ["windowBuffer", "delayedProcessing"])
+async def test_a_held_back_queue_s_empty_pops_claim_none_of_its_partitions(
+        http: httpx.AsyncClient, core_db: Database, queue_name: str, option: str) -> None:
+    await _held_back(http, queue_name, {option: 600})
     reader = Reader(core_db, ReadySet(core_db, lambda: 1, lane_cap=CAP))
     request = PopRequest(group="g", batch=1, queue=queue_name)
     for _ in range(4):
@@ -39,3 +45,22 @@ async def test_a_window_buffered_queue_s_empty_pops_claim_none_of_its_partitions
     # The first pop's statement registers the group; none claims a partition. Before: 49
     # (every pop walked them all, more than once).
     assert reader.statements == 1
+
+
+async def test_a_delayed_queue_s_partitions_are_delivered_once_their_delay_is_over(
+        http: httpx.AsyncClient, core_db: Database, queue_name: str) -> None:
+    """The due the reseed gives is the one the claim would: pops before it find nothing,
+    the first pops after it deliver every partition."""
+    await _held_back(http, queue_name, {"delayedProcessing": 2})
+    pushed = time.monotonic()
+    reader = Reader(core_db, ReadySet(core_db, lambda: 1, lane_cap=CAP))
+    request = PopRequest(group="g", batch=PARTITIONS, max_partitions=PARTITIONS,
+                         queue=queue_name, auto_ack=True)
+    assert (await reader.pop(request)).count == 0
+    await asyncio.sleep(max(0.0, pushed + 2.2 - time.monotonic()))
+    got = 0
+    for _ in range(PARTITIONS):  # a lane holds CAP partitions at a time
+        got += (await reader.pop(request)).count
+        if got == PARTITIONS:
+            break
+    assert got == PARTITIONS

@@ -18,6 +18,7 @@ database outage meets the outage (503) rather than an answer from memory.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -165,6 +166,7 @@ class ReadySet:
                 at_end = True
                 break
             after = last
+        found = await self._delayed_dues(lane, found)
         # In a random order, per process: processes (and brokers) that hand the same ready
         # partitions out in the same order would have their claims meet on the same cursors
         # (a group's first claims even wait on each other's cursor inserts).
@@ -205,6 +207,31 @@ class ReadySet:
         if missed is not None and not answered:
             raise missed
         return found, len(listed), listed[-1].partition_id if listed else after
+
+    async def _delayed_dues(self, lane: Lane, found: list[sql.ScannedPartition]
+                            ) -> list[sql.ScannedPartition]:
+        """The found partitions of a delayedProcessing queue, with the due of the group's
+        next message. Without it each would count ready until a claim answered it `later`,
+        and a lane past its cap reseeds before each pop that finds nothing: every empty pop
+        of a delayed queue of 5,000 partitions claimed them all (2 s a pop). A shard that
+        cannot answer leaves its partitions as they were: their claim decides."""
+        asked = [row for row in found
+                 if row.delayed and (row.due_in is None or row.due_in <= 0)]
+        if not asked:
+            return found
+        dues: dict[int, float] = {}
+        for shard, rows in self._db.shards.by_shard(asked, lambda r: r.partition_id).items():
+            self._count_statement()
+            try:
+                async with self._db.session(self._db.shards.route(shard)) as conn:
+                    heads = await sql.ready_heads(
+                        conn, partition_ids=[r.partition_id for r in rows], group=lane.group,
+                        on_shard=self._db.shards.distributed)
+            except StorageUnavailable:
+                continue
+            dues.update((head.partition_id, head.due_in) for head in heads)
+        return [dataclasses.replace(row, due_in=dues[row.partition_id])
+                if dues.get(row.partition_id, 0.0) > 0 else row for row in found]
 
     def _count_statement(self) -> None:
         self.reseed_statements += 1
