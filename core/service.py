@@ -170,7 +170,8 @@ class Broker:
         self.kv = KvService(db, max_keys=settings.kv_max_keys, tenants=self.tenants)
         # timers (core/timers); fired by their own process
         self.timers = Timers(db, settings, self.tenants)
-        self.streams = Streams(db, hub.publish, self.require_direct_writes, self.tenants)
+        self.streams = Streams(db, hub.publish, self.require_direct_writes, self.tenants,
+                               state_max_bytes=settings.list_max_bytes)
         # Extensions §20.5: live pops, drain rates and widths per lane; what is ready comes
         # from the ready set (no statement).
         self._autopilot = AutopilotState(view=self.reader)
