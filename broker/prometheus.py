@@ -48,6 +48,9 @@ _CLUSTER_COUNTERS = {
     "cluster_transactions": "Transactions committed.",
     "cluster_dlq": "Messages moved to the dead-letter store by acks.",
     "cluster_db_errors": "Database errors met by web workers.",
+    "cluster_spool_rejected":
+        "Spooled records the database refused for good, set aside in the spool directory's "
+        "*.rejected files.",
     "cluster_commit_probes":
         "Commit probes: a push failed as an outage and the broker asked whether the database "
         "still commits (a stalled partition, or a database that does not).",

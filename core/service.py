@@ -73,7 +73,7 @@ from core.engine.writes import Appended, NewMessage
 from core.ephemeral import Ephemeral
 from core.ephemeral.sweeper import Sweeper as EphemeralSweeper
 from core.ephemeral.waiters import CHANNEL as EPHEMERAL_CHANNEL
-from core.errors import ServiceError, StorageReadOnly, StorageUnavailable
+from core.errors import QueenError, ServiceError, StorageReadOnly, StorageUnavailable
 from core.kafka.service import Kafka
 from core.kv.service import KvService
 from core.settings import Settings
@@ -170,7 +170,8 @@ class Broker:
         self.kv = KvService(db, max_keys=settings.kv_max_keys, tenants=self.tenants)
         # timers (core/timers); fired by their own process
         self.timers = Timers(db, settings, self.tenants)
-        self.streams = Streams(db, hub.publish, self.require_direct_writes, self.tenants)
+        self.streams = Streams(db, hub.publish, self.require_direct_writes, self.tenants,
+                               state_max_bytes=settings.list_max_bytes)
         # Extensions §20.5: live pops, drain rates and widths per lane; what is ready comes
         # from the ready set (no statement).
         self._autopilot = AutopilotState(view=self.reader)
@@ -338,18 +339,16 @@ class Broker:
             for i in items for m in (i.message,)])
         return [PushOutcome(item, None, None, buffered=True) for item in items]
 
-    async def _replay(self, records: list[SpoolRecord]) -> None:
-        """Write spooled records through the coalescer; raises the first failure (the batch
-        is then replayed again later; what did commit is a duplicate then)."""
+    async def _replay(self, records: list[SpoolRecord]) -> list[QueenError | None]:
+        """Write spooled records through the coalescer; answer each one's failure (None when
+        stored). The spool decides which failures it retries (core/engine/spool.py)."""
         outcomes = await self._pusher.push([
             PushItem(r.queue, r.partition, NewMessage(r.message_id, r.transaction_id,
                                                       r.payload, r.trace_id, r.producer_sub),
                      r.tenant)
             for r in records])
         _count_queued(outcomes)  # a buffered message counts as pushed once it is stored
-        for outcome in outcomes:
-            if outcome.error is not None:
-                raise outcome.error
+        return [outcome.error for outcome in outcomes]
 
     async def produce(self, items: Sequence[PushItem]) -> list[PushOutcome]:
         """Append items now, never to the spool: for an edge that answers offsets (Kafka).

@@ -132,7 +132,9 @@ class Settings:
         "`GET /api/v1/traces/by-name/{name}` (traces' data and messages' payloads) or "
         "`GET /api/v1/traces/{partitionId}/{transactionId}` (traces' data) answers; the page "
         "ends early (`truncated`, `nextOffset`) where they pass it, its first row kept "
-        "whatever its size. Also the stored bytes a message listing or lookup reads at once.",
+        "whatever its size. Also the stored bytes a message listing or lookup reads at once, "
+        "and the keys and values one `POST /streams/v1/state/get` answers (413 above: it "
+        "has no pages).",
         low=1024, high=2**40)
     # A frozen primary (a failover under way) would otherwise hold the push until the
     # driver's timeout, behind earlier flushes stuck the same way.

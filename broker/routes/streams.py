@@ -90,6 +90,10 @@ async def state_get(request: Request, body: StateGetBody, tenant: str) -> Respon
     ripe = body.ripe_at_or_before
     if ripe is not None and not -(2 ** 62) < ripe < 2 ** 62:
         raise BadRequest("ripe_at_or_before is out of range")
+    # The keys go to the statement as one array: as many as a cycle may write (the answer
+    # has a byte bound of its own: core/streams/service.py).
+    if body.keys and len(body.keys) > MAX_STATE_OPS:
+        raise PayloadTooLarge(f"{len(body.keys)} keys is over the limit of {MAX_STATE_OPS}")
     rows = await broker_of(request).streams.state_get(
         query_id=body.query_id, partition_id=body.partition_id, keys=body.keys or [],
         key_prefix=body.key_prefix or "", ripe_at_or_before=None if ripe is None

@@ -33,6 +33,18 @@ queue's dedup window). A drained file other than the newest is deleted; a damage
 (an invalid record with data after it) is drained up to the damage and kept for an
 operator as `NNNNNNNNNNNN.damaged`.
 
+A record the database refuses for good is set aside, not retried: the push would have been
+answered 4xx had it come now (a `ClientError`: its queue is at `maxSize`), or it needs an
+operator (an `EncryptionError`: its queue has `encryptionEnabled` and this broker no key).
+Retrying it would hold the spool, and so every push after it to any queue, until someone
+acted. When a batch meets such a refusal, its refused records are tried again one at a time
+(a flush is refused whole: a batch may pass a `maxSize` that one record alone does not), and
+those refused alone go, fsynced, to `NNNNNNNNNNNN.rejected` (the spool's format, sealed: no
+writer appends to it) before the drain goes past them; each is logged with the reason and
+counted (`queen_cluster_spool_rejected_total`). A crash between the two may leave a record
+there twice; its transactionId makes a second replay of it a duplicate. Any other failure
+(the database away, a lock, an error of its own) is retried, in order, as before.
+
 Bounds. The records waiting in the spool may take up to FILE_BUFFER_MAX_BYTES; a push past
 that, or one that cannot be written (disk full, I/O error), is refused with
 `SpoolUnavailable` (503 and Retry-After) and nothing of it is acknowledged.
@@ -52,6 +64,8 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.counters import COUNTERS
+from core.engine.encryption import EncryptionError
 from core.engine.spool_format import (
     DAMAGED,
     DRAINED_AT,
@@ -70,7 +84,7 @@ from core.engine.spool_format import (
     scan,
     write_field,
 )
-from core.errors import QueenError, ServiceError, StorageUnavailable
+from core.errors import ClientError, QueenError, ServiceError, StorageUnavailable
 from core.logs import RepeatedFailure
 from core.waiting import wait_event
 
@@ -78,12 +92,20 @@ log = logging.getLogger(__name__)
 
 SUFFIX = ".spool"
 DAMAGED_SUFFIX = ".damaged"
+REJECTED_SUFFIX = ".rejected"
 _TEMP_SUFFIX = ".creating"
 WRITE_LOCK = "write.lock"
 DRAIN_LOCK = "drain.lock"
 COUNT_SECONDS = 2.0  # how often the drain loop recounts the waiting records
 
-Replay = Callable[[list[SpoolRecord]], Awaitable[None]]
+# Writes records through the normal write path; answers, per record, None when it is stored
+# (or a duplicate) or why it is not.
+Replay = Callable[[list[SpoolRecord]], Awaitable[list[QueenError | None]]]
+
+
+def _refused_for_good(error: QueenError) -> bool:
+    """Will the database refuse this record whenever it is replayed, until an operator acts?"""
+    return isinstance(error, (ClientError, EncryptionError))
 
 
 class SpoolUnavailable(ServiceError):
@@ -107,7 +129,7 @@ def file_name(seq: int) -> str:
 
 def _seq(name: str) -> int | None:
     stem, dot, suffix = name.partition(".")
-    if dot and "." + suffix in (SUFFIX, DAMAGED_SUFFIX) and stem.isdigit():
+    if dot and "." + suffix in (SUFFIX, DAMAGED_SUFFIX, REJECTED_SUFFIX) and stem.isdigit():
         return int(stem)
     return None
 
@@ -282,6 +304,28 @@ class SpoolFiles:
     def mark_drained(self, seq: int, offset: int) -> None:
         with _opened(self.path(seq)) as fd:
             write_field(fd, DRAINED_AT, offset)
+
+    def reject(self, seq: int, records: Sequence[SpoolRecord]) -> Path:
+        """Append records to the file of those set aside from file `seq`, fsynced (only the
+        drainer calls it, under the drain lock); answers its path."""
+        path = self.directory / f"{seq:012d}{REJECTED_SUFFIX}"
+        blob = b"".join(encode_record(r) for r in records)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            header = read_header(fd)
+            if header is None:  # new, or its creation was cut short: nothing in it counts
+                header = Header(HEADER_SIZE, HEADER_SIZE, 0, SEALED)
+                os.pwrite(fd, encode_header(header), 0)
+            if os.pwrite(fd, blob, header.end) != len(blob):
+                raise OSError(errno.ENOSPC, "short write")
+            os.fsync(fd)
+            write_field(fd, RECORDS_AT, header.records + len(records))
+            write_field(fd, END_AT, header.end + len(blob))
+            os.fsync(fd)  # before the drain goes past them
+        finally:
+            os.close(fd)
+        _fsync_directory(self.directory)
+        return path
 
     def mark_damaged(self, seq: int) -> None:
         """An invalid record below the confirmed end: nothing after it can be trusted."""
@@ -493,7 +537,9 @@ class Spool:
                 batch = await asyncio.to_thread(files.read_batch, seq, header,
                                                 self.settings.max_batch, state)
                 if batch:
-                    await replay([record for record, _ in batch])
+                    refused = await _replay_batch(replay, [record for record, _ in batch])
+                    if refused:
+                        await self._set_aside(seq, refused)
                     await asyncio.to_thread(files.mark_drained, seq, batch[-1][1])
                 elif state.ending is not Ending.CLEAN:
                     log.error("push spool file %s is damaged at byte %d (below what its "
@@ -501,6 +547,19 @@ class Spool:
                               "file is kept as %s", file_name(seq), state.offset,
                               f"{seq:012d}{DAMAGED_SUFFIX}")
                     await asyncio.to_thread(files.mark_damaged, seq)
+
+    async def _set_aside(self, seq: int, refused: list[tuple[SpoolRecord, QueenError]]
+                         ) -> None:
+        path = await asyncio.to_thread(self.files.reject, seq, [r for r, _ in refused])
+        COUNTERS.add("spool_rejected", len(refused))
+        # One line per queue and reason: a batch of a full queue is one line, not a hundred.
+        why: dict[tuple[str, str], list[str]] = {}
+        for record, error in refused:
+            why.setdefault((record.queue, error.message), []).append(record.transaction_id)
+        for (queue, reason), txids in why.items():
+            log.error("push spool: set aside %d record(s) of queue %r the database refuses "
+                      "(%s), kept in %s; transactionIds %s%s", len(txids), queue, reason,
+                      path.name, ", ".join(txids[:10]), ", ..." if len(txids) > 10 else "")
 
     async def waiting(self) -> int:
         """Records in the spool not yet in the database (every worker's); 0 when the
@@ -522,6 +581,32 @@ class Spool:
         if self._probe is not None:
             os.close(self._probe[1])
             self._probe = None
+
+
+async def _replay_batch(replay: Replay, records: list[SpoolRecord]
+                        ) -> list[tuple[SpoolRecord, QueenError]]:
+    """Replay records; answer those the database refuses for good, with why. Any other
+    failure raises: the batch is replayed again later (what did commit is a duplicate then)."""
+    errors = await replay(records)
+    _raise_retryable(errors)
+    refused = [(r, e) for r, e in zip(records, errors) if e is not None]
+    if len(records) == 1 or not refused:
+        return refused
+    # A flush is refused whole, so a record may be refused only for the company it kept
+    # (the batch passes a maxSize that it alone does not): each is tried again alone, in order.
+    alone = []
+    for record, _ in refused:
+        (error,) = await replay([record])
+        _raise_retryable([error])
+        if error is not None:
+            alone.append((record, error))
+    return alone
+
+
+def _raise_retryable(errors: Sequence[QueenError | None]) -> None:
+    for error in errors:
+        if error is not None and not _refused_for_good(error):
+            raise error
 
 
 @contextlib.contextmanager

@@ -32,6 +32,7 @@ class StateRow:
     key: str
     value: str  # JSON text
     updated_at: datetime
+    matched: int  # rows the read matched: more than it answered when past its byte bound
 
 
 @dataclass(slots=True)
@@ -78,11 +79,12 @@ _STATE_GET = Statement("stream_state_get", StateRow)
 
 
 async def state_get(conn: Conn, *, tenant: str, query_id: uuid.UUID, partition_id: int,
-                    keys: Sequence[str], key_prefix: str,
-                    ripe_at_or_before: int | None) -> list[StateRow]:
+                    keys: Sequence[str], key_prefix: str, ripe_at_or_before: int | None,
+                    max_bytes: int) -> list[StateRow]:
     return await _STATE_GET.rows(conn, query_id=query_id, partition_id=partition_id,
                                  keys=list(keys), key_prefix=key_prefix,
-                                 ripe_at_or_before=ripe_at_or_before, tenant=tenant)
+                                 ripe_at_or_before=ripe_at_or_before, max_bytes=max_bytes,
+                                 tenant=tenant)
 
 
 _CYCLE = Statement("stream_cycle", CycleRow)

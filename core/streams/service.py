@@ -24,7 +24,7 @@ from core.engine import writes
 from core.engine.ack import partition_id_of
 from core.engine.directory import PartitionName
 from core.engine.wakeup import Publish, Wake
-from core.errors import CapacityExceeded
+from core.errors import CapacityExceeded, PayloadTooLarge
 from core.ids import uuid7
 from core.storage import streams as sql
 from core.storage.database import Database
@@ -47,8 +47,10 @@ def query_uuid(text: str) -> uuid.UUID | None:
 
 class Streams:
     def __init__(self, db: Database, publish: Publish,
-                 require_direct_writes: Callable[[], None], tenants: Tenants) -> None:
+                 require_direct_writes: Callable[[], None], tenants: Tenants, *,
+                 state_max_bytes: int) -> None:
         self._db = db
+        self._state_max_bytes = state_max_bytes  # of one state read (QUEEN_LIST_MAX_BYTES)
         self._publish = publish
         self._require_direct_writes = require_direct_writes
         self._tenants = tenants  # quotas: a cycle's sink pushes are the tenant's writes
@@ -64,14 +66,23 @@ class Streams:
                         key_prefix: str, ripe_at_or_before: int | None,
                         tenant: str = "") -> list[sql.StateRow]:
         """The rows of (query, partition) in key byte order; unknown ids (and another
-        tenant's query) have none."""
+        tenant's query) have none. PayloadTooLarge when their keys and values pass the byte
+        bound: the read has no pages, and part of a state is not a state (the runtime takes
+        a key left out for a key without state)."""
         qid, pid = query_uuid(query_id), partition_id_of(partition_id)
         if qid is None or pid is None:
             return []
         async with self._db.session() as conn:
-            return await sql.state_get(conn, tenant=tenant, query_id=qid, partition_id=pid,
+            rows = await sql.state_get(conn, tenant=tenant, query_id=qid, partition_id=pid,
                                        keys=keys, key_prefix=key_prefix,
-                                       ripe_at_or_before=ripe_at_or_before)
+                                       ripe_at_or_before=ripe_at_or_before,
+                                       max_bytes=self._state_max_bytes)
+        if rows and len(rows) < rows[0].matched:
+            raise PayloadTooLarge(
+                f"the {rows[0].matched} state rows read are over QUEEN_LIST_MAX_BYTES "
+                f"({self._state_max_bytes} bytes of keys and values): read fewer at a time "
+                f"with keys, key_prefix or ripe_at_or_before")
+        return rows
 
     async def delete_query(self, name: str, *, tenant: str = "") -> bool:
         async with self._db.session() as conn:

@@ -13,18 +13,32 @@ SELECT query_id, outcome
 -- and a ripeness bound on value.windowEnd.
 -- `keys`: empty for any; `key_prefix`: '' for any; `ripe_at_or_before`: epoch ms (null: any),
 -- rows whose numeric value.windowEnd is at or before it.
-SELECT s.key, s.value::text AS value, s.updated_at
-  FROM queen.stream_state s
- WHERE s.query_id = :query_id AND s.partition_id = :partition_id
-   AND EXISTS (SELECT 1 FROM queen.stream_queries q WHERE q.id = :query_id AND q.tenant = :tenant)
-   AND (cardinality(:keys::text[]) = 0 OR s.key = ANY(:keys::text[]))
-   AND (:key_prefix::text = ''
-        OR (s.key >= :key_prefix::text
-            AND left(s.key, length(:key_prefix::text)) = :key_prefix::text))
-   AND (:ripe_at_or_before::bigint IS NULL
-        OR (jsonb_typeof(s.value -> 'windowEnd') = 'number'
-            AND (s.value ->> 'windowEnd')::numeric <= :ripe_at_or_before::bigint))
- ORDER BY s.key;
+-- Rows stop where their keys and values as text pass `max_bytes` (QUEEN_LIST_MAX_BYTES), the
+-- first kept whatever its size; `matched` (on every row) counts the rows the filters
+-- matched, so the caller knows when some were left out (and refuses the read: a client
+-- takes a key it was not given for a key without state). Nothing left out is sent.
+WITH matched AS MATERIALIZED (
+    SELECT s.key, s.value::text AS value, s.updated_at
+      FROM queen.stream_state s
+     WHERE s.query_id = :query_id AND s.partition_id = :partition_id
+       AND EXISTS (SELECT 1 FROM queen.stream_queries q
+                    WHERE q.id = :query_id AND q.tenant = :tenant)
+       AND (cardinality(:keys::text[]) = 0 OR s.key = ANY(:keys::text[]))
+       AND (:key_prefix::text = ''
+            OR (s.key >= :key_prefix::text
+                AND left(s.key, length(:key_prefix::text)) = :key_prefix::text))
+       AND (:ripe_at_or_before::bigint IS NULL
+            OR (jsonb_typeof(s.value -> 'windowEnd') = 'number'
+                AND (s.value ->> 'windowEnd')::numeric <= :ripe_at_or_before::bigint))),
+sized AS (
+    SELECT m.*, row_number() OVER w AS k,
+           sum(octet_length(m.key) + octet_length(m.value)) OVER w AS upto,
+           count(*) OVER () AS matched
+      FROM matched m WINDOW w AS (ORDER BY m.key))
+SELECT key, value, updated_at, matched
+  FROM sized
+ WHERE k = 1 OR upto <= :max_bytes::bigint
+ ORDER BY key;
 
 -- name: stream_cycle
 -- One cycle in one statement (see functions/50_streams.sql, queen.stream_cycle, for the arguments).

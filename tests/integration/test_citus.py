@@ -818,7 +818,8 @@ async def test_a_stream_cycle_during_a_shard_move_reads_the_cursor_it_writes(
     nodes: list[asyncpg.Connection] = []
     core = await Database.open(Settings(db_pool_size=6), url, migrate=False)
     streams = Streams(core, _no_wakes, lambda: None,
-                      Tenants(core, TenancySettings(), live_seconds=10))
+                      Tenants(core, TenancySettings(), live_seconds=10),
+                      state_max_bytes=Settings().list_max_bytes)
     pending: list[asyncio.Future[Any]] = []
     try:
         source, sink_queue = "q-" + uuid.uuid4().hex[:10], "s-" + uuid.uuid4().hex[:10]

@@ -12,7 +12,7 @@ import asyncpg
 import httpx
 import pytest
 
-from tests.support import cursor_row, expire_leases_of, push_items
+from tests.support import BrokerProcess, cursor_row, expire_leases_of, push_items
 
 GROUP_OF = "streams.{}"
 
@@ -235,6 +235,39 @@ async def test_state_get_filters_and_orders_by_key_bytes(
     assert missing.status_code == 400
     assert missing.json() == {"success": False, "rows": [],
                               "error": "query_id and partition_id are required"}
+
+
+async def test_state_get_refuses_a_read_over_its_bounds_naming_the_limit(
+        database_url: str, queue_name: str) -> None:
+    # Every read of the runtime takes a partition's whole state (keys []): it was answered
+    # whatever its size (up to a MiB a key, keys without number), built whole in the worker.
+    limit = 64 * 1024
+    with BrokerProcess(database_url, workers=1,
+                       env={"QUEEN_LIST_MAX_BYTES": str(limit)}) as broker:
+        async with httpx.AsyncClient(base_url=broker.url, timeout=30) as http:
+            qid, body = await _setup(http, queue_name)
+            pid = body["messages"][0]["partitionId"]
+            ops = [{"type": "upsert", "key": f"k{i:03d}", "value": {"s": "x" * 1000}}
+                   for i in range(100)]  # about 100 KB of state
+            r = await cycle(http, qid, pid, ack=None, group="g", state_ops=ops)
+            assert r.json()["state_ops_applied"] == 100
+
+            async def read(**filters: Any) -> httpx.Response:
+                return await http.post("/streams/v1/state/get", json={
+                    "query_id": qid, "partition_id": pid, **filters})
+
+            whole = await read(keys=[])
+            assert whole.status_code == 413, whole.text[:200]
+            answer = whole.json()
+            assert answer["success"] is False and answer["rows"] == []
+            assert "QUEEN_LIST_MAX_BYTES" in answer["error"] and str(limit) in answer["error"]
+            narrowed = await read(key_prefix="k00")
+            assert narrowed.status_code == 200
+            assert [row["key"] for row in narrowed.json()["rows"]] == [f"k00{i}" for i in range(10)]
+            many = await read(keys=[f"k{i:03d}" for i in range(4097)])
+            assert many.status_code == 413
+            assert many.json()["error"] == "4097 keys is over the limit of 4096"
+            assert len((await read(keys=[f"k{i:03d}" for i in range(40)])).json()["rows"]) == 40
 
 
 async def test_registration_answers_fresh_same_conflict_and_reset(

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from core.engine.encryption import EncryptionError
 from core.engine.spool import Spool, SpoolFiles, SpoolSettings, SpoolUnavailable, file_name
 from core.engine.spool_format import (
     HEADER_SIZE,
@@ -25,6 +26,7 @@ from core.engine.spool_format import (
     read_header,
     scan,
 )
+from core.errors import CapacityExceeded, QueenError, StorageUnavailable
 from core.logs import RepeatedFailure
 
 
@@ -74,8 +76,9 @@ def _spool(tmp_path: Path, **settings: int) -> Spool:
 
 
 async def _drain_all(spool: Spool, into: list[SpoolRecord]) -> None:
-    async def replay(batch: list[SpoolRecord]) -> None:
+    async def replay(batch: list[SpoolRecord]) -> list[QueenError | None]:
         into.extend(batch)
+        return [None] * len(batch)
     await spool._drain(replay, lambda: False)
 
 
@@ -155,6 +158,47 @@ async def test_a_writer_killed_after_its_fsync_leaves_records_the_next_writer_ke
     await spool.close()
 
 
+async def test_a_record_refused_for_good_is_set_aside_and_can_be_replayed_later(
+        tmp_path: Path) -> None:
+    spool = _spool(tmp_path, max_batch=4)
+    records = [_record(n) for n in range(6)]
+    await spool.append(records)
+    refused = {"t1": CapacityExceeded("full"), "t4": EncryptionError("no key")}
+    outage = {"on": True}
+    stored: list[str] = []
+
+    async def replay(batch: list[SpoolRecord]) -> list[QueenError | None]:
+        if outage["on"] and len(batch) == 2:  # the second batch first meets an outage
+            outage["on"] = False
+            raise StorageUnavailable()
+        errors = [refused.get(r.transaction_id) for r in batch]
+        stored.extend(r.transaction_id for r, e in zip(batch, errors) if e is None)
+        return errors
+
+    with pytest.raises(StorageUnavailable):  # retried later, from where it stopped
+        await spool._drain(replay, lambda: False)
+    assert stored == ["t0", "t2", "t3"] and spool.files.waiting_records() == 2
+    await spool._drain(replay, lambda: False)
+    assert stored == ["t0", "t2", "t3", "t5"] and not spool.busy()
+    (kept,) = spool.settings.directory.glob("*.rejected")
+    fd = os.open(kept, os.O_RDONLY)
+    header = read_header(fd)
+    assert header is not None and header.sealed and header.records == 2
+    assert [r for r, _ in scan(fd, header.drained, header.end, ReadState(0))] == [
+        records[1], records[4]]
+    os.close(fd)
+    # What docs/operating/maintenance.md tells an operator: brokers stopped, the file moved
+    # back as the newest spool file is replayed (its cause gone now), before what comes after.
+    await spool.close()
+    refused.clear()
+    kept.rename(spool.files.path(spool.files.next_seq()))
+    spool = _spool(tmp_path, max_batch=4)  # the broker started again
+    await spool.append([_record(6)])
+    await spool._drain(replay, lambda: False)
+    assert stored[4:] == ["t1", "t4", "t6"] and not spool.busy()
+    await spool.close()
+
+
 async def test_two_drainers_never_replay_the_same_records(tmp_path: Path) -> None:
     # Two workers' spools on one directory (separate descriptors, as in two processes).
     first, second = _spool(tmp_path, max_batch=5), _spool(tmp_path, max_batch=5)
@@ -163,9 +207,10 @@ async def test_two_drainers_never_replay_the_same_records(tmp_path: Path) -> Non
     await second.append(records[20:])
     replayed: list[SpoolRecord] = []
 
-    async def slow_replay(batch: list[SpoolRecord]) -> None:
+    async def slow_replay(batch: list[SpoolRecord]) -> list[QueenError | None]:
         await asyncio.sleep(0.01)
         replayed.extend(batch)
+        return [None] * len(batch)
 
     for _ in range(20):
         await asyncio.gather(first._drain(slow_replay, lambda: False),
