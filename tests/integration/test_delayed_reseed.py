@@ -18,6 +18,7 @@ from core.engine.pop import PopRequest
 from core.engine.ready.reader import Reader
 from core.engine.ready.ready_set import ReadySet
 from core.storage.database import Database
+from core.storage.statements import Statement
 
 pytestmark = pytest.mark.citus
 
@@ -64,3 +65,27 @@ async def test_a_delayed_queue_s_partitions_are_delivered_once_their_delay_is_ov
         if got == PARTITIONS:
             break
     assert got == PARTITIONS
+
+
+async def test_a_shard_s_dues_are_asked_of_that_shard_alone(
+        http: httpx.AsyncClient, core_db: Database, queue_name: str) -> None:
+    """On Citus, `ready_heads_on_shard` with the ids of one shard is a statement on that
+    shard: without the ids in its segment lookup Citus planned it on all eight, and a
+    reseed of a delayed queue would need every node."""
+    if not core_db.shards.distributed:
+        pytest.skip("one PostgreSQL has no shards")
+    await _held_back(http, queue_name, {"delayedProcessing": 600})
+    statement = Statement.registry["ready_heads_on_shard"]
+    async with core_db.session() as conn:
+        ids = await conn.fetch("SELECT d.partition_id FROM queen.partition_directory d"
+                               "  JOIN queen.queues q ON q.id = d.queue_id"
+                               " WHERE q.name = $1", queue_name)
+        one_shard = next(iter(core_db.shards.by_shard([r[0] for r in ids],
+                                                      lambda pid: pid).values()))
+        args = {"partition_ids": one_shard, "group": "g"}
+        plan = "\n".join(r[0] for r in await conn.fetch(
+            "EXPLAIN " + statement.sql, *(args[p] for p in statement.params)))
+        assert "Task Count: 1\n" in plan, plan
+        dues = await statement.rows(conn, **args)
+    assert sorted(d.partition_id for d in dues) == sorted(one_shard)
+    assert all(590 < d.due_in <= 600 for d in dues)
