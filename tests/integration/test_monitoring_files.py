@@ -97,7 +97,7 @@ async def test_every_alert_rule_reads_metrics_the_broker_exports(
         http: httpx.AsyncClient) -> None:
     exported = await _exported(http)
     exprs = _exprs_of_rules()
-    assert len(exprs) == 12
+    assert len(exprs) == 13
     missing = [(alert, name) for alert, expr in exprs for name in metric_names(expr)
                if name not in exported | PROMETHEUS_OWN]
     assert missing == []
