@@ -22,9 +22,14 @@ every `POP_WAIT_MAX_INTERVAL_MS`; a look at nothing ready costs no statement).
 Local commits wake local waiters at once and are announced to the other processes by NOTIFY;
 announcements that arrive while one NOTIFY is in flight are merged (with their counts) into
 the next. Pops' claims (hearsay, `announce_claimed`) are announced the same way, but nothing
-waits for them to be published. This process's own notifications are ignored when they come
-back. Missed notifications (e.g. while the LISTEN connection reconnects) are made up by the
-ready set's reseed: a lane seeded under an earlier LISTEN session is not trusted (`session`).
+waits for them to be published, so they need not go alone at once: a NOTIFY costs about the
+same whatever it carries (a transaction on the notifier session, a signal to every listening
+session and a read by each, our own included), and a consumer that pops one message and acks
+it sent two, the claim's and the ack's release. Claims with no wake-up to go with wait up to
+`_CLAIMS_GATHER_SECONDS` for one (the ack that follows a pop, usually), and go alone after
+it. This process's own notifications are ignored when they come back. Missed notifications
+(e.g. while the LISTEN connection reconnects) are made up by the ready set's reseed: a lane
+seeded under an earlier LISTEN session is not trusted (`session`).
 
 Two promises make a 204 mean "nothing deliverable when the pop arrived" across processes
 (core/engine/ready/reader.py): a state change is answered only once its announcement is
@@ -64,6 +69,11 @@ from core.waiting import first_of, wait_event
 
 log = logging.getLogger(__name__)
 _ANNOUNCE_GATHER_SECONDS = 0.005
+# Claims with no wake-up to ride with wait this long for one before they go alone. Meanwhile
+# another process may take one of those partitions for a candidate and find it leased (its
+# claim says so; a pop checks hearsay before it answers nothing): a candidate's cost, against
+# a NOTIFY per pop otherwise.
+_CLAIMS_GATHER_SECONDS = 0.02
 # A state change waits this long at most for its announcement (the notifier retries on a new
 # connection meanwhile); past it, it is answered anyway: its commit stands.
 _PUBLISH_WAIT_SECONDS = 2.0
@@ -119,6 +129,7 @@ class WakeupHub:
         # Per queue, spans to be announced that this process's pops were woken for, per group.
         self._served: defaultdict[int, Counter[str]] = defaultdict(Counter)
         self._announce_ready = asyncio.Event()
+        self._wake_announced = asyncio.Event()  # ends the wait of claims for company
         self._stopping = asyncio.Event()
         self._channels: dict[str, Callable[[str | None], None]] = {}
         # LISTEN sessions so far, over every node: a new number at each (re)connect of any,
@@ -201,6 +212,7 @@ class WakeupHub:
         """Make `listen_forever` and `announce_forever` return (after a last announcement)."""
         self._stopping.set()
         self._announce_ready.set()
+        self._wake_announced.set()
 
     @contextlib.contextmanager
     def parked(self, queue_ids: Iterable[int] | None, group: str,
@@ -292,6 +304,7 @@ class WakeupHub:
             return
         self._announced += 1
         self._announce_ready.set()
+        self._wake_announced.set()
 
     def announce_claimed(self, queue_id: int, group: str, partitions: Iterable[int],
                          lease_s: float | None = None) -> None:
@@ -299,7 +312,8 @@ class WakeupHub:
         seconds (None: unknown): tell the others, in the next announcement
         (`CLAIMED_CHANNEL`), before any wake-up announced after it. Nothing waits for it to
         be published (a pop checks hearsay before it answers nothing): an ack or push is not
-        held back by a claim's NOTIFY."""
+        held back by a claim's NOTIFY, and it goes with the next wake-up, or alone after
+        `_CLAIMS_GATHER_SECONDS`."""
         key = (queue_id, _token(group))
         claimed = self._claimed[key]
         for p in partitions:
@@ -408,6 +422,11 @@ class WakeupHub:
                     if self._stopping.is_set():
                         return
                     continue
+                if not self._hints and not self._unnamed and not self._stopping.is_set():
+                    # Claims alone: let them ride with a wake-up announced soon, if any.
+                    self._wake_announced.clear()
+                    await wait_event(self._wake_announced, _CLAIMS_GATHER_SECONDS)
+                    self._announce_ready.clear()
                 upto = self._announced
                 parts = self._take_batch().split(self._nodes.target)
                 failures = await asyncio.gather(

@@ -97,6 +97,10 @@ DECLARE
     c         record;
     h         record;
     qr        record;
+    -- On Citus, each partition's placement is held before its rows are read (below); asked
+    -- once here, not by a call per partition (a statement each, on one PostgreSQL too).
+    v_citus   boolean := to_regprocedure('pg_catalog.lock_shard_metadata(integer, bigint[])')
+                         IS NOT NULL;
 BEGIN
     IF true = ANY(p_fresh) THEN
         -- First contact: every missing cursor among the candidates is created, seeded by
@@ -106,7 +110,9 @@ BEGIN
         -- deadlock, 40P01). Created ahead of the walk, so no lock is taken out of order.
         FOR v_pid IN SELECT u.id FROM unnest(p_candidates, p_fresh) AS u(id, fresh)
                       WHERE u.fresh ORDER BY u.id LOOP
-            PERFORM queen.hold_placement(v_pid);  -- reads below, then writes (90_distribution)
+            IF v_citus THEN  -- reads below, then writes (90_distribution)
+                PERFORM queen.hold_placement(v_pid);
+            END IF;
             SELECT p.queue_id, p.last_offset, p.log_start INTO h
               FROM queen.log_partitions p WHERE p.id = v_pid;
             CONTINUE WHEN NOT FOUND;
@@ -130,7 +136,9 @@ BEGIN
         EXIT WHEN v_budget <= 0 OR cardinality(v_ids) >= p_wanted;
         -- On Citus, before the cursor is read: the UPDATE below must write the copy the
         -- read saw (a shard move in between: 90_distribution.sql, queen.hold_placement).
-        PERFORM queen.hold_placement(v_pid);
+        IF v_citus THEN
+            PERFORM queen.hold_placement(v_pid);
+        END IF;
         SELECT p.id, p.last_offset, p.log_start, q.delay_seconds, q.lease_seconds,
                q.max_wait_seconds, q.min_pop_wait_ms, q.conflation
           INTO c
@@ -324,6 +332,13 @@ DECLARE
     v_qof     bigint[];      -- each of v_ids' queue
     v_qid1    bigint;
     v_reached integer;       -- how many of v_ids the claim walked (see below)
+    v_scanned integer := 0;  -- how many of v_cands were scanned (see below)
+    v_need    integer;       -- candidates a round scans for (null: all; see below)
+    v_from    integer;       -- v_ids before this round's scan
+    v_budget  integer;       -- messages still wanted after the first claim
+    v_k_ids   bigint[];      -- the second claim's spans: partition, first, last
+    v_k_lo    bigint[];
+    v_k_hi    bigint[];
     v_lo      bigint;
     v_hi      bigint;
     v_count   bigint;
@@ -427,44 +442,84 @@ BEGIN
 
     -- The candidates of the addressed queues with kept messages, in the order given; a
     -- windowBuffer holds a partition written to less than that long ago (answered below).
+    -- Each is a statement to scan, so they are scanned only as far as the claim needs
+    -- them when the pop addresses one queue whose claims lock only the cursors they take
+    -- (no delayedProcessing, minPopWaitTime or maxWaitTimeSeconds): first as many as
+    -- could satisfy the pop (least(v_wanted, p_batch): a partition delivers one message
+    -- at least), then, if that claim fell short, the rest in a second claim. A pop of one
+    -- message usually takes its first candidate, and scanned the seven others for
+    -- nothing. The candidates never scanned are answered `busy` without a read, as those
+    -- the claim never reached (below). Cursors are created before the pop locks any
+    -- (see queen.pop_claim): a candidate without one met in the first scan makes it scan
+    -- them all (one claim, as before); met after a claim that took something, it is left
+    -- out of the second (its verdict, read below, is `busy`: looked at again soon).
     v_ids := '{}';
     v_fresh := '{}';
     v_qof := '{}';
-    FOREACH v_pid IN ARRAY v_cands LOOP
-        SELECT NOT EXISTS (SELECT 1 FROM queen.log_consumers x
-                            WHERE x.partition_id = v_pid AND x.consumer_group = p_group),
-               p.queue_id
-          INTO v_fresh1, v_qid1
-          FROM queen.log_partitions p JOIN unnest(v_queues) q ON q.id = p.queue_id
-         WHERE p.id = v_pid
-           AND p.last_offset >= p.log_start
-           AND (q.window_buffer = 0
-                OR p.last_write_at <= now() - make_interval(secs => q.window_buffer));
-        CONTINUE WHEN NOT FOUND;
-        v_ids := v_ids || v_pid;
-        v_fresh := v_fresh || v_fresh1;
-        v_qof := v_qof || v_qid1;
+    v_need := CASE WHEN cardinality(v_queues) = 1
+                        AND coalesce(greatest((v_queues[1]).delay_seconds,
+                                              (v_queues[1]).min_pop_wait_ms,
+                                              (v_queues[1]).max_wait_seconds), 0) <= 0
+                   THEN least(v_wanted, p_batch) END;  -- null: scan them all
+    LOOP
+        v_from := cardinality(v_ids);
+        WHILE v_scanned < cardinality(v_cands)
+              AND (v_need IS NULL OR cardinality(v_ids) < v_from + v_need) LOOP
+            v_scanned := v_scanned + 1;
+            v_pid := v_cands[v_scanned];
+            SELECT NOT EXISTS (SELECT 1 FROM queen.log_consumers x
+                                WHERE x.partition_id = v_pid AND x.consumer_group = p_group),
+                   p.queue_id
+              INTO v_fresh1, v_qid1
+              FROM queen.log_partitions p JOIN unnest(v_queues) q ON q.id = p.queue_id
+             WHERE p.id = v_pid
+               AND p.last_offset >= p.log_start
+               AND (q.window_buffer = 0
+                    OR p.last_write_at <= now() - make_interval(secs => q.window_buffer));
+            CONTINUE WHEN NOT FOUND;
+            IF v_fresh1 THEN
+                CONTINUE WHEN cardinality(v_got_ids) > 0;  -- the pop holds cursors already
+                v_need := NULL;
+            END IF;
+            v_ids := v_ids || v_pid;
+            v_fresh := v_fresh || v_fresh1;
+            v_qof := v_qof || v_qid1;
+        END LOOP;
+        EXIT WHEN cardinality(v_ids) = v_from;  -- nothing more to claim
+        IF v_from = 0 THEN
+            SELECT coalesce(array_agg(k.partition_id), '{}'),
+                   coalesce(array_agg(k.span_start), '{}'), coalesce(array_agg(k.span_end), '{}')
+              INTO v_got_ids, v_got_lo, v_got_hi
+              FROM queen.pop_claim(v_queues, v_ids, v_fresh, p_group, v_wanted, p_batch,
+                                   p_auto_ack, p_lease_id) k;
+        ELSE  -- what the first claim left: partitions and messages
+            SELECT coalesce(array_agg(k.partition_id), '{}'),
+                   coalesce(array_agg(k.span_start), '{}'), coalesce(array_agg(k.span_end), '{}')
+              INTO v_k_ids, v_k_lo, v_k_hi
+              FROM queen.pop_claim(v_queues, v_ids[v_from + 1 :], v_fresh[v_from + 1 :],
+                                   p_group, v_wanted - cardinality(v_got_ids), v_budget,
+                                   p_auto_ack, p_lease_id) k;
+            v_got_ids := v_got_ids || v_k_ids;
+            v_got_lo := v_got_lo || v_k_lo;
+            v_got_hi := v_got_hi || v_k_hi;
+        END IF;
+        EXIT WHEN cardinality(v_got_ids) >= v_wanted OR v_scanned >= cardinality(v_cands);
+        v_budget := p_batch - coalesce((SELECT sum(h - l + 1)
+                                          FROM unnest(v_got_lo, v_got_hi) AS g(l, h)), 0);
+        EXIT WHEN v_budget <= 0;
+        v_need := NULL;  -- the rest, in one more claim
     END LOOP;
-    IF cardinality(v_ids) = 0 THEN
-        v_ids := NULL;
-    END IF;
-    IF v_ids IS NOT NULL THEN
-        SELECT coalesce(array_agg(k.partition_id), '{}'), coalesce(array_agg(k.span_start), '{}'),
-               coalesce(array_agg(k.span_end), '{}')
-          INTO v_got_ids, v_got_lo, v_got_hi
-          FROM queen.pop_claim(v_queues, v_ids, v_fresh, p_group, v_wanted, p_batch,
-                               p_auto_ack, p_lease_id) k;
-    END IF;
     -- The claim walks v_ids in order and stops once it has what it wanted (v_wanted
     -- partitions, or p_batch messages): the candidates after the last one it took were
     -- never reached. They are answered `busy` below without reading their rows (two
     -- statements each otherwise, most of a small pop's cost), which the process files as
     -- ready, as it files any `busy` candidate of a pop that got what it wanted.
-    -- (Two tests: the first, the common case, is an expression that runs no query.)
-    v_reached := coalesce(cardinality(v_ids), 0);
-    IF cardinality(v_got_ids) >= v_wanted THEN
+    -- (Two tests: the first, the common case, is an expression that runs no query; the
+    -- second, when the claims above did not count the budget.)
+    v_reached := cardinality(v_ids);
+    IF cardinality(v_got_ids) >= v_wanted OR v_budget <= 0 THEN
         v_reached := array_position(v_ids, v_got_ids[cardinality(v_got_ids)]);
-    ELSIF cardinality(v_got_ids) > 0
+    ELSIF v_budget IS NULL AND cardinality(v_got_ids) > 0
           AND (SELECT sum(h - l + 1) FROM unnest(v_got_lo, v_got_hi) AS g(l, h)) >= p_batch THEN
         v_reached := array_position(v_ids, v_got_ids[cardinality(v_got_ids)]);
     END IF;
@@ -563,7 +618,7 @@ BEGIN
     END IF;
 
     -- Why every other candidate gave nothing, and until when (the process defers it).
-    FOREACH v_pid IN ARRAY v_cands LOOP
+    FOREACH v_pid IN ARRAY v_cands[1 : v_scanned] LOOP
         CONTINUE WHEN v_pid = ANY(v_got_ids) OR v_pid = ANY(v_ids[v_reached + 1 :]);
         SELECT p.queue_id, p.name, p.last_offset, p.log_start, p.last_write_at, q.id AS qid,
                q.window_buffer, q.delay_seconds, q.min_pop_wait_ms, x.committed, x.worker_id,
@@ -623,6 +678,13 @@ BEGIN
                         NULL::bigint, NULL::integer, NULL::bigint, NULL::timestamptz,
                         NULL::bytea, NULL::bigint, NULL::boolean, v_wanted, NULL::timestamptz
                    FROM unnest(v_ids[v_reached + 1 :], v_qof[v_reached + 1 :]) AS u(p, q);
+    IF v_scanned < cardinality(v_cands) THEN  -- never scanned: of the one queue addressed
+        RETURN QUERY SELECT 'busy'::text, v_qids[1], NULL::text, u.p, NULL::text,
+                            NULL::bigint, NULL::bigint, NULL::integer, NULL::bigint,
+                            NULL::timestamptz, NULL::bytea, NULL::bigint, NULL::boolean,
+                            v_wanted, NULL::timestamptz
+                       FROM unnest(v_cands[v_scanned + 1 :]) AS u(p);
+    END IF;
 
     IF p_route IS NOT NULL AND NOT p_auto_ack AND cardinality(v_got_ids) > 0 THEN
         -- Where this lease's partitions are (migration 150): one row on this shard, which a

@@ -3,7 +3,8 @@
 Every NOTIFY is a transaction on the database (on Citus, the worker its queue's notifications go
 to: core/engine/wake_nodes.py) and a signal to every
 listening session, whatever it carries. So what gathers while one is in flight goes out as the
-next; and a pop's claim is hearsay that nobody waits for, so no answer is held back by it.
+next; and a pop's claim is hearsay that nobody waits for, so no answer is held back by it, and
+it waits a moment for a wake-up to go with (a consumer's ack of what it popped, usually).
 
 Two in-process brokers over one database stand for two web workers, each with its own LISTEN
 and NOTIFY connections. B's parked pops look by themselves only every 5 s, so a pop answered
@@ -13,6 +14,7 @@ sooner was woken by A's notification.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
 import time
@@ -23,9 +25,10 @@ import asyncpg
 import psutil
 import pytest
 
+from core.engine import listener
 from core.engine.ack import AckItem, GroupAck
 from core.engine.pop import PopRequest, PopResult
-from core.engine.wakeup import CHANNEL, decode_payload
+from core.engine.wakeup import CHANNEL, CLAIMED_CHANNEL, decode_payload
 from core.service import Broker
 from core.settings import Settings
 from tests.support import wait_for, wake_link
@@ -175,3 +178,82 @@ async def test_a_notify_session_that_hangs_holds_back_answers_once_and_wake_ups_
         assert time.monotonic() - pushed_at < LOOK_S / 2, "woken by its own look"
     finally:
         os.kill(notifier, signal.SIGCONT)
+
+
+async def _heard_from(hub_owner: Broker, db: asyncpg.Connection, queue: str,
+                      heard: list[tuple[float, str]]) -> asyncpg.Connection:
+    """A LISTEN session of our own on the node `hub_owner` sends the queue's notifications
+    to, noting (when, channel) of each of its notifications."""
+    link = await wake_link(hub_owner._hub, db, queue)
+
+    def note(conn: Any, pid: int, channel: str, payload: object) -> None:
+        if pid == link.notifier_pid:
+            heard.append((time.monotonic(), channel))
+    node = await asyncpg.connect(link.dsn)
+    await node.add_listener(CHANNEL, note)
+    await node.add_listener(CLAIMED_CHANNEL, note)
+    return node
+
+
+async def test_a_pop_and_the_ack_that_releases_its_partition_cost_one_notify(
+        pair: tuple[Broker, Broker], queue_name: str, db: asyncpg.Connection,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A consumer pops one message of p and acks it; p holds another, so the ack releases
+    it for the others. The pop's claim and the ack's release go in one NOTIFY (two before:
+    the claim's went at once), the claim first (B holds p back, then hears it is free again
+    and takes it). The claim waits 5 s for company here, so that the test does not depend on
+    how soon the ack follows the pop."""
+    monkeypatch.setattr(listener, "_CLAIMS_GATHER_SECONDS", 5.0, raising=False)
+    a, b = pair
+    await push_partitions(a, queue_name, ["p", "p"])
+    heard: list[tuple[float, str]] = []
+    node = await _heard_from(a, db, queue_name, heard)
+    try:
+        statements = a._hub.notify_statements
+        held = await a.pop(PopRequest(group="g", batch=1, queue=queue_name))
+        [message] = held.messages()
+        await asyncio.sleep(0.05)  # time enough for a NOTIFY of the claim alone
+        [outcome] = (await a.ack_batch([GroupAck("g", AckItem(
+            message.frame.transaction_id, str(message.partition_id), "completed",
+            held.lease_id))])).outcomes
+        assert outcome.success and outcome.lease_released
+        assert a._hub.notify_statements == statements + 1
+
+        async def both_heard() -> bool:
+            return len(heard) >= 2
+        await wait_for(both_heard)
+        assert [channel for _, channel in heard] == [CLAIMED_CHANNEL, CHANNEL]
+        assert heard[0][0] == pytest.approx(heard[1][0], abs=0.04)  # one statement
+    finally:
+        await node.close()
+    taken = await b.pop(PopRequest(group="g", batch=1, queue=queue_name))
+    assert [m.offset for m in taken.messages()] == [1]
+
+
+async def test_a_claim_with_no_wake_up_to_go_with_goes_alone_after_a_moment(
+        pair: tuple[Broker, Broker], queue_name: str, db: asyncpg.Connection,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing follows the pop: its claim is not lost, it goes alone once the wait for
+    company is over (0.5 s here), and B holds the partition back on hearing it."""
+    monkeypatch.setattr(listener, "_CLAIMS_GATHER_SECONDS", 0.5, raising=False)
+    a, b = pair
+    await push_partitions(a, queue_name, ["p", "q"])
+    request = PopRequest(group="g", batch=1, queue=queue_name)
+    assert (await b.pop(dataclasses.replace(request, partition="q"))).count == 1  # B's lane
+    heard: list[tuple[float, str]] = []
+    node = await _heard_from(a, db, queue_name, heard)
+    try:
+        statements = a._hub.notify_statements
+        held = await a.pop(dataclasses.replace(request, partition="p"))
+        popped_at = time.monotonic()
+        [claim] = held.claims
+        lane = b.ready.lane(claim.queue_id, "g")
+
+        async def held_back() -> bool:
+            return claim.partition_id not in lane.ready_ids and bool(heard)
+        await wait_for(held_back)
+        assert [channel for _, channel in heard] == [CLAIMED_CHANNEL]
+        assert heard[0][0] - popped_at >= 0.4  # it waited for company first
+        assert a._hub.notify_statements == statements + 1
+    finally:
+        await node.close()

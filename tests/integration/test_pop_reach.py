@@ -4,7 +4,11 @@ another process may have taken some); the claim walks them in order and stops on
 what it wanted. The candidates after that were answered with a verdict each, read from their
 partition and cursor rows (two statements per candidate, most of a pop of one message's
 cost in the database). They are answered `busy` now without being read, which the process
-files as ready, as it always filed a `busy` candidate of a pop that got what it wanted."""
+files as ready, as it always filed a `busy` candidate of a pop that got what it wanted.
+
+Nor are they scanned before the claim (a statement each, to see whether the partition holds
+messages and whether the group has a cursor there): on one queue, the statement scans as
+many as could satisfy the pop, claims, and scans the rest only if that claim fell short."""
 
 from __future__ import annotations
 
@@ -30,6 +34,16 @@ async def _claim(conn: asyncpg.Connection, queue: str, candidates: list[int], *,
                  batch: int, partitions: int) -> tuple[list[asyncpg.Record], int]:
     """The claim statement's rows, and the index scans of queen.log_partitions it made
     (counted inside its transaction, which is rolled back)."""
+    rows, scans, _ = await _claim_and_cursors(conn, queue, candidates, batch=batch,
+                                              partitions=partitions)
+    return rows, scans
+
+
+async def _claim_and_cursors(conn: asyncpg.Connection, queue: str, candidates: list[int], *,
+                             batch: int, partitions: int,
+                             ) -> tuple[list[asyncpg.Record], int, set[int]]:
+    """`_claim`, and the candidates the group has a cursor on after the claim (read inside
+    its transaction)."""
     scans = ("SELECT coalesce(sum(idx_scan), 0) FROM pg_stat_xact_user_tables"
              " WHERE schemaname = 'queen' AND relname = 'log_partitions'")
     transaction = conn.transaction()
@@ -41,7 +55,12 @@ async def _claim(conn: asyncpg.Connection, queue: str, candidates: list[int], *,
             "NULL, '', $1, NULL, NULL, NULL, 'reach', true, 'all', NULL, false,"
             " $2, $3, false, 0, 300, 'lease-1', $4::bigint[], false, 1)",
             queue, batch, partitions, candidates)
-        return rows, await conn.fetchval(scans) - before
+        read = await conn.fetchval(scans) - before
+        cursors = {r["partition_id"] for r in await conn.fetch(
+            "SELECT partition_id FROM queen.log_consumers"
+            " WHERE consumer_group = 'reach' AND partition_id = ANY($1::bigint[])",
+            candidates)}
+        return rows, read, cursors
     finally:
         await transaction.rollback()
 
@@ -91,3 +110,117 @@ async def test_a_pop_that_walks_every_candidate_still_says_why_each_gave_nothing
         await conn.close()
     verdicts = {r["partition_id"]: r["verdict"] for r in rows if r["partition_id"]}
     assert [verdicts[c] for c in candidates] == ["took", "leased", "took"], rows
+
+
+async def test_a_pop_of_one_scans_only_the_candidate_it_takes(
+        http: httpx.AsyncClient, database_url: str) -> None:
+    """The seven candidates after the one it takes are not scanned either: the claim over
+    eight reads queen.log_partitions exactly as often as the claim over the first alone
+    (before: once more per other candidate, 7 more)."""
+    queue = "reach-" + os.urandom(4).hex()
+    await _one_message_in_each(http, queue, CANDIDATES)
+    r = await http.get(f"/api/v1/pop/queue/{queue}", params={
+        "consumerGroup": "reach", "batch": "100", "partitions": str(CANDIDATES),
+        "wait": "false", "autoAck": "true"})
+    assert r.status_code == 200 and len(r.json()["messages"]) == CANDIDATES, r.text
+    candidates = await _one_message_in_each(http, queue, CANDIDATES)
+    conn = await asyncpg.connect(database_url)
+    try:
+        await conn.execute("SET stats_fetch_consistency = none")
+        # Once first: planning its statements may read index pages, once per connection.
+        await _claim(conn, queue, candidates, batch=1, partitions=4)
+        _, alone = await _claim(conn, queue, candidates[:1], batch=1, partitions=4)
+        rows, read = await _claim(conn, queue, candidates, batch=1, partitions=4)
+    finally:
+        await conn.close()
+    verdicts = {r["partition_id"]: r["verdict"] for r in rows if r["partition_id"]}
+    assert verdicts[candidates[0]] == "took", rows
+    assert [verdicts[c] for c in candidates[1:]] == ["busy"] * (CANDIDATES - 1), rows
+    queue_ids = {r["queue_id"] for r in rows}
+    assert len(queue_ids) == 1 and None not in queue_ids, rows
+    assert read == alone, (read, alone)
+
+
+async def test_a_claim_that_fell_short_goes_on_with_the_candidates_it_had_not_scanned(
+        http: httpx.AsyncClient, database_url: str) -> None:
+    """The first candidate is leased by another pop: the statement scans on, takes the
+    second, and answers the first `leased` (read) and the rest `busy` (unread)."""
+    queue = "reach-" + os.urandom(4).hex()
+    candidates = await _one_message_in_each(http, queue, 4)
+    r = await http.get(f"/api/v1/pop/queue/{queue}", params={
+        "consumerGroup": "reach", "batch": "100", "partitions": "4", "wait": "false",
+        "autoAck": "true"})
+    assert r.status_code == 200 and len(r.json()["messages"]) == 4, r.text
+    assert await _one_message_in_each(http, queue, 4) == candidates
+    r = await http.get(f"/api/v1/pop/queue/{queue}/partition/p0",
+                       params={"consumerGroup": "reach", "batch": "1", "wait": "false"})
+    assert r.status_code == 200, r.text  # p0 is leased now
+    conn = await asyncpg.connect(database_url)
+    try:
+        rows, _ = await _claim(conn, queue, candidates, batch=1, partitions=1)
+    finally:
+        await conn.close()
+    verdicts = {r["partition_id"]: r["verdict"] for r in rows if r["partition_id"]}
+    assert [verdicts[c] for c in candidates] == ["leased", "took", "busy", "busy"], rows
+
+
+async def test_a_claim_that_took_something_creates_no_cursor_after_it(
+        http: httpx.AsyncClient, database_url: str) -> None:
+    """Cursors are created before the pop locks any (two pops creating them in opposite
+    orders could otherwise deadlock, as could a pop and a seek): a candidate without the
+    group's cursor met after a claim that took a partition is left out of the statement,
+    answered `busy` (looked at again soon), and the next claim that has it creates it."""
+    queue = "reach-" + os.urandom(4).hex()
+    candidates = await _one_message_in_each(http, queue, 3)
+    for name in ("p0", "p1"):  # the group's cursors on p0 and p1, not on p2
+        r = await http.get(f"/api/v1/pop/queue/{queue}/partition/{name}", params={
+            "consumerGroup": "reach", "batch": "1", "wait": "false", "autoAck": "true"})
+        assert r.status_code == 200, r.text
+    await _one_message_in_each(http, queue, 2)
+    r = await http.get(f"/api/v1/pop/queue/{queue}/partition/p1",
+                       params={"consumerGroup": "reach", "batch": "1", "wait": "false"})
+    assert r.status_code == 200, r.text  # p1 is leased now
+    conn = await asyncpg.connect(database_url)
+    try:
+        # Two wanted: the first scan stops at p0 and p1, the claim takes p0 only.
+        rows, _, cursors = await _claim_and_cursors(conn, queue, candidates, batch=2,
+                                                    partitions=2)
+        later, _, created = await _claim_and_cursors(conn, queue, candidates[2:], batch=2,
+                                                     partitions=2)
+    finally:
+        await conn.close()
+    verdicts = {r["partition_id"]: r["verdict"] for r in rows if r["partition_id"]}
+    assert [verdicts[c] for c in candidates] == ["took", "leased", "busy"], rows
+    assert candidates[2] not in cursors
+    assert [(r["partition_id"], r["verdict"]) for r in later if r["partition_id"]] == [
+        (candidates[2], "took")], later
+    assert candidates[2] in created
+
+
+async def test_a_claim_on_one_postgresql_holds_no_placement(
+        http: httpx.AsyncClient, database_url: str) -> None:
+    """queen.hold_placement (Citus's shard-move guard, a no-op without Citus) was called for
+    each partition the claim reached or created a cursor on, a statement each; the claim now
+    asks once whether Citus is there, and calls it only then."""
+    queue = "reach-" + os.urandom(4).hex()
+    candidates = await _one_message_in_each(http, queue, 4)
+    conn = await asyncpg.connect(database_url)
+    try:
+        transaction = conn.transaction()
+        await transaction.start()
+        try:
+            await conn.execute("SET LOCAL track_functions = 'pl'")
+            rows = await conn.fetch(  # a first contact: it creates the four cursors
+                "SELECT verdict, partition_id FROM queen.pop_ready("
+                "NULL, '', $1, NULL, NULL, NULL, 'reach', true, 'all', NULL, false,"
+                " 4, 4, false, 0, 300, 'lease-1', $2::bigint[], false, 1)",
+                queue, candidates)
+            calls = await conn.fetchval(
+                "SELECT coalesce(sum(calls), 0) FROM pg_stat_xact_user_functions"
+                " WHERE schemaname = 'queen' AND funcname = 'hold_placement'")
+        finally:
+            await transaction.rollback()
+    finally:
+        await conn.close()
+    assert sorted(r["partition_id"] for r in rows if r["verdict"] == "took") == candidates
+    assert calls == 0  # before: 8 (four cursors created, four partitions claimed)
