@@ -65,16 +65,51 @@ async def _claim_and_cursors(conn: asyncpg.Connection, queue: str, candidates: l
         await transaction.rollback()
 
 
+async def _candidates_with_cursors(http: httpx.AsyncClient, queue: str,
+                                   count: int = CANDIDATES) -> list[int]:
+    """`count` partitions of one message each, where the group already has its cursors
+    (a group's first pop creates them all, reading each row)."""
+    await _one_message_in_each(http, queue, count)
+    r = await http.get(f"/api/v1/pop/queue/{queue}", params={
+        "consumerGroup": "reach", "batch": "100", "partitions": str(count),
+        "wait": "false", "autoAck": "true"})
+    assert r.status_code == 200 and len(r.json()["messages"]) == count, r.text
+    return await _one_message_in_each(http, queue, count)
+
+
+async def _verdicts(database_url: str, queue: str, candidates: list[int], *, batch: int,
+                    partitions: int) -> list[str]:
+    """Each candidate's verdict in one claim over them all (rolled back)."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        rows, _ = await _claim(conn, queue, candidates, batch=batch, partitions=partitions)
+    finally:
+        await conn.close()
+    verdicts = {r["partition_id"]: r["verdict"] for r in rows if r["partition_id"]}
+    return [verdicts[c] for c in candidates]
+
+
+def _took_the_first_alone(rows: list[asyncpg.Record], candidates: list[int]) -> None:
+    """The claim took the first candidate and answered the others `busy`, each filed in the
+    queue's lane (its queue id given)."""
+    verdicts = {r["partition_id"]: r["verdict"] for r in rows if r["partition_id"]}
+    assert verdicts[candidates[0]] == "took", rows
+    assert [verdicts[c] for c in candidates[1:]] == ["busy"] * (len(candidates) - 1), rows
+    queue_ids = {r["queue_id"] for r in rows}
+    assert len(queue_ids) == 1 and None not in queue_ids, rows
+
+
+async def _lease(http: httpx.AsyncClient, queue: str, partition: str) -> None:
+    """Another pop of the group leases the partition's message."""
+    r = await http.get(f"/api/v1/pop/queue/{queue}/partition/{partition}",
+                       params={"consumerGroup": "reach", "batch": "1", "wait": "false"})
+    assert r.status_code == 200, r.text
+
+
 async def test_a_pop_of_one_reads_none_of_the_candidates_it_did_not_reach(
         http: httpx.AsyncClient, database_url: str) -> None:
     queue = "reach-" + os.urandom(4).hex()
-    await _one_message_in_each(http, queue, CANDIDATES)
-    # The group's cursors exist (a group's first pop creates them all, reading each row).
-    r = await http.get(f"/api/v1/pop/queue/{queue}", params={
-        "consumerGroup": "reach", "batch": "100", "partitions": str(CANDIDATES),
-        "wait": "false", "autoAck": "true"})
-    assert r.status_code == 200 and len(r.json()["messages"]) == CANDIDATES, r.text
-    candidates = await _one_message_in_each(http, queue, CANDIDATES)
+    candidates = await _candidates_with_cursors(http, queue)
     conn = await asyncpg.connect(database_url)
     try:
         await conn.execute("SET stats_fetch_consistency = none")
@@ -84,11 +119,7 @@ async def test_a_pop_of_one_reads_none_of_the_candidates_it_did_not_reach(
         rows, read = await _claim(conn, queue, candidates, batch=1, partitions=1)
     finally:
         await conn.close()
-    verdicts = {r["partition_id"]: r["verdict"] for r in rows if r["partition_id"]}
-    assert verdicts[candidates[0]] == "took", rows
-    assert [verdicts[c] for c in candidates[1:]] == ["busy"] * (CANDIDATES - 1), rows
-    queue_ids = {r["queue_id"] for r in rows}
-    assert len(queue_ids) == 1 and None not in queue_ids, rows  # the lane each is filed in
+    _took_the_first_alone(rows, candidates)
     # Each other candidate's row is read once, to see whether it holds messages. Before:
     # twice (and a verdict read of its cursor), 14 more than the claim of the first alone.
     assert read - alone <= CANDIDATES - 1, (read, alone)
@@ -100,16 +131,9 @@ async def test_a_pop_that_walks_every_candidate_still_says_why_each_gave_nothing
     verdict from its rows (a leased one says so, with when its lease ends)."""
     queue = "reach-" + os.urandom(4).hex()
     candidates = await _one_message_in_each(http, queue, 3)
-    r = await http.get(f"/api/v1/pop/queue/{queue}/partition/p1",
-                         params={"consumerGroup": "reach", "batch": "1", "wait": "false"})
-    assert r.status_code == 200, r.text  # p1 is leased now
-    conn = await asyncpg.connect(database_url)
-    try:
-        rows, _ = await _claim(conn, queue, candidates, batch=10, partitions=3)
-    finally:
-        await conn.close()
-    verdicts = {r["partition_id"]: r["verdict"] for r in rows if r["partition_id"]}
-    assert [verdicts[c] for c in candidates] == ["took", "leased", "took"], rows
+    await _lease(http, queue, "p1")
+    assert await _verdicts(database_url, queue, candidates, batch=10, partitions=3) == [
+        "took", "leased", "took"]
 
 
 async def test_a_pop_of_one_scans_only_the_candidate_it_takes(
@@ -118,12 +142,7 @@ async def test_a_pop_of_one_scans_only_the_candidate_it_takes(
     eight reads queen.log_partitions exactly as often as the claim over the first alone
     (before: once more per other candidate, 7 more)."""
     queue = "reach-" + os.urandom(4).hex()
-    await _one_message_in_each(http, queue, CANDIDATES)
-    r = await http.get(f"/api/v1/pop/queue/{queue}", params={
-        "consumerGroup": "reach", "batch": "100", "partitions": str(CANDIDATES),
-        "wait": "false", "autoAck": "true"})
-    assert r.status_code == 200 and len(r.json()["messages"]) == CANDIDATES, r.text
-    candidates = await _one_message_in_each(http, queue, CANDIDATES)
+    candidates = await _candidates_with_cursors(http, queue)
     conn = await asyncpg.connect(database_url)
     try:
         await conn.execute("SET stats_fetch_consistency = none")
@@ -133,11 +152,7 @@ async def test_a_pop_of_one_scans_only_the_candidate_it_takes(
         rows, read = await _claim(conn, queue, candidates, batch=1, partitions=4)
     finally:
         await conn.close()
-    verdicts = {r["partition_id"]: r["verdict"] for r in rows if r["partition_id"]}
-    assert verdicts[candidates[0]] == "took", rows
-    assert [verdicts[c] for c in candidates[1:]] == ["busy"] * (CANDIDATES - 1), rows
-    queue_ids = {r["queue_id"] for r in rows}
-    assert len(queue_ids) == 1 and None not in queue_ids, rows
+    _took_the_first_alone(rows, candidates)
     assert read == alone, (read, alone)
 
 
@@ -146,22 +161,10 @@ async def test_a_claim_that_fell_short_goes_on_with_the_candidates_it_had_not_sc
     """The first candidate is leased by another pop: the statement scans on, takes the
     second, and answers the first `leased` (read) and the rest `busy` (unread)."""
     queue = "reach-" + os.urandom(4).hex()
-    candidates = await _one_message_in_each(http, queue, 4)
-    r = await http.get(f"/api/v1/pop/queue/{queue}", params={
-        "consumerGroup": "reach", "batch": "100", "partitions": "4", "wait": "false",
-        "autoAck": "true"})
-    assert r.status_code == 200 and len(r.json()["messages"]) == 4, r.text
-    assert await _one_message_in_each(http, queue, 4) == candidates
-    r = await http.get(f"/api/v1/pop/queue/{queue}/partition/p0",
-                       params={"consumerGroup": "reach", "batch": "1", "wait": "false"})
-    assert r.status_code == 200, r.text  # p0 is leased now
-    conn = await asyncpg.connect(database_url)
-    try:
-        rows, _ = await _claim(conn, queue, candidates, batch=1, partitions=1)
-    finally:
-        await conn.close()
-    verdicts = {r["partition_id"]: r["verdict"] for r in rows if r["partition_id"]}
-    assert [verdicts[c] for c in candidates] == ["leased", "took", "busy", "busy"], rows
+    candidates = await _candidates_with_cursors(http, queue, 4)
+    await _lease(http, queue, "p0")
+    assert await _verdicts(database_url, queue, candidates, batch=1, partitions=1) == [
+        "leased", "took", "busy", "busy"]
 
 
 async def test_a_claim_that_took_something_creates_no_cursor_after_it(
