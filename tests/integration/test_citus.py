@@ -442,28 +442,19 @@ async def test_an_ack_on_a_frozen_worker_answers_503_within_the_silence_timeout(
     assert committed == 0  # the partition's one message (offset 0) is acknowledged
 
 
-@pytest.mark.parametrize("delay", [0, 1])
 async def test_a_dead_worker_fails_only_its_partitions_and_holds_nothing_back_after(
         citus_cluster: TestCluster, url: str, http: httpx.AsyncClient,
-        broker: BrokerProcess, delay: int) -> None:
+        broker: BrokerProcess) -> None:
     """kill -9 of a worker's postmaster: pops still deliver what the partitions on the other
     worker hold, then answer 503 (not 204: the dead worker's partitions could not be looked
     at); once it is back, what it holds is delivered at once: no candidate stays held by a
     pop that failed on the dead shard. The broker logs no traceback meanwhile (a node's pool
-    keeps no connection floor that asyncpg would retry, with a traceback each time). With a
-    `delayedProcessing` queue (`delay`) the reseed also asks each shard when its partitions'
-    messages are old enough; the dead shard's question fails, and leaves its partitions to
-    the claim (test_delayed_reseed.py checks that each question names one shard)."""
+    keeps no connection floor that asyncpg would retry, with a traceback each time)."""
     queue = "q-" + uuid.uuid4().hex[:10]
     names = [f"p{i}" for i in range(PARTITIONS)]
-    if delay:
-        r = await http.post("/api/v1/configure", json={
-            "queue": queue, "options": {"delayedProcessing": delay}})
-        assert r.status_code in (200, 201), r.text
     r = await http.post("/api/v1/push", json={"items": [
         {"queue": queue, "partition": n, "payload": n, "transactionId": n} for n in names]})
     assert r.status_code == 201 and {e["status"] for e in r.json()} == {"queued"}, r.text
-    await asyncio.sleep(delay + 0.1)  # every message old enough
     worker = citus_cluster.cluster.workers[0]
     on_it = await _partitions_on(url, queue, worker.port)  # the worker to kill
     assert 0 < len(on_it) < PARTITIONS
