@@ -335,8 +335,8 @@ DECLARE
     v_scanned integer := 0;  -- how many of v_cands were scanned (see below)
     v_need    integer;       -- candidates a round scans for (null: all; see below)
     v_from    integer;       -- v_ids before this round's scan
-    v_budget  integer;       -- messages still wanted after the first claim
-    v_k_ids   bigint[];      -- the second claim's spans: partition, first, last
+    v_budget  integer;       -- messages still wanted: the batch, less what was claimed
+    v_k_ids   bigint[];      -- the last claim's spans: partition, first, last
     v_k_lo    bigint[];
     v_k_hi    bigint[];
     v_lo      bigint;
@@ -456,6 +456,7 @@ BEGIN
     v_ids := '{}';
     v_fresh := '{}';
     v_qof := '{}';
+    v_budget := p_batch;
     v_need := CASE WHEN cardinality(v_queues) = 1
                         AND coalesce(greatest((v_queues[1]).delay_seconds,
                                               (v_queues[1]).min_pop_wait_ms,
@@ -486,27 +487,22 @@ BEGIN
             v_qof := v_qof || v_qid1;
         END LOOP;
         EXIT WHEN cardinality(v_ids) = v_from;  -- nothing more to claim
-        IF v_from = 0 THEN
-            SELECT coalesce(array_agg(k.partition_id), '{}'),
-                   coalesce(array_agg(k.span_start), '{}'), coalesce(array_agg(k.span_end), '{}')
-              INTO v_got_ids, v_got_lo, v_got_hi
-              FROM queen.pop_claim(v_queues, v_ids, v_fresh, p_group, v_wanted, p_batch,
-                                   p_auto_ack, p_lease_id) k;
-        ELSE  -- what the first claim left: partitions and messages
-            SELECT coalesce(array_agg(k.partition_id), '{}'),
-                   coalesce(array_agg(k.span_start), '{}'), coalesce(array_agg(k.span_end), '{}')
-              INTO v_k_ids, v_k_lo, v_k_hi
-              FROM queen.pop_claim(v_queues, v_ids[v_from + 1 :], v_fresh[v_from + 1 :],
-                                   p_group, v_wanted - cardinality(v_got_ids), v_budget,
-                                   p_auto_ack, p_lease_id) k;
-            v_got_ids := v_got_ids || v_k_ids;
-            v_got_lo := v_got_lo || v_k_lo;
-            v_got_hi := v_got_hi || v_k_hi;
-        END IF;
-        EXIT WHEN cardinality(v_got_ids) >= v_wanted OR v_scanned >= cardinality(v_cands);
-        v_budget := p_batch - coalesce((SELECT sum(h - l + 1)
-                                          FROM unnest(v_got_lo, v_got_hi) AS g(l, h)), 0);
-        EXIT WHEN v_budget <= 0;
+        -- The candidates scanned since the last claim, for what is still wanted (all of it
+        -- at the first): partitions and messages.
+        SELECT coalesce(array_agg(k.partition_id), '{}'),
+               coalesce(array_agg(k.span_start), '{}'), coalesce(array_agg(k.span_end), '{}')
+          INTO v_k_ids, v_k_lo, v_k_hi
+          FROM queen.pop_claim(v_queues, v_ids[v_from + 1 :], v_fresh[v_from + 1 :],
+                               p_group, v_wanted - cardinality(v_got_ids), v_budget,
+                               p_auto_ack, p_lease_id) k;
+        v_got_ids := v_got_ids || v_k_ids;
+        v_got_lo := v_got_lo || v_k_lo;
+        v_got_hi := v_got_hi || v_k_hi;
+        -- Enough partitions: an expression, no query (a pop of one, the common case).
+        EXIT WHEN cardinality(v_got_ids) >= v_wanted;
+        v_budget := v_budget - coalesce((SELECT sum(h - l + 1)
+                                           FROM unnest(v_k_lo, v_k_hi) AS g(l, h)), 0);
+        EXIT WHEN v_budget <= 0 OR v_scanned >= cardinality(v_cands);
         v_need := NULL;  -- the rest, in one more claim
     END LOOP;
     -- The claim walks v_ids in order and stops once it has what it wanted (v_wanted
@@ -514,13 +510,8 @@ BEGIN
     -- never reached. They are answered `busy` below without reading their rows (two
     -- statements each otherwise, most of a small pop's cost), which the process files as
     -- ready, as it files any `busy` candidate of a pop that got what it wanted.
-    -- (Two tests: the first, the common case, is an expression that runs no query; the
-    -- second, when the claims above did not count the budget.)
     v_reached := cardinality(v_ids);
     IF cardinality(v_got_ids) >= v_wanted OR v_budget <= 0 THEN
-        v_reached := array_position(v_ids, v_got_ids[cardinality(v_got_ids)]);
-    ELSIF v_budget IS NULL AND cardinality(v_got_ids) > 0
-          AND (SELECT sum(h - l + 1) FROM unnest(v_got_lo, v_got_hi) AS g(l, h)) >= p_batch THEN
         v_reached := array_position(v_ids, v_got_ids[cardinality(v_got_ids)]);
     END IF;
 
