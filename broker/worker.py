@@ -209,10 +209,21 @@ async def serve(app: AppWrapper, config: Config, sock: socket.socket, stop: asyn
         await PromptTCPServer(served, loop, config, context, state, reader, one_write)
 
     tls = rotation.context if rotation is not None else None
+    host, port = sock.getsockname()[:2]
+    try:
+        # Listened here first because uvloop's server, when its own listen() fails, closes
+        # the socket without a word: the next use of it says only "bad file descriptor".
+        # It fails when another socket bound to the same port with SO_REUSEADDR listens
+        # first (ours is bound but not listening until a worker is ready).
+        sock.listen(config.backlog)
+    except OSError as exc:
+        log.error("cannot listen on %s:%d (%s): another process listens on this port",
+                  host, port, exc.strerror)
+        await _end_lifespan(lifespan, lifespan_task)
+        return 1
     server = await asyncio.start_server(
         on_connection, sock=sock, backlog=config.backlog, ssl=tls,
         ssl_handshake_timeout=config.ssl_handshake_timeout if tls is not None else None)
-    host, port = sock.getsockname()[:2]
     log.info("serving on %s://%s:%d", "http" if tls is None else "https", host, port)
     watching = (loop.create_task(rotation.watch(stop), name="tls-watch")
                 if rotation is not None else None)
@@ -243,11 +254,16 @@ async def serve(app: AppWrapper, config: Config, sock: socket.socket, stop: asyn
     finally:
         if watching is not None:
             watching.cancel()
-        if not lifespan_task.done():
-            await lifespan.wait_for_shutdown()
-        lifespan_task.cancel()
-        await asyncio.gather(lifespan_task, return_exceptions=True)
+        await _end_lifespan(lifespan, lifespan_task)
     return 1 if failed else 0
+
+
+async def _end_lifespan(lifespan: Lifespan, lifespan_task: asyncio.Task[None]) -> None:
+    """Run the app's shutdown (the coalescer's last flush, the pool) unless it ended."""
+    if not lifespan_task.done():
+        await lifespan.wait_for_shutdown()
+    lifespan_task.cancel()
+    await asyncio.gather(lifespan_task, return_exceptions=True)
 
 
 async def _wait_tasks(tasks: set[asyncio.Task[None]], timeout: float) -> None:

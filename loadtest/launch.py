@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -31,9 +32,28 @@ DURABLE = {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on",
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port for a broker of ours, free now. Drawn below the kernel's ephemeral range: the
+    kernel's own pick (a bind to port 0) comes from that range, where every client
+    connection takes its source port and where two processes' picks met once, two test
+    brokers handed one port. A plain bind (no SO_REUSEADDR) proves it free: any socket
+    bound there, even one in TIME_WAIT, refuses it."""
+    low = _ephemeral_low()
+    for _ in range(1000):
+        port = random.randrange(max(1024, low - 12000), low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range")
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
 
 
 class Postgres:

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from core.engine.listener import WakeupHub
 from core.engine.wake_link import WakeLink
 from core.settings import database_url_from_env
 from core.storage.database import Database
+from loadtest.launch import free_port
 
 if TYPE_CHECKING:
     from core.engine.pop import PopRequest, PopResult
@@ -83,12 +83,6 @@ async def create_database(server_url: str, *, migrate: bool = True) -> str:
     from loadtest.launch import fresh_database
 
     return await fresh_database(server_url, prefix="queen_test_", migrate=migrate)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class BrokerProcess:

@@ -24,7 +24,6 @@ import json
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -54,6 +53,7 @@ from loadtest.faults.servers import (
     write_fast_settings,
 )
 from loadtest.faults.wake import wake_loop, wake_summary
+from loadtest.launch import free_port
 
 LEDGER_QUEUE = "ledger"
 DLQ_QUEUE = "ledger-dlq"
@@ -104,12 +104,6 @@ async def cancel_until_done(tasks: list[asyncio.Task[None]],
         if task.done() and not task.cancelled():
             task.exception()
     return pending
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Run:
