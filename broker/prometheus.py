@@ -176,7 +176,9 @@ def _families(scrape: Scrape) -> Iterator[Metric]:
     # host), so the largest count is the host's, not their sum.
     yield _gauge("queen_file_buffer_pending", "Pushes waiting in the spool.",
                  max([p.file_buffer_pending for p in processes] + [op.file_buffer_pending]))
-    yield _gauge("queen_file_buffer_failed", "Spool entries that failed to drain.",
+    yield _gauge("queen_file_buffer_failed",
+                 "Pushed records the spool could not take (full or unwritable), answered "
+                 "with an error, since each process started.",
                  max(sum(p.file_buffer_failed for p in processes), op.file_buffer_failed))
     yield _gauge("queen_file_buffer_db_healthy", "1 when this scrape could read the database.",
                  int(scrape.cluster is not None))
