@@ -169,13 +169,16 @@ def requested_seed(mode: str, since: str) -> tuple[str, datetime | None]:
 class CandidateVerdict:
     """What a claim found at a candidate (migration 093): `took` (its lease ends in `due_in`
     seconds; None with autoAck), `empty`, `leased` or `later` (until `due_in` seconds from
-    the statement), or `busy`."""
+    the statement), or `busy`. `waiting`: of a `later` that minPopWaitTime alone holds, the
+    messages waiting there (a pop of a batch they fill would take them; a larger one not
+    before `due_in`); None otherwise."""
 
     queue_id: QueueId
     partition_id: PartitionId
     partition: str | None
     kind: str
     due_in: float | None
+    waiting: int | None = None
 
 
 @dataclass(slots=True)
@@ -253,9 +256,13 @@ def _claimed(lease_id: LeaseId | None, rows: Sequence[sql.ReadyRow]) -> Claimed:
             continue
         assert row.partition_id is not None
         if row.verdict != "took" or row.partition_id not in claims:
+            waiting = None
+            if row.verdict == "later" and row.span_start is not None \
+                    and row.span_end is not None:
+                waiting = row.span_end - row.span_start + 1
             answer.verdicts.append(CandidateVerdict(
                 QueueId(row.queue_id), PartitionId(row.partition_id), row.partition,
-                row.verdict, row.due_in))
+                row.verdict, row.due_in, waiting))
         if row.verdict != "took":
             continue
         claim = claims.get(row.partition_id)

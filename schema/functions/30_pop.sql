@@ -278,7 +278,8 @@ END $$;
 --   p_conflation_width    partitions a conflating pop claims
 --   p_max_bytes           the answer's byte budget (QUEEN_POP_MAX_BYTES, see below)
 -- Rows (queen.ready_answer, by verdict): `took` per segment of each delivered span (in claim
--- order); `empty` / `leased` / `later` / `busy` per other candidate (see migration 093);
+-- order); `empty` / `leased` / `later` / `busy` per other candidate (see migration 093; a
+-- `later` that minPopWaitTime alone holds gives the span that waits: see below);
 -- `full` once, when the byte budget cut the delivery (partition_id: where); `queue` per
 -- addressed queue. Nothing at all for an unknown queue.
 --
@@ -353,6 +354,8 @@ DECLARE
     v_row     queen.ready_answer;
     sg        record;       -- a segment of a delivered span
     v_until   timestamptz;
+    v_kind    text;          -- a candidate's verdict (`held`: `later`, by minPopWaitTime)
+    v_held    boolean;
     v_expiry  timestamptz;
     r         record;
     w         record;
@@ -650,18 +653,27 @@ BEGIN
                  CASE WHEN w.min_pop_wait_ms > 0 THEN w.head_at
                       + make_interval(secs => w.min_pop_wait_ms / 1000.0) END)
             END;
-        RETURN QUERY SELECT CASE
-                     WHEN w.worker_id IS NOT NULL AND w.lease_expires_at > now() THEN 'leased'
-                     WHEN w.not_before > now() THEN 'later'
-                     WHEN w.window_buffer > 0 AND w.last_write_at
-                          > now() - make_interval(secs => w.window_buffer) THEN 'later'
-                     WHEN w.delay_seconds > 0 AND w.head_at
-                          > now() - make_interval(secs => w.delay_seconds) THEN 'later'
-                     WHEN w.min_pop_wait_ms > 0 AND w.head_at
-                          > now() - make_interval(secs => w.min_pop_wait_ms / 1000.0)
-                          THEN 'later'
-                     ELSE 'busy' END,
-                   w.queue_id, NULL::text, v_pid, w.name, NULL::bigint, NULL::bigint,
+        v_kind := CASE
+                  WHEN w.worker_id IS NOT NULL AND w.lease_expires_at > now() THEN 'leased'
+                  WHEN w.not_before > now() THEN 'later'
+                  WHEN w.window_buffer > 0 AND w.last_write_at
+                       > now() - make_interval(secs => w.window_buffer) THEN 'later'
+                  WHEN w.delay_seconds > 0 AND w.head_at
+                       > now() - make_interval(secs => w.delay_seconds) THEN 'later'
+                  WHEN w.min_pop_wait_ms > 0 AND w.head_at
+                       > now() - make_interval(secs => w.min_pop_wait_ms / 1000.0)
+                       THEN 'held'
+                  ELSE 'busy' END;
+        -- Held by minPopWaitTime alone: the row says which messages wait (its span, up to the
+        -- partition's last offset, more than delayedProcessing may show yet). That hold is
+        -- the pop's batch's: a pop whose budget that span fills takes it now, and the process
+        -- keeps the partition from larger pops only (core/engine/ready/lane.py `hold`). Not
+        -- said of a conflating group's partition, which minPopWaitTime never holds.
+        v_held := v_kind = 'held' AND NOT w.queue_id = ANY(v_conf_qids);
+        RETURN QUERY SELECT CASE WHEN v_kind = 'held' THEN 'later' ELSE v_kind END,
+                   w.queue_id, NULL::text, v_pid, w.name,
+                   CASE WHEN v_held THEN greatest(w.committed + 1, w.log_start) END,
+                   CASE WHEN v_held THEN w.last_offset END,
                    NULL::integer, NULL::bigint, NULL::timestamptz, NULL::bytea, NULL::bigint,
                    NULL::boolean, v_wanted, v_until;
     END LOOP;

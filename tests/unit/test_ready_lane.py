@@ -111,3 +111,49 @@ def test_a_claim_heard_of_leaves_a_partition_out_with_a_pop_here_alone() -> None
     lane.taken_elsewhere(3, 60.0)  # this process's own pop decides by its verdict
     lane.check_in(3, "empty", None, 1.0, satisfied=False)
     assert lane.take_hearsay(5, 1.0) == [] and lane.next_due() is None
+
+
+def _held_lane() -> Lane:
+    """Partition 5 held by minPopWaitTime from a claim of 3 messages: 2 wait, until 60."""
+    lane = Lane(1, "g")
+    lane.reseeded([(5, "p5", None)], started=0.0, session=1, began_after=0,
+                  stopped_after=None, now=0.0)
+    assert lane.take(1, 0.0, 3) == [5]
+    lane.check_in(5, "later", 60.0, 1.0, satisfied=False, batch=3, waiting=2)
+    return lane
+
+
+def test_a_held_partition_is_a_candidate_of_the_batches_it_fills_alone() -> None:
+    lane = _held_lane()
+    assert lane.take(5, 2.0, 3) == [] and lane.next_due() == 60.0
+    lane.reseeded([(5, "p5", None)], started=3.0, session=1, began_after=0,
+                  stopped_after=None, now=3.0)  # the scan cannot tell: still held
+    assert lane.take(5, 3.0, 3) == [] and lane.take_one(5, 3.0, 3) is False
+    assert lane.take(5, 4.0, 2) == [5]  # a claim of 2 would take both
+    lane.give_back([5], 5.0)  # not asked: held as before
+    assert lane.take(5, 5.0, 3) == [] and lane.take_one(5, 5.0, 1) is True
+    lane.check_in(5, "later", 60.0, 6.0, satisfied=False, batch=1, waiting=2)
+    assert lane.take(5, 6.0, 3) == []  # enough for one: a concurrent claim had it
+    assert lane.take(5, 6.0 + BUSY_RETRY_S, 3) == [5]
+    lane.check_in(5, "later", 60.0, 7.0, satisfied=False, batch=3, waiting=2)
+    assert lane.take(5, 59.9, 3) == [] and lane.take(5, 60.0, 3) == [5]  # waited enough
+
+
+def test_a_mark_or_anything_that_may_hide_one_lifts_a_hold() -> None:
+    lane = _held_lane()
+    lane.mark(5, 2.0)  # a push: it may have enough now
+    assert lane.take(5, 2.0, 3) == [5]
+    lane.check_in(5, "later", 60.0, 3.0, satisfied=False, batch=3, waiting=2)
+    lane.went_stale()  # a notification that could not name it
+    assert lane.take(5, 4.0, 3) == []  # left for the reseed, which finds it
+    lane.reseeded([(5, "p5", None)], started=5.0, session=1, began_after=0,
+                  stopped_after=None, now=5.0)
+    assert lane.take(5, 5.0, 3) == [5]
+    lane.went_stale()  # while its claim is out: its verdict is not taken
+    lane.check_in(5, "later", 60.0, 6.0, satisfied=False, batch=3, waiting=2)
+    assert lane.ready_ids == [5]
+    assert lane.take(5, 6.0, 3) == [5]
+    lane.check_in(5, "later", 60.0, 7.0, satisfied=False, batch=3, waiting=2)
+    lane.reseeded([(5, "p5", None)], started=8.0, session=2, began_after=0,
+                  stopped_after=None, now=8.0)  # a new LISTEN session: marks were lost
+    assert lane.take(5, 8.0, 3) == [5]

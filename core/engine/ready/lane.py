@@ -5,7 +5,9 @@ A partition is in one of three places, or in none (nothing known to claim there)
 - deferred: claimable at a known time (a live lease ends, a retryDelay or delayedProcessing
   runs out); it moves to `ready` then, with no statement. A deferral that another process
   announced (its pop claimed the partition: `hearsay`) is not known from the tables: a pop
-  checks such partitions with its claim before it answers nothing;
+  checks such partitions with its claim before it answers nothing. A partition minPopWaitTime
+  holds (`hold`) is deferred for pops of a batch larger than the messages it has waiting,
+  and a candidate of the others;
 - out: a pop of this process has it as a candidate right now; a mark that arrives meanwhile
   is remembered, so the pop's verdict cannot drop news that came after the statement read.
 The claim statement is the authority: it says per candidate what it found (core/engine/pop.py
@@ -49,6 +51,11 @@ class Lane:
         self._due: dict[int, float] = {}  # deferred partition id -> due (monotonic)
         self._hearsay: set[int] = set()  # deferred on another process's word (a subset)
         self._heap: list[tuple[float, int]] = []  # (due, partition id); stale entries skipped
+        # Partitions minPopWaitTime holds -> (messages waiting, due): deferred until the due,
+        # or out with a pop that took it for a batch it fills (see `hold`). `_holds_most`: no
+        # held partition has more waiting (a pop of a larger batch looks at none of them).
+        self._holds: dict[int, tuple[int, float]] = {}
+        self._holds_most = 0
         self._out: dict[int, bool] = {}  # taken by a pop in flight -> marked meanwhile
         self._names: dict[str, int] = {}  # partition names seen -> ids (the partition route)
         # The last full reseed: when it started, under which LISTEN session; stale: a
@@ -147,8 +154,9 @@ class Lane:
 
     def went_stale(self) -> None:
         """A notification could not name every partition concerned (or anything may have
-        changed): it reseeds before it is trusted again."""
+        changed): it reseeds before it is trusted again, and forgets its holds."""
         self._stale = True
+        self._forget_holds()
 
     def missed_a_shard(self) -> None:
         """Its reseed could not ask a shard (its node down): it reseeds before it is trusted,
@@ -173,11 +181,45 @@ class Lane:
         self._set_due(partition_id, due)
         self._hearsay.discard(partition_id)
 
+    def hold(self, partition_id: int, waiting: int, due: float) -> None:
+        """minPopWaitTime holds it: the `waiting` messages there do not fill a larger batch
+        until `due` (monotonic), when the oldest has waited long enough. Until then it is
+        deferred for pops of a larger batch and a candidate of the others (`take`). Unlike
+        a deferral, a reseed keeps it: the scan cannot tell a hold (it is the batch's), and
+        without it a lane past its cap marked every held partition ready again before each
+        pop that found nothing (all claimed, at every such pop). A mark lifts it (a push may
+        have filled it), and so does anything that may have hidden a mark from this lane
+        (`_forget_holds`). What the tables do unannounced only makes the hold err on the
+        side of looking: messages taken by another process's autoAck pop leave it counting
+        more than wait (it keeps fewer pops away than the claim would), and time passing
+        only brings the due nearer."""
+        if partition_id in self._out or partition_id in self._ready:
+            return
+        self._set_due(partition_id, due)
+        self._hearsay.discard(partition_id)
+        self._holds[partition_id] = (waiting, due)
+        self._holds_most = max(self._holds_most, waiting)
+
+    def _forget_holds(self) -> None:
+        """A mark may have gone unheard (a notification that could not name every partition,
+        a LISTEN session lost): a held partition may have been filled since. Held ones are
+        left for the reseed to find, and a verdict of a claim out now (it read the partition
+        before, perhaps) is not taken, as if a mark had come meanwhile."""
+        for pid in self._holds:
+            if pid not in self._out:
+                self._due.pop(pid, None)
+        self._holds.clear()
+        self._holds_most = 0
+        for pid in self._out:
+            self._out[pid] = True
+
     def _set_due(self, partition_id: int, due: float) -> None:
+        self._holds.pop(partition_id, None)
         self._due[partition_id] = due
         heapq.heappush(self._heap, (due, partition_id))
 
     def _undefer(self, partition_id: int) -> None:
+        self._holds.pop(partition_id, None)
         if self._due.pop(partition_id, None) is not None:
             self._hearsay.discard(partition_id)
 
@@ -214,10 +256,13 @@ class Lane:
         # past the start (what lies before it is the next reseed's).
         self._partial = stopped_after is not None or began_after > 0
         self._resume_from = 0 if stopped_after is None else stopped_after
+        if session is None or session != self._session:
+            self._forget_holds()  # its marks may have been lost meanwhile
+        self.promote(now)  # (holds that ran out are no holds)
         for pid, name, due_in in found:
             if due_in is not None and due_in > 0:
                 self.defer(pid, now + due_in)
-            else:
+            elif pid not in self._holds:
                 self.mark(pid, now)
         self.learn_names((name, pid) for pid, name, _ in found)
         self._seeded_at = started
@@ -225,8 +270,10 @@ class Lane:
 
     # -- pops: take candidates, check them back in ------------------------------------------
 
-    def take(self, count: int, now: float) -> list[int]:
-        """Up to `count` ready partitions, oldest first; they are out until checked in."""
+    def take(self, count: int, now: float, batch: int | None = None) -> list[int]:
+        """Up to `count` ready partitions, oldest first, then, for a claim of `batch`
+        messages, held partitions whose waiting messages fill it; they are out until checked
+        in."""
         self.promote(now)
         self.used_at = now
         taken = list(islice(self._ready, count))
@@ -235,6 +282,15 @@ class Lane:
         for pid in taken:
             self._taken_since[pid] = self._ready.pop(pid)
             self._out[pid] = False
+        if not self._holds:
+            self._holds_most = 0
+        if len(taken) < count and batch is not None and batch <= self._holds_most:
+            fills = [pid for pid, (waiting, _) in self._holds.items()
+                     if waiting >= batch and pid not in self._out]
+            for pid in fills[:count - len(taken)]:
+                self._due.pop(pid, None)  # its hold stays: given back unasked, held again
+                self._out[pid] = False
+                taken.append(pid)
         return taken
 
     def take_hearsay(self, count: int, now: float) -> list[int]:
@@ -249,13 +305,18 @@ class Lane:
             self._out[pid] = False
         return taken
 
-    def take_one(self, partition_id: int, now: float) -> bool:
+    def take_one(self, partition_id: int, now: float, batch: int | None = None) -> bool:
         """Take this partition if it is ready, or held back on hearsay (the partition
-        route: a pop naming it checks it rather than answer nothing on another's word)."""
+        route: a pop naming it checks it rather than answer nothing on another's word), or
+        held with enough messages waiting for a claim of `batch`."""
         self.promote(now)
         self.used_at = now
+        held = self._holds.get(partition_id)
         if partition_id in self._hearsay:
             self._undefer(partition_id)
+        elif held is not None and batch is not None and held[0] >= batch \
+                and partition_id not in self._out:
+            self._due.pop(partition_id, None)  # (as `take`)
         elif partition_id not in self._ready:
             return False
         self._ready.pop(partition_id, None)
@@ -263,13 +324,27 @@ class Lane:
         return True
 
     def check_in(self, partition_id: int, verdict: str, due: float | None, now: float,
-                 *, satisfied: bool) -> None:
+                 *, satisfied: bool, batch: int | None = None,
+                 waiting: int | None = None) -> None:
         """File a candidate by what the claim found (`took`, `empty`, `leased`, `later`,
         `busy`, or `untried`: given back unasked; `due` monotonic). `satisfied`: the pop got
-        what it wanted, so a `busy` candidate was merely not reached and is ready as before."""
+        what it wanted, so a `busy` candidate was merely not reached and is ready as before.
+        `waiting`: of a `later`, the messages minPopWaitTime holds back from a claim of
+        `batch` (the claim's) messages."""
         marked = self._out.pop(partition_id, False)
-        if marked or verdict == "untried" or (verdict == "busy" and satisfied):
+        held = self._holds.pop(partition_id, None)
+        if verdict == "later" and waiting is not None \
+                and (batch is None or waiting >= batch):
+            # Enough to fill the claim: minPopWaitTime did not hold it from this claim (a
+            # concurrent pop's claim had its cursor), it is looked at again as a busy one.
+            verdict = "busy"
+        if held is not None and not marked and held[1] > now \
+                and (verdict == "untried" or (verdict == "busy" and satisfied)):
+            self.hold(partition_id, *held)  # not asked: held as before
+        elif marked or verdict == "untried" or (verdict == "busy" and satisfied):
             self._ready.setdefault(partition_id, now)
+        elif verdict == "later" and waiting is not None:
+            self.hold(partition_id, waiting, due if due is not None else now + UNKNOWN_DUE_S)
         elif verdict in ("leased", "later"):
             self.defer(partition_id, due if due is not None else now + UNKNOWN_DUE_S)
         elif verdict == "busy":

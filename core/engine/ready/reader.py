@@ -203,7 +203,7 @@ class Reader:
         deadline = time.monotonic() + _WAIT_FOR_OTHERS_S
         while True:
             pid = lane.id_of(request.partition)
-            if pid is None or lane.take_one(pid, time.monotonic()):
+            if pid is None or lane.take_one(pid, time.monotonic(), request.batch):
                 if _is_set(gone):
                     if pid is not None:
                         lane.give_back([pid], time.monotonic())
@@ -241,7 +241,7 @@ class Reader:
                     break
                 wanted = max(width - got, 1)
                 count = min(max(_CANDIDATES_PER_WANTED * wanted, 8), MAX_CANDIDATES)
-                candidates = _take(in_route, count)
+                candidates = _take(in_route, count, budget)
                 if not candidates and total is None:
                     # About to answer nothing: check what is held back only on hearsay.
                     now = time.monotonic()
@@ -283,10 +283,9 @@ class Reader:
                     # by one message's bytes).
                     max_bytes = request.max_bytes if total is None else max(
                         request.max_bytes - total.bytes_counted(), 1)
+                    stated = replace(request, batch=budget, max_bytes=max_bytes)
                     try:
-                        answer = await self._statement(
-                            replace(request, batch=budget, max_bytes=max_bytes), group,
-                            lease_id, wanted, lanes)
+                        answer = await self._statement(stated, group, lease_id, wanted, lanes)
                     except StorageUnavailable as exc:
                         failure = exc  # (the statement gave its candidates back)
                         continue
@@ -299,7 +298,7 @@ class Reader:
                     # What it took stays out until the pop is over: its second statement
                     # must not try a partition it just claimed (with autoAck it is ready
                     # again at once).
-                    took.extend(self._check_in(request, answer, group, lanes,
+                    took.extend(self._check_in(stated, answer, group, lanes,
                                                satisfied=satisfied, hold_took=True))
                     if answer.result.claims:
                         lease_shards.setdefault(shard, None)
@@ -398,7 +397,8 @@ class Reader:
             if verdict.partition is not None:
                 lane.learn_names([(verdict.partition, verdict.partition_id)])
             due = None if verdict.due_in is None else now + max(verdict.due_in, 0.0)
-            lane.check_in(verdict.partition_id, verdict.kind, due, now, satisfied=satisfied)
+            lane.check_in(verdict.partition_id, verdict.kind, due, now, satisfied=satisfied,
+                          batch=request.batch, waiting=verdict.waiting)
         for lane in touched.values():
             lane.wake_returned()
 
@@ -443,20 +443,21 @@ def _give_back(lanes: list[Lane], candidates: list[int]) -> None:
         lane.give_back(candidates, now)
 
 
-def _take(lanes: list[Lane], count: int) -> list[int]:
-    """Up to `count` candidates across the lanes, a fair share from each."""
+def _take(lanes: list[Lane], count: int, batch: int) -> list[int]:
+    """Up to `count` candidates across the lanes, a fair share from each, for a claim of
+    `batch` messages."""
     now = time.monotonic()
     if len(lanes) == 1:
-        return lanes[0].take(count, now)
+        return lanes[0].take(count, now, batch)
     taken: list[int] = []
     share = max(count // len(lanes), 1)
     for lane in lanes:
         if len(taken) >= count:
             break
-        taken.extend(lane.take(min(share, count - len(taken)), now))
+        taken.extend(lane.take(min(share, count - len(taken)), now, batch))
     if len(taken) < count:
         for lane in lanes:
-            taken.extend(lane.take(count - len(taken), now))
+            taken.extend(lane.take(count - len(taken), now, batch))
     return taken
 
 
