@@ -54,7 +54,6 @@ from hypercorn.utils import wrap_app
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from broker import malformed, stalled_h2
-from broker.allocator import keep_freed_memory
 from broker.collector import tune_garbage_collector
 from broker.connection import PromptTCPServer
 from broker.descriptors import raise_open_files_limit
@@ -192,7 +191,6 @@ async def serve(app: AppWrapper, config: Config, sock: socket.socket, stop: asyn
     if lifespan_task.done() and (error := lifespan_task.exception()) is not None:
         raise error  # the app could not start (e.g. no database in time): exit, be restarted
     tune_garbage_collector()
-    keep_freed_memory()
     malformed.install()  # refusals of malformed HTTP/1.1 requests say what was wrong
     stalled_h2.install()  # an HTTP/2 answer the client never lets through is reset
 

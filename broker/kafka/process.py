@@ -24,7 +24,6 @@ import sys
 
 import uvloop
 
-from broker.allocator import keep_freed_memory
 from broker.auth.gate import Gate
 from broker.collector import tune_garbage_collector
 from broker.descriptors import raise_open_files_limit
@@ -99,7 +98,6 @@ async def run(settings: Settings, port: int, stop: asyncio.Event) -> None:
         server = await asyncio.start_server(
             listener.serve, sock=sock, ssl=rotation.context if rotation is not None else None)
         tune_garbage_collector()  # as a web worker does: a produce allocates per record
-        keep_freed_memory()
         log.info("Kafka listener on %s:%d, %s (node %d of cluster %r)", host, bound_port,
                  security_protocol(settings), settings.kafka_node_id, settings.kafka_cluster)
         expiry = asyncio.create_task(COORDINATOR.expire_forever(), name="group-sessions")

@@ -186,11 +186,9 @@ def _worker(argv: list[str]) -> int:
     for name in ("messages", "batch", "partitions", "pop-batch", "chunk"):
         parser.add_argument(f"--{name}", type=int, required=True)
     args = parser.parse_args(argv)
-    from broker.allocator import keep_freed_memory
     from broker.collector import tune_garbage_collector
 
     tune_garbage_collector()  # as a web worker runs
-    keep_freed_memory()
     print(json.dumps(uvloop.run(_measure(args.database_url, args))))
     return 0
 
