@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +29,7 @@ from core.errors import StorageError, StorageUnavailable
 from core.settings import Settings
 from core.storage import citus, durability
 from core.storage.cluster import SpreadConnector, Topology, only_host
-from core.storage.errors import DRIVER_ERRORS, storage_errors, translate
+from core.storage.errors import DRIVER_ERRORS, lost_worker, storage_errors, translate
 from core.storage.hosts import Host, connector_for
 from core.storage.liveness import ServerWatch
 from core.storage.migrations import SchemaChanges, apply_schema
@@ -199,17 +199,21 @@ class Database:
         `route`, one on the node of its shard when there is one (module docstring)."""
         with storage_errors():
             async with self._pool_for(route).acquire(timeout=self._acquire_timeout) as conn:
-                yield conn  # type: ignore[misc]  # a pool proxy behaves as a Connection
+                with _dropped_after_lost_worker(conn):
+                    yield conn  # type: ignore[misc]  # a pool proxy behaves as a Connection
 
     @contextlib.asynccontextmanager
     async def transaction(self, route: int | None = None) -> AsyncIterator[Conn]:
         """A pooled connection inside one database transaction (commits when the block
         ends, rolls back when it raises; a commit kept without its synchronous standby
-        raises StorageUnavailable: core/storage/durability.py); `route` as for `session`."""
+        raises StorageUnavailable: core/storage/durability.py); `route` as for `session`.
+        A transaction Citus failed on a dead connection to a worker is not run again (the
+        block is the caller's): it fails as any other, 503."""
         with storage_errors():
-            async with self._pool_for(route).acquire(timeout=self._acquire_timeout) as conn, \
-                    durability.replicated(conn), conn.transaction():
-                yield conn  # type: ignore[misc]
+            async with self._pool_for(route).acquire(timeout=self._acquire_timeout) as conn:
+                with _dropped_after_lost_worker(conn):
+                    async with durability.replicated(conn), conn.transaction():
+                        yield conn  # type: ignore[misc]
 
     def _pool_for(self, route: int | None) -> asyncpg.Pool:
         if self._routes is None:
@@ -244,6 +248,23 @@ class Database:
     def pool_stats(self) -> PoolStats:
         return PoolStats(self._pool.get_size(), self._pool.get_idle_size(),
                          self._pool.get_max_size())
+
+
+@contextlib.contextmanager
+def _dropped_after_lost_worker(conn: Any) -> Iterator[None]:
+    """Close the pooled connection `conn` (its pool opens a new one at its next use) when the
+    block fails on Citus' dead connection to a restarted worker (`errors.lost_worker`) that
+    its statement could not send again: inside a transaction, or failed twice. Citus drops
+    the dead connection it used, but the backend may hold others (to another node restarted
+    too); a new backend has none, so the request after this one is served."""
+    try:
+        yield
+    except Exception as exc:
+        if lost_worker(exc):
+            log.warning("a connection Citus failed on a worker it had lost (%s) is dropped",
+                        exc)
+            conn.terminate()
+        raise
 
 
 async def _create_pool(settings: Settings, connector: Any, *, floor: int = 1) -> asyncpg.Pool:

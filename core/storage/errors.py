@@ -34,12 +34,36 @@ _CAPACITY = "QN011"
 # answered; after a failover the primary is elsewhere.
 _READ_ONLY = "25006"
 
+# Each backend of a Citus node keeps a connection to each other node cached across
+# transactions. After a worker is restarted, the others' connections to it are dead, and
+# the first statement that uses one may fail with this message (seen when it is the first
+# placement a reference table write reaches: tests/integration/test_citus.py), raised by
+# src/backend/distributed/transaction/remote_transaction.c before anything commits: before
+# the remote commits of a one-phase commit and before the local commit of a two-phase one,
+# so the statement's transaction rolled back on every node. Citus closes the failed
+# connection as that transaction ends and opens a new one at the next use: the same
+# statement sent again succeeds if the worker is up.
+_LOST_WORKER = ("XX000", "failure on connection marked as essential")
+
 # Errors `storage_errors` converts; anything else (our own bugs) passes through untouched.
 # InternalClientError is included because the pool raises it when it resets (on release) a
 # connection whose server died in the middle of a statement ("cannot switch to state 15;
 # another operation is in progress"): during a database crash that is an outage, not a bug.
 DRIVER_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError,
                  OSError, asyncio.TimeoutError, ConnectionError)
+
+
+def lost_worker(exc: BaseException | None) -> bool:
+    """Whether `exc` (or the driver error a core error was raised from) is Citus' failure of
+    a cached connection to a worker (`_LOST_WORKER`): no change was made, and the statement
+    may be sent again."""
+    if isinstance(exc, QueenError):
+        exc = exc.__cause__
+    if not isinstance(exc, asyncpg.PostgresError):
+        return False
+    state, prefix = _LOST_WORKER
+    message = getattr(exc, "message", None) or str(exc)
+    return getattr(exc, "sqlstate", None) == state and message.startswith(prefix)
 
 
 def translate(exc: BaseException) -> QueenError:

@@ -25,14 +25,18 @@ file extend: two statements that differ in their last conditions share their hea
 
 from __future__ import annotations
 
+import logging
 import re
+from collections.abc import Awaitable, Callable
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 from typing import Any, ClassVar, Generic, TypeVar
 
 import asyncpg
 
-from core.storage.errors import storage_errors
+from core.storage.errors import lost_worker, storage_errors
+
+log = logging.getLogger(__name__)
 
 # The SQL is package data of `core`, read through importlib.resources so that an installed
 # wheel reads its own copy. In the repository, core/schema is a symbolic link to the top-level
@@ -63,6 +67,7 @@ _SQL_TOKEN = re.compile(r"""
 
 Conn = asyncpg.Connection  # what storage functions run on; from Database.session()
 R = TypeVar("R")
+T = TypeVar("T")
 
 
 def parse(text: str) -> dict[str, str]:
@@ -162,18 +167,34 @@ class Statement(Generic[R]):
                             f"given {', '.join(named) or 'none'}")
         return tuple(named[param] for param in self.params)
 
+    async def _sent(self, conn: Conn, call: Callable[..., Awaitable[T]],
+                    named: dict[str, Any]) -> T:
+        """`call(sql, *args)` (a method of `conn`), sent a second time when Citus failed it on
+        a dead cached connection to a worker (`errors.lost_worker`: a worker restarted since
+        this backend last used it; each backend fails so once per restart). Only a statement
+        that was its own transaction is: it rolled back whole, while a statement inside a
+        transaction left that transaction aborted (`Database.transaction` then drops the
+        connection: core/storage/database.py)."""
+        args = self._args(named)
+        with storage_errors():
+            try:
+                return await call(self.sql, *args)
+            except asyncpg.PostgresError as exc:
+                if not lost_worker(exc) or conn.is_in_transaction():
+                    raise
+                log.info("%s: %s; sending it again", self.name, exc)
+            return await call(self.sql, *args)
+
     async def rows(self, conn: Conn, **named: Any) -> list[R]:
         make = self.row
         assert make is not None, f"{self.name} has no row type"
-        with storage_errors():
-            records = await conn.fetch(self.sql, *self._args(named))
+        records = await self._sent(conn, conn.fetch, named)
         return [make(*record) for record in records]
 
     async def one(self, conn: Conn, **named: Any) -> R | None:
         make = self.row
         assert make is not None, f"{self.name} has no row type"
-        with storage_errors():
-            record = await conn.fetchrow(self.sql, *self._args(named))
+        record = await self._sent(conn, conn.fetchrow, named)
         return None if record is None else make(*record)
 
     async def single(self, conn: Conn, **named: Any) -> R:
@@ -185,19 +206,16 @@ class Statement(Generic[R]):
 
     async def value(self, conn: Conn, **named: Any) -> Any:
         """The first column of the first row (None when there is no row)."""
-        with storage_errors():
-            return await conn.fetchval(self.sql, *self._args(named))
+        return await self._sent(conn, conn.fetchval, named)
 
     async def values(self, conn: Conn, **named: Any) -> list[Any]:
         """The first column of every row."""
-        with storage_errors():
-            records = await conn.fetch(self.sql, *self._args(named))
+        records = await self._sent(conn, conn.fetch, named)
         return [record[0] for record in records]
 
     async def run(self, conn: Conn, **named: Any) -> int:
         """Execute; answer the number of rows the command affected (0 when it says none)."""
-        with storage_errors():
-            status = await conn.execute(self.sql, *self._args(named))
+        status = await self._sent(conn, conn.execute, named)
         last = status.rsplit(" ", 1)[-1]
         return int(last) if last.isdigit() else 0
 
