@@ -155,6 +155,8 @@ class BrokerProcess:
         at once, so no web worker outlives its supervisor to drain)."""
         import psutil
 
+        from loadtest.faults.roles import alive
+
         for proc in (self.reaper, self.web):
             if proc is None or proc.poll() is not None:
                 continue
@@ -166,7 +168,12 @@ class BrokerProcess:
                 with contextlib.suppress(psutil.Error):
                     member.kill()
             proc.wait()
-            psutil.wait_procs(tree[1:], timeout=10)
+            # Until each has exited, not until it is reaped: the workers are the killed
+            # supervisor's children, so init reaps them, and on this VM that took 1.4-2 s
+            # (psutil.wait_procs waited it out on every kill). A zombie holds no socket.
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and any(alive(m.pid) for m in tree[1:]):
+                time.sleep(0.01)
         self.web = self.reaper = None
 
     def stop(self) -> None:
