@@ -302,14 +302,16 @@ async def expire_leases_of(conn: asyncpg.Connection, queue: str) -> int:
     return int(status.split()[-1])
 
 
-async def announce_changed(conn: asyncpg.Connection, queue: str) -> None:
+async def announce_changed(conn: asyncpg.Connection, queue: str, *,
+                           pause: float = 0.2) -> None:
     """Tell every broker process that anything in the queue may have changed (a wake-up
     naming no partition: their ready sets rescan the queue before trusting it again), as
     a test that edits the database behind the brokers' backs must; then give the
-    notification a moment to arrive (it is asynchronous)."""
+    notification `pause` seconds to arrive (it is asynchronous). A test that makes sure
+    otherwise that its broker heard it passes 0 (tests/faults/test_model.py)."""
     await conn.execute("SELECT pg_notify('queen_wakeup', id::text) FROM queen.queues "
                        "WHERE name = $1", queue)
-    await asyncio.sleep(0.2)
+    await asyncio.sleep(pause)
 
 
 async def prune_index_of(conn: asyncpg.Connection, db: Database, queue: str) -> None:
