@@ -189,7 +189,8 @@ class PatroniPair:
         behind) and its processes SIGKILL (left to the postmaster, they took ~2 s to end)."""
         postmasters = []
         for node in NODES:
-            if node in self.procs:
+            proc = self.procs.get(node)
+            if proc is not None and proc.poll() is None:
                 self.signal_node(node, signal.SIGCONT)  # a frozen node must run to exit
             with contextlib.suppress(OSError, ValueError, psutil.Error):
                 postmaster = psutil.Process(self.postmaster_pid(node))
@@ -207,6 +208,7 @@ class PatroniPair:
         for postmaster in postmasters:
             with contextlib.suppress(psutil.Error):
                 backends = postmaster.children()
+                postmaster.send_signal(signal.SIGCONT)  # frozen, with its Patroni gone
                 postmaster.send_signal(signal.SIGQUIT)
                 for backend in backends:
                     with contextlib.suppress(psutil.Error):
