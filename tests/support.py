@@ -149,6 +149,8 @@ class BrokerProcess:
         at once, so no web worker outlives its supervisor to drain)."""
         import psutil
 
+        from loadtest.faults.roles import alive
+
         for proc in (self.reaper, self.web):
             if proc is None or proc.poll() is not None:
                 continue
@@ -160,7 +162,12 @@ class BrokerProcess:
                 with contextlib.suppress(psutil.Error):
                     member.kill()
             proc.wait()
-            psutil.wait_procs(tree[1:], timeout=10)
+            # Until each has exited, not until it is reaped: the workers are the killed
+            # supervisor's children, so init reaps them, and on this VM that took 1.4-2 s
+            # (psutil.wait_procs waited it out on every kill). A zombie holds no socket.
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and any(alive(m.pid) for m in tree[1:]):
+                time.sleep(0.01)
         self.web = self.reaper = None
 
     def stop(self) -> None:
@@ -289,14 +296,16 @@ async def expire_leases_of(conn: asyncpg.Connection, queue: str) -> int:
     return int(status.split()[-1])
 
 
-async def announce_changed(conn: asyncpg.Connection, queue: str) -> None:
+async def announce_changed(conn: asyncpg.Connection, queue: str, *,
+                           pause: float = 0.2) -> None:
     """Tell every broker process that anything in the queue may have changed (a wake-up
     naming no partition: their ready sets rescan the queue before trusting it again), as
     a test that edits the database behind the brokers' backs must; then give the
-    notification a moment to arrive (it is asynchronous)."""
+    notification `pause` seconds to arrive (it is asynchronous). A test that makes sure
+    otherwise that its broker heard it passes 0 (tests/faults/test_model.py)."""
     await conn.execute("SELECT pg_notify('queen_wakeup', id::text) FROM queen.queues "
                        "WHERE name = $1", queue)
-    await asyncio.sleep(0.2)
+    await asyncio.sleep(pause)
 
 
 async def prune_index_of(conn: asyncpg.Connection, db: Database, queue: str) -> None:

@@ -137,6 +137,7 @@ def test_the_broker_equals_a_plain_model_after_every_step(
         def __init__(self) -> None:
             super().__init__()
             self.queue = "model-" + uuid.uuid4().hex[:10]
+            self.heard = self.queue + "-heard"  # stays empty (`_announce_changed`)
             self.m = Model()
             self.http = httpx.Client(base_url=model_broker.url, timeout=30)
             self.restarts = 0
@@ -145,6 +146,8 @@ def test_the_broker_equals_a_plain_model_after_every_step(
             # tests, tests/integration/test_queue_options.py).
             r = self.http.post("/api/v1/configure", json={"queue": self.queue, "options": {
                 "retryLimit": RETRY_LIMIT, "leaseTime": 300, "retryDelay": 0}})
+            assert r.status_code == 200, r.text
+            r = self.http.post("/api/v1/configure", json={"queue": self.heard})
             assert r.status_code == 200, r.text
 
         def teardown(self) -> None:
@@ -373,14 +376,26 @@ def test_the_broker_equals_a_plain_model_after_every_step(
                 sql.run(sql.conn.execute(
                     "UPDATE queen.log_consumers SET lease_expires_at = now() - interval '1 s'"
                     " WHERE partition_id = $1 AND consumer_group = $2", int(self.m.pids[p]), g))
-                sql.run(announce_changed(sql.conn, self.queue))  # as a reaper's release is
+                self._announce_changed()  # as a reaper's release is
                 self.m.cursors[(p, g)].live = False
             else:
                 sql.run(maintenance.expire_leases(sql.db))
-                sql.run(announce_changed(sql.conn, self.queue))
+                self._announce_changed()
                 for c in self.m.cursors.values():
                     if c.lease is not None and not c.live:
                         c.batch_end, c.lease = None, None
+
+        def _announce_changed(self) -> None:
+            """The wake-up of a change made in SQL, heard by the broker before the next rule:
+            a pop that answers 204 has heard every notification committed before it arrived
+            (core/engine/listener.py, `heard_through`), so one on an empty queue of its own
+            is the proof. (A wildcard pop that finds something settles nothing, so without
+            it one could miss a partition the change made claimable.) It replaces a fixed
+            0.2 s pause, which took about 9 s of the test (45 pauses in a run)."""
+            sql.run(announce_changed(sql.conn, self.queue, pause=0))
+            r = self.http.get(f"/api/v1/pop/queue/{self.heard}", params={
+                "consumerGroup": "heard", "batch": 1})
+            assert r.status_code == 204, r.text
 
         # A restart (kill -9, then start) costs a second: at most one per run, and only once
         # the run has built up some state worth carrying across it.
