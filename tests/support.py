@@ -395,6 +395,20 @@ def core_reader(db: Database) -> Reader:
     return Reader(db, ReadySet(db, lambda: 1))
 
 
+async def pop_all_after(reader: Reader, request: PopRequest, *, ready_at: float,
+                        expected: int) -> int:
+    """Wait until `ready_at` (monotonic), when held-back messages become deliverable, then
+    pop until `expected` messages came (a lane offers only its cap of partitions at a time);
+    answer how many came."""
+    await asyncio.sleep(max(0.0, ready_at - time.monotonic()))
+    got = 0
+    for _ in range(expected):
+        got += (await reader.pop(request)).count
+        if got == expected:
+            break
+    return got
+
+
 async def core_pop(db: Database, request: PopRequest) -> PopResult:
     """One pop by a process that starts now: it seeds its lane, then claims."""
     return await core_reader(db).pop(request)

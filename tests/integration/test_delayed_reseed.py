@@ -8,7 +8,6 @@ them their due, as it gives a lease's."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import httpx
@@ -19,6 +18,7 @@ from core.engine.ready.reader import Reader
 from core.engine.ready.ready_set import ReadySet
 from core.storage.database import Database
 from core.storage.statements import Statement
+from tests.support import pop_all_after
 
 pytestmark = pytest.mark.citus
 
@@ -58,12 +58,7 @@ async def test_a_delayed_queue_s_partitions_are_delivered_once_their_delay_is_ov
     request = PopRequest(group="g", batch=PARTITIONS, max_partitions=PARTITIONS,
                          queue=queue_name, auto_ack=True)
     assert (await reader.pop(request)).count == 0
-    await asyncio.sleep(max(0.0, pushed + 2.2 - time.monotonic()))
-    got = 0
-    for _ in range(PARTITIONS):  # a lane holds CAP partitions at a time
-        got += (await reader.pop(request)).count
-        if got == PARTITIONS:
-            break
+    got = await pop_all_after(reader, request, ready_at=pushed + 2.2, expected=PARTITIONS)
     assert got == PARTITIONS
 
 

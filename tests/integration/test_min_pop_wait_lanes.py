@@ -11,7 +11,6 @@ says it changed; a pop of a batch it can fill still gets it."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 
@@ -26,6 +25,7 @@ from core.engine.writes import NewMessage
 from core.service import Broker
 from core.settings import Settings
 from core.storage.database import Database
+from tests.support import pop_all_after
 from tests.two_brokers import push_partitions
 
 pytestmark = pytest.mark.citus
@@ -67,12 +67,7 @@ async def test_held_partitions_are_delivered_once_their_oldest_message_waited(
     request = PopRequest(group="g", batch=PARTITIONS + 1, max_partitions=PARTITIONS,
                          queue=queue_name, auto_ack=True)
     assert (await reader.pop(request)).count == 0  # it holds them all (0.8 s on Citus)
-    await asyncio.sleep(max(0.0, pushed + 2.2 - time.monotonic()))
-    got = 0
-    for _ in range(PARTITIONS):  # a lane holds CAP partitions at a time
-        got += (await reader.pop(request)).count
-        if got == PARTITIONS:
-            break
+    got = await pop_all_after(reader, request, ready_at=pushed + 2.2, expected=PARTITIONS)
     assert got == PARTITIONS
 
 
