@@ -49,8 +49,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("deployment", ["postgres", citus], indirect=True, scope="session")
 
 
-# The modules that took 25 s or more in CI (two workers, as it then ran), longest first: they
-# start first.
+# The modules that took 25 s or more in CI (two workers), longest first: they start first.
 # pytest-xdist hands whole files (`--dist loadfile`) to whichever worker is free; by default
 # it orders them by their number of tests, so these (a few tests each) came last, and the
 # suite ended with one worker still in a long fault run while the other had finished
