@@ -149,7 +149,7 @@ class BrokerProcess:
         at once, so no web worker outlives its supervisor to drain)."""
         import psutil
 
-        from loadtest.faults.roles import alive
+        from loadtest.faults.roles import wait_gone
 
         for proc in (self.reaper, self.web):
             if proc is None or proc.poll() is not None:
@@ -165,9 +165,7 @@ class BrokerProcess:
             # Until each has exited, not until it is reaped: the workers are the killed
             # supervisor's children, so init reaps them, and on this VM that took 1.4-2 s
             # (psutil.wait_procs waited it out on every kill). A zombie holds no socket.
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and any(alive(m.pid) for m in tree[1:]):
-                time.sleep(0.01)
+            wait_gone([m.pid for m in tree[1:]], 10, interval=0.01)
         self.web = self.reaper = None
 
     def stop(self) -> None:

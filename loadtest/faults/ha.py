@@ -47,7 +47,7 @@ import psutil  # type: ignore[import-untyped]
 from broker.patroni import NODES, Layout
 from loadtest.faults.base import Healer
 from loadtest.faults.client import Caller
-from loadtest.faults.roles import alive
+from loadtest.faults.roles import wait_gone
 from loadtest.faults.servers import ROOT, ServeInstance, die_with_parent
 
 HA_FAULTS = ("ha_pg_kill", "ha_freeze", "ha_standby_cut")
@@ -214,14 +214,10 @@ class PatroniPair:
                     with contextlib.suppress(psutil.Error):
                         backend.kill()
         # Exited is enough: init, not we, reaps a postmaster, and it may take seconds to
-        # (psutil's wait waited that long), so a zombie counts as gone (roles.alive).
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and any(alive(p.pid) for p in postmasters):
-            time.sleep(0.02)
-        for postmaster in postmasters:
-            if alive(postmaster.pid):
-                with contextlib.suppress(psutil.Error):
-                    postmaster.kill()
+        # (psutil's wait waited that long), so a zombie counts as gone (roles.wait_gone).
+        for pid in wait_gone([p.pid for p in postmasters], 30):
+            with contextlib.suppress(psutil.Error):
+                psutil.Process(pid).kill()
         self.procs.clear()
 
 

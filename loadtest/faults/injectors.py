@@ -26,7 +26,7 @@ from loadtest.faults import citus, ha
 from loadtest.faults.base import Harness, Healer
 from loadtest.faults.citus import CitusNodes
 from loadtest.faults.ha import PatroniPair
-from loadtest.faults.roles import postmaster_of
+from loadtest.faults.roles import postmaster_of, wait_gone
 from loadtest.faults.servers import ROOT, ServeInstance, die_with_parent, kill_pids, pg_ready
 from loadtest.faults.spool_fault import maintenance_kill
 
@@ -189,11 +189,11 @@ class Injector(Healer):
         failures_before = {i.name: self.run.probe_failures.get(i.name, 0) for i in others}
         rec: dict[str, Any] = {"pid": inst.pid, "injected_at": time.time()}
         children = await asyncio.to_thread(inst.kill_supervisor)
-        orphans = await asyncio.to_thread(inst.wait_gone, children, 20.0)
+        orphans = await asyncio.to_thread(wait_gone, children, 20.0)
         rec["children"] = len(children)
         rec["orphans"] = len(orphans)
         kill_pids(orphans)
-        await asyncio.to_thread(inst.wait_gone, orphans, 10.0)
+        await asyncio.to_thread(wait_gone, orphans, 10.0)
         inst.start()
         rec["restarted_at"] = time.time()
         healed = await self.heal(inst, rec["restarted_at"])

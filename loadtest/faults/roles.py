@@ -13,6 +13,7 @@ master and workers, or workers of its own):
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import psutil  # type: ignore[import-untyped]
@@ -93,3 +94,12 @@ def alive(pid: int) -> bool:
     except psutil.Error:
         return False
 
+
+def wait_gone(pids: list[int], timeout: float, interval: float = 0.02) -> list[int]:
+    """Wait until the processes have exited (a zombie counts: its parent or init reaps it,
+    which may take seconds, and it holds no socket or shared memory); answer those still
+    alive at the timeout."""
+    deadline = time.monotonic() + timeout
+    while (left := [p for p in pids if alive(p)]) and time.monotonic() < deadline:
+        time.sleep(interval)
+    return left

@@ -22,7 +22,7 @@ import httpx
 import psutil  # type: ignore[import-untyped]
 
 from core.embedded import BIN_DIR, EmbeddedPostgres, stop_process
-from loadtest.faults.roles import Roles, alive, roles_of
+from loadtest.faults.roles import Roles, roles_of, wait_gone
 
 ROOT = Path(__file__).resolve().parents[2]
 _DB_ENV = ("DATABASE_URL", "PG_HOST", "PG_PORT", "PG_USER", "PG_PASSWORD", "PG_DB",
@@ -153,21 +153,8 @@ class ServeInstance:
             return
         left = list(self.roles().everything)
         stop_process(self.proc, signal.SIGTERM, timeout=timeout)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and any(alive(p) for p in left):
-            time.sleep(0.1)
-        kill_pids([p for p in left if alive(p)])
+        kill_pids(wait_gone(left, 10))
         self.proc = None
-
-    def wait_gone(self, pids: list[int], timeout: float) -> list[int]:
-        """Wait for pids to exit; answer those still alive at the timeout."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            left = [p for p in pids if alive(p)]
-            if not left:
-                return []
-            time.sleep(0.1)
-        return [p for p in pids if alive(p)]
 
 
 class ExternalPostgres:
@@ -205,9 +192,7 @@ class ExternalPostgres:
         self.proc.wait(30)
         # Backends notice the postmaster's death on their own; wait so a restart finds the
         # shared memory free.
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and any(alive(p) for p in backends):
-            time.sleep(0.05)
+        wait_gone(backends, 10)
         self.proc = None
 
     def stop(self) -> None:
