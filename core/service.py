@@ -482,14 +482,14 @@ class Broker:
         await self._hub.published()
         return result
 
-    async def transaction(self, ops: list[transactions.TxPush | transactions.TxAck],
+    async def transaction(self, ops: list[PushItem | acks.GroupAck],
                           required_leases: list[str],
                           riders: Sequence[transactions.Rider] = (), *,
                           tenant: str = "") -> transactions.TxResult:
         """Pushes and acks, and the riders' ops (KV: `self.kv.rider`), in one database
         transaction (§4.7, extensions §17), all of `tenant`'s; refused while pushes are in
         maintenance when it pushes (the spool cannot keep a transaction's atomicity)."""
-        pushes = [op for op in ops if isinstance(op, transactions.TxPush)]
+        pushes = [op for op in ops if isinstance(op, PushItem)]
         if pushes:
             self.require_direct_writes()
             await self.tenants.admit_write(tenant, {(p.queue, p.partition) for p in pushes},
@@ -507,8 +507,7 @@ class Broker:
             COUNTERS.add("push_messages", sum(1 for v in result.verdicts.values()
                                               if v.status == "queued"))
             applied = sorted(result.acks)
-            tx_acks = [acks.GroupAck(op.group, op.item, tenant) for op in
-                       (ops[i] for i in applied) if isinstance(op, transactions.TxAck)]
+            tx_acks = [op for op in (ops[i] for i in applied) if isinstance(op, acks.GroupAck)]
             _count_acks(tx_acks, [result.acks[i] for i in applied])
             only = required_leases[0] if len(set(required_leases)) == 1 else None
             self._autopilot.acked((a.item.lease_id or only, result.acks[i].lease_released)

@@ -21,12 +21,12 @@ from core.engine.conflation import check_conflation, conflation_width
 from core.engine.fetch import FetchEntry, FetchResult
 from core.engine.pop import QUEUE_MODE, Claim, PopRequest, PopResult, requested_seed
 from core.engine.push import PushItem, PushOutcome
-from core.engine.transactions import Rider, RiderOutcome, TxAck, TxPush
+from core.engine.transactions import Rider, RiderOutcome
 from core.engine.writes import DEFAULT_PARTITION, NewMessage, PackedFrames
 
 __all__ = [
     "DEFAULT_PARTITION", "QUEUE_MODE", "AckItem", "AckOutcome", "Claim", "FetchEntry",
     "FetchResult", "GroupAck", "NewMessage", "PackedFrames", "Pilot", "PopRequest", "PopResult",
-    "PushItem", "PushOutcome", "Rider", "RiderOutcome", "TxAck", "TxPush", "check_conflation",
-    "conflation_width", "parse_status", "requested_seed",
+    "PushItem", "PushOutcome", "Rider", "RiderOutcome", "check_conflation", "conflation_width",
+    "parse_status", "requested_seed",
 ]

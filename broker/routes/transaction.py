@@ -27,7 +27,7 @@ from broker.wire.transaction import (
 from core.errors import BadRequest, PayloadTooLarge
 from core.ids import uuid7
 from core.settings import Settings
-from core.types import QUEUE_MODE, Rider, RiderOutcome, TxAck, TxPush
+from core.types import QUEUE_MODE, GroupAck, PushItem, Rider, RiderOutcome
 
 
 def failure(error: str, reason: str | None = None) -> TransactionAnswer:
@@ -47,19 +47,18 @@ def _push_items(op: PushOp, where: str) -> list[PushItemIn]:
                        op.traceId)]
 
 
-def parse_operations(body: TransactionBody, max_items: int,
-                     producer_sub: str | None) -> list[TxPush | TxAck]:
+def parse_operations(body: TransactionBody, max_items: int, producer_sub: str | None,
+                     tenant: str) -> list[PushItem | GroupAck]:
     if body.operations is None and isinstance(body.kv, UnsetType) \
             and isinstance(body.timers, UnsetType):
         raise BadRequest(TransactionBody.MESSAGES["operations"])
-    ops: list[TxPush | TxAck] = []
+    ops: list[PushItem | GroupAck] = []
     for i, op in enumerate(body.operations or ()):
         if isinstance(op, AckOp):
-            ops.append(TxAck(op.consumerGroup or QUEUE_MODE, to_ack_item(op)))
+            ops.append(GroupAck(op.consumerGroup or QUEUE_MODE, to_ack_item(op), tenant))
         else:
-            for item in _push_items(op, f"operations[{i}]"):
-                pushed = to_push_item(item, producer_sub)
-                ops.append(TxPush(pushed.queue, pushed.partition, pushed.message))
+            ops += (to_push_item(item, producer_sub, tenant=tenant)
+                    for item in _push_items(op, f"operations[{i}]"))
         if len(ops) > max_items:
             raise PayloadTooLarge(f"more than {max_items} operations in one transaction")
     return ops
@@ -77,7 +76,7 @@ async def transaction(request: Request, body: TransactionBody | BinaryTransactio
                       identity: Identity, tenant: str) -> Response:
     limit = state_of(request).settings.max_push_items
     head = body.head if isinstance(body, BinaryTransaction) else body
-    ops = parse_operations(head, limit, identity.sub)
+    ops = parse_operations(head, limit, identity.sub, tenant)
     service = broker_of(request)
     # In the order of their entries and of their locks (§17): KV rows, then timer rows.
     riders: list[Rider] = ([] if isinstance(head.kv, UnsetType)
@@ -89,7 +88,9 @@ async def transaction(request: Request, body: TransactionBody | BinaryTransactio
     if isinstance(body, BinaryTransaction):
         # The head's operations come first in the answer, then the pushes in wire order.
         stamp_producer(body.pushes, identity.sub)
-        ops += (TxPush(item.queue, item.partition, item.message) for item in body.pushes)
+        for item in body.pushes:
+            item.tenant = tenant
+        ops += body.pushes
         if len(ops) > limit:
             raise PayloadTooLarge(f"more than {limit} operations in one transaction")
     result = await service.transaction(
@@ -114,7 +115,7 @@ async def transaction(request: Request, body: TransactionBody | BinaryTransactio
             "acked": len(result.acks)})
     results: list[PushEntry | AckEntry | dict[str, Any]] = []
     for i, op in enumerate(ops):
-        if isinstance(op, TxPush):
+        if isinstance(op, PushItem):
             verdict = result.verdicts[i]
             entry = PushEntry(i, True, op.message.transaction_id,
                               str(verdict.message_id), op.queue)

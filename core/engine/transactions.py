@@ -21,25 +21,13 @@ from typing import Any, Protocol
 
 import msgspec
 
-from core.engine.ack import AckItem, AckOutcome, GroupAck, apply_acks
+from core.engine.ack import AckOutcome, GroupAck, apply_acks
 from core.engine.directory import PartitionName
+from core.engine.push import PushItem
 from core.engine.wakeup import Wake
-from core.engine.writes import NewMessage, Verdict, append
+from core.engine.writes import Verdict, append
 from core.storage.database import Database
 from core.storage.statements import Conn
-
-
-@dataclass(frozen=True, slots=True)
-class TxPush:
-    queue: str
-    partition: str
-    message: NewMessage
-
-
-@dataclass(frozen=True, slots=True)
-class TxAck:
-    group: str
-    item: AckItem
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,13 +99,14 @@ class _Vetoed(Exception):
         self.refusal = refusal
 
 
-async def run_transaction(db: Database, ops: list[TxPush | TxAck],
+async def run_transaction(db: Database, ops: list[PushItem | GroupAck],
                           required_leases: list[str],
                           riders: Sequence[Rider] = (), *, tenant: str = "") -> TxResult:
     """Apply the riders, then every op, in one database transaction; a rejected ack or a
     rider's refusal rolls everything back (the ack's failure is the one answered). Every
-    op is `tenant`'s: its pushes go to that tenant's queues, and an ack of another tenant's
-    partition is refused as one of a partition that does not exist.
+    op is `tenant`'s, whatever its own `tenant` field says: its pushes go to that tenant's
+    queues, and an ack of another tenant's partition is refused as one of a partition that
+    does not exist.
 
     Queues and partitions a push needs are created inside that transaction too, so a
     refused bundle creates nothing."""
@@ -127,7 +116,7 @@ async def run_transaction(db: Database, ops: list[TxPush | TxAck],
     pushes: dict[PartitionName, list[int]] = {}
     acks: list[int] = []
     for i, op in enumerate(ops):
-        if isinstance(op, TxPush):
+        if isinstance(op, PushItem):
             pushes.setdefault(PartitionName(op.queue, op.partition, tenant), []).append(i)
         else:
             acks.append(i)
@@ -162,24 +151,24 @@ async def run_transaction(db: Database, ops: list[TxPush | TxAck],
     return result
 
 
-def _fenced(op: TxAck, lent: str | None, tenant: str) -> GroupAck:
+def _fenced(op: GroupAck, lent: str | None, tenant: str) -> GroupAck:
     """The op with the lease it is checked against: its own, else the one lent."""
     item = op.item if op.item.lease_id else msgspec.structs.replace(op.item, lease_id=lent)
     return GroupAck(op.group, item, tenant)
 
 
-def _rejection(op: TxAck, error: str | None) -> str:
+def _rejection(op: GroupAck, error: str | None) -> str:
     """The answer's error: which ack was refused, why, and that nothing was applied."""
     return (f"ack of transactionId '{op.item.transaction_id}' (partitionId "
             f"{op.item.partition_id}, consumer group '{op.group}') rejected: "
             f"{error or 'refused'}; transaction rolled back")
 
 
-def _push(op: TxPush | TxAck) -> TxPush:
-    assert isinstance(op, TxPush)
+def _push(op: PushItem | GroupAck) -> PushItem:
+    assert isinstance(op, PushItem)
     return op
 
 
-def _ack(op: TxPush | TxAck) -> TxAck:
-    assert isinstance(op, TxAck)
+def _ack(op: PushItem | GroupAck) -> GroupAck:
+    assert isinstance(op, GroupAck)
     return op

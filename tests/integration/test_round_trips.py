@@ -168,13 +168,11 @@ async def test_a_push_is_one_round_trip_per_flush(
 async def test_the_counter_sees_every_round_trip_of_a_transaction(
         counted: tuple[Broker, RoundTrips], queue_name: str) -> None:
     """The proxy counts what it should: a transaction is BEGIN, its statements, COMMIT."""
-    from core.engine.transactions import TxPush
-
     broker, trips = counted
     await _warm_up(broker, queue_name)
     trips.reset()
     result = await broker.transaction(
-        [TxPush(queue_name, "t", NewMessage(uuid.uuid4(), "tx-1", b"1"))], [])
+        [PushItem(queue_name, "t", NewMessage(uuid.uuid4(), "tx-1", b"1"))], [])
     assert result.committed
     assert trips.of(POOL) == 3  # BEGIN, queen.append, COMMIT
 
