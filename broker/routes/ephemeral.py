@@ -100,10 +100,10 @@ async def eph_ack(request: Request, body: wire.EphAckBody, tenant: str) -> Respo
 @_answering
 async def eph_configure(request: Request, body: wire.EphConfigureBody,
                         tenant: str) -> Response:
-    done = await broker_of(request).ephemeral.configure(body.queue, body.options,
-                                                        tenant=tenant)
-    return json_response(wire.EphConfigureAnswer(done.queue, done.sent, iso(done.updated_at)),
-                         201)
+    stored = await broker_of(request).ephemeral.configure(body.queue, body.options,
+                                                          tenant=tenant)
+    sent = body.options if body.options is not None else {}
+    return json_response(wire.EphConfigureAnswer(body.queue, sent, iso(stored)), 201)
 
 
 @_answering

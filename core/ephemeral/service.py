@@ -85,13 +85,6 @@ class Listed:
 
 
 @dataclass(frozen=True, slots=True)
-class Configured:
-    queue: str
-    sent: Any
-    updated_at: datetime
-
-
-@dataclass(frozen=True, slots=True)
 class _Pending:
     partition: str
     payloads: Sequence[str]
@@ -271,7 +264,8 @@ class Ephemeral:
             self.waiters.wake(queue)
         return outcomes
 
-    async def configure(self, queue: str, sent: Any, *, tenant: str = "") -> Configured:
+    async def configure(self, queue: str, sent: Any, *, tenant: str = "") -> datetime:
+        """Declare the queue with the options `sent` (§19.6); answers when it was stored."""
         options = model.options_in_force(sent)
         async with self._db.session() as conn:
             o = options
@@ -280,7 +274,7 @@ class Ephemeral:
                 max_length=o.max_length, policy=o.policy, ttl_seconds=o.ttl_seconds,
                 lease_seconds=o.lease_seconds, retry_limit=o.retry_limit,
                 window_ms=o.window_ms, window_count=o.window_count)
-        return Configured(queue, sent if sent is not None else {}, stamp)
+        return stamp
 
     async def reset(self, queue: str, *, tenant: str = "") -> int:
         async with self._db.session() as conn:

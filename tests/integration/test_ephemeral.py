@@ -248,6 +248,20 @@ async def test_payload_bytes_round_trip(broker: BrokerProcess, eq: str) -> None:
     assert b'"payload":{"b": 1,  "a": [1.50, "\\u00e9"]}' in popped.content
 
 
+async def test_configure_echoes_the_queue_and_options_as_sent_and_when_stored(
+        broker: BrokerProcess, eq: str) -> None:
+    """The answer's fields in their order; no options at all echo as `{}`."""
+    async with httpx.AsyncClient(base_url=broker.url) as http:
+        bare = await http.post(EPH + "/configure", json={"queue": eq})
+        sent = await http.post(EPH + "/configure", json={
+            "queue": eq, "options": {"windowBuffer": {"count": 2}, "maxLength": 5}})
+    assert bare.status_code == 201 and sent.status_code == 201
+    assert list(bare.json()) == ["queue", "options", "updatedAt"]
+    assert bare.json()["queue"] == eq and bare.json()["options"] == {}
+    assert sent.content.startswith(b'{"queue":"%s","options":{"windowBuffer":{"count":2},'
+                                   b'"maxLength":5},"updatedAt":"' % eq.encode())
+
+
 async def test_stale_epoch_and_unparsable_ids(client: Queen, eq: str) -> None:
     eph = client.ephemeral
     await eph.push(eq, ["x"])
