@@ -28,7 +28,7 @@ from prometheus_client.core import (
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 
 from core.counters import LATENCY_BOUNDS, TIMED, bucket_name
-from core.ephemeral import Totals as EphemeralTotals
+from core.ephemeral.service import Totals as EphemeralTotals
 from core.upkeep.stats import ClusterFigures, OperatingFigures, ProcessFigures
 
 MEDIA_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # the format wire-protocol §6.5 names

@@ -70,7 +70,7 @@ from core.engine.ready.ready_set import ReadySet
 from core.engine.spool import Spool, SpoolSettings
 from core.engine.spool_format import SpoolRecord
 from core.engine.writes import Appended, NewMessage
-from core.ephemeral import Ephemeral
+from core.ephemeral.service import Ephemeral
 from core.ephemeral.sweeper import Sweeper as EphemeralSweeper
 from core.ephemeral.waiters import CHANNEL as EPHEMERAL_CHANNEL
 from core.errors import QueenError, ServiceError, StorageReadOnly, StorageUnavailable

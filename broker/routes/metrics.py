@@ -27,7 +27,7 @@ from broker import prometheus
 from broker.state import broker_of
 from broker.tenancy import Tenancy
 from broker.wire.http import json_response
-from core.ephemeral import Totals as EphemeralTotals
+from core.ephemeral.service import Totals as EphemeralTotals
 from core.errors import ServiceError
 from core.service import Broker
 from core.upkeep.stats import (
