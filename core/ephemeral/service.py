@@ -211,11 +211,11 @@ class Ephemeral:
                 self.waiters.pass_on(queue, group)  # there may be more
                 return got
             async with self._db.session() as conn:
-                window = await store.window(conn, queue=queue)
-            windowed = window.ms > 0 or window.count > 0
+                options = await store.options(conn, queue=queue)
+            windowed = options.window_ms > 0 or options.window_count > 0
             if got and not windowed:
                 return got
-            want = min(window.count or batch, batch)
+            want = min(options.window_count or batch, batch)
             first_at = time.monotonic() if got else None
             while True:
                 if got and len(got) >= want:
@@ -223,8 +223,8 @@ class Ephemeral:
                         self.waiters.pass_on(queue, group)
                     return got
                 until = deadline
-                if first_at is not None and window.ms > 0:
-                    until = min(until, first_at + window.ms / 1000)
+                if first_at is not None and options.window_ms > 0:
+                    until = min(until, first_at + options.window_ms / 1000)
                 now = time.monotonic()
                 if now >= until or gone.is_set() or self._stop_waiting.is_set():
                     return got

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from core.ephemeral.model import Options
 from core.storage.statements import Conn, Statement
 
 
@@ -32,12 +33,6 @@ class PoppedRow:
 class DeleteRow:
     deleted: bool
     declared: bool
-
-
-@dataclass(frozen=True, slots=True)
-class WindowRow:
-    ms: int
-    count: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,11 +164,12 @@ async def claim_sweeper(conn: Conn) -> bool:
     return claimed
 
 
-_WINDOW = Statement("eph_window", WindowRow)
+_OPTIONS = Statement("eph_options", Options)
 
 
-async def window(conn: Conn, *, queue: str) -> WindowRow:
-    return await _WINDOW.single(conn, queue=queue)
+async def options(conn: Conn, *, queue: str) -> Options:
+    """The queue's options in force: its declaration's, else the defaults of §19.2."""
+    return await _OPTIONS.single(conn, queue=queue)
 
 
 _QUEUES = Statement("eph_queues", EphemeralQueueRow)

@@ -65,9 +65,11 @@ SELECT woken, last_queue
 -- held until the connection closes, so a sweeper that dies or loses the server frees it.
 SELECT pg_try_advisory_lock(7431, 20) AS claimed;
 
--- name: eph_window
--- The queue's windowBuffer in force.
-SELECT window_ms AS ms, window_count AS count FROM queen.eph_options(:queue::text);
+-- name: eph_options
+-- The queue's options in force, as the fields of core.ephemeral.model.Options in their order.
+SELECT max_bytes, max_length, policy, ttl_seconds, lease_seconds, retry_limit, window_ms,
+       window_count
+  FROM queen.eph_options(:queue::text);
 
 -- name: eph_queues
 -- Every ephemeral queue, live or declared, by name: tier, gauges, counts and the options in
