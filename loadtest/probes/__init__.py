@@ -23,6 +23,7 @@ PROBES = {
     "walprobe": "WAL and table bytes per pushed message",
     "path_cost": "broker CPU per message of push, pop and ack without HTTP (against --root)",
     "step_cost": "the broker's per-message steps of push, pop and ack, CPU time in process",
+    "append_cost": "PostgreSQL's CPU per message of queen.append_partitions alone (against --root)",
     "sync_cost": "a synchronous standby against the primary alone (Patroni pair, ha extra)",
     "supervision": "the serve/web supervisor against hypercorn's runner; a killed worker",
     "ephemeral": "ephemeral queues against durable ones: throughput, round trip, bounds",

@@ -165,3 +165,13 @@ def test_the_http_stack_probe_fails_when_a_client_thread_fails() -> None:
         stop.set()
         closer.join(5)
         listener.close()
+
+
+def test_append_cost_installs_another_checkouts_append_under_its_own_name() -> None:
+    from loadtest.probes.append_cost import append_function
+
+    sql = append_function(ROOT, "append_partitions_other")
+    assert sql.startswith("CREATE OR REPLACE FUNCTION queen.append_partitions_other(")
+    assert sql.endswith("END $$;") and "queen.append_partitions(" not in sql
+    # The whole body: the last statement of the function is in it.
+    assert "UPDATE queen.log_partitions" in sql and sql.count("$$") == 2
