@@ -33,7 +33,6 @@ import json
 import os
 import pwd
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -42,6 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker.ports import free_ports
 from core.embedded import running_postmaster
 
 COORDINATOR = "coordinator"
@@ -120,7 +120,7 @@ class CitusCluster:
                        data.get("shards", shards), dict(data.get("settings", {})))
         found = bin_dir or find_bin_dir()
         names = [COORDINATOR] + [f"worker{i}" for i in range(1, workers + 1)]
-        ports = _free_ports(len(names))
+        ports = free_ports(len(names))
         return cls(root, found, [CitusNode(n, p) for n, p in zip(names, ports)], shards,
                    dict(settings or {}))
 
@@ -217,7 +217,7 @@ class CitusCluster:
         index = 1
         while f"worker{index}" in taken:
             index += 1
-        node = CitusNode(f"worker{index}", _free_ports(1)[0])
+        node = CitusNode(f"worker{index}", free_ports(1)[0])
         self.nodes.append(node)
         self._save()
         self._initdb(node, _system_user())
@@ -309,19 +309,6 @@ def _environment(user: str | None) -> dict[str, str]:
     if user is None:
         return dict(os.environ)
     return {**os.environ, "HOME": pwd.getpwnam(user).pw_dir}
-
-
-def _free_ports(count: int) -> list[int]:
-    sockets = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [int(s.getsockname()[1]) for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def _system_user() -> str | None:

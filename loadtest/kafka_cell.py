@@ -42,6 +42,7 @@ from typing import Any, Self
 
 import httpx
 
+from broker.ports import free_port
 from loadtest import launch
 from loadtest.corpus import build_corpus, payload
 
@@ -66,7 +67,7 @@ class KafkaListener(launch.ServerProcess):
     """`python -m broker.kafka` on a free port of 127.0.0.1."""
 
     def __init__(self, database_url: str) -> None:
-        self.port = launch.free_port()
+        self.port = free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.env = {**os.environ, "DATABASE_URL": database_url, "HOST": "127.0.0.1",
                     "QUEEN_KAFKA_PORT": str(self.port), "LOG_LEVEL": "warning"}

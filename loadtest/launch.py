@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,6 +20,7 @@ from typing import Self
 
 import httpx
 
+from broker.ports import free_port
 from core.embedded import EmbeddedPostgres, stop_process
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,31 +28,6 @@ DURABLE = {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on",
            "max_connections": "400",
            # Statement statistics for profiles (loadtest.profile); negligible overhead.
            "shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.track": "all"}
-
-
-def free_port() -> int:
-    """A port for a broker of ours, free now. Drawn below the kernel's ephemeral range: the
-    kernel's own pick (a bind to port 0) comes from that range, where every client
-    connection takes its source port and where two processes' picks met once, two test
-    brokers handed one port. A plain bind (no SO_REUSEADDR) proves it free: any socket
-    bound there, even one in TIME_WAIT, refuses it."""
-    low = _ephemeral_low()
-    for _ in range(1000):
-        port = random.randrange(max(1024, low - 12000), low)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port below the ephemeral range")
-
-
-def _ephemeral_low() -> int:
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768  # Linux's default
 
 
 class Postgres:

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Self
 import asyncpg
 import httpx
 
+from broker.ports import free_port
 from core.embedded import EmbeddedPostgres, stop_process
 from core.engine.listener import WakeupHub
 from core.engine.wake_link import WakeLink
 from core.settings import database_url_from_env
 from core.storage.database import Database
-from loadtest.launch import free_port
 
 if TYPE_CHECKING:
     from core.engine.pop import PopRequest, PopResult

@@ -36,6 +36,7 @@ import asyncpg
 import httpx
 import jwt
 
+from broker.ports import free_port
 from core.embedded import stop_process
 from loadtest.faults import dlq, snapshot
 from loadtest.faults.base import RunConfig
@@ -53,7 +54,6 @@ from loadtest.faults.servers import (
     write_fast_settings,
 )
 from loadtest.faults.wake import wake_loop, wake_summary
-from loadtest.launch import free_port
 
 LEDGER_QUEUE = "ledger"
 DLQ_QUEUE = "ledger-dlq"

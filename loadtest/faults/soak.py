@@ -38,12 +38,12 @@ import asyncpg
 import httpx
 import psutil  # type: ignore[import-untyped]
 
+from broker.ports import free_port
 from loadtest.faults.base import RESULTS
 from loadtest.faults.consumer import Consumer
 from loadtest.faults.journal import read_all
 from loadtest.faults.report import publish
 from loadtest.faults.servers import ROOT, ServeInstance, die_with_parent
-from loadtest.launch import free_port
 
 QUEUE = "soak"
 WARMUP_S = 60.0

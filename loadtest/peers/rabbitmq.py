@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Self
 
+from broker.ports import free_port
 from core.waiting import within
-from loadtest.launch import ServerProcess, free_port
+from loadtest.launch import ServerProcess
 
 QUEUE = "loadtest-w2"
 

@@ -28,8 +28,9 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
+from broker.ports import free_port
 from loadtest.corpus import build_corpus, payload
-from loadtest.launch import ROOT, free_port
+from loadtest.launch import ROOT
 from loadtest.probes.rounds import Rounds, arguments, cpu_seconds, in_turn
 
 VARIANTS = {

@@ -11,6 +11,7 @@ says it changed; a pop of a batch it can fill still gets it."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 
@@ -110,3 +111,34 @@ async def test_a_held_partition_goes_to_a_batch_it_fills_and_to_one_a_push_fille
             uuid.uuid4(), uuid.uuid4().hex, b"{}"))])
         got = [(c.partition, c.end - c.start + 1) for c in (await broker.pop(two)).claims]
         assert got == [(target, 2)]
+
+
+async def test_racing_pops_of_one_take_every_held_partition_once_and_pops_of_two_none(
+        database_url: str, queue_name: str) -> None:
+    """Pops of two and pops of one at once, in one process whose lane holds far fewer
+    partitions than the queue has: the holds a pop of two files while a pop of one looks at
+    the same lane must not keep a partition from the pop of one (nor give it twice), and no
+    partition of one message goes to a pop of two before its minute of minPopWaitTime."""
+    settings = Settings(db_pool_size=6, metrics_flush_ms=600_000)
+    async with Broker.open(settings, dsn=database_url, migrate=False) as broker:
+        broker.ready._lane_cap = CAP
+        await broker.configure(queue=queue_name, namespace=None, task=None,
+                               given={"minPopWaitTime": 60_000}, replace=False)
+        names = [f"p{n}" for n in range(PARTITIONS)]
+        await push_partitions(broker, queue_name, names)
+        two = PopRequest(group="g", batch=2, queue=queue_name, auto_ack=True)
+        one = PopRequest(group="g", batch=1, queue=queue_name, auto_ack=True)
+        to_one: list[str] = []
+        to_two: list[str] = []
+        # Three pops of one take at most three a round: twenty rounds if none comes back
+        # empty; the rest of the allowance is for rounds whose pops met each other's claims.
+        for _ in range(3 * PARTITIONS):
+            results = await asyncio.gather(*(broker.pop(two) for _ in range(3)),
+                                           *(broker.pop(one) for _ in range(3)))
+            to_two += [c.partition for r in results[:3] for c in r.claims]
+            to_one += [c.partition for r in results[3:] for c in r.claims]
+            assert all(c.count == 1 for r in results[3:] for c in r.claims)
+            if len(to_one) >= PARTITIONS or to_two:
+                break
+        assert to_two == []
+        assert sorted(to_one) == sorted(names)  # each once
