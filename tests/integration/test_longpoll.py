@@ -214,10 +214,10 @@ async def test_500_parked_polls_get_every_push_once_and_the_rest_answer_at_their
 
     The polls' timeout leaves room for the pushes on a loaded machine: they ended 2.7 s after
     the polls were sent on a quiet one, up to 8.2 s beside three busy loops (on a machine
-    shared with other work), and with a 4 s timeout the last of them came after the polls had answered 204 (messages left in
-    the queue: a failure of the test's timing, not of the broker). So the pushes' window is
-    measured and must end 1 s before the earliest poll's deadline, or the test says so
-    instead of blaming delivery."""
+    shared with other work), and with a 4 s timeout the last of them came after the polls
+    had answered 204 (messages left in the queue: a failure of the test's timing, not of the
+    broker). So the pushes' window is measured and must end 1 s before the earliest poll's
+    deadline, or the test says so instead of blaming delivery."""
     polls, pushes, timeout_ms = 500, 200, 12_000
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < 4 * polls:
