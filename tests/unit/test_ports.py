@@ -25,3 +25,13 @@ def test_the_ports_drawn_are_free_and_distinct() -> None:
     for port in ports:
         with socket.socket() as s:
             s.bind(("127.0.0.1", port))  # no SO_REUSEADDR: refused if anything holds it
+
+
+def test_a_patroni_pair_s_ports_are_drawn_below_the_ephemeral_range() -> None:
+    from loadtest.faults.ha import free_base_port
+
+    # The layout takes base+1 .. base+23; fifty draws, none of them reaching the range
+    # (the old draw, from 20000 to 40000, reached it in about a third of the draws).
+    for _ in range(50):
+        base = free_base_port()
+        assert 1024 <= base + 1 and base + 23 < ephemeral_low(), (base, ephemeral_low())
