@@ -1,5 +1,6 @@
 """Ports for the servers our own tools start on 127.0.0.1: the development Citus cluster's
-nodes (broker/citus.py), the load tool's and the tests' brokers (loadtest/launch.py).
+nodes (broker/citus.py), the load tool's and the tests' brokers (loadtest/launch.py), the
+fault harness's Patroni pair (loadtest/faults/ha.py, from `ephemeral_low`).
 
 They are drawn below the kernel's ephemeral range. The kernel's own pick (a bind to port 0)
 comes from that range, where every client connection takes its source port: a port picked
