@@ -31,9 +31,7 @@ import asyncio
 import contextlib
 import json
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -45,7 +43,7 @@ from typing import Any
 import psutil  # type: ignore[import-untyped]
 
 from broker.patroni import NODES, Layout
-from broker.ports import ephemeral_low
+from broker.ports import free_block
 from loadtest.faults.base import Healer
 from loadtest.faults.client import Caller
 from loadtest.faults.roles import wait_gone
@@ -57,29 +55,11 @@ STANDBY_CUT_SECONDS = 12.0
 _LOG_TAIL_LINES = 15
 
 
-def free_base_port() -> int:
-    """A base port whose 23 successors are free (the layout uses base+1 .. base+23), all
-    below the kernel's ephemeral range, where a client connection's source port could take
-    one of them before its node binds it (broker/ports.py)."""
-    rng = random.Random()
-    top = ephemeral_low() - 24
-    for _ in range(200):
-        base = rng.randrange(max(1024, top - 12000), top, 50)
-        try:
-            for offset in range(1, 24):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", base + offset))
-        except OSError:
-            continue
-        return base
-    raise RuntimeError("no free range of ports for the Patroni pair")
-
-
 class PatroniPair:
     """Two Patroni nodes and the witness, as child processes of the harness."""
 
     def __init__(self, root: Path, log_dir: Path) -> None:
-        self.layout = Layout(root, base_port=free_base_port())
+        self.layout = Layout(root, base_port=free_block(23))  # base+1 .. base+23
         self.log_dir = log_dir
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.freezes = 0  # ha_freeze faults injected so far (their lengths go in turn)
