@@ -11,8 +11,8 @@ One durable embedded PostgreSQL, one database with this checkout's schema. `--pa
 partitions are created by a first call each; then every round calls the function `--calls`
 times, each call one segment of `--batch` corpus messages with fresh transactionIds (the
 common case: no duplicates) to the next partition in turn, all arguments built beforehand.
-The figure is the CPU of the backend that ran the calls (its user + system time from /proc,
-so the fsync of each commit is counted, the client's work is not), µs per message.
+The figure is the CPU of the backend that ran the calls (its user + system time, so the
+fsync of each commit is counted, the client's work is not), µs per message.
 
 With `--root`, that checkout's `queen.append_partitions` is installed beside this one's as
 `queen.append_partitions_other` (same tables, same database), and the rounds alternate the
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import re
 import uuid
 from pathlib import Path
@@ -31,9 +30,10 @@ from typing import Any
 
 import asyncpg
 
+from core import options, segments
 from loadtest import launch
 from loadtest.corpus import build_corpus, payload
-from loadtest.probes.rounds import FAST_DATABASE, Rounds, arguments, in_turn
+from loadtest.probes.rounds import FAST_DATABASE, Rounds, arguments, cpu_seconds, in_turn
 
 _FUNCTION = re.compile(r"CREATE OR REPLACE FUNCTION queen\.append_partitions\(.*?\nEND \$\$;",
                        re.DOTALL)
@@ -52,19 +52,10 @@ def append_function(root: Path, name: str) -> str:
                                   f"FUNCTION queen.{name}(", 1)
 
 
-def backend_cpu_seconds(pid: int) -> float:
-    """User + system CPU of one PostgreSQL backend (fields 14 and 15 of /proc/PID/stat)."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 class _Calls:
     """Arguments of append calls: one segment of `batch` fresh messages each."""
 
     def __init__(self, batch: int) -> None:
-        from core import options
-
         self.batch = batch
         self.defaults = options.DEFAULTS_JSON
         self.corpus = build_corpus()
@@ -72,8 +63,6 @@ class _Calls:
         self.made = 0
 
     def arguments(self, partition: int) -> tuple[Any, ...]:
-        from core import segments
-
         txids = [str(uuid.uuid4()) for _ in range(self.batch)]
         frames = [segments.Frame(uuid.uuid4(), txid,
                                  payload(self.corpus, partition, self.made + k, 1.0))
@@ -105,10 +94,10 @@ async def _measure(url: str, args: argparse.Namespace) -> Rounds:
                 prepared = [calls.arguments((turn + k) % args.partitions)
                             for k in range(args.calls)]
                 turn += args.calls
-                before = backend_cpu_seconds(backend)
+                before = cpu_seconds(backend)
                 for call in prepared:
                     await statements[label].fetch(*call)
-                spent = backend_cpu_seconds(backend) - before
+                spent = cpu_seconds(backend) - before
                 rounds.add(f"{label} append µs/msg", spent / (args.calls * args.batch) * 1e6)
             rounds.end_round()
     finally:
