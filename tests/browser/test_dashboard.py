@@ -6,6 +6,7 @@ then answers. One browser for the module; data under one unique prefix.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
@@ -546,11 +547,19 @@ async def test_views_refresh_on_their_own(browser: Any, broker: BrokerProcess,
         await push(api, [{"queue": data.orders, "partition": "p2", "payload": n}
                          for n in range(3)])
         await expect(cell).to_have_text("12")  # no navigation: the view refreshed itself
-        # Unticking "live" stops the refreshes.
+        # Unticking "live" stops the refreshes. The API answers slowly here, so the box is
+        # unticked while a refresh is in flight: that one may finish, no new one starts.
+        async def slowly(route: Any) -> None:
+            await asyncio.sleep(0.4)
+            await route.continue_()
+        await page.route("**/api/v1/**", slowly)
+        await page.wait_for_selector("#view[data-loading]")
         await page.uncheck("#live")
+        await page.wait_for_selector("#view:not([data-loading])")
         loads = await page.locator("#view").get_attribute("data-loads")
         await page.wait_for_timeout(1600)
         assert await page.locator("#view").get_attribute("data-loads") == loads
+        assert await page.locator("#view[data-loading]").count() == 0
     finally:
         await context.close()
 

@@ -47,7 +47,9 @@ const Router = {
     const ctx = Router.ctx;
     if (!ctx || (Access.auth === "on" && !Api.token())) return;
     const generation = Router.generation;
+    const main = document.getElementById("view");
     Router.loading = true;
+    main.dataset.loading = "1";  // lets a watcher tell a refresh in flight from an idle view
     try {
       const content = await Views[ctx.name].load(ctx);
       if (generation !== Router.generation) return;
@@ -65,7 +67,7 @@ const Router = {
         error instanceof ApiError ? error.message : `Could not load: ${error}`));
     } finally {
       Router.loading = false;
-      const main = document.getElementById("view");
+      delete main.dataset.loading;
       main.dataset.loads = String(Number(main.dataset.loads || 0) + 1);
     }
   },
