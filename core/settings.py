@@ -66,8 +66,9 @@ class Settings:
         "Directory of the embedded PostgreSQL (`--data-dir`); unused with `DATABASE_URL` or "
         "`PG_*`.")
     workers: int = LISTENING.setting(
-        0, "WORKERS", "Web worker processes (`--workers`); `0` means one per CPU.",
-        low=0, high=256, shown="`0` (one per CPU)")
+        0, "WORKERS", "Web worker processes (`--workers`); `0` means one per CPU, one fewer "
+        "when the broker runs its embedded PostgreSQL.",
+        low=0, high=256, shown="`0` (one per CPU; one fewer with the embedded database)")
     db_pool_size: int = DATABASE.setting(
         20, "DB_POOL_SIZE", "Database connections per web worker.", low=1, high=1000)
     db_connection_timeout_ms: int = DATABASE.setting(
@@ -355,8 +356,16 @@ class Settings:
 
     @property
     def web_workers(self) -> int:
-        """Web worker processes: WORKERS, or one per CPU."""
-        return self.workers or os.cpu_count() or 1
+        """Web worker processes: WORKERS, or one per CPU this process may run on, one fewer
+        when the broker runs its embedded PostgreSQL, at least one. That database works on
+        the same CPUs: on two of them, one web worker beside it moved as many messages as
+        two, for about four fifths of the CPU per message (docs/benchmarks/history.md, "Web
+        workers beside the database")."""
+        if self.workers:
+            return self.workers
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+            os.cpu_count() or 1)
+        return max(1, cpus - 1) if self.uses_embedded_database else cpus
 
     @property
     def scheme(self) -> str:

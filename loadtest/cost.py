@@ -17,12 +17,12 @@ costs the server:
   bytes per message;
 * the **messages per pop** the consumers got, so a reader sees how full the pops were.
 
-Each round runs, for every checkout (this one, and `--compare-root`'s) and every consumer
-(`raw`: the load tool's lean consumer; `official`: the official client's `consume()`), one
-cell on a fresh database of one durable embedded PostgreSQL and a fresh broker: producers
-push `--messages` messages as fast as they are answered (closed loop), the consumers drain
-them, and the gate checks every message arrived once. The checkouts' order alternates from
-round to round. Reported: medians and ranges over rounds, and same-run ratios (this checkout
+Each round runs, for every side (this checkout; and the other, `--compare-root`'s or this
+one with `--compare-workers` web workers) and every consumer (`raw`: the load tool's lean
+consumer; `official`: the official client's `consume()`), one cell on a fresh database of
+one durable embedded PostgreSQL and a fresh broker: producers push `--messages` messages as
+fast as they are answered (closed loop), the consumers drain them, and the gate checks every
+message arrived once. The sides' order alternates from round to round. Reported: medians and ranges over rounds, and same-run ratios (this checkout
 against the other, per round; official against raw; each against Queen's anchor).
 
 Writes `loadtest/results/cost-<run>.json` and `.txt` (also printed), the profiles beside
@@ -39,6 +39,7 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -101,12 +102,31 @@ def shape_of(args: argparse.Namespace, queue: str, consumer: str) -> Shape:
                  phased=args.phased)
 
 
-def _cell(args: argparse.Namespace, pg: launch.Postgres, root: Path | None, consumer: str,
+@dataclass(frozen=True)
+class Side:
+    """What one side of the run measures: a checkout (None: this one) with its web workers."""
+
+    name: str
+    root: Path | None
+    workers: int
+
+
+def sides_of(args: argparse.Namespace) -> list[Side]:
+    """`this`, and `other` when the run compares: another checkout (`--compare-root`) or
+    this one with another number of web workers (`--compare-workers`), or both at once."""
+    sides = [Side("this", None, args.workers)]
+    if args.compare_root or args.compare_workers:
+        sides.append(Side("other", args.compare_root.resolve() if args.compare_root else None,
+                          args.compare_workers or args.workers))
+    return sides
+
+
+def _cell(args: argparse.Namespace, pg: launch.Postgres, side: Side, consumer: str,
           label: str, profile_to: Path | None) -> dict[str, Any]:
     """One cell on a fresh database and broker; answer its figures per message."""
-    url = str(asyncio.run(launch.fresh_database(pg.dsn, migrate=root is None)))
+    url = str(asyncio.run(launch.fresh_database(pg.dsn, migrate=side.root is None)))
     shape = shape_of(args, f"cost-{consumer}", consumer)
-    with launch.broker(url, args.workers, root=root or launch.ROOT) as srv:
+    with launch.broker(url, side.workers, root=side.root or launch.ROOT) as srv:
         target = Target(srv.url, url, {"broker": srv.proc.pid if srv.proc else None,
                                        "postgres": pg.proc.pid if pg.proc else None})
         asyncio.run(profile.reset_statements(url))
@@ -268,6 +288,9 @@ def add_parser(sub: Any) -> None:
                    help="the producers stop here if they have not sent every message")
     p.add_argument("--compare-root", type=Path,
                    help="another checkout, measured in the same run (alternating)")
+    p.add_argument("--compare-workers", type=int,
+                   help="the other side's web workers (with no --compare-root: this checkout "
+                        "with that many web workers, measured in the same run)")
     p.add_argument("--phased", action="store_true",
                    help="push every message first, then drain: full pops, and the CPU of "
                         "pushing and of consuming (pop and ack) reported apart")
@@ -278,28 +301,29 @@ def add_parser(sub: Any) -> None:
 def command(args: argparse.Namespace) -> int:
     run_id = "cost-" + time.strftime("%Y%m%d-%H%M%S")
     args.out.mkdir(parents=True, exist_ok=True)
-    sides: list[tuple[str, Path | None]] = [("this", None)]
-    if args.compare_root:
-        sides.append(("other", args.compare_root.resolve()))
+    sides = sides_of(args)
     result: dict[str, Any] = {
         "run_id": run_id, "argv": sys.argv, "load_start": [round(x, 2) for x in os.getloadavg()],
         "queen_us": QUEEN_US, "rounds": [],
         "shape": (f"pushes of {args.batch} over {args.partitions} partitions from "
                   f"{args.connections} connections, {args.consumers} consumers popping "
                   f"{args.pop_batch} (partitions={args.pop_partitions}) with manual acks, "
-                  f"{args.messages} messages a cell, {args.workers} web workers"),
+                  f"{args.messages} messages a cell, "
+                  + "; ".join(f"{s.name}: {s.workers} web worker{'' if s.workers == 1 else 's'}"
+                              for s in sides)),
         "this_root": str(launch.ROOT),
-        "other_root": str(args.compare_root.resolve()) if args.compare_root else None}
+        "other_root": str(args.compare_root.resolve()) if args.compare_root else None,
+        "workers": {s.name: s.workers for s in sides}}
     with launch.Postgres() as pg:
         for i in range(args.rounds):
             cells: dict[str, dict[str, Any]] = {}
             order = sides if i % 2 == 0 else list(reversed(sides))
-            for side, root in order:
+            for side in order:
                 for consumer in args.consumer:
-                    name = f"{side} {consumer}"
+                    name = f"{side.name} {consumer}"
                     profile_to = None if args.no_profile else (
-                        args.out / f"{run_id}-{i + 1}-{side}-{consumer}.profile.txt")
-                    cells[name] = _cell(args, pg, root, consumer, f"cost {name} #{i + 1}",
+                        args.out / f"{run_id}-{i + 1}-{side.name}-{consumer}.profile.txt")
+                    cells[name] = _cell(args, pg, side, consumer, f"cost {name} #{i + 1}",
                                         profile_to)
             result["rounds"].append(cells)
     result["load_end"] = [round(x, 2) for x in os.getloadavg()]

@@ -1,8 +1,11 @@
 """The cost cell's arithmetic (loadtest/cost.py): CPU per message from a measured cell,
-statements by kind, and the same-run ratios between checkouts and consumers."""
+statements by kind, the same-run ratios between checkouts and consumers, and what each side
+of a comparison runs."""
 
 from __future__ import annotations
 
+import argparse
+from pathlib import Path
 from typing import Any
 
 from loadtest import cost
@@ -57,3 +60,20 @@ def test_ratios_are_taken_round_by_round_and_against_queen() -> None:
     assert this["server"]["median"] == 60.0
     assert this["queen_ratio"]["server"] == round(60.0 / cost.QUEEN_US["server"], 2)
     assert cost.QUEEN_US == {"broker": 17.7, "postgres": 5.7, "server": 23.4}
+
+
+def test_the_other_side_is_another_checkout_or_this_one_with_other_workers(
+        tmp_path: Path) -> None:
+    parser = argparse.ArgumentParser()
+    cost.add_parser(parser.add_subparsers())
+
+    def sides(*argv: str) -> list[tuple[str, Path | None, int]]:
+        args = parser.parse_args(["cost", "--workers", "2", *argv])
+        return [(s.name, s.root, s.workers) for s in cost.sides_of(args)]
+
+    assert sides() == [("this", None, 2)]
+    assert sides("--compare-workers", "1") == [("this", None, 2), ("other", None, 1)]
+    assert sides("--compare-root", str(tmp_path)) == [("this", None, 2),
+                                                      ("other", tmp_path.resolve(), 2)]
+    assert sides("--compare-root", str(tmp_path), "--compare-workers", "3") == [
+        ("this", None, 2), ("other", tmp_path.resolve(), 3)]

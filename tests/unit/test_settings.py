@@ -29,6 +29,18 @@ def test_values_are_parsed_from_text() -> None:
     assert Settings.from_env({"TRACE_RETENTION_DAYS": "0"}).trace_retention_days == 0
 
 
+@pytest.mark.parametrize(("cpus", "embedded", "external"), [(1, 1, 1), (2, 1, 2), (8, 7, 8)])
+def test_by_default_a_web_worker_per_cpu_one_fewer_beside_the_embedded_database(
+        monkeypatch: pytest.MonkeyPatch, cpus: int, embedded: int, external: int) -> None:
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(cpus)))
+    assert Settings.from_env({}).web_workers == embedded
+    assert Settings.from_env({"DATABASE_URL": "postgresql://h/db"}).web_workers == external
+    assert Settings.from_env({"PG_HOST": "h"}).web_workers == external
+    # WORKERS wins either way.
+    assert Settings.from_env({"WORKERS": "3"}).web_workers == 3
+    assert Settings.from_env({"WORKERS": "3", "PG_HOST": "h"}).web_workers == 3
+
+
 def test_idle_keep_alive_connections_stay_open_75_seconds_unless_configured() -> None:
     """Longer than the 5 s httpx (and so the official client) keeps an idle connection for
     reuse; hypercorn's own default is exactly those 5 s."""
