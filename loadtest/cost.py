@@ -284,13 +284,13 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--connections", type=int, default=8, help="producer connections")
     p.add_argument("--consumer", nargs="+", choices=CONSUMERS, default=list(CONSUMERS))
     p.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    p.add_argument("--compare-workers", type=int,
+                   help="the other side's web workers (with no --compare-root: this checkout "
+                        "with that many web workers, measured in the same run)")
     p.add_argument("--max-seconds", type=float, default=300.0,
                    help="the producers stop here if they have not sent every message")
     p.add_argument("--compare-root", type=Path,
                    help="another checkout, measured in the same run (alternating)")
-    p.add_argument("--compare-workers", type=int,
-                   help="the other side's web workers (with no --compare-root: this checkout "
-                        "with that many web workers, measured in the same run)")
     p.add_argument("--phased", action="store_true",
                    help="push every message first, then drain: full pops, and the CPU of "
                         "pushing and of consuming (pop and ack) reported apart")
