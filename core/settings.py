@@ -359,7 +359,7 @@ class Settings:
         """Web worker processes: WORKERS, or one per CPU this process may run on, one fewer
         when the broker runs its embedded PostgreSQL, at least one. That database works on
         the same CPUs: on two of them, one web worker beside it moved as many messages as
-        two, for about four fifths of the CPU per message (docs/benchmarks/history.md, "Web
+        two, for about three quarters of the CPU per message (docs/benchmarks/history.md, "Web
         workers beside the database")."""
         if self.workers:
             return self.workers

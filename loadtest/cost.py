@@ -22,8 +22,9 @@ one with `--compare-workers` web workers) and every consumer (`raw`: the load to
 consumer; `official`: the official client's `consume()`), one cell on a fresh database of
 one durable embedded PostgreSQL and a fresh broker: producers push `--messages` messages as
 fast as they are answered (closed loop), the consumers drain them, and the gate checks every
-message arrived once. The sides' order alternates from round to round. Reported: medians and ranges over rounds, and same-run ratios (this checkout
-against the other, per round; official against raw; each against Queen's anchor).
+message arrived once. The sides' order alternates from round to round. Reported: medians
+and ranges over rounds, and same-run ratios (this side against the other, per round;
+official against raw; each against Queen's anchor).
 
 Writes `loadtest/results/cost-<run>.json` and `.txt` (also printed), the profiles beside
 them. Everything runs on 127.0.0.1; only processes this command started are stopped.
