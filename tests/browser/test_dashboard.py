@@ -564,6 +564,36 @@ async def test_views_refresh_on_their_own(browser: Any, broker: BrokerProcess,
         await context.close()
 
 
+async def test_a_load_for_a_view_left_counts_for_nothing_on_the_next(
+        browser: Any, broker: BrokerProcess) -> None:
+    """The view's "loading" mark and its count of loads are the current view's: a load
+    still in flight for the view the user left, ending first, neither clears the mark nor
+    counts as the new view's load."""
+    context = await browser.new_context()
+    await context.add_init_script(
+        "sessionStorage.setItem('queen.dashboard.refreshMs', '600000')")
+    page = await context.new_page()
+    try:
+        await open_view(page, broker.url, "")
+
+        # The view left answers after 0.3 s, the next one after 1.5 s.
+        async def slowly(route: Any) -> None:
+            await asyncio.sleep(0.3 if "kv-namespaces" in route.request.url else 1.5)
+            await route.continue_()
+        await page.route("**/api/v1/**", slowly)
+        await page.goto(f"{broker.url}/#/kv")
+        await page.wait_for_selector("#view[data-view='kv'][data-loading]")
+        await page.goto(f"{broker.url}/#/timers")
+        await page.wait_for_selector("#view[data-view='timers']")
+        await page.wait_for_selector("#view:not([data-loading])")
+        # Idle only once the timers view's own load has ended: its content is there, and
+        # that load is the one counted.
+        assert await page.locator("#view .body > *").count() > 0
+        assert await page.locator("#view").get_attribute("data-loads") == "1"
+    finally:
+        await context.close()
+
+
 # --- auth on ---------------------------------------------------------------------------------
 
 async def test_with_auth_on_the_page_asks_for_a_token_and_offers_what_the_role_may_do(

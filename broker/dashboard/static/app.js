@@ -6,8 +6,7 @@ const DEFAULT_REFRESH_MS = 5000;
 
 const Router = {
   generation: 0,
-  loads: 0,
-  loading: false,
+  inFlight: 0,  // loads started and not yet ended, of any route (a left one's too)
   ctx: null,
 
   current() {
@@ -47,9 +46,8 @@ const Router = {
     const ctx = Router.ctx;
     if (!ctx || (Access.auth === "on" && !Api.token())) return;
     const generation = Router.generation;
-    const main = document.getElementById("view");
-    Router.loading = true;
-    main.dataset.loading = "1";  // lets a watcher tell a refresh in flight from an idle view
+    Router.inFlight += 1;
+    Router.markLoading();
     try {
       const content = await Views[ctx.name].load(ctx);
       if (generation !== Router.generation) return;
@@ -66,10 +64,21 @@ const Router = {
       ctx.body.replaceChildren(h("div", { class: "error", "data-error": "load" },
         error instanceof ApiError ? error.message : `Could not load: ${error}`));
     } finally {
-      Router.loading = false;
-      delete main.dataset.loading;
-      main.dataset.loads = String(Number(main.dataset.loads || 0) + 1);
+      Router.inFlight -= 1;
+      Router.markLoading();
+      if (generation === Router.generation) {  // a left route's load counts for nothing here
+        const main = document.getElementById("view");
+        main.dataset.loads = String(Number(main.dataset.loads || 0) + 1);
+      }
     }
+  },
+
+  // `data-loading` on the view while any load is in flight, so a watcher (a test, the live
+  // refresh) can tell a load in progress from an idle view.
+  markLoading() {
+    const main = document.getElementById("view");
+    if (Router.inFlight > 0) main.dataset.loading = "1";
+    else delete main.dataset.loading;
   },
 };
 
@@ -80,7 +89,7 @@ function refreshMs() {
 
 function tick() {
   const dialog = document.getElementById("confirm");
-  if (!document.getElementById("live").checked || document.hidden || dialog.open || Router.loading) return;
+  if (!document.getElementById("live").checked || document.hidden || dialog.open || Router.inFlight > 0) return;
   Router.reload();
 }
 
