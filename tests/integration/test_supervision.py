@@ -116,6 +116,28 @@ async def test_a_killed_web_worker_is_replaced_while_the_other_keeps_serving(
     assert queued <= stored
 
 
+async def test_requests_sent_while_a_sole_web_worker_is_replaced_wait_and_are_answered(
+        own_database: str, tmp_path: Path, queue_name: str) -> None:
+    """One web worker (the default beside the embedded database on two CPUs): killed, it
+    leaves nobody accepting; the listening socket is the supervisor's, so connections made
+    meanwhile wait in its queue until the new worker takes them."""
+    with Served(tmp_path / "serve.log", workers=1, env={"DATABASE_URL": own_database}) as one:
+        (victim,) = one.children("web")
+        os.kill(victim, signal.SIGKILL)
+        # Fresh connections, sent at once: nothing answers them until the worker is back.
+        async with fresh_connections(one.url, timeout=30) as client:
+            answers = await asyncio.gather(*[_push(client, queue_name, f"t{n}")
+                                             for n in range(5)])
+            assert [r.status_code for r in answers] == [201] * 5
+            assert all(r.json()[0]["status"] == "queued" for r in answers)
+            stored = {r["transactionId"]
+                      for r in (await fetch_records(client, queue_name, "Default"))["records"]}
+        (replacement,) = one.children("web")
+        assert replacement != victim
+        assert f"(pid {victim} was killed by SIGKILL)" in one.log()
+    assert stored == {f"t{n}" for n in range(5)}
+
+
 async def _at_least(items: set[str], count: int) -> bool:
     return len(items) >= count
 
